@@ -1,0 +1,223 @@
+"""Shared contracts: the pydantic types and names that workflows, activities, worker and client agree on.
+
+Pure data, no I/O, safe inside the workflow sandbox. Every field added after a release must
+carry a default, so that histories recorded by older code still decode and replay.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# ---------------------------------------------------------------------------------------------
+# Names are contracts: renaming a Python function must never break a run already in flight.
+
+WORKFLOW_NAME = "AgentRun"
+RESOLVE_AGENT_ACTIVITY = "agent.resolve"
+MODEL_CALL_ACTIVITY = "agent.model_call"
+TOOL_CALL_ACTIVITY = "agent.tool_call"
+STATUS_QUERY = "agent.status"
+TRANSCRIPT_QUERY = "agent.transcript"
+MODEL_CONTEXT_QUERY = "agent.model_context"
+
+# Custom search attributes (registered by the dev server the setup starts, and by the worker).
+SA_AGENT = "AgentName"  # Keyword
+SA_PHASE = "AgentPhase"  # Keyword: starting | calling_model | running_tools | completed | failed
+SA_TURN = "AgentTurn"  # Int
+SA_TOKENS = "AgentTotalTokens"  # Int
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    SA_AGENT: "Keyword",
+    SA_PHASE: "Keyword",
+    SA_TURN: "Int",
+    SA_TOKENS: "Int",
+}
+
+DEFAULT_AGENT = "demo"
+EMPTY_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=False)
+
+
+# --------------------------------------------------------------------------------- transcript
+# One API-neutral transcript: Chat Completions and the Responses API map to and from it.
+
+
+class ToolCall(_Model):
+    """A function call the model asked for. `arguments` is the model's raw JSON text."""
+
+    call_id: str
+    name: str
+    arguments: str = "{}"
+
+
+class UserMessage(_Model):
+    role: Literal["user"] = "user"
+    content: str
+
+
+class AssistantMessage(_Model):
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ToolMessage(_Model):
+    """A tool call's result as the model will read it (errors included, flagged)."""
+
+    role: Literal["tool"] = "tool"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
+
+
+class Usage(_Model):
+    requests: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+# ------------------------------------------------------------------------------------- agents
+
+
+class ToolSpec(_Model):
+    """What the model is told about a tool, plus how the workflow runs it."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, object] = Field(default_factory=lambda: dict(EMPTY_PARAMETERS))
+    timeout_seconds: float = 300.0
+    heartbeat_seconds: float = 30.0
+    max_attempts: int = 5
+
+
+class AgentSpec(_Model):
+    """An agent frozen into a run's history when the run starts."""
+
+    name: str
+    instructions: str = ""
+    model: str | None = None  # None: the worker's LLM_MODEL
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_turns: int = 10
+    temperature: float | None = None
+    model_timeout_seconds: float = 300.0
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+
+# ------------------------------------------------------------------------- workflow contracts
+
+
+class RunInput(_Model):
+    prompt: str
+    agent: str = DEFAULT_AGENT
+    max_turns: int | None = None  # overrides the agent's
+    model: str | None = None  # overrides the agent's
+
+
+class RunResult(_Model):
+    run_id: str
+    agent: str
+    output: str
+    turns: int
+    usage: Usage
+
+
+class RunStatus(_Model):
+    run_id: str
+    agent: str | None = None
+    status: str  # running | completed | failed | ...
+    phase: str
+    turn: int
+    max_turns: int | None = None
+    usage: Usage
+    last_step: str = ""
+    output: str | None = None
+    error: str | None = None
+
+
+class TranscriptQuery(_Model):
+    start: int = 0
+
+
+class Transcript(_Model):
+    agent: AgentSpec | None = None
+    messages: list[Message] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------ activity contracts
+
+
+class ResolveAgentInput(_Model):
+    agent: str
+    max_turns: int | None = None
+    model: str | None = None
+
+
+class ModelContextQuery(_Model):
+    """Asks the workflow for messages[start:upto], at most `max_bytes` of them (paging)."""
+
+    upto: int
+    start: int = 0
+    max_bytes: int = 1_000_000
+
+
+class ModelContext(_Model):
+    agent: AgentSpec
+    messages: list[Message]
+    next_start: int | None = None  # set when more pages remain
+
+
+class ModelCallInput(_Model):
+    """Small on purpose: the transcript is read from the workflow, so each message enters
+    history exactly once and per-turn history stays flat however long the run gets."""
+
+    agent: str
+    model: str | None
+    turn: int
+    transcript_len: int
+
+
+class ModelReply(_Model):
+    message: AssistantMessage
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str | None = None
+    model: str | None = None  # as reported by the server
+    response_id: str | None = None
+
+
+class ToolCallInput(_Model):
+    call_id: str
+    tool: str
+    arguments: str
+    idempotency_key: str
+    turn: int
+
+
+class ToolResult(_Model):
+    call_id: str
+    tool: str
+    output: str
+    is_error: bool = False
