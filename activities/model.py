@@ -1,0 +1,129 @@
+"""The model-call activity: one call to an OpenAI-compatible server over raw httpx.
+
+The activity's input names a turn, not a transcript: it reads the agent and the messages from
+the workflow with a query (`agent.model_context`), so each message enters history exactly once
+(as the result of the activity that produced it) and per-turn history stays flat. A query reads
+the workflow's state, rebuilt from history, so this is exactly as durable as Temporal itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+
+import httpx
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from activities import chat_wire, errors
+from activities.settings import LLMSettings
+from workflows.types import (
+    MODEL_CALL_ACTIVITY,
+    MODEL_CONTEXT_QUERY,
+    AgentSpec,
+    Message,
+    ModelCallInput,
+    ModelContext,
+    ModelContextQuery,
+    ModelReply,
+)
+
+log = logging.getLogger(__name__)
+HEARTBEAT_EVERY = 5.0
+
+
+@contextlib.asynccontextmanager
+async def heartbeating(every: float = HEARTBEAT_EVERY) -> AsyncIterator[None]:
+    """Heartbeat in the background so a dead worker is noticed through the heartbeat timeout
+    and a cancelled run's call is abandoned promptly."""
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(every)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+def new_http_client(settings: LLMSettings) -> httpx.AsyncClient:
+    """The worker's one connection pool to the model server. No retries here: Temporal owns
+    them, so every attempt is visible in the history. No read timeout either: the activity's
+    start-to-close timeout bounds the call, and heartbeats cover a dead worker."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(None, connect=settings.connect_timeout),
+        transport=httpx.AsyncHTTPTransport(retries=0),
+    )
+
+
+class ModelActivities:
+    def __init__(self, client: Client, settings: LLMSettings, http: httpx.AsyncClient) -> None:
+        self._client = client
+        self._settings = settings
+        self._http = http
+
+    async def read_context(self, upto: int) -> tuple[AgentSpec, list[Message]]:
+        info = activity.info()
+        assert info.workflow_id, "the model activity runs inside an agent run"
+        handle = self._client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+        messages: list[Message] = []
+        start: int | None = 0
+        agent: AgentSpec | None = None
+        while start is not None:
+            page = await handle.query(
+                MODEL_CONTEXT_QUERY, ModelContextQuery(upto=upto, start=start), result_type=ModelContext
+            )
+            agent = page.agent
+            messages.extend(page.messages)
+            start = page.next_start
+        assert agent is not None
+        return agent, messages
+
+    @activity.defn(name=MODEL_CALL_ACTIVITY)
+    async def call_model(self, input: ModelCallInput) -> ModelReply:
+        agent, messages = await self.read_context(input.transcript_len)
+        model = input.model or self._settings.model
+        stream = self._settings.stream
+        body = chat_wire.build_request(agent, messages, model, stream)
+        url = f"{self._settings.base_url}/chat/completions"
+        attempt = activity.info().attempt
+        headers = {"Content-Type": "application/json", **self._settings.auth_headers()}
+        async with heartbeating():
+            try:
+                reply = await self._send(url, body, headers, stream, input.turn)
+            except httpx.TransportError as err:
+                raise errors.from_transport(err, self._settings.base_url) from None
+            except chat_wire.MalformedResponse as err:
+                raise errors.malformed(str(err), attempt) from None
+            except chat_wire.StreamFailed as err:
+                raise ApplicationError(str(err), type="ModelStreamFailed") from None
+        log.info(
+            "model call ok: agent=%s model=%s turn=%d tool_calls=%d tokens=%d",
+            agent.name, model, input.turn, len(reply.message.tool_calls), reply.usage.total_tokens,
+        )  # fmt: skip
+        return reply
+
+    async def _send(
+        self, url: str, body: dict[str, object], headers: dict[str, str], stream: bool, turn: int
+    ) -> ModelReply:
+        if not stream:
+            response = await self._http.post(url, json=body, headers=headers)
+            if response.status_code != 200:
+                raise errors.from_status(response)
+            try:
+                payload = response.json()
+            except (ValueError, json.JSONDecodeError) as err:
+                raise chat_wire.MalformedResponse(f"body is not JSON: {response.text[:200]!r}") from err
+            return chat_wire.parse_response(payload, turn)
+        async with self._http.stream("POST", url, json=body, headers=headers) as response:
+            if response.status_code != 200:
+                await response.aread()
+                raise errors.from_status(response)
+            return await chat_wire.parse_stream(response.aiter_lines(), turn)

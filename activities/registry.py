@@ -1,0 +1,162 @@
+"""Agents, and the registry of agents and tools a worker serves, loaded from user modules.
+
+A user module defines tools and agents at module level:
+
+    from activities import tool, Agent
+
+    @tool
+    def get_weather(city: str) -> dict:
+        '''Current weather for a city.
+
+        Args:
+            city: City name.
+        '''
+        ...
+
+    weather = Agent(name="weather", instructions="...", tools=[get_weather], max_turns=8)
+
+and the worker loads it by module name or file path:
+`Registry.from_modules(["examples.demo_agent", "path/to/my_tools.py"])`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from activities.tools import Tool
+from workflows.types import AgentSpec
+
+
+class RegistryError(ValueError):
+    """A module could not be loaded, or two different objects claim one name."""
+
+
+class Agent(BaseModel):
+    """An agent as its author writes it; `spec()` freezes it into a run's history."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str = Field(min_length=1)
+    instructions: str = ""
+    model: str | None = None  # None: the worker's LLM_MODEL
+    tools: list[Tool[..., Any]] = Field(default_factory=lambda: list[Tool[..., Any]]())
+    max_turns: int = Field(default=10, ge=1)
+    temperature: float | None = None
+    model_timeout_seconds: float = Field(default=300, gt=0)
+
+    @model_validator(mode="after")
+    def _unique_tool_names(self) -> Agent:
+        names = [t.name for t in self.tools]
+        if dupes := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"agent '{self.name}' lists more than one tool named {', '.join(dupes)}")
+        return self
+
+    def spec(self, max_turns: int | None = None, model: str | None = None) -> AgentSpec:
+        """This agent as data, with a run's overrides applied. Raises ValueError on a bad one."""
+        if max_turns is not None and max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        return AgentSpec(
+            name=self.name,
+            instructions=self.instructions,
+            model=model or self.model,
+            tools=[t.spec() for t in self.tools],
+            max_turns=self.max_turns if max_turns is None else max_turns,
+            temperature=self.temperature,
+            model_timeout_seconds=self.model_timeout_seconds,
+        )
+
+
+class Registry:
+    """The tools and agents one worker serves, by name."""
+
+    def __init__(self, tools: Iterable[Tool[..., Any]] = (), agents: Iterable[Agent] = ()) -> None:
+        self._tools: dict[str, tuple[Tool[..., Any], str]] = {}  # name -> (tool, where defined)
+        self._agents: dict[str, tuple[Agent, str]] = {}
+        for t in tools:
+            self.add_tool(t)
+        for a in agents:
+            self.add_agent(a)
+
+    @classmethod
+    def from_modules(cls, modules: Iterable[str]) -> Registry:
+        """Import each module (dotted name or `.py` path) and collect its tools and agents."""
+        registry = cls()
+        for ref in modules:
+            module = _import(ref)
+            for value in list(vars(module).values()):
+                if isinstance(value, Tool):
+                    registry.add_tool(cast(Tool[..., Any], value), origin=ref)
+                elif isinstance(value, Agent):
+                    registry.add_agent(value, origin=ref)
+        return registry
+
+    def add_tool(self, tool: Tool[..., Any], origin: str = "") -> None:
+        _claim(self._tools, "tool", tool.name, tool, origin)
+
+    def add_agent(self, agent: Agent, origin: str = "") -> None:
+        """Register an agent and every tool it uses."""
+        _claim(self._agents, "agent", agent.name, agent, origin)
+        for t in agent.tools:
+            self.add_tool(t, origin)
+
+    def tool(self, name: str) -> Tool[..., Any] | None:
+        entry = self._tools.get(name)
+        return entry[0] if entry else None
+
+    def agent(self, name: str) -> Agent | None:
+        entry = self._agents.get(name)
+        return entry[0] if entry else None
+
+    def tools(self) -> list[Tool[..., Any]]:
+        return [t for t, _ in sorted(self._tools.values(), key=lambda e: e[0].name)]
+
+    def tool_names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def agent_names(self) -> list[str]:
+        return sorted(self._agents)
+
+
+def _claim(table: dict[str, tuple[Any, str]], kind: str, name: str, obj: object, origin: str) -> None:
+    existing = table.get(name)
+    if existing is None:
+        table[name] = (obj, origin)
+    elif existing[0] is not obj:  # the same object seen twice (re-exported, or via an agent) is fine
+        where = " and ".join(repr(o) for o in (existing[1], origin) if o) or "the registry"
+        raise RegistryError(f"two different {kind}s are named '{name}' (in {where}); rename one")
+
+
+def _import(ref: str) -> ModuleType:
+    """A module by dotted name, or a `.py` file by path. Errors say which module and why."""
+    if not ref.endswith(".py"):
+        try:
+            return importlib.import_module(ref)
+        except Exception as exc:
+            raise RegistryError(f"cannot import module '{ref}': {type(exc).__name__}: {exc}") from exc
+    path = Path(ref).resolve()
+    if not path.is_file():
+        raise RegistryError(f"cannot load '{ref}': no such file")
+    # A unique name per path, so two `tools.py` files in different folders do not collide.
+    name = f"_agent_module_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise RegistryError(f"cannot load '{ref}': not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before exec: pydantic and dataclasses look their module up here
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise RegistryError(f"cannot load '{ref}': {type(exc).__name__}: {exc}") from exc
+    return module

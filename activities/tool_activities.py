@@ -1,0 +1,100 @@
+"""The Temporal activities that resolve agents and run their tools on a worker.
+
+Each takes one pydantic model and returns one; names come from `workflows.types`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from datetime import timedelta
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.registry import Registry
+from activities.tools import ToolContext, ToolRetryableError
+from workflows.types import (
+    RESOLVE_AGENT_ACTIVITY,
+    TOOL_CALL_ACTIVITY,
+    AgentSpec,
+    ResolveAgentInput,
+    ToolCallInput,
+    ToolResult,
+)
+
+
+class ToolActivities:
+    """Activities bound to one worker's `Registry`."""
+
+    def __init__(self, registry: Registry, heartbeat_interval: float = 5.0) -> None:
+        self.registry = registry
+        self.heartbeat_interval = heartbeat_interval
+
+    @activity.defn(name=TOOL_CALL_ACTIVITY)
+    async def call_tool(self, input: ToolCallInput) -> ToolResult:
+        """Run one tool call. Errors the model can fix come back as `is_error` results."""
+        tool = self.registry.tool(input.tool)
+        if tool is None:
+            available = ", ".join(self.registry.tool_names()) or "none"
+            return ToolResult(
+                call_id=input.call_id,
+                tool=input.tool,
+                output=f"unknown tool '{input.tool}'; available: {available}",
+                is_error=True,
+            )
+        info = activity.info()
+        ctx = ToolContext(
+            run_id=info.workflow_id or "",
+            call_id=input.call_id,
+            idempotency_key=input.idempotency_key,
+            turn=input.turn,
+            attempt=info.attempt,
+        )
+        # Argument values may hold secrets, so only their size is logged.
+        what = f"tool {tool.name} call {input.call_id} (args {len(input.arguments)} chars, attempt {info.attempt})"
+        started = time.monotonic()
+        heartbeat = asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
+        try:
+            result = await tool.invoke(input.arguments, ctx)
+        except ToolRetryableError as exc:
+            activity.logger.info("%s: retryable failure %s", what, exc)
+            delay = timedelta(seconds=exc.retry_after) if exc.retry_after is not None else None
+            raise ApplicationError(str(exc), type="ToolRetryableError", next_retry_delay=delay) from exc
+        except Exception as exc:
+            activity.logger.info("%s: %s, will be retried", what, type(exc).__name__)
+            raise
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        outcome = "error result" if result.is_error else "ok"
+        activity.logger.info("%s: %s in %.2fs", what, outcome, time.monotonic() - started)
+        return result
+
+    async def _heartbeat(self, heartbeat_timeout: timedelta | None) -> None:
+        """Heartbeat while the tool runs: a dead worker is then noticed within the heartbeat
+        timeout, and cancellation reaches the activity."""
+        interval = self.heartbeat_interval
+        if heartbeat_timeout:
+            interval = min(interval, heartbeat_timeout.total_seconds() / 3)
+        while True:
+            await asyncio.sleep(interval)
+            activity.heartbeat()
+
+    @activity.defn(name=RESOLVE_AGENT_ACTIVITY)
+    async def resolve_agent(self, input: ResolveAgentInput) -> AgentSpec:
+        """The agent's spec with the run's overrides, to be frozen into the run's history."""
+        agent = self.registry.agent(input.agent)
+        if agent is None:
+            known = ", ".join(self.registry.agent_names()) or "no agents"
+            raise ApplicationError(
+                f"unknown agent '{input.agent}'; this worker knows: {known}",
+                type="UnknownAgent",
+                non_retryable=True,
+            )
+        try:
+            return agent.spec(max_turns=input.max_turns, model=input.model)
+        except ValueError as exc:
+            raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
