@@ -1,0 +1,304 @@
+"""Start, follow and manage agent runs: `python client.py COMMAND ...` (see --help).
+
+Exit codes: 0 ok; 1 the run failed (or was cancelled), or Temporal could not be reached;
+2 a usage error: bad arguments, an unknown run id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.connection import address, connect, namespace, task_queue
+from workflows import types as t
+
+STATUS_NAMES = {
+    WorkflowExecutionStatus.RUNNING: "running",
+    WorkflowExecutionStatus.COMPLETED: "completed",
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+    WorkflowExecutionStatus.TERMINATED: "terminated",
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
+    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
+}
+SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
+SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
+SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
+SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
+QUERY_TIMEOUT = timedelta(seconds=5)
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for: exit code 2."""
+
+
+class RunFailed(Exception):
+    """The run ended without an answer: exit code 1."""
+
+
+def ui_url(run_id: str) -> str:
+    base = os.environ.get("TEMPORAL_UI_URL", "http://localhost:8233").rstrip("/")
+    return f"{base}/namespaces/{namespace()}/workflows/{run_id}"
+
+
+def emit(as_json: bool, obj: dict[str, Any], text: str) -> None:
+    print(json.dumps(obj, indent=2, default=str) if as_json else text)
+
+
+async def existing(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
+    handle = client.get_workflow_handle(run_id)
+    try:
+        await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise UsageError(f"no run with id '{run_id}'") from None
+        raise
+    return handle
+
+
+# ------------------------------------------------------------------------------------ commands
+
+
+async def cmd_run(client: Client, args: argparse.Namespace) -> int:
+    if args.max_turns is not None and args.max_turns < 1:
+        raise UsageError("--max-turns must be at least 1")
+    run_id = args.id or f"{args.agent}-{uuid.uuid4().hex[:12]}"
+    prompt = " ".join(args.prompt)
+    handle = await client.start_workflow(
+        t.WORKFLOW_NAME,
+        t.RunInput(prompt=prompt, agent=args.agent, max_turns=args.max_turns, model=args.model),
+        id=run_id,
+        task_queue=args.task_queue,
+        result_type=t.RunResult,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(SA_AGENT, args.agent), SearchAttributePair(SA_PHASE, "starting")]
+        ),
+        static_summary=f"{args.agent}: {prompt[:120]}",
+        static_details=f"**prompt**\n\n{prompt}",
+    )
+    if not args.wait:
+        emit(args.json, {"run_id": run_id, "ui_url": ui_url(run_id)}, run_id)
+        if not args.json:
+            print(f"follow it: python client.py status {run_id}  ·  {ui_url(run_id)}", file=sys.stderr)
+        return 0
+    return await print_result(handle, args.json)
+
+
+async def print_result(handle: WorkflowHandle[Any, Any], as_json: bool) -> int:
+    try:
+        result: t.RunResult = await handle.result()
+    except WorkflowFailureError as err:
+        cause = err.cause
+        message = getattr(cause, "message", None) or str(cause or err)
+        status = "cancelled" if type(cause).__name__ == "CancelledError" else "failed"
+        emit(
+            as_json,
+            {"run_id": handle.id, "status": status, "error": message, "output": None},
+            f"run {status}: {message}",
+        )
+        return 1
+    obj = {"run_id": handle.id, "status": "completed", **result.model_dump(mode="json"), "ui_url": ui_url(handle.id)}
+    emit(as_json, obj, result.output)
+    return 0
+
+
+async def cmd_result(client: Client, args: argparse.Namespace) -> int:
+    handle = await existing(client, args.run_id)
+    if args.no_wait:
+        desc = await handle.describe()
+        if desc.status == WorkflowExecutionStatus.RUNNING:
+            emit(args.json, {"run_id": args.run_id, "status": "running", "output": None}, "the run is still running")
+            return 1
+    return await print_result(handle, args.json)
+
+
+async def gather_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
+    desc = await handle.describe()
+    sa = desc.typed_search_attributes
+    out: dict[str, Any] = {
+        "run_id": handle.id,
+        "status": STATUS_NAMES.get(desc.status, "unknown") if desc.status else "unknown",
+        "agent": sa.get(SA_AGENT),
+        "phase": sa.get(SA_PHASE),
+        "turn": sa.get(SA_TURN) or 0,
+        "usage": {"total_tokens": sa.get(SA_TOKENS) or 0},
+        "last_step": None,
+        "started_at": desc.start_time.isoformat() if desc.start_time else None,
+        "closed_at": desc.close_time.isoformat() if desc.close_time else None,
+        "ui_url": ui_url(handle.id),
+    }
+    try:
+        live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
+        usage = live.usage.model_dump()
+        usage["total_tokens"] = live.usage.total_tokens
+        out.update(
+            agent=live.agent,
+            phase=live.phase,
+            turn=live.turn,
+            max_turns=live.max_turns,
+            usage=usage,
+            last_step=live.last_step,
+        )
+        if live.error:
+            out["error"] = live.error
+    except RPCError:
+        out["note"] = "live details unavailable (is a worker running?); showing search attributes"
+    retrying = [
+        {"activity": p.activity_type.name, "attempt": p.attempt, "last_failure": p.last_failure.message}
+        for p in desc.raw_description.pending_activities
+        if p.attempt > 1 and p.HasField("last_failure")
+    ]
+    if retrying:
+        out["retrying"] = retrying
+    if out["status"] in ("failed", "cancelled", "terminated", "timed_out") and "error" not in out:
+        try:
+            await handle.result()
+        except WorkflowFailureError as err:
+            out["error"] = getattr(err.cause, "message", None) or str(err.cause or err)
+    return out
+
+
+def render_status(s: dict[str, Any]) -> str:
+    usage = s["usage"]
+    tokens = f"{usage['total_tokens']} total"
+    if "input_tokens" in usage:
+        tokens = (
+            f"{usage['input_tokens']} in ({usage['cached_tokens']} cached) · "
+            f"{usage['output_tokens']} out · {usage['requests']} model calls"
+        )
+    turn = f"{s['turn']}" + (f" of {s['max_turns']}" if s.get("max_turns") else "")
+    lines = [
+        f"run:     {s['run_id']}",
+        f"agent:   {s['agent'] or '?'}",
+        f"status:  {s['status']}" + (f" ({s['phase']})" if s.get("phase") and s["phase"] != s["status"] else ""),
+        f"turn:    {turn}",
+        f"tokens:  {tokens}",
+    ]
+    if s.get("last_step"):
+        lines.append(f"last:    {s['last_step']}")
+    for r in s.get("retrying", []):
+        lines.append(f"retrying: {r['activity']} attempt {r['attempt']}: {r['last_failure']}")
+    if s.get("error"):
+        lines.append(f"error:   {s['error']}")
+    if s.get("note"):
+        lines.append(f"note:    {s['note']}")
+    lines.append(f"ui:      {s['ui_url']}")
+    return "\n".join(lines)
+
+
+async def cmd_status(client: Client, args: argparse.Namespace) -> int:
+    status = await gather_status(await existing(client, args.run_id))
+    emit(args.json, status, render_status(status))
+    return 0
+
+
+async def cmd_list(client: Client, args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    async for wf in client.list_workflows(f'WorkflowType="{t.WORKFLOW_NAME}"', limit=args.limit):
+        sa = wf.typed_search_attributes
+        rows.append(
+            {
+                "run_id": wf.id,
+                "status": STATUS_NAMES.get(wf.status, "unknown") if wf.status else "unknown",
+                "agent": sa.get(SA_AGENT),
+                "phase": sa.get(SA_PHASE),
+                "turn": sa.get(SA_TURN) or 0,
+                "total_tokens": sa.get(SA_TOKENS) or 0,
+                "started_at": wf.start_time.isoformat(),
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("no runs yet")
+    for r in rows:
+        print(f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4} {r['started_at'][:19]}")
+    return 0
+
+
+async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
+    handle = await existing(client, args.run_id)
+    await handle.cancel()
+    print(f"cancellation requested for {args.run_id}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------- parsing
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="client.py", description=__doc__)
+    p.add_argument("--task-queue", default=task_queue(), help="task queue of the workers (default: %(default)s)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="start a run and print its id")
+    run.add_argument("prompt", nargs="+", help="what to ask the agent")
+    run.add_argument("--agent", default=t.DEFAULT_AGENT, help="agent name (default: %(default)s)")
+    run.add_argument("--max-turns", type=int, help="override the agent's max_turns")
+    run.add_argument("--model", help="override the agent's model")
+    run.add_argument("--id", help="run id to use (default: generated)")
+    run.add_argument("--wait", action="store_true", help="wait and print the final answer")
+    run.add_argument("--json", action="store_true", help="print JSON")
+    run.set_defaults(fn=cmd_run)
+
+    for name, fn, helptext in [
+        ("status", cmd_status, "status, turn, token usage and last step of a run"),
+        ("result", cmd_result, "wait for a run's final answer and print it"),
+        ("cancel", cmd_cancel, "cancel a run"),
+    ]:
+        cmd = sub.add_parser(name, help=helptext)
+        cmd.add_argument("run_id")
+        if name != "cancel":
+            cmd.add_argument("--json", action="store_true", help="print JSON")
+        if name == "result":
+            cmd.add_argument("--no-wait", action="store_true", help="exit 1 at once if the run is still going")
+        cmd.set_defaults(fn=fn)
+
+    ls = sub.add_parser("list", help="list recent runs")
+    ls.add_argument("--limit", type=int, default=20)
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(fn=cmd_list)
+    return p
+
+
+async def dispatch(args: argparse.Namespace) -> int:
+    try:
+        client = await connect()
+    except Exception as err:
+        print(f"client.py: error: cannot reach Temporal at {address()}: {err}", file=sys.stderr)
+        return 1
+    try:
+        return int(await args.fn(client, args))
+    except UsageError as err:
+        print(f"client.py: error: {err}", file=sys.stderr)
+        return 2
+    except RPCError as err:
+        if err.status == RPCStatusCode.ALREADY_EXISTS:
+            print(f"client.py: error: a run with that id already exists ({err.message})", file=sys.stderr)
+            return 2
+        print(f"client.py: error: Temporal said: {err.message}", file=sys.stderr)
+        return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return asyncio.run(dispatch(args))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
