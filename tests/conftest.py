@@ -1,0 +1,90 @@
+"""Shared fixtures: one real Temporal dev server and one fake_llm server per session, a fresh
+task queue per test, and a way to run the project's own worker against them."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities import Registry
+from activities.connection import connect
+from activities.model import new_http_client
+from activities.settings import LLMSettings
+from fake_llm import FakeLLMServer
+from tests.devserver import DevServer
+from worker import build_worker
+
+TEST_MODULES = ["examples.demo_agent", "tests.fixtures.agents"]
+
+
+@pytest.fixture(scope="session")
+def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
+    server = DevServer(tmp_path_factory.mktemp("temporal"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+async def client(temporal_server: DevServer) -> Client:
+    return await connect(temporal_server.target, "default")
+
+
+@pytest.fixture(scope="session")
+def fake_llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+def llm(fake_llm: FakeLLMServer) -> FakeLLMServer:
+    fake_llm.reset()
+    return fake_llm
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    return Registry.from_modules(TEST_MODULES)
+
+
+@pytest.fixture
+def settings(llm: FakeLLMServer) -> LLMSettings:
+    return LLMSettings(base_url=llm.base_url, model="demo")
+
+
+@pytest.fixture
+def worker_factory(client: Client, task_queue: str, registry: Registry, settings: LLMSettings) -> Any:
+    """`async with worker_factory(**overrides):` runs the project's worker in-process."""
+
+    @contextlib.asynccontextmanager
+    async def make(**options: Any) -> AsyncIterator[Worker]:
+        s = options.pop("settings", settings)
+        reg = options.pop("registry", registry)
+        async with new_http_client(s) as http, build_worker(client, task_queue, reg, s, http, **options) as worker:
+            yield worker
+
+    return make
+
+
+def run_id(prefix: str = "test") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def counter_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Tools in tests/fixtures/agents.py append a line here for every side effect they make."""
+    path = tmp_path / "side_effects.log"
+    monkeypatch.setenv("SIDE_EFFECTS_FILE", str(path))
+    return path

