@@ -1,0 +1,28 @@
+# Image for the worker (default command) and the fake-llm test double; see docker-compose.yml.
+FROM python:3.11-slim
+
+ENV PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN useradd --create-home --uid 10001 app
+
+WORKDIR /app
+
+# README*/LICENSE* are optional: copied only if present, for a pyproject that names them.
+COPY pyproject.toml README* LICENSE* ./
+COPY workflows/ workflows/
+COPY activities/ activities/
+COPY fake_llm/ fake_llm/
+COPY examples/ examples/
+COPY worker.py client.py ./
+
+# Installs the declared dependencies (temporalio, httpx, pydantic); the code itself runs from
+# /app, which is on sys.path because worker.py and client.py live there.
+RUN pip install --no-cache-dir . \
+    && rm -rf build ./*.egg-info \
+    && chown app:app /app
+
+USER app
+
+CMD ["python", "worker.py"]
