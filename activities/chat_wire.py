@@ -70,13 +70,13 @@ def parse_usage(raw: object) -> Usage:
     )
 
 
-def _arguments(raw: object) -> str:
+def arguments_text(raw: object) -> str:
     if raw is None or raw == "":
         return "{}"
     return raw if isinstance(raw, str) else json.dumps(raw)
 
 
-def _unique_ids(calls: list[ToolCall], turn: int) -> list[ToolCall]:
+def unique_ids(calls: list[ToolCall], turn: int) -> list[ToolCall]:
     seen: set[str] = set()
     fixed: list[ToolCall] = []
     for i, call in enumerate(calls):
@@ -103,12 +103,14 @@ def parse_response(body: object, turn: int) -> ModelReply:
         if not isinstance(fn, dict) or not fn.get("name"):
             raise MalformedResponse(f"tool call without a function name: {json.dumps(raw)[:200]}")
         calls.append(
-            ToolCall(call_id=str(raw.get("id") or ""), name=str(fn["name"]), arguments=_arguments(fn.get("arguments")))
+            ToolCall(
+                call_id=str(raw.get("id") or ""), name=str(fn["name"]), arguments=arguments_text(fn.get("arguments"))
+            )
         )
     content = message.get("content")
     return ModelReply(
         message=AssistantMessage(
-            content=content if isinstance(content, str) else None, tool_calls=_unique_ids(calls, turn)
+            content=content if isinstance(content, str) else None, tool_calls=unique_ids(calls, turn)
         ),
         usage=parse_usage(body.get("usage")),
         finish_reason=choices[0].get("finish_reason"),
@@ -150,7 +152,7 @@ async def parse_stream(lines: AsyncIterator[str], turn: int) -> ModelReply:
                 fn = d.get("function") or {}
                 slot["name"] = fn.get("name") or slot["name"]
                 if fn.get("arguments"):
-                    slot["args"].append(_arguments(fn["arguments"]))
+                    slot["args"].append(arguments_text(fn["arguments"]))
     else:
         raise StreamFailed("stream ended before [DONE]")
     tool_calls = [
@@ -161,7 +163,7 @@ async def parse_stream(lines: AsyncIterator[str], turn: int) -> ModelReply:
         raise MalformedResponse("streamed tool call without a function name")
     text = "".join(content)
     return ModelReply(
-        message=AssistantMessage(content=text or None, tool_calls=_unique_ids(tool_calls, turn)),
+        message=AssistantMessage(content=text or None, tool_calls=unique_ids(tool_calls, turn)),
         usage=parse_usage(usage),
         finish_reason=finish,
         model=model,

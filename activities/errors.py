@@ -58,9 +58,15 @@ def retry_after(headers: httpx.Headers) -> float | None:
             return None
 
 
-def from_status(response: httpx.Response) -> ApplicationError:
+def redact(text: str, secret: str | None) -> str:
+    """Some proxies echo the request's key in their errors: it must not reach history."""
+    return text.replace(secret, "***") if secret else text
+
+
+def from_status(response: httpx.Response, secret: str | None = None) -> ApplicationError:
     status = response.status_code
     message, code = provider_message(response)
+    message = redact(message, secret)
     text = f"HTTP {status} from model server: {message}"
     if status == 429 and code == "insufficient_quota":
         return ApplicationError(text, type="ModelQuotaExceeded", non_retryable=True)
@@ -74,9 +80,9 @@ def from_status(response: httpx.Response) -> ApplicationError:
     return ApplicationError(text, type=f"ModelHTTP{status}", non_retryable=True)
 
 
-def from_transport(err: httpx.TransportError, base_url: str) -> ApplicationError:
+def from_transport(err: httpx.TransportError, base_url: str, secret: str | None = None) -> ApplicationError:
     kind = "ModelTimeout" if isinstance(err, httpx.TimeoutException) else "ModelConnectionError"
-    detail = str(err) or type(err).__name__
+    detail = redact(str(err) or type(err).__name__, secret)
     return ApplicationError(f"cannot reach model server at {base_url}: {detail}", type=kind)
 
 

@@ -13,13 +13,14 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
+from typing import Any, Protocol
 
 import httpx
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, errors
+from activities import chat_wire, errors, responses_wire
 from activities.settings import LLMSettings
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
@@ -33,6 +34,16 @@ from workflows.types import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class Wire(Protocol):
+    """What activities.chat_wire and activities.responses_wire both provide."""
+
+    def build_request(self, agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]: ...
+    def parse_response(self, body: object, turn: int) -> ModelReply: ...
+    async def parse_stream(self, lines: AsyncIterator[str], turn: int) -> ModelReply: ...
+
+
 HEARTBEAT_EVERY = 5.0
 
 
@@ -91,15 +102,18 @@ class ModelActivities:
         agent, messages = await self.read_context(input.transcript_len)
         model = input.model or self._settings.model
         stream = self._settings.stream
-        body = chat_wire.build_request(agent, messages, model, stream)
-        url = f"{self._settings.base_url}/chat/completions"
+        wire: Wire = responses_wire if (agent.api or self._settings.api) == "responses" else chat_wire
+        body = wire.build_request(agent, messages, model, stream)
+        path = "responses" if wire is responses_wire else "chat/completions"
+        url = f"{self._settings.base_url}/{path}"
         attempt = activity.info().attempt
         headers = {"Content-Type": "application/json", **self._settings.auth_headers()}
+        secret = self._settings.api_key.get_secret_value() if self._settings.api_key else None
         async with heartbeating():
             try:
-                reply = await self._send(url, body, headers, stream, input.turn)
+                reply = await self._send(wire, url, body, headers, stream, input.turn, secret)
             except httpx.TransportError as err:
-                raise errors.from_transport(err, self._settings.base_url) from None
+                raise errors.from_transport(err, self._settings.base_url, secret) from None
             except chat_wire.MalformedResponse as err:
                 raise errors.malformed(str(err), attempt) from None
             except chat_wire.StreamFailed as err:
@@ -111,19 +125,31 @@ class ModelActivities:
         return reply
 
     async def _send(
-        self, url: str, body: dict[str, object], headers: dict[str, str], stream: bool, turn: int
+        self,
+        wire: Wire,
+        url: str,
+        body: dict[str, object],
+        headers: dict[str, str],
+        stream: bool,
+        turn: int,
+        secret: str | None,
     ) -> ModelReply:
         if not stream:
             response = await self._http.post(url, json=body, headers=headers)
             if response.status_code != 200:
-                raise errors.from_status(response)
+                raise errors.from_status(response, secret)
             try:
                 payload = response.json()
             except (ValueError, json.JSONDecodeError) as err:
                 raise chat_wire.MalformedResponse(f"body is not JSON: {response.text[:200]!r}") from err
-            return chat_wire.parse_response(payload, turn)
+            return wire.parse_response(payload, turn)
         async with self._http.stream("POST", url, json=body, headers=headers) as response:
             if response.status_code != 200:
                 await response.aread()
-                raise errors.from_status(response)
-            return await chat_wire.parse_stream(response.aiter_lines(), turn)
+                raise errors.from_status(response, secret)
+            try:
+                return await wire.parse_stream(response.aiter_lines(), turn)
+            except httpx.TimeoutException:
+                raise
+            except httpx.TransportError as err:  # the connection dropped mid-stream
+                raise chat_wire.StreamFailed(f"stream cut off mid-way: {err}") from err

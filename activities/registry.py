@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -52,6 +52,7 @@ class Agent(BaseModel):
     max_turns: int = Field(default=10, ge=1)
     temperature: float | None = None
     model_timeout_seconds: float = Field(default=300, gt=0)
+    api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
 
     @model_validator(mode="after")
     def _unique_tool_names(self) -> Agent:
@@ -72,6 +73,7 @@ class Agent(BaseModel):
             max_turns=self.max_turns if max_turns is None else max_turns,
             temperature=self.temperature,
             model_timeout_seconds=self.model_timeout_seconds,
+            api=self.api,
         )
 
 

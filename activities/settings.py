@@ -12,12 +12,13 @@ from typing import Literal
 
 from pydantic import BaseModel, SecretStr
 
-DEFAULT_BASE_URL = "http://127.0.0.1:8400/v1"  # the offline demo's fake_llm server
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "gpt-4.1-mini"
 
 
 class LLMSettings(BaseModel):
     base_url: str = DEFAULT_BASE_URL
-    model: str = "demo"
+    model: str = DEFAULT_MODEL
     api_key: SecretStr | None = None
     # "Authorization" sends "Bearer KEY"; any other name (Azure's "api-key") sends the bare key.
     api_key_header: str = "Authorization"
@@ -34,7 +35,7 @@ class LLMSettings(BaseModel):
             raise ValueError(f"LLM_API must be 'chat' or 'responses', not {api!r}")
         return cls(
             base_url=env.get("LLM_BASE_URL", DEFAULT_BASE_URL).rstrip("/"),
-            model=env.get("LLM_MODEL", "demo"),
+            model=env.get("LLM_MODEL", DEFAULT_MODEL),
             api_key=SecretStr(key) if key else None,
             api_key_header=env.get("LLM_API_KEY_HEADER", "Authorization"),
             api=api,

@@ -28,9 +28,10 @@ from workflows.types import (
 class ToolActivities:
     """Activities bound to one worker's `Registry`."""
 
-    def __init__(self, registry: Registry, heartbeat_interval: float = 5.0) -> None:
+    def __init__(self, registry: Registry, heartbeat_interval: float = 5.0, default_model: str | None = None) -> None:
         self.registry = registry
         self.heartbeat_interval = heartbeat_interval
+        self.default_model = default_model  # the worker's LLM_MODEL, pinned into runs that name none
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def call_tool(self, input: ToolCallInput) -> ToolResult:
@@ -95,6 +96,9 @@ class ToolActivities:
                 non_retryable=True,
             )
         try:
-            return agent.spec(max_turns=input.max_turns, model=input.model)
+            spec = agent.spec(max_turns=input.max_turns, model=input.model)
         except ValueError as exc:
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
+        if spec.model is None and self.default_model:
+            spec = spec.model_copy(update={"model": self.default_model})
+        return spec

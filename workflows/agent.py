@@ -105,7 +105,7 @@ class AgentRun:
         return ApplicationError(message, type=kind, non_retryable=True)
 
     async def _call_model(self, agent: t.AgentSpec) -> t.ModelReply:
-        model = agent.model or "default model"
+        model = agent.model or "the worker's default model"
         self._set_phase("calling_model", f"turn {self._turn}: calling {model}")
         try:
             reply: t.ModelReply = await workflow.execute_activity(

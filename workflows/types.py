@@ -122,6 +122,7 @@ class AgentSpec(_Model):
     max_turns: int = 10
     temperature: float | None = None
     model_timeout_seconds: float = 300.0
+    api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)

@@ -1,0 +1,214 @@
+"""The OpenAI Responses API on the wire: the transcript to a request body, a response to a reply.
+
+Pure functions, no I/O, the same shape as chat_wire (and its errors):
+- `store: false` and the whole transcript on every call: the workflow owns the state, so a
+  retried or replayed call never depends on a server-side `previous_response_id`;
+- tools go out with `strict: false`: left out, OpenAI normalizes a schema into strict mode
+  (every field required), unlike Chat Completions, and optional tool arguments would change;
+- `reasoning` items are dropped: the transcript has no place for them;
+- a stream is an answer only once `response.completed` (or `.incomplete`) arrives, and the
+  response it carries is parsed exactly like a plain body, so both paths give equal replies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from activities.chat_wire import MalformedResponse, StreamFailed, arguments_text, unique_ids
+from activities.sse import iter_events
+from workflows.types import AgentSpec, AssistantMessage, Message, ModelReply, ToolCall, ToolMessage, Usage
+
+__all__ = ["MalformedResponse", "StreamFailed", "build_request", "parse_response", "parse_stream", "parse_usage"]
+
+_USABLE = ("completed", "incomplete")
+_TERMINAL = {"response.completed": "completed", "response.incomplete": "incomplete"}
+
+
+def build_request(agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            if m.content:  # a tool-call-only turn is just its function_call items
+                items.append({"role": "assistant", "content": m.content})
+            items += [
+                {"type": "function_call", "call_id": c.call_id, "name": c.name, "arguments": c.arguments}
+                for c in m.tool_calls
+            ]
+        elif isinstance(m, ToolMessage):
+            items.append({"type": "function_call_output", "call_id": m.call_id, "output": m.content})
+        else:
+            items.append({"role": "user", "content": m.content})
+    body: dict[str, Any] = {"model": model, "input": items, "store": False}
+    if agent.instructions:
+        body["instructions"] = agent.instructions
+    if agent.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "name": s.name,
+                "description": s.description,
+                "parameters": s.parameters,
+                "strict": False,
+            }
+            for s in agent.tools
+        ]
+    if agent.temperature is not None:
+        body["temperature"] = agent.temperature
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def parse_usage(raw: object) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage(requests=1)
+    inp = raw.get("input_tokens_details") or {}
+    out = raw.get("output_tokens_details") or {}
+    return Usage(
+        requests=1,
+        input_tokens=int(raw.get("input_tokens") or 0),
+        cached_tokens=int(inp.get("cached_tokens") or 0) if isinstance(inp, dict) else 0,
+        output_tokens=int(raw.get("output_tokens") or 0),
+        reasoning_tokens=int(out.get("reasoning_tokens") or 0) if isinstance(out, dict) else 0,
+    )
+
+
+def _error_text(raw: object) -> str:
+    """`code: message` from an error object, an `error` event or a body holding either."""
+    if isinstance(raw, dict):
+        err = raw["error"] if isinstance(raw.get("error"), dict) else raw
+        if err.get("message") or err.get("code"):
+            return f"{err.get('code') or 'error'}: {err.get('message') or ''}"
+    return json.dumps(raw)[:300]
+
+
+def _message_text(item: dict[str, Any]) -> str:
+    parts = item.get("content")
+    if isinstance(parts, str):
+        return parts
+    texts: list[str] = []
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(part, dict) and part.get("type") in ("output_text", "refusal"):
+            texts.append(str(part.get("text") or part.get("refusal") or ""))
+    return "".join(texts)
+
+
+def parse_response(body: object, turn: int) -> ModelReply:
+    if not isinstance(body, dict):
+        raise MalformedResponse("body is not a JSON object")
+    status = body.get("status") or "completed"  # some compatible servers leave it out
+    if status not in _USABLE:
+        raise MalformedResponse(f"response status is {status!r}: {_error_text(body.get('error'))}")
+    output = body.get("output")
+    if not isinstance(output, list):
+        raise MalformedResponse("no output in the response")
+    texts: list[str] = []
+    saw_message = False
+    calls: list[ToolCall] = []
+    for item in output:
+        if not isinstance(item, dict):
+            raise MalformedResponse("output item is not a JSON object")
+        if item.get("type") == "message":
+            saw_message = True
+            texts.append(_message_text(item))
+        elif item.get("type") == "function_call":
+            if not item.get("name"):
+                raise MalformedResponse(f"function call without a name: {json.dumps(item)[:200]}")
+            calls.append(
+                ToolCall(
+                    call_id=str(item.get("call_id") or ""),
+                    name=str(item["name"]),
+                    arguments=arguments_text(item.get("arguments")),
+                )
+            )
+        # `reasoning` and any other item type carry nothing the transcript keeps.
+    details = body.get("incomplete_details")
+    reason = details.get("reason") if isinstance(details, dict) else None
+    return ModelReply(
+        message=AssistantMessage(content="".join(texts) if saw_message else None, tool_calls=unique_ids(calls, turn)),
+        usage=parse_usage(body.get("usage")),
+        finish_reason=f"{status}:{reason}" if status != "completed" and reason else status,
+        model=body.get("model"),
+        response_id=body.get("id"),
+    )
+
+
+def _event(data: str) -> dict[str, Any]:
+    try:
+        event = json.loads(data)
+    except ValueError as err:
+        raise MalformedResponse(f"stream event is not JSON: {data[:200]}") from err
+    if not isinstance(event, dict):
+        raise MalformedResponse("stream event is not a JSON object")
+    return event
+
+
+def _assembled(
+    items: dict[int, dict[str, Any]], texts: dict[tuple[int, int], list[str]], args: dict[int, list[str]]
+) -> list[dict[str, Any]]:
+    """Output items rebuilt from the deltas, for a terminal event that does not list them."""
+    out: list[dict[str, Any]] = []
+    for i in sorted(set(items) | {k[0] for k in texts} | set(args)):
+        parts = ["".join(v) for k, v in sorted(texts.items()) if k[0] == i]
+        item = dict(items.get(i) or {"type": "message" if parts else "function_call"})
+        if parts:
+            item["content"] = [{"type": "output_text", "text": p} for p in parts]
+        if i in args:
+            item["arguments"] = "".join(args[i])
+        out.append(item)
+    return out
+
+
+async def parse_stream(
+    lines: AsyncIterator[str], turn: int, *, on_delta: Callable[[str], None] | None = None
+) -> ModelReply:
+    """Assemble a streamed response; `on_delta` sees each piece of text as it arrives."""
+    head: dict[str, Any] = {}
+    items: dict[int, dict[str, Any]] = {}
+    texts: dict[tuple[int, int], list[str]] = {}
+    args: dict[int, list[str]] = {}
+    index = 0
+    async for sse in iter_events(lines):
+        if sse.data.strip() == "[DONE]":
+            continue  # not Responses API, but some compatible servers end with it anyway
+        event = _event(sse.data)
+        kind = str(event.get("type") or sse.event)
+        index = event["output_index"] if isinstance(event.get("output_index"), int) else index
+        part = (index, event["content_index"] if isinstance(event.get("content_index"), int) else 0)
+        if kind == "error":
+            raise StreamFailed(f"error event mid-stream: {_error_text(event)}")
+        if kind == "response.failed":
+            failed = event.get("response")
+            raise StreamFailed(f"response failed mid-stream: {_error_text(failed or event)}")
+        if kind in _TERMINAL:
+            final = event.get("response")
+            body = {**head, **final} if isinstance(final, dict) else dict(head)
+            if not body.get("output"):
+                body["output"] = _assembled(items, texts, args)
+            body.setdefault("status", _TERMINAL[kind])
+            return parse_response(body, turn)
+        if kind in ("response.created", "response.in_progress") and isinstance(event.get("response"), dict):
+            head = event["response"]
+        elif kind in ("response.output_item.added", "response.output_item.done") and isinstance(
+            event.get("item"), dict
+        ):
+            items[index] = dict(event["item"])
+            if kind.endswith(".done"):  # the finished item is authoritative over its deltas
+                args.pop(index, None)
+                texts = {k: v for k, v in texts.items() if k[0] != index}
+        elif kind == "response.output_text.delta":
+            delta = str(event.get("delta") or "")
+            texts.setdefault(part, []).append(delta)
+            if on_delta is not None and delta:
+                on_delta(delta)
+        elif kind == "response.output_text.done":
+            texts[part] = [str(event.get("text") or "")]
+        elif kind == "response.function_call_arguments.delta":
+            args.setdefault(index, []).append(str(event.get("delta") or ""))
+        elif kind == "response.function_call_arguments.done":
+            args[index] = [str(event.get("arguments") or "")]
+            if event.get("name"):
+                items.setdefault(index, {"type": "function_call"})["name"] = event["name"]
+    raise StreamFailed("stream ended before response.completed")
