@@ -57,7 +57,7 @@ def emit(as_json: bool, obj: dict[str, Any], text: str) -> None:
 
 
 async def existing(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
-    handle = client.get_workflow_handle(run_id)
+    handle = client.get_workflow_handle(run_id, result_type=t.RunResult)
     try:
         await handle.describe()
     except RPCError as err:

@@ -41,7 +41,7 @@ def build_worker(
     """The worker, as `python worker.py` runs it; tests build theirs with this too.
     The caller owns `http` (see `new_http_client`) and closes it after the worker stops."""
     model = ModelActivities(client, settings, http)
-    tools = ToolActivities(registry)
+    tools = ToolActivities(registry, default_model=settings.model)
     return Worker(
         client,
         task_queue=queue,

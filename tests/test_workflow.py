@@ -26,8 +26,12 @@ def calls(*items: tuple[str, object]) -> dict:
     return {"tool_calls": [{"name": name, "arguments": args} for name, args in items]}
 
 
-async def test_demo_run_answers_with_tool_results(client, task_queue, worker_factory, llm):
-    async with worker_factory():
+@pytest.mark.parametrize(
+    "api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)]
+)
+async def test_demo_run_answers_with_tool_results(client, task_queue, worker_factory, llm, api, stream):
+    settings = LLMSettings(base_url=llm.base_url, model="demo", api=api, stream=stream)
+    async with worker_factory(settings=settings):
         handle = await start(client, task_queue, "What's the weather in Tokyo and Paris? Which is warmer?")
         result = await handle.result()
         messages = await transcript(handle)
@@ -41,6 +45,8 @@ async def test_demo_run_answers_with_tool_results(client, task_queue, worker_fac
     assert asked == ["Tokyo", "Paris"]
     # results are appended in the order the model asked for them
     assert [json.loads(m.content)["city"] for m in messages[2:4]] == ["Tokyo", "Paris"]
+    path = "/v1/responses" if api == "responses" else "/v1/chat/completions"
+    assert [(r["path"], r["body"].get("stream", False)) for r in llm.requests()] == [(path, stream)] * 3
 
 
 async def test_parallel_tool_calls_are_scheduled_together(client, task_queue, worker_factory, llm):
@@ -74,7 +80,7 @@ async def test_every_activity_has_a_readable_summary(client, task_queue, worker_
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert summaries[0] == "resolve agent demo"
-    assert "model: default model turn 1" in summaries
+    assert "model: demo turn 1" in summaries  # the worker's LLM_MODEL, pinned at the start
     assert "tool: get_weather(city=Tokyo)" in summaries
 
 

@@ -1,0 +1,117 @@
+"""A run survives a SIGKILLed worker and a restarted Temporal server, and replays."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+from tests.helpers import activity_attempts, replay, start
+from workflows import types as t
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def script(llm, *steps) -> str:
+    sid = uuid.uuid4().hex[:8]
+    llm.add_script(sid, list(steps))
+    return f"script:{sid}"
+
+
+def tool_call(name: str, **arguments: object) -> dict:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def effects(path: Path) -> Counter[str]:
+    if not path.exists():
+        return Counter()
+    return Counter(line.split()[0] for line in path.read_text().splitlines())
+
+
+def start_worker_process(temporal_server, llm, task_queue: str, log: Path) -> subprocess.Popen[bytes]:
+    """`python worker.py` as a user runs it, in its own process so it can be SIGKILLed."""
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": temporal_server.target,
+        "LLM_BASE_URL": llm.base_url,
+        "PYTHONUNBUFFERED": "1",
+    }
+    cmd = [sys.executable, "worker.py", "--tools", "tests/fixtures/agents.py", "--task-queue", task_queue]
+    with log.open("ab") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while b"worker polling" not in log.read_bytes():
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, f"worker did not start:\n{log.read_text()}"
+        time.sleep(0.1)
+    return proc
+
+
+async def wait_for(predicate, timeout: float = 30.0, every: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(every)
+
+
+async def test_sigkilled_worker_mid_tool_resumes_with_each_completed_tool_run_once(
+    client, temporal_server, llm, task_queue, counter_file, tmp_path
+):
+    model = script(
+        llm,
+        tool_call("record", label="before"),
+        tool_call("slow_record", label="slow", seconds=4),
+        tool_call("record", label="after"),
+        {"content": "all done"},
+    )
+    log = tmp_path / "worker.log"
+    first = start_worker_process(temporal_server, llm, task_queue, log)
+    handle = await start(client, task_queue, "go", agent="scripted", model=model)
+
+    async def slow_tool_running() -> bool:
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        return status.turn == 2 and status.phase == "running_tools"
+
+    await wait_for(slow_tool_running)
+    await asyncio.sleep(1.0)  # the slow tool is now mid-sleep
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    assert effects(counter_file) == Counter({"before": 1})
+
+    second = start_worker_process(temporal_server, llm, task_queue, log)
+    try:
+        result = await asyncio.wait_for(handle.result(), 60)
+        assert result.output == "all done" and result.turns == 4
+        # every tool that completed ran exactly once; the killed attempt never completed
+        assert effects(counter_file) == Counter({"before": 1, "slow": 1, "after": 1})
+        assert await activity_attempts(handle, t.TOOL_CALL_ACTIVITY) == [1, 2, 1]
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(20) == 0, "worker.py should exit 0 on SIGTERM"
+    assert "stopped" in log.read_text().splitlines()[-1]
+    await replay(handle)
+
+
+async def test_temporal_server_restart_mid_run(client, temporal_server, llm, task_queue, worker_factory, counter_file):
+    model = script(llm, tool_call("patient_record", label="through-restart", seconds=6), {"content": "survived"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="scripted", model=model)
+
+        async def tool_running() -> bool:
+            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+            return status.phase == "running_tools"
+
+        await wait_for(tool_running)
+        temporal_server.stop()  # SQLite keeps the history
+        await asyncio.sleep(1.0)
+        temporal_server.start()
+        result = await asyncio.wait_for(handle.result(), 90)
+    assert result.output == "survived"
+    assert effects(counter_file) == Counter({"through-restart": 1})
+    await replay(handle)
