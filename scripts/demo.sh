@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One command from a fresh clone to a finished agent run: `bash scripts/demo.sh ["PROMPT"]`.
+#   virtualenv + install -> Temporal dev server (SQLite in .state/, Web UI on :8233)
+#   -> model server (the offline fake_llm, unless you point at a real one) -> worker -> a run.
+# Real model: OPENAI_API_KEY=sk-... bash scripts/demo.sh   (or LLM_BASE_URL / LLM_MODEL / LLM_API_KEY)
+# Everything keeps running afterwards for client.py and the UI; `bash scripts/stop.sh` stops it.
+source "$(dirname "$0")/common.sh"
+ensure_venv
+cd "$ROOT"
+STATE="$ROOT/.state"
+mkdir -p "$STATE"
+DEFAULT_PROMPT="What's the weather in Tokyo and Paris right now? Which is warmer, in Fahrenheit?"
+PROMPT="${1:-$DEFAULT_PROMPT}"
+export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-localhost:7233}"
+export TEMPORAL_UI_URL="${TEMPORAL_UI_URL:-http://localhost:8233}"
+TEMPORAL="$VENV/bin/temporal"
+
+wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
+  local seconds="$1" what="$2"; shift 2
+  for _ in $(seq $((seconds * 5))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "error: $what did not come up in ${seconds}s; see $STATE/*.log" >&2
+  exit 1
+}
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+temporal_up() { "$TEMPORAL" operator namespace describe -n default --address "$TEMPORAL_ADDRESS" >/dev/null 2>&1; }
+http_up() { "$PY" -c "import httpx,sys; sys.exit(httpx.get(sys.argv[1], timeout=2).status_code != 200)" "$1"; }
+
+# 1. Temporal: reuse a server that answers, else start the dev server, persisted to SQLite.
+if temporal_up; then
+  echo "✓ Temporal at $TEMPORAL_ADDRESS"
+else
+  case "$TEMPORAL_ADDRESS" in
+    localhost:7233|127.0.0.1:7233) ;;
+    *) echo "error: cannot reach Temporal at $TEMPORAL_ADDRESS" >&2; exit 1 ;;
+  esac
+  # The run's search attributes (workflows/types.py), so "runs waiting for me" is a UI filter.
+  read -r -a SA_ARGS <<<"$("$PY" -c 'from workflows.types import SEARCH_ATTRIBUTES as s
+print(" ".join(f"--search-attribute {k}={v}" for k, v in s.items()))')"
+  nohup "$TEMPORAL" server start-dev --db-filename "$STATE/temporal.db" --ui-port 8233 \
+    --log-level warn "${SA_ARGS[@]}" >"$STATE/temporal.log" 2>&1 &
+  echo $! >"$STATE/temporal.pid"
+  wait_for 60 "the Temporal dev server" temporal_up
+  echo "✓ Temporal dev server started (history in .state/temporal.db, UI $TEMPORAL_UI_URL)"
+fi
+
+# 2. The model: a real one if you named it, else the offline test double.
+if [ -z "${LLM_BASE_URL:-}" ] && [ -z "${LLM_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
+  export LLM_BASE_URL="http://127.0.0.1:8400/v1" LLM_MODEL="${LLM_MODEL:-demo}"
+  if ! http_up "http://127.0.0.1:8400/healthz"; then
+    nohup "$PY" -m fake_llm --host 127.0.0.1 --port 8400 >"$STATE/fake_llm.log" 2>&1 &
+    echo $! >"$STATE/fake_llm.pid"
+    wait_for 20 "fake_llm" http_up "http://127.0.0.1:8400/healthz"
+  fi
+  echo "✓ model: fake_llm, the offline test double, at $LLM_BASE_URL (set OPENAI_API_KEY for a real model)"
+else
+  echo "✓ model: ${LLM_MODEL:-gpt-4.1-mini} at ${LLM_BASE_URL:-https://api.openai.com/v1}"
+fi
+
+# 3. A fresh worker, so code edits and model settings take effect.
+if alive "$STATE/worker.pid"; then
+  OLD_WORKER="$(cat "$STATE/worker.pid")"
+  kill -TERM "$OLD_WORKER"
+  wait_for 20 "the old worker's exit" bash -c "! kill -0 $OLD_WORKER"
+fi
+: >"$STATE/worker.log"
+nohup "$PY" worker.py >"$STATE/worker.log" 2>&1 &
+echo $! >"$STATE/worker.pid"
+wait_for 30 "the worker" grep -q "worker polling" "$STATE/worker.log"
+echo "✓ worker running (log: .state/worker.log)"
+
+# 4. The demo run.
+echo
+echo "› $PROMPT"
+RUN_ID="$("$PY" client.py run "$PROMPT" 2>/dev/null)"
+"$PY" client.py result "$RUN_ID"
+echo
+echo "run id:  $RUN_ID"
+echo "web UI:  $TEMPORAL_UI_URL/namespaces/default/workflows/$RUN_ID"
+echo "status:  $PY client.py status $RUN_ID"
