@@ -16,8 +16,15 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.connection import address, connect, namespace, task_queue
@@ -152,6 +159,12 @@ async def gather_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
         )
         if live.error:
             out["error"] = live.error
+        if out["status"] == "running" and live.pending_approvals:
+            out["status"] = "awaiting_approval"
+        out["pending_approvals"] = [p.model_dump(mode="json") for p in live.pending_approvals]
+        out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
+        if live.ignored_signals:
+            out["ignored_signals"] = live.ignored_signals
     except RPCError:
         out["note"] = "live details unavailable (is a worker running?); showing search attributes"
     retrying = [
@@ -187,6 +200,17 @@ def render_status(s: dict[str, Any]) -> str:
     ]
     if s.get("last_step"):
         lines.append(f"last:    {s['last_step']}")
+    for p in s.get("pending_approvals", []):
+        args = json.dumps(p["arguments"], ensure_ascii=False)
+        lines.append(f"waiting: {p['call_id']}  {p['tool']}({args})  since {p['since'][:19]}")
+        lines.append(f"         approve: python client.py approve {s['run_id']} {p['call_id']}")
+    for d in s.get("decisions", []):
+        verdict = "approved" if d["approved"] else "rejected"
+        extra = f": {d['reason']}" if d["reason"] else ""
+        edited = " with edited arguments" if d["arguments"] is not None else ""
+        lines.append(f"decided: {d['call_id']}  {d['tool']} {verdict}{edited} by {d['by']} at {d['at'][:19]}{extra}")
+    for note in s.get("ignored_signals", []):
+        lines.append(f"ignored: {note}")
     for r in s.get("retrying", []):
         lines.append(f"retrying: {r['activity']} attempt {r['attempt']}: {r['last_failure']}")
     if s.get("error"):
@@ -228,6 +252,46 @@ async def cmd_list(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
+    approve = args.command == "approve"
+    edited = None
+    if approve and args.args is not None:
+        try:
+            edited = json.loads(args.args)
+        except ValueError as err:
+            raise UsageError(f"--args is not valid JSON: {err}") from None
+        if not isinstance(edited, dict):
+            raise UsageError("--args must be a JSON object of the tool's arguments")
+    decision = t.ApprovalDecision(
+        call_id=args.call_id,
+        approve=approve,
+        arguments=edited,
+        always=approve and args.always,
+        reason="" if approve else args.reason,
+        by=args.by,
+    )
+    handle = await existing(client, args.run_id)
+    if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+        raise UsageError(f"run {args.run_id} has already finished: no call of it is pending")
+    # The update id makes a repeated decision count once: Temporal answers it with the first's result.
+    verdict = "approve" if approve else "reject"
+    try:
+        receipt: t.DecisionReceipt = await handle.execute_update(
+            t.APPROVAL_UPDATE, decision, id=f"{verdict}-{args.call_id}", result_type=t.DecisionReceipt
+        )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type in REFUSALS:
+            raise UsageError(f"{verdict} refused: {cause.message}") from None
+        raise
+    done = "approved" if receipt.approved else "rejected"
+    print(f"{args.call_id} {done} by {args.by} at {receipt.recorded_at:%Y-%m-%d %H:%M:%S}")
+    return 0
+
+
+REFUSALS = {"UnknownCall", "NotPending", "InvalidArguments", "InvalidDecision"}
+
+
 async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
     handle = await existing(client, args.run_id)
     await handle.cancel()
@@ -266,6 +330,21 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--no-wait", action="store_true", help="exit 1 at once if the run is still going")
         cmd.set_defaults(fn=fn)
 
+    who = os.environ.get("USER") or os.environ.get("USERNAME") or "cli"
+    approve = sub.add_parser("approve", help="approve a pending tool call (runs it)")
+    approve.add_argument("run_id")
+    approve.add_argument("call_id")
+    approve.add_argument("--args", metavar="JSON", help="run with these edited arguments (validated first)")
+    approve.add_argument("--always", action="store_true", help="also approve later calls of this tool in this run")
+    approve.add_argument("--by", default=who, help="who decides (default: %(default)s)")
+    approve.set_defaults(fn=cmd_decide)
+    reject = sub.add_parser("reject", help="reject a pending tool call; the model gets the reason")
+    reject.add_argument("run_id")
+    reject.add_argument("call_id")
+    reject.add_argument("--reason", required=True, help="what the model is told")
+    reject.add_argument("--by", default=who, help="who decides (default: %(default)s)")
+    reject.set_defaults(fn=cmd_decide)
+
     ls = sub.add_parser("list", help="list recent runs")
     ls.add_argument("--limit", type=int, default=20)
     ls.add_argument("--json", action="store_true", help="print JSON")
@@ -301,4 +380,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: the Temporal SDK's native runtime can abort the process while
+    # its threads wind down after an early exit, turning a clean exit code into SIGABRT.
+    os._exit(code)

@@ -25,7 +25,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, cast
@@ -38,6 +38,9 @@ from workflows.types import AgentSpec
 
 class RegistryError(ValueError):
     """A module could not be loaded, or two different objects claim one name."""
+
+
+ApprovalPolicy = Literal["never", "always"] | Callable[[Any], bool]
 
 
 class Agent(BaseModel):
@@ -53,13 +56,34 @@ class Agent(BaseModel):
     temperature: float | None = None
     model_timeout_seconds: float = Field(default=300, gt=0)
     api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
+    # Per tool: "never" (the default), "always", or a predicate over the validated arguments,
+    # e.g. {"transfer": lambda args: args.amount > 100}. A predicate that raises asks a person.
+    approvals: dict[str, ApprovalPolicy] = Field(default_factory=lambda: dict[str, ApprovalPolicy]())
+    approval_timeout_seconds: float | None = Field(default=None, gt=0)
+    approval_timeout_outcome: Literal["reject", "fail"] = "reject"
+    approval_timeout_reason: str = "no one decided on this call in time"
 
     @model_validator(mode="after")
     def _unique_tool_names(self) -> Agent:
         names = [t.name for t in self.tools]
         if dupes := sorted({n for n in names if names.count(n) > 1}):
             raise ValueError(f"agent '{self.name}' lists more than one tool named {', '.join(dupes)}")
+        if unknown := sorted(set(self.approvals) - set(names)):
+            raise ValueError(f"agent '{self.name}' sets approval for tools it does not have: {', '.join(unknown)}")
         return self
+
+    def approval_mode(self, tool: str) -> Literal["never", "always", "conditional"]:
+        policy = self.approvals.get(tool, "never")
+        return policy if isinstance(policy, str) else "conditional"
+
+    def needs_approval(self, tool: str, args: BaseModel) -> bool:
+        policy = self.approvals.get(tool, "never")
+        if isinstance(policy, str):
+            return policy == "always"
+        try:
+            return bool(policy(args))
+        except Exception:  # a predicate that can't decide must not wave a call through
+            return True
 
     def spec(self, max_turns: int | None = None, model: str | None = None) -> AgentSpec:
         """This agent as data, with a run's overrides applied. Raises ValueError on a bad one."""
@@ -69,11 +93,14 @@ class Agent(BaseModel):
             name=self.name,
             instructions=self.instructions,
             model=model or self.model,
-            tools=[t.spec() for t in self.tools],
+            tools=[t.spec().model_copy(update={"approval": self.approval_mode(t.name)}) for t in self.tools],
             max_turns=self.max_turns if max_turns is None else max_turns,
             temperature=self.temperature,
             model_timeout_seconds=self.model_timeout_seconds,
             api=self.api,
+            approval_timeout_seconds=self.approval_timeout_seconds,
+            approval_timeout_outcome=self.approval_timeout_outcome,
+            approval_timeout_reason=self.approval_timeout_reason,
         )
 
 

@@ -9,12 +9,13 @@ import asyncio
 import contextlib
 import time
 from datetime import timedelta
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.registry import Registry
-from activities.tools import ToolContext, ToolRetryableError
+from activities.tools import Tool, ToolContext, ToolRetryableError
 from workflows.types import (
     RESOLVE_AGENT_ACTIVITY,
     TOOL_CALL_ACTIVITY,
@@ -53,6 +54,10 @@ class ToolActivities:
             turn=input.turn,
             attempt=info.attempt,
         )
+        if input.check_approval:
+            asked = self._ask_policy(tool, input)
+            if asked is not None:
+                return asked
         # Argument values may hold secrets, so only their size is logged.
         what = f"tool {tool.name} call {input.call_id} (args {len(input.arguments)} chars, attempt {info.attempt})"
         started = time.monotonic()
@@ -73,6 +78,19 @@ class ToolActivities:
         outcome = "error result" if result.is_error else "ok"
         activity.logger.info("%s: %s in %.2fs", what, outcome, time.monotonic() - started)
         return result
+
+    def _ask_policy(self, tool: Tool[..., Any], input: ToolCallInput) -> ToolResult | None:
+        """Before a call that may need approval: invalid arguments go back to the model (no
+        person should be asked about them); valid ones go to the agent's policy. None: run it."""
+        args = tool.validate(input.arguments)
+        if isinstance(args, str):
+            return ToolResult(call_id=input.call_id, tool=tool.name, output=args, is_error=True)
+        agent = self.registry.agent(input.agent)
+        # An agent gone from this worker keeps its frozen "needs approval": ask, to be safe.
+        if agent is not None and not agent.needs_approval(tool.name, args):
+            return None
+        arguments = args.model_dump(mode="json", by_alias=True)
+        return ToolResult(call_id=input.call_id, tool=tool.name, output="", needs_approval=True, arguments=arguments)
 
     async def _heartbeat(self, heartbeat_timeout: timedelta | None) -> None:
         """Heartbeat while the tool runs: a dead worker is then noticed within the heartbeat

@@ -116,24 +116,30 @@ class Tool(Generic[P, R]):
     def spec(self) -> ToolSpec:
         return self._spec.model_copy(deep=True)
 
+    def validate(self, arguments_json: str) -> BaseModel | str:
+        """The validated arguments, or a message saying what is wrong with them."""
+        try:
+            raw: object = json.loads(arguments_json) if arguments_json.strip() else {}
+        except json.JSONDecodeError as exc:
+            where = f"{exc.msg} at position {exc.pos}"
+            return f"invalid JSON in arguments for tool '{self.name}': {where}; got {_excerpt(arguments_json)}"
+        if not isinstance(raw, dict):
+            return f"arguments for tool '{self.name}' must be a JSON object, got {_excerpt(arguments_json)}"
+        try:
+            return self.args_model.model_validate(raw)
+        except ValidationError as exc:
+            expected = ", ".join(self._params.values()) or "none"
+            return f"invalid arguments for tool '{self.name}': {_describe(exc)} (parameters: {expected})"
+
     async def invoke(self, arguments_json: str, ctx: ToolContext) -> ToolResult:
         """Run the tool on the model's raw JSON arguments; see the module docstring for errors."""
 
         def error(message: str) -> ToolResult:
             return ToolResult(call_id=ctx.call_id, tool=self.name, output=message, is_error=True)
 
-        try:
-            raw: object = json.loads(arguments_json) if arguments_json.strip() else {}
-        except json.JSONDecodeError as exc:
-            where = f"{exc.msg} at position {exc.pos}"
-            return error(f"invalid JSON in arguments for tool '{self.name}': {where}; got {_excerpt(arguments_json)}")
-        if not isinstance(raw, dict):
-            return error(f"arguments for tool '{self.name}' must be a JSON object, got {_excerpt(arguments_json)}")
-        try:
-            args = self.args_model.model_validate(raw)
-        except ValidationError as exc:
-            expected = ", ".join(self._params.values()) or "none"
-            return error(f"invalid arguments for tool '{self.name}': {_describe(exc)} (parameters: {expected})")
+        args = self.validate(arguments_json)
+        if isinstance(args, str):
+            return error(args)
         kwargs: dict[str, Any] = {param: getattr(args, field) for field, param in self._params.items()}
         if self._context_param:
             kwargs[self._context_param] = ctx

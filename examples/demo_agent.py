@@ -7,12 +7,16 @@ The data is made up and deterministic, so the demo needs no network.
 
 from __future__ import annotations
 
+import json
+import os
 import zlib
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
 
-from activities import Agent, tool
+from activities import Agent, ToolContext, tool
 
 _KNOWN = {
     "tokyo": ("sunny", 22.0),
@@ -78,12 +82,34 @@ def convert_temperature(celsius: float, unit: Literal["fahrenheit", "kelvin"] = 
     return {"value": round(value, 2), "unit": unit}
 
 
+@tool
+def send_report(to: str, body: str, ctx: ToolContext) -> str:
+    """Send a weather report by email. This has a side effect, so a person approves each call.
+
+    Args:
+        to: The recipient's email address.
+        body: The report's text.
+    """
+    if "@" not in to:
+        raise ValueError(f"not an email address: {to!r}")
+    # The demo's "mail server" is a file. The idempotency key makes a retried send a no-op.
+    outbox = Path(os.environ.get("DEMO_OUTBOX", ".state/outbox.jsonl"))
+    outbox.parent.mkdir(parents=True, exist_ok=True)
+    if outbox.exists() and ctx.idempotency_key in outbox.read_text(encoding="utf-8"):
+        return f"already sent to {to}"
+    line = {"key": ctx.idempotency_key, "to": to, "body": body, "at": datetime.now(UTC).isoformat()}
+    with outbox.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+    return f"sent to {to}"
+
+
 demo = Agent(
     name="demo",
     instructions=(
         "You are a concise weather assistant. Use the tools to look up real figures; "
         "never guess a temperature. Answer in one or two sentences."
     ),
-    tools=[get_weather, get_forecast, convert_temperature],
+    tools=[get_weather, get_forecast, convert_temperature, send_report],
+    approvals={"send_report": "always"},
     max_turns=8,
 )

@@ -230,7 +230,17 @@ def _weather(conv: Conversation) -> tuple[str | None, list[tuple[str, str]]]:
     ):
         warmest = max(facts.temps, key=lambda t: t[2])
         return None, [("convert_temperature", json.dumps({"celsius": warmest[2], "unit": "fahrenheit"}))]
-    return _weather_text(facts), []
+    text = _weather_text(facts)
+    # "…and send the report to ops@example.com": a side effect, which the demo agent guards
+    # with an approval.
+    if "send_report" in conv.tool_names and re.search(r"\b(send|email|mail)\b", conv.last_user_text, re.I):
+        sent = [r for r in conv.results_since_user if r.name == "send_report"]
+        if not sent:
+            found = re.search(r"[\w.+-]+@[\w-]+(\.[\w-]+)+", conv.last_user_text)
+            to = found.group(0) if found else "team@example.com"
+            return None, [("send_report", json.dumps({"to": to, "body": text}))]
+        return f"{text} Report: {_snippet(sent[-1].output)}", []
+    return text, []
 
 
 # --------------------------------------------------------------------------------- entry

@@ -26,9 +26,7 @@ def calls(*items: tuple[str, object]) -> dict:
     return {"tool_calls": [{"name": name, "arguments": args} for name, args in items]}
 
 
-@pytest.mark.parametrize(
-    "api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)]
-)
+@pytest.mark.parametrize("api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)])
 async def test_demo_run_answers_with_tool_results(client, task_queue, worker_factory, llm, api, stream):
     settings = LLMSettings(base_url=llm.base_url, model="demo", api=api, stream=stream)
     async with worker_factory(settings=settings):
@@ -192,7 +190,7 @@ async def test_unknown_agent_fails_with_the_agents_this_worker_knows(client, tas
             await handle.result()
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "UnknownAgent"
-    assert "unknown agent 'nobody'" in cause.message and "demo, looper, scripted" in cause.message
+    assert "unknown agent 'nobody'" in cause.message and "demo, guarded" in cause.message and "scripted" in cause.message
 
 
 async def test_the_api_key_never_enters_history(client, task_queue, worker_factory, llm):
@@ -218,7 +216,8 @@ async def test_the_agent_is_frozen_into_history_at_start(client, task_queue, wor
     first = next(e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
     spec = t.AgentSpec.model_validate_json(first.activity_task_completed_event_attributes.result.payloads[0].data)
     assert spec.name == "demo" and "concise weather assistant" in spec.instructions
-    assert [s.name for s in spec.tools] == ["get_weather", "get_forecast", "convert_temperature"]
+    assert [s.name for s in spec.tools] == ["get_weather", "get_forecast", "convert_temperature", "send_report"]
+    assert spec.tools[-1].approval == "always"
     assert spec.tools[0].parameters["required"] == ["city"]
 
 

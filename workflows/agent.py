@@ -11,6 +11,7 @@ called by name (names in `workflows.types`), so renaming Python code never break
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 
 from temporalio import workflow
@@ -22,12 +23,14 @@ with workflow.unsafe.imports_passed_through():
     import pydantic  # noqa: F401
 
     import workflows.types as t
+    from workflows.approvals import Approvals, DecisionRefused, edited_note, rejection_text
     from workflows.turn import FinalAnswer, RunTools, TurnLimitReached, decide, describe_call
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
+SA_PENDING = SearchAttributeKey.for_int(t.SA_PENDING)
 
 # Temporal owns retries. Model calls retry until the provider answers: a non-retryable answer
 # (bad request, auth, quota) fails at once, everything else waits it out, visible in the UI.
@@ -47,6 +50,7 @@ class AgentRun:
         self._last_step = "starting"
         self._output: str | None = None
         self._error: str | None = None
+        self._approvals = Approvals()
 
     # ------------------------------------------------------------------------------- the loop
 
@@ -132,8 +136,56 @@ class AgentRun:
         self._messages.extend(by_id[call_id] for call_id in step.order)
 
     async def _run_tool(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ToolMessage:
+        """One call: validated and checked against the approval policy by the tool activity,
+        then, if a person must decide, run (or not) after their decision."""
         spec = agent.tool(call.name)
         assert spec is not None  # decide() answered unknown tools already
+        record: t.ApprovalRecord | None = None
+        if spec.approval != "never" and call.name in self._approvals.always:
+            record = self._approvals.auto_approve(call.call_id, call.name, self._turn, workflow.now())
+        check = spec.approval != "never" and record is None
+        message = await self._tool_activity(agent, spec, call, call.arguments, check, "")
+        if message is not None:
+            return message
+        record = await self._await_decision(agent, call)
+        if not record.approved:
+            return t.ToolMessage(
+                call_id=call.call_id, name=call.name, content=rejection_text(record), is_error=True, approval=record
+            )
+        arguments = json.dumps(record.arguments) if record.arguments is not None else call.arguments
+        result = await self._tool_activity(agent, spec, call, arguments, False, "-approved")
+        assert result is not None
+        note = edited_note(record) if record.arguments is not None else ""
+        return result.model_copy(update={"content": note + result.content, "approval": record})
+
+    async def _await_decision(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ApprovalRecord:
+        self._refresh_phase()
+        timeout = agent.approval_timeout_seconds
+        try:
+            await workflow.wait_condition(
+                lambda: self._approvals.decided(call.call_id) is not None,
+                timeout=timedelta(seconds=timeout) if timeout else None,
+                timeout_summary=f"approval timeout for {call.name} {call.call_id}",
+            )
+        except TimeoutError:
+            if agent.approval_timeout_outcome == "fail":
+                message = f"no decision on {describe_call(call)} ({call.call_id}) within {timeout:g}s"
+                self._error = message
+                self._set_phase("failed", message)
+                raise ApplicationError(message, type="ApprovalTimedOut", non_retryable=True) from None
+            timed_out = t.ApprovalDecision(
+                call_id=call.call_id, approve=False, by="timeout", reason=agent.approval_timeout_reason
+            )
+            self._approvals.apply(timed_out, workflow.now(), automatic=True)
+        record = self._approvals.decided(call.call_id)
+        assert record is not None
+        self._refresh_phase()
+        return record
+
+    async def _tool_activity(
+        self, agent: t.AgentSpec, spec: t.ToolSpec, call: t.ToolCall, arguments: str, check: bool, suffix: str
+    ) -> t.ToolMessage | None:
+        """Runs the tool activity; None means the policy wants a person's decision first."""
         run_id = workflow.info().workflow_id
         try:
             result = await workflow.execute_activity(
@@ -141,12 +193,14 @@ class AgentRun:
                 t.ToolCallInput(
                     call_id=call.call_id,
                     tool=call.name,
-                    arguments=call.arguments,
+                    arguments=arguments,
                     idempotency_key=f"{run_id}:{call.call_id}",
                     turn=self._turn,
+                    agent=agent.name,
+                    check_approval=check,
                 ),
                 result_type=t.ToolResult,
-                activity_id=f"tool-{self._turn}-{call.call_id}",
+                activity_id=f"tool-{self._turn}-{call.call_id}{suffix}",
                 start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
                 retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
@@ -161,7 +215,49 @@ class AgentRun:
                 content=f"error: tool '{call.name}' failed after {spec.max_attempts} attempt(s): {cause}",
                 is_error=True,
             )
+        if result.needs_approval:
+            self._approvals.request(call.call_id, call.name, result.arguments or {}, self._turn, workflow.now())
+            return None
         return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error)
+
+    # ------------------------------------------------------------------------------ approvals
+
+    @workflow.signal(name=t.APPROVAL_SIGNAL)
+    def approval_signal(self, decision: t.ApprovalDecision) -> None:
+        """For `temporal workflow signal` and the Web UI. A refused decision is ignored, and
+        kept in the status so the sender can see why; a repeated one counts once."""
+        try:
+            self._approvals.check(decision, self._agent)
+        except DecisionRefused as refused:
+            workflow.logger.warning("approval signal ignored: %s", refused)
+            self._approvals.ignored.append(str(refused))
+            return
+        self._decide(decision)
+
+    @workflow.update(name=t.APPROVAL_UPDATE)
+    def approval_update(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
+        return self._decide(decision)
+
+    @approval_update.validator
+    def _validate_approval(self, decision: t.ApprovalDecision) -> None:
+        try:
+            self._approvals.check(decision, self._agent)
+        except DecisionRefused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
+    def _decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
+        record = self._approvals.apply(decision, workflow.now())
+        verdict = "approved" if record.approved else "rejected"
+        self._last_step = f"turn {self._turn}: {record.tool} {decision.call_id} {verdict} by {record.by}"
+        return t.DecisionReceipt(call_id=decision.call_id, approved=record.approved, recorded_at=record.at)
+
+    def _refresh_phase(self) -> None:
+        waiting = len(self._approvals.pending)
+        if waiting:
+            calls = ", ".join(f"{p.tool} ({p.call_id})" for p in self._approvals.pending.values())
+            self._set_phase("awaiting_approval", f"turn {self._turn}: waiting for approval of {calls}")
+        elif self._phase == "awaiting_approval":
+            self._set_phase("running_tools", f"turn {self._turn}: running approved tools")
 
     def _set_phase(self, phase: str, step: str) -> None:
         self._phase = phase
@@ -172,6 +268,7 @@ class AgentRun:
                 SA_PHASE.value_set(phase),
                 SA_TURN.value_set(self._turn),
                 SA_TOKENS.value_set(self._usage.total_tokens),
+                SA_PENDING.value_set(len(self._approvals.pending)),
             ]
         )
 
@@ -179,10 +276,11 @@ class AgentRun:
 
     @workflow.query(name=t.STATUS_QUERY)
     def status(self) -> t.RunStatus:
+        status = self._phase if self._phase in ("completed", "failed", "awaiting_approval") else "running"
         return t.RunStatus(
             run_id=workflow.info().workflow_id,
             agent=self._agent.name if self._agent else None,
-            status="running" if self._phase not in ("completed", "failed") else self._phase,
+            status=status,
             phase=self._phase,
             turn=self._turn,
             max_turns=self._max_turns,
@@ -190,6 +288,9 @@ class AgentRun:
             last_step=self._last_step,
             output=self._output,
             error=self._error,
+            pending_approvals=list(self._approvals.pending.values()),
+            decisions=self._approvals.decisions,
+            ignored_signals=self._approvals.ignored,
         )
 
     @workflow.query(name=t.TRANSCRIPT_QUERY)

@@ -6,7 +6,8 @@ carry a default, so that histories recorded by older code still decode and repla
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,17 +21,23 @@ TOOL_CALL_ACTIVITY = "agent.tool_call"
 STATUS_QUERY = "agent.status"
 TRANSCRIPT_QUERY = "agent.transcript"
 MODEL_CONTEXT_QUERY = "agent.model_context"
+# A person's decision on a tool call. The signal is for `temporal workflow signal` and the Web UI;
+# client.py sends the update, whose validator refuses a bad decision before anything is recorded.
+APPROVAL_SIGNAL = "approval"
+APPROVAL_UPDATE = "approval_update"
 
 # Custom search attributes (registered by the dev server the setup starts, and by the worker).
 SA_AGENT = "AgentName"  # Keyword
-SA_PHASE = "AgentPhase"  # Keyword: starting | calling_model | running_tools | completed | failed
+SA_PHASE = "AgentPhase"  # Keyword: starting | calling_model | running_tools | awaiting_approval | completed | failed
 SA_TURN = "AgentTurn"  # Int
 SA_TOKENS = "AgentTotalTokens"  # Int
+SA_PENDING = "AgentPendingApprovals"  # Int
 SEARCH_ATTRIBUTES: dict[str, str] = {
     SA_AGENT: "Keyword",
     SA_PHASE: "Keyword",
     SA_TURN: "Int",
     SA_TOKENS: "Int",
+    SA_PENDING: "Int",
 }
 
 DEFAULT_AGENT = "demo"
@@ -64,6 +71,20 @@ class AssistantMessage(_Model):
     tool_calls: list[ToolCall] = Field(default_factory=list)
 
 
+class ApprovalRecord(_Model):
+    """A person's decision on one tool call: who, when, what."""
+
+    call_id: str
+    tool: str
+    approved: bool
+    by: str
+    at: datetime
+    reason: str = ""
+    arguments: dict[str, Any] | None = None  # edited arguments, when the approver changed them
+    always: bool = False
+    automatic: bool = False  # made by the run itself: an approval timeout, or an earlier --always
+
+
 class ToolMessage(_Model):
     """A tool call's result as the model will read it (errors included, flagged)."""
 
@@ -72,6 +93,7 @@ class ToolMessage(_Model):
     name: str
     content: str
     is_error: bool = False
+    approval: ApprovalRecord | None = None  # never sent to the model; kept for the record
 
 
 Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
@@ -110,6 +132,8 @@ class ToolSpec(_Model):
     timeout_seconds: float = 300.0
     heartbeat_seconds: float = 30.0
     max_attempts: int = 5
+    # never | always | conditional (the agent's predicate, run by the tool activity, decides)
+    approval: Literal["never", "always", "conditional"] = "never"
 
 
 class AgentSpec(_Model):
@@ -123,6 +147,9 @@ class AgentSpec(_Model):
     temperature: float | None = None
     model_timeout_seconds: float = 300.0
     api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
+    approval_timeout_seconds: float | None = None  # None: wait as long as it takes
+    approval_timeout_outcome: Literal["reject", "fail"] = "reject"
+    approval_timeout_reason: str = "no one decided on this call in time"
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -146,10 +173,38 @@ class RunResult(_Model):
     usage: Usage
 
 
+class PendingApproval(_Model):
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    since: datetime
+    turn: int
+
+
+class ApprovalDecision(_Model):
+    """The body of the `approval` signal and update, e.g.
+    {"call_id": "call_abc", "approve": true, "by": "alice"}
+    {"call_id": "call_abc", "approve": true, "arguments": {"amount": 50}, "always": true}
+    {"call_id": "call_abc", "approve": false, "reason": "wrong account"}"""
+
+    call_id: str
+    approve: bool
+    arguments: dict[str, Any] | None = None
+    always: bool = False
+    reason: str = ""
+    by: str = "someone"
+
+
+class DecisionReceipt(_Model):
+    call_id: str
+    approved: bool
+    recorded_at: datetime
+
+
 class RunStatus(_Model):
     run_id: str
     agent: str | None = None
-    status: str  # running | completed | failed | ...
+    status: str  # running | awaiting_approval | completed | failed | ...
     phase: str
     turn: int
     max_turns: int | None = None
@@ -157,6 +212,9 @@ class RunStatus(_Model):
     last_step: str = ""
     output: str | None = None
     error: str | None = None
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    decisions: list[ApprovalRecord] = Field(default_factory=list)
+    ignored_signals: list[str] = Field(default_factory=list)
 
 
 class TranscriptQuery(_Model):
@@ -215,6 +273,10 @@ class ToolCallInput(_Model):
     arguments: str
     idempotency_key: str
     turn: int
+    agent: str = ""
+    # Validate, then ask the agent's approval policy; if it says so, return `needs_approval`
+    # instead of running. False once a person approved (or the tool needs no approval).
+    check_approval: bool = False
 
 
 class ToolResult(_Model):
@@ -222,3 +284,5 @@ class ToolResult(_Model):
     tool: str
     output: str
     is_error: bool = False
+    needs_approval: bool = False
+    arguments: dict[str, Any] | None = None  # the validated arguments, when needs_approval
