@@ -48,6 +48,8 @@ def build_worker(
         workflows=[AgentRun],
         activities=[model.call_model, tools.call_tool, tools.resolve_agent],
         graceful_shutdown_timeout=timedelta(seconds=10),
+        # Streamed text reaches watchers through heartbeat details: send them promptly.
+        max_heartbeat_throttle_interval=timedelta(milliseconds=200),
         **options,  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
     )
 

@@ -10,7 +10,7 @@ Pure functions, no I/O, so each real server's quirk is pinned by a unit test:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from activities.sse import iter_events
@@ -119,8 +119,11 @@ def parse_response(body: object, turn: int) -> ModelReply:
     )
 
 
-async def parse_stream(lines: AsyncIterator[str], turn: int) -> ModelReply:
-    """Assemble a streamed completion. Only a stream that reached `[DONE]` counts as an answer."""
+async def parse_stream(
+    lines: AsyncIterator[str], turn: int, *, on_delta: Callable[[str], None] | None = None
+) -> ModelReply:
+    """Assemble a streamed completion; `on_delta` sees each piece of text as it arrives.
+    Only a stream that reached `[DONE]` counts as an answer."""
     content: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
     usage: object = None
@@ -146,6 +149,8 @@ async def parse_stream(lines: AsyncIterator[str], turn: int) -> ModelReply:
             finish = choice.get("finish_reason") or finish
             if isinstance(delta.get("content"), str):
                 content.append(delta["content"])
+                if on_delta is not None and delta["content"]:
+                    on_delta(delta["content"])
             for d in delta.get("tool_calls") or []:
                 slot = calls.setdefault(int(d.get("index", len(calls))), {"id": "", "name": "", "args": []})
                 slot["id"] = d.get("id") or slot["id"]

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import httpx
@@ -30,6 +30,7 @@ from workflows.types import (
     ModelCallInput,
     ModelContext,
     ModelContextQuery,
+    ModelProgress,
     ModelReply,
 )
 
@@ -41,20 +42,29 @@ class Wire(Protocol):
 
     def build_request(self, agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]: ...
     def parse_response(self, body: object, turn: int) -> ModelReply: ...
-    async def parse_stream(self, lines: AsyncIterator[str], turn: int) -> ModelReply: ...
+    async def parse_stream(
+        self, lines: AsyncIterator[str], turn: int, *, on_delta: Callable[[str], None] | None = None
+    ) -> ModelReply: ...
 
 
 HEARTBEAT_EVERY = 5.0
+PROGRESS_EVERY = 0.1  # seconds between progress heartbeats while a reply streams in
 
 
 @contextlib.asynccontextmanager
-async def heartbeating(every: float = HEARTBEAT_EVERY) -> AsyncIterator[None]:
+async def heartbeating(
+    every: float = HEARTBEAT_EVERY, details: Callable[[], object] | None = None
+) -> AsyncIterator[None]:
     """Heartbeat in the background so a dead worker is noticed through the heartbeat timeout
-    and a cancelled run's call is abandoned promptly."""
+    and a cancelled run's call is abandoned promptly. With `details`, each heartbeat carries the
+    call's progress, which watchers read live (the SDK throttles what reaches the server)."""
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
+            if details is None:
+                activity.heartbeat()
+            else:
+                activity.heartbeat(details())
             await asyncio.sleep(every)
 
     task = asyncio.create_task(beat())
@@ -109,9 +119,15 @@ class ModelActivities:
         attempt = activity.info().attempt
         headers = {"Content-Type": "application/json", **self._settings.auth_headers()}
         secret = self._settings.api_key.get_secret_value() if self._settings.api_key else None
-        async with heartbeating():
+        progress = ModelProgress(turn=input.turn, attempt=attempt)
+
+        def on_delta(text: str) -> None:
+            progress.text += text
+
+        every = PROGRESS_EVERY if stream else HEARTBEAT_EVERY
+        async with heartbeating(every, (lambda: progress) if stream else None):
             try:
-                reply = await self._send(wire, url, body, headers, stream, input.turn, secret)
+                reply = await self._send(wire, url, body, headers, stream, input.turn, secret, on_delta)
             except httpx.TransportError as err:
                 raise errors.from_transport(err, self._settings.base_url, secret) from None
             except chat_wire.MalformedResponse as err:
@@ -133,6 +149,7 @@ class ModelActivities:
         stream: bool,
         turn: int,
         secret: str | None,
+        on_delta: Callable[[str], None],
     ) -> ModelReply:
         if not stream:
             response = await self._http.post(url, json=body, headers=headers)
@@ -148,7 +165,7 @@ class ModelActivities:
                 await response.aread()
                 raise errors.from_status(response, secret)
             try:
-                return await wire.parse_stream(response.aiter_lines(), turn)
+                return await wire.parse_stream(response.aiter_lines(), turn, on_delta=on_delta)
             except httpx.TimeoutException:
                 raise
             except httpx.TransportError as err:  # the connection dropped mid-stream

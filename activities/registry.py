@@ -62,6 +62,8 @@ class Agent(BaseModel):
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
     approval_timeout_outcome: Literal["reject", "fail"] = "reject"
     approval_timeout_reason: str = "no one decided on this call in time"
+    token_budget: int | None = Field(default=None, ge=1)  # input + output tokens for the whole run
+    continue_as_new_after: int = Field(default=200, ge=1)  # turns per execution, at most
 
     @model_validator(mode="after")
     def _unique_tool_names(self) -> Agent:
@@ -101,6 +103,8 @@ class Agent(BaseModel):
             approval_timeout_seconds=self.approval_timeout_seconds,
             approval_timeout_outcome=self.approval_timeout_outcome,
             approval_timeout_reason=self.approval_timeout_reason,
+            token_budget=self.token_budget,
+            continue_as_new_after=self.continue_as_new_after,
         )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import json
 import socket
 import time
@@ -250,7 +249,7 @@ async def test_a_slow_reply_still_succeeds_and_heartbeats_while_waiting(
     llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
 ):
     # Beat every 50 ms instead of every 5 s, so a short delay shows beats during the wait.
-    monkeypatch.setattr(model_module, "heartbeating", functools.partial(model_module.heartbeating, every=0.05))
+    monkeypatch.setattr(model_module, "HEARTBEAT_EVERY", 0.05)
     beats: list[float] = []
     llm.add_fault("delay", ms=500)
     start = time.monotonic()

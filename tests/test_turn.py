@@ -1,6 +1,6 @@
 """The turn's decision, without Temporal."""
 
-from workflows.turn import FinalAnswer, RunTools, TurnLimitReached, decide, describe_call
+from workflows.turn import BudgetSpent, FinalAnswer, RunTools, TurnLimitReached, decide, describe_call
 from workflows.types import AgentSpec, AssistantMessage, ModelReply, ToolCall, ToolSpec
 
 AGENT = AgentSpec(name="a", tools=[ToolSpec(name="get_weather"), ToolSpec(name="add")], max_turns=3)
@@ -61,3 +61,12 @@ def test_describe_call_is_short_and_readable():
     assert describe_call(call("c", "f", '{"text": "' + "x" * 500 + '"}')) == "f(text=" + "x" * 39 + "…)"
     many = describe_call(call("c", "f", '{"a": "' + "y" * 30 + '", "b": "' + "z" * 30 + '"}'), limit=60)
     assert len(many) == 60 and many.endswith("…")
+
+
+def test_a_spent_token_budget_ends_a_run_that_wants_more_work():
+    budgeted = AGENT.model_copy(update={"token_budget": 1000})
+    step = decide(budgeted, 1, reply(None, call("c", "add")), tokens_used=1000)
+    assert isinstance(step, BudgetSpent) and step.used == 1000 and "1000 of 1000" in step.message
+    assert isinstance(decide(budgeted, 1, reply(None, call("c", "add")), tokens_used=999), RunTools)
+    # a final answer is kept even past the budget: its tokens are already spent
+    assert decide(budgeted, 1, reply("done"), tokens_used=5000) == FinalAnswer(output="done")

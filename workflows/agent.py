@@ -1,11 +1,13 @@
-"""The durable agent loop: one agent run is one execution of the `AgentRun` workflow.
+"""The durable agent loop: one agent run is one execution chain of the `AgentRun` workflow.
 
 Each iteration calls the model in one activity, then runs the tools it asked for, one activity
-per call, in parallel. What to do after a reply is decided by the pure `turn.decide`.
+per call, in parallel; a call that needs a person waits for their decision (a signal or update)
+while its siblings run. What to do after a reply is decided by the pure `turn.decide`. Between
+turns the run continues as new when Temporal suggests it, carrying its state (`state.Carry`).
 
 Determinism rules for this module: no I/O, no clocks, no randomness, no threads. Time comes from
-`workflow.now()`, ids from `workflow.uuid4()`. Everything that touches the world is an activity
-called by name (names in `workflows.types`), so renaming Python code never breaks runs in flight.
+`workflow.now()`. Everything that touches the world is an activity called by name (names in
+`workflows.types`), so renaming Python code never breaks runs in flight.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ with workflow.unsafe.imports_passed_through():
     import pydantic  # noqa: F401
 
     import workflows.types as t
-    from workflows.approvals import Approvals, DecisionRefused, edited_note, rejection_text
-    from workflows.turn import FinalAnswer, RunTools, TurnLimitReached, decide, describe_call
+    from workflows.approvals import DecisionRefused, edited_note, rejection_text
+    from workflows.state import RunState, excerpt
+    from workflows.turn import BudgetSpent, FinalAnswer, RunTools, TurnLimitReached, decide, describe_call
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
@@ -41,48 +44,55 @@ RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 @workflow.defn(name=t.WORKFLOW_NAME)
 class AgentRun:
     def __init__(self) -> None:
-        self._agent: t.AgentSpec | None = None
-        self._max_turns: int | None = None
-        self._messages: list[t.Message] = []
-        self._turn = 0
-        self._usage = t.Usage()
-        self._phase = "starting"
-        self._last_step = "starting"
-        self._output: str | None = None
-        self._error: str | None = None
-        self._approvals = Approvals()
+        self._s = RunState()
 
     # ------------------------------------------------------------------------------- the loop
 
     @workflow.run
     async def run(self, input: t.RunInput) -> t.RunResult:
-        agent = await self._resolve(input)
-        self._agent = agent
-        self._max_turns = agent.max_turns
-        workflow.upsert_search_attributes([SA_AGENT.value_set(agent.name)])
-        self._messages.append(t.UserMessage(content=input.prompt))
+        s = self._s
+        if input.carry is not None:
+            s.from_carry(input.carry)
+            agent = input.carry.agent
+        else:
+            agent = await self._resolve(input)
+            s.agent = agent
+            s.messages.append(t.UserMessage(content=input.prompt))
+            workflow.upsert_search_attributes([SA_AGENT.value_set(agent.name)])
+        turns_here = 0
 
         while True:
-            self._turn += 1
+            if turns_here >= agent.continue_as_new_after or workflow.info().is_continue_as_new_suggested():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self._set_phase("continuing", f"turn {s.turn}: continuing as new to keep history small")
+                workflow.continue_as_new(t.RunInput(prompt=input.prompt, agent=agent.name, carry=self._carry()))
+            s.turn += 1
+            turns_here += 1
             reply = await self._call_model(agent)
-            self._messages.append(reply.message)
-            self._usage = self._usage + reply.usage
-            step = decide(agent, self._turn, reply)
+            s.messages.append(reply.message)
+            s.add_usage(agent.name, reply.usage)
+            calls = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
+            self._event("model_finished", text=reply.message.content or "", detail=calls, usage=reply.usage)
+            step = decide(agent, s.turn, reply, tokens_used=s.usage.total_tokens)
             if isinstance(step, FinalAnswer):
-                self._output = step.output
-                self._set_phase("completed", f"final answer after {self._turn} turn(s)")
+                s.output = step.output
+                self._event("final", text=step.output)
+                self._set_phase("completed", f"final answer after {s.turn} turn(s)")
                 return t.RunResult(
                     run_id=workflow.info().workflow_id,
                     agent=agent.name,
                     output=step.output,
-                    turns=self._turn,
-                    usage=self._usage,
+                    turns=s.turn,
+                    usage=s.usage,
+                    usage_by_agent=s.usage_by_agent,
                 )
-            if isinstance(step, TurnLimitReached):
-                self._error = step.message
-                self._set_phase("failed", step.message)
-                raise ApplicationError(step.message, type="MaxTurnsExceeded", non_retryable=True)
+            if isinstance(step, TurnLimitReached | BudgetSpent):
+                kind = "MaxTurnsExceeded" if isinstance(step, TurnLimitReached) else "TokenBudgetExceeded"
+                raise self._failure(step.message, kind)
             await self._run_tools(agent, step)
+
+    def _carry(self) -> t.Carry:
+        return self._s.to_carry(workflow.info().run_id)
 
     async def _resolve(self, input: t.RunInput) -> t.AgentSpec:
         """Freeze the agent's definition into history: later edits never touch this run."""
@@ -97,87 +107,99 @@ class AgentRun:
             )
             return spec
         except ActivityError as err:
-            raise self._fail(err, "ResolveAgentFailed", "") from err
+            raise self._failed_activity(err, "ResolveAgentFailed", "") from err
 
-    def _fail(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
+    def _failure(self, message: str, kind: str) -> ApplicationError:
+        """Ends the run: recorded for status and watchers, then raised as a non-retryable error."""
+        self._s.error = message
+        self._event("failed", text=message)
+        self._set_phase("failed", message)
+        return ApplicationError(message, type=kind, non_retryable=True)
+
+    def _failed_activity(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
         """The run's failure, carrying the cause's own message and type to the client."""
         cause = err.cause
         message = f"{context}{cause.message if isinstance(cause, FailureError) else err.message}"
         kind = cause.type if isinstance(cause, ApplicationError) and cause.type else default_type
-        self._error = message
-        self._set_phase("failed", message)
-        return ApplicationError(message, type=kind, non_retryable=True)
+        return self._failure(message, kind)
 
     async def _call_model(self, agent: t.AgentSpec) -> t.ModelReply:
+        s = self._s
         model = agent.model or "the worker's default model"
-        self._set_phase("calling_model", f"turn {self._turn}: calling {model}")
+        self._set_phase("calling_model", f"turn {s.turn}: calling {model}")
+        self._event("model_started", detail=model)
         try:
             reply: t.ModelReply = await workflow.execute_activity(
                 t.MODEL_CALL_ACTIVITY,
-                t.ModelCallInput(
-                    agent=agent.name, model=agent.model, turn=self._turn, transcript_len=len(self._messages)
-                ),
+                t.ModelCallInput(agent=agent.name, model=agent.model, turn=s.turn, transcript_len=len(s.messages)),
                 result_type=t.ModelReply,
-                activity_id=f"model-{self._turn}",
+                activity_id=f"model-{s.turn}",
                 start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=MODEL_RETRY,
-                summary=f"model: {model} turn {self._turn}",
+                summary=f"model: {model} turn {s.turn}",
             )
             return reply
         except ActivityError as err:
-            raise self._fail(err, "ModelCallFailed", f"model call failed on turn {self._turn}: ") from err
+            raise self._failed_activity(err, "ModelCallFailed", f"model call failed on turn {s.turn}: ") from err
 
     async def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> None:
         names = ", ".join(describe_call(c, 60) for c in step.run) or "no runnable calls"
-        self._set_phase("running_tools", f"turn {self._turn}: running {names}")
+        self._set_phase("running_tools", f"turn {self._s.turn}: running {names}")
         results = await asyncio.gather(*(self._run_tool(agent, call) for call in step.run))
+        for answered in step.answered:
+            self._event("tool_finished", call_id=answered.call_id, tool=answered.name, text=answered.content)
         by_id = {m.call_id: m for m in [*results, *step.answered]}
-        self._messages.extend(by_id[call_id] for call_id in step.order)
+        self._s.messages.extend(by_id[call_id] for call_id in step.order)
 
     async def _run_tool(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ToolMessage:
         """One call: validated and checked against the approval policy by the tool activity,
         then, if a person must decide, run (or not) after their decision."""
+        s = self._s
         spec = agent.tool(call.name)
         assert spec is not None  # decide() answered unknown tools already
+        self._event("tool_started", call_id=call.call_id, tool=call.name, detail=describe_call(call))
         record: t.ApprovalRecord | None = None
-        if spec.approval != "never" and call.name in self._approvals.always:
-            record = self._approvals.auto_approve(call.call_id, call.name, self._turn, workflow.now())
+        if spec.approval != "never" and call.name in s.approvals.always:
+            record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
         check = spec.approval != "never" and record is None
         message = await self._tool_activity(agent, spec, call, call.arguments, check, "")
-        if message is not None:
-            return message
-        record = await self._await_decision(agent, call)
-        if not record.approved:
-            return t.ToolMessage(
-                call_id=call.call_id, name=call.name, content=rejection_text(record), is_error=True, approval=record
-            )
-        arguments = json.dumps(record.arguments) if record.arguments is not None else call.arguments
-        result = await self._tool_activity(agent, spec, call, arguments, False, "-approved")
-        assert result is not None
-        note = edited_note(record) if record.arguments is not None else ""
-        return result.model_copy(update={"content": note + result.content, "approval": record})
+        if message is None:
+            record = await self._await_decision(agent, call)
+            if not record.approved:
+                message = t.ToolMessage(
+                    call_id=call.call_id, name=call.name, content=rejection_text(record), is_error=True
+                )
+            else:
+                arguments = json.dumps(record.arguments) if record.arguments is not None else call.arguments
+                message = await self._tool_activity(agent, spec, call, arguments, False, "-approved")
+                assert message is not None
+                if record.arguments is not None:
+                    message.content = edited_note(record) + message.content
+        message.approval = record
+        self._event("tool_finished", call_id=call.call_id, tool=call.name, text=excerpt(message.content))
+        return message
 
     async def _await_decision(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ApprovalRecord:
+        approvals = self._s.approvals
+        self._event("approval_requested", call_id=call.call_id, tool=call.name, detail=describe_call(call))
         self._refresh_phase()
         timeout = agent.approval_timeout_seconds
         try:
             await workflow.wait_condition(
-                lambda: self._approvals.decided(call.call_id) is not None,
+                lambda: approvals.decided(call.call_id) is not None,
                 timeout=timedelta(seconds=timeout) if timeout else None,
                 timeout_summary=f"approval timeout for {call.name} {call.call_id}",
             )
         except TimeoutError:
             if agent.approval_timeout_outcome == "fail":
                 message = f"no decision on {describe_call(call)} ({call.call_id}) within {timeout:g}s"
-                self._error = message
-                self._set_phase("failed", message)
-                raise ApplicationError(message, type="ApprovalTimedOut", non_retryable=True) from None
+                raise self._failure(message, "ApprovalTimedOut") from None
             timed_out = t.ApprovalDecision(
                 call_id=call.call_id, approve=False, by="timeout", reason=agent.approval_timeout_reason
             )
-            self._approvals.apply(timed_out, workflow.now(), automatic=True)
-        record = self._approvals.decided(call.call_id)
+            self._record_decision(approvals.apply(timed_out, workflow.now(), automatic=True))
+        record = approvals.decided(call.call_id)
         assert record is not None
         self._refresh_phase()
         return record
@@ -186,6 +208,7 @@ class AgentRun:
         self, agent: t.AgentSpec, spec: t.ToolSpec, call: t.ToolCall, arguments: str, check: bool, suffix: str
     ) -> t.ToolMessage | None:
         """Runs the tool activity; None means the policy wants a person's decision first."""
+        s = self._s
         run_id = workflow.info().workflow_id
         try:
             result = await workflow.execute_activity(
@@ -195,12 +218,12 @@ class AgentRun:
                     tool=call.name,
                     arguments=arguments,
                     idempotency_key=f"{run_id}:{call.call_id}",
-                    turn=self._turn,
+                    turn=s.turn,
                     agent=agent.name,
                     check_approval=check,
                 ),
                 result_type=t.ToolResult,
-                activity_id=f"tool-{self._turn}-{call.call_id}{suffix}",
+                activity_id=f"tool-{s.turn}-{call.call_id}{suffix}",
                 start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
                 retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
@@ -216,7 +239,7 @@ class AgentRun:
                 is_error=True,
             )
         if result.needs_approval:
-            self._approvals.request(call.call_id, call.name, result.arguments or {}, self._turn, workflow.now())
+            s.approvals.request(call.call_id, call.name, result.arguments or {}, s.turn, workflow.now())
             return None
         return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error)
 
@@ -227,10 +250,10 @@ class AgentRun:
         """For `temporal workflow signal` and the Web UI. A refused decision is ignored, and
         kept in the status so the sender can see why; a repeated one counts once."""
         try:
-            self._approvals.check(decision, self._agent)
+            self._s.approvals.check(decision, self._s.agent)
         except DecisionRefused as refused:
             workflow.logger.warning("approval signal ignored: %s", refused)
-            self._approvals.ignored.append(str(refused))
+            self._s.approvals.ignored.append(str(refused))
             return
         self._decide(decision)
 
@@ -241,34 +264,46 @@ class AgentRun:
     @approval_update.validator
     def _validate_approval(self, decision: t.ApprovalDecision) -> None:
         try:
-            self._approvals.check(decision, self._agent)
+            self._s.approvals.check(decision, self._s.agent)
         except DecisionRefused as refused:
             raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
 
     def _decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
-        record = self._approvals.apply(decision, workflow.now())
-        verdict = "approved" if record.approved else "rejected"
-        self._last_step = f"turn {self._turn}: {record.tool} {decision.call_id} {verdict} by {record.by}"
+        record = self._s.approvals.apply(decision, workflow.now())
+        self._record_decision(record)
         return t.DecisionReceipt(call_id=decision.call_id, approved=record.approved, recorded_at=record.at)
 
+    def _record_decision(self, record: t.ApprovalRecord) -> None:
+        verdict = "approved" if record.approved else f"rejected: {record.reason}"
+        detail = f"{verdict} by {record.by}" + (" (arguments edited)" if record.arguments is not None else "")
+        self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} {detail}"
+        self._event("approval_decided", call_id=record.call_id, tool=record.tool, detail=detail)
+
     def _refresh_phase(self) -> None:
-        waiting = len(self._approvals.pending)
-        if waiting:
-            calls = ", ".join(f"{p.tool} ({p.call_id})" for p in self._approvals.pending.values())
-            self._set_phase("awaiting_approval", f"turn {self._turn}: waiting for approval of {calls}")
-        elif self._phase == "awaiting_approval":
-            self._set_phase("running_tools", f"turn {self._turn}: running approved tools")
+        s = self._s
+        if s.approvals.pending:
+            calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
+            self._set_phase("awaiting_approval", f"turn {s.turn}: waiting for approval of {calls}")
+        elif s.phase == "awaiting_approval":
+            self._set_phase("running_tools", f"turn {s.turn}: running approved tools")
+
+    # ------------------------------------------------------------------- visibility helpers
+
+    def _event(self, kind: t.EventKind, **fields: object) -> None:
+        self._s.event(workflow.now(), kind, **fields)
 
     def _set_phase(self, phase: str, step: str) -> None:
-        self._phase = phase
-        self._last_step = step
-        workflow.set_current_details(f"**{phase}** · turn {self._turn}\n\n{step}")
+        s = self._s
+        s.phase = phase
+        s.last_step = step
+        tokens = f"{s.usage.total_tokens} tokens"
+        workflow.set_current_details(f"**{phase}** · turn {s.turn} · {tokens}\n\n{step}")
         workflow.upsert_search_attributes(
             [
                 SA_PHASE.value_set(phase),
-                SA_TURN.value_set(self._turn),
-                SA_TOKENS.value_set(self._usage.total_tokens),
-                SA_PENDING.value_set(len(self._approvals.pending)),
+                SA_TURN.value_set(s.turn),
+                SA_TOKENS.value_set(s.usage.total_tokens),
+                SA_PENDING.value_set(len(s.approvals.pending)),
             ]
         )
 
@@ -276,40 +311,19 @@ class AgentRun:
 
     @workflow.query(name=t.STATUS_QUERY)
     def status(self) -> t.RunStatus:
-        status = self._phase if self._phase in ("completed", "failed", "awaiting_approval") else "running"
-        return t.RunStatus(
-            run_id=workflow.info().workflow_id,
-            agent=self._agent.name if self._agent else None,
-            status=status,
-            phase=self._phase,
-            turn=self._turn,
-            max_turns=self._max_turns,
-            usage=self._usage,
-            last_step=self._last_step,
-            output=self._output,
-            error=self._error,
-            pending_approvals=list(self._approvals.pending.values()),
-            decisions=self._approvals.decisions,
-            ignored_signals=self._approvals.ignored,
-        )
+        return self._s.status(workflow.info().workflow_id)
 
     @workflow.query(name=t.TRANSCRIPT_QUERY)
     def transcript(self, query: t.TranscriptQuery) -> t.Transcript:
-        return t.Transcript(agent=self._agent, messages=self._messages[query.start :])
+        return t.Transcript(agent=self._s.agent, messages=self._s.messages[query.start :])
+
+    @workflow.query(name=t.EVENTS_QUERY)
+    def events(self, query: t.EventsQuery) -> t.EventsPage:
+        return self._s.events_page(query)
 
     @workflow.query(name=t.MODEL_CONTEXT_QUERY)
     def model_context(self, query: t.ModelContextQuery) -> t.ModelContext:
-        """What the model activity sends: the agent and messages[start:upto], paged by size."""
-        if self._agent is None or query.upto > len(self._messages):
-            raise ApplicationError(f"transcript has {len(self._messages)} messages, asked for {query.upto}")
-        page: list[t.Message] = []
-        size = 0
-        index = query.start
-        while index < query.upto:
-            message = self._messages[index]
-            size += len(message.model_dump_json())
-            if page and size > query.max_bytes:
-                break
-            page.append(message)
-            index += 1
-        return t.ModelContext(agent=self._agent, messages=page, next_start=index if index < query.upto else None)
+        try:
+            return self._s.model_context(query)
+        except ValueError as err:
+            raise ApplicationError(str(err)) from None

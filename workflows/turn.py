@@ -36,25 +36,42 @@ class TurnLimitReached(BaseModel):
     message: str
 
 
-NextStep = Annotated[FinalAnswer | RunTools | TurnLimitReached, Field(discriminator="kind")]
+class BudgetSpent(BaseModel):
+    kind: Literal["budget_spent"] = "budget_spent"
+    budget: int
+    used: int
+    message: str
 
 
-def decide(agent: AgentSpec, turn: int, reply: ModelReply, max_turns: int | None = None) -> NextStep:
+NextStep = Annotated[FinalAnswer | RunTools | TurnLimitReached | BudgetSpent, Field(discriminator="kind")]
+
+
+def decide(
+    agent: AgentSpec, turn: int, reply: ModelReply, max_turns: int | None = None, tokens_used: int = 0
+) -> NextStep:
     """What to do after model call number `turn` (1-based) answered with `reply`.
 
-    A reply without tool calls is the final answer. A reply with tool calls runs them, unless
-    this was the last turn allowed: then the run ends with `TurnLimitReached`, since answering
-    the tools would need a turn the run does not have.
+    A reply without tool calls is the final answer (its tokens are spent either way). A reply
+    with tool calls runs them, unless this was the last turn allowed, or the run has used its
+    token budget (`tokens_used` counts this reply): answering would need another model call.
     """
     limit = max_turns if max_turns is not None else agent.max_turns
     calls = reply.message.tool_calls
     if not calls:
         return FinalAnswer(output=reply.message.content or "")
+    names = ", ".join(c.name for c in calls)
     if turn >= limit:
-        names = ", ".join(c.name for c in calls)
         return TurnLimitReached(
             max_turns=limit,
             message=f"max_turns ({limit}) exceeded: turn {turn} still asked for tools ({names})",
+        )
+    budget = agent.token_budget
+    if budget is not None and tokens_used >= budget:
+        return BudgetSpent(
+            budget=budget,
+            used=tokens_used,
+            message=f"token budget spent: {tokens_used} of {budget} tokens used by turn {turn}, "
+            f"which still asked for tools ({names})",
         )
     run: list[ToolCall] = []
     answered: list[ToolMessage] = []

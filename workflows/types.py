@@ -21,6 +21,7 @@ TOOL_CALL_ACTIVITY = "agent.tool_call"
 STATUS_QUERY = "agent.status"
 TRANSCRIPT_QUERY = "agent.transcript"
 MODEL_CONTEXT_QUERY = "agent.model_context"
+EVENTS_QUERY = "agent.events"
 # A person's decision on a tool call. The signal is for `temporal workflow signal` and the Web UI;
 # client.py sends the update, whose validator refuses a bad decision before anything is recorded.
 APPROVAL_SIGNAL = "approval"
@@ -150,6 +151,9 @@ class AgentSpec(_Model):
     approval_timeout_seconds: float | None = None  # None: wait as long as it takes
     approval_timeout_outcome: Literal["reject", "fail"] = "reject"
     approval_timeout_reason: str = "no one decided on this call in time"
+    token_budget: int | None = None  # input + output tokens for the whole run; None: no limit
+    # Continue as new after this many turns in one execution (Temporal may suggest it sooner).
+    continue_as_new_after: int = 200
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -158,11 +162,27 @@ class AgentSpec(_Model):
 # ------------------------------------------------------------------------- workflow contracts
 
 
+class Carry(_Model):
+    """What a run takes with it when it continues as new: everything but the history."""
+
+    agent: AgentSpec
+    messages: list[Message]
+    turn: int
+    usage: Usage
+    usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    decisions: list[ApprovalRecord] = Field(default_factory=list)
+    always: list[str] = Field(default_factory=list)  # tools approved with "always"
+    next_event: int = 0
+    previous_run_id: str | None = None
+    executions: int = 1
+
+
 class RunInput(_Model):
     prompt: str
     agent: str = DEFAULT_AGENT
     max_turns: int | None = None  # overrides the agent's
     model: str | None = None  # overrides the agent's
+    carry: Carry | None = None  # set only by the run itself, when it continues as new
 
 
 class RunResult(_Model):
@@ -171,6 +191,57 @@ class RunResult(_Model):
     output: str
     turns: int
     usage: Usage
+    usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+
+
+EventKind = Literal[
+    "model_started",  # detail: model name
+    "model_finished",  # text: the reply's text; detail: the tool calls asked for
+    "tool_started",  # detail: get_weather(city=Tokyo)
+    "tool_finished",  # text: an excerpt of the result
+    "approval_requested",
+    "approval_decided",  # detail: approved by alice / rejected by bob: reason
+    "final",  # text: the final answer
+    "failed",  # text: why
+]
+
+
+class RunEvent(_Model):
+    """One step of a run, for watchers. Kept in workflow state (so rebuilt from history);
+    `seq` keeps counting across continue-as-new, so a watcher resumes without gaps."""
+
+    seq: int
+    at: datetime
+    kind: EventKind
+    turn: int
+    text: str = ""
+    detail: str = ""
+    call_id: str | None = None
+    tool: str | None = None
+    usage: Usage | None = None
+
+
+class EventsQuery(_Model):
+    since: int = 0
+    limit: int = 500
+
+
+class EventsPage(_Model):
+    events: list[RunEvent]
+    next: int  # the `since` to ask for next
+    first: int  # the oldest seq this execution holds; older ones are in `previous_run_id`
+    previous_run_id: str | None = None
+    done: bool = False  # the run has ended: no events will follow
+
+
+class ModelProgress(_Model):
+    """The model activity's heartbeat details while it streams: read live by watchers through
+    `describe()`, never written to history (a completed activity's heartbeats leave no event)."""
+
+    turn: int
+    attempt: int
+    text: str = ""
+    tool_calls: list[str] = Field(default_factory=list)
 
 
 class PendingApproval(_Model):

@@ -1,0 +1,131 @@
+"""A run's state, and the read-only views of it that queries serve. Pure: no Temporal calls, so
+the views are tested without a server; the workflow passes in ids and the time.
+
+Everything here is rebuilt from history on replay. `to_carry` / `from_carry` move it across
+continue-as-new, so a run id keeps its transcript, approvals, token ledger and event numbering.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from workflows import types as t
+from workflows.approvals import Approvals
+
+EXCERPT = 300
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class RunState:
+    def __init__(self) -> None:
+        self.agent: t.AgentSpec | None = None
+        self.messages: list[t.Message] = []
+        self.turn = 0
+        self.usage = t.Usage()
+        self.usage_by_agent: dict[str, t.Usage] = {}
+        self.phase = "starting"
+        self.last_step = "starting"
+        self.output: str | None = None
+        self.error: str | None = None
+        self.approvals = Approvals()
+        self.events: list[t.RunEvent] = []
+        self.first_event = 0  # seq of events[0]: earlier ones live in previous executions
+        self.previous_run_id: str | None = None
+        self.executions = 1
+
+    # ------------------------------------------------------------------------------ updates
+
+    def add_usage(self, agent: str, usage: t.Usage) -> None:
+        self.usage = self.usage + usage
+        self.usage_by_agent[agent] = self.usage_by_agent.get(agent, t.Usage()) + usage
+
+    def event(self, now: datetime, kind: t.EventKind, **fields: object) -> None:
+        seq = self.first_event + len(self.events)
+        self.events.append(
+            t.RunEvent.model_validate({"seq": seq, "at": now, "kind": kind, "turn": self.turn, **fields})
+        )
+
+    @property
+    def done(self) -> bool:
+        return self.phase in ("completed", "failed")
+
+    # ----------------------------------------------------------------------- continue-as-new
+
+    def to_carry(self, run_id: str) -> t.Carry:
+        assert self.agent is not None
+        return t.Carry(
+            agent=self.agent,
+            messages=self.messages,
+            turn=self.turn,
+            usage=self.usage,
+            usage_by_agent=self.usage_by_agent,
+            decisions=self.approvals.decisions,
+            always=sorted(self.approvals.always),
+            next_event=self.first_event + len(self.events),
+            previous_run_id=run_id,
+            executions=self.executions + 1,
+        )
+
+    def from_carry(self, carry: t.Carry) -> None:
+        self.agent = carry.agent
+        self.messages = list(carry.messages)
+        self.turn = carry.turn
+        self.usage = carry.usage
+        self.usage_by_agent = dict(carry.usage_by_agent)
+        self.approvals.decisions = list(carry.decisions)
+        self.approvals.always = {d.tool: d for d in carry.decisions if d.always and d.tool in carry.always}
+        self.first_event = carry.next_event
+        self.previous_run_id = carry.previous_run_id
+        self.executions = carry.executions
+
+    # ------------------------------------------------------------------------------- views
+
+    def status(self, run_id: str) -> t.RunStatus:
+        status = self.phase if self.phase in ("completed", "failed", "awaiting_approval") else "running"
+        return t.RunStatus(
+            run_id=run_id,
+            agent=self.agent.name if self.agent else None,
+            status=status,
+            phase=self.phase,
+            turn=self.turn,
+            max_turns=self.agent.max_turns if self.agent else None,
+            usage=self.usage,
+            last_step=self.last_step,
+            output=self.output,
+            error=self.error,
+            pending_approvals=list(self.approvals.pending.values()),
+            decisions=self.approvals.decisions,
+            ignored_signals=self.approvals.ignored,
+        )
+
+    def events_page(self, query: t.EventsQuery) -> t.EventsPage:
+        start = max(query.since - self.first_event, 0)
+        page = self.events[start : start + query.limit]
+        nxt = page[-1].seq + 1 if page else max(query.since, self.first_event)
+        more = start + len(page) < len(self.events)
+        return t.EventsPage(
+            events=page,
+            next=nxt,
+            first=self.first_event,
+            previous_run_id=self.previous_run_id,
+            done=self.done and not more,
+        )
+
+    def model_context(self, query: t.ModelContextQuery) -> t.ModelContext:
+        """The agent and messages[start:upto] for the model activity, paged by size."""
+        if self.agent is None or query.upto > len(self.messages):
+            raise ValueError(f"transcript has {len(self.messages)} messages, asked for {query.upto}")
+        page: list[t.Message] = []
+        size = 0
+        index = query.start
+        while index < query.upto:
+            message = self.messages[index]
+            size += len(message.model_dump_json())
+            if page and size > query.max_bytes:
+                break
+            page.append(message)
+            index += 1
+        return t.ModelContext(agent=self.agent, messages=page, next_start=index if index < query.upto else None)
