@@ -15,7 +15,7 @@ COPY workflows/ workflows/
 COPY activities/ activities/
 COPY fake_llm/ fake_llm/
 COPY examples/ examples/
-COPY worker.py client.py ./
+COPY worker.py client.py watch.py ./
 
 # Installs the declared dependencies (temporalio, httpx, pydantic); the code itself runs from
 # /app, which is on sys.path because worker.py and client.py live there.

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.connection import address, connect, namespace, task_queue
+from watch import watch
 from workflows import types as t
 
 STATUS_NAMES = {
@@ -94,6 +95,10 @@ async def cmd_run(client: Client, args: argparse.Namespace) -> int:
         static_summary=f"{args.agent}: {prompt[:120]}",
         static_details=f"**prompt**\n\n{prompt}",
     )
+    if args.follow:
+        if not args.json:
+            print(f"run {run_id}  ·  {ui_url(run_id)}", file=sys.stderr)
+        return await watch(client, run_id, 0, args.json)
     if not args.wait:
         emit(args.json, {"run_id": run_id, "ui_url": ui_url(run_id)}, run_id)
         if not args.json:
@@ -292,6 +297,11 @@ async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
 REFUSALS = {"UnknownCall", "NotPending", "InvalidArguments", "InvalidDecision"}
 
 
+async def cmd_watch(client: Client, args: argparse.Namespace) -> int:
+    await existing(client, args.run_id)
+    return await watch(client, args.run_id, args.since, args.json)
+
+
 async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
     handle = await existing(client, args.run_id)
     await handle.cancel()
@@ -314,6 +324,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="override the agent's model")
     run.add_argument("--id", help="run id to use (default: generated)")
     run.add_argument("--wait", action="store_true", help="wait and print the final answer")
+    run.add_argument("--follow", action="store_true", help="print the run's steps and text as they happen")
     run.add_argument("--json", action="store_true", help="print JSON")
     run.set_defaults(fn=cmd_run)
 
@@ -344,6 +355,12 @@ def parser() -> argparse.ArgumentParser:
     reject.add_argument("--reason", required=True, help="what the model is told")
     reject.add_argument("--by", default=who, help="who decides (default: %(default)s)")
     reject.set_defaults(fn=cmd_decide)
+
+    w = sub.add_parser("watch", help="follow a run live: text as it streams, tool calls, approvals, answer")
+    w.add_argument("run_id")
+    w.add_argument("--since", type=int, default=0, metavar="N", help="start at event N (resume a watch)")
+    w.add_argument("--json", action="store_true", help="one JSON object per line, with event numbers")
+    w.set_defaults(fn=cmd_watch)
 
     ls = sub.add_parser("list", help="list recent runs")
     ls.add_argument("--limit", type=int, default=20)

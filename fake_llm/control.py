@@ -4,7 +4,7 @@ The `/_control/*` endpoints and the `FakeLLMServer` helper methods both go throu
 so the HTTP and in-process ways of scripting the double behave identically:
   POST /_control/scripts   {"id": "abc", "steps": [{"content": "..."} | {"tool_calls": [...]}, ...]}
   POST /_control/faults    {"faults": [{"kind": "status", "status": 429, ...}, ...]}
-  POST /_control/latency   {"ms": 50}
+  POST /_control/latency   {"ms": 50, "stream_event_ms": 20}  (the second: a pause after each SSE frame)
   POST /_control/reset     {}
   GET  /_control/requests  {"requests": [{"seq", "time", "method", "path", "headers", "body", ...}]}
   GET  /_control/faults    {"faults": [pending faults, in order]}
@@ -16,7 +16,7 @@ import copy
 import json
 import threading
 from collections import deque
-from typing import Any
+from typing import Any, TypeGuard
 
 from fake_llm.conversation import as_list
 from fake_llm.faults import FaultQueue, parse_fault
@@ -31,6 +31,7 @@ class State:
         self.scripts: dict[str, tuple[ScriptStep, ...]] = {}
         self.faults = FaultQueue()
         self.latency_ms = self.initial_latency_ms = latency_ms
+        self.stream_event_ms = 0.0  # a pause after each SSE frame, so a stream takes time
         # Bounded, and bodies kept as raw bytes (parsed when read): a 1,000-turn run sends
         # O(turns^2) bytes in total, and parsed JSON would cost several times that in memory.
         self.log: deque[dict[str, Any]] = deque(maxlen=max_log)
@@ -71,6 +72,7 @@ class State:
             self.log.clear()
             self.seq = 0
             self.latency_ms = self.initial_latency_ms  # e.g. the CLI's --latency-ms
+            self.stream_event_ms = 0.0
         self.faults.clear()
 
 
@@ -92,8 +94,14 @@ def apply_control(state: State, name: str, body: dict[str, Any]) -> dict[str, An
         state.faults.add(faults)
         return {"ok": True, "queued": len(faults)}
     ms = body.get("ms")
-    if not isinstance(ms, (int, float)) or isinstance(ms, bool) or ms < 0:
-        raise ValueError("'ms' must be a non-negative number")
+    pace = body.get("stream_event_ms", state.stream_event_ms)
+    if not (_non_negative(ms) and _non_negative(pace)):
+        raise ValueError("'ms' and 'stream_event_ms' must be non-negative numbers")
     with state.lock:
         state.latency_ms = float(ms)
-    return {"ok": True, "ms": ms}
+        state.stream_event_ms = float(pace)
+    return {"ok": True, "ms": ms, "stream_event_ms": pace}
+
+
+def _non_negative(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0

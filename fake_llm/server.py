@@ -216,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         rid = f"chatcmpl-{conv.fingerprint}" if api == "chat" else f"resp_{conv.fingerprint}"
         created = int(time.time())
         if conv.stream:
-            self._stream(api, conv, reply, body, rid, created, fault)
+            self._stream(api, conv, reply, body, rid, created, fault, entry)
             return
         if fault and fault.kind == "malformed":
             self._send_bytes(200, MALFORMED_JSON, "application/json")
@@ -247,6 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
         rid: str,
         created: int,
         fault: Fault | None,
+        entry: dict[str, Any],
     ) -> None:
         events: list[SSE] = (
             chat_stream(reply, rid=rid, model=conv.model, created=created, include_usage=conv.include_usage)
@@ -259,8 +260,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        sent: list[float] = []  # when each frame left, for streaming-latency benchmarks
         for frame in plan.frames:
             self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+            self.wfile.flush()
+            sent.append(time.time())
+            self.state.sleep(self.state.stream_event_ms)
+        self.state.update(entry, frames_sent_at=sent)
         if plan.abort:
             self._hang_up()  # no terminating chunk: the client sees an incomplete body
             return
@@ -381,8 +387,8 @@ class FakeLLMServer:
     def pending_faults(self) -> list[dict[str, Any]]:
         return self.state.faults.pending()
 
-    def set_latency(self, ms: float) -> None:
-        apply_control(self.state, "latency", {"ms": ms})
+    def set_latency(self, ms: float, stream_event_ms: float = 0.0) -> None:
+        apply_control(self.state, "latency", {"ms": ms, "stream_event_ms": stream_event_ms})
 
     def requests(self, last: int | None = None) -> list[dict[str, Any]]:
         """The request log, oldest first (only the `last` entries if given)."""

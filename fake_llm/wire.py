@@ -127,6 +127,11 @@ def dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def text_pieces(text: str | None) -> int:
+    """How many deltas a reply's text streams in: about 16 characters each, like a few tokens."""
+    return max(4, len(text or "") // 16)
+
+
 def pieces(text: str, n: int) -> list[str]:
     """Split `text` into up to `n` non-empty, nearly equal pieces (cut anywhere, like a tokenizer)."""
     if not text:
@@ -177,7 +182,7 @@ def chat_stream(reply: Reply, *, rid: str, model: str, created: int, include_usa
 
     # OpenAI opens with content "" for text and content null for a tool-call-only reply.
     events = [chunk({"role": "assistant", "content": "" if reply.content is not None else None})]
-    events += [chunk({"content": piece}) for piece in pieces(reply.content or "", 4)]
+    events += [chunk({"content": piece}) for piece in pieces(reply.content or "", text_pieces(reply.content))]
     for index, tc in enumerate(reply.tool_calls):
         head = {"index": index, "id": tc.call_id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
         events.append(chunk({"tool_calls": [head]}))
@@ -287,7 +292,7 @@ def response_stream(reply: Reply, *, rid: str, model: str, created: int, request
         raw.append({"type": "response.content_part.added", **where, "content_index": 0, "part": part})
         raw += [
             {"type": "response.output_text.delta", **where, "content_index": 0, "delta": piece, "logprobs": []}
-            for piece in pieces(text, 4)
+            for piece in pieces(text, text_pieces(text))
         ]
         raw.append({"type": "response.output_text.done", **where, "content_index": 0, "text": text, "logprobs": []})
         raw.append({"type": "response.content_part.done", **where, "content_index": 0, "part": {**part, "text": text}})

@@ -63,7 +63,8 @@ if alive "$STATE/worker.pid"; then
   wait_for 20 "the old worker's exit" bash -c "! kill -0 $OLD_WORKER"
 fi
 : >"$STATE/worker.log"
-nohup "$PY" worker.py >"$STATE/worker.log" 2>&1 &
+# LLM_STREAM=1: replies stream in, so `client.py watch` shows text as it is written.
+LLM_STREAM="${LLM_STREAM:-1}" nohup "$PY" worker.py >"$STATE/worker.log" 2>&1 &
 echo $! >"$STATE/worker.pid"
 wait_for 30 "the worker" grep -q "worker polling" "$STATE/worker.log"
 echo "✓ worker running (log: .state/worker.log)"

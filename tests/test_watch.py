@@ -1,0 +1,122 @@
+"""Watching runs live: streamed text, retried calls withdrawn, resuming without gaps."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from activities.settings import LLMSettings
+from tests.helpers import start
+from watch import watch
+
+ROOT = Path(__file__).resolve().parent.parent
+STORY = (
+    "Tokyo is sunny and mild today at twenty two degrees, while Paris sits under low cloud at fifteen; "
+    "if you are choosing where to walk this afternoon, Tokyo is the warmer and brighter choice by far."
+)
+
+
+def streaming(llm) -> LLMSettings:
+    return LLMSettings(base_url=llm.base_url, model="demo", stream=True)
+
+
+async def follow(client, run_id: str, since: int = 0) -> tuple[int, list[dict]]:
+    out = io.StringIO()
+    code = await asyncio.wait_for(watch(client, run_id, since, as_json=True, out=out), 60)
+    return code, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def script(llm, *steps) -> str:
+    sid = uuid.uuid4().hex[:8]
+    llm.add_script(sid, list(steps))
+    return f"script:{sid}"
+
+
+async def test_text_is_shown_as_it_streams(client, task_queue, worker_factory, llm):
+    llm.set_latency(0, stream_event_ms=100)  # each SSE frame 100 ms apart: the reply takes ~1.5 s
+    model = script(llm, {"content": STORY})
+    async with worker_factory(settings=streaming(llm)):
+        handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
+        code, lines = await follow(client, handle.id)
+    assert code == 0
+    deltas = [line for line in lines if line["type"] == "delta"]
+    finished = next(i for i, line in enumerate(lines) if line.get("kind") == "model_finished")
+    assert len(deltas) >= 3, "the text should arrive in several pieces while the call runs"
+    assert all(lines.index(d) < finished for d in deltas)  # shown before the call completed
+    shown = "".join(d["text"] for d in deltas)
+    assert STORY.startswith(shown) and lines[finished]["text"] == STORY
+    assert lines[-2]["kind"] == "final" and lines[-1] == {
+        "type": "end",
+        "outcome": "final",
+        "next": lines[-2]["seq"] + 1,
+    }
+
+
+async def test_a_call_that_fails_mid_stream_has_its_partial_text_withdrawn(client, task_queue, worker_factory, llm):
+    llm.set_latency(0, stream_event_ms=60)
+    llm.add_faults([{"kind": "cut", "after_events": 12}])  # role chunk + 11 pieces of text, then the line drops
+    model = script(llm, {"content": STORY})
+    async with worker_factory(settings=streaming(llm)):
+        handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
+        code, lines = await follow(client, handle.id)
+    assert code == 0
+    kinds = [(line["type"], line.get("attempt")) for line in lines if line["type"] in ("delta", "discard")]
+    assert ("delta", 1) in kinds and ("discard", 1) in kinds and ("delta", 2) in kinds
+    discard = kinds.index(("discard", 1))
+    assert all(attempt == 1 for _, attempt in kinds[:discard])
+    # after the withdrawal, only the retried attempt's text is shown, and the reply completes it
+    after = lines[lines.index({"type": "discard", "turn": 1, "attempt": 1}) :]
+    shown = "".join(line["text"] for line in after if line["type"] == "delta")
+    assert all(line["attempt"] == 2 for line in after if line["type"] == "delta")
+    assert STORY.startswith(shown) and next(e for e in after if e.get("kind") == "model_finished")["text"] == STORY
+
+
+async def test_a_watcher_resumes_without_gaps_or_repeats_across_continue_as_new(
+    client, task_queue, worker_factory, llm
+):
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="relay", model="loop:6:10")
+        await handle.result()
+        code, whole = await follow(client, handle.id)
+        events = [line for line in whole if line["type"] == "event"]
+        cut = len(events) // 2
+        _, rest = await follow(client, handle.id, since=events[cut]["seq"])
+    assert code == 0
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(len(seqs)))  # numbered without gaps across three executions
+    assert [e["seq"] for e in rest if e["type"] == "event"] == seqs[cut:]
+    assert events[-1]["kind"] == "final" and events[-1]["text"] == "done after 6 turns"
+
+
+async def test_watching_a_finished_run_tells_its_story_and_exits(client, task_queue, worker_factory, llm):
+    async with worker_factory():
+        handle = await start(client, task_queue, "Weather in Tokyo and Paris?")
+        await handle.result()
+        out = io.StringIO()
+        code = await watch(client, handle.id, out=out)
+        failed = await start(client, task_queue, "go", agent="looper", model="loop:9:10", max_turns=1)
+        failed_out = io.StringIO()
+        failed_code = await asyncio.wait_for(watch(client, failed.id, out=failed_out), 30)
+    text = out.getvalue()
+    assert code == 0
+    assert "⚙ get_weather(city=Tokyo)" in text and "⚙ convert_temperature(celsius=22.0" in text
+    assert "Tokyo is warmer at 71.6°F.\n✓ final answer (turn 3)" in text
+    assert failed_code == 1 and "✗ run failed: max_turns (1) exceeded" in failed_out.getvalue()
+
+
+async def test_run_follow_from_the_command_line(client, temporal_server, task_queue, worker_factory, llm):
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
+    async with worker_factory(settings=streaming(llm)):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "client.py", "run", "--follow", "Weather in Tokyo?",
+            cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), 60)
+    text = stdout.decode()
+    assert proc.returncode == 0, stderr.decode()
+    assert "── turn 1" in text and "⚙ get_weather(city=Tokyo)" in text and "71.6°F" in text

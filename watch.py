@@ -1,0 +1,158 @@
+"""Follow a run as it happens: `client.py watch RUN_ID` and `client.py run --follow PROMPT`.
+
+Two sources, one story. Durable steps (tool calls, approvals, each reply's final text, the
+answer) come from the run's numbered event log (query `agent.events`), so a watcher that
+reconnects with `--since N` resumes without gaps or repeats, across continue-as-new too. The
+text of a reply still being streamed comes from the model activity's heartbeat details, read
+with `describe()`; it is tagged with the call's attempt, so when a call fails half-way and is
+retried, the partial text is withdrawn and never passed off as the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from workflows import types as t
+
+POLL = 0.1  # seconds between polls while a run is live
+
+
+@dataclass
+class Live:
+    """The streamed text shown so far for the model call in flight."""
+
+    turn: int = 0
+    attempt: int = 0
+    shown: str = ""
+
+
+@dataclass
+class Printer:
+    run_id: str
+    as_json: bool
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    live: Live = field(default_factory=Live)
+    answered: int | None = None  # the turn whose reply text was last shown whole
+
+    def emit(self, obj: dict[str, Any], text: str | None) -> None:
+        if self.as_json:
+            print(json.dumps(obj, default=str, ensure_ascii=False), file=self.out, flush=True)
+        elif text is not None:
+            print(text, end="", file=self.out, flush=True)
+
+    def delta(self, progress: t.ModelProgress) -> None:
+        live = self.live
+        if (progress.turn, progress.attempt) != (live.turn, live.attempt):
+            if live.shown and progress.turn == live.turn:
+                self.discard(live.attempt)
+            self.live = live = Live(progress.turn, progress.attempt)
+        if not progress.text.startswith(live.shown):
+            return  # an older heartbeat, overtaken
+        new = progress.text[len(live.shown) :]
+        if new:
+            live.shown = progress.text
+            obj = {"type": "delta", "turn": progress.turn, "attempt": progress.attempt, "text": new}
+            self.emit(obj, new)
+
+    def discard(self, attempt: int) -> None:
+        obj = {"type": "discard", "turn": self.live.turn, "attempt": attempt}
+        self.emit(obj, f"\n  ↻ model call attempt {attempt} failed mid-stream; its partial text above is void\n")
+        self.live = Live(self.live.turn)
+
+    def event(self, ev: t.RunEvent) -> None:
+        obj = {"type": "event", **ev.model_dump(mode="json")}
+        self.emit(obj, None)
+        if self.as_json:
+            if ev.kind == "model_finished":
+                self.live = Live(ev.turn)
+            return
+        self.emit(obj, self._render(ev))
+
+    def _render(self, ev: t.RunEvent) -> str:
+        if ev.kind == "model_started":
+            return f"── turn {ev.turn} · {ev.detail}\n"
+        if ev.kind == "model_finished":
+            live, self.live = self.live, Live(ev.turn)
+            text = ev.text
+            if live.turn == ev.turn and live.shown:
+                if text.startswith(live.shown):
+                    text = text[len(live.shown) :]
+                else:
+                    text = "\n  ↻ the reply was retried; its final text:\n" + text
+            calls = f"  → asks for: {ev.detail}\n" if ev.detail else ""
+            self.answered = ev.turn if not ev.detail else None
+            return (text + "\n" if (text or live.shown) else "") + calls
+        if ev.kind == "tool_started":
+            return f"  ⚙ {ev.detail}\n"
+        if ev.kind == "tool_finished":
+            return f"  ← {ev.tool}: {ev.text}\n"
+        if ev.kind == "approval_requested":
+            hint = f"python client.py approve {self.run_id} {ev.call_id}"
+            return f"  ⏸ waiting for approval: {ev.detail}  ({hint})\n"
+        if ev.kind == "approval_decided":
+            return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
+        if ev.kind == "final":  # the answer is the reply just shown; repeat it only if it was not
+            return f"✓ final answer (turn {ev.turn})\n" if self.answered == ev.turn else f"\n{ev.text}\n"
+        return f"\n✗ run failed: {ev.text}\n"
+
+
+async def events_since(client: Client, run_id: str, since: int, execution: str | None = None) -> t.EventsPage:
+    """Events from `since` on, reaching back through earlier executions when they hold some."""
+    handle = client.get_workflow_handle(run_id, run_id=execution)
+    page: t.EventsPage = await handle.query(t.EVENTS_QUERY, t.EventsQuery(since=since), result_type=t.EventsPage)
+    if since < page.first and page.previous_run_id:
+        older = await events_since(client, run_id, since, page.previous_run_id)
+        upto = page.first
+        page.events = [e for e in older.events if e.seq < upto] + page.events
+    return page
+
+
+async def live_progress(client: Client, run_id: str, turn: int) -> t.ModelProgress | None:
+    desc = await client.get_workflow_handle(run_id).describe()
+    for pending in desc.raw_description.pending_activities:
+        if pending.activity_id == f"model-{turn}" and pending.heartbeat_details.payloads:
+            values = await client.data_converter.decode(pending.heartbeat_details.payloads, [t.ModelProgress])
+            progress = values[0]
+            return progress if isinstance(progress, t.ModelProgress) else None
+    return None
+
+
+async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None) -> int:
+    """Print the run's story from event `since` on until it ends; 0 if it answered, else 1."""
+    printer = Printer(run_id, as_json, out or sys.stdout)
+    calling: int | None = None  # the turn whose model call is in flight
+    outcome: str | None = None
+    while outcome is None:
+        try:
+            page = await events_since(client, run_id, since)
+            for ev in page.events:
+                printer.event(ev)
+                since = ev.seq + 1
+                calling = ev.turn if ev.kind == "model_started" else None if ev.kind == "model_finished" else calling
+                outcome = ev.kind if ev.kind in ("final", "failed") else outcome
+            if outcome is None and calling is not None:
+                progress = await live_progress(client, run_id, calling)
+                if progress is not None and progress.turn == calling:
+                    printer.delta(progress)
+            if outcome is None and not page.events:
+                status = (await client.get_workflow_handle(run_id).describe()).status
+                if status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
+                    name = status.name.lower() if status else "ended"
+                    printer.emit({"type": "ended", "status": name}, f"\n✗ run {name}\n")
+                    return 1
+        except RPCError as err:  # a server restart or a worker gap: keep our place and retry
+            printer.emit({"type": "retrying", "error": err.message}, None)
+            print(f"(watch: {err.message}; retrying)", file=sys.stderr)
+            await asyncio.sleep(1.0)
+            continue
+        if outcome is None:
+            await asyncio.sleep(POLL)
+    printer.emit({"type": "end", "outcome": outcome, "next": since}, None)
+    return 0 if outcome == "final" else 1
