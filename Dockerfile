@@ -15,7 +15,8 @@ COPY workflows/ workflows/
 COPY activities/ activities/
 COPY fake_llm/ fake_llm/
 COPY examples/ examples/
-COPY worker.py client.py watch.py ./
+COPY cli/ cli/
+COPY worker.py client.py ./
 
 # Installs the declared dependencies (temporalio, httpx, pydantic); the code itself runs from
 # /app, which is on sys.path because worker.py and client.py live there.

@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from temporalio.client import (
@@ -27,8 +28,11 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.capture import CaptureStore
 from activities.connection import address, connect, namespace, task_queue
-from watch import watch
+from activities.settings import LLMSettings
+from cli.export import export_run, write_jsonl
+from cli.watch import watch
 from workflows import types as t
 
 STATUS_NAMES = {
@@ -85,7 +89,7 @@ async def cmd_run(client: Client, args: argparse.Namespace) -> int:
     prompt = " ".join(args.prompt)
     handle = await client.start_workflow(
         t.WORKFLOW_NAME,
-        t.RunInput(prompt=prompt, agent=args.agent, max_turns=args.max_turns, model=args.model),
+        t.RunInput(prompt=prompt, agent=args.agent, max_turns=args.max_turns, model=args.model, capture=args.capture),
         id=run_id,
         task_queue=args.task_queue,
         result_type=t.RunResult,
@@ -297,6 +301,18 @@ async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
 REFUSALS = {"UnknownCall", "NotPending", "InvalidArguments", "InvalidDecision"}
 
 
+async def cmd_export(client: Client, args: argparse.Namespace) -> int:
+    await existing(client, args.run_id)
+    captures = CaptureStore(args.captures or LLMSettings.from_env().capture_dir)
+    lines = await export_run(client, args.run_id, captures)
+    write_jsonl(lines, args.out)
+    if args.out:
+        calls = sum(1 for line in lines if line["type"] == "model_call")
+        kept = sum(1 for line in lines if line["type"] == "model_call" and line["capture"])
+        print(f"wrote {len(lines)} lines to {args.out}: {calls} model calls, {kept} with wire captures")
+    return 0
+
+
 async def cmd_watch(client: Client, args: argparse.Namespace) -> int:
     await existing(client, args.run_id)
     return await watch(client, args.run_id, args.since, args.json)
@@ -325,6 +341,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--id", help="run id to use (default: generated)")
     run.add_argument("--wait", action="store_true", help="wait and print the final answer")
     run.add_argument("--follow", action="store_true", help="print the run's steps and text as they happen")
+    run.add_argument("--capture", action="store_true", help="keep each model call's raw request and response")
     run.add_argument("--json", action="store_true", help="print JSON")
     run.set_defaults(fn=cmd_run)
 
@@ -361,6 +378,12 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--since", type=int, default=0, metavar="N", help="start at event N (resume a watch)")
     w.add_argument("--json", action="store_true", help="one JSON object per line, with event numbers")
     w.set_defaults(fn=cmd_watch)
+
+    ex = sub.add_parser("export", help="write a run as JSON lines: replies, wire captures, decisions, tool results")
+    ex.add_argument("run_id")
+    ex.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    ex.add_argument("--captures", type=Path, help="capture directory (default: $LLM_CAPTURE_DIR or .state/captures)")
+    ex.set_defaults(fn=cmd_export)
 
     ls = sub.add_parser("list", help="list recent runs")
     ls.add_argument("--limit", type=int, default=20)

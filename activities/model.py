@@ -13,6 +13,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -21,6 +22,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities import chat_wire, errors, responses_wire
+from activities.capture import CaptureStore
 from activities.settings import LLMSettings
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
@@ -110,63 +112,83 @@ class ModelActivities:
     @activity.defn(name=MODEL_CALL_ACTIVITY)
     async def call_model(self, input: ModelCallInput) -> ModelReply:
         agent, messages = await self.read_context(input.transcript_len)
-        model = input.model or self._settings.model
-        stream = self._settings.stream
-        wire: Wire = responses_wire if (agent.api or self._settings.api) == "responses" else chat_wire
-        body = wire.build_request(agent, messages, model, stream)
+        settings = self._settings
+        model = input.model or settings.model
+        wire: Wire = responses_wire if (agent.api or settings.api) == "responses" else chat_wire
         path = "responses" if wire is responses_wire else "chat/completions"
-        url = f"{self._settings.base_url}/{path}"
         attempt = activity.info().attempt
-        headers = {"Content-Type": "application/json", **self._settings.auth_headers()}
-        secret = self._settings.api_key.get_secret_value() if self._settings.api_key else None
         progress = ModelProgress(turn=input.turn, attempt=attempt)
-
-        def on_delta(text: str) -> None:
-            progress.text += text
-
-        every = PROGRESS_EVERY if stream else HEARTBEAT_EVERY
-        async with heartbeating(every, (lambda: progress) if stream else None):
+        call = _Call(
+            wire=wire,
+            url=f"{settings.base_url}/{path}",
+            body=wire.build_request(agent, messages, model, settings.stream),
+            headers={"Content-Type": "application/json", **settings.auth_headers()},
+            stream=settings.stream,
+            turn=input.turn,
+            secret=settings.api_key.get_secret_value() if settings.api_key else None,
+            progress=progress,
+        )
+        every = PROGRESS_EVERY if call.stream else HEARTBEAT_EVERY
+        async with heartbeating(every, (lambda: progress) if call.stream else None):
             try:
-                reply = await self._send(wire, url, body, headers, stream, input.turn, secret, on_delta)
+                reply = await self._send(call)
             except httpx.TransportError as err:
-                raise errors.from_transport(err, self._settings.base_url, secret) from None
+                raise errors.from_transport(err, settings.base_url, call.secret) from None
             except chat_wire.MalformedResponse as err:
                 raise errors.malformed(str(err), attempt) from None
             except chat_wire.StreamFailed as err:
                 raise ApplicationError(str(err), type="ModelStreamFailed") from None
+        if input.capture or settings.capture:
+            record = {"api": path, "url": call.url, "turn": input.turn, "attempt": attempt, "stream": call.stream}
+            record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}
+            reply.capture = CaptureStore(settings.capture_dir).put(record, call.secret)
         log.info(
             "model call ok: agent=%s model=%s turn=%d tool_calls=%d tokens=%d",
             agent.name, model, input.turn, len(reply.message.tool_calls), reply.usage.total_tokens,
         )  # fmt: skip
         return reply
 
-    async def _send(
-        self,
-        wire: Wire,
-        url: str,
-        body: dict[str, object],
-        headers: dict[str, str],
-        stream: bool,
-        turn: int,
-        secret: str | None,
-        on_delta: Callable[[str], None],
-    ) -> ModelReply:
-        if not stream:
-            response = await self._http.post(url, json=body, headers=headers)
+    async def _send(self, call: _Call) -> ModelReply:
+        if not call.stream:
+            response = await self._http.post(call.url, json=call.body, headers=call.headers)
             if response.status_code != 200:
-                raise errors.from_status(response, secret)
+                raise errors.from_status(response, call.secret)
+            call.raw.append(response.text)
             try:
                 payload = response.json()
             except (ValueError, json.JSONDecodeError) as err:
                 raise chat_wire.MalformedResponse(f"body is not JSON: {response.text[:200]!r}") from err
-            return wire.parse_response(payload, turn)
-        async with self._http.stream("POST", url, json=body, headers=headers) as response:
+            return call.wire.parse_response(payload, call.turn)
+        async with self._http.stream("POST", call.url, json=call.body, headers=call.headers) as response:
             if response.status_code != 200:
                 await response.aread()
-                raise errors.from_status(response, secret)
+                raise errors.from_status(response, call.secret)
             try:
-                return await wire.parse_stream(response.aiter_lines(), turn, on_delta=on_delta)
+                return await call.wire.parse_stream(call.tee(response.aiter_lines()), call.turn, on_delta=call.delta)
             except httpx.TimeoutException:
                 raise
             except httpx.TransportError as err:  # the connection dropped mid-stream
                 raise chat_wire.StreamFailed(f"stream cut off mid-way: {err}") from err
+
+
+@dataclass
+class _Call:
+    """One attempt at a model call: what is sent, and what came back raw (for capture)."""
+
+    wire: Wire
+    url: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    stream: bool
+    turn: int
+    secret: str | None
+    progress: ModelProgress
+    raw: list[str] = field(default_factory=lambda: list[str]())
+
+    def delta(self, text: str) -> None:
+        self.progress.text += text
+
+    async def tee(self, lines: AsyncIterator[str]) -> AsyncIterator[str]:
+        async for line in lines:
+            self.raw.append(line)
+            yield line

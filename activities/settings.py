@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, SecretStr
+
+from activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4.1-mini"
@@ -25,6 +28,8 @@ class LLMSettings(BaseModel):
     api: Literal["chat", "responses"] = "chat"
     stream: bool = False
     connect_timeout: float = 10.0
+    capture: bool = False  # keep every call's raw request and response (activities/capture.py)
+    capture_dir: Path = Path(DEFAULT_CAPTURE_DIR)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
@@ -40,6 +45,8 @@ class LLMSettings(BaseModel):
             api_key_header=env.get("LLM_API_KEY_HEADER", "Authorization"),
             api=api,
             stream=env.get("LLM_STREAM", "").lower() in ("1", "true", "yes"),
+            capture=env.get("LLM_CAPTURE", "").lower() in ("1", "true", "yes"),
+            capture_dir=Path(env.get("LLM_CAPTURE_DIR", DEFAULT_CAPTURE_DIR)),
         )
 
     def auth_headers(self) -> dict[str, str]:

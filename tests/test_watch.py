@@ -11,8 +11,8 @@ import uuid
 from pathlib import Path
 
 from activities.settings import LLMSettings
+from cli.watch import watch
 from tests.helpers import start
-from watch import watch
 
 ROOT = Path(__file__).resolve().parent.parent
 STORY = (

@@ -65,10 +65,13 @@ class AgentRun:
             if turns_here >= agent.continue_as_new_after or workflow.info().is_continue_as_new_suggested():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self._set_phase("continuing", f"turn {s.turn}: continuing as new to keep history small")
-                workflow.continue_as_new(t.RunInput(prompt=input.prompt, agent=agent.name, carry=self._carry()))
+                carry = self._carry()
+                workflow.continue_as_new(
+                    t.RunInput(prompt=input.prompt, agent=agent.name, carry=carry, capture=input.capture)
+                )
             s.turn += 1
             turns_here += 1
-            reply = await self._call_model(agent)
+            reply = await self._call_model(agent, input.capture)
             s.messages.append(reply.message)
             s.add_usage(agent.name, reply.usage)
             calls = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
@@ -123,7 +126,7 @@ class AgentRun:
         kind = cause.type if isinstance(cause, ApplicationError) and cause.type else default_type
         return self._failure(message, kind)
 
-    async def _call_model(self, agent: t.AgentSpec) -> t.ModelReply:
+    async def _call_model(self, agent: t.AgentSpec, capture: bool) -> t.ModelReply:
         s = self._s
         model = agent.model or "the worker's default model"
         self._set_phase("calling_model", f"turn {s.turn}: calling {model}")
@@ -131,7 +134,9 @@ class AgentRun:
         try:
             reply: t.ModelReply = await workflow.execute_activity(
                 t.MODEL_CALL_ACTIVITY,
-                t.ModelCallInput(agent=agent.name, model=agent.model, turn=s.turn, transcript_len=len(s.messages)),
+                t.ModelCallInput(
+                    agent=agent.name, model=agent.model, turn=s.turn, transcript_len=len(s.messages), capture=capture
+                ),
                 result_type=t.ModelReply,
                 activity_id=f"model-{s.turn}",
                 start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds),

@@ -183,6 +183,7 @@ class RunInput(_Model):
     max_turns: int | None = None  # overrides the agent's
     model: str | None = None  # overrides the agent's
     carry: Carry | None = None  # set only by the run itself, when it continues as new
+    capture: bool = False  # keep each model call's raw request and response (see activities/capture.py)
 
 
 class RunResult(_Model):
@@ -328,6 +329,7 @@ class ModelCallInput(_Model):
     model: str | None
     turn: int
     transcript_len: int
+    capture: bool = False
 
 
 class ModelReply(_Model):
@@ -336,6 +338,7 @@ class ModelReply(_Model):
     finish_reason: str | None = None
     model: str | None = None  # as reported by the server
     response_id: str | None = None
+    capture: str | None = None  # the key of this call's wire capture, when captured
 
 
 class ToolCallInput(_Model):

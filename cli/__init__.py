@@ -1,0 +1,1 @@
+"""client.py's larger commands: following a run live, and exporting one."""

@@ -1,0 +1,170 @@
+"""`client.py export RUN_ID`: a whole run as JSON lines, read from its history (no worker needed).
+
+    {"type": "run", ...}            the agent as frozen at the start, the prompt, the outcome
+    {"type": "model_call", ...}     each model reply as recorded, with its wire capture if kept
+    {"type": "decision", ...}       what the run did next: the tool calls it ran, or its answer
+    {"type": "tool_result", ...}    what each tool returned, with any approval decision
+    {"type": "result", ...}         the final answer, or why the run failed
+
+Every execution of a run that continued as new is included, oldest first. `replay_decisions`
+feeds the captured responses back through the pure turn logic: an exported run can be replayed
+offline, and must make the same decisions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.client import Client
+from temporalio.converter import DataConverter
+
+from activities import chat_wire, responses_wire
+from activities.capture import CaptureStore
+from workflows import types as t
+from workflows.turn import FinalAnswer, RunTools, decide
+
+E = EventType
+
+
+async def export_run(client: Client, run_id: str, captures: CaptureStore) -> list[dict[str, Any]]:
+    runs = [wf async for wf in client.list_workflows(f'WorkflowId="{run_id}"')]
+    runs.sort(key=lambda wf: wf.start_time)
+    if not runs:  # visibility can lag a just-started run; its latest execution is enough then
+        desc = await client.get_workflow_handle(run_id).describe()
+        runs_ids = [desc.run_id]
+    else:
+        runs_ids = [wf.run_id for wf in runs]
+    lines: list[dict[str, Any]] = []
+    for execution in runs_ids:
+        history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history()
+        lines += [line async for line in _lines(client.data_converter, history.events, captures)]
+    lines.insert(0, {"type": "run", "run_id": run_id, "executions": len(runs_ids), **_header(lines)})
+    return [line for line in lines if line["type"] not in ("start", "agent")]
+
+
+def _header(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    start = next((line for line in lines if line["type"] == "start"), {})
+    agent = next((line["agent"] for line in lines if line["type"] == "agent"), start.get("agent"))
+    result = next((line for line in lines if line["type"] == "result"), {"status": "running"})
+    return {"prompt": start.get("prompt"), "agent": agent, "status": result["status"]}
+
+
+async def _decode(converter: DataConverter, payloads: Any, kind: type) -> Any:
+    (value,) = await converter.decode(payloads.payloads, [kind])
+    return value
+
+
+FAILURE_KINDS = {"MaxTurnsExceeded": "max_turns", "TokenBudgetExceeded": "budget_spent"}
+
+
+async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captures: CaptureStore) -> Any:
+    scheduled: dict[int, tuple[str, Any]] = {}  # event id -> (activity name, input)
+    turn: int | None = None  # the turn whose decision is not yet written
+    ran: list[str] = []
+    for e in events:
+        kind = e.event_type
+        if kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            run_input = await _decode(converter, e.workflow_execution_started_event_attributes.input, t.RunInput)
+            carried = run_input.carry.agent.model_dump() if run_input.carry else None
+            yield {"type": "start", "prompt": run_input.prompt, "agent": carried}
+        elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            a = e.activity_task_scheduled_event_attributes
+            name = a.activity_type.name
+            input_type = {t.MODEL_CALL_ACTIVITY: t.ModelCallInput, t.TOOL_CALL_ACTIVITY: t.ToolCallInput}.get(name)
+            value: Any = await _decode(converter, a.input, input_type) if input_type else None
+            scheduled[e.event_id] = (name, value)
+            if name == t.MODEL_CALL_ACTIVITY:
+                if turn is not None:
+                    yield {"type": "decision", "turn": turn, "kind": "run_tools", "ran": ran}
+                turn, ran = value.turn, []
+            elif name == t.TOOL_CALL_ACTIVITY and value.call_id not in ran:
+                ran.append(value.call_id)
+        elif kind == E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            done = e.activity_task_completed_event_attributes
+            name, value = scheduled[done.scheduled_event_id]
+            if name == t.RESOLVE_AGENT_ACTIVITY:
+                spec = await _decode(converter, done.result, t.AgentSpec)
+                yield {"type": "agent", "agent": spec.model_dump()}
+            elif name == t.MODEL_CALL_ACTIVITY:
+                reply = await _decode(converter, done.result, t.ModelReply)
+                capture = captures.get(reply.capture) if reply.capture else None
+                yield {
+                    "type": "model_call",
+                    "turn": value.turn,
+                    "reply": reply.model_dump(mode="json"),
+                    "capture": capture,
+                }
+            elif name == t.TOOL_CALL_ACTIVITY:
+                result = await _decode(converter, done.result, t.ToolResult)
+                if not result.needs_approval:
+                    yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json")}
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+            result = await _decode(converter, e.workflow_execution_completed_event_attributes.result, t.RunResult)
+            yield {"type": "decision", "turn": turn, "kind": "final", "output": result.output}
+            yield {"type": "result", "status": "completed", **result.model_dump(mode="json")}
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+            failure = e.workflow_execution_failed_event_attributes.failure
+            error_type = failure.application_failure_info.type
+            yield {"type": "decision", "turn": turn, "kind": FAILURE_KINDS.get(error_type, "failed")}
+            yield {"type": "result", "status": "failed", "error": failure.message, "error_type": error_type}
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW and turn is not None:
+            yield {"type": "decision", "turn": turn, "kind": "run_tools", "ran": ran}
+
+
+def write_jsonl(lines: list[dict[str, Any]], path: Path | None) -> None:
+    text = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines)
+    if path is None:
+        print(text, end="")
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+async def _lines_of(items: list[str]) -> Any:
+    for item in items:
+        yield item
+
+
+async def replay_decisions(lines: list[dict[str, Any]]) -> Iterator[tuple[int, str, str]]:
+    """Feed each captured response back through the wire parser and `decide`; yields
+    (turn, recorded, replayed) for every decision, where recorded == replayed when all is well."""
+    agent = t.AgentSpec.model_validate(lines[0]["agent"])
+    recorded = {(d["turn"]): d for d in lines if d["type"] == "decision"}
+    out: list[tuple[int, str, str]] = []
+    tokens = 0
+    for call in (line for line in lines if line["type"] == "model_call"):
+        capture = call["capture"]
+        if capture is None:
+            raise ValueError(f"turn {call['turn']} has no wire capture: run with --capture")
+        wire = responses_wire if capture["api"] == "responses" else chat_wire
+        if capture["stream"]:
+            reply = await wire.parse_stream(_lines_of(capture["response"]), call["turn"])
+        else:
+            reply = wire.parse_response(json.loads(capture["response"]), call["turn"])
+        tokens += reply.usage.total_tokens
+        step = decide(agent, call["turn"], reply, tokens_used=tokens)
+        want = recorded.get(call["turn"])
+        if isinstance(step, FinalAnswer):
+            mine = f"final: {step.output}"
+        elif isinstance(step, RunTools):
+            mine = f"run_tools: {[c.call_id for c in step.run]}"
+        else:
+            mine = step.kind
+        if want is None:
+            theirs = "none"
+        elif want["kind"] == "final":
+            theirs = f"final: {want['output']}"
+        elif want["kind"] == "run_tools":
+            theirs = f"run_tools: {want['ran']}"
+        else:
+            theirs = want["kind"]
+        out.append((call["turn"], theirs, mine))
+    return iter(out)

@@ -1,0 +1,81 @@
+"""Wire capture and export: raw bodies kept outside history, and an exported run replays offline."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from activities.capture import CaptureStore
+from activities.settings import LLMSettings
+from cli.export import export_run, read_jsonl, replay_decisions, write_jsonl
+from tests.helpers import bytes_per_turn, start
+
+
+@pytest.mark.parametrize("api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)])
+async def test_an_exported_run_replays_to_the_same_decisions(
+    client, task_queue, worker_factory, llm, tmp_path, api, stream
+):
+    store = CaptureStore(tmp_path / "captures")
+    secret = f"sk-{uuid.uuid4().hex}"
+    settings = LLMSettings(
+        base_url=llm.base_url, model="demo", api=api, stream=stream, capture_dir=store.root, api_key=secret
+    )
+    async with worker_factory(settings=settings):
+        handle = await client.start_workflow(
+            "AgentRun",
+            {"prompt": "Weather in Tokyo and Paris? Which is warmer?", "capture": True},
+            id=f"export-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+        )
+        await handle.result()
+    lines = await export_run(client, handle.id, store)
+    path = tmp_path / "run.jsonl"
+    write_jsonl(lines, path)
+    lines = read_jsonl(path)
+    kinds = [line["type"] for line in lines]
+    assert kinds[0] == "run" and kinds[-1] == "result" and kinds.count("model_call") == 3
+    assert lines[0]["agent"]["name"] == "demo" and lines[0]["status"] == "completed"
+    calls = [line for line in lines if line["type"] == "model_call"]
+    assert all(c["capture"] and c["capture"]["request"]["model"] == "demo" for c in calls)
+    if stream:
+        assert any("data:" in raw for raw in calls[0]["capture"]["response"])
+    assert [line["tool"] for line in lines if line["type"] == "tool_result"] == [
+        "get_weather", "get_weather", "convert_temperature"
+    ]  # fmt: skip
+    decisions = list(await replay_decisions(lines))
+    assert len(decisions) == 3
+    assert all(recorded == replayed for _, recorded, replayed in decisions), decisions
+    assert decisions[-1][1].startswith("final: Tokyo")
+    assert secret not in path.read_text() and all(secret not in p.read_text() for p in store.root.iterdir())
+
+
+async def test_a_tampered_capture_replays_to_a_different_decision(client, task_queue, worker_factory, llm, tmp_path):
+    store = CaptureStore(tmp_path / "captures")
+    settings = LLMSettings(base_url=llm.base_url, model="demo", capture=True, capture_dir=store.root)
+    async with worker_factory(settings=settings):
+        handle = await start(client, task_queue, "Weather in Tokyo?")
+        await handle.result()
+    lines = await export_run(client, handle.id, store)
+    first = next(line for line in lines if line["type"] == "model_call")
+    body = json.loads(first["capture"]["response"])
+    body["choices"][0]["message"] = {"role": "assistant", "content": "no tools today"}
+    first["capture"]["response"] = json.dumps(body)
+    decisions = list(await replay_decisions(lines))
+    assert decisions[0][1] != decisions[0][2] and decisions[0][2] == "final: no tools today"
+
+
+async def test_captures_do_not_bloat_history(client, task_queue, worker_factory, llm, tmp_path):
+    async def per_turn(capture: bool) -> list[int]:
+        settings = LLMSettings(base_url=llm.base_url, model="demo", capture=capture, capture_dir=tmp_path / "c")
+        async with worker_factory(settings=settings):
+            handle = await start(client, task_queue, "go", agent="looper", model="loop:12:3000")
+            await handle.result()
+        return await bytes_per_turn(handle)
+
+    plain, captured = await per_turn(False), await per_turn(True)
+    # a capture adds its 64-character key to the reply, not the 3 KB bodies
+    assert all(c - p < 200 for p, c in zip(plain[:10], captured[:10], strict=True)), (plain, captured)
+    assert captured[9] <= 1.5 * captured[2]
+    assert len(list((tmp_path / "c").iterdir())) == 12
