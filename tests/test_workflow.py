@@ -190,7 +190,9 @@ async def test_unknown_agent_fails_with_the_agents_this_worker_knows(client, tas
             await handle.result()
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "UnknownAgent"
-    assert "unknown agent 'nobody'" in cause.message and "demo, guarded" in cause.message and "scripted" in cause.message
+    assert (
+        "unknown agent 'nobody'" in cause.message and "demo, guarded" in cause.message and "scripted" in cause.message
+    )
 
 
 async def test_the_api_key_never_enters_history(client, task_queue, worker_factory, llm):
