@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 import uuid
 from collections.abc import Sequence
@@ -64,6 +65,13 @@ def ui_url(run_id: str) -> str:
     return f"{base}/namespaces/{namespace()}/workflows/{run_id}"
 
 
+def new_run_id(agent: str, prompt: str) -> str:
+    """Readable in the Web UI's list: `demo-whats-the-weather-in-3f2a1c9e`."""
+    words = re.findall(r"[a-z0-9]+", prompt.lower().replace("'", ""))[:4]
+    slug = "-".join(words)[:32].strip("-")
+    return f"{agent}-{slug + '-' if slug else ''}{uuid.uuid4().hex[:8]}"
+
+
 def emit(as_json: bool, obj: dict[str, Any], text: str) -> None:
     print(json.dumps(obj, indent=2, default=str) if as_json else text)
 
@@ -85,8 +93,8 @@ async def existing(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
 async def cmd_run(client: Client, args: argparse.Namespace) -> int:
     if args.max_turns is not None and args.max_turns < 1:
         raise UsageError("--max-turns must be at least 1")
-    run_id = args.id or f"{args.agent}-{uuid.uuid4().hex[:12]}"
     prompt = " ".join(args.prompt)
+    run_id = args.id or new_run_id(args.agent, prompt)
     handle = await client.start_workflow(
         t.WORKFLOW_NAME,
         t.RunInput(prompt=prompt, agent=args.agent, max_turns=args.max_turns, model=args.model, capture=args.capture),

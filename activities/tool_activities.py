@@ -59,11 +59,13 @@ class ToolActivities:
             if asked is not None:
                 return asked
         # Argument values may hold secrets, so only their size is logged.
-        what = f"tool {tool.name} call {input.call_id} (args {len(input.arguments)} chars, attempt {info.attempt})"
+        what = (
+            f"tool {tool.name} call {input.call_id} (args {len(input.arguments_json())} chars, attempt {info.attempt})"
+        )
         started = time.monotonic()
         heartbeat = asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
         try:
-            result = await tool.invoke(input.arguments, ctx)
+            result = await tool.invoke(input.arguments_json(), ctx)
         except ToolRetryableError as exc:
             activity.logger.info("%s: retryable failure %s", what, exc)
             delay = timedelta(seconds=exc.retry_after) if exc.retry_after is not None else None
@@ -82,7 +84,7 @@ class ToolActivities:
     def _ask_policy(self, tool: Tool[..., Any], input: ToolCallInput) -> ToolResult | None:
         """Before a call that may need approval: invalid arguments go back to the model (no
         person should be asked about them); valid ones go to the agent's policy. None: run it."""
-        args = tool.validate(input.arguments)
+        args = tool.validate(input.arguments_json())
         if isinstance(args, str):
             return ToolResult(call_id=input.call_id, tool=tool.name, output=args, is_error=True)
         agent = self.registry.agent(input.agent)

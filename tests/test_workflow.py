@@ -78,8 +78,8 @@ async def test_every_activity_has_a_readable_summary(client, task_queue, worker_
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert summaries[0] == "resolve agent demo"
-    assert "model: demo turn 1" in summaries  # the worker's LLM_MODEL, pinned at the start
-    assert "tool: get_weather(city=Tokyo)" in summaries
+    assert "turn 1 · model demo · 1 message" in summaries  # the worker's LLM_MODEL, pinned at the start
+    assert "turn 1 · tool: get_weather(city=Tokyo)" in summaries
 
 
 async def test_max_turns_fails_clearly_and_keeps_the_transcript(client, task_queue, worker_factory, llm):

@@ -27,7 +27,7 @@ with workflow.unsafe.imports_passed_through():
     import workflows.types as t
     from workflows.approvals import DecisionRefused, edited_note, rejection_text
     from workflows.state import RunState, excerpt
-    from workflows.turn import BudgetSpent, FinalAnswer, RunTools, TurnLimitReached, decide, describe_call
+    from workflows.turn import BudgetSpent, FinalAnswer, RunTools, TurnLimitReached, decide, describe_call, json_object
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
@@ -131,6 +131,7 @@ class AgentRun:
         model = agent.model or "the worker's default model"
         self._set_phase("calling_model", f"turn {s.turn}: calling {model}")
         self._event("model_started", detail=model)
+        n = len(s.messages)
         try:
             reply: t.ModelReply = await workflow.execute_activity(
                 t.MODEL_CALL_ACTIVITY,
@@ -142,7 +143,7 @@ class AgentRun:
                 start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=MODEL_RETRY,
-                summary=f"model: {model} turn {s.turn}",
+                summary=f"turn {s.turn} · model {model} · {n} message{'' if n == 1 else 's'}",
             )
             return reply
         except ActivityError as err:
@@ -176,7 +177,8 @@ class AgentRun:
                     call_id=call.call_id, name=call.name, content=rejection_text(record), is_error=True
                 )
             else:
-                arguments = json.dumps(record.arguments) if record.arguments is not None else call.arguments
+                edited = record.arguments is not None
+                arguments = json.dumps(record.arguments, ensure_ascii=False) if edited else call.arguments
                 message = await self._tool_activity(agent, spec, call, arguments, False, "-approved")
                 assert message is not None
                 if record.arguments is not None:
@@ -215,13 +217,15 @@ class AgentRun:
         """Runs the tool activity; None means the policy wants a person's decision first."""
         s = self._s
         run_id = workflow.info().workflow_id
+        args = json_object(arguments)
         try:
             result = await workflow.execute_activity(
                 t.TOOL_CALL_ACTIVITY,
                 t.ToolCallInput(
                     call_id=call.call_id,
                     tool=call.name,
-                    arguments=arguments,
+                    arguments="" if args is not None else arguments,
+                    args=args,
                     idempotency_key=f"{run_id}:{call.call_id}",
                     turn=s.turn,
                     agent=agent.name,
@@ -232,7 +236,11 @@ class AgentRun:
                 start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
                 retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
-                summary=f"tool: {describe_call(call)}",
+                summary=(
+                    f"turn {s.turn} · check approval: {describe_call(call)}"
+                    if check
+                    else f"turn {s.turn} · tool: {describe_call(call)}" + (" (approved)" if suffix else "")
+                ),
             )
         except ActivityError as err:
             # Retries are spent: the run goes on and the model learns the tool is unavailable.
@@ -250,7 +258,12 @@ class AgentRun:
 
     # ------------------------------------------------------------------------------ approvals
 
-    @workflow.signal(name=t.APPROVAL_SIGNAL)
+    @workflow.signal(
+        name=t.APPROVAL_SIGNAL,
+        description='Decide on a pending tool call: {"call_id": "call_…", "approve": true, "by": "you"}; '
+        'reject with {"call_id": …, "approve": false, "reason": "…"}; edit with "arguments": {…}; '
+        '"always": true approves later calls of that tool. The pending calls are in the current details.',
+    )
     def approval_signal(self, decision: t.ApprovalDecision) -> None:
         """For `temporal workflow signal` and the Web UI. A refused decision is ignored, and
         kept in the status so the sender can see why; a repeated one counts once."""
@@ -262,7 +275,10 @@ class AgentRun:
             return
         self._decide(decision)
 
-    @workflow.update(name=t.APPROVAL_UPDATE)
+    @workflow.update(
+        name=t.APPROVAL_UPDATE,
+        description="Like the approval signal, but a bad decision is refused before anything is recorded.",
+    )
     def approval_update(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
         return self._decide(decision)
 
@@ -301,8 +317,7 @@ class AgentRun:
         s = self._s
         s.phase = phase
         s.last_step = step
-        tokens = f"{s.usage.total_tokens} tokens"
-        workflow.set_current_details(f"**{phase}** · turn {s.turn} · {tokens}\n\n{step}")
+        workflow.set_current_details(s.details())
         workflow.upsert_search_attributes(
             [
                 SA_PHASE.value_set(phase),
@@ -314,19 +329,19 @@ class AgentRun:
 
     # -------------------------------------------------------------------------------- queries
 
-    @workflow.query(name=t.STATUS_QUERY)
+    @workflow.query(name=t.STATUS_QUERY, description="Phase, turn, token usage, pending approvals and decisions.")
     def status(self) -> t.RunStatus:
         return self._s.status(workflow.info().workflow_id)
 
-    @workflow.query(name=t.TRANSCRIPT_QUERY)
+    @workflow.query(name=t.TRANSCRIPT_QUERY, description='The conversation so far: {} for all, or {"start": N}.')
     def transcript(self, query: t.TranscriptQuery) -> t.Transcript:
         return t.Transcript(agent=self._s.agent, messages=self._s.messages[query.start :])
 
-    @workflow.query(name=t.EVENTS_QUERY)
+    @workflow.query(name=t.EVENTS_QUERY, description='The run\'s numbered steps for watchers: {"since": N}.')
     def events(self, query: t.EventsQuery) -> t.EventsPage:
         return self._s.events_page(query)
 
-    @workflow.query(name=t.MODEL_CONTEXT_QUERY)
+    @workflow.query(name=t.MODEL_CONTEXT_QUERY, description="Internal: read by the model-call activity.")
     def model_context(self, query: t.ModelContextQuery) -> t.ModelContext:
         try:
             return self._s.model_context(query)

@@ -7,6 +7,7 @@ continue-as-new, so a run id keeps its transcript, approvals, token ledger and e
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from workflows import types as t
@@ -82,6 +83,27 @@ class RunState:
         self.executions = carry.executions
 
     # ------------------------------------------------------------------------------- views
+
+    def details(self) -> str:
+        """The run's "current details" in the Web UI (markdown): where it is, and, while calls
+        wait, each call's arguments and the signal that decides it."""
+        limit = f" of {self.agent.max_turns}" if self.agent else ""
+        lines = [f"**{self.phase}** · turn {self.turn}{limit} · {self.usage.total_tokens} tokens", "", self.last_step]
+        prompt = next((m.content for m in self.messages if isinstance(m, t.UserMessage)), "")
+        if prompt:
+            lines += ["", f"**prompt:** {excerpt(prompt, 200)}"]
+        if self.executions > 1:
+            lines += ["", f"continued as new: execution {self.executions} of this run"]
+        for p in self.approvals.pending.values():
+            body = json.dumps({"call_id": p.call_id, "approve": True, "by": "your-name"})
+            lines += [
+                "",
+                f"**Waiting for approval:** `{p.tool}` ({p.call_id}), since {p.since:%Y-%m-%d %H:%M:%S} UTC",
+                f"```json\n{json.dumps(p.arguments, ensure_ascii=False, indent=2)}\n```",
+                f"Approve: Send a Signal → `{t.APPROVAL_SIGNAL}` with `{body}`"
+                ' (reject: `"approve": false, "reason": "…"`), or `python client.py approve RUN_ID CALL_ID`',
+            ]
+        return "\n".join(lines)
 
     def status(self, run_id: str) -> t.RunStatus:
         status = self.phase if self.phase in ("completed", "failed", "awaiting_approval") else "running"

@@ -91,6 +91,15 @@ def decide(
     return RunTools(run=run, answered=answered, order=[c.call_id for c in calls])
 
 
+def json_object(text: str) -> dict[str, object] | None:
+    """`text` as a JSON object, or None when it is not one."""
+    try:
+        value = json.loads(text or "{}")
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def describe_call(call: ToolCall, limit: int = 100) -> str:
     """A one-line, human-readable rendering of a call for the UI: `get_weather(city=Tokyo)`."""
     try:

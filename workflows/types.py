@@ -6,6 +6,7 @@ carry a default, so that histories recorded by older code still decode and repla
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -344,13 +345,17 @@ class ModelReply(_Model):
 class ToolCallInput(_Model):
     call_id: str
     tool: str
-    arguments: str
+    arguments: str = ""  # the model's raw text, kept only when it is not a JSON object
     idempotency_key: str
     turn: int
     agent: str = ""
     # Validate, then ask the agent's approval policy; if it says so, return `needs_approval`
     # instead of running. False once a person approved (or the tool needs no approval).
     check_approval: bool = False
+    args: dict[str, Any] | None = None  # the arguments as an object, so the Web UI shows JSON
+
+    def arguments_json(self) -> str:
+        return json.dumps(self.args, ensure_ascii=False) if self.args is not None else self.arguments
 
 
 class ToolResult(_Model):
