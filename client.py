@@ -26,7 +26,7 @@ from temporalio.client import (
     WorkflowUpdateFailedError,
 )
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.capture import CaptureStore
@@ -49,7 +49,7 @@ SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
-QUERY_TIMEOUT = timedelta(seconds=5)
+QUERY_TIMEOUT = timedelta(seconds=3)
 
 
 class UsageError(Exception):
@@ -72,8 +72,22 @@ def new_run_id(agent: str, prompt: str) -> str:
     return f"{agent}-{slug + '-' if slug else ''}{uuid.uuid4().hex[:8]}"
 
 
-def emit(as_json: bool, obj: dict[str, Any], text: str) -> None:
-    print(json.dumps(obj, indent=2, default=str) if as_json else text)
+def emit(as_json: bool, obj: dict[str, Any], text: str, error: bool = False) -> None:
+    """JSON always goes to stdout; in text mode, an error message goes to stderr."""
+    if as_json:
+        print(json.dumps(obj, indent=2, default=str))
+    else:
+        print(text, file=sys.stderr if error else sys.stdout)
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 async def existing(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
@@ -91,8 +105,6 @@ async def existing(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
 
 
 async def cmd_run(client: Client, args: argparse.Namespace) -> int:
-    if args.max_turns is not None and args.max_turns < 1:
-        raise UsageError("--max-turns must be at least 1")
     prompt = " ".join(args.prompt)
     run_id = args.id or new_run_id(args.agent, prompt)
     handle = await client.start_workflow(
@@ -125,11 +137,13 @@ async def print_result(handle: WorkflowHandle[Any, Any], as_json: bool) -> int:
     except WorkflowFailureError as err:
         cause = err.cause
         message = getattr(cause, "message", None) or str(cause or err)
-        status = "cancelled" if type(cause).__name__ == "CancelledError" else "failed"
+        kinds = {"CancelledError": "cancelled", "TerminatedError": "terminated", "TimeoutError": "timed_out"}
+        status = kinds.get(type(cause).__name__, "failed")
         emit(
             as_json,
             {"run_id": handle.id, "status": status, "error": message, "output": None},
             f"run {status}: {message}",
+            error=True,
         )
         return 1
     obj = {"run_id": handle.id, "status": "completed", **result.model_dump(mode="json"), "ui_url": ui_url(handle.id)}
@@ -142,7 +156,8 @@ async def cmd_result(client: Client, args: argparse.Namespace) -> int:
     if args.no_wait:
         desc = await handle.describe()
         if desc.status == WorkflowExecutionStatus.RUNNING:
-            emit(args.json, {"run_id": args.run_id, "status": "running", "output": None}, "the run is still running")
+            still = {"run_id": args.run_id, "status": "running", "output": None}
+            emit(args.json, still, "the run is still running", error=True)
             return 1
     return await print_result(handle, args.json)
 
@@ -178,6 +193,7 @@ async def gather_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
             out["error"] = live.error
         if out["status"] == "running" and live.pending_approvals:
             out["status"] = "awaiting_approval"
+        out["usage_by_agent"] = {name: u.model_dump() for name, u in live.usage_by_agent.items()}
         out["pending_approvals"] = [p.model_dump(mode="json") for p in live.pending_approvals]
         out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
         if live.ignored_signals:
@@ -328,6 +344,11 @@ async def cmd_watch(client: Client, args: argparse.Namespace) -> int:
 
 async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
     handle = await existing(client, args.run_id)
+    status = (await handle.describe()).status
+    if status != WorkflowExecutionStatus.RUNNING:
+        raise UsageError(
+            f"run {args.run_id} has already ended ({STATUS_NAMES.get(status, 'unknown') if status else '?'})"
+        )
     await handle.cancel()
     print(f"cancellation requested for {args.run_id}")
     return 0
@@ -344,7 +365,7 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="start a run and print its id")
     run.add_argument("prompt", nargs="+", help="what to ask the agent")
     run.add_argument("--agent", default=t.DEFAULT_AGENT, help="agent name (default: %(default)s)")
-    run.add_argument("--max-turns", type=int, help="override the agent's max_turns")
+    run.add_argument("--max-turns", type=positive_int, help="override the agent's max_turns")
     run.add_argument("--model", help="override the agent's model")
     run.add_argument("--id", help="run id to use (default: generated)")
     run.add_argument("--wait", action="store_true", help="wait and print the final answer")
@@ -410,6 +431,9 @@ async def dispatch(args: argparse.Namespace) -> int:
         return int(await args.fn(client, args))
     except UsageError as err:
         print(f"client.py: error: {err}", file=sys.stderr)
+        return 2
+    except WorkflowAlreadyStartedError:
+        print(f"client.py: error: a run with id '{args.id}' is already running", file=sys.stderr)
         return 2
     except RPCError as err:
         if err.status == RPCStatusCode.ALREADY_EXISTS:

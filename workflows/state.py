@@ -121,6 +121,7 @@ class RunState:
             pending_approvals=list(self.approvals.pending.values()),
             decisions=self.approvals.decisions,
             ignored_signals=self.approvals.ignored,
+            usage_by_agent=self.usage_by_agent,
         )
 
     def events_page(self, query: t.EventsQuery) -> t.EventsPage:

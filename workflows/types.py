@@ -288,6 +288,7 @@ class RunStatus(_Model):
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     decisions: list[ApprovalRecord] = Field(default_factory=list)
     ignored_signals: list[str] = Field(default_factory=list)
+    usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
 
 
 class TranscriptQuery(_Model):

@@ -1,0 +1,322 @@
+"""client.py as a user runs it: a subprocess against the session's Temporal dev server, while
+the project's worker runs in-process on the test's task queue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.devserver import free_port
+from workflows import types as t
+
+ROOT = Path(__file__).resolve().parent.parent
+STATUSES = {"running", "completed", "failed", "cancelled"}
+
+
+@dataclass
+class Done:
+    code: int
+    out: str
+    err: str
+    seconds: float
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def __str__(self) -> str:  # shown by failed asserts
+        return f"exit {self.code} after {self.seconds:.1f}s\n--- stdout\n{self.out}\n--- stderr\n{self.err}"
+
+
+Cli = Callable[..., Awaitable[Done]]
+
+
+@pytest.fixture
+def cli(temporal_server, task_queue) -> Cli:
+    """`await cli("status", run_id, env={...})` runs `python client.py ...` and collects its output."""
+    base = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": temporal_server.target,
+        "TEMPORAL_NAMESPACE": "default",
+        "AGENT_TASK_QUEUE": task_queue,
+    }
+
+    async def run(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Done:
+        began = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "client.py",
+            *args,
+            cwd=ROOT,
+            env={**base, **(env or {})},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise AssertionError(f"client.py {' '.join(args)} still running after {timeout}s") from None
+        assert proc.returncode is not None
+        return Done(proc.returncode, out.decode(), err.decode(), time.monotonic() - began)
+
+    return run
+
+
+def script(llm, *steps: dict) -> str:
+    sid = uuid.uuid4().hex[:8]
+    llm.add_script(sid, list(steps))
+    return f"script:{sid}"
+
+
+def slow(seconds: float) -> dict:
+    return {"tool_calls": [{"name": "slow_record", "arguments": {"label": "a", "seconds": seconds}}]}
+
+
+def one_clean_line(stderr: str) -> str:
+    """A user error is one readable line on stderr, never a traceback."""
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+async def started(cli: Cli, *args: str) -> str:
+    """`run` without --wait: just the run id on stdout, how to follow it on stderr."""
+    done = await cli("run", *args)
+    assert done.code == 0, str(done)
+    run_id = done.out.strip()
+    assert done.out == f"{run_id}\n" and run_id and " " not in run_id, str(done)
+    assert f"status {run_id}" in done.err and "Traceback" not in done.err, str(done)
+    return run_id
+
+
+async def poll(check: Callable[[], Awaitable[Any]], timeout: float = 20, every: float = 0.3) -> Any:
+    """Call `check` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = await check()
+        if value or time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(every)
+
+
+# ------------------------------------------------------------------------------------------ run
+
+
+async def test_run_wait_prints_the_answer(cli, worker_factory, llm):
+    async with worker_factory():
+        done = await cli("run", "--wait", "What's the weather in Tokyo and Paris?")
+    assert done.code == 0, str(done)
+    assert "Tokyo" in done.out and "Paris" in done.out
+    assert "Traceback" not in done.err
+
+
+async def test_run_without_wait_prints_only_the_id(cli, client, worker_factory, llm):
+    async with worker_factory():
+        run_id = await started(cli, "Weather in Tokyo?")
+        result = await client.get_workflow_handle(run_id, result_type=t.RunResult).result()
+    assert run_id.startswith("demo-") and "Tokyo" in result.output
+
+
+async def test_run_json_wait_with_a_scripted_agent(cli, worker_factory, llm):
+    model = script(llm, {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}, {"content": "it is 5"})
+    async with worker_factory():
+        done = await cli("run", "--json", "--wait", "--agent", "scripted", "--model", model, "add 2 and 3")
+    assert done.code == 0, str(done)
+    body = done.json()
+    assert body["run_id"].startswith("scripted-")
+    assert body["status"] == "completed" and body["output"] == "it is 5" and body["turns"] == 2
+    assert body["usage"]["requests"] == 2 and body["usage"]["input_tokens"] > 0
+
+
+async def test_max_turns_exceeded_fails_with_a_clear_message(cli, worker_factory, llm):
+    looping = ["--agent", "looper", "--model", "loop:50:10", "--max-turns", "2", "go"]
+    async with worker_factory():
+        human, as_json = await asyncio.gather(cli("run", "--wait", *looping), cli("run", "--wait", "--json", *looping))
+        assert as_json.code == 1, str(as_json)
+        run_id = as_json.json()["run_id"]
+        result, result_json, status = await asyncio.gather(
+            cli("result", run_id), cli("result", run_id, "--json"), cli("status", run_id, "--json")
+        )
+    assert human.code == 1, str(human)
+    assert "max_turns (2) exceeded" in human.out + human.err and "Traceback" not in human.err
+    body = as_json.json()
+    assert body["status"] == "failed" and body["output"] is None and "max_turns (2) exceeded" in body["error"]
+    # the failed run, looked at afterwards
+    assert result.code == 1 and "max_turns (2) exceeded" in result.out + result.err, str(result)
+    assert result_json.code == 1 and "max_turns (2) exceeded" in result_json.json()["error"], str(result_json)
+    assert status.code == 0, str(status)
+    body = status.json()
+    assert body["status"] == "failed" and body["turn"] == 2 and "max_turns (2) exceeded" in body["error"]
+
+
+# ------------------------------------------------------------------------------ status / result
+
+
+async def test_status_and_result_of_a_run_mid_tool(cli, worker_factory, llm):
+    model = script(llm, slow(5), {"content": "slow work done"})
+    async with worker_factory():
+        run_id = await started(cli, "--agent", "scripted", "--model", model, "do the slow thing")
+
+        async def in_tools() -> dict | None:
+            done = await cli("status", run_id, "--json")
+            assert done.code == 0, str(done)
+            body = done.json()
+            return body if body["phase"] == "running_tools" else None
+
+        status = await poll(in_tools)
+        assert status, "the run never reached running_tools"
+        assert status["run_id"] == run_id and status["status"] == "running" and status["turn"] == 1
+        assert status["usage"]["total_tokens"] > 0
+        assert status["usage"]["input_tokens"] > 0 and status["usage"]["output_tokens"] > 0
+        assert "slow_record" in status["last_step"]
+
+        human, not_yet = await asyncio.gather(cli("status", run_id), cli("result", run_id, "--no-wait"))
+        assert human.code == 0, str(human)
+        assert run_id in human.out and "running_tools" in human.out and "slow_record" in human.out
+        assert not_yet.code == 1 and "still running" in not_yet.err, str(not_yet)
+
+        waited, as_json = await asyncio.gather(cli("result", run_id), cli("result", run_id, "--json"))
+        final = await cli("status", run_id, "--json")
+    assert waited.code == 0 and waited.out.strip() == "slow work done", str(waited)
+    assert as_json.code == 0, str(as_json)
+    body = as_json.json()
+    assert body["run_id"] == run_id and body["status"] == "completed" and body["output"] == "slow work done"
+    assert final.code == 0, str(final)
+    status = final.json()
+    assert status["status"] == "completed" and status["turn"] == 2 and status["last_step"]
+    assert status["usage"]["total_tokens"] == status["usage"]["input_tokens"] + status["usage"]["output_tokens"]
+
+
+async def test_status_without_a_worker_shows_what_temporal_knows(cli):
+    # no worker polls this task queue: the CLI can only read the search attributes
+    run_id = await started(cli, "hello")
+    done = await cli("status", run_id, "--json")
+    assert done.code == 0, str(done)
+    body = done.json()
+    assert body["run_id"] == run_id and body["status"] == "running" and body["turn"] == 0
+    assert body["usage"] == {"total_tokens": 0} and "last_step" in body
+    assert "worker" in body.get("note", ""), body
+    assert done.seconds < 15, str(done)
+    cancelled = await cli("cancel", run_id)
+    assert cancelled.code == 0, str(cancelled)
+
+
+# ------------------------------------------------------------------------------------------ list
+
+
+async def test_list_includes_new_runs(cli, worker_factory, llm):
+    model = script(llm, {"content": "hi"})
+    async with worker_factory():
+        first = await cli("run", "--wait", "--json", "--agent", "scripted", "--model", model, "one")
+        second = await cli("run", "--wait", "--json", "--agent", "scripted", "--model", model, "two")
+    ids = {first.json()["run_id"], second.json()["run_id"]}
+
+    async def listed() -> list[dict] | None:
+        done = await cli("list", "--json", "--limit", "100")
+        assert done.code == 0, str(done)
+        rows = [r for r in done.json() if r["run_id"] in ids]
+        return rows if len(rows) == 2 and all(r["status"] == "completed" for r in rows) else None
+
+    rows = await poll(listed)
+    assert rows, "the new runs never showed up in `list --json`"
+    assert all(r["agent"] == "scripted" and r["status"] in STATUSES for r in rows)
+    human = await cli("list", "--limit", "100")
+    assert human.code == 0, str(human)
+    assert all(run_id in human.out for run_id in ids)
+
+
+# ---------------------------------------------------------------------------------------- cancel
+
+
+async def test_cancel_a_running_run(cli, worker_factory, llm):
+    model = script(llm, slow(30), {"content": "never"})
+    async with worker_factory():
+        run_id = await started(cli, "--agent", "scripted", "--model", model, "wait for me")
+
+        async def in_tools() -> bool:
+            return (await cli("status", run_id, "--json")).json()["phase"] == "running_tools"
+
+        assert await poll(in_tools)
+        done = await cli("cancel", run_id)
+        assert done.code == 0, str(done)
+        assert run_id in done.out
+
+        async def cancelled() -> dict | None:
+            body = (await cli("status", run_id, "--json")).json()
+            return body if body["status"] == "cancelled" else None
+
+        status = await poll(cancelled)
+        assert status, "status never showed the run as cancelled"
+        result = await cli("result", run_id)
+    assert result.code == 1, str(result)
+    assert "cancel" in result.out + result.err
+
+
+# ---------------------------------------------------------------------------------------- errors
+
+
+async def test_unknown_run_id_is_a_usage_error(cli):
+    missing = f"no-such-run-{uuid.uuid4().hex[:8]}"
+    commands = ["status", "result", "cancel"]
+    for command, done in zip(commands, await asyncio.gather(*(cli(c, missing) for c in commands)), strict=True):
+        assert done.code == 2, f"{command}: {done}"
+        assert missing in one_clean_line(done.err), command
+
+
+BAD_ARGUMENTS = [
+    [],  # no command
+    ["launch"],
+    ["run"],  # no prompt
+    ["run", "--max-turns", "abc", "hello"],
+    ["run", "--max-turns", "0", "hello"],
+    ["status"],  # no run id
+]
+
+
+async def test_bad_arguments_exit_2(cli):
+    for args, done in zip(BAD_ARGUMENTS, await asyncio.gather(*(cli(*a) for a in BAD_ARGUMENTS)), strict=True):
+        assert done.code == 2, f"{args}: {done}"
+        assert "Traceback" not in done.err and "error" in done.err, f"{args}: {done}"
+        assert done.out == "", f"{args}: {done}"
+
+
+async def test_help_of_every_command(cli):
+    commands = [[], ["run"], ["status"], ["result"], ["list"], ["cancel"]]
+    for command, done in zip(commands, await asyncio.gather(*(cli(*c, "--help") for c in commands)), strict=True):
+        assert done.code == 0, f"{command}: {done}"
+        assert done.out.startswith("usage: client.py") and done.err == "", f"{command}: {done}"
+
+
+async def test_temporal_unreachable_is_one_clear_line(cli):
+    target = f"127.0.0.1:{free_port()}"  # nobody listens here
+    commands = [["list"], ["status", "some-run"], ["run", "hello"]]
+    runs = await asyncio.gather(*(cli(*c, env={"TEMPORAL_ADDRESS": target}) for c in commands))
+    for command, done in zip(commands, runs, strict=True):
+        assert done.code == 1, f"{command}: {done}"
+        line = one_clean_line(done.err)
+        assert target in line and "cannot reach Temporal" in line, command
+        assert done.seconds < 10, f"{command}: {done}"
+
+
+async def test_bad_max_turns_is_a_usage_error_even_when_temporal_is_down(cli):
+    done = await cli("run", "--max-turns", "0", "hello", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"})
+    assert done.code == 2, str(done)
+
+
+async def test_reusing_the_id_of_a_running_run_is_a_usage_error(cli):
+    run_id = await started(cli, "hello")  # no worker polls this queue: it stays running
+    done = await cli("run", "--id", run_id, "hello again")
+    assert done.code == 2, str(done)
+    assert run_id in one_clean_line(done.err)
