@@ -23,7 +23,7 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
 }
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 temporal_up() { "$TEMPORAL" operator namespace describe -n default --address "$TEMPORAL_ADDRESS" >/dev/null 2>&1; }
-http_up() { "$PY" -c "import httpx,sys; sys.exit(httpx.get(sys.argv[1], timeout=2).status_code != 200)" "$1"; }
+http_up() { "$PY" -c "import httpx,sys; sys.exit(httpx.get(sys.argv[1], timeout=2).status_code != 200)" "$1" 2>/dev/null; }
 
 # 1. Temporal: reuse a server that answers, else start the dev server, persisted to SQLite.
 if temporal_up; then
