@@ -49,7 +49,7 @@ class Wire(Protocol):
     ) -> ModelReply: ...
 
 
-HEARTBEAT_EVERY = 5.0
+HEARTBEAT_EVERY = 2.0  # the model call's heartbeat timeout is 10 s: a dead worker is noticed in seconds
 PROGRESS_EVERY = 0.1  # seconds between progress heartbeats while a reply streams in
 
 

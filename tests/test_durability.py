@@ -115,3 +115,32 @@ async def test_temporal_server_restart_mid_run(client, temporal_server, llm, tas
     assert result.output == "survived"
     assert effects(counter_file) == Counter({"through-restart": 1})
     await replay(handle)
+
+
+async def test_sigkilled_worker_mid_model_call_is_noticed_in_seconds(
+    client, temporal_server, llm, task_queue, tmp_path
+):
+    model = script(llm, {"content": "answered after all"})
+    llm.add_faults([{"kind": "delay", "ms": 8000, "model": model}])  # a slow first reply
+    log = tmp_path / "worker.log"
+    first = start_worker_process(temporal_server, llm, task_queue, log)
+    handle = await start(client, task_queue, "go", agent="scripted", model=model)
+
+    async def model_call_in_flight() -> bool:
+        return any(r["model"] == model for r in llm.requests())
+
+    await wait_for(model_call_in_flight)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    killed_at = time.monotonic()
+    second = start_worker_process(temporal_server, llm, task_queue, log)
+    try:
+        result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    took = time.monotonic() - killed_at
+    assert result.output == "answered after all"
+    assert await activity_attempts(handle, t.MODEL_CALL_ACTIVITY) == [2]
+    # the heartbeat timeout (10 s), not the 300 s start-to-close timeout, moved the call
+    assert took < 25, f"the dead worker's model call took {took:.1f}s to move"

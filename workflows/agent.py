@@ -39,6 +39,9 @@ SA_PENDING = SearchAttributeKey.for_int(t.SA_PENDING)
 # (bad request, auth, quota) fails at once, everything else waits it out, visible in the UI.
 MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60))
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
+# The model activity heartbeats every 2 s (more often while streaming): a worker that dies
+# mid-call is noticed within 10 s and the call moves to another worker.
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
 @workflow.defn(name=t.WORKFLOW_NAME)
@@ -141,7 +144,7 @@ class AgentRun:
                 result_type=t.ModelReply,
                 activity_id=f"model-{s.turn}",
                 start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds),
-                heartbeat_timeout=timedelta(seconds=30),
+                heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
                 retry_policy=MODEL_RETRY,
                 summary=f"turn {s.turn} · model {model} · {n} message{'' if n == 1 else 's'}",
             )
