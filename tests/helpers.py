@@ -14,6 +14,18 @@ from workflows import AgentRun
 from workflows import types as t
 
 
+def script(llm: Any, *steps: dict[str, Any]) -> str:
+    """Register a fake_llm script (one step per model turn) and return its model name."""
+    sid = uuid.uuid4().hex[:8]
+    llm.add_script(sid, list(steps))
+    return f"script:{sid}"
+
+
+def calls(*items: tuple[str, object]) -> dict[str, Any]:
+    """A script step that asks for these tool calls, in this order."""
+    return {"tool_calls": [{"name": name, "arguments": args} for name, args in items]}
+
+
 async def start(client: Client, task_queue: str, prompt: str, **fields: Any) -> WorkflowHandle[Any, t.RunResult]:
     run_id = f"test-{uuid.uuid4().hex[:12]}"
     return await client.start_workflow(

@@ -7,7 +7,6 @@ import json
 import signal
 import subprocess
 import time
-import uuid
 from collections import Counter
 
 import pytest
@@ -16,19 +15,9 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from tests.devserver import temporal_cli
-from tests.helpers import activity_attempts, replay, start, transcript
+from tests.helpers import activity_attempts, calls, replay, script, start, transcript
 from tests.test_durability import effects, start_worker_process
 from workflows import types as t
-
-
-def script(llm, *steps) -> str:
-    sid = uuid.uuid4().hex[:8]
-    llm.add_script(sid, list(steps))
-    return f"script:{sid}"
-
-
-def calls(*items: tuple[str, dict]) -> dict:
-    return {"tool_calls": [{"name": name, "arguments": args} for name, args in items]}
 
 
 async def status(handle) -> t.RunStatus:

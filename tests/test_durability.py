@@ -8,20 +8,13 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
-from tests.helpers import activity_attempts, replay, start
+from tests.helpers import activity_attempts, replay, script, start
 from workflows import types as t
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def script(llm, *steps) -> str:
-    sid = uuid.uuid4().hex[:8]
-    llm.add_script(sid, list(steps))
-    return f"script:{sid}"
 
 
 def tool_call(name: str, **arguments: object) -> dict:

@@ -7,12 +7,11 @@ import io
 import json
 import os
 import sys
-import uuid
 from pathlib import Path
 
 from activities.settings import LLMSettings
 from cli.watch import watch
-from tests.helpers import start
+from tests.helpers import script, start
 
 ROOT = Path(__file__).resolve().parent.parent
 STORY = (
@@ -29,12 +28,6 @@ async def follow(client, run_id: str, since: int = 0) -> tuple[int, list[dict]]:
     out = io.StringIO()
     code = await asyncio.wait_for(watch(client, run_id, since, as_json=True, out=out), 60)
     return code, [json.loads(line) for line in out.getvalue().splitlines()]
-
-
-def script(llm, *steps) -> str:
-    sid = uuid.uuid4().hex[:8]
-    llm.add_script(sid, list(steps))
-    return f"script:{sid}"
 
 
 async def test_text_is_shown_as_it_streams(client, task_queue, worker_factory, llm):

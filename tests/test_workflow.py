@@ -12,18 +12,8 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from activities.settings import LLMSettings
-from tests.helpers import activity_attempts, bytes_per_turn, replay, start, transcript
+from tests.helpers import activity_attempts, bytes_per_turn, calls, replay, script, start, transcript
 from workflows import types as t
-
-
-def script(llm, *steps) -> str:
-    sid = uuid.uuid4().hex[:8]
-    llm.add_script(sid, list(steps))
-    return f"script:{sid}"
-
-
-def calls(*items: tuple[str, object]) -> dict:
-    return {"tool_calls": [{"name": name, "arguments": args} for name, args in items]}
 
 
 @pytest.mark.parametrize("api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)])
