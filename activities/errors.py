@@ -86,9 +86,10 @@ def from_transport(err: httpx.TransportError, base_url: str, secret: str | None 
     return ApplicationError(f"cannot reach model server at {base_url}: {detail}", type=kind)
 
 
-def malformed(detail: str, attempt: int) -> ApplicationError:
+def malformed(detail: str, count: int) -> ApplicationError:
+    """The `count`-th malformed reply to this call (not its attempt number)."""
     return ApplicationError(
         f"malformed model response: {detail}",
         type="MalformedModelResponse",
-        non_retryable=attempt >= MALFORMED_ATTEMPTS,
+        non_retryable=count >= MALFORMED_ATTEMPTS,
     )

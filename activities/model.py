@@ -117,7 +117,7 @@ class ModelActivities:
         wire: Wire = responses_wire if (agent.api or settings.api) == "responses" else chat_wire
         path = "responses" if wire is responses_wire else "chat/completions"
         attempt = activity.info().attempt
-        progress = ModelProgress(turn=input.turn, attempt=attempt)
+        progress = ModelProgress(turn=input.turn, attempt=attempt, malformed=_earlier_malformed())
         call = _Call(
             wire=wire,
             url=f"{settings.base_url}/{path}",
@@ -129,13 +129,18 @@ class ModelActivities:
             progress=progress,
         )
         every = PROGRESS_EVERY if call.stream else HEARTBEAT_EVERY
-        async with heartbeating(every, (lambda: progress) if call.stream else None):
+        async with heartbeating(every, lambda: progress):
             try:
                 reply = await self._send(call)
             except httpx.TransportError as err:
                 raise errors.from_transport(err, settings.base_url, call.secret) from None
             except chat_wire.MalformedResponse as err:
-                raise errors.malformed(str(err), attempt) from None
+                # Count bad bodies, not attempts: 429s and crashes before it must not use up
+                # the few retries a garbage-sending server gets. The next attempt reads this.
+                progress.malformed += 1
+                progress.text = ""
+                activity.heartbeat(progress)
+                raise errors.malformed(str(err), progress.malformed) from None
             except chat_wire.StreamFailed as err:
                 raise ApplicationError(str(err), type="ModelStreamFailed") from None
         if input.capture or settings.capture:
@@ -169,6 +174,16 @@ class ModelActivities:
                 raise
             except httpx.TransportError as err:  # the connection dropped mid-stream
                 raise chat_wire.StreamFailed(f"stream cut off mid-way: {err}") from err
+
+
+def _earlier_malformed() -> int:
+    details = activity.info().heartbeat_details
+    if not details:
+        return 0
+    try:
+        return ModelProgress.model_validate(details[0]).malformed
+    except ValueError:
+        return 0
 
 
 @dataclass

@@ -207,8 +207,8 @@ def test_transport_errors_retry_and_name_the_server():
 
 
 def test_malformed_responses_retry_a_few_times_then_stop():
-    assert not errors.malformed("bad", attempt=1).non_retryable
-    assert errors.malformed("bad", attempt=errors.MALFORMED_ATTEMPTS).non_retryable
+    assert not errors.malformed("bad", count=1).non_retryable
+    assert errors.malformed("bad", count=errors.MALFORMED_ATTEMPTS).non_retryable
 
 
 def test_settings_read_the_environment_and_hide_the_key():

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
@@ -262,7 +261,7 @@ async def inject(rng: random.Random, figures: Figures, llm: Any, runs: list[Run]
             and ok[r.model] < len(r.turns)  # the final answer is still to come
         ]
         kind = deck[0]
-        if kind == "malformed":  # only where it will meet a turn's first attempts (see the xfail below)
+        if kind == "malformed":  # at most PER_RUN_MALFORMED a run: MALFORMED_ATTEMPTS bad bodies fail it
             eligible = [r for r in eligible if r.faults.count("malformed") < PER_RUN_MALFORMED and clean[r.model]]
         if kind == "timeout" and timeouts >= TIMEOUT_FAULTS:
             deck.pop(0)
@@ -494,13 +493,6 @@ def render(
     return "\n".join(lines)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=WorkflowFailureError,
-    reason="product bug: activities/errors.py malformed() makes a malformed body non-retryable when the "
-    "activity's attempt number reaches MALFORMED_ATTEMPTS, counting attempts that failed for any reason "
-    "(429s, 5xx, killed workers), so one bad body after four rate-limited attempts fails the run",
-)
 async def test_a_malformed_reply_after_rate_limits_is_retried(client, llm, task_queue, worker_factory):
     """Four 429s, then one malformed body: one bad reply, which errors.py promises to retry."""
     sid = f"chaos-ratelimited-{uuid.uuid4().hex[:8]}"

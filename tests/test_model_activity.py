@@ -110,6 +110,7 @@ async def call(
     attempt: int = 1,
     http: httpx.AsyncClient | None = None,
     on_heartbeat: Callable[..., None] | None = None,
+    heartbeat_details: list[Any] | None = None,
 ) -> ModelReply:
     """Runs `call_model` once, as attempt `attempt` of a model call inside run `run-1`."""
     env = ActivityEnvironment()
@@ -120,6 +121,7 @@ async def call(
         workflow_run_id="run-1-r",
         workflow_type="AgentRun",
         attempt=attempt,
+        heartbeat_details=heartbeat_details or [],
     )
     if on_heartbeat is not None:
         env.on_heartbeat = on_heartbeat
@@ -298,9 +300,21 @@ async def test_a_malformed_body_retries_a_few_times_then_fails_the_run(llm: Fake
     llm.add_fault("malformed", count=2)
     first = await failure(llm_settings(llm, stream=stream), attempt=1)
     assert not first.non_retryable and first.type == "MalformedModelResponse"
-    last = await failure(llm_settings(llm, stream=stream), attempt=errors.MALFORMED_ATTEMPTS)
+    beats: list[Any] = []
+    # an earlier attempt's heartbeat says how many bad bodies came before (not the attempt number)
+    earlier = [{"turn": 0, "attempt": 9, "malformed": errors.MALFORMED_ATTEMPTS - 1}]
+    last = await failure(
+        llm_settings(llm, stream=stream), attempt=9, heartbeat_details=earlier, on_heartbeat=lambda *d: beats.append(d)
+    )
     assert last.non_retryable and last.type == "MalformedModelResponse"
     assert "malformed model response" in last.message
+    assert beats[-1][0].malformed == errors.MALFORMED_ATTEMPTS  # handed on to a next attempt
+
+
+async def test_attempts_lost_to_other_failures_do_not_count_as_malformed(llm: FakeLLMServer):
+    llm.add_fault("malformed")
+    err = await failure(llm_settings(llm), attempt=errors.MALFORMED_ATTEMPTS + 3)
+    assert not err.non_retryable  # the first bad body, whatever the attempt number
 
 
 @pytest.mark.parametrize("after_events", [1, 11])  # 11: everything but [DONE] (12 events in all)

@@ -237,13 +237,16 @@ class EventsPage(_Model):
 
 
 class ModelProgress(_Model):
-    """The model activity's heartbeat details while it streams: read live by watchers through
-    `describe()`, never written to history (a completed activity's heartbeats leave no event)."""
+    """The model activity's heartbeat details: the streamed text so far, read live by watchers
+    through `describe()`, and how many malformed replies earlier attempts got (heartbeat details
+    outlive a failed attempt). Never written to history: a completed activity's heartbeats
+    leave no event."""
 
     turn: int
     attempt: int
     text: str = ""
     tool_calls: list[str] = Field(default_factory=list)
+    malformed: int = 0
 
 
 class PendingApproval(_Model):
