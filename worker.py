@@ -22,6 +22,7 @@ from temporalio.worker import Worker
 
 from activities import Registry
 from activities.connection import address, connect, ensure_search_attributes, namespace, task_queue
+from activities.context_cache import ContextCache
 from activities.model import ModelActivities, new_http_client
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
@@ -41,8 +42,9 @@ def build_worker(
 ) -> Worker:
     """The worker, as `python worker.py` runs it; tests build theirs with this too.
     The caller owns `http` (see `new_http_client`) and closes it after the worker stops."""
-    model = ModelActivities(client, settings, http)
-    tools = ToolActivities(registry, default_model=settings.model)
+    cache = ContextCache()
+    model = ModelActivities(client, settings, http, cache)
+    tools = ToolActivities(registry, default_model=settings.model, cache=cache)
     return Worker(
         client,
         task_queue=queue,

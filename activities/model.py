@@ -23,6 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import chat_wire, errors, responses_wire
 from activities.capture import CaptureStore
+from activities.context_cache import ContextCache
 from activities.settings import LLMSettings
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
@@ -87,10 +88,13 @@ def new_http_client(settings: LLMSettings) -> httpx.AsyncClient:
 
 
 class ModelActivities:
-    def __init__(self, client: Client, settings: LLMSettings, http: httpx.AsyncClient) -> None:
+    def __init__(
+        self, client: Client, settings: LLMSettings, http: httpx.AsyncClient, cache: ContextCache | None = None
+    ) -> None:
         self._client = client
         self._settings = settings
         self._http = http
+        self._cache = cache
 
     async def read_context(self, upto: int) -> tuple[AgentSpec, list[Message]]:
         info = activity.info()
@@ -111,7 +115,9 @@ class ModelActivities:
 
     @activity.defn(name=MODEL_CALL_ACTIVITY)
     async def call_model(self, input: ModelCallInput) -> ModelReply:
-        agent, messages = await self.read_context(input.transcript_len)
+        run = activity.info().workflow_run_id or ""
+        cached = self._cache.lookup(run, input.transcript_len, input.digest) if self._cache else None
+        agent, messages = cached or await self.read_context(input.transcript_len)
         settings = self._settings
         model = input.model or settings.model
         wire: Wire = responses_wire if (agent.api or settings.api) == "responses" else chat_wire
@@ -143,6 +149,8 @@ class ModelActivities:
                 raise errors.malformed(str(err), progress.malformed) from None
             except chat_wire.StreamFailed as err:
                 raise ApplicationError(str(err), type="ModelStreamFailed") from None
+        if self._cache is not None:
+            self._cache.remember(run, agent, messages, reply.message)
         if input.capture or settings.capture:
             record = {"api": path, "url": call.url, "turn": input.turn, "attempt": attempt, "stream": call.stream}
             record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}

@@ -14,6 +14,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.context_cache import ContextCache
 from activities.registry import Registry
 from activities.tools import Tool, ToolContext, ToolRetryableError
 from workflows.types import (
@@ -29,9 +30,16 @@ from workflows.types import (
 class ToolActivities:
     """Activities bound to one worker's `Registry`."""
 
-    def __init__(self, registry: Registry, heartbeat_interval: float = 5.0, default_model: str | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        heartbeat_interval: float = 5.0,
+        default_model: str | None = None,
+        cache: ContextCache | None = None,
+    ) -> None:
         self.registry = registry
         self.heartbeat_interval = heartbeat_interval
+        self.cache = cache  # shared with the model activity: tool results feed the next turn
         self.default_model = default_model  # the worker's LLM_MODEL, pinned into runs that name none
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
@@ -79,6 +87,8 @@ class ToolActivities:
                 await heartbeat
         outcome = "error result" if result.is_error else "ok"
         activity.logger.info("%s: %s in %.2fs", what, outcome, time.monotonic() - started)
+        if self.cache is not None:
+            self.cache.remember_tool(info.workflow_run_id or "", result)
         return result
 
     def _ask_policy(self, tool: Tool[..., Any], input: ToolCallInput) -> ToolResult | None:

@@ -139,7 +139,12 @@ class AgentRun:
             reply: t.ModelReply = await workflow.execute_activity(
                 t.MODEL_CALL_ACTIVITY,
                 t.ModelCallInput(
-                    agent=agent.name, model=agent.model, turn=s.turn, transcript_len=len(s.messages), capture=capture
+                    agent=agent.name,
+                    model=agent.model,
+                    turn=s.turn,
+                    transcript_len=len(s.messages),
+                    capture=capture,
+                    digest=s.digest(),
                 ),
                 result_type=t.ModelReply,
                 activity_id=f"model-{s.turn}",

@@ -36,6 +36,14 @@ class RunState:
         self.first_event = 0  # seq of events[0]: earlier ones live in previous executions
         self.previous_run_id: str | None = None
         self.executions = 1
+        self._digest = ("", 0)  # (hash of messages[:n], n), extended as messages are appended
+
+    def digest(self) -> str:
+        value, n = self._digest
+        for message in self.messages[n:]:
+            value = t.chain_digest(value, message)
+        self._digest = (value, len(self.messages))
+        return value
 
     # ------------------------------------------------------------------------------ updates
 

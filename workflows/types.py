@@ -6,6 +6,7 @@ carry a default, so that histories recorded by older code still decode and repla
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -236,6 +237,12 @@ class EventsPage(_Model):
     done: bool = False  # the run has ended: no events will follow
 
 
+def chain_digest(previous: str, message: UserMessage | AssistantMessage | ToolMessage) -> str:
+    """The transcript hash extended by one message (only what the model sees counts)."""
+    seen = json.dumps(message.model_dump(mode="json", exclude={"approval"}), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(f"{previous}\n{seen}".encode()).hexdigest()
+
+
 class ModelProgress(_Model):
     """The model activity's heartbeat details: the streamed text so far, read live by watchers
     through `describe()`, and how many malformed replies earlier attempts got (heartbeat details
@@ -335,6 +342,9 @@ class ModelCallInput(_Model):
     turn: int
     transcript_len: int
     capture: bool = False
+    # A hash of messages[:transcript_len] as the model will see them: a worker that still holds
+    # them (it made the last reply and ran the tools) checks it and skips reading the context.
+    digest: str = ""
 
 
 class ModelReply(_Model):

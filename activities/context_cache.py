@@ -1,0 +1,80 @@
+"""The worker's memory of recent transcripts, so most model calls skip reading their context.
+
+A model call needs the run's messages. The workflow is the source of truth and always answers
+the `agent.model_context` query, but a query is a round trip through the server (~15 ms here).
+The worker that made a run's last reply and ran its tools already holds every message of the
+next request: the messages it sent, the reply, and the tool results. It rebuilds them and checks
+them against the hash the workflow puts in the activity's input (`ModelCallInput.digest`); only
+an exact match is used. Anything else (another worker ran a tool, a person edited arguments, a
+restart) falls back to the query. Bounded: the most recent runs only.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from workflows.types import AgentSpec, AssistantMessage, Message, ToolMessage, ToolResult, chain_digest
+
+MAX_RUNS = 256
+
+
+@dataclass
+class _Entry:
+    agent: AgentSpec
+    messages: list[Message]
+    digest: str
+
+
+class ContextCache:
+    def __init__(self, max_runs: int = MAX_RUNS) -> None:
+        self._runs: OrderedDict[str, _Entry] = OrderedDict()
+        self._tools: dict[tuple[str, str], ToolMessage] = {}
+        self._max = max_runs
+        self.hits = 0
+        self.misses = 0
+
+    def remember(self, run: str, agent: AgentSpec, messages: list[Message], reply: AssistantMessage) -> None:
+        """After a model call: the context it sent plus its reply."""
+        digest = ""
+        for message in [*messages, reply]:
+            digest = chain_digest(digest, message)
+        self._runs[run] = _Entry(agent, [*messages, reply], digest)
+        self._runs.move_to_end(run)
+        while len(self._runs) > self._max:
+            gone, _ = self._runs.popitem(last=False)
+            self._tools = {k: v for k, v in self._tools.items() if k[0] != gone}
+
+    def remember_tool(self, run: str, result: ToolResult) -> None:
+        if run in self._runs and not result.needs_approval:
+            message = ToolMessage(
+                call_id=result.call_id, name=result.tool, content=result.output, is_error=result.is_error
+            )
+            self._tools[(run, result.call_id)] = message
+
+    def lookup(self, run: str, upto: int, digest: str) -> tuple[AgentSpec, list[Message]] | None:
+        found = self._lookup(run, upto, digest)
+        if found is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return found
+
+    def _lookup(self, run: str, upto: int, digest: str) -> tuple[AgentSpec, list[Message]] | None:
+        entry = self._runs.get(run)
+        if entry is None or not digest:
+            return None
+        last = entry.messages[-1]
+        calls = last.tool_calls if isinstance(last, AssistantMessage) else []
+        results = [self._tools.get((run, c.call_id)) for c in calls]
+        if any(r is None for r in results) or len(entry.messages) + len(results) != upto:
+            return None
+        value = entry.digest
+        extra = [r for r in results if r is not None]
+        for message in extra:
+            value = chain_digest(value, message)
+        if value != digest:
+            return None
+        for call in calls:
+            del self._tools[(run, call.call_id)]
+        return entry.agent, [*entry.messages, *extra]
