@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -63,11 +64,20 @@ async def heartbeating(
     call's progress, which watchers read live (the SDK throttles what reaches the server)."""
 
     async def beat() -> None:
+        # Progress goes out when it changed; otherwise one keep-alive per HEARTBEAT_EVERY. A model
+        # that thinks for seconds then costs the server nothing extra.
+        last: object = None
+        sent_at = -HEARTBEAT_EVERY
         while True:
-            if details is None:
-                activity.heartbeat()
-            else:
-                activity.heartbeat(details())
+            now = time.monotonic()
+            current = details() if details is not None else None
+            key = (len(current.text), current.malformed) if isinstance(current, ModelProgress) else None
+            if key != last or now - sent_at >= HEARTBEAT_EVERY:
+                if current is None:
+                    activity.heartbeat()
+                else:
+                    activity.heartbeat(current)
+                last, sent_at = key, now
             await asyncio.sleep(every)
 
     task = asyncio.create_task(beat())

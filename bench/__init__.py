@@ -1,0 +1,18 @@
+"""bench: what durability costs, measured on a local Temporal dev server and the fake_llm double.
+
+    python -m bench --quick          # a one-minute smoke run
+    python -m bench                  # the full run (under ten minutes on two cores)
+    python -m bench --json out.json  # also write every figure as JSON
+
+It starts its own dev server (tests/devserver.py) and FakeLLMServer, runs workers built by
+`worker.build_worker` (in a subprocess by default, see `bench.stack`), and measures the same
+scripted `loop:N:B` scenario durably and as a plain in-process loop (the floor). Sections:
+1 per-turn overhead (with bench-only workflow variants, `bench.local_variant`), 1b the same on
+a dev server with its transfer-queue poll limit lifted, 2 history growth, 3 concurrent runs,
+4 worker tuning knobs, 5 streaming latency (a hook: `sections.streaming_latency`).
+
+Workflow code is re-imported from disk for every run, so benchmark a tree nobody is editing
+(e.g. `git archive HEAD | tar -x -C DIR`, copy bench/ in, run from DIR).
+
+Kept free of heavy imports: `bench.local_variant` is imported inside the workflow sandbox.
+"""

@@ -1,0 +1,241 @@
+"""What a bench runs against: one dev server, one FakeLLMServer, a client, and workers.
+
+Workers run in a subprocess by default (`bench.worker_proc`): the fake model server and the
+client live in this process, and on two cores a worker sharing their GIL would be charged for
+their work. `--worker inproc` runs them here instead, via the same `make_worker`.
+Everything started is stopped by `close()`, which the entry point calls on any exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+
+from activities import Registry
+from activities.connection import connect
+from activities.model import new_http_client
+from activities.settings import LLMSettings
+from bench.knobs import Spec, overriding
+from bench.workers import MODULES, make_worker
+from fake_llm import FakeLLMServer
+from tests.devserver import DevServer
+
+ROOT = Path(__file__).resolve().parent.parent
+READY_TIMEOUT = 120.0
+STOP_TIMEOUT = 20.0
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a process (all its threads), from /proc."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _quiet_disconnects(llm: FakeLLMServer) -> None:
+    """socketserver prints a traceback when a client drops a keep-alive connection (httpx does,
+    after a streamed reply); in a bench that is noise, so only those are silenced."""
+    httpd = getattr(llm, "_httpd", None)  # FakeLLMServer keeps its server private
+    if httpd is None:
+        return
+    original = httpd.handle_error
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            original(request, client_address)
+
+    httpd.handle_error = handle_error
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    options: Spec = field(default_factory=dict)
+    variant: str = "product"  # or "variant": the bench-only workflow (bench.local_variant)
+    stream: bool = False
+    mode: str | None = None  # "subprocess" | "inproc"; None: the stack's default
+
+
+@dataclass
+class WorkerHandle:
+    queue: str
+    pid: int | None  # None: in-process
+    error: str | None = None  # set when it failed to start (tolerant start only)
+
+    def cpu(self) -> float | None:
+        return cpu_seconds(self.pid)
+
+
+class ConfiguredDevServer(DevServer):
+    """tests/devserver.DevServer plus `--dynamic-config-value KEY=VALUE` settings, added to the
+    command DevServer.start builds (it takes no extra arguments), so both stay the same server."""
+
+    def __init__(self, workdir: Path, config: list[str]) -> None:
+        super().__init__(workdir)
+        self.config = config
+
+    def start(self, timeout: float = 60.0) -> None:
+        extra = [arg for value in self.config for arg in ("--dynamic-config-value", value)]
+
+        def wrap(popen: Any) -> Any:
+            def start_dev_with_config(cmd: Any, *args: Any, **kwargs: Any) -> Any:
+                if isinstance(cmd, list) and "start-dev" in cmd:
+                    cmd = [*cmd, *extra]
+                return popen(cmd, *args, **kwargs)
+
+            return start_dev_with_config
+
+        with overriding(subprocess, "Popen", wrap):
+            super().start(timeout)
+
+
+class Stack:
+    def __init__(self, workdir: Path, worker_mode: str = "subprocess", server_config: list[str] | None = None) -> None:
+        self.workdir = workdir
+        self.worker_mode = worker_mode
+        self.server_config = server_config or []
+        self.server = ConfiguredDevServer(workdir, self.server_config) if server_config else DevServer(workdir)
+        self.llm = FakeLLMServer(max_log=50_000)
+        self.registry = Registry.from_modules(MODULES)
+        self.client: Client | None = None
+        self._procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> None:
+        self.server.start()
+        self.llm.start()
+        _quiet_disconnects(self.llm)
+
+    async def connect(self) -> Client:
+        self.client = await connect(self.server.target, "default")
+        return self.client
+
+    @property
+    def server_pid(self) -> int | None:
+        proc = getattr(self.server, "_proc", None)  # DevServer keeps its Popen private
+        return proc.pid if proc is not None else None
+
+    def settings(self, stream: bool = False) -> LLMSettings:
+        return LLMSettings(base_url=self.llm.base_url, model="demo", stream=stream)
+
+    def phase(self, latency_ms: float) -> None:
+        """A clean request log and the given model latency for the next measurement."""
+        self.llm.reset()
+        self.llm.set_latency(latency_ms)
+
+    @contextlib.asynccontextmanager
+    async def worker(
+        self, options: Spec | None = None, variant: str = "product", stream: bool = False, mode: str | None = None
+    ) -> AsyncIterator[WorkerHandle]:
+        async with self.workers([WorkerSpec(options or {}, variant, stream, mode)]) as handles:
+            yield handles[0]
+
+    @contextlib.asynccontextmanager
+    async def workers(self, specs: list[WorkerSpec], tolerant: bool = False) -> AsyncIterator[list[WorkerHandle]]:
+        """Several workers, each on its own task queue, started together (subprocesses import
+        in parallel) and all stopped on the way out. `tolerant`: a worker that fails to start
+        gets its `error` set instead of failing the lot."""
+        async with contextlib.AsyncExitStack() as stack:
+            handles: list[WorkerHandle] = []
+            spawned: list[tuple[int, subprocess.Popen[bytes]]] = []
+            for spec in specs:
+                queue = f"bench-{uuid.uuid4().hex[:12]}"
+                if (spec.mode or self.worker_mode) == "inproc":
+                    await stack.enter_async_context(self._inproc(spec, queue))
+                    handles.append(WorkerHandle(queue, None))
+                    continue
+                config = {
+                    "target": self.server.target, "queue": queue, "base_url": self.llm.base_url,
+                    "variant": spec.variant, "stream": spec.stream, "options": spec.options,
+                }  # fmt: skip
+                proc = self._spawn(config)
+                spawned.append((len(handles), proc))
+                handles.append(WorkerHandle(queue, proc.pid))
+            procs = [proc for _, proc in spawned]
+            stack.push_async_callback(asyncio.to_thread, self._stop_all, procs)
+            ready = await asyncio.gather(*(self._wait_ready(proc) for proc in procs), return_exceptions=True)
+            for (index, _), outcome in zip(spawned, ready, strict=True):
+                if isinstance(outcome, BaseException):
+                    if not tolerant:
+                        raise outcome
+                    handles[index].error = f"{type(outcome).__name__}: {outcome}"
+            yield handles
+
+    @contextlib.asynccontextmanager
+    async def _inproc(self, spec: WorkerSpec, queue: str) -> AsyncIterator[None]:
+        assert self.client is not None
+        settings = self.settings(spec.stream)
+        async with new_http_client(settings) as http:
+            async with make_worker(spec.variant, self.client, queue, self.registry, settings, http, spec.options):
+                yield
+
+    def _spawn(self, config: dict[str, Any]) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        log = (self.workdir / "workers.log").open("ab")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.worker_proc", json.dumps(config)],
+            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+            start_new_session=True,  # Ctrl-C reaches only the bench, which stops it in order
+        )  # fmt: skip
+        log.close()
+        self._procs.append(proc)
+        return proc
+
+    async def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), READY_TIMEOUT)
+        except TimeoutError:
+            msg = f"bench worker not ready after {READY_TIMEOUT:.0f}s: see {self.workdir}/workers.log"
+            raise RuntimeError(msg) from None
+        if line.strip() != b"READY":
+            raise RuntimeError(f"bench worker failed to start: see {self.workdir}/workers.log")
+
+    def _stop_all(self, procs: list[subprocess.Popen[bytes]]) -> None:
+        for proc in procs:  # ask them all first, so they shut down in parallel
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+        for proc in procs:
+            self._stop(proc)
+
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
+        """Closing stdin asks for a graceful stop; then SIGTERM, then SIGKILL, by its own id."""
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if proc.stdin is not None:
+                    proc.stdin.close()
+            try:
+                proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if proc in self._procs:
+            self._procs.remove(proc)
+
+    def close(self) -> None:
+        self._stop_all(list(self._procs))
+        self.llm.stop()
+        self.server.stop()

@@ -1,0 +1,36 @@
+"""Contracts of the bench-only workflow variant (`bench.local_variant`). Pure data, passed
+through the workflow sandbox like `workflows.types`."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from workflows.types import AgentSpec, Message, RunInput
+
+VARIANT_WORKFLOW = "bench.AgentRunVariant"
+INLINE_MODEL_ACTIVITY = "bench.inline_model_call"
+
+How = Literal["activity", "inline", "local"]
+
+
+class VariantInput(BaseModel):
+    run: RunInput
+    # "activity": the product's model activity (reads the transcript by query);
+    # "inline": a regular activity given the whole transcript (no query; history grows);
+    # "local": a local activity given the transcript inline (a query cannot be answered
+    # while the workflow task that waits on a local activity is still open).
+    model: How = "activity"
+    tools: How = "activity"
+    upsert_phase: bool = True  # search attributes and current details per phase, as AgentRun does
+
+
+class InlineModelCall(BaseModel):
+    """The inline model call's input. As a local activity it is not written to history (only
+    the result is, in a marker), so history stays flat; as a regular activity it is, every turn."""
+
+    agent: AgentSpec
+    messages: list[Message] = Field(default_factory=list)
+    model: str
+    turn: int

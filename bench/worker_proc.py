@@ -1,0 +1,55 @@
+"""A bench worker in its own process: `python -m bench.worker_proc CONFIG_JSON`.
+
+The config names the dev server, task queue, model server, variant ("product" or "variant")
+and tuning knobs. Prints READY once polling. Stops on SIGTERM/SIGINT or when its stdin closes,
+so it never outlives the bench, however the bench ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+
+from activities import Registry
+from activities.connection import connect
+from activities.model import new_http_client
+from activities.settings import LLMSettings
+from bench.workers import MODULES, make_worker
+
+
+async def serve(config: dict[str, object]) -> None:
+    client = await connect(str(config["target"]), "default")
+    settings = LLMSettings(base_url=str(config["base_url"]), model="demo", stream=bool(config.get("stream")))
+    registry = Registry.from_modules(MODULES)
+    spec = config.get("options") or {}
+    assert isinstance(spec, dict)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    stdin = sys.stdin.fileno()
+
+    def on_stdin() -> None:
+        if not os.read(stdin, 4096):  # EOF: the bench is gone or done with us
+            loop.remove_reader(stdin)
+            stop.set()
+
+    loop.add_reader(stdin, on_stdin)
+    async with new_http_client(settings) as http:
+        worker = make_worker(str(config["variant"]), client, str(config["queue"]), registry, settings, http, spec)
+        async with worker:
+            print("READY", flush=True)
+            await stop.wait()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(json.loads(sys.argv[1])))
+
+
+if __name__ == "__main__":
+    main()

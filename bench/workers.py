@@ -1,0 +1,98 @@
+"""The workers the bench runs: the product's, built by `worker.build_worker` with tuning knobs
+passed through, and the bench-only variant worker (see `bench.local_variant`)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+import worker as product
+from activities import Registry, chat_wire
+from activities.model import ModelActivities
+from activities.settings import LLMSettings
+from activities.tool_activities import ToolActivities
+from bench.knobs import Spec, overriding, worker_kwargs
+from bench.local_variant import AgentRunVariant
+from bench.variant_types import INLINE_MODEL_ACTIVITY, InlineModelCall
+from workflows.types import ModelReply
+
+MODULES = ["tests.fixtures.agents"]  # the `looper` agent and its `pad` tool
+
+
+def product_worker(
+    client: Client, queue: str, registry: Registry, settings: LLMSettings, http: httpx.AsyncClient, spec: Spec
+) -> Worker:
+    """build_worker(**options). A knob build_worker sets itself cannot be passed that way (a
+    TypeError); for the experiment only, it is then overridden on the way into Worker()."""
+    options = worker_kwargs(spec)
+    try:
+        return product.build_worker(client, queue, registry, settings, http, **options)
+    except TypeError as err:
+        if "multiple values for keyword argument" not in str(err):
+            raise
+
+    def wrap(original: Any) -> Any:
+        return lambda *a, **kw: original(*a, **{**kw, **options})
+
+    with overriding(product, "Worker", wrap):
+        return product.build_worker(client, queue, registry, settings, http)
+
+
+class InlineModel:
+    """BENCH-ONLY model call for the local-activity variant: the transcript comes inline."""
+
+    def __init__(self, settings: LLMSettings, http: httpx.AsyncClient) -> None:
+        self._settings = settings
+        self._http = http
+
+    @activity.defn(name=INLINE_MODEL_ACTIVITY)
+    async def call(self, input: InlineModelCall) -> ModelReply:
+        body = chat_wire.build_request(input.agent, input.messages, input.model, False)
+        response = await self._http.post(f"{self._settings.base_url}/chat/completions", json=body)
+        if response.status_code != 200:
+            raise ApplicationError(f"model server answered {response.status_code}")
+        return chat_wire.parse_response(response.json(), input.turn)
+
+
+def variant_worker(
+    client: Client, queue: str, registry: Registry, settings: LLMSettings, http: httpx.AsyncClient, spec: Spec
+) -> Worker:
+    """The bench-only variant with the product's activities plus the inline model call, and
+    the same options build_worker would give (its fixed ones included)."""
+    model = ModelActivities(client, settings, http)
+    tools = ToolActivities(registry, default_model=settings.model)
+    inline = InlineModel(settings, http)
+    options: dict[str, Any] = {"graceful_shutdown_timeout": timedelta(seconds=10)}
+    try:
+        from bench.knobs import fixed_by_build_worker
+
+        options.update(fixed_by_build_worker())
+    except Exception:  # build_worker's internals moved: its Worker defaults are a nicety here
+        pass
+    options.update(worker_kwargs(spec))
+    return Worker(
+        client,
+        task_queue=queue,
+        workflows=[AgentRunVariant],
+        activities=[model.call_model, tools.call_tool, tools.resolve_agent, inline.call],
+        **options,
+    )
+
+
+def make_worker(
+    variant: str,
+    client: Client,
+    queue: str,
+    registry: Registry,
+    settings: LLMSettings,
+    http: httpx.AsyncClient,
+    spec: Spec,
+) -> Worker:
+    build = variant_worker if variant == "variant" else product_worker
+    return build(client, queue, registry, settings, http, spec)
