@@ -30,6 +30,12 @@ from workflows import AgentRun
 
 log = logging.getLogger("worker")
 DEFAULT_TOOLS = ["examples.demo_agent"]
+# build_worker's own Worker settings; `**options` overrides them.
+WORKER_DEFAULTS: dict[str, object] = {
+    "graceful_shutdown_timeout": timedelta(seconds=10),
+    # Streamed text reaches watchers through heartbeat details: send them promptly.
+    "max_heartbeat_throttle_interval": timedelta(milliseconds=200),
+}
 
 
 def build_worker(
@@ -50,10 +56,7 @@ def build_worker(
         task_queue=queue,
         workflows=[AgentRun],
         activities=[model.call_model, tools.call_tool, tools.resolve_agent],
-        graceful_shutdown_timeout=timedelta(seconds=10),
-        # Streamed text reaches watchers through heartbeat details: send them promptly.
-        max_heartbeat_throttle_interval=timedelta(milliseconds=200),
-        **options,  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
+        **{**WORKER_DEFAULTS, **options},  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
     )
 
 

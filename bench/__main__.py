@@ -55,12 +55,9 @@ def environment(plan: Plan, worker: str) -> dict[str, Any]:
 
 
 def fixed_knobs() -> dict[str, str]:
-    try:
-        from bench.knobs import fixed_by_build_worker
+    from worker import WORKER_DEFAULTS
 
-        return {k: str(v) for k, v in fixed_by_build_worker().items()}
-    except Exception as err:  # only informative
-        return {"unknown": repr(err)}
+    return {k: str(v) for k, v in WORKER_DEFAULTS.items()}
 
 
 async def run(stack: Stack, plan: Plan, only: set[str], results: dict[str, Any], t0: float) -> None:

@@ -54,36 +54,6 @@ def overriding(module: Any, attr: str, wrap: Callable[[Any], Any]) -> Iterator[N
         setattr(module, attr, original)
 
 
-def fixed_by_build_worker() -> dict[str, Any]:
-    """The Worker arguments `build_worker` sets itself (so **options cannot pass them), found
-    by calling it with a stand-in Worker class that only records its arguments."""
-    import worker as product
-
-    seen: dict[str, Any] = {}
-
-    def record(_original: Any) -> Any:
-        def fake(*_args: Any, **kwargs: Any) -> None:
-            seen.update(kwargs)
-
-        return fake
-
-    with overriding(product, "Worker", record):
-        product.build_worker(None, "q", _EmptyRegistry(), _settings(), None)  # type: ignore[arg-type]
-    ignore = {"task_queue", "workflows", "activities"}
-    return {k: v for k, v in seen.items() if k not in ignore}
-
-
-class _EmptyRegistry:
-    def __getattr__(self, name: str) -> Any:
-        return lambda *a, **k: []
-
-
-def _settings() -> Any:
-    from activities.settings import LLMSettings
-
-    return LLMSettings(base_url="http://127.0.0.1:1/v1", model="demo")
-
-
 # ------------------------------------------------------------------------------ experiments
 
 Scenario = Literal["standard", "streamed"]

@@ -3,7 +3,6 @@ passed through, and the bench-only variant worker (see `bench.local_variant`).""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ from activities import Registry, chat_wire
 from activities.model import ModelActivities
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
-from bench.knobs import Spec, overriding, worker_kwargs
+from bench.knobs import Spec, worker_kwargs
 from bench.local_variant import AgentRunVariant
 from bench.variant_types import INLINE_MODEL_ACTIVITY, InlineModelCall
 from workflows.types import ModelReply
@@ -28,20 +27,8 @@ MODULES = ["tests.fixtures.agents"]  # the `looper` agent and its `pad` tool
 def product_worker(
     client: Client, queue: str, registry: Registry, settings: LLMSettings, http: httpx.AsyncClient, spec: Spec
 ) -> Worker:
-    """build_worker(**options). A knob build_worker sets itself cannot be passed that way (a
-    TypeError); for the experiment only, it is then overridden on the way into Worker()."""
-    options = worker_kwargs(spec)
-    try:
-        return product.build_worker(client, queue, registry, settings, http, **options)
-    except TypeError as err:
-        if "multiple values for keyword argument" not in str(err):
-            raise
-
-    def wrap(original: Any) -> Any:
-        return lambda *a, **kw: original(*a, **{**kw, **options})
-
-    with overriding(product, "Worker", wrap):
-        return product.build_worker(client, queue, registry, settings, http)
+    """build_worker(**options): the knobs override build_worker's own defaults."""
+    return product.build_worker(client, queue, registry, settings, http, **worker_kwargs(spec))
 
 
 class InlineModel:
@@ -68,14 +55,7 @@ def variant_worker(
     model = ModelActivities(client, settings, http)
     tools = ToolActivities(registry, default_model=settings.model)
     inline = InlineModel(settings, http)
-    options: dict[str, Any] = {"graceful_shutdown_timeout": timedelta(seconds=10)}
-    try:
-        from bench.knobs import fixed_by_build_worker
-
-        options.update(fixed_by_build_worker())
-    except Exception:  # build_worker's internals moved: its Worker defaults are a nicety here
-        pass
-    options.update(worker_kwargs(spec))
+    options: dict[str, Any] = {**product.WORKER_DEFAULTS, **worker_kwargs(spec)}
     return Worker(
         client,
         task_queue=queue,
