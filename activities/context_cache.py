@@ -34,12 +34,15 @@ class ContextCache:
         self.hits = 0
         self.misses = 0
 
-    def remember(self, run: str, agent: AgentSpec, messages: list[Message], reply: AssistantMessage) -> None:
-        """After a model call: the context it sent plus its reply."""
-        digest = ""
-        for message in [*messages, reply]:
-            digest = chain_digest(digest, message)
-        self._runs[run] = _Entry(agent, [*messages, reply], digest)
+    def remember(
+        self, run: str, agent: AgentSpec, messages: list[Message], digest: str, reply: AssistantMessage
+    ) -> None:
+        """After a model call: the context it sent (whose hash the workflow gave) plus its reply.
+        Only the reply is hashed here, so a turn's cost does not grow with the transcript."""
+        if not digest:  # a call scheduled by code older than the hash
+            for message in messages:
+                digest = chain_digest(digest, message)
+        self._runs[run] = _Entry(agent, [*messages, reply], chain_digest(digest, reply))
         self._runs.move_to_end(run)
         while len(self._runs) > self._max:
             gone, _ = self._runs.popitem(last=False)

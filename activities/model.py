@@ -160,7 +160,7 @@ class ModelActivities:
             except chat_wire.StreamFailed as err:
                 raise ApplicationError(str(err), type="ModelStreamFailed") from None
         if self._cache is not None:
-            self._cache.remember(run, agent, messages, reply.message)
+            self._cache.remember(run, agent, messages, input.digest, reply.message)
         if input.capture or settings.capture:
             record = {"api": path, "url": call.url, "turn": input.turn, "attempt": attempt, "stream": call.stream}
             record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}

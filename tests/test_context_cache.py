@@ -14,38 +14,27 @@ def turn_one() -> tuple[RunState, t.AssistantMessage]:
     return state, reply
 
 
-def result(call_id: str, output: str = "ok") -> t.ToolResult:
-    return t.ToolResult(call_id=call_id, tool="f", output=output)
+def after_turn_one(cached: dict[str, str], workflow: dict[str, str]) -> tuple[ContextCache, RunState]:
+    """This worker made turn 1's reply and ran the tools in `cached` (call id -> output); the
+    workflow's transcript then holds the reply and the results in `workflow`, in call order."""
+    state, reply = turn_one()
+    cache = ContextCache()
+    cache.remember("run", AGENT, list(state.messages), state.digest(), reply)
+    for call_id, output in cached.items():
+        cache.remember_tool("run", t.ToolResult(call_id=call_id, tool="f", output=output))
+    state.messages += [reply, *(t.ToolMessage(call_id=c, name="f", content=o) for c, o in workflow.items())]
+    return cache, state
 
 
 def test_the_next_context_is_rebuilt_from_the_reply_and_the_tool_results():
-    state, reply = turn_one()
-    cache = ContextCache()
-    cache.remember("run", AGENT, list(state.messages), reply)
-    cache.remember_tool("run", result("c2", "two"))
-    cache.remember_tool("run", result("c1", "one"))
-    # the workflow appends the reply and the results in the order the model asked
-    state.messages += [
-        reply,
-        t.ToolMessage(call_id="c1", name="f", content="one"),
-        t.ToolMessage(call_id="c2", name="f", content="two"),
-    ]
+    cache, state = after_turn_one({"c2": "two", "c1": "one"}, {"c1": "one", "c2": "two"})
     found = cache.lookup("run", len(state.messages), state.digest())
     assert found is not None and found[1] == state.messages and cache.hits == 1
 
 
 def test_any_difference_from_the_workflow_falls_back_to_the_query():
-    state, reply = turn_one()
-    cache = ContextCache()
-    cache.remember("run", AGENT, list(state.messages), reply)
-    cache.remember_tool("run", result("c1", "one"))
-    cache.remember_tool("run", result("c2", "two"))
     # the workflow's message differs (e.g. a person edited the arguments): the hash says so
-    state.messages += [
-        reply,
-        t.ToolMessage(call_id="c1", name="f", content="[edited] one"),
-        t.ToolMessage(call_id="c2", name="f", content="two"),
-    ]
+    cache, state = after_turn_one({"c1": "one", "c2": "two"}, {"c1": "[edited] one", "c2": "two"})
     assert cache.lookup("run", len(state.messages), state.digest()) is None
     assert cache.lookup("other-run", len(state.messages), state.digest()) is None
     assert cache.lookup("run", len(state.messages), "") is None
@@ -53,15 +42,7 @@ def test_any_difference_from_the_workflow_falls_back_to_the_query():
 
 
 def test_a_tool_result_from_another_worker_is_a_miss():
-    state, reply = turn_one()
-    cache = ContextCache()
-    cache.remember("run", AGENT, list(state.messages), reply)
-    cache.remember_tool("run", result("c1", "one"))  # c2 ran elsewhere
-    state.messages += [
-        reply,
-        t.ToolMessage(call_id="c1", name="f", content="one"),
-        t.ToolMessage(call_id="c2", name="f", content="two"),
-    ]
+    cache, state = after_turn_one({"c1": "one"}, {"c1": "one", "c2": "two"})  # c2 ran elsewhere
     assert cache.lookup("run", len(state.messages), state.digest()) is None
 
 
@@ -69,5 +50,5 @@ def test_the_cache_holds_a_bounded_number_of_runs():
     cache = ContextCache(max_runs=2)
     state, reply = turn_one()
     for run in ("a", "b", "c"):
-        cache.remember(run, AGENT, list(state.messages), reply)
+        cache.remember(run, AGENT, list(state.messages), state.digest(), reply)
     assert len(cache._runs) == 2 and "a" not in cache._runs
