@@ -20,6 +20,7 @@ from typing import Any
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -90,15 +91,16 @@ def positive_int(text: str) -> int:
     return value
 
 
-async def existing(client: Client, run_id: str) -> WorkflowHandle[Any, Any]:
+async def existing(client: Client, run_id: str) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    """The run's handle and its description; an unknown id is a usage error."""
     handle = client.get_workflow_handle(run_id, result_type=t.RunResult)
     try:
-        await handle.describe()
+        desc = await handle.describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise UsageError(f"no run with id '{run_id}'") from None
         raise
-    return handle
+    return handle, desc
 
 
 # ------------------------------------------------------------------------------------ commands
@@ -152,9 +154,8 @@ async def print_result(handle: WorkflowHandle[Any, Any], as_json: bool) -> int:
 
 
 async def cmd_result(client: Client, args: argparse.Namespace) -> int:
-    handle = await existing(client, args.run_id)
+    handle, desc = await existing(client, args.run_id)
     if args.no_wait:
-        desc = await handle.describe()
         if desc.status == WorkflowExecutionStatus.RUNNING:
             still = {"run_id": args.run_id, "status": "running", "output": None}
             emit(args.json, still, "the run is still running", error=True)
@@ -162,8 +163,7 @@ async def cmd_result(client: Client, args: argparse.Namespace) -> int:
     return await print_result(handle, args.json)
 
 
-async def gather_status(handle: WorkflowHandle[Any, Any]) -> dict[str, Any]:
-    desc = await handle.describe()
+async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription) -> dict[str, Any]:
     sa = desc.typed_search_attributes
     out: dict[str, Any] = {
         "run_id": handle.id,
@@ -255,7 +255,7 @@ def render_status(s: dict[str, Any]) -> str:
 
 
 async def cmd_status(client: Client, args: argparse.Namespace) -> int:
-    status = await gather_status(await existing(client, args.run_id))
+    status = await gather_status(*await existing(client, args.run_id))
     emit(args.json, status, render_status(status))
     return 0
 
@@ -303,8 +303,8 @@ async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
         reason="" if approve else args.reason,
         by=args.by,
     )
-    handle = await existing(client, args.run_id)
-    if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+    handle, desc = await existing(client, args.run_id)
+    if desc.status != WorkflowExecutionStatus.RUNNING:
         raise UsageError(f"run {args.run_id} has already finished: no call of it is pending")
     # The update id makes a repeated decision count once: Temporal answers it with the first's result.
     verdict = "approve" if approve else "reject"
@@ -343,8 +343,8 @@ async def cmd_watch(client: Client, args: argparse.Namespace) -> int:
 
 
 async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
-    handle = await existing(client, args.run_id)
-    status = (await handle.describe()).status
+    handle, desc = await existing(client, args.run_id)
+    status = desc.status
     if status != WorkflowExecutionStatus.RUNNING:
         raise UsageError(
             f"run {args.run_id} has already ended ({STATUS_NAMES.get(status, 'unknown') if status else '?'})"
