@@ -72,7 +72,6 @@ class RunState:
             usage=self.usage,
             usage_by_agent=self.usage_by_agent,
             decisions=self.approvals.decisions,
-            always=sorted(self.approvals.always),
             next_event=self.first_event + len(self.events),
             previous_run_id=run_id,
             executions=self.executions + 1,
@@ -85,7 +84,7 @@ class RunState:
         self.usage = carry.usage
         self.usage_by_agent = dict(carry.usage_by_agent)
         self.approvals.decisions = list(carry.decisions)
-        self.approvals.always = {d.tool: d for d in carry.decisions if d.always and d.tool in carry.always}
+        self.approvals.always = {d.tool: d for d in carry.decisions if d.always}
         self.first_event = carry.next_event
         self.previous_run_id = carry.previous_run_id
         self.executions = carry.executions

@@ -172,8 +172,7 @@ class Carry(_Model):
     turn: int
     usage: Usage
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
-    decisions: list[ApprovalRecord] = Field(default_factory=list)
-    always: list[str] = Field(default_factory=list)  # tools approved with "always"
+    decisions: list[ApprovalRecord] = Field(default_factory=list)  # "always" approvals among them
     next_event: int = 0
     previous_run_id: str | None = None
     executions: int = 1
