@@ -46,6 +46,24 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 DEFAULT_AGENT = "demo"
 EMPTY_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
 
+# Bounds on a model call, used when neither the agent nor the worker's environment sets one
+# (LLM_READ_TIMEOUT, LLM_TIMEOUT, LLM_MAX_ATTEMPTS, LLM_RETRY_SECONDS). A run never retries forever.
+DEFAULT_MODEL_READ_TIMEOUT = 60.0  # seconds without a byte from the server end the attempt
+DEFAULT_MODEL_TIMEOUT = 300.0  # seconds for one attempt, start to finish
+DEFAULT_MODEL_MAX_ATTEMPTS = 8  # attempts of one model call, the first included
+DEFAULT_MODEL_RETRY_SECONDS = 900.0  # seconds from a call's first attempt to giving up on it
+
+
+def agent_task_queue(base: str, agent: str, version: str | None = None) -> str:
+    """The task queue for work only a worker that knows `agent` can do.
+
+    A worker polls `base` (workflows and model calls, which need no user code) and, for every
+    agent it serves, `base@agent` (resolving the agent when a run starts) and
+    `base@agent@version` (its tools and hooks). A run's tool calls therefore only ever reach
+    workers that hold the exact agent the run froze, during a rolling deploy too.
+    """
+    return f"{base}@{agent}" if version is None else f"{base}@{agent}@{version}"
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=False)
@@ -56,11 +74,16 @@ class _Model(BaseModel):
 
 
 class ToolCall(_Model):
-    """A function call the model asked for. `arguments` is the model's raw JSON text."""
+    """A function call the model asked for. `arguments` is the model's raw JSON text.
+
+    `call_id` is the run's own id for the call, unique across the whole run: providers reuse
+    theirs across turns, so an approval or an idempotency key must never be bound to them.
+    `provider_id` is what the server called it (an excerpt), for the record only."""
 
     call_id: str
     name: str
     arguments: str = "{}"
+    provider_id: str = ""
 
 
 class UserMessage(_Model):
@@ -148,7 +171,14 @@ class AgentSpec(_Model):
     tools: list[ToolSpec] = Field(default_factory=list)
     max_turns: int = 10
     temperature: float | None = None
-    model_timeout_seconds: float = 300.0
+    # Bounds on each model call; None (runs recorded before they existed): the DEFAULT_MODEL_* values.
+    model_timeout_seconds: float = DEFAULT_MODEL_TIMEOUT
+    model_read_timeout_seconds: float | None = None
+    model_max_attempts: int | None = None
+    model_retry_seconds: float | None = None
+    # A digest of the agent as its author wrote it: routes its tool calls (see agent_task_queue).
+    # "" in runs recorded before routing: their activities go to the run's own task queue.
+    version: str = ""
     api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
     approval_timeout_seconds: float | None = None  # None: wait as long as it takes
     approval_timeout_outcome: Literal["reject", "fail"] = "reject"
