@@ -106,12 +106,17 @@ async def test_invalid_edited_arguments_are_refused_and_nothing_is_recorded(clie
         handle = await start(client, task_queue, "pay", agent="guarded", model=model)
         (waiting,) = await pending(handle)
         before = await history_events(handle)
-        for bad in ({"amount": "lots", "to": "x"}, {"to": "x"}, {"amount": 5, "to": "x", "memo": "hi"}):
+        refusals = [
+            ({"amount": "lots", "to": "x"}, "amount: 'lots' is not of type 'integer'"),
+            ({"to": "x"}, "'amount' is a required property"),
+            ({"amount": 5, "to": "x", "memo": "hi"}, "('memo' was unexpected)"),
+        ]
+        for bad, why in refusals:
             with pytest.raises(WorkflowUpdateFailedError) as caught:
                 await update(handle, decide(waiting.call_id, arguments=bad))
             cause = caught.value.cause
             assert isinstance(cause, ApplicationError) and cause.type == "InvalidArguments"
-        assert "amount: expected integer" in cause.message or "memo: not a parameter" in cause.message
+            assert why in cause.message
         after = await history_events(handle)
         assert len(after) == len(before)  # refused in the validator: no event at all
         assert (await status(handle)).pending_approvals  # still waiting

@@ -17,12 +17,13 @@ import json
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.common import RawValue, RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 with workflow.unsafe.imports_passed_through():
     # pydantic is heavy and deterministic; pass it through instead of re-importing per run.
-    import pydantic  # noqa: F401
+    import pydantic
 
     import workflows.types as t
     from workflows.approvals import DecisionRefused, edited_note, rejection_text
@@ -34,17 +35,35 @@ SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
 SA_PENDING = SearchAttributeKey.for_int(t.SA_PENDING)
+SA_VERSION = SearchAttributeKey.for_keyword(t.SA_VERSION)
 
-# Temporal owns retries. Model calls retry until the provider answers: a non-retryable answer
-# (bad request, auth, quota) fails at once, everything else waits it out, visible in the UI.
-MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60))
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
+ROUTE_RESOLVE = False  # TEMP until workers poll agent queues
+# The activity ends an attempt itself at the agent's model timeout, with a clear error; Temporal's
+# own start-to-close is a backstop a little later (a worker stuck in a way the activity can't see).
+MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
+# Bugs and bad data in workflow code fail the run with their message, instead of failing the
+# workflow task forever (a run only `terminate` could end). A fixed run can be reset.
+RUN_FAILURE_TYPES: list[type[BaseException]] = [
+    pydantic.ValidationError, TypeError, ValueError, KeyError, AttributeError, IndexError, AssertionError,
+]  # fmt: skip
 # The model activity heartbeats every 2 s (more often while streaming): a worker that dies
 # mid-call is noticed within 10 s and the call moves to another worker.
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
-@workflow.defn(name=t.WORKFLOW_NAME)
+def model_retry(agent: t.AgentSpec) -> RetryPolicy:
+    """Temporal owns retries, within bounds: a non-retryable answer (bad request, auth, quota)
+    fails at once; anything else is retried up to the agent's attempts (its time bound is the
+    activity's schedule-to-close), each attempt visible in the UI."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=agent.model_max_attempts or t.DEFAULT_MODEL_MAX_ATTEMPTS,
+    )
+
+
+@workflow.defn(name=t.WORKFLOW_NAME, failure_exception_types=RUN_FAILURE_TYPES)
 class AgentRun:
     def __init__(self) -> None:
         self._s = RunState()
@@ -53,6 +72,13 @@ class AgentRun:
 
     @workflow.run
     async def run(self, input: t.RunInput) -> t.RunResult:
+        try:
+            return await self._loop(input)
+        except asyncio.CancelledError:
+            self._end("cancelled", "cancelled: " + (self._s.last_step or "while starting"))
+            raise
+
+    async def _loop(self, input: t.RunInput) -> t.RunResult:
         s = self._s
         if input.carry is not None:
             s.from_carry(input.carry)
@@ -61,7 +87,7 @@ class AgentRun:
             agent = await self._resolve(input)
             s.agent = agent
             s.messages.append(t.UserMessage(content=input.prompt))
-            workflow.upsert_search_attributes([SA_AGENT.value_set(agent.name)])
+            workflow.upsert_search_attributes([SA_AGENT.value_set(agent.name), SA_VERSION.value_set(agent.version)])
         turns_here = 0
 
         while True:
@@ -69,12 +95,13 @@ class AgentRun:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self._set_phase("continuing", f"turn {s.turn}: continuing as new to keep history small")
                 carry = self._carry()
-                workflow.continue_as_new(
-                    t.RunInput(prompt=input.prompt, agent=agent.name, carry=carry, capture=input.capture)
-                )
+                # The prompt travels once, as the carried transcript's first message.
+                workflow.continue_as_new(t.RunInput(prompt="", agent=agent.name, carry=carry, capture=input.capture))
             s.turn += 1
             turns_here += 1
             reply = await self._call_model(agent, input.capture)
+            if workflow.patched("run-unique-call-ids"):
+                s.claim_call_ids(reply.message)
             s.messages.append(reply.message)
             s.add_usage(agent.name, reply.usage)
             calls = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
@@ -102,32 +129,53 @@ class AgentRun:
 
     async def _resolve(self, input: t.RunInput) -> t.AgentSpec:
         """Freeze the agent's definition into history: later edits never touch this run."""
+        # Only a worker that serves the agent polls its queue: a run never lands on one that lacks it.
+        queue = t.agent_task_queue(workflow.info().task_queue, input.agent)
         try:
             spec: t.AgentSpec = await workflow.execute_activity(
                 t.RESOLVE_AGENT_ACTIVITY,
                 t.ResolveAgentInput(agent=input.agent, max_turns=input.max_turns, model=input.model),
                 result_type=t.AgentSpec,
+                task_queue=queue if ROUTE_RESOLVE else None,
+                schedule_to_start_timeout=timedelta(seconds=input.agent_wait_seconds),
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RESOLVE_RETRY,
                 summary=f"resolve agent {input.agent}",
             )
             return spec
         except ActivityError as err:
+            if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
+                message = (
+                    f"no worker serves agent '{input.agent}': nothing polled task queue {queue} "
+                    f"for {input.agent_wait_seconds:g}s (start a worker with --tools for that agent)"
+                )
+                raise self._failure(message, "UnknownAgent") from err
             raise self._failed_activity(err, "ResolveAgentFailed", "") from err
 
     def _failure(self, message: str, kind: str) -> ApplicationError:
         """Ends the run: recorded for status and watchers, then raised as a non-retryable error."""
         self._s.error = message
-        self._event("failed", text=message)
-        self._set_phase("failed", message)
+        self._end("failed", message)
         return ApplicationError(message, type=kind, non_retryable=True)
 
+    def _end(self, phase: t.Phase, message: str) -> None:
+        """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
+        self._s.approvals.abandon()
+        self._event("failed" if phase == "failed" else "cancelled", text=message)
+        self._set_phase(phase, message)
+
     def _failed_activity(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
-        """The run's failure, carrying the cause's own message and type to the client."""
+        """The run's failure, carrying the cause's own message and type to the client. A call that
+        ran out of time is reported with the last error it got (the provider's own words)."""
         cause = err.cause
-        message = f"{context}{cause.message if isinstance(cause, FailureError) else err.message}"
+        message = cause.message if isinstance(cause, FailureError) else err.message
         kind = cause.type if isinstance(cause, ApplicationError) and cause.type else default_type
-        return self._failure(message, kind)
+        if isinstance(cause, ActivityTimeout):
+            last = cause.cause if isinstance(cause.cause, FailureError) else None
+            kind = last.type if isinstance(last, ApplicationError) and last.type else default_type
+            what = cause.type.name.lower().replace("_", "-") if cause.type is not None else "timeout"
+            message = f"gave up after the {what} timeout" + (f"; last error: {last.message}" if last else "")
+        return self._failure(f"{context}{message}", kind)
 
     async def _call_model(self, agent: t.AgentSpec, capture: bool) -> t.ModelReply:
         s = self._s
@@ -148,9 +196,10 @@ class AgentRun:
                 ),
                 result_type=t.ModelReply,
                 activity_id=f"model-{s.turn}",
-                start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds),
+                start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN,
+                schedule_to_close_timeout=timedelta(seconds=agent.model_retry_seconds or t.DEFAULT_MODEL_RETRY_SECONDS),
                 heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
-                retry_policy=MODEL_RETRY,
+                retry_policy=model_retry(agent),
                 summary=f"turn {s.turn} · model {model} · {n} message{'' if n == 1 else 's'}",
             )
             return reply
@@ -241,6 +290,10 @@ class AgentRun:
                 ),
                 result_type=t.ToolResult,
                 activity_id=f"tool-{s.turn}-{call.call_id}{suffix}",
+                # Runs recorded before routing (no version) keep using the run's own queue.
+                task_queue=t.agent_task_queue(workflow.info().task_queue, agent.name, agent.version)
+                if agent.version
+                else None,
                 start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
                 retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
@@ -272,16 +325,24 @@ class AgentRun:
         'reject with {"call_id": …, "approve": false, "reason": "…"}; edit with "arguments": {…}; '
         '"always": true approves later calls of that tool. The pending calls are in the current details.',
     )
-    def approval_signal(self, decision: t.ApprovalDecision) -> None:
-        """For `temporal workflow signal` and the Web UI. A refused decision is ignored, and
-        kept in the status so the sender can see why; a repeated one counts once."""
+    def approval_signal(self, body: RawValue) -> None:
+        """For `temporal workflow signal` and the Web UI. A body that does not parse, or a refused
+        decision, is ignored and kept in the status so the sender can see why (the SDK would
+        otherwise drop an undecodable signal with only a worker log line); a repeated one counts once."""
         try:
+            decision = workflow.payload_converter().from_payload(body.payload, t.ApprovalDecision)
             self._s.approvals.check(decision, self._s.agent)
         except DecisionRefused as refused:
-            workflow.logger.warning("approval signal ignored: %s", refused)
-            self._s.approvals.ignored.append(str(refused))
-            return
+            return self._ignore(str(refused))
+        except Exception as bad:  # any undecodable body: the converter's errors vary by payload
+            return self._ignore(f"approval signal body is not a decision: {str(bad)[:300]}")
+        if self._s.done:
+            return self._ignore(f"call {decision.call_id}: the run has ended")
         self._decide(decision)
+
+    def _ignore(self, reason: str) -> None:
+        workflow.logger.warning("approval signal ignored: %s", reason)
+        self._s.approvals.ignore(reason)
 
     @workflow.update(
         name=t.APPROVAL_UPDATE,
@@ -321,7 +382,7 @@ class AgentRun:
     def _event(self, kind: t.EventKind, **fields: object) -> None:
         self._s.event(workflow.now(), kind, **fields)
 
-    def _set_phase(self, phase: str, step: str) -> None:
+    def _set_phase(self, phase: t.Phase, step: str) -> None:
         s = self._s
         s.phase = phase
         s.last_step = step

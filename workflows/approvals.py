@@ -12,6 +12,8 @@ from datetime import datetime
 from workflows import schema
 from workflows.types import AgentSpec, ApprovalDecision, ApprovalRecord, PendingApproval
 
+MAX_IGNORED = 20
+
 
 class DecisionRefused(ValueError):
     """A decision that cannot be applied; `kind` names why, for the client's exit code."""
@@ -44,6 +46,10 @@ class Approvals:
         if waiting is None:
             ids = ", ".join(self.pending) or "none"
             raise DecisionRefused("UnknownCall", f"no pending call {decision.call_id}; pending: {ids}")
+        if decision.turn is not None and decision.turn != waiting.turn:
+            raise DecisionRefused(
+                "UnknownCall", f"call {decision.call_id} is waiting in turn {waiting.turn}, not turn {decision.turn}"
+            )
         if decision.arguments is not None:
             if not decision.approve:
                 raise DecisionRefused("InvalidDecision", "edited arguments only go with an approval")
@@ -71,6 +77,14 @@ class Approvals:
         if record.always:
             self.always[record.tool] = record
         return record
+
+    def abandon(self) -> None:
+        """The run ended (failed, cancelled): nothing is waiting any more."""
+        self.pending.clear()
+
+    def ignore(self, reason: str) -> None:
+        """A signal that could not be applied: kept (bounded) so a person sees why in `status`."""
+        self.ignored = [*self.ignored, reason[:500]][-MAX_IGNORED:]
 
     def auto_approve(self, call_id: str, tool: str, turn: int, now: datetime) -> ApprovalRecord:
         """A later call of a tool someone approved with `always`: recorded, not asked."""

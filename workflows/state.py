@@ -14,10 +14,20 @@ from workflows import types as t
 from workflows.approvals import Approvals
 
 EXCERPT = 300
+# Event texts (a reply, the answer) are kept whole up to this size; queries stay far below
+# gRPC's 4 MB message limit, and `client.py result` prints an answer of any size.
+EVENT_TEXT = 32_000
+EVENTS_PAGE_BYTES = 1_000_000
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def event_text(text: str) -> str:
+    if len(text) <= EVENT_TEXT:
+        return text
+    return text[:EVENT_TEXT] + f"\n… [{len(text) - EVENT_TEXT} more characters: `client.py result` prints it whole]"
 
 
 class RunState:
@@ -27,7 +37,7 @@ class RunState:
         self.turn = 0
         self.usage = t.Usage()
         self.usage_by_agent: dict[str, t.Usage] = {}
-        self.phase = "starting"
+        self.phase: t.Phase = "starting"
         self.last_step = "starting"
         self.output: str | None = None
         self.error: str | None = None
@@ -37,6 +47,7 @@ class RunState:
         self.previous_run_id: str | None = None
         self.executions = 1
         self._digest = ("", 0)  # (hash of messages[:n], n), extended as messages are appended
+        self._call_ids: set[str] = set()  # every tool-call id this run has used, carried ones too
 
     def digest(self) -> str:
         value, n = self._digest
@@ -47,19 +58,35 @@ class RunState:
 
     # ------------------------------------------------------------------------------ updates
 
+    def claim_call_ids(self, message: t.AssistantMessage) -> None:
+        """Make each call id of a new reply unique across the run, so an approval or an
+        idempotency key can never be bound to an earlier call that happened to share its id."""
+        if not self._call_ids:
+            replies = [m for m in self.messages if isinstance(m, t.AssistantMessage)]
+            self._call_ids = {c.call_id for m in replies for c in m.tool_calls}
+        for i, call in enumerate(message.tool_calls):
+            if call.call_id in self._call_ids:
+                call.call_id = f"call_{self.turn}_{i}"
+                while call.call_id in self._call_ids:
+                    call.call_id += "_"
+            self._call_ids.add(call.call_id)
+
     def add_usage(self, agent: str, usage: t.Usage) -> None:
         self.usage = self.usage + usage
         self.usage_by_agent[agent] = self.usage_by_agent.get(agent, t.Usage()) + usage
 
     def event(self, now: datetime, kind: t.EventKind, **fields: object) -> None:
         seq = self.first_event + len(self.events)
+        for key in ("text", "detail"):
+            if isinstance(fields.get(key), str):
+                fields[key] = event_text(str(fields[key]))
         self.events.append(
             t.RunEvent.model_validate({"seq": seq, "at": now, "kind": kind, "turn": self.turn, **fields})
         )
 
     @property
     def done(self) -> bool:
-        return self.phase in ("completed", "failed")
+        return self.phase in t.FINAL_PHASES
 
     # ----------------------------------------------------------------------- continue-as-new
 
@@ -113,7 +140,7 @@ class RunState:
         return "\n".join(lines)
 
     def status(self, run_id: str) -> t.RunStatus:
-        status = self.phase if self.phase in ("completed", "failed", "awaiting_approval") else "running"
+        status = self.phase if self.phase in (*t.FINAL_PHASES, "awaiting_approval") else "running"
         return t.RunStatus(
             run_id=run_id,
             agent=self.agent.name if self.agent else None,
@@ -123,7 +150,7 @@ class RunState:
             max_turns=self.agent.max_turns if self.agent else None,
             usage=self.usage,
             last_step=self.last_step,
-            output=self.output,
+            output=event_text(self.output) if self.output is not None else None,
             error=self.error,
             pending_approvals=list(self.approvals.pending.values()),
             decisions=self.approvals.decisions,
@@ -133,7 +160,13 @@ class RunState:
 
     def events_page(self, query: t.EventsQuery) -> t.EventsPage:
         start = max(query.since - self.first_event, 0)
-        page = self.events[start : start + query.limit]
+        page: list[t.RunEvent] = []
+        size = 0
+        for ev in self.events[start : start + query.limit]:
+            size += len(ev.text) + len(ev.detail) + 200
+            if page and size > EVENTS_PAGE_BYTES:
+                break
+            page.append(ev)
         nxt = page[-1].seq + 1 if page else max(query.since, self.first_event)
         more = start + len(page) < len(self.events)
         return t.EventsPage(

@@ -31,17 +31,25 @@ APPROVAL_UPDATE = "approval_update"
 
 # Custom search attributes (registered by the dev server the setup starts, and by the worker).
 SA_AGENT = "AgentName"  # Keyword
-SA_PHASE = "AgentPhase"  # Keyword: starting | calling_model | running_tools | awaiting_approval | completed | failed
+SA_PHASE = "AgentPhase"  # Keyword: one of PHASES
 SA_TURN = "AgentTurn"  # Int
 SA_TOKENS = "AgentTotalTokens"  # Int
 SA_PENDING = "AgentPendingApprovals"  # Int
+SA_VERSION = "AgentVersion"  # Keyword: the frozen agent's version, to find runs an old deploy must finish
 SEARCH_ATTRIBUTES: dict[str, str] = {
     SA_AGENT: "Keyword",
     SA_PHASE: "Keyword",
     SA_TURN: "Int",
     SA_TOKENS: "Int",
     SA_PENDING: "Int",
+    SA_VERSION: "Keyword",
 }
+
+# A run's phase: the AgentPhase search attribute and `status`. The last three are final.
+Phase = Literal[
+    "starting", "calling_model", "running_tools", "awaiting_approval", "continuing", "completed", "failed", "cancelled"
+]
+FINAL_PHASES: tuple[Phase, ...] = ("completed", "failed", "cancelled")
 
 DEFAULT_AGENT = "demo"
 EMPTY_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
@@ -213,8 +221,10 @@ class RunInput(_Model):
     agent: str = DEFAULT_AGENT
     max_turns: int | None = None  # overrides the agent's
     model: str | None = None  # overrides the agent's
-    carry: Carry | None = None  # set only by the run itself, when it continues as new
+    carry: Carry | None = None  # set only by the run itself, when it continues as new (prompt is then "")
     capture: bool = False  # keep each model call's raw request and response (see activities/capture.py)
+    # How long the run waits for a worker that serves its agent before failing with a clear error.
+    agent_wait_seconds: float = Field(default=120.0, gt=0)
 
 
 class RunResult(_Model):
@@ -235,6 +245,7 @@ EventKind = Literal[
     "approval_decided",  # detail: approved by alice / rejected by bob: reason
     "final",  # text: the final answer
     "failed",  # text: why
+    "cancelled",  # text: what was in flight
 ]
 
 
@@ -299,12 +310,13 @@ class ApprovalDecision(_Model):
     {"call_id": "call_abc", "approve": true, "arguments": {"amount": 50}, "always": true}
     {"call_id": "call_abc", "approve": false, "reason": "wrong account"}"""
 
-    call_id: str
+    call_id: str = Field(max_length=200)
     approve: bool
     arguments: dict[str, Any] | None = None
     always: bool = False
-    reason: str = ""
-    by: str = "someone"
+    reason: str = Field(default="", max_length=4000)
+    by: str = Field(default="someone", max_length=200)
+    turn: int | None = None  # when set, the call must be waiting in this turn (what the person saw)
 
 
 class DecisionReceipt(_Model):
