@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -37,6 +38,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from bench.soak_chaos import Log, disrupt, inject, schedule
 from bench.stack import Stack
@@ -239,7 +241,9 @@ async def soak(args: argparse.Namespace, stack: Stack, workdir: Path, began: flo
             inject(random.Random(rng.random()), log, args.faults, args.timeouts, stack.llm, runs, until),
             return_exceptions=True,  # a worker that fails to come back is a finding: report it, go on
         )  # fmt: skip
-        checked.errors += [f"{type(e).__name__}: {e}" for e in outcomes if isinstance(e, BaseException)]
+        for error in (e for e in outcomes if isinstance(e, BaseException)):
+            traceback.print_exception(error)
+            checked.errors.append(f"a run or the chaos stopped on {type(error).__name__}: {error}")
         wall = log.now()
         log.note(f"runs over ({sum(r.done for r in runs)} of {len(runs)} done); checking histories")
         check_until = max(began + args.deadline, time.monotonic() + CHECK_SECONDS)
@@ -260,6 +264,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="soak-"))
     os.environ["SIDE_EFFECTS_FILE"] = str(workdir / "side_effects.log")  # the workers inherit it
     stack = Stack(workdir)
+    # The client's own retries while the dev server restarts are expected: no WARN line for each.
+    quiet = LoggingConfig(filter=TelemetryFilter(core_level="ERROR", other_level="ERROR"))
+    Runtime.set_default(Runtime(telemetry=TelemetryConfig(logging=quiet)))
     code = 1
     try:
         print(f"soak: starting dev server and fake model server (work dir {workdir})", file=sys.stderr)

@@ -113,7 +113,7 @@ def queue_fault(rng: random.Random, log: Log, llm: Any, runs: list[Run], max_tim
         and len(r.faults) < PER_RUN_FAULTS
         and ok[r.model] < len(r.turns)  # its final answer is still to come
         # at most PER_RUN_MALFORMED a run, never right after another fault: bad bodies add up to fatal
-        and (kind != "malformed" or (r.faults.count("malformed") < PER_RUN_MALFORMED and clean[r.model]))
+        and (kind != "malformed" or (r.faults.count("malformed") < PER_RUN_MALFORMED and clean.get(r.model, True)))
     ]
     if not eligible:
         return False
