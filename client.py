@@ -16,7 +16,8 @@ import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import quote
 
 from temporalio.client import (
     Client,
@@ -51,6 +52,9 @@ SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
 QUERY_TIMEOUT = timedelta(seconds=3)
+MAX_PROMPT_BYTES = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a chat turn
+MAX_RUN_ID = 255
+ENDED = {"failed", "cancelled", "terminated", "timed_out", "completed"}
 
 
 class UsageError(Exception):
@@ -63,7 +67,7 @@ class RunFailed(Exception):
 
 def ui_url(run_id: str) -> str:
     base = os.environ.get("TEMPORAL_UI_URL", "http://localhost:8233").rstrip("/")
-    return f"{base}/namespaces/{namespace()}/workflows/{run_id}"
+    return f"{base}/namespaces/{quote(namespace(), safe='')}/workflows/{quote(run_id, safe='')}"
 
 
 def new_run_id(agent: str, prompt: str) -> str:
@@ -106,8 +110,38 @@ async def existing(client: Client, run_id: str) -> tuple[WorkflowHandle[Any, Any
 # ------------------------------------------------------------------------------------ commands
 
 
+def read_prompt(args: argparse.Namespace) -> str:
+    """The prompt: the words given, `-` for standard input, or `--prompt-file F`."""
+    if args.prompt_file is not None and args.prompt:
+        raise UsageError("give the prompt as words, '-' or --prompt-file, not several")
+    if args.prompt_file is not None or args.prompt == ["-"]:
+        source = "standard input" if args.prompt_file is None else str(args.prompt_file)
+        try:
+            raw = sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1) if args.prompt_file is None else _read(args.prompt_file)
+            prompt = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UsageError(f"the prompt in {source} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+        if len(raw) > MAX_PROMPT_BYTES:
+            raise UsageError(f"the prompt in {source} is larger than {MAX_PROMPT_BYTES // 2**20} MiB")
+    else:
+        prompt = " ".join(args.prompt)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    return prompt
+
+
+def _read(path: Path) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(MAX_PROMPT_BYTES + 1)
+    except OSError as err:
+        raise UsageError(f"cannot read --prompt-file {path}: {err.strerror or err}") from None
+
+
 async def cmd_run(client: Client, args: argparse.Namespace) -> int:
-    prompt = " ".join(args.prompt)
+    prompt = read_prompt(args)
+    if args.id is not None and not (0 < len(args.id) <= MAX_RUN_ID and args.id.isprintable()):
+        raise UsageError(f"--id must be 1-{MAX_RUN_ID} printable characters")
     run_id = args.id or new_run_id(args.agent, prompt)
     handle = await client.start_workflow(
         t.WORKFLOW_NAME,
@@ -118,8 +152,9 @@ async def cmd_run(client: Client, args: argparse.Namespace) -> int:
         search_attributes=TypedSearchAttributes(
             [SearchAttributePair(SA_AGENT, args.agent), SearchAttributePair(SA_PHASE, "starting")]
         ),
+        # The prompt itself travels once, in the run's input; the UI's summary shows an excerpt.
         static_summary=f"{args.agent}: {prompt[:120]}",
-        static_details=f"**prompt**\n\n{prompt}",
+        static_details=f"**prompt**\n\n{prompt[:2000]}" + ("…" if len(prompt) > 2000 else ""),
     )
     if args.follow:
         if not args.json:
@@ -194,7 +229,9 @@ async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutio
         if out["status"] == "running" and live.pending_approvals:
             out["status"] = "awaiting_approval"
         out["usage_by_agent"] = {name: u.model_dump() for name, u in live.usage_by_agent.items()}
-        out["pending_approvals"] = [p.model_dump(mode="json") for p in live.pending_approvals]
+        # Only a running run has calls waiting: an ended one's state may predate how it ended.
+        waiting = live.pending_approvals if out["status"] not in ENDED else []
+        out["pending_approvals"] = [p.model_dump(mode="json") for p in waiting]
         out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
         if live.ignored_signals:
             out["ignored_signals"] = live.ignored_signals
@@ -207,7 +244,9 @@ async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutio
     ]
     if retrying:
         out["retrying"] = retrying
-    if out["status"] in ("failed", "cancelled", "terminated", "timed_out") and "error" not in out:
+    if out["status"] in ENDED and out.get("phase") not in (None, "completed", "failed", "cancelled"):
+        out["phase"] = out["status"]  # terminated or timed out: the run could not record it itself
+    if out["status"] in ENDED - {"completed"} and "error" not in out:
         try:
             await handle.result()
         except WorkflowFailureError as err:
@@ -261,6 +300,8 @@ async def cmd_status(client: Client, args: argparse.Namespace) -> int:
 
 
 async def cmd_list(client: Client, args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= 1000:
+        raise UsageError("--limit must be between 1 and 1000")
     rows: list[dict[str, Any]] = []
     async for wf in client.list_workflows(f'WorkflowType="{t.WORKFLOW_NAME}"', limit=args.limit):
         sa = wf.typed_search_attributes
@@ -357,13 +398,30 @@ async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------- parsing
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line (a JSON object on stdout with --json), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        fail(message, 2, "--json" in sys.argv[1:])
+
+
+def fail(message: str, code: int, as_json: bool) -> NoReturn:
+    if as_json:
+        print(json.dumps({"error": message, "exit_code": code}))
+    else:
+        print(f"client.py: error: {message}", file=sys.stderr)
+    sys.stdout.flush()
+    raise SystemExit(code)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="client.py", description=__doc__)
+    p = Parser(prog="client.py", description=__doc__)
     p.add_argument("--task-queue", default=task_queue(), help="task queue of the workers (default: %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="start a run and print its id")
-    run.add_argument("prompt", nargs="+", help="what to ask the agent")
+    run.add_argument("prompt", nargs="*", help="what to ask the agent; '-' reads it from standard input")
+    run.add_argument("--prompt-file", type=Path, metavar="F", help="read the prompt from this file")
     run.add_argument("--agent", default=t.DEFAULT_AGENT, help="agent name (default: %(default)s)")
     run.add_argument("--max-turns", type=positive_int, help="override the agent's max_turns")
     run.add_argument("--model", help="override the agent's model")
@@ -415,44 +473,61 @@ def parser() -> argparse.ArgumentParser:
     ex.set_defaults(fn=cmd_export)
 
     ls = sub.add_parser("list", help="list recent runs")
-    ls.add_argument("--limit", type=int, default=20)
+    ls.add_argument("--limit", type=positive_int, default=20, help="at most this many (1-1000, default 20)")
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(fn=cmd_list)
     return p
 
 
 async def dispatch(args: argparse.Namespace) -> int:
+    as_json = bool(getattr(args, "json", False))
     try:
         client = await connect()
     except Exception as err:
-        print(f"client.py: error: cannot reach Temporal at {address()}: {err}", file=sys.stderr)
-        return 1
+        fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
     try:
         return int(await args.fn(client, args))
     except UsageError as err:
-        print(f"client.py: error: {err}", file=sys.stderr)
-        return 2
+        fail(str(err), 2, as_json)
     except WorkflowAlreadyStartedError:
-        print(f"client.py: error: a run with id '{args.id}' is already running", file=sys.stderr)
-        return 2
+        fail(f"a run with id '{args.id}' is already running", 2, as_json)
     except RPCError as err:
         if err.status == RPCStatusCode.ALREADY_EXISTS:
-            print(f"client.py: error: a run with that id already exists ({err.message})", file=sys.stderr)
-            return 2
-        print(f"client.py: error: Temporal said: {err.message}", file=sys.stderr)
-        return 1
+            fail(f"a run with that id already exists ({err.message})", 2, as_json)
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            fail(f"Temporal refused the request: {err.message}", 2, as_json)
+        fail(f"Temporal said: {err.message}", 1, as_json)
+    except Exception as err:  # never a traceback: one line that says what went wrong
+        fail(f"{type(err).__name__}: {err}", 1, as_json)
+
+
+def check_text(args: argparse.Namespace) -> None:
+    """Arguments that are not valid UTF-8 (the shell passes raw bytes) cannot be sent anywhere."""
+    for name, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise UsageError(f"{name.replace('_', '-')} is not valid UTF-8 text") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        check_text(args)
         return asyncio.run(dispatch(args))
+    except UsageError as err:
+        fail(str(err), 2, bool(getattr(args, "json", False)))
     except KeyboardInterrupt:
         return 130
 
 
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    except SystemExit as exit:  # fail() and argparse end this way
+        code = exit.code if isinstance(exit.code, int) else 1
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: the Temporal SDK's native runtime can abort the process while

@@ -32,7 +32,7 @@ E = EventType
 
 
 async def export_run(client: Client, run_id: str, captures: CaptureStore) -> list[dict[str, Any]]:
-    runs = [wf async for wf in client.list_workflows(f'WorkflowId="{run_id}"')]
+    runs = [wf async for wf in client.list_workflows(f"WorkflowId={visibility_string(run_id)}")]
     runs.sort(key=lambda wf: wf.start_time)
     if not runs:  # visibility can lag a just-started run; its latest execution is enough then
         desc = await client.get_workflow_handle(run_id).describe()
@@ -45,6 +45,11 @@ async def export_run(client: Client, run_id: str, captures: CaptureStore) -> lis
         lines += [line async for line in _lines(client.data_converter, history.events, captures)]
     lines.insert(0, {"type": "run", "run_id": run_id, "executions": len(runs_ids), **_header(lines)})
     return [line for line in lines if line["type"] not in ("start", "agent")]
+
+
+def visibility_string(value: str) -> str:
+    """`value` as a quoted string literal of Temporal's visibility query language."""
+    return json.dumps(value)  # double quotes, with quotes and backslashes escaped
 
 
 def _header(lines: list[dict[str, Any]]) -> dict[str, Any]:
@@ -60,6 +65,12 @@ async def _decode(converter: DataConverter, payloads: Any, kind: type) -> Any:
 
 
 FAILURE_KINDS = {"MaxTurnsExceeded": "max_turns", "TokenBudgetExceeded": "budget_spent"}
+# Ends no workflow code records: the history alone says how the run ended.
+ENDINGS = {
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: ("cancelled", "workflow_execution_canceled_event_attributes"),
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: ("terminated", "workflow_execution_terminated_event_attributes"),
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: ("timed_out", "workflow_execution_timed_out_event_attributes"),
+}
 
 
 async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captures: CaptureStore) -> Any:
@@ -112,6 +123,12 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             error_type = failure.application_failure_info.type
             yield {"type": "decision", "turn": turn, "kind": FAILURE_KINDS.get(error_type, "failed")}
             yield {"type": "result", "status": "failed", "error": failure.message, "error_type": error_type}
+        elif kind in ENDINGS:
+            status, attrs = ENDINGS[kind]
+            why = getattr(e, attrs)
+            detail = getattr(why, "reason", "") or getattr(getattr(why, "failure", None), "message", "")
+            yield {"type": "decision", "turn": turn, "kind": status}
+            yield {"type": "result", "status": status, "error": detail or status}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW and turn is not None:
             yield {"type": "decision", "turn": turn, "kind": "run_tools", "ran": ran}
 

@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 from workflows import types as t
 
 POLL = 0.1  # seconds between polls while a run is live
+GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before the watcher gives up
 
 
 @dataclass
@@ -100,6 +101,8 @@ class Printer:
             return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
         if ev.kind == "final":  # the answer is the reply just shown; repeat it only if it was not
             return f"✓ final answer (turn {ev.turn})\n" if self.answered == ev.turn else f"\n{ev.text}\n"
+        if ev.kind == "cancelled":
+            return f"\n✗ run {ev.text}\n"
         return f"\n✗ run failed: {ev.text}\n"
 
 
@@ -129,6 +132,7 @@ async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = Fal
     printer = Printer(run_id, as_json, out or sys.stdout)
     calling: int | None = None  # the turn whose model call is in flight
     outcome: str | None = None
+    errors = 0
     while outcome is None:
         try:
             page = await events_since(client, run_id, since)
@@ -136,7 +140,7 @@ async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = Fal
                 printer.event(ev)
                 since = ev.seq + 1
                 calling = ev.turn if ev.kind == "model_started" else None if ev.kind == "model_finished" else calling
-                outcome = ev.kind if ev.kind in ("final", "failed") else outcome
+                outcome = ev.kind if ev.kind in ("final", "failed", "cancelled") else outcome
             if outcome is None and calling is not None:
                 progress = await live_progress(client, run_id, calling)
                 if progress is not None and progress.turn == calling:
@@ -147,11 +151,18 @@ async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = Fal
                     name = status.name.lower() if status else "ended"
                     printer.emit({"type": "ended", "status": name}, f"\n✗ run {name}\n")
                     return 1
-        except RPCError as err:  # a server restart or a worker gap: keep our place and retry
-            printer.emit({"type": "retrying", "error": err.message}, None)
-            print(f"(watch: {err.message}; retrying)", file=sys.stderr)
+        except Exception as err:  # a server restart or a worker gap: keep our place and retry, a while
+            errors += 1
+            message = err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}"
+            if errors >= GIVE_UP_AFTER:
+                printer.emit({"type": "gave_up", "error": message, "next": since}, None)
+                print(f"watch: giving up after {errors} failed polls: {message}", file=sys.stderr)
+                return 1
+            printer.emit({"type": "retrying", "error": message}, None)
+            print(f"(watch: {message}; retrying)", file=sys.stderr)
             await asyncio.sleep(1.0)
             continue
+        errors = 0
         if outcome is None:
             await asyncio.sleep(POLL)
     printer.emit({"type": "end", "outcome": outcome, "next": since}, None)
