@@ -2,18 +2,29 @@
 
 The API key lives only here, in the worker process: it is never part of an activity input or
 result, so it never reaches workflow history, payloads or the UI. Its repr is masked.
+
+A bad value is refused at start-up with a ValueError naming the variable (worker.py exits 2),
+never discovered mid-run: every bound on a model call must be a finite, positive number.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, Field, SecretStr
 
 from activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
+from workflows.types import (
+    DEFAULT_MODEL_MAX_ATTEMPTS,
+    DEFAULT_MODEL_READ_TIMEOUT,
+    DEFAULT_MODEL_RETRY_SECONDS,
+    DEFAULT_MODEL_TIMEOUT,
+)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4.1-mini"
@@ -28,6 +39,11 @@ class LLMSettings(BaseModel):
     api: Literal["chat", "responses"] = "chat"
     stream: bool = False
     connect_timeout: float = 10.0
+    # Defaults for agents that set no bounds of their own (AgentSpec.model_*_seconds, _attempts).
+    read_timeout: float = Field(DEFAULT_MODEL_READ_TIMEOUT, gt=0)  # seconds without a byte from the server
+    timeout: float = Field(DEFAULT_MODEL_TIMEOUT, gt=0)  # one attempt, start to finish
+    max_attempts: int = Field(DEFAULT_MODEL_MAX_ATTEMPTS, gt=0)
+    retry_seconds: float = Field(DEFAULT_MODEL_RETRY_SECONDS, gt=0)  # from a call's first attempt to giving up
     capture: bool = False  # keep every call's raw request and response (activities/capture.py)
     capture_dir: Path = Path(DEFAULT_CAPTURE_DIR)
 
@@ -39,12 +55,16 @@ class LLMSettings(BaseModel):
         if api not in ("chat", "responses"):
             raise ValueError(f"LLM_API must be 'chat' or 'responses', not {api!r}")
         return cls(
-            base_url=env.get("LLM_BASE_URL", DEFAULT_BASE_URL).rstrip("/"),
+            base_url=_base_url(env.get("LLM_BASE_URL", DEFAULT_BASE_URL)),
             model=env.get("LLM_MODEL", DEFAULT_MODEL),
             api_key=SecretStr(key) if key else None,
             api_key_header=env.get("LLM_API_KEY_HEADER", "Authorization"),
             api=api,
             stream=env.get("LLM_STREAM", "").lower() in ("1", "true", "yes"),
+            read_timeout=_seconds(env, "LLM_READ_TIMEOUT", DEFAULT_MODEL_READ_TIMEOUT),
+            timeout=_seconds(env, "LLM_TIMEOUT", DEFAULT_MODEL_TIMEOUT),
+            max_attempts=_count(env, "LLM_MAX_ATTEMPTS", DEFAULT_MODEL_MAX_ATTEMPTS),
+            retry_seconds=_seconds(env, "LLM_RETRY_SECONDS", DEFAULT_MODEL_RETRY_SECONDS),
             capture=env.get("LLM_CAPTURE", "").lower() in ("1", "true", "yes"),
             capture_dir=Path(env.get("LLM_CAPTURE_DIR", DEFAULT_CAPTURE_DIR)),
         )
@@ -56,3 +76,37 @@ class LLMSettings(BaseModel):
         if self.api_key_header.lower() == "authorization":
             return {"Authorization": f"Bearer {key}"}
         return {self.api_key_header: key}
+
+
+def _base_url(raw: str) -> str:
+    url = raw.strip().rstrip("/")
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        host = None
+    if not host or parts.scheme not in ("http", "https"):
+        raise ValueError(f"LLM_BASE_URL must be an http:// or https:// URL with a host, not {raw!r}")
+    return url
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a positive number of seconds, not {raw!r}")
+    return value
+
+
+def _count(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
+        raise ValueError(f"{name} must be a positive whole number, not {raw!r}")
+    return int(raw)
