@@ -1,0 +1,203 @@
+"""The API key never leaves the worker: one `Redactor`, and where the worker enforces it.
+
+The model activity masks what it builds from a server's bytes itself; on top of that, for
+every activity (tools included), `RedactingInterceptor` masks results, heartbeat details and
+errors (what reaches history and the UI), and `RedactingFilter` masks log records.
+`redaction_for(settings)` builds both for the worker.
+
+Masking always comes before any cut: a key cut in two is no longer recognized, and its first
+half would leak.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel
+from temporalio.exceptions import ApplicationError, TemporalError
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ActivityOutboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+from activities.settings import LLMSettings
+
+T = TypeVar("T")
+
+MASK = "***"
+# Shorter "keys" are placeholders that local servers ignore ("EMPTY", "ollama"): masking them
+# everywhere would mangle ordinary text, and there is nothing to protect.
+MIN_SECRET = 8
+_MAX_CAUSES = 8
+
+
+class Redactor:
+    """Masks secrets in text and, deeply, in values: str, dict, list, tuple, pydantic models
+    and dataclasses. Without secrets it is a no-op."""
+
+    def __init__(self, *secrets: str | None) -> None:
+        kept = {s for s in secrets if s and len(s) >= MIN_SECRET}
+        self.secrets = tuple(sorted(kept, key=len, reverse=True))  # "Bearer KEY" before "KEY"
+        self._pattern = re.compile("|".join(map(re.escape, self.secrets))) if self.secrets else None
+
+    @classmethod
+    def for_key(cls, key: str | None) -> Redactor:
+        return cls(key, f"Bearer {key}") if key else cls()
+
+    @classmethod
+    def for_settings(cls, settings: LLMSettings) -> Redactor:
+        return cls.for_key(settings.api_key.get_secret_value() if settings.api_key else None)
+
+    def text(self, s: str) -> str:
+        return self._pattern.sub(MASK, s) if self._pattern is not None else s
+
+    def leaks(self, s: str) -> bool:
+        return self._pattern is not None and self._pattern.search(s) is not None
+
+    def visible(self, s: str, *, cut_before: bool = False, cut_after: bool = False) -> str:
+        """`s` masked, when it is a piece cut out of a longer text: a secret the cut split is
+        no longer recognized, so whatever could be its part at a cut edge is dropped too."""
+        out = self.text(s)
+        for secret in self.secrets:
+            if cut_before:  # starts with the end of a secret?
+                out = out[_overlap(secret, out, len(secret) - 1) :]
+            if cut_after:  # ends with the start of a secret?
+                out = out[: len(out) - _overlap(out, secret, len(secret) - 1)]
+        return out
+
+    def scrub(self, value: T) -> T:
+        return value if self._pattern is None else cast(T, self._scrub(value))
+
+    def _scrub(self, value: object) -> object:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, BaseModel):
+            fields = type(value).model_fields
+            return value.model_copy(update={name: self._scrub(getattr(value, name)) for name in fields})
+        if isinstance(value, dict):
+            return {self._scrub(k): self._scrub(v) for k, v in value.items()}
+        if type(value) is list:
+            return [self._scrub(v) for v in cast(list[object], value)]
+        if type(value) is tuple:  # not a NamedTuple: its fields would not survive a plain rebuild
+            return tuple(self._scrub(v) for v in cast(tuple[object, ...], value))
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {f.name: self._scrub(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+            return dataclasses.replace(value, **changes)
+        return value
+
+    def error(self, err: BaseException, depth: int = 0) -> BaseException:
+        """`err` with its message, details and causes masked. An exception that is not an
+        ApplicationError becomes one of the same type name, which Temporal retries alike."""
+        if not self._error_leaks(err) or (isinstance(err, TemporalError) and not isinstance(err, ApplicationError)):
+            return err  # nothing to mask, or the SDK's own (cancellation): leave it untouched
+        if isinstance(err, ApplicationError):
+            clean = ApplicationError(
+                self.text(err.message),
+                *self.scrub(list(err.details)),
+                type=err.type,
+                non_retryable=err.non_retryable,
+                next_retry_delay=err.next_retry_delay,
+                category=err.category,
+            )
+        else:
+            clean = ApplicationError(self.text(str(err)), type=type(err).__name__)
+        if err.__cause__ is not None and depth < _MAX_CAUSES:
+            clean.__cause__ = self.error(err.__cause__, depth + 1)
+        clean.__suppress_context__ = True  # the original, unmasked, must not ride along as context
+        return clean.with_traceback(err.__traceback__)
+
+    def _error_leaks(self, err: BaseException | None) -> bool:
+        for _ in range(_MAX_CAUSES + 1):
+            if err is None:
+                return False
+            details = err.details if isinstance(err, ApplicationError) else ()
+            if self.leaks(str(err)) or self.leaks(repr(details)):
+                return True
+            err = err.__cause__
+        return False
+
+
+def _overlap(head: str, tail: str, most: int) -> int:
+    """The length (at most `most`) of the longest end of `head` that `tail` starts with."""
+    for n in range(min(most, len(head), len(tail)), 0, -1):
+        if head.endswith(tail[:n]):
+            return n
+    return 0
+
+
+# ------------------------------------------------------------------------ worker-wide
+
+
+class RedactingInterceptor(Interceptor):
+    """Masks every activity's result, heartbeat details and raised error."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        return _Inbound(next, self.redactor)
+
+
+class _Inbound(ActivityInboundInterceptor):
+    def __init__(self, next: ActivityInboundInterceptor, redactor: Redactor) -> None:
+        super().__init__(next)
+        self._redactor = redactor
+
+    def init(self, outbound: ActivityOutboundInterceptor) -> None:
+        super().init(_Outbound(outbound, self._redactor))
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        try:
+            result = await super().execute_activity(input)
+        except Exception as err:
+            clean = self._redactor.error(err)
+            if clean is err:
+                raise
+            raise clean from clean.__cause__
+        return self._redactor.scrub(result)
+
+
+class _Outbound(ActivityOutboundInterceptor):
+    def __init__(self, next: ActivityOutboundInterceptor, redactor: Redactor) -> None:
+        super().__init__(next)
+        self._redactor = redactor
+
+    def heartbeat(self, *details: Any) -> None:
+        super().heartbeat(*(self._redactor.scrub(d) for d in details))
+
+
+class RedactingFilter(logging.Filter):
+    """Masks log records: the formatted message, the exception text and the stack. Attach it
+    to handlers (a logger's filters do not see records propagated from its children)."""
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.redactor.secrets:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: logging would report it; mask what it would print
+            message = f"{record.msg!r} % {record.args!r}"
+        record.msg, record.args = self.redactor.text(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redactor.text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redactor.text(record.stack_info)
+        return True
+
+
+def redaction_for(settings: LLMSettings) -> tuple[RedactingInterceptor, RedactingFilter]:
+    """What the worker installs: the interceptor (Worker(interceptors=[...])) and the log
+    filter (on every handler of the root logger)."""
+    redactor = Redactor.for_settings(settings)
+    return RedactingInterceptor(redactor), RedactingFilter(redactor)
