@@ -1,13 +1,17 @@
 """A server-sent events parser that follows the spec's framing, not just the happy path.
 
 Handles `event:` and `data:` fields, multi-line data (joined with "\\n"), comment lines
-(`: keep-alive`), CRLF line ends and a final event without a trailing blank line.
+(`: keep-alive`), CR, LF and CRLF line ends (`iter_lines`, also across chunk boundaries) and a
+final event without a trailing blank line.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+
+_EOL = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -37,3 +41,24 @@ async def iter_events(lines: AsyncIterator[str]) -> AsyncIterator[ServerSentEven
         # `id` and `retry` are legal and irrelevant here: no reconnects mid-call.
     if data:
         yield ServerSentEvent(event or "message", "\n".join(data))
+
+
+async def iter_lines(chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The lines of a text stream, without their ends. Unlike str.splitlines, only CR, LF and
+    CRLF end a line (a JSON string may hold a raw U+2028); a line split over many chunks is
+    joined once, not once per chunk."""
+    held: list[str] = []  # the start of a line whose end has not arrived
+    async for chunk in chunks:
+        if not (_EOL.search(chunk) or (held and held[-1].endswith("\r"))):
+            held.append(chunk)
+            continue
+        text = "".join(held) + chunk
+        start = 0
+        for end in _EOL.finditer(text):
+            if end.group() == "\r" and end.end() == len(text):
+                break  # maybe half of a CRLF: wait for the next chunk
+            yield text[start : end.start()]
+            start = end.end()
+        held = [text[start:]] if start < len(text) else []
+    if held:
+        yield "".join(held).rstrip("\r")
