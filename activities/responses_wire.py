@@ -7,16 +7,16 @@ Pure functions, no I/O, the same shape as chat_wire (and its errors):
   (every field required), unlike Chat Completions, and optional tool arguments would change;
 - `reasoning` items are dropped: the transcript has no place for them;
 - a stream is an answer only once `response.completed` (or `.incomplete`) arrives, and the
-  response it carries is parsed exactly like a plain body, so both paths give equal replies.
+  response it carries is parsed exactly like a plain body, so both paths give equal replies;
+- untrusted values go through chat_wire's `Reader`, and tool calls get the run's own ids.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from activities.chat_wire import MalformedResponse, StreamFailed, arguments_text, unique_ids
+from activities.chat_wire import MalformedResponse, Mask, Reader, StreamFailed, count, run_ids, utf8
 from activities.sse import iter_events
 from workflows.types import AgentSpec, AssistantMessage, Message, ModelReply, ToolCall, ToolMessage, Usage
 
@@ -64,24 +64,25 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
 def parse_usage(raw: object) -> Usage:
     if not isinstance(raw, dict):
         return Usage(requests=1)
-    inp = raw.get("input_tokens_details") or {}
-    out = raw.get("output_tokens_details") or {}
+    inp = raw.get("input_tokens_details")
+    out = raw.get("output_tokens_details")
     return Usage(
         requests=1,
-        input_tokens=int(raw.get("input_tokens") or 0),
-        cached_tokens=int(inp.get("cached_tokens") or 0) if isinstance(inp, dict) else 0,
-        output_tokens=int(raw.get("output_tokens") or 0),
-        reasoning_tokens=int(out.get("reasoning_tokens") or 0) if isinstance(out, dict) else 0,
+        input_tokens=count(raw.get("input_tokens")),
+        cached_tokens=count(inp.get("cached_tokens")) if isinstance(inp, dict) else 0,
+        output_tokens=count(raw.get("output_tokens")),
+        reasoning_tokens=count(out.get("reasoning_tokens")) if isinstance(out, dict) else 0,
     )
 
 
-def _error_text(raw: object) -> str:
+def _error_text(raw: object, r: Reader) -> str:
     """`code: message` from an error object, an `error` event or a body holding either."""
     if isinstance(raw, dict):
         err = raw["error"] if isinstance(raw.get("error"), dict) else raw
-        if err.get("message") or err.get("code"):
-            return f"{err.get('code') or 'error'}: {err.get('message') or ''}"
-    return json.dumps(raw)[:300]
+        code, message = err.get("code"), err.get("message")
+        if message or code:
+            return f"{r.sample(code or 'error', 100)}: {r.sample(message or '', 300)}"
+    return r.sample(raw, 300)
 
 
 def _message_text(item: dict[str, Any]) -> str:
@@ -91,16 +92,18 @@ def _message_text(item: dict[str, Any]) -> str:
     texts: list[str] = []
     for part in parts if isinstance(parts, list) else []:
         if isinstance(part, dict) and part.get("type") in ("output_text", "refusal"):
-            texts.append(str(part.get("text") or part.get("refusal") or ""))
+            text = part.get("text") or part.get("refusal")
+            texts.append(text if isinstance(text, str) else "")
     return "".join(texts)
 
 
-def parse_response(body: object, turn: int) -> ModelReply:
+def parse_response(body: object, turn: int, *, mask: Mask | None = None) -> ModelReply:
+    r = Reader(mask)
     if not isinstance(body, dict):
         raise MalformedResponse("body is not a JSON object")
     status = body.get("status") or "completed"  # some compatible servers leave it out
     if status not in _USABLE:
-        raise MalformedResponse(f"response status is {status!r}: {_error_text(body.get('error'))}")
+        raise MalformedResponse(f"response status is {r.sample(status, 100)!r}: {_error_text(body.get('error'), r)}")
     output = body.get("output")
     if not isinstance(output, list):
         raise MalformedResponse("no output in the response")
@@ -115,34 +118,21 @@ def parse_response(body: object, turn: int) -> ModelReply:
             texts.append(_message_text(item))
         elif item.get("type") == "function_call":
             if not item.get("name"):
-                raise MalformedResponse(f"function call without a name: {json.dumps(item)[:200]}")
-            calls.append(
-                ToolCall(
-                    call_id=str(item.get("call_id") or ""),
-                    name=str(item["name"]),
-                    arguments=arguments_text(item.get("arguments")),
-                )
-            )
+                raise MalformedResponse(f"function call without a name: {r.sample(item)}")
+            calls.append(r.call(item.get("call_id"), item.get("name"), item.get("arguments")))
         # `reasoning` and any other item type carry nothing the transcript keeps.
     details = body.get("incomplete_details")
     reason = details.get("reason") if isinstance(details, dict) else None
+    finish = f"{status}:{r.sample(reason, 100)}" if status != "completed" and reason else str(status)
     return ModelReply(
-        message=AssistantMessage(content="".join(texts) if saw_message else None, tool_calls=unique_ids(calls, turn)),
+        message=AssistantMessage(
+            content=r.text("".join(texts)) if saw_message else None, tool_calls=run_ids(calls, turn)
+        ),
         usage=parse_usage(body.get("usage")),
-        finish_reason=f"{status}:{reason}" if status != "completed" and reason else status,
-        model=body.get("model"),
-        response_id=body.get("id"),
+        finish_reason=r.label(finish),
+        model=r.label(body.get("model")),
+        response_id=r.label(body.get("id")),
     )
-
-
-def _event(data: str) -> dict[str, Any]:
-    try:
-        event = json.loads(data)
-    except ValueError as err:
-        raise MalformedResponse(f"stream event is not JSON: {data[:200]}") from err
-    if not isinstance(event, dict):
-        raise MalformedResponse("stream event is not a JSON object")
-    return event
 
 
 def _assembled(
@@ -161,10 +151,21 @@ def _assembled(
     return out
 
 
+def _int(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _piece(value: object) -> str:
+    """A delta's text: a string, or nothing."""
+    return value if isinstance(value, str) else ""
+
+
 async def parse_stream(
-    lines: AsyncIterator[str], turn: int, *, on_delta: Callable[[str], None] | None = None
+    lines: AsyncIterator[str], turn: int, *, on_delta: Callable[[str], None] | None = None, mask: Mask | None = None
 ) -> ModelReply:
-    """Assemble a streamed response; `on_delta` sees each piece of text as it arrives."""
+    """Assemble a streamed response; `on_delta` sees each piece of text as it arrives (raw:
+    a secret may span pieces, so the caller masks what it shows)."""
+    r = Reader(mask)
     head: dict[str, Any] = {}
     items: dict[int, dict[str, Any]] = {}
     texts: dict[tuple[int, int], list[str]] = {}
@@ -173,22 +174,22 @@ async def parse_stream(
     async for sse in iter_events(lines):
         if sse.data.strip() == "[DONE]":
             continue  # not Responses API, but some compatible servers end with it anyway
-        event = _event(sse.data)
-        kind = str(event.get("type") or sse.event)
-        index = event["output_index"] if isinstance(event.get("output_index"), int) else index
-        part = (index, event["content_index"] if isinstance(event.get("content_index"), int) else 0)
+        event = r.json_object(sse.data)
+        kind = event["type"] if isinstance(event.get("type"), str) else sse.event
+        index = _int(event.get("output_index"), index)
+        part = (index, _int(event.get("content_index"), 0))
         if kind == "error":
-            raise StreamFailed(f"error event mid-stream: {_error_text(event)}")
+            raise StreamFailed(f"error event mid-stream: {_error_text(event, r)}")
         if kind == "response.failed":
             failed = event.get("response")
-            raise StreamFailed(f"response failed mid-stream: {_error_text(failed or event)}")
+            raise StreamFailed(f"response failed mid-stream: {_error_text(failed or event, r)}")
         if kind in _TERMINAL:
             final = event.get("response")
             body = {**head, **final} if isinstance(final, dict) else dict(head)
             if not body.get("output"):
                 body["output"] = _assembled(items, texts, args)
             body.setdefault("status", _TERMINAL[kind])
-            return parse_response(body, turn)
+            return parse_response(body, turn, mask=mask)
         if kind in ("response.created", "response.in_progress") and isinstance(event.get("response"), dict):
             head = event["response"]
         elif kind in ("response.output_item.added", "response.output_item.done") and isinstance(
@@ -199,16 +200,17 @@ async def parse_stream(
                 args.pop(index, None)
                 texts = {k: v for k, v in texts.items() if k[0] != index}
         elif kind == "response.output_text.delta":
-            delta = str(event.get("delta") or "")
+            delta = utf8(_piece(event.get("delta")))
             texts.setdefault(part, []).append(delta)
             if on_delta is not None and delta:
                 on_delta(delta)
         elif kind == "response.output_text.done":
-            texts[part] = [str(event.get("text") or "")]
+            texts[part] = [_piece(event.get("text"))]
         elif kind == "response.function_call_arguments.delta":
-            args.setdefault(index, []).append(str(event.get("delta") or ""))
+            args.setdefault(index, []).append(_piece(event.get("delta")))
         elif kind == "response.function_call_arguments.done":
-            args[index] = [str(event.get("arguments") or "")]
+            done = event.get("arguments")
+            args[index] = [done if isinstance(done, str) else r.arguments(done)]
             if event.get("name"):
                 items.setdefault(index, {"type": "function_call"})["name"] = event["name"]
     raise StreamFailed("stream ended before response.completed")

@@ -150,11 +150,9 @@ def test_response_parses_text_calls_and_usage_and_skips_reasoning():
     )
     reply = rw.parse_response(body, turn=3)
     assert reply.message.content == "Checking now."
-    assert calls(reply) == [
-        ("a", "f", '{"x":1}'),
-        ("a_1", "g", '{"y": 2}'),  # a repeated id is made unique; an object becomes JSON text
-        ("call_3_2", "h", "{}"),  # a missing id is made stable per turn
-    ]
+    # The run's own ids, whatever the provider sent (a repeated one, none); theirs is kept aside.
+    assert calls(reply) == [("call_3_0", "f", '{"x":1}'), ("call_3_1", "g", '{"y": 2}'), ("call_3_2", "h", "{}")]
+    assert [c.provider_id for c in reply.message.tool_calls] == ["a", "a", ""]  # an object became JSON text
     assert (reply.finish_reason, reply.model, reply.response_id) == ("completed", "gpt-x", "resp_1")
     u = reply.usage
     assert (u.requests, u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens) == (1, 10, 4, 5, 2)
@@ -162,7 +160,7 @@ def test_response_parses_text_calls_and_usage_and_skips_reasoning():
 
 def test_tool_call_only_reply_has_no_content_and_missing_usage_counts_the_request():
     reply = rw.parse_response({"output": [call_item("c", "f", "")]}, 1)
-    assert reply.message.content is None and calls(reply) == [("c", "f", "{}")]
+    assert reply.message.content is None and calls(reply) == [("call_1_0", "f", "{}")]
     assert reply.usage.requests == 1 and reply.usage.total_tokens == 0 and reply.finish_reason == "completed"
 
 
@@ -242,7 +240,8 @@ async def test_stream_equals_the_plain_response_and_reports_text_deltas():
         lines(*render(stream_events("Hello", call, final), noisy=True)), 1, on_delta=seen.append
     )
     assert reply == rw.parse_response(final, 1)
-    assert reply.message.content == "Hello" and calls(reply) == [("t1", "f", '{"city":"Oslo"}')]
+    assert reply.message.content == "Hello" and calls(reply) == [("call_1_0", "f", '{"city":"Oslo"}')]
+    assert reply.message.tool_calls[0].provider_id == "t1"
     assert seen == ["Hel", "lo"]
 
 
