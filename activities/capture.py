@@ -7,7 +7,7 @@ Workers that should share captures with `client.py export` share the directory.
 
 What is written: the request body exactly as sent (it never holds the key: that travels in a
 header, which is not captured) and the response body exactly as received (for a stream, every
-SSE line), with the key replaced by *** should a server echo it.
+SSE line), with the key masked (activities.redact) should a server echo it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # activities.redact imports the settings, which import this module
+    from activities.redact import Redactor
 
 DEFAULT_DIR = ".state/captures"
 
@@ -25,10 +28,10 @@ class CaptureStore:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def put(self, record: dict[str, Any], secret: str | None = None) -> str:
+    def put(self, record: dict[str, Any], redactor: Redactor | None = None) -> str:
         text = json.dumps(record, ensure_ascii=False, sort_keys=True)
-        if secret:
-            text = text.replace(secret, "***")
+        if redactor is not None:
+            text = redactor.text(text)
         key = hashlib.sha256(text.encode()).hexdigest()
         self.root.mkdir(parents=True, exist_ok=True)
         path = self.root / f"{key}.json"

@@ -1,7 +1,8 @@
 """One place that decides which model-call failures Temporal retries.
 
-    retryable       connection errors, timeouts, 408, 409, 429, 5xx, a malformed body (a few
-                    times): `ApplicationError` with `next_retry_delay` from Retry-After
+    retryable       connection errors, timeouts (no byte for the read timeout, or an attempt
+                    longer than the model timeout), 408, 409, 429, 5xx, a malformed body (a
+                    few times): `ApplicationError` with `next_retry_delay` from Retry-After
     non-retryable   400, 401, 403, 404, 422, other 4xx, and 429 with code `insufficient_quota`:
                     the run fails at once with the provider's own message
 
@@ -19,55 +20,65 @@ from time import time
 import httpx
 from temporalio.exceptions import ApplicationError
 
+from activities.redact import Redactor
+
 RETRYABLE_STATUS = {408, 409, 429}
 MALFORMED_ATTEMPTS = 5  # a server that keeps sending garbage is broken, not busy
 MAX_RETRY_DELAY = 600.0
+EXCERPT = 500  # characters of a provider's message kept in an error
+NO_SECRETS = Redactor()
 
 
-def provider_message(response: httpx.Response) -> tuple[str, str | None]:
-    """The provider's error message and code, from an OpenAI-style body when there is one."""
+def provider_message(body: str, redactor: Redactor, *, cut: bool = False) -> tuple[str, str | None]:
+    """The provider's error message and code, from an OpenAI-style body when there is one.
+    Masked, then cut: some proxies echo the request's key in their errors. `cut` says the body
+    was already cut short while being read (a part of a key may end it)."""
+
+    def excerpt(text: str) -> str:
+        return redactor.visible(text.strip(), cut_after=cut)[:EXCERPT]
+
     try:
-        body = response.json()
-    except ValueError:
-        return response.text.strip()[:500] or response.reason_phrase, None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        code = error.get("code") or error.get("type")
-        return str(error.get("message") or body)[:500], str(code) if code else None
-    if isinstance(error, str):
-        return error[:500], None
-    return json.dumps(body)[:500], None
+        parsed = json.loads(body)
+        error = parsed.get("error") if isinstance(parsed, dict) else None
+        if isinstance(error, dict):
+            code = error.get("code") or error.get("type")
+            return excerpt(str(error.get("message") or body)), excerpt(str(code)) if code else None
+        return excerpt(error if isinstance(error, str) else body), None
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to show
+        return excerpt(body), None
 
 
 def retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait, from `retry-after-ms` (OpenAI) or `Retry-After` (seconds or HTTP date)."""
+    """Seconds to wait, from `retry-after-ms` (OpenAI) or `Retry-After` (seconds or HTTP date),
+    within [0, MAX_RETRY_DELAY]; None when absent or unreadable."""
     if ms := headers.get("retry-after-ms"):
         try:
-            return min(float(ms) / 1000, MAX_RETRY_DELAY)
+            return _bounded(float(ms) / 1000)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if not value:
         return None
     try:
-        return min(max(float(value), 0.0), MAX_RETRY_DELAY)
+        return _bounded(float(value))
     except ValueError:
         try:
-            return min(max(parsedate_to_datetime(value).timestamp() - time(), 0.0), MAX_RETRY_DELAY)
-        except (TypeError, ValueError):
+            return _bounded(parsedate_to_datetime(value).timestamp() - time())
+        except (TypeError, ValueError, OverflowError, IndexError):
             return None
 
 
-def redact(text: str, secret: str | None) -> str:
-    """Some proxies echo the request's key in their errors: it must not reach history."""
-    return text.replace(secret, "***") if secret else text
+def _bounded(seconds: float) -> float | None:
+    return None if seconds != seconds else min(max(seconds, 0.0), MAX_RETRY_DELAY)  # NaN: unreadable
 
 
-def from_status(response: httpx.Response, secret: str | None = None) -> ApplicationError:
+def from_status(
+    response: httpx.Response, body: str | None = None, redactor: Redactor = NO_SECRETS, *, cut: bool = False
+) -> ApplicationError:
+    """`body`: the response's text as read (default: all of it); `cut`: read only in part."""
     status = response.status_code
-    message, code = provider_message(response)
-    message = redact(message, secret)
-    text = f"HTTP {status} from model server: {message}"
+    message, code = provider_message(response.text if body is None else body, redactor, cut=cut)
+    text = f"HTTP {status} from model server: {message or response.reason_phrase}"
     if status == 429 and code == "insufficient_quota":
         return ApplicationError(text, type="ModelQuotaExceeded", non_retryable=True)
     if status in RETRYABLE_STATUS or status >= 500:
@@ -80,10 +91,17 @@ def from_status(response: httpx.Response, secret: str | None = None) -> Applicat
     return ApplicationError(text, type=f"ModelHTTP{status}", non_retryable=True)
 
 
-def from_transport(err: httpx.TransportError, base_url: str, secret: str | None = None) -> ApplicationError:
+def from_transport(err: httpx.TransportError, base_url: str, redactor: Redactor = NO_SECRETS) -> ApplicationError:
     kind = "ModelTimeout" if isinstance(err, httpx.TimeoutException) else "ModelConnectionError"
-    detail = redact(str(err) or type(err).__name__, secret)
-    return ApplicationError(f"cannot reach model server at {base_url}: {detail}", type=kind)
+    detail = redactor.text(str(err) or type(err).__name__)[:EXCERPT]
+    return ApplicationError(f"cannot reach model server at {redactor.text(base_url)}: {detail}", type=kind)
+
+
+def attempt_timeout(seconds: float) -> ApplicationError:
+    """One attempt ran out of time (the agent's model timeout): retried like any timeout."""
+    return ApplicationError(
+        f"model call attempt took longer than {seconds:g} s; it will be retried", type="ModelTimeout"
+    )
 
 
 def malformed(detail: str, count: int) -> ApplicationError:

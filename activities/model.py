@@ -4,6 +4,10 @@ The activity's input names a turn, not a transcript: it reads the agent and the 
 the workflow with a query (`agent.model_context`), so each message enters history exactly once
 (as the result of the activity that produced it) and per-turn history stays flat. A query reads
 the workflow's state, rebuilt from history, so this is exactly as durable as Temporal itself.
+
+Every wait has a bound: a read timeout per request (no byte for that long ends the attempt,
+streamed or not), the agent's model timeout per attempt, and a cap on what a server may send.
+Everything built from the server's bytes is masked with the worker's `Redactor`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from temporalio.exceptions import ApplicationError
 from activities import chat_wire, errors, responses_wire
 from activities.capture import CaptureStore
 from activities.context_cache import ContextCache
+from activities.redact import Redactor
 from activities.settings import LLMSettings
+from activities.sse import iter_lines
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
@@ -45,14 +51,23 @@ class Wire(Protocol):
     """What activities.chat_wire and activities.responses_wire both provide."""
 
     def build_request(self, agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]: ...
-    def parse_response(self, body: object, turn: int) -> ModelReply: ...
+    def parse_response(self, body: object, turn: int, *, mask: chat_wire.Mask | None = None) -> ModelReply: ...
     async def parse_stream(
-        self, lines: AsyncIterator[str], turn: int, *, on_delta: Callable[[str], None] | None = None
+        self,
+        lines: AsyncIterator[str],
+        turn: int,
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        mask: chat_wire.Mask | None = None,
     ) -> ModelReply: ...
 
 
 HEARTBEAT_EVERY = 2.0  # the model call's heartbeat timeout is 10 s: a dead worker is noticed in seconds
 PROGRESS_EVERY = 0.1  # seconds between progress heartbeats while a reply streams in
+TAIL_CHARS = 64 * 1024  # of streamed text in heartbeat details: watchers only need the tail
+SLACK_CHARS = 4096  # kept beyond the tail, so masking sees a key that crosses the tail's start
+MAX_REPLY_CHARS = 32 * 1024 * 1024  # a reply (body or stream) larger than this is a server gone wrong
+ERROR_BODY_CHARS = 64 * 1024  # read of an error body: its message is cut to a few hundred anyway
 
 
 @contextlib.asynccontextmanager
@@ -71,7 +86,7 @@ async def heartbeating(
         while True:
             now = time.monotonic()
             current = details() if details is not None else None
-            key = (len(current.text), current.malformed) if isinstance(current, ModelProgress) else None
+            key = (current.text, current.malformed) if isinstance(current, ModelProgress) else None
             if key != last or now - sent_at >= HEARTBEAT_EVERY:
                 if current is None:
                     activity.heartbeat()
@@ -89,8 +104,8 @@ async def heartbeating(
 
 def new_http_client(settings: LLMSettings) -> httpx.AsyncClient:
     """The worker's one connection pool to the model server. No retries here: Temporal owns
-    them, so every attempt is visible in the history. No read timeout either: the activity's
-    start-to-close timeout bounds the call, and heartbeats cover a dead worker."""
+    them, so every attempt is visible in the history. Read timeouts are set per request, from
+    the agent's bound (see `call_model`)."""
     return httpx.AsyncClient(
         timeout=httpx.Timeout(None, connect=settings.connect_timeout),
         transport=httpx.AsyncHTTPTransport(retries=0),
@@ -105,6 +120,9 @@ class ModelActivities:
         self._settings = settings
         self._http = http
         self._cache = cache
+        # Masks the key in everything built from a server's bytes, with or without the worker's
+        # RedactingInterceptor: some servers and proxies echo the key they were sent.
+        self._redactor = Redactor.for_settings(settings)
 
     async def read_context(self, upto: int) -> tuple[AgentSpec, list[Message]]:
         info = activity.info()
@@ -125,6 +143,7 @@ class ModelActivities:
 
     @activity.defn(name=MODEL_CALL_ACTIVITY)
     async def call_model(self, input: ModelCallInput) -> ModelReply:
+        began = time.monotonic()
         run = activity.info().workflow_run_id or ""
         cached = self._cache.lookup(run, input.transcript_len, input.digest) if self._cache else None
         agent, messages = cached or await self.read_context(input.transcript_len)
@@ -133,7 +152,7 @@ class ModelActivities:
         wire: Wire = responses_wire if (agent.api or settings.api) == "responses" else chat_wire
         path = "responses" if wire is responses_wire else "chat/completions"
         attempt = activity.info().attempt
-        progress = ModelProgress(turn=input.turn, attempt=attempt, malformed=_earlier_malformed())
+        read = agent.model_read_timeout_seconds or settings.read_timeout
         call = _Call(
             wire=wire,
             url=f"{settings.base_url}/{path}",
@@ -141,30 +160,39 @@ class ModelActivities:
             headers={"Content-Type": "application/json", **settings.auth_headers()},
             stream=settings.stream,
             turn=input.turn,
-            secret=settings.api_key.get_secret_value() if settings.api_key else None,
-            progress=progress,
+            timeout=httpx.Timeout(read, connect=settings.connect_timeout),
+            redactor=self._redactor,
+            progress=ModelProgress(turn=input.turn, attempt=attempt, malformed=_earlier_malformed()),
         )
         every = PROGRESS_EVERY if call.stream else HEARTBEAT_EVERY
-        async with heartbeating(every, lambda: progress):
+        # Ends a little before Temporal's own timeout would, so the attempt fails saying why.
+        limit = _attempt_limit(agent)
+        deadline = asyncio.timeout(max(limit - min(1.0, limit / 10) - (time.monotonic() - began), 0.0))
+        mask = self._redactor.text
+        async with heartbeating(every, call.snapshot):
             try:
-                reply = await self._send(call)
+                async with deadline:
+                    reply = await self._send(call)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                raise errors.attempt_timeout(limit) from None
             except httpx.TransportError as err:
-                raise errors.from_transport(err, settings.base_url, call.secret) from None
+                raise errors.from_transport(err, settings.base_url, self._redactor) from None
             except chat_wire.MalformedResponse as err:
                 # Count bad bodies, not attempts: 429s and crashes before it must not use up
                 # the few retries a garbage-sending server gets. The next attempt reads this.
-                progress.malformed += 1
-                progress.text = ""
-                activity.heartbeat(progress)
-                raise errors.malformed(str(err), progress.malformed) from None
+                call.progress.malformed += 1
+                activity.heartbeat(call.reset())
+                raise errors.malformed(mask(str(err)), call.progress.malformed) from None
             except chat_wire.StreamFailed as err:
-                raise ApplicationError(str(err), type="ModelStreamFailed") from None
+                raise ApplicationError(mask(str(err)), type="ModelStreamFailed") from None
         if self._cache is not None:
             self._cache.remember(run, agent, messages, input.digest, reply.message)
         if input.capture or settings.capture:
             record = {"api": path, "url": call.url, "turn": input.turn, "attempt": attempt, "stream": call.stream}
             record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}
-            reply.capture = CaptureStore(settings.capture_dir).put(record, call.secret)
+            reply.capture = CaptureStore(settings.capture_dir).put(record, self._redactor)
         log.info(
             "model call ok: agent=%s model=%s turn=%d tool_calls=%d tokens=%d",
             agent.name, model, input.turn, len(reply.message.tool_calls), reply.usage.total_tokens,
@@ -172,26 +200,52 @@ class ModelActivities:
         return reply
 
     async def _send(self, call: _Call) -> ModelReply:
-        if not call.stream:
-            response = await self._http.post(call.url, json=call.body, headers=call.headers)
+        mask = self._redactor.text
+        async with self._http.stream(
+            "POST", call.url, json=call.body, headers=call.headers, timeout=call.timeout
+        ) as response:
             if response.status_code != 200:
-                raise errors.from_status(response, call.secret)
-            call.raw.append(response.text)
+                body, cut = await _read(response, ERROR_BODY_CHARS)
+                raise errors.from_status(response, body, self._redactor, cut=cut)
+            if not call.stream:
+                text, cut = await _read(response, MAX_REPLY_CHARS)
+                if cut:
+                    raise chat_wire.MalformedResponse(f"reply longer than {MAX_REPLY_CHARS} characters")
+                call.raw.append(text)
+                try:
+                    payload = json.loads(text)
+                except (ValueError, RecursionError) as err:
+                    sample = chat_wire.Reader(mask).sample(text)
+                    raise chat_wire.MalformedResponse(f"body is not JSON: {sample!r}") from err
+                return call.wire.parse_response(payload, call.turn, mask=mask)
             try:
-                payload = response.json()
-            except (ValueError, json.JSONDecodeError) as err:
-                raise chat_wire.MalformedResponse(f"body is not JSON: {response.text[:200]!r}") from err
-            return call.wire.parse_response(payload, call.turn)
-        async with self._http.stream("POST", call.url, json=call.body, headers=call.headers) as response:
-            if response.status_code != 200:
-                await response.aread()
-                raise errors.from_status(response, call.secret)
-            try:
-                return await call.wire.parse_stream(call.tee(response.aiter_lines()), call.turn, on_delta=call.delta)
+                lines = iter_lines(call.count(response.aiter_text()))
+                return await call.wire.parse_stream(call.tee(lines), call.turn, on_delta=call.delta, mask=mask)
             except httpx.TimeoutException:
                 raise
             except httpx.TransportError as err:  # the connection dropped mid-stream
                 raise chat_wire.StreamFailed(f"stream cut off mid-way: {err}") from err
+
+
+async def _read(response: httpx.Response, limit: int) -> tuple[str, bool]:
+    """The body's text, at most `limit` characters, and whether there was more: a server
+    must not make the worker hold a body of any size."""
+    parts: list[str] = []
+    size = 0
+    async for chunk in response.aiter_text():
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return "".join(parts)[:limit], True
+    return "".join(parts), False
+
+
+def _attempt_limit(agent: AgentSpec) -> float:
+    """How long one attempt may take: the agent's model timeout, or Temporal's start-to-close
+    timeout when that is shorter."""
+    limit = agent.model_timeout_seconds
+    start_to_close = activity.info().start_to_close_timeout
+    return min(limit, start_to_close.total_seconds()) if start_to_close else limit
 
 
 def _earlier_malformed() -> int:
@@ -206,7 +260,8 @@ def _earlier_malformed() -> int:
 
 @dataclass
 class _Call:
-    """One attempt at a model call: what is sent, and what came back raw (for capture)."""
+    """One attempt at a model call: what is sent, what came back raw (for capture), and the
+    streamed text shown to watchers."""
 
     wire: Wire
     url: str
@@ -214,12 +269,51 @@ class _Call:
     headers: dict[str, str]
     stream: bool
     turn: int
-    secret: str | None
+    timeout: httpx.Timeout
+    redactor: Redactor
     progress: ModelProgress
     raw: list[str] = field(default_factory=lambda: list[str]())
+    received: int = 0  # characters of the body so far
+    # The streamed text's tail: pieces since the last snapshot, after what is kept of earlier ones.
+    _pieces: list[str] = field(default_factory=lambda: list[str]())
+    _size: int = 0
+    _cut: bool = False  # earlier text was dropped: the kept text starts mid-way
+    _fresh: bool = False  # text arrived since the last snapshot
 
     def delta(self, text: str) -> None:
-        self.progress.text += text
+        self._pieces.append(text)
+        self._size += len(text)
+        self._fresh = True
+        if self._size > 4 * TAIL_CHARS:  # between snapshots, a fast server may send a lot
+            self._compact()
+
+    def _compact(self) -> None:
+        text = "".join(self._pieces)
+        if len(text) > TAIL_CHARS + SLACK_CHARS:
+            text, self._cut = text[-(TAIL_CHARS + SLACK_CHARS) :], True
+        self._pieces, self._size = [text], len(text)
+
+    def snapshot(self) -> ModelProgress:
+        """The progress to heartbeat: the last TAIL_CHARS of the text, masked first, and with
+        no part of a key at either edge (one still streaming in, or one the trimming split)."""
+        if self._fresh:
+            self._compact()
+            text = self._pieces[0]
+            self.progress.text = self.redactor.visible(text, cut_before=self._cut, cut_after=True)[-TAIL_CHARS:]
+            self._fresh = False
+        return self.progress
+
+    def reset(self) -> ModelProgress:
+        self._pieces, self._size, self._cut, self._fresh = [], 0, False, False
+        self.progress.text = ""
+        return self.progress
+
+    async def count(self, chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+        async for chunk in chunks:
+            self.received += len(chunk)
+            if self.received > MAX_REPLY_CHARS:
+                raise chat_wire.MalformedResponse(f"stream longer than {MAX_REPLY_CHARS} characters")
+            yield chunk
 
     async def tee(self, lines: AsyncIterator[str]) -> AsyncIterator[str]:
         async for line in lines:

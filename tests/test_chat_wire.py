@@ -7,9 +7,21 @@ import httpx
 import pytest
 
 from activities import chat_wire, errors
+from activities.redact import Redactor
 from activities.settings import LLMSettings
-from activities.sse import iter_events
-from workflows.types import AgentSpec, AssistantMessage, ToolCall, ToolMessage, ToolSpec, UserMessage
+from activities.sse import iter_events, iter_lines
+from workflows.types import (
+    DEFAULT_MODEL_MAX_ATTEMPTS,
+    DEFAULT_MODEL_READ_TIMEOUT,
+    DEFAULT_MODEL_RETRY_SECONDS,
+    DEFAULT_MODEL_TIMEOUT,
+    AgentSpec,
+    AssistantMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 
 AGENT = AgentSpec(
     name="a",
@@ -80,10 +92,11 @@ def test_response_parses_text_tool_calls_and_usage():
     }
     reply = chat_wire.parse_response(body, turn=3)
     assert reply.message.content is None and reply.finish_reason == "tool_calls" and reply.model == "gpt-x"
-    assert [(c.call_id, c.name, c.arguments) for c in reply.message.tool_calls] == [
-        ("a", "f", '{"x":1}'),
-        ("a_1", "g", '{"y": 2}'),  # a repeated id is made unique; an object becomes JSON text
-        ("call_3_2", "h", "{}"),  # a missing id is made stable per turn
+    # The run's own ids, whatever the provider sent (a repeated one, none); theirs is kept aside.
+    assert [(c.call_id, c.provider_id, c.name, c.arguments) for c in reply.message.tool_calls] == [
+        ("call_3_0", "a", "f", '{"x":1}'),
+        ("call_3_1", "a", "g", '{"y": 2}'),  # an object becomes JSON text
+        ("call_3_2", "", "h", "{}"),
     ]
     u = reply.usage
     assert (u.requests, u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens) == (1, 10, 4, 5, 2)
@@ -96,6 +109,8 @@ def test_response_parses_text_tool_calls_and_usage():
         ({"choices": []}, "no choices"),
         ({"choices": [{"text": "legacy"}]}, "no message"),
         ({"choices": [{"message": {"tool_calls": [{"function": {}}]}}]}, "without a function name"),
+        ({"choices": [{"message": {"tool_calls": [{"id": "x"}]}}]}, "without a function"),
+        ({"choices": [{"message": {"tool_calls": {"function": {"name": "f"}}}}]}, "tool_calls is not a list"),
     ],
 )
 def test_malformed_responses_are_named(body, detail):
@@ -111,6 +126,12 @@ async def test_sse_framing_comments_multiline_and_crlf():
         )
     ]
     assert [(e.event, e.data) for e in events] == [("delta", '{"a":\n1}'), ("message", "last")]
+
+
+async def test_lines_end_at_cr_lf_or_crlf_even_across_chunks_and_nowhere_else():
+    chunks = ["data: a\r", "\ndata: b\rdata: c\n", "\n", "data: {\"t\": \"x\u2028y\"}\r", "\r", "data: ", "tail"]
+    got = [line async for line in iter_lines(lines(*chunks))]
+    assert got == ["data: a", "data: b", "data: c", "", 'data: {"t": "x\u2028y"}', "", "data: tail"]
 
 
 def chunk(**delta) -> str:
@@ -144,7 +165,9 @@ async def test_stream_assembles_text_and_tool_call_deltas():
         turn=1,
     )
     assert reply.message.content == "Hello"
-    assert [(c.call_id, c.name, c.arguments) for c in reply.message.tool_calls] == [("t1", "f", '{"city":"Oslo"}')]
+    assert [(c.call_id, c.provider_id, c.name, c.arguments) for c in reply.message.tool_calls] == [
+        ("call_1_0", "t1", "f", '{"city":"Oslo"}')
+    ]
     assert reply.usage.input_tokens == 7 and reply.usage.output_tokens == 3
 
 
@@ -200,6 +223,29 @@ def test_non_json_error_body_keeps_its_text():
     assert "Bad Gateway" in err.message and not err.non_retryable
 
 
+def test_an_echoed_key_is_masked_before_the_message_is_cut():
+    key = "sk-live-0123456789abcdef0123456789"
+    redactor = Redactor.for_key(key)
+    for at in range(errors.EXCERPT - len(key), errors.EXCERPT + 1):  # keys across the cut
+        body = {"error": {"message": "x" * at + key + " " + key, "code": "invalid_api_key"}}
+        err = errors.from_status(response(401, body), redactor=redactor)
+        assert key[:6] not in err.message and key[-6:] not in err.message
+    text = "Bearer " + key + " rejected by proxy"
+    assert errors.from_status(httpx.Response(502, text=text), redactor=redactor).message.endswith(
+        "*** rejected by proxy"
+    )
+    # A body read only in part may end in the start of a key: that part goes too.
+    cut = errors.from_status(httpx.Response(500), "oops: " + key[:20], redactor, cut=True)
+    assert cut.message.rstrip().endswith("oops:") and key[:4] not in cut.message
+
+
+def test_unreadable_retry_after_headers_mean_no_delay():
+    for headers in ({"retry-after-ms": "nan"}, {"Retry-After": "nan"}, {"Retry-After": "Mon, 99 Foo 99999"}):
+        assert errors.retry_after(httpx.Headers(headers)) is None
+    assert errors.retry_after(httpx.Headers({"retry-after-ms": "-5"})) == 0.0
+    assert errors.retry_after(httpx.Headers({"Retry-After": "1e300"})) == errors.MAX_RETRY_DELAY
+
+
 def test_transport_errors_retry_and_name_the_server():
     err = errors.from_transport(httpx.ConnectError("connection refused"), "http://x/v1")
     assert not err.non_retryable and err.type == "ModelConnectionError" and "http://x/v1" in err.message
@@ -223,3 +269,38 @@ def test_settings_read_the_environment_and_hide_the_key():
     assert LLMSettings.from_env({}).auth_headers() == {}
     with pytest.raises(ValueError, match="LLM_API"):
         LLMSettings.from_env({"LLM_API": "soap"})
+
+
+def test_settings_read_the_bounds_on_a_model_call():
+    s = LLMSettings.from_env(
+        {"LLM_READ_TIMEOUT": "1.5", "LLM_TIMEOUT": "30", "LLM_MAX_ATTEMPTS": "3", "LLM_RETRY_SECONDS": "60"}
+    )
+    assert (s.read_timeout, s.timeout, s.max_attempts, s.retry_seconds) == (1.5, 30.0, 3, 60.0)
+    d = LLMSettings.from_env({})
+    assert (d.read_timeout, d.timeout, d.max_attempts, d.retry_seconds) == (
+        DEFAULT_MODEL_READ_TIMEOUT,
+        DEFAULT_MODEL_TIMEOUT,
+        DEFAULT_MODEL_MAX_ATTEMPTS,
+        DEFAULT_MODEL_RETRY_SECONDS,
+    )
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("LLM_READ_TIMEOUT", "soon"),
+        ("LLM_READ_TIMEOUT", "0"),
+        ("LLM_TIMEOUT", "-5"),
+        ("LLM_TIMEOUT", "inf"),
+        ("LLM_RETRY_SECONDS", "nan"),
+        ("LLM_MAX_ATTEMPTS", "2.5"),
+        ("LLM_MAX_ATTEMPTS", "0"),
+        ("LLM_BASE_URL", "localhost:8000/v1"),
+        ("LLM_BASE_URL", "ftp://example.com/v1"),
+        ("LLM_BASE_URL", "http:///v1"),
+        ("LLM_BASE_URL", "http://[::1/v1"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_variable(name: str, value: str):
+    with pytest.raises(ValueError, match=name):
+        LLMSettings.from_env({name: value})

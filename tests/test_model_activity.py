@@ -122,6 +122,7 @@ async def call(
         workflow_type="AgentRun",
         attempt=attempt,
         heartbeat_details=heartbeat_details or [],
+        start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds),  # as the workflow sets it
     )
     if on_heartbeat is not None:
         env.on_heartbeat = on_heartbeat
@@ -267,8 +268,8 @@ async def test_a_slow_reply_still_succeeds_and_heartbeats_while_waiting(
     assert len(beats) == done, "no heartbeats after the activity returned"
 
 
-async def test_the_product_client_has_no_read_timeout(llm: FakeLLMServer):
-    # The activity's start-to-close timeout bounds the call; httpx must not cut it short.
+async def test_the_product_client_has_no_default_read_timeout(llm: FakeLLMServer):
+    # Each request carries its agent's read timeout instead (below).
     async with new_http_client(llm_settings(llm)) as http:
         assert http.timeout.read is None and http.timeout.connect == LLMSettings().connect_timeout
 
@@ -276,12 +277,41 @@ async def test_the_product_client_has_no_read_timeout(llm: FakeLLMServer):
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_read_timeout_is_a_retryable_model_timeout(llm: FakeLLMServer, stream: bool):
     llm.add_fault("delay", ms=1000)
-    settings = llm_settings(llm, stream=stream)
-    short = httpx.AsyncClient(timeout=httpx.Timeout(0.2, connect=5.0), transport=httpx.AsyncHTTPTransport(retries=0))
-    async with short:
-        err = await failure(settings, http=short)
+    started = time.monotonic()
+    err = await failure(llm_settings(llm, stream=stream, read_timeout=0.2))
+    assert time.monotonic() - started < 0.9
     assert not err.non_retryable and err.type == "ModelTimeout"
     assert llm.base_url in err.message
+
+
+async def test_the_agents_read_timeout_wins_over_the_workers(llm: FakeLLMServer):
+    llm.add_fault("delay", ms=1000)
+    agent = AGENT.model_copy(update={"model_read_timeout_seconds": 0.2})
+    started = time.monotonic()
+    err = await failure(llm_settings(llm, read_timeout=30), agent=agent)
+    assert err.type == "ModelTimeout" and time.monotonic() - started < 0.9
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_server_that_stalls_mid_reply_ends_the_attempt_within_the_read_timeout(
+    llm: FakeLLMServer, stream: bool
+):
+    llm.add_fault("stall", after_events=3)  # headers and part of the body, then nothing
+    started = time.monotonic()
+    err = await failure(llm_settings(llm, stream=stream, read_timeout=0.5))
+    assert 0.4 < time.monotonic() - started < 3
+    assert not err.non_retryable and err.type == "ModelTimeout" and llm.base_url in err.message
+
+
+async def test_an_attempt_longer_than_the_model_timeout_ends_with_a_retryable_timeout(llm: FakeLLMServer):
+    # A byte every 100 ms keeps the read timeout from firing; the attempt's own bound still ends it.
+    llm.add_fault("stall", after_events=2, drip_ms=100)
+    agent = AGENT.model_copy(update={"model_timeout_seconds": 1.5})
+    started = time.monotonic()
+    err = await failure(llm_settings(llm, stream=True, read_timeout=1), agent=agent)
+    took = time.monotonic() - started
+    assert 1.0 < took < 1.5, took  # before Temporal's start-to-close (1.5 s here) would fire
+    assert not err.non_retryable and err.type == "ModelTimeout" and "1.5 s" in err.message
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -457,8 +487,7 @@ async def test_the_api_key_appears_in_no_reply_and_no_error(llm: FakeLLMServer):
         raised.append(await failure(settings(stream)))
     raised.append(await failure(settings(base_url=f"http://127.0.0.1:{free_port()}/v1")))
     llm.add_fault("delay", ms=1000)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(0.2, connect=5.0)) as short:
-        raised.append(await failure(settings(), http=short))
+    raised.append(await failure(settings().model_copy(update={"read_timeout": 0.2})))
 
     assert len(raised) == 10
     assert not [err for err in raised if leaks(err, key)]
