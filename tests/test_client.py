@@ -50,7 +50,9 @@ def cli(temporal_server, task_queue) -> Cli:
         "AGENT_TASK_QUEUE": task_queue,
     }
 
-    async def run(*args: str, env: dict[str, str] | None = None, timeout: float = 30) -> Done:
+    async def run(
+        *args: str | bytes, env: dict[str, str] | None = None, timeout: float = 30, stdin: bytes | None = None
+    ) -> Done:
         began = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
@@ -58,11 +60,12 @@ def cli(temporal_server, task_queue) -> Cli:
             *args,
             cwd=ROOT,
             env={**base, **(env or {})},
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+            out, err = await asyncio.wait_for(proc.communicate(stdin), timeout)
         except TimeoutError:
             proc.kill()
             await proc.wait()
@@ -320,3 +323,65 @@ async def test_reusing_the_id_of_a_running_run_is_a_usage_error(cli):
     done = await cli("run", "--id", run_id, "hello again")
     assert done.code == 2, str(done)
     assert run_id in one_clean_line(done.err)
+
+
+# ------------------------------------------------------------------------------ hostile input
+
+
+async def test_prompts_from_stdin_and_from_a_file(cli, worker_factory, tmp_path):
+    prompt = "What's the weather in Tokyo?\n" + "context line\n" * 2000
+    (tmp_path / "prompt.txt").write_text(prompt, encoding="utf-8")
+    async with worker_factory():
+        piped = await cli("run", "--wait", "--json", "--agent", "demo", "-", stdin=prompt.encode())
+        assert piped.code == 0, str(piped)
+        from_file = await cli("run", "--wait", "--json", "--prompt-file", str(tmp_path / "prompt.txt"))
+        assert from_file.code == 0, str(from_file)
+    for done in (piped, from_file):
+        assert "Tokyo" in done.json()["output"]
+    both = await cli("run", "hi", "--prompt-file", str(tmp_path / "prompt.txt"))
+    assert both.code == 2 and "not several" in one_clean_line(both.err)
+    missing = await cli("run", "--prompt-file", str(tmp_path / "nope.txt"))
+    assert missing.code == 2 and "cannot read --prompt-file" in one_clean_line(missing.err)
+    binary = await cli("run", "-", stdin=b"\xff\xfe bad")
+    assert binary.code == 2 and "not UTF-8" in one_clean_line(binary.err)
+    empty = await cli("run", "-", stdin=b"  \n")
+    assert empty.code == 2 and "empty" in one_clean_line(empty.err)
+
+
+async def test_non_utf8_arguments_are_usage_errors(cli):
+    done = await cli("status", b"run-\xff\xfe")
+    assert done.code == 2 and "not valid UTF-8" in one_clean_line(done.err)
+    done = await cli("run", b"caf\xe9", "--json")
+    assert done.code == 2 and "not valid UTF-8" in done.json()["error"]
+
+
+async def test_run_ids_with_quotes_and_slashes(cli, worker_factory, tmp_path):
+    odd = f'odd "id" / with \\ slash {uuid.uuid4().hex[:6]}'
+    async with worker_factory():
+        done = await cli("run", "--wait", "--id", odd, "weather in Paris")
+        assert done.code == 0, str(done)
+        status = await cli("status", odd, "--json")
+        assert status.code == 0 and status.json()["run_id"] == odd, str(status)
+        assert "/workflows/odd%20%22id%22%20%2F%20with" in status.json()["ui_url"]
+        exported = await cli("export", odd, "--out", str(tmp_path / "odd.jsonl"))
+        assert exported.code == 0, str(exported)
+    bad = await cli("run", "--id", "tab\there", "hi")
+    assert bad.code == 2 and "printable" in one_clean_line(bad.err)
+
+
+async def test_list_limit_out_of_range(cli):
+    for limit in ("0", "-3", "5000", "many"):
+        done = await cli("list", "--limit", limit)
+        assert done.code == 2, str(done)
+        one_clean_line(done.err)
+
+
+async def test_json_errors_are_json_on_stdout(cli):
+    free_address = f"127.0.0.1:{free_port()}"  # nobody listens here
+    unknown = await cli("status", "no-such-run-here", "--json")
+    assert unknown.code == 2 and unknown.json()["error"] == "no run with id 'no-such-run-here'"
+    usage = await cli("list", "--limit", "0", "--json")
+    assert usage.code == 2 and "error" in usage.json()
+    down = await cli("status", "x", "--json", env={"TEMPORAL_ADDRESS": free_address}, timeout=60)
+    assert down.code == 1 and "cannot reach Temporal" in down.json()["error"], str(down)
+    assert "Traceback" not in unknown.err + usage.err + down.err
