@@ -10,6 +10,13 @@ Faults are consumed in order by the model calls they match (`model`, `path`, `st
   error_event  streams: a couple of deltas, then an error event; otherwise a 500
   keepalive    streams: ": keep-alive" comments and multi-line `data:` events
                (matches streaming requests only, unless `stream` says otherwise)
+  stall        headers and part of the body (streams: `after_events` events; otherwise half the
+               body), then silence for `ms` (default 30 s) and a dropped connection; with
+               `drip_ms`, a keep-alive comment (streams) or one more byte of the body every
+               `drip_ms` instead of silence: alive, never done
+Hostile options (see fake_llm.hostile): `echo_key` puts the request's key (its Authorization or
+api-key header value) in a `status` error's message, a `malformed` body and an `error_event`;
+`size` pads that text to at least so many characters; `raw` sends a `status` error as text/plain.
 """
 
 from __future__ import annotations
@@ -20,12 +27,14 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
 from fake_llm.conversation import Api, as_dict
+from fake_llm.hostile import echoed
 from fake_llm.wire import SSE, ApiError, chat_error_event, responses_error_event
 
-FaultKind = Literal["status", "delay", "malformed", "cut", "error_event", "keepalive"]
+FaultKind = Literal["status", "delay", "malformed", "cut", "error_event", "keepalive", "stall"]
 KINDS: tuple[str, ...] = get_args(FaultKind)
 
 KEEPALIVE = b": keep-alive\n\n"
+STALL_MS = 30_000  # a stall's default silence: longer than any client should wait
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,11 @@ class Fault:
     type: str | None = None
     ms: int = 0
     after_events: int = 3
+    # None rather than a default value, so a fault's JSON (to_json) lists only what was asked.
+    drip_ms: int | None = None
+    echo_key: bool | None = None
+    size: int | None = None
+    raw: bool | None = None
 
     def matches(self, model: str, path: Api, stream: bool) -> bool:
         # keepalive only means something for a stream, so by default it waits for one.
@@ -82,6 +96,10 @@ def parse_fault(raw: object) -> Fault:
         "message": (str,),
         "type": (str,),
         "stream": (bool,),
+        "drip_ms": (int,),
+        "echo_key": (bool,),
+        "size": (int,),
+        "raw": (bool,),
     }
     for key, types in checks.items():
         value = spec.get(key)
@@ -133,7 +151,13 @@ class FaultQueue:
             self._faults.clear()
 
 
-def status_error(fault: Fault) -> ApiError:
+def message_for(fault: Fault, default: str, key: str) -> str:
+    if fault.echo_key:
+        return echoed(key, fault.size or 0)
+    return fault.message or default
+
+
+def status_error(fault: Fault, key: str = "") -> ApiError:
     headers: dict[str, str] = {}
     if fault.retry_after is not None:
         headers["Retry-After"] = f"{fault.retry_after:g}"
@@ -142,15 +166,15 @@ def status_error(fault: Fault) -> ApiError:
     code = fault.code
     if code is None and fault.status == 429:
         code = "rate_limit_exceeded"
-    message = fault.message or f"Injected fault: HTTP {fault.status} ({code or 'error'})."
-    return ApiError(fault.status, message, type_=fault.type, code=code, headers=headers)
+    message = message_for(fault, f"Injected fault: HTTP {fault.status} ({code or 'error'}).", key)
+    return ApiError(fault.status, message, type_=fault.type, code=code, headers=headers, raw=fault.raw is True)
 
 
-def error_event_http(fault: Fault) -> ApiError:
+def error_event_http(fault: Fault, key: str = "") -> ApiError:
     """A non-streaming request hit by `error_event`: the plain-HTTP equivalent, a 500."""
     return ApiError(
         500,
-        fault.message or "The server had an error while processing your request.",
+        message_for(fault, "The server had an error while processing your request.", key),
         type_=fault.type,
         code=fault.code,
     )
@@ -159,20 +183,30 @@ def error_event_http(fault: Fault) -> ApiError:
 MALFORMED_JSON = b'{"id": "broken", "object": "chat.completion", "choices": [{"index": 0, "mess'
 
 
+def malformed_body(fault: Fault, key: str = "") -> bytes:
+    """A 200 body that is not JSON: half an object, or (echo_key) a proxy's page echoing the key."""
+    if not fault.echo_key:
+        return MALFORMED_JSON
+    return f"<html><body>Gateway rejected the request: {echoed(key, fault.size or 0)}</body></html>".encode()
+
+
 @dataclass(frozen=True)
 class StreamPlan:
     frames: list[bytes]
     abort: bool  # drop the connection instead of ending the body cleanly
 
 
-def shape_stream(events: list[SSE], fault: Fault | None, api: Api, keepalive: bool) -> StreamPlan:
+def shape_stream(events: list[SSE], fault: Fault | None, api: Api, keepalive: bool, key: str = "") -> StreamPlan:
     """Render a stream's events, bent by `fault` (None: the plain stream)."""
     kind = fault.kind if fault else None
-    if kind == "cut":
+    if kind in ("cut", "stall"):
         assert fault is not None
         return StreamPlan([e.render() for e in events[: fault.after_events]], abort=True)
     if kind == "malformed":
-        broken = SSE(MALFORMED_JSON.decode(), event="response.output_text.delta" if api == "responses" else None)
+        assert fault is not None
+        broken = SSE(
+            malformed_body(fault, key).decode(), event="response.output_text.delta" if api == "responses" else None
+        )
         tail = [SSE("[DONE]")] if api == "chat" else []
         return StreamPlan([e.render() for e in [events[0], broken, *tail]], abort=False)
     if kind == "error_event":
@@ -180,7 +214,7 @@ def shape_stream(events: list[SSE], fault: Fault | None, api: Api, keepalive: bo
         kept = _until_second_delta(events, api)
         code, message = (
             fault.code or "server_error",
-            fault.message or "The server had an error while processing your request.",
+            message_for(fault, "The server had an error while processing your request.", key),
         )
         error = chat_error_event(code, message) if api == "chat" else responses_error_event(code, message, len(kept))
         return StreamPlan([e.render() for e in [*kept, error]], abort=False)

@@ -7,23 +7,27 @@ transfer encoding, so a dropped stream ("cut" fault) is visible to the client as
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
+from fake_llm import hostile
 from fake_llm.control import State, apply_control
 from fake_llm.conversation import Api, Conversation, as_dict, parse_chat, parse_responses
 from fake_llm.faults import (
-    MALFORMED_JSON,
+    KEEPALIVE,
+    STALL_MS,
     Fault,
     error_event_http,
+    malformed_body,
     shape_stream,
     status_error,
 )
@@ -96,7 +100,14 @@ class _Handler(BaseHTTPRequestHandler):
         self._send_bytes(status, dumps(obj).encode(), "application/json", headers)
 
     def _send_error(self, err: ApiError) -> None:
-        self._send_json(err.status, err.body(), err.headers)
+        if err.raw:
+            self._send_bytes(err.status, err.message.encode(), "text/plain; charset=utf-8", err.headers)
+        else:
+            self._send_json(err.status, err.body(), err.headers)
+
+    def _key(self) -> str:
+        """The request's key exactly as sent, for a hostile server to echo."""
+        return self.headers.get("Authorization") or self.headers.get("api-key") or ""
 
     def _not_found(self) -> None:
         self._send_error(ApiError(404, f"Invalid URL ({self.command} {self.path.split('?')[0]})"))
@@ -204,36 +215,43 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if fault and fault.kind == "delay":
             self.state.sleep(fault.ms)
+        key = self._key()
         if fault and fault.kind == "status":
-            raise status_error(fault)
+            raise status_error(fault, key)
         if fault and fault.kind == "error_event" and not conv.stream:
-            raise error_event_http(fault)
+            raise error_event_http(fault, key)
         with self.state.lock:
             scripts = dict(self.state.scripts)
+        case = hostile.case_of(conv.model)
         reply = reply_for(conv, scripts)
+        if case is not None:
+            reply = hostile.bend_reply(case, reply, key)
         self.state.update(entry, status=200)
         # From the request, not random: a retry, streamed or not, gets the very same reply.
         rid = f"chatcmpl-{conv.fingerprint}" if api == "chat" else f"resp_{conv.fingerprint}"
         created = int(time.time())
         if conv.stream:
-            self._stream(api, conv, reply, body, rid, created, fault, entry)
+            self._stream(api, conv, reply, body, rid, created, fault, entry, case, key)
             return
         if fault and fault.kind == "malformed":
-            self._send_bytes(200, MALFORMED_JSON, "application/json")
+            self._send_bytes(200, malformed_body(fault, key), "application/json")
             return
         obj = (
             chat_completion(reply, rid=rid, model=conv.model, created=created)
             if api == "chat"
             else response_object(reply, rid=rid, model=conv.model, created=created, request=body)
         )
-        payload = dumps(obj).encode()
-        if fault and fault.kind == "cut":
-            # Promise the full body, deliver half, hang up: a truncated read on the client.
+        payload = dumps(hostile.bend(case, obj, key) if case else obj).encode()
+        if fault and fault.kind in ("cut", "stall"):
+            # Promise the full body, deliver half, then hang up (cut) or go quiet (stall).
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload[: len(payload) // 2])
+            if fault.kind == "stall":
+                rest = payload[len(payload) // 2 :]
+                self._stall(fault, (rest[i : i + 1] for i in range(len(rest))))
             self._hang_up()
             return
         self._send_bytes(200, payload, "application/json")
@@ -248,13 +266,19 @@ class _Handler(BaseHTTPRequestHandler):
         created: int,
         fault: Fault | None,
         entry: dict[str, Any],
+        case: str | None,
+        key: str,
     ) -> None:
         events: list[SSE] = (
             chat_stream(reply, rid=rid, model=conv.model, created=created, include_usage=conv.include_usage)
             if api == "chat"
             else response_stream(reply, rid=rid, model=conv.model, created=created, request=body)
         )
-        plan = shape_stream(events, fault, api, reply.keepalive)
+        if case is not None:
+            events = [
+                SSE(hostile.bend(case, e.payload, key), e.event) if isinstance(e.payload, dict) else e for e in events
+            ]
+        plan = shape_stream(events, fault, api, reply.keepalive, key)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -267,10 +291,27 @@ class _Handler(BaseHTTPRequestHandler):
             sent.append(time.time())
             self.state.sleep(self.state.stream_event_ms)
         self.state.update(entry, frames_sent_at=sent)
+        if fault and fault.kind == "stall":
+            self._stall(fault, itertools.repeat(b"%x\r\n%s\r\n" % (len(KEEPALIVE), KEEPALIVE)))
         if plan.abort:
             self._hang_up()  # no terminating chunk: the client sees an incomplete body
             return
         self.wfile.write(b"0\r\n\r\n")
+
+    def _stall(self, fault: Fault, drips: Iterator[bytes]) -> None:
+        """Silence for `fault.ms` (or STALL_MS); with `drip_ms`, one of `drips` that often instead."""
+        until = time.monotonic() + (fault.ms or STALL_MS) / 1000
+        pause = (fault.drip_ms or 0) / 1000
+        while not self.state.stopping.is_set() and (left := until - time.monotonic()) > 0:
+            if not pause:
+                self.state.stopping.wait(left)
+                break
+            drip = next(drips, None)
+            if drip is None:
+                break
+            self.wfile.write(drip)
+            self.wfile.flush()
+            self.state.stopping.wait(min(pause, left))
 
     def _hang_up(self) -> None:
         self.close_connection = True

@@ -76,8 +76,10 @@ class ApiError(Exception):
         param: str | None = None,
         code: str | None = None,
         headers: dict[str, str] | None = None,
+        raw: bool = False,
     ) -> None:
         super().__init__(message)
+        self.raw = raw  # sent as text/plain, like a proxy's error page, not an OpenAI error body
         self.status = status
         self.message = message
         self.type = type_ or default_error_type(status, code)

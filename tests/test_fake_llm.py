@@ -553,6 +553,139 @@ def test_error_event_fault(http: httpx.Client, srv: FakeLLMServer) -> None:
     assert_error(chat(http, "echo", user("x")), 500)  # non-streaming: the plain-HTTP equivalent
 
 
+# -------------------------------------------------------------------- hostile mode
+
+KEY = "sk-hostile-0123456789abcdef"
+BEARER = {"Authorization": f"Bearer {KEY}"}
+
+
+def hostile(http: httpx.Client, case: str, api: str, stream: bool, **headers: str) -> str:
+    """The raw body of a first-turn weather request to `hostile:<case>`."""
+    body: dict[str, Any] = {"model": f"hostile:{case}", "stream": stream}
+    if api == "chat":
+        body |= {"messages": user("Tokyo and Paris?"), "tools": CHAT_TOOLS, "stream_options": {"include_usage": True}}
+    else:
+        body |= {"input": "Tokyo and Paris?", "tools": RESP_TOOLS}
+    resp = http.post(f"/v1/{'chat/completions' if api == 'chat' else 'responses'}", json=body, headers=headers)
+    assert resp.status_code == 200, resp.text
+    return resp.text
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_hostile_echo_puts_the_key_as_sent_in_every_field(http: httpx.Client, api: str, stream: bool) -> None:
+    text = hostile(http, "echo", api, stream, **BEARER)
+    bodies = [json.loads(d) for _, d in parse_sse(text) if d != "[DONE]"] if stream else [json.loads(text)]
+    final = bodies[-1].get("response", bodies[-1])  # the body, the usage chunk, or response.completed
+    assert final["model"] == f"Bearer {KEY}" and final["id"] == f"Bearer {KEY}"
+    assert all(v == f"Bearer {KEY}" for k, v in final["usage"].items() if not k.endswith("_details"))
+    if not stream:
+        if api == "chat":
+            calls = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in message_of_body(final)]
+        else:
+            calls = [(i["call_id"], i["name"], i["arguments"]) for i in final["output"] if i["type"] == "function_call"]
+        assert [c[0] for c in calls] == [f"Bearer {KEY}"] * 3
+        assert calls[-1][1] == f"Bearer {KEY}" and all(KEY in c[2] for c in calls)
+    assert text.count(KEY) > 10
+    api_key = hostile(http, "echo", api, False, **{"api-key": KEY})
+    assert KEY in api_key and "Bearer" not in api_key  # whatever header carried it, as sent
+
+
+def message_of_body(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return body["choices"][0]["message"]["tool_calls"]
+
+
+def test_hostile_ids_are_reused_across_turns(http: httpx.Client) -> None:
+    for case, ids in (("reuse-ids", ["0", "1"]), ("same-id", ["call_1", "call_1"])):
+        plain = json.loads(hostile(http, case, "chat", False))
+        assert [c["id"] for c in message_of_body(plain)] == ids
+        final = json.loads(hostile(http, case, "responses", False))
+        assert [i["call_id"] for i in final["output"] if i["type"] == "function_call"] == ids
+
+
+def test_hostile_odd_sends_odd_counts_ids_and_names(http: httpx.Client) -> None:
+    plain = json.loads(hostile(http, "odd", "chat", False))
+    calls = message_of_body(plain)
+    assert [len(c["id"]) for c in calls] == [10_001, 10_001, 1] and calls[-1]["function"]["name"] == 7
+    usage = plain["usage"]
+    assert usage["prompt_tokens"] == -5 and usage["completion_tokens"] == "12" and usage["total_tokens"] == 1e30
+    assert len(plain["model"]) == len(plain["id"]) == len(plain["choices"][0]["finish_reason"]) == 10_000
+    chunks = [json.loads(d) for _, d in parse_sse(hostile(http, "odd", "chat", True)) if d != "[DONE]"]
+    indexes = [tc["index"] for c in chunks for ch in c["choices"] for tc in ch["delta"].get("tool_calls", [])]
+    assert indexes and all(isinstance(i, str) for i in indexes)
+    final = json.loads(hostile(http, "odd", "responses", False))
+    assert [i["name"] for i in final["output"] if i["type"] == "function_call"][-1] == 7
+
+
+def test_an_unknown_hostile_case_is_a_404(http: httpx.Client) -> None:
+    assert_error(chat(http, "hostile:nope", user("x")), 404, code="model_not_found")
+
+
+def ask(http: httpx.Client, text: str, stream: bool = False) -> httpx.Response:
+    """A Chat Completions request for `echo` that carries the key."""
+    body = {"model": "echo", "messages": user(text), "stream": stream}
+    return http.post("/v1/chat/completions", json=body, headers=BEARER)
+
+
+def test_faults_echo_the_key_in_errors_non_json_bodies_and_error_events(http: httpx.Client, srv: FakeLLMServer) -> None:
+    srv.add_faults(
+        [
+            {"kind": "status", "status": 401, "echo_key": True},
+            {"kind": "status", "status": 503, "echo_key": True, "size": 50_000, "raw": True},
+            {"kind": "malformed", "echo_key": True, "stream": False},
+            {"kind": "error_event", "echo_key": True},
+        ]
+    )
+    unauthorized = ask(http, "x")
+    assert unauthorized.status_code == 401 and f"Bearer {KEY}" in unauthorized.json()["error"]["message"]
+    proxy = ask(http, "x")
+    assert proxy.status_code == 503 and proxy.headers["content-type"].startswith("text/plain")
+    assert len(proxy.text) >= 50_000 and proxy.text.count(KEY) > 500
+    assert proxy.text.rstrip("x ").endswith(KEY)  # whole keys only: the client must do the cutting
+    page = ask(http, "x")
+    assert page.status_code == 200 and KEY in page.text
+    with pytest.raises(json.JSONDecodeError):
+        page.json()
+    stream = ask(http, "a longer message", stream=True)
+    assert KEY in json.loads(parse_sse(stream.text)[-1][1])["error"]["message"]
+
+
+def test_stall_fault_sends_part_of_the_reply_then_nothing(srv: FakeLLMServer) -> None:
+    srv.add_faults([{"kind": "stall", "after_events": 2}, {"kind": "stall"}, {"kind": "stall", "ms": 300}])
+    with httpx.Client(base_url=srv.url, timeout=httpx.Timeout(0.5, connect=5)) as http:
+        received: list[str] = []
+        with pytest.raises(httpx.ReadTimeout):
+            with http.stream(
+                "POST", "/v1/chat/completions", json={"model": "echo", "messages": user("x"), "stream": True}
+            ) as resp:
+                assert resp.status_code == 200
+                received.extend(line for line in resp.iter_lines() if line.startswith("data:"))
+        assert len(received) == 2
+        with pytest.raises(httpx.ReadTimeout):
+            chat(http, "echo", user("x"))  # non-streaming: headers and half the body, then silence
+        started = time.monotonic()
+        with pytest.raises(httpx.RemoteProtocolError):
+            chat(http, "echo", user("x"))  # a stall of `ms`, then a dropped connection
+        assert 0.25 < time.monotonic() - started < 0.5
+    assert [r["fault"]["kind"] for r in srv.requests()] == ["stall"] * 3
+
+
+def test_a_dripping_stall_stays_alive_and_never_ends(srv: FakeLLMServer) -> None:
+    srv.add_faults([{"kind": "stall", "after_events": 1, "drip_ms": 50, "ms": 600}, {"kind": "stall", "drip_ms": 5}])
+    lines: list[str] = []
+    with httpx.Client(base_url=srv.url, timeout=httpx.Timeout(0.3, connect=5)) as http:
+        with pytest.raises(httpx.RemoteProtocolError):  # no read timeout: a comment every 50 ms
+            with http.stream(
+                "POST", "/v1/chat/completions", json={"model": "echo", "messages": user("x"), "stream": True}
+            ) as resp:
+                lines.extend(resp.iter_lines())
+        assert lines.count(": keep-alive") >= 5
+        started = time.monotonic()
+        resp = chat(http, "echo", user("drip"))  # the rest of the body, one byte every 5 ms
+        assert resp.json()["choices"][0]["message"]["content"] == "echo: drip"
+        assert time.monotonic() - started > 0.3
+
+
 def test_keepalive_fault_and_script_option(http: httpx.Client, srv: FakeLLMServer) -> None:
     srv.add_faults([{"kind": "keepalive"}, {"kind": "keepalive"}])
     plain = chat(http, "demo", user("Tokyo"), tools=CHAT_TOOLS).json()
