@@ -20,6 +20,9 @@ WORKFLOW_NAME = "AgentRun"
 RESOLVE_AGENT_ACTIVITY = "agent.resolve"
 MODEL_CALL_ACTIVITY = "agent.model_call"
 TOOL_CALL_ACTIVITY = "agent.tool_call"
+# Runs worker-side code an agent declares (approval predicates, guardrails, its output type,
+# handoff input filters): one activity for all of them, so the tool activity does one thing.
+HOOK_ACTIVITY = "agent.hook"
 STATUS_QUERY = "agent.status"
 TRANSCRIPT_QUERY = "agent.transcript"
 MODEL_CONTEXT_QUERY = "agent.model_context"
@@ -157,6 +160,38 @@ class Usage(_Model):
 # ------------------------------------------------------------------------------------- agents
 
 
+class ModelSettings(_Model):
+    """How the model is asked: per agent, overridable per run, frozen into the run, and mapped
+    onto both wires (activities/chat_wire.py, activities/responses_wire.py). None: not sent."""
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    tool_choice: str | None = None  # "auto" | "required" | "none" | the name of one tool
+    parallel_tool_calls: bool | None = None
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
+    seed: int | None = None
+    stop: list[str] | None = Field(default=None, max_length=4)
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # provider-specific fields, sent as given
+
+    def over(self, base: ModelSettings) -> ModelSettings:
+        """These settings on top of `base`: each field set here wins; extra_body merges."""
+        mine = self.model_dump(exclude_unset=True, exclude_none=True)
+        extra = {**base.extra_body, **self.extra_body}
+        return base.model_copy(update={**mine, "extra_body": extra})
+
+
+class HandoffSpec(_Model):
+    """A transfer the model may make: the tool `tool_name` hands the run to agent `agent`."""
+
+    agent: str
+    tool_name: str  # transfer_to_<agent>
+    description: str = ""
+    # What the next agent sees: None, the whole conversation; a built-in filter's name
+    # (workflows/turn.HANDOFF_FILTERS), or "hook:<name>" for a worker-side callable.
+    input_filter: str | None = None
+
+
 class ToolSpec(_Model):
     """What the model is told about a tool, plus how the workflow runs it."""
 
@@ -166,8 +201,11 @@ class ToolSpec(_Model):
     timeout_seconds: float = 300.0
     heartbeat_seconds: float = 30.0
     max_attempts: int = 5
-    # never | always | conditional (the agent's predicate, run by the tool activity, decides)
+    # never | always | conditional (the agent's predicate, run by the hook activity, decides)
     approval: Literal["never", "always", "conditional"] = "never"
+    # Set when the tool runs another agent (`Agent.as_tool`): a child run of that agent, frozen
+    # into this run's `team`, whose final output is the tool's result.
+    agent: str | None = None
 
 
 class AgentSpec(_Model):
@@ -187,6 +225,29 @@ class AgentSpec(_Model):
     # A digest of the agent as its author wrote it: routes its tool calls (see agent_task_queue).
     # "" in runs recorded before routing: their activities go to the run's own task queue.
     version: str = ""
+    settings: ModelSettings = Field(default_factory=ModelSettings)  # `temperature` above is older
+    handoffs: list[HandoffSpec] = Field(default_factory=list)
+    handoff_description: str = ""  # what other agents' transfer tools say about this one
+    # Typed output: the JSON schema sent as the response format, validated worker-side by the
+    # hook activity; an invalid output goes back to the model up to `output_retries` times.
+    output_schema: dict[str, Any] | None = None
+    output_name: str = ""
+    output_retries: int = 2
+    input_guardrails: list[str] = Field(default_factory=list)  # names, run by the hook activity
+    output_guardrails: list[str] = Field(default_factory=list)
+    # Every other agent this run may reach (handoff targets, agents run as tools, theirs in
+    # turn), frozen at start; members carry no team of their own. Only the run's first agent has one.
+    team: list[AgentSpec] = Field(default_factory=list)
+
+    def settings_now(self) -> ModelSettings:
+        """The model settings to send, with the older `temperature` field folded in."""
+        if self.temperature is not None and self.settings.temperature is None:
+            return self.settings.model_copy(update={"temperature": self.temperature})
+        return self.settings
+
+    def member(self, name: str) -> AgentSpec | None:
+        """This agent or a frozen team member, by name: nothing else is reachable."""
+        return self if name == self.name else next((a for a in self.team if a.name == name), None)
     api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
     approval_timeout_seconds: float | None = None  # None: wait as long as it takes
     approval_timeout_outcome: Literal["reject", "fail"] = "reject"
@@ -202,10 +263,22 @@ class AgentSpec(_Model):
 # ------------------------------------------------------------------------- workflow contracts
 
 
+class HandoffRecord(_Model):
+    """One transfer of the run from one agent to another."""
+
+    from_agent: str
+    to_agent: str
+    turn: int
+    at: datetime
+    call_id: str
+
+
 class Carry(_Model):
     """What a run takes with it when it continues as new: everything but the history."""
 
-    agent: AgentSpec
+    agent: AgentSpec  # the run's first agent, with its frozen team
+    current: str | None = None  # the agent in charge now; None: the first
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
     messages: list[Message]
     turn: int
     usage: Usage
@@ -225,15 +298,20 @@ class RunInput(_Model):
     capture: bool = False  # keep each model call's raw request and response (see activities/capture.py)
     # How long the run waits for a worker that serves its agent before failing with a clear error.
     agent_wait_seconds: float = Field(default=120.0, gt=0)
+    model_settings: ModelSettings | None = None  # overrides the agent's, frozen into the run
+    # A child run (an agent run as a tool): its agent comes frozen from the parent, never resolved.
+    frozen: AgentSpec | None = None
 
 
 class RunResult(_Model):
     run_id: str
-    agent: str
-    output: str
+    agent: str  # the agent that gave the final answer
+    output: str  # the final answer's text (for typed output: its JSON)
     turns: int
     usage: Usage
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    output_object: Any = None  # typed output: the validated object
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
 
 
 EventKind = Literal[
@@ -246,6 +324,8 @@ EventKind = Literal[
     "final",  # text: the final answer
     "failed",  # text: why
     "cancelled",  # text: what was in flight
+    "handoff",  # detail: from → to
+    "guardrail",  # detail: which guardrail, and whether its tripwire fired
 ]
 
 
@@ -336,10 +416,12 @@ class RunStatus(_Model):
     last_step: str = ""
     output: str | None = None
     error: str | None = None
+    error_type: str | None = None
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
     decisions: list[ApprovalRecord] = Field(default_factory=list)
     ignored_signals: list[str] = Field(default_factory=list)
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
 
 
 class TranscriptQuery(_Model):
@@ -358,6 +440,34 @@ class ResolveAgentInput(_Model):
     agent: str
     max_turns: int | None = None
     model: str | None = None
+    model_settings: ModelSettings | None = None
+
+
+HookKind = Literal["approval", "input_guardrail", "output_guardrail", "output_type", "input_filter"]
+
+
+class HookInput(_Model):
+    """Asks the hook activity to run one piece of an agent's worker-side code."""
+
+    agent: str  # whose code (a member of the run's team)
+    version: str = ""  # the frozen agent's version, for routing
+    kind: HookKind
+    name: str  # the tool (approval), guardrail, or filter name; the output type's name
+    turn: int
+    call_id: str = ""  # approval: the call
+    arguments: str = ""  # approval: the model's raw arguments
+    text: str = ""  # guardrails: the input or final output; output_type: the final output
+    transcript_len: int = 0  # input_filter: filters messages[:transcript_len], read by query
+
+
+class HookResult(_Model):
+    needs_approval: bool = False  # approval: a person must decide
+    invalid: str | None = None  # approval: arguments invalid (told to the model); output_type: why
+    arguments: dict[str, Any] | None = None  # approval: the validated arguments, as shown to a person
+    tripwire: bool = False  # guardrails
+    info: Any = None  # guardrails: what the guardrail returned about its decision
+    output: Any = None  # output_type: the validated object, as JSON
+    messages: list[Message] | None = None  # input_filter: what the next agent sees
 
 
 class ModelContextQuery(_Model):
