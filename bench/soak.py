@@ -78,24 +78,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 async def drive(client: Client, run: Run, queue: str, slots: asyncio.Semaphore, log: Log, until: float) -> None:
     """Start one run when a slot is free and wait for its outcome, through server restarts."""
+    run_id = f"soak-{run.name}-{uuid.uuid4().hex[:6]}"
+
+    async def start() -> None:
+        try:
+            await client.start_workflow(
+                t.WORKFLOW_NAME,
+                t.RunInput(prompt=f"chaos run {run.name}", agent="chaos", model=run.model),
+                id=run_id,
+                task_queue=queue,
+            )
+        except WorkflowAlreadyStartedError:
+            pass  # the first try reached the server; its reply did not reach us
+
     async with slots:
-        run.id = f"soak-{run.name}-{uuid.uuid4().hex[:6]}"
         run.began = time.monotonic()
-
-        async def start() -> None:
-            try:
-                await client.start_workflow(
-                    t.WORKFLOW_NAME,
-                    t.RunInput(prompt=f"chaos run {run.name}", agent="chaos", model=run.model),
-                    id=run.id,
-                    task_queue=queue,
-                )
-            except WorkflowAlreadyStartedError:
-                pass  # the first try reached the server; its reply did not reach us
-
-        handle = client.get_workflow_handle(run.id, result_type=t.RunResult)
+        handle = client.get_workflow_handle(run_id, result_type=t.RunResult)
         try:
             await asyncio.wait_for(retrying(start, until), until - time.monotonic())
+            run.id = run_id  # only runs the server has are checked afterwards
             run.result = await asyncio.wait_for(retrying(handle.result, until), until - time.monotonic())
         except TimeoutError:
             run.error = UNFINISHED
@@ -175,6 +176,7 @@ def report(args: argparse.Namespace, runs: list[Run], log: Log, checked: Checked
     calls = sum(r.get("model") in models for r in requests)
     kills, restarts = sum(log.kills.values()), len(log.restarts)
     histories = checked.histories.values()
+    downs = ", ".join(f"{s:.1f}s" for s in log.restarts)
 
     ok = (
         len(good) == len(runs)
@@ -198,8 +200,8 @@ def report(args: argparse.Namespace, runs: list[Run], log: Log, checked: Checked
         f"lost messages       {n_lost} (and {n_extra} unexpected) over {len(lost)} transcripts",
         f"wall time           {wall:.1f}s for the runs; {total:.1f}s in all, checks included",
         f"worker kills        {kills} of {args.kills} ({dict(log.kills)}), each followed by a fresh worker",
-        f"server restarts     {restarts} of {args.restarts} (down {', '.join(f'{s:.1f}s' for s in log.restarts)})"
-        + (f"; {log.skipped} chaos events skipped: no run left in flight" if log.skipped else ""),
+        f"server restarts     {restarts} of {args.restarts} (down {downs or '-'})"
+        + (f"; {log.skipped} chaos events skipped: runs over or deadline passed" if log.skipped else ""),
         f"model faults        queued {sum(log.queued.values())} {dict(sorted(log.queued.items()))}; "
         f"landed {sum(hit.values())} {dict(sorted(hit.items()))}; {calls} model requests",
         f"model attempts      {sum(len(h.model_attempts) for h in histories)} calls completed, "

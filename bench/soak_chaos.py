@@ -32,7 +32,7 @@ class Log:
     kills: Counter[str] = field(default_factory=Counter)  # worker name -> SIGKILLs
     restarts: list[float] = field(default_factory=list)  # seconds from SIGTERM to serving again
     queued: Counter[str] = field(default_factory=Counter)  # model fault kind -> queued
-    skipped: int = 0  # chaos events not performed: no run was left in flight
+    skipped: int = 0  # chaos events not performed: no run was in flight any more
 
     def now(self) -> float:
         return time.monotonic() - self.began
@@ -79,7 +79,7 @@ async def disrupt(
             await asyncio.sleep(rng.uniform(0.2, 1.5))  # off the beat of the model replies
         if not in_flight(runs, until):
             log.skipped = len(events) - k
-            log.note(f"{log.skipped} chaos events skipped: no run left in flight")
+            log.note(f"{log.skipped} chaos events skipped: every run is over or the deadline has passed")
             return
         if event == "server":
             down = time.monotonic()
