@@ -262,7 +262,9 @@ async def inject(rng: random.Random, figures: Figures, llm: Any, runs: list[Run]
         ]
         kind = deck[0]
         if kind == "malformed":  # at most PER_RUN_MALFORMED a run: MALFORMED_ATTEMPTS bad bodies fail it
-            eligible = [r for r in eligible if r.faults.count("malformed") < PER_RUN_MALFORMED and clean.get(r.model, True)]
+            eligible = [
+                r for r in eligible if r.faults.count("malformed") < PER_RUN_MALFORMED and clean.get(r.model, True)
+            ]
         if kind == "timeout" and timeouts >= TIMEOUT_FAULTS:
             deck.pop(0)
             continue
