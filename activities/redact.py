@@ -33,31 +33,59 @@ MASK = "***"
 # Shorter "keys" are placeholders that local servers ignore ("EMPTY", "ollama"): masking them
 # everywhere would mangle ordinary text, and there is nothing to protect.
 MIN_SECRET = 8
+# Any run of this many characters of a key is masked too: a server that streams the key split
+# over several events leaves pieces of it in each raw line, which no whole-key match finds.
+FRAGMENT = 8
 _MAX_CAUSES = 8
 
 
 class Redactor:
-    """Masks secrets in text and, deeply, in values: str, dict, list, tuple, pydantic models
-    and dataclasses. Without secrets it is a no-op."""
+    """Masks keys in text (whole, as `Bearer KEY`, and any piece of FRAGMENT characters or more)
+    and, deeply, in values: str, dict, list, tuple, pydantic models and dataclasses. Without a
+    key it is a no-op."""
 
-    def __init__(self, *secrets: str | None) -> None:
-        kept = {s for s in secrets if s and len(s) >= MIN_SECRET}
-        self.secrets = tuple(sorted(kept, key=len, reverse=True))  # "Bearer KEY" before "KEY"
-        self._pattern = re.compile("|".join(map(re.escape, self.secrets))) if self.secrets else None
+    def __init__(self, *keys: str | None) -> None:
+        kept = {k for k in keys if k and len(k) >= MIN_SECRET}
+        # Whole forms first, longest first: "Bearer KEY" becomes "***", not "Bearer ***".
+        self.secrets = tuple(sorted(kept | {f"Bearer {k}" for k in kept}, key=len, reverse=True))
+        windows = sorted({k[i : i + FRAGMENT] for k in kept for i in range(len(k) - FRAGMENT + 1)})
+        # Every piece of FRAGMENT characters holds one of these: a cheap test before the regex.
+        step = FRAGMENT // 2
+        self._blocks = {k[i : i + step] for k in kept for i in range(0, len(k) - step + 1, step)}
+        self._whole = re.compile("|".join(map(re.escape, self.secrets))) if kept else None
+        # A lookahead finds overlapping pieces; their union is what gets masked.
+        self._piece = re.compile(f"(?=({'|'.join(map(re.escape, windows))}))") if kept else None
 
     @classmethod
     def for_key(cls, key: str | None) -> Redactor:
-        return cls(key, f"Bearer {key}") if key else cls()
+        return cls(key)
 
     @classmethod
     def for_settings(cls, settings: LLMSettings) -> Redactor:
         return cls.for_key(settings.api_key.get_secret_value() if settings.api_key else None)
 
     def text(self, s: str) -> str:
-        return self._pattern.sub(MASK, s) if self._pattern is not None else s
+        if self._whole is None or self._piece is None:
+            return s
+        s = self._whole.sub(MASK, s)
+        if not any(b in s for b in self._blocks):
+            return s
+        spans: list[list[int]] = []
+        for m in self._piece.finditer(s):
+            if spans and m.start() <= spans[-1][1]:
+                spans[-1][1] = m.start() + FRAGMENT
+            else:
+                spans.append([m.start(), m.start() + FRAGMENT])
+        if not spans:
+            return s
+        out, at = [], 0
+        for start, end in spans:
+            out += [s[at:start], MASK]
+            at = end
+        return "".join([*out, s[at:]])
 
     def leaks(self, s: str) -> bool:
-        return self._pattern is not None and self._pattern.search(s) is not None
+        return self._piece is not None and self._piece.search(s) is not None
 
     def visible(self, s: str, *, cut_before: bool = False, cut_after: bool = False) -> str:
         """`s` masked, when it is a piece cut out of a longer text: a secret the cut split is
@@ -71,7 +99,7 @@ class Redactor:
         return out
 
     def scrub(self, value: T) -> T:
-        return value if self._pattern is None else cast(T, self._scrub(value))
+        return value if self._whole is None else cast(T, self._scrub(value))
 
     def _scrub(self, value: object) -> object:
         if isinstance(value, str):
