@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -52,6 +53,11 @@ class _HTTPServer(ThreadingHTTPServer):
     request_queue_size = 128  # benchmarks open many connections at once; the default is 5
     state: State
     verbose: bool
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gives up (a read timeout, a capped read) resets its connection: not news.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _HTTPServer6(_HTTPServer):
