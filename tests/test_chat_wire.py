@@ -129,7 +129,7 @@ async def test_sse_framing_comments_multiline_and_crlf():
 
 
 async def test_lines_end_at_cr_lf_or_crlf_even_across_chunks_and_nowhere_else():
-    chunks = ["data: a\r", "\ndata: b\rdata: c\n", "\n", "data: {\"t\": \"x\u2028y\"}\r", "\r", "data: ", "tail"]
+    chunks = ["data: a\r", "\ndata: b\rdata: c\n", "\n", 'data: {"t": "x\u2028y"}\r', "\r", "data: ", "tail"]
     got = [line async for line in iter_lines(lines(*chunks))]
     assert got == ["data: a", "data: b", "data: c", "", 'data: {"t": "x\u2028y"}', "", "data: tail"]
 
