@@ -40,35 +40,25 @@ _MAX_CAUSES = 8
 
 
 class Redactor:
-    """Masks keys in text (whole, as `Bearer KEY`, and any piece of FRAGMENT characters or more)
-    and, deeply, in values: str, dict, list, tuple, pydantic models and dataclasses. Without a
-    key it is a no-op."""
+    """Masks keys in text, whole or any piece of FRAGMENT characters or more (so `Bearer KEY`
+    becomes `Bearer ***`), and deeply in values: str, dict, list, tuple, pydantic models and
+    dataclasses. Without a key it is a no-op."""
 
     def __init__(self, *keys: str | None) -> None:
-        kept = {k for k in keys if k and len(k) >= MIN_SECRET}
-        # Whole forms first, longest first: "Bearer KEY" becomes "***", not "Bearer ***".
-        self.secrets = tuple(sorted(kept | {f"Bearer {k}" for k in kept}, key=len, reverse=True))
-        windows = sorted({k[i : i + FRAGMENT] for k in kept for i in range(len(k) - FRAGMENT + 1)})
-        # Every piece of FRAGMENT characters holds one of these: a cheap test before the regex.
+        self.secrets = tuple(sorted({k for k in keys if k and len(k) >= MIN_SECRET}, key=len, reverse=True))
+        pieces = sorted({k[i : i + FRAGMENT] for k in self.secrets for i in range(len(k) - FRAGMENT + 1)})
+        # A lookahead finds overlapping pieces; their union (a whole key, say) is what gets masked.
+        self._piece = re.compile(f"(?=({'|'.join(map(re.escape, pieces))}))") if pieces else None
+        # Every piece holds one of these blocks: a test much cheaper than the regex, for text without a key.
         step = FRAGMENT // 2
-        self._blocks = {k[i : i + step] for k in kept for i in range(0, len(k) - step + 1, step)}
-        self._whole = re.compile("|".join(map(re.escape, self.secrets))) if kept else None
-        # A lookahead finds overlapping pieces; their union is what gets masked.
-        self._piece = re.compile(f"(?=({'|'.join(map(re.escape, windows))}))") if kept else None
-
-    @classmethod
-    def for_key(cls, key: str | None) -> Redactor:
-        return cls(key)
+        self._blocks = {k[i : i + step] for k in self.secrets for i in range(0, len(k) - step + 1, step)}
 
     @classmethod
     def for_settings(cls, settings: LLMSettings) -> Redactor:
-        return cls.for_key(settings.api_key.get_secret_value() if settings.api_key else None)
+        return cls(settings.api_key.get_secret_value() if settings.api_key else None)
 
     def text(self, s: str) -> str:
-        if self._whole is None or self._piece is None:
-            return s
-        s = self._whole.sub(MASK, s)
-        if not any(b in s for b in self._blocks):
+        if self._piece is None or not any(b in s for b in self._blocks):
             return s
         spans: list[list[int]] = []
         for m in self._piece.finditer(s):
@@ -76,8 +66,6 @@ class Redactor:
                 spans[-1][1] = m.start() + FRAGMENT
             else:
                 spans.append([m.start(), m.start() + FRAGMENT])
-        if not spans:
-            return s
         out, at = [], 0
         for start, end in spans:
             out += [s[at:start], MASK]
@@ -99,7 +87,7 @@ class Redactor:
         return out
 
     def scrub(self, value: T) -> T:
-        return value if self._whole is None else cast(T, self._scrub(value))
+        return value if self._piece is None else cast(T, self._scrub(value))
 
     def _scrub(self, value: object) -> object:
         if isinstance(value, str):

@@ -274,18 +274,18 @@ def test_too_many_tool_calls_in_one_reply_is_malformed():
 
 
 def test_the_redactor_masks_the_key_its_bearer_form_and_its_pieces_but_not_placeholders():
-    r = Redactor.for_key(KEY)
-    assert r.text(f"Authorization: Bearer {KEY}; again {KEY}.") == "Authorization: ***; again ***."
+    r = Redactor(KEY)
+    assert r.text(f"Authorization: Bearer {KEY}; again {KEY}.") == "Authorization: Bearer ***; again ***."
     # A key streamed in pieces leaves a piece in each raw line.
     assert r.text(f'data: {{"delta": "{KEY[:20]}"}} data: {{"delta": "{KEY[20:]}"}}') == (
         'data: {"delta": "***"} data: {"delta": "***"}'
     )
-    assert Redactor.for_key("EMPTY").text("EMPTY is no secret") == "EMPTY is no secret"
-    assert Redactor.for_key(None).scrub({"a": KEY}) == {"a": KEY}
+    assert Redactor("EMPTY").text("EMPTY is no secret") == "EMPTY is no secret"
+    assert Redactor(None).scrub({"a": KEY}) == {"a": KEY}
 
 
 def test_a_piece_cut_from_a_longer_text_loses_any_part_of_a_key_at_its_edges():
-    r = Redactor.for_key(KEY)
+    r = Redactor(KEY)
     assert r.visible(f"...{KEY[:6]}", cut_after=True) == "..."  # too short a piece to be masked
     assert r.visible(f"{KEY[-6:]} done", cut_before=True) == " done"
     assert r.visible(f"{KEY[-5:]} {KEY} done") == f"{KEY[-5:]} *** done"  # not cut: a short piece is no key
@@ -305,13 +305,13 @@ class _Model(BaseModel):
 
 def test_scrub_reaches_into_dicts_lists_tuples_models_and_dataclasses():
     value = _Model(text=KEY, nested={KEY: [_Record(note=f"k={KEY}", items=(KEY, "ok"))]})
-    clean = Redactor.for_key(KEY).scrub(value)
+    clean = Redactor(KEY).scrub(value)
     assert clean == _Model(text="***", nested={"***": [_Record(note="k=***", items=("***", "ok"))]})
     assert value.text == KEY  # the original is untouched
 
 
 def test_errors_are_masked_keeping_their_type_and_retryability():
-    r = Redactor.for_key(KEY)
+    r = Redactor(KEY)
     app = ApplicationError(f"HTTP 401: {KEY}", {"key": KEY}, type="ModelHTTP401", non_retryable=True)
     clean = r.error(app)
     assert isinstance(clean, ApplicationError) and clean.message == "HTTP 401: ***"
@@ -336,9 +336,9 @@ def test_the_log_filter_masks_messages_arguments_and_tracebacks():
         record = logging.getLogger("x").makeRecord(
             "x", logging.ERROR, __file__, 1, "sent %s to %r", (f"Bearer {KEY}", {"k": KEY}), sys.exc_info()
         )
-    RedactingFilter(Redactor.for_key(KEY)).filter(record)
+    RedactingFilter(Redactor(KEY)).filter(record)
     text = logging.Formatter().format(record)
-    assert "sent *** to {'k': '***'}" in text and "boom ***" in text
+    assert "sent Bearer *** to {'k': '***'}" in text and "boom ***" in text
     assert_no_key(text)
 
 
@@ -365,7 +365,7 @@ async def test_an_echoed_key_reaches_no_reply_heartbeat_or_capture(
         assert_no_key(reply.model_dump_json(), "the reply")
         if messages is ASK:  # the call "named" with the key is still a call, under our id
             assert [c.call_id for c in reply.message.tool_calls] == ["call_0_0", "call_0_1", "call_0_2"]
-            assert all(c.provider_id == "***" for c in reply.message.tool_calls)
+            assert all(c.provider_id == "Bearer ***" for c in reply.message.tool_calls)
     assert KEY in llm.requests()[-1]["headers"]["authorization"]
     if stream:
         assert len([b for b in beats if b and b[0].text]) > 5
@@ -523,9 +523,9 @@ async def test_a_server_echoing_the_key_everywhere_cannot_get_it_into_the_run(
     result, messages = await run_hostile(
         client, worker_factory, task_queue, logs, llm, "hostile:echo", api=api, stream=stream
     )
-    assert isinstance(result, t.RunResult) and result.output.endswith("(your key: ***)")
-    answered = [m for m in messages if isinstance(m, t.ToolMessage) and m.name == "***"]
-    assert answered and "unknown tool '***'" in answered[0].content  # the call named with the key: answered, not run
+    assert isinstance(result, t.RunResult) and result.output.endswith("(your key: Bearer ***)")
+    answered = [m for m in messages if isinstance(m, t.ToolMessage) and m.name == "Bearer ***"]
+    assert answered and "unknown tool 'Bearer ***'" in answered[0].content  # named with the key: answered, not run
 
 
 async def test_a_rejected_key_fails_the_run_at_once_without_showing_it(
@@ -534,7 +534,7 @@ async def test_a_rejected_key_fails_the_run_at_once_without_showing_it(
     llm.add_faults([{"kind": "status", "status": 401, "echo_key": True, "size": 20_000}])
     outcome, _ = await run_hostile(client, worker_factory, task_queue, logs, llm, "echo", bound=20)
     assert isinstance(outcome, WorkflowFailureError)
-    assert "Incorrect API key provided: ***" in str(outcome.cause) and len(llm.requests()) == 1
+    assert "Incorrect API key provided: Bearer ***" in str(outcome.cause) and len(llm.requests()) == 1
 
 
 @pytest.mark.parametrize("stream", [False, True])
