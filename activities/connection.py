@@ -1,21 +1,49 @@
 """One way to reach Temporal, shared by the worker, the client, the tests and the replayer:
-the same address defaults and the same pydantic data converter everywhere."""
+the same address defaults and the same data converter everywhere. That converter is pydantic's,
+with large payloads kept in the payload store instead of history (activities/payload_store.py)
+and failure texts cut to a size Temporal accepts."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.failure.v1 import Failure
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DefaultFailureConverter, PayloadConverter
 
+from activities.payload_store import external_storage
 from workflows.types import SEARCH_ATTRIBUTES
 
-DATA_CONVERTER = pydantic_data_converter
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agent-runner"
+MAX_FAILURE_TEXT = 64 * 1024  # characters of a failure's message, and of its stack trace
+
+
+class BoundedFailureConverter(DefaultFailureConverter):
+    """A failure's message and stack trace are strings, not payloads, so external storage cannot
+    move them: past 2 MB Temporal refuses the workflow task (retried forever: the run wedges) or
+    swaps the text for "Failure exceeds size limit."; past 4 MB an activity's completion never
+    arrives. A tool that raises with a huge message is cut here instead."""
+
+    def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
+        super().to_failure(exception, payload_converter, failure)
+        level: Failure | None = failure
+        while level is not None:
+            for field in ("message", "stack_trace"):
+                text: str = getattr(level, field)
+                if len(text) > MAX_FAILURE_TEXT:
+                    setattr(level, field, f"{text[:MAX_FAILURE_TEXT]}… [{len(text) - MAX_FAILURE_TEXT} characters cut]")
+            level = level.cause if level.HasField("cause") else None
+
+
+DATA_CONVERTER = dataclasses.replace(
+    pydantic_data_converter, failure_converter_class=BoundedFailureConverter, external_storage=external_storage()
+)
 
 
 def address() -> str:
