@@ -244,7 +244,7 @@ async def parse_stream(
         if event.data.strip() == "[DONE]":
             break
         chunk = r.json_object(event.data)
-        if "error" in chunk:
+        if chunk.get("error") is not None:
             raise StreamFailed(f"error event mid-stream: {r.sample(chunk['error'], 300)}")
         model = r.label(chunk.get("model")) or model
         response_id = r.label(chunk.get("id")) or response_id
@@ -268,8 +268,9 @@ async def parse_stream(
             for d in deltas:
                 if not isinstance(d, dict):
                     raise MalformedResponse(f"streamed tool call is not an object: {r.sample(d)}")
-                # Without an index, a delta that names an id starts a call; one that does not continues the last.
-                last = _index(d.get("index"), len(slots) if d.get("id") else last)
+                # Without an index, a delta naming a new id starts a call; any other continues the last.
+                new = d.get("id") and (last not in slots or d.get("id") != slots[last].provider_id)
+                last = _index(d.get("index"), len(slots) if new else last)
                 slot = slots.setdefault(last, _Slot())
                 if len(slots) > MAX_TOOL_CALLS:
                     raise MalformedResponse(f"more than {MAX_TOOL_CALLS} tool calls in one reply")
