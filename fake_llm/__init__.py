@@ -17,6 +17,8 @@ As a process: python -m fake_llm --host 127.0.0.1 --port 8400
 
 Replies are a pure function of the request (see `fake_llm.scenarios`); faults are a FIFO
 queue (see `fake_llm.faults`); the control API lives under /_control/ (see `fake_llm.server`).
+Models named `hostile:<case>` and the `echo_key` and `stall` faults attack the client instead:
+they echo its key back, reuse tool-call ids, send odd fields, and stall (see `fake_llm.hostile`).
 """
 
 from fake_llm.server import FakeLLMServer
