@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from google.protobuf.message import Message as ProtoMessage
 from pydantic import BaseModel, SecretStr
@@ -251,15 +252,16 @@ async def test_streamed_tool_call_indexes_may_be_strings_missing_or_huge():
     lines = [
         *chunk({"tool_calls": [{"index": "0", "id": "a", "function": {"name": "f", "arguments": '{"x"'}}]}),
         *chunk({"tool_calls": [{"index": "0", "function": {"arguments": ": 1}"}}]}),
-        *chunk({"tool_calls": [{"id": "b", "function": {"name": "g"}}]}),  # no index: a new call
-        *chunk({"tool_calls": [{"function": {"arguments": "{}"}}]}),  # no index, no id: the last call
+        *chunk({"tool_calls": [{"id": "b", "function": {"name": "g"}}]}),  # no index, a new id: a new call
+        *chunk({"tool_calls": [{"id": "b", "function": {"arguments": '{"y"'}}]}),  # the same id: that call
+        *chunk({"tool_calls": [{"function": {"arguments": ": 2}"}}]}),  # no index, no id: the last call
         *chunk({"tool_calls": [{"index": 10**20, "id": "c", "function": {"name": "h"}}]}),
         "data: [DONE]",
     ]
     reply = await chat_wire.parse_stream(_lines(lines), 2)
     assert [(c.call_id, c.provider_id, c.name, c.arguments) for c in reply.message.tool_calls] == [
         ("call_2_0", "a", "f", '{"x": 1}'),
-        ("call_2_1", "b", "g", "{}"),
+        ("call_2_1", "b", "g", '{"y": 2}'),
         ("call_2_2", "c", "h", "{}"),
     ]
 
@@ -404,13 +406,32 @@ async def test_odd_fields_are_normalized(llm: FakeLLMServer, api: str):
 
 async def test_streamed_text_in_heartbeats_is_only_its_tail(llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(model_module, "PROGRESS_EVERY", 0.01)
-    model = script(llm, {"content": "lorem ipsum " * 30_000 + KEY})  # 360 KB, then the key
+    filler = "lorem ipsum " * 8000  # 96 KB on either side of the key
+    model = script(llm, {"content": f"{filler}{KEY}{filler}"})
     beats: list[Any] = []
     reply = await call(hostile_settings(llm, model=model, stream=True), on_heartbeat=lambda *d: beats.append(d))
-    assert reply.message.content is not None and reply.message.content.endswith("***")
+    assert reply.message.content == f"{filler}***{filler}"
     texts = [b[0].text for b in beats if b]
-    assert max(map(len, texts)) <= model_module.TAIL_CHARS and texts[-1].endswith("***")
+    assert texts and max(map(len, texts)) <= model_module.TAIL_CHARS  # however long the reply
     assert_no_key(repr(beats), "heartbeats")
+
+
+def test_the_streamed_tail_never_shows_part_of_a_key_wherever_the_pieces_fall():
+    progress = t.ModelProgress(turn=1, attempt=1)
+    call = model_module._Call(chat_wire, "", {}, {}, True, 1, httpx.Timeout(1), Redactor(KEY), progress)
+    text = ("lorem ipsum " * 2000 + KEY) * 8  # 190 KB: the tail is cut, keys cross its edges
+    keys = [i for i in range(len(text)) if text.startswith(KEY, i)]
+    rng, at, shown = random.Random(SEED), 0, []
+    while at < len(text):
+        n = rng.randint(1, 40)
+        call.delta(text[at : at + n])
+        at += n
+        if rng.random() < 0.01 or any(k - 100 < at < k + len(KEY) + 100 for k in keys):
+            shown.append(call.snapshot().text)
+    assert all(len(s) <= model_module.TAIL_CHARS for s in shown) and shown[-1].endswith("***")
+    for s in shown:
+        assert_no_key(s, "a heartbeat")
+        assert not any(KEY.startswith(s[-n:]) for n in range(1, 8))  # no key streaming in yet
 
 
 # ------------------------------------------------------------------------------- whole runs
