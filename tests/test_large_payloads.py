@@ -8,7 +8,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib
+import json
+import os
 import re
+import sys
+from asyncio.subprocess import PIPE
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -34,6 +38,7 @@ from tests.helpers import calls, replay, script, start, transcript
 from tests.test_durability import effects
 from workflows import types as t
 
+ROOT = Path(__file__).resolve().parent.parent
 MB = 1024 * 1024
 RUN_TIMEOUT = 90  # seconds: a wedged run fails the test instead of hanging it
 SMALL_HISTORY = 64 * 1024  # bytes: a run's whole history, however big its payloads
@@ -119,6 +124,26 @@ async def test_a_3mb_prompt_reaches_the_model(client, task_queue, worker_factory
     (request,) = llm.requests()
     assert [m["content"] for m in request["body"]["messages"] if m["role"] == "user"] == [prompt]
     assert await history_bytes(handle) < SMALL_HISTORY
+
+
+async def test_client_py_in_its_own_process_shares_the_store(
+    client, temporal_server, task_queue, worker_factory, llm, large_registry
+):
+    """client.py stores the 3 MB prompt the worker reads, and reads the 3 MB answer it stored."""
+    prompt, answer = blob_text("prompt", 3 * MB), blob_text("answer", 3 * MB)
+    model = script(llm, {"content": answer})
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
+    async with worker_factory(registry=large_registry):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "client.py", "run", "--wait", "--json", "--agent", "bulky", "--model", model, "-",
+            cwd=ROOT, env=env, stdin=PIPE, stdout=PIPE, stderr=PIPE,
+        )  # fmt: skip
+        async with asyncio.timeout(RUN_TIMEOUT):
+            out, err = await proc.communicate(prompt.encode())
+    assert proc.returncode == 0, err.decode()
+    assert json.loads(out)["output"] == answer
+    (request,) = llm.requests()
+    assert [m["content"] for m in request["body"]["messages"] if m["role"] == "user"] == [prompt]
 
 
 async def executions(client: Client, workflow_id: str, first_run_id: str) -> list[str]:
