@@ -22,7 +22,12 @@ COPY worker.py client.py ./
 # /app, which is on sys.path because worker.py and client.py live there.
 RUN pip install --no-cache-dir . \
     && rm -rf build ./*.egg-info \
-    && chown app:app /app
+    && mkdir -p /payloads \
+    && chown app:app /app /payloads
+
+# Large payloads (tool results, replies, prompts over 256 KiB) are kept here, out of history;
+# docker-compose.yml mounts a volume so every worker and `client.py` in the stack share it.
+ENV PAYLOAD_STORE_DIR=/payloads
 
 USER app
 

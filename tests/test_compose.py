@@ -15,19 +15,15 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from workflows.types import SEARCH_ATTRIBUTES
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 
 SETUP_JOB = "temporal-setup"
 SCHEMA_JOB = "temporal-schema"
-EXPECTED_SEARCH_ATTRIBUTES = {
-    "AgentName": "Keyword",
-    "AgentPhase": "Keyword",
-    "AgentTurn": "Int",
-    "AgentTotalTokens": "Int",
-    "AgentPendingApprovals": "Int",
-}
+EXPECTED_SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTES  # compose must register what the workflow upserts
 SECRET_NAME = re.compile(r"KEY|SECRET|TOKEN|PASSWORD|PWD", re.IGNORECASE)
 # ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?msg}
 VAR_REF = re.compile(r"^\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<default>[^}]*))?\}$")
@@ -312,3 +308,12 @@ def test_docker_compose_config_accepts_the_file() -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_worker_keeps_large_payloads_on_a_shared_volume(compose: dict[str, Any]) -> None:
+    worker = compose["services"]["worker"]
+    store = env(worker)["PAYLOAD_STORE_DIR"]
+    assert any(str(v) == f"payloads:{store}" for v in worker["volumes"])
+    assert "payloads" in compose["volumes"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"ENV PAYLOAD_STORE_DIR={store}" in dockerfile and f"chown app:app /app {store}" in dockerfile
