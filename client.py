@@ -33,6 +33,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.capture import CaptureStore
 from activities.connection import address, connect, namespace, task_queue
+from activities.payload_store import PayloadStoreError
 from activities.settings import LLMSettings
 from cli.export import export_run, write_jsonl
 from cli.watch import watch
@@ -483,6 +484,8 @@ async def dispatch(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
     try:
         client = await connect()
+    except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
+        fail(str(err), 2, as_json)
     except Exception as err:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
     try:

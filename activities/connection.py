@@ -6,6 +6,7 @@ and failure texts cut to a size Temporal accepts."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -13,7 +14,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.converter import DefaultFailureConverter, PayloadConverter
+from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadConverter
 
 from activities.payload_store import external_storage
 from workflows.types import SEARCH_ATTRIBUTES
@@ -41,9 +42,19 @@ class BoundedFailureConverter(DefaultFailureConverter):
             level = level.cause if level.HasField("cause") else None
 
 
-DATA_CONVERTER = dataclasses.replace(
-    pydantic_data_converter, failure_converter_class=BoundedFailureConverter, external_storage=external_storage()
-)
+@functools.cache
+def data_converter() -> DataConverter:
+    """Built on first use, not at import: a bad PAYLOAD_STORE setting is then reported by the
+    command that needs it, as one clear line, instead of a traceback at import time."""
+    return dataclasses.replace(
+        pydantic_data_converter, failure_converter_class=BoundedFailureConverter, external_storage=external_storage()
+    )
+
+
+def __getattr__(name: str) -> DataConverter:
+    if name == "DATA_CONVERTER":  # `from activities.connection import DATA_CONVERTER` still works
+        return data_converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def address() -> str:
@@ -59,7 +70,7 @@ def task_queue() -> str:
 
 
 async def connect(target: str | None = None, ns: str | None = None) -> Client:
-    return await Client.connect(target or address(), namespace=ns or namespace(), data_converter=DATA_CONVERTER)
+    return await Client.connect(target or address(), namespace=ns or namespace(), data_converter=data_converter())
 
 
 async def ensure_search_attributes(client: Client) -> list[str]:
