@@ -371,7 +371,8 @@ class ModelProgress(_Model):
 
     turn: int
     attempt: int
-    text: str = ""
+    text: str = ""  # the tail of the text so far (bounded): characters from `offset` on
+    offset: int = 0  # how many characters of the text came before `text`
     tool_calls: list[str] = Field(default_factory=list)
     malformed: int = 0
 
