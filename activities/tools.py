@@ -14,10 +14,14 @@ Exception contract of `Tool.invoke` -- who hears about a failure:
   `ConnectionError`, `TimeoutError` and `httpx.TransportError`, transient failures the model
   cannot fix. A tool with side effects should pass `ctx.idempotency_key` downstream so that a
   retried attempt does not repeat them.
-- Cancellation and other `BaseException`s pass through untouched.
+- Cancellation (`asyncio.CancelledError`, `GeneratorExit`) passes through: it is Temporal's.
+- The model again, for `SystemExit`, `KeyboardInterrupt` and other `BaseException`s the tool
+  raises (a library calling `sys.exit()`): re-raised, they would stop the event loop and with it
+  every run on the worker; retried, the same code would do the same. The worker handles SIGINT
+  and SIGTERM itself, so one seen here came from the tool. It is logged as a WARNING too.
 
-Sync tools run in a thread so they do not stall the worker's event loop; a thread cannot be
-interrupted, so on cancellation a sync tool runs on to completion, its result discarded.
+Sync tools run in `activities.executor.ToolThreads`, so they do not stall the event loop; a
+thread cannot be interrupted, so on cancellation a sync tool runs on, its result discarded.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import asyncio
 import functools
 import inspect
 import json
+import logging
 import re
 import types
 import typing
@@ -38,7 +43,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
+from activities import executor
 from workflows.types import ToolResult, ToolSpec
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -131,8 +139,11 @@ class Tool(Generic[P, R]):
             expected = ", ".join(self._params.values()) or "none"
             return f"invalid arguments for tool '{self.name}': {_describe(exc)} (parameters: {expected})"
 
-    async def invoke(self, arguments_json: str, ctx: ToolContext) -> ToolResult:
-        """Run the tool on the model's raw JSON arguments; see the module docstring for errors."""
+    async def invoke(
+        self, arguments_json: str, ctx: ToolContext, threads: executor.ToolThreads | None = None
+    ) -> ToolResult:
+        """Run the tool on the model's raw JSON arguments; see the module docstring for errors.
+        A sync tool runs in `threads` (default: a pool shared by tools invoked outside a worker)."""
 
         def error(message: str) -> ToolResult:
             return ToolResult(call_id=ctx.call_id, tool=self.name, output=message, is_error=True)
@@ -147,15 +158,20 @@ class Tool(Generic[P, R]):
         try:
             if self._is_async:
                 result = await fn(**kwargs)
-            else:  # in a thread, so a slow sync tool does not stall the worker's event loop
-                result = await asyncio.to_thread(fn, **kwargs)
+            else:
+                result = await (threads or executor.shared()).run(fn, **kwargs)
                 if inspect.isawaitable(result):
                     result = await result
             return ToolResult(call_id=ctx.call_id, tool=self.name, output=_to_text(result))
         except RETRYABLE:
             raise
         except Exception as exc:
-            return error(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            return error(_describe_exception(exc))
+        except (asyncio.CancelledError, GeneratorExit):
+            raise
+        except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...: see the module docstring
+            log.warning("tool %s call %s raised %s; the model is told", self.name, ctx.call_id, type(exc).__name__)
+            return error(f"{_describe_exception(exc)} (the tool tried to stop the worker; it did not)")
 
 
 @overload
@@ -290,6 +306,10 @@ def _describe(exc: ValidationError, limit: int = 10) -> str:
     if len(errors) > limit:
         parts.append(f"... and {len(errors) - limit} more")
     return "; ".join(parts)
+
+
+def _describe_exception(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _excerpt(text: str, limit: int = 80) -> str:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 import threading
+import time
 from typing import Annotated, Literal
 
 import httpx
 import pytest
 from pydantic import BaseModel, Field
 
+from activities.executor import ToolThreads, size_from_env
 from activities.tools import Tool, ToolContext, ToolRetryableError, tool
 
 CTX = ToolContext(run_id="wf-1", call_id="call-1", idempotency_key="wf-1/call-1", turn=1, attempt=1)
@@ -230,14 +233,62 @@ async def test_infrastructure_errors_propagate_for_temporal_to_retry(kind: str, 
 
 
 @pytest.mark.asyncio
-async def test_sync_tool_runs_off_the_event_loop_thread() -> None:
+async def test_sync_tool_runs_in_the_tool_threads_not_the_loops_default_executor() -> None:
     @tool
-    def which_thread() -> int:
+    def which_thread() -> str:
         """The thread this runs in."""
-        return threading.get_ident()
+        return threading.current_thread().name
 
-    result = await which_thread.invoke("{}", CTX)
-    assert int(result.output) != threading.get_ident()
+    threads = ToolThreads(2)
+    try:
+        result = await which_thread.invoke("{}", CTX, threads)
+    finally:
+        threads.shutdown()
+    assert result.output.startswith("tool")
+    assert (await which_thread.invoke("{}", CTX)).output.startswith("tool")  # outside a worker: a shared pool
+
+
+class Escape(BaseException):
+    pass
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("kind", ["exit", "interrupt", "base"])
+@pytest.mark.parametrize("is_async", [False, True])
+async def test_a_tool_raising_systemexit_or_any_baseexception_is_an_error_result(
+    kind: str, is_async: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    error = {"exit": SystemExit(3), "interrupt": KeyboardInterrupt(), "base": Escape("out")}[kind]
+
+    def bail() -> str:
+        """Try to stop the worker."""
+        raise error
+
+    async def bail_async() -> str:
+        """Try to stop the worker."""
+        raise error
+
+    quitter = tool(bail_async if is_async else bail, name="quitter")
+    result = await quitter.invoke("{}", CTX)
+    expected = {"exit": "SystemExit: 3", "interrupt": "KeyboardInterrupt", "base": "Escape: out"}[kind]
+    assert result.is_error
+    assert result.output == f"{expected} (the tool tried to stop the worker; it did not)"
+    assert f"tool quitter call call-1 raised {type(error).__name__}" in caplog.text
+
+
+@pytest.mark.asyncio
+async def test_cancellation_still_reaches_the_caller() -> None:
+    @tool
+    async def forever() -> str:
+        """Never returns."""
+        await asyncio.Event().wait()
+        return ""
+
+    task = asyncio.create_task(forever.invoke("{}", CTX))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
 @pytest.mark.asyncio
@@ -251,3 +302,58 @@ async def test_idempotency_key_reaches_the_tool_through_context() -> None:
     assert "context" not in json.dumps(charge.spec().parameters)
     result = await charge.invoke('{"amount": 5}', CTX)
     assert result.output == "wf-1/call-1 attempt 1"
+
+
+@pytest.mark.asyncio
+async def test_a_hung_sync_tool_holds_one_thread_and_queued_calls_can_be_cancelled() -> None:
+    release = threading.Event()
+    ran: list[str] = []
+
+    def hang() -> None:
+        release.wait(30)
+
+    def quick(label: str) -> str:
+        ran.append(label)
+        return label
+
+    threads = ToolThreads(2)
+    try:
+        hung = asyncio.create_task(threads.run(hang))
+        assert await threads.run(quick, label="beside") == "beside"  # the other slot still works
+        second_hang = asyncio.create_task(threads.run(hang))
+        await asyncio.sleep(0.05)
+        assert threads.busy == 2
+        queued = asyncio.create_task(threads.run(quick, label="queued"))
+        await asyncio.sleep(0.05)
+        queued.cancel()  # as its activity timeout would: dropped from the queue, never run
+        for task in (hung, second_hang):
+            task.cancel()  # returns at once; the threads run on
+        await asyncio.gather(hung, second_hang, queued, return_exceptions=True)
+        assert all(t.cancelled() for t in (hung, second_hang, queued))
+        release.set()
+        await asyncio.sleep(0.1)
+        assert ran == ["beside"]
+        assert await threads.run(quick, label="after") == "after"
+    finally:
+        release.set()
+        threads.shutdown()
+
+
+def test_shutdown_does_not_wait_for_a_hung_thread() -> None:
+    release = threading.Event()
+    threads = ToolThreads(1)
+    threads._pool.submit(release.wait, 30)
+    try:
+        started = time.monotonic()
+        threads.shutdown()
+        assert time.monotonic() - started < 0.5
+    finally:
+        release.set()
+
+
+def test_tool_threads_setting() -> None:
+    assert size_from_env({}) == 16
+    assert size_from_env({"TOOL_THREADS": "4"}) == 4
+    for bad in ("0", "-1", "many"):
+        with pytest.raises(ValueError, match="TOOL_THREADS must be a whole number of at least 1"):
+            size_from_env({"TOOL_THREADS": bad})
