@@ -15,9 +15,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.context_cache import ContextCache
+from activities.executor import ToolThreads
 from activities.registry import Registry
+from activities.settings import LLMSettings
 from activities.tools import Tool, ToolContext, ToolRetryableError
 from workflows.types import (
+    DEFAULT_MODEL_MAX_ATTEMPTS,
+    DEFAULT_MODEL_READ_TIMEOUT,
+    DEFAULT_MODEL_RETRY_SECONDS,
+    DEFAULT_MODEL_TIMEOUT,
     RESOLVE_AGENT_ACTIVITY,
     TOOL_CALL_ACTIVITY,
     AgentSpec,
@@ -36,24 +42,23 @@ class ToolActivities:
         heartbeat_interval: float = 5.0,
         default_model: str | None = None,
         cache: ContextCache | None = None,
+        settings: LLMSettings | None = None,
+        threads: ToolThreads | None = None,
     ) -> None:
         self.registry = registry
         self.heartbeat_interval = heartbeat_interval
         self.cache = cache  # shared with the model activity: tool results feed the next turn
-        self.default_model = default_model  # the worker's LLM_MODEL, pinned into runs that name none
+        # The worker's LLM_MODEL, pinned into runs that name none.
+        self.default_model = default_model or (settings.model if settings else None)
+        self.model_bounds = model_bounds(settings)
+        self.threads = threads  # None: executor.shared(), for tests
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def call_tool(self, input: ToolCallInput) -> ToolResult:
         """Run one tool call. Errors the model can fix come back as `is_error` results."""
-        tool = self.registry.tool(input.tool)
-        if tool is None:
-            available = ", ".join(self.registry.tool_names()) or "none"
-            return ToolResult(
-                call_id=input.call_id,
-                tool=input.tool,
-                output=f"unknown tool '{input.tool}'; available: {available}",
-                is_error=True,
-            )
+        tool = self.registry.find_tool(input.agent, input.tool)
+        if isinstance(tool, str):
+            return ToolResult(call_id=input.call_id, tool=input.tool, output=tool, is_error=True)
         info = activity.info()
         ctx = ToolContext(
             run_id=info.workflow_id or "",
@@ -73,7 +78,7 @@ class ToolActivities:
         started = time.monotonic()
         heartbeat = asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
         try:
-            result = await tool.invoke(input.arguments_json(), ctx)
+            result = await tool.invoke(input.arguments_json(), ctx, self.threads)
         except ToolRetryableError as exc:
             activity.logger.info("%s: retryable failure %s", what, exc)
             delay = timedelta(seconds=exc.retry_after) if exc.retry_after is not None else None
@@ -129,6 +134,21 @@ class ToolActivities:
             spec = agent.spec(max_turns=input.max_turns, model=input.model)
         except ValueError as exc:
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
+        # The worker's settings fill what the agent leaves open, frozen into the run with the rest.
+        fill: dict[str, object] = {k: v for k, v in self.model_bounds.items() if getattr(spec, k) is None}
+        if agent.model_timeout_seconds is None:
+            fill["model_timeout_seconds"] = self.model_bounds["model_timeout_seconds"]
         if spec.model is None and self.default_model:
-            spec = spec.model_copy(update={"model": self.default_model})
-        return spec
+            fill["model"] = self.default_model
+        return spec.model_copy(update=fill)
+
+
+def model_bounds(settings: LLMSettings | None) -> dict[str, float | int]:
+    """The worker's bounds on a model call, by AgentSpec field (the defaults without settings)."""
+    # getattr: LLMSettings is gaining these fields (LLM_TIMEOUT, ...) in a parallel change.
+    return {
+        "model_timeout_seconds": getattr(settings, "timeout", DEFAULT_MODEL_TIMEOUT),
+        "model_read_timeout_seconds": getattr(settings, "read_timeout", DEFAULT_MODEL_READ_TIMEOUT),
+        "model_max_attempts": getattr(settings, "max_attempts", DEFAULT_MODEL_MAX_ATTEMPTS),
+        "model_retry_seconds": getattr(settings, "retry_seconds", DEFAULT_MODEL_RETRY_SECONDS),
+    }
