@@ -20,10 +20,6 @@ from activities.registry import Registry
 from activities.settings import LLMSettings
 from activities.tools import Tool, ToolContext, ToolRetryableError
 from workflows.types import (
-    DEFAULT_MODEL_MAX_ATTEMPTS,
-    DEFAULT_MODEL_READ_TIMEOUT,
-    DEFAULT_MODEL_RETRY_SECONDS,
-    DEFAULT_MODEL_TIMEOUT,
     RESOLVE_AGENT_ACTIVITY,
     TOOL_CALL_ACTIVITY,
     AgentSpec,
@@ -50,7 +46,7 @@ class ToolActivities:
         self.cache = cache  # shared with the model activity: tool results feed the next turn
         # The worker's LLM_MODEL, pinned into runs that name none.
         self.default_model = default_model or (settings.model if settings else None)
-        self.model_bounds = model_bounds(settings)
+        self.model_bounds = model_bounds(settings or LLMSettings())  # no settings: the defaults
         self.threads = threads  # None: executor.shared(), for tests
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
@@ -143,12 +139,11 @@ class ToolActivities:
         return spec.model_copy(update=fill)
 
 
-def model_bounds(settings: LLMSettings | None) -> dict[str, float | int]:
-    """The worker's bounds on a model call, by AgentSpec field (the defaults without settings)."""
-    # getattr: LLMSettings is gaining these fields (LLM_TIMEOUT, ...) in a parallel change.
+def model_bounds(settings: LLMSettings) -> dict[str, float | int]:
+    """The worker's bounds on a model call, by AgentSpec field."""
     return {
-        "model_timeout_seconds": getattr(settings, "timeout", DEFAULT_MODEL_TIMEOUT),
-        "model_read_timeout_seconds": getattr(settings, "read_timeout", DEFAULT_MODEL_READ_TIMEOUT),
-        "model_max_attempts": getattr(settings, "max_attempts", DEFAULT_MODEL_MAX_ATTEMPTS),
-        "model_retry_seconds": getattr(settings, "retry_seconds", DEFAULT_MODEL_RETRY_SECONDS),
+        "model_timeout_seconds": settings.timeout,
+        "model_read_timeout_seconds": settings.read_timeout,
+        "model_max_attempts": settings.max_attempts,
+        "model_retry_seconds": settings.retry_seconds,
     }

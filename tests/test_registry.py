@@ -241,15 +241,19 @@ async def test_resolve_agent_fills_unset_model_bounds_from_the_worker() -> None:
     assert spec.version == sample_tools.weather.version
 
     bounded = Agent(name="bounded", model_timeout_seconds=7, model_read_timeout_seconds=3, model_max_attempts=2)
-    worker = ToolActivities(Registry(agents=[bounded]), settings=LLMSettings(model="m"))
+    settings = LLMSettings(model="m", timeout=70, read_timeout=30, max_attempts=4, retry_seconds=60)
+    worker = ToolActivities(Registry(agents=[bounded, Agent(name="open")]), settings=settings)
     spec = await ActivityEnvironment().run(worker.resolve_agent, ResolveAgentInput(agent="bounded"))
-    assert (spec.model, spec.model_timeout_seconds, spec.model_read_timeout_seconds, spec.model_max_attempts) == (
-        "m",
-        7,
-        3,
-        2,
-    )
-    assert spec.model_retry_seconds == DEFAULT_MODEL_RETRY_SECONDS
+    assert spec.model == "m"
+    assert (spec.model_timeout_seconds, spec.model_read_timeout_seconds, spec.model_max_attempts) == (7, 3, 2)
+    assert spec.model_retry_seconds == 60  # the one bound the agent left open
+    spec = await ActivityEnvironment().run(worker.resolve_agent, ResolveAgentInput(agent="open"))
+    assert (
+        spec.model_timeout_seconds,
+        spec.model_read_timeout_seconds,
+        spec.model_max_attempts,
+        spec.model_retry_seconds,
+    ) == (70, 30, 4, 60)
 
 
 @pytest.mark.asyncio
