@@ -2,7 +2,17 @@
 
 Connects to Temporal (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE), loads the agents and tools from the
 given modules (default: the demo), registers the workflow and activities, and stops cleanly on
-SIGINT or SIGTERM. Model settings come from LLM_BASE_URL, LLM_MODEL and LLM_API_KEY.
+SIGINT or SIGTERM. Model settings come from LLM_BASE_URL, LLM_MODEL and LLM_API_KEY; sync tools
+share TOOL_THREADS threads (default 16).
+
+On SIGTERM or SIGINT the worker stops taking work and gives calls in flight a grace period of
+10 s to finish; then it cancels them (Temporal retries them on another worker) and exits 0 within
+a few seconds more, even if a sync tool's thread is hung: threads are abandoned, never joined.
+
+Besides the base task queue (workflows, model calls, and every activity of runs recorded before
+routing), the worker polls two queues per agent it serves (`agent_task_queue`): `Q@agent` to
+resolve the agent when a run starts, and `Q@agent@version` for its tool calls. So in a rolling
+deploy a run's tool calls only reach workers that hold the exact agent the run froze.
 """
 
 from __future__ import annotations
@@ -18,15 +28,18 @@ from datetime import timedelta
 
 import httpx
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
-from activities import Registry
+from activities import Registry, executor
 from activities.connection import address, connect, ensure_search_attributes, namespace, task_queue
 from activities.context_cache import ContextCache
+from activities.executor import ToolThreads
 from activities.model import ModelActivities, new_http_client
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
+from activities.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
 from workflows import AgentRun
+from workflows.types import agent_task_queue
 
 log = logging.getLogger("worker")
 DEFAULT_TOOLS = ["examples.demo_agent"]
@@ -38,26 +51,99 @@ WORKER_DEFAULTS: dict[str, object] = {
 }
 
 
+# The per-agent workers only run activities, and little at a time: two pollers each are plenty.
+AGENT_WORKER_DEFAULTS: dict[str, object] = {
+    "activity_task_poller_behavior": PollerBehaviorSimpleMaximum(maximum=2),
+}
+
+
+class WorkerGroup:
+    """The temporalio Workers of one process, started and stopped as one (a Worker polls a single
+    task queue; routing needs several), with the tool threads and the loop watchdog they share.
+    `async with build_worker(...) as group:` runs them, as with a single Worker."""
+
+    def __init__(self, workers: list[Worker], threads: ToolThreads, watchdog: LoopWatchdog) -> None:
+        self.workers = workers
+        self.threads = threads
+        self.watchdog = watchdog
+
+    @property
+    def task_queues(self) -> list[str]:
+        return [w.task_queue for w in self.workers]
+
+    async def __aenter__(self) -> WorkerGroup:
+        self.watchdog.start()
+        for i, w in enumerate(self.workers):
+            try:
+                await w.__aenter__()
+            except BaseException:
+                await self._stop(self.workers[:i])
+                raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stop(self.workers)
+
+    async def _stop(self, started: list[Worker]) -> None:
+        """Stop all at once, so the grace period is spent once, not once per worker."""
+        try:
+            await asyncio.gather(*(w.shutdown() for w in started))
+            for w in started:
+                await w.__aexit__(None, None, None)  # shut down already: re-raises a fatal error, if any
+        finally:
+            self.threads.shutdown()
+            self.watchdog.stop()
+
+    async def run(self) -> None:
+        """Run until `shutdown()` (as `Worker.run`)."""
+        self.watchdog.start()
+        try:
+            await asyncio.gather(*(w.run() for w in self.workers))
+        finally:
+            self.threads.shutdown()
+            self.watchdog.stop()
+
+    async def shutdown(self) -> None:
+        await asyncio.gather(*(w.shutdown() for w in self.workers))
+
+
 def build_worker(
     client: Client,
     queue: str,
     registry: Registry,
     settings: LLMSettings,
     http: httpx.AsyncClient,
+    *,
+    tool_threads: int | None = None,
+    stall_seconds: float = DEFAULT_STALL_SECONDS,
     **options: object,
-) -> Worker:
-    """The worker, as `python worker.py` runs it; tests build theirs with this too.
-    The caller owns `http` (see `new_http_client`) and closes it after the worker stops."""
+) -> WorkerGroup:
+    """The workers, as `python worker.py` runs them; tests build theirs with this too.
+    `tool_threads`: default $TOOL_THREADS or 16. `stall_seconds`: how long the event loop may be
+    blocked before the watchdog names the culprit. `options` override WORKER_DEFAULTS for every
+    Worker. The caller owns `http` (see `new_http_client`) and closes it after the workers stop."""
+    threads = ToolThreads(executor.size_from_env() if tool_threads is None else tool_threads)
     cache = ContextCache()
     model = ModelActivities(client, settings, http, cache)
-    tools = ToolActivities(registry, default_model=settings.model, cache=cache)
-    return Worker(
-        client,
-        task_queue=queue,
-        workflows=[AgentRun],
-        activities=[model.call_model, tools.call_tool, tools.resolve_agent],
-        **{**WORKER_DEFAULTS, **options},  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
-    )
+    tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads)
+    base = {**WORKER_DEFAULTS, **options}
+    workers = [
+        Worker(
+            client,
+            task_queue=queue,
+            workflows=[AgentRun],
+            activities=[model.call_model, tools.call_tool, tools.resolve_agent],
+            **base,  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
+        )
+    ]
+    per_agent = {**WORKER_DEFAULTS, **AGENT_WORKER_DEFAULTS, **options}
+    for agent in registry.agents():
+        for q, activity in (
+            (agent_task_queue(queue, agent.name), tools.resolve_agent),
+            (agent_task_queue(queue, agent.name, agent.version), tools.call_tool),
+        ):
+            workers.append(Worker(client, task_queue=q, activities=[activity], **per_agent))  # type: ignore[arg-type]
+    return WorkerGroup(workers, threads, LoopWatchdog(tool_codes(registry.tools()), threshold=stall_seconds))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -79,6 +165,7 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
         settings = LLMSettings.from_env()
+        threads = executor.size_from_env()
     except Exception as err:  # a user's module: any import error is a usage error here
         print(f"worker.py: error: {err}", file=sys.stderr)
         return 2
@@ -96,14 +183,15 @@ async def serve(args: argparse.Namespace) -> int:
 
     queue = args.task_queue or task_queue()
     http = new_http_client(settings)
-    worker = build_worker(client, queue, registry, settings, http)
+    worker = build_worker(client, queue, registry, settings, http, tool_threads=threads)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info(
-        "worker polling %s on %s/%s; agents: %s; model server: %s",
-        queue, address(), namespace(), ", ".join(registry.agent_names()), settings.base_url,
+        "worker polling %s (and %d per-agent queues) on %s/%s; agents: %s; model server: %s; tool threads: %d",
+        queue, len(worker.workers) - 1, address(), namespace(), ", ".join(registry.agent_names()),
+        settings.base_url, threads,
     )  # fmt: skip
     async with http, worker:
         await stop.wait()

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
-from temporalio.worker import Worker
 
 from activities import Registry
 from activities.connection import connect
@@ -19,7 +18,7 @@ from activities.model import new_http_client
 from activities.settings import LLMSettings
 from fake_llm import FakeLLMServer
 from tests.devserver import DevServer
-from worker import build_worker
+from worker import WorkerGroup, build_worker
 
 TEST_MODULES = ["examples.demo_agent", "tests.fixtures.agents"]
 
@@ -69,7 +68,7 @@ def worker_factory(client: Client, task_queue: str, registry: Registry, settings
     """`async with worker_factory(**overrides):` runs the project's worker in-process."""
 
     @contextlib.asynccontextmanager
-    async def make(**options: Any) -> AsyncIterator[Worker]:
+    async def make(**options: Any) -> AsyncIterator[WorkerGroup]:
         s = options.pop("settings", settings)
         reg = options.pop("registry", registry)
         async with new_http_client(s) as http, build_worker(client, task_queue, reg, s, http, **options) as worker:
