@@ -4,7 +4,10 @@ Being stateless is the point: a retried request gets the same reply, so a durabl
 that replays or retries a model call sees exactly what it saw the first time.
 
 The model name picks the scenario:
-  script:<id>   steps registered over the control API; step k answers turn k
+  script:<id>   steps registered over the control API; step k answers turn k. A step is
+                {"content": text} and/or {"tool_calls": [{"name", "arguments"}]}, or {"json": value}
+                for a final answer that is that value as JSON text (typed output); optional
+                "usage", "keepalive", and "delta_chars" (characters per streamed text delta)
   echo          "echo: <last user message>"
   loop:<N>:<B>  N-1 turns of B filler characters plus a call to the first tool, then text
   anything else the weather demo (get_weather in parallel, convert_temperature, answer)
@@ -31,6 +34,7 @@ class ScriptStep:
     tool_calls: tuple[tuple[str, str], ...] = ()  # (name, raw JSON arguments)
     usage: Mapping[str, int] = field(default_factory=lambda: {})
     keepalive: bool = False
+    delta_chars: int | None = None  # None: about 16, like a few tokens
 
 
 # ------------------------------------------------------------------------------- scripts
@@ -68,12 +72,19 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
         step = as_dict(step_raw)
         if step is None:
             raise ValueError(f"steps[{i}] must be an object")
-        unknown = set(step) - {"content", "tool_calls", "usage", "keepalive"}
+        unknown = set(step) - {"content", "json", "tool_calls", "usage", "keepalive", "delta_chars"}
         if unknown:
             raise ValueError(f"steps[{i}]: unknown keys {sorted(unknown)}")
         content = step.get("content")
         if content is not None and not isinstance(content, str):
             raise ValueError(f"steps[{i}].content must be a string")
+        if "json" in step:
+            if "content" in step:
+                raise ValueError(f"steps[{i}]: give 'content' or 'json', not both")
+            content = json.dumps(step["json"], ensure_ascii=False)
+        size = step.get("delta_chars")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
+            raise ValueError(f"steps[{i}].delta_chars must be a positive integer")
         calls: list[tuple[str, str]] = []
         for j, call_raw in enumerate(as_list(step.get("tool_calls", [])) or []):
             call = as_dict(call_raw) or {}
@@ -87,7 +98,7 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
         _flatten_usage(as_dict(step.get("usage")) or {}, usage)
         if content is None and not calls:
             content = ""
-        out.append(ScriptStep(content, tuple(calls), usage, step.get("keepalive") is True))
+        out.append(ScriptStep(content, tuple(calls), usage, step.get("keepalive") is True, size))
     return tuple(out)
 
 
@@ -267,9 +278,10 @@ def reply_for(conv: Conversation, scripts: Mapping[str, Sequence[ScriptStep]]) -
     """The scenario's reply to this request. Raises ApiError (404) for an unknown model."""
     override: Mapping[str, int] = {}
     keepalive = False
+    delta_chars: int | None = None
     if conv.model.startswith("script:"):
         content, calls, step = _script(conv, scripts)
-        override, keepalive = step.usage, step.keepalive
+        override, keepalive, delta_chars = step.usage, step.keepalive, step.delta_chars
     elif conv.model == "echo":
         content, calls = f"echo: {conv.last_user_text}", []
     elif conv.model.startswith("loop:"):
@@ -277,4 +289,4 @@ def reply_for(conv: Conversation, scripts: Mapping[str, Sequence[ScriptStep]]) -
     else:  # "weather", "demo" and any other name: the offline demo works whatever LLM_MODEL is
         content, calls = _weather(conv)
     tool_calls = tuple(ToolCall(f"call_{conv.turn}_{i}", name, args) for i, (name, args) in enumerate(calls))
-    return Reply(content, tool_calls, _usage(conv, content, calls, override), keepalive)
+    return Reply(content, tool_calls, _usage(conv, content, calls, override), keepalive, delta_chars)

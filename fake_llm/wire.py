@@ -58,6 +58,7 @@ class Reply:
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=lambda: Usage(1, 1))
     keepalive: bool = False  # interleave ": keep-alive" comments when streamed
+    delta_chars: int | None = None  # characters per streamed text delta; None: see text_pieces
 
     @property
     def finish_reason(self) -> str:
@@ -129,8 +130,11 @@ def dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def text_pieces(text: str | None) -> int:
-    """How many deltas a reply's text streams in: about 16 characters each, like a few tokens."""
+def text_pieces(text: str | None, size: int | None = None) -> int:
+    """How many deltas a reply's text streams in: `size` characters each, or by default about
+    16, like a few tokens."""
+    if size is not None:
+        return max(1, -(-len(text or "") // size))
     return max(4, len(text or "") // 16)
 
 
@@ -184,7 +188,8 @@ def chat_stream(reply: Reply, *, rid: str, model: str, created: int, include_usa
 
     # OpenAI opens with content "" for text and content null for a tool-call-only reply.
     events = [chunk({"role": "assistant", "content": "" if reply.content is not None else None})]
-    events += [chunk({"content": piece}) for piece in pieces(reply.content or "", text_pieces(reply.content))]
+    text = reply.content or ""
+    events += [chunk({"content": piece}) for piece in pieces(text, text_pieces(text, reply.delta_chars))]
     for index, tc in enumerate(reply.tool_calls):
         head = {"index": index, "id": tc.call_id, "type": "function", "function": {"name": tc.name, "arguments": ""}}
         events.append(chunk({"tool_calls": [head]}))
@@ -264,7 +269,9 @@ def response_object(
         "output": output,
         "parallel_tool_calls": request.get("parallel_tool_calls", True),
         "previous_response_id": request.get("previous_response_id"),
+        "reasoning": request.get("reasoning", {"effort": None, "summary": None}),
         "temperature": request.get("temperature"),
+        "text": request.get("text", {"format": {"type": "text"}}),
         "tool_choice": request.get("tool_choice", "auto"),
         "tools": request.get("tools", []),
         "top_p": request.get("top_p"),
@@ -294,7 +301,7 @@ def response_stream(reply: Reply, *, rid: str, model: str, created: int, request
         raw.append({"type": "response.content_part.added", **where, "content_index": 0, "part": part})
         raw += [
             {"type": "response.output_text.delta", **where, "content_index": 0, "delta": piece, "logprobs": []}
-            for piece in pieces(text, text_pieces(text))
+            for piece in pieces(text, text_pieces(text, reply.delta_chars))
         ]
         raw.append({"type": "response.output_text.done", **where, "content_index": 0, "text": text, "logprobs": []})
         raw.append({"type": "response.content_part.done", **where, "content_index": 0, "part": {**part, "text": text}})

@@ -371,6 +371,63 @@ def test_script_steps_in_order_then_repeat_last(http: httpx.Client, srv: FakeLLM
     assert [o["type"] for o in r["output"]] == ["message", "function_call", "function_call"]
 
 
+def test_script_json_steps_and_delta_sizes(http: httpx.Client, srv: FakeLLMServer) -> None:
+    report = {"city": "Tokyo", "temperature_c": 22.5, "tags": ["sunny", "晴れ"]}
+    model = srv.add_script("typed", [{"json": report, "delta_chars": 5}])
+    plain = message_of(chat(http, model, user("hi")))
+    assert json.loads(plain["content"]) == report and plain["content"] == json.dumps(report, ensure_ascii=False)
+    streamed = chat(http, model, user("hi"), stream=True).text
+    deltas = [
+        c["choices"][0]["delta"].get("content") for c in map(json.loads, [d for _, d in parse_sse(streamed)[:-1]])
+    ]
+    pieces = [d for d in deltas if d]
+    assert "".join(pieces) == plain["content"] and {len(p) for p in pieces[:-1]} == {5}
+    events = [json.loads(d) for _, d in parse_sse(responses(http, model, "hi", stream=True).text)]
+    text_deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+    assert "".join(text_deltas) == plain["content"] and len(text_deltas) == -(-len(plain["content"]) // 5)
+    for bad in ({"json": 1, "content": "1"}, {"content": "x", "delta_chars": 0}, {"content": "x", "delta_chars": True}):
+        assert_error(http.post("/_control/scripts", json={"id": "bad", "steps": [bad]}), 400)
+
+
+SETTINGS_FIELDS: dict[str, Any] = {
+    "temperature": 0.2,
+    "top_p": 0.9,
+    "seed": 7,
+    "stop": ["END"],
+    "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+    "parallel_tool_calls": False,
+    "reasoning_effort": "low",
+    "max_completion_tokens": 50,
+    "response_format": {"type": "json_schema", "json_schema": {"name": "o", "schema": {}, "strict": False}},
+    "top_k": 40,  # a provider's own option, through extra_body
+}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_model_settings_and_response_formats_are_accepted_and_recorded(
+    http: httpx.Client, srv: FakeLLMServer, stream: bool
+) -> None:
+    resp = chat(http, "echo", user("hi"), tools=CHAT_TOOLS, stream=stream, **SETTINGS_FIELDS)
+    assert resp.status_code == 200, resp.text
+    fields: dict[str, Any] = {
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "max_output_tokens": 50,
+        "tool_choice": {"type": "function", "name": "get_weather"},
+        "parallel_tool_calls": False,
+        "reasoning": {"effort": "low"},
+        "text": {"format": {"type": "json_schema", "name": "o", "schema": {}, "strict": False}},
+    }
+    answer = responses(http, "echo", "hi", tools=RESP_TOOLS, stream=stream, **fields)
+    assert answer.status_code == 200, answer.text
+    final = responses_from_stream(answer.text) if stream else answer.json()
+    assert output_text(final) == "echo: hi"
+    assert {k: final[k] for k in fields} == fields  # echoed, as OpenAI's response object does
+    sent_chat, sent_responses = (r["body"] for r in srv.requests())
+    assert {k: sent_chat[k] for k in SETTINGS_FIELDS} == SETTINGS_FIELDS
+    assert {k: sent_responses[k] for k in fields} == fields
+
+
 def test_usage_fields_and_prompt_cache_estimate(http: httpx.Client) -> None:
     small = chat(http, "echo", user("hi")).json()["usage"]
     assert small["prompt_tokens"] > 0 and small["completion_tokens"] > 0
