@@ -7,6 +7,13 @@ Pure functions, no I/O, so each real server's quirk is pinned by a unit test:
   every call gets the run's own id (`run_ids`), the provider's is kept only for the record;
 - some servers send `arguments` as an object instead of a JSON string.
 
+Model settings (`AgentSpec.settings_now()`) go out under their Chat Completions names. The
+output cap is `max_completion_tokens` alone: OpenAI's reasoning models refuse `max_tokens`, and
+OpenAI refuses a request that sets both (400 invalid_parameter_combination). vLLM and llama.cpp's
+own server (since 2026-02) read `max_completion_tokens`; servers that read only `max_tokens`
+(llama-cpp-python 0.3, Ollama) ignore it, so there put `{"max_tokens": N}` in `extra_body`.
+`extra_body` is merged last and may set anything but the fields the runner owns (`OWNED`).
+
 Every byte of a reply is untrusted: whatever arrives, parsing ends in a `ModelReply` or in
 `MalformedResponse` / `StreamFailed`, never in another exception that would be retried blindly.
 `Reader` is how both wires take in a server's values (shared with activities.responses_wire).
@@ -15,12 +22,23 @@ Every byte of a reply is untrusted: whatever arrives, parsing ends in a `ModelRe
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from activities.sse import iter_events
-from workflows.types import AgentSpec, AssistantMessage, Message, ModelReply, ToolCall, ToolMessage, Usage
+from workflows.types import (
+    EMPTY_PARAMETERS,
+    AgentSpec,
+    AssistantMessage,
+    Message,
+    ModelReply,
+    ModelSettings,
+    ToolCall,
+    ToolMessage,
+    Usage,
+)
 
 Mask = Callable[[str], str]  # hides secrets in a server's text (activities.redact.Redactor.text)
 
@@ -38,6 +56,76 @@ class MalformedResponse(ValueError):
 
 class StreamFailed(RuntimeError):
     """The stream ended early or carried an error event: the call must be retried whole."""
+
+
+class BadSettings(ValueError):
+    """The agent's model settings cannot be sent as they are: its author's mistake, which no
+    retry mends."""
+
+
+# What the runner itself sets, on either wire: `extra_body` may not replace it (a `stream` or a
+# `messages` from there would break parsing or replace the transcript; `previous_response_id`
+# or `conversation` would make the server add a second copy of the context). One set for both
+# wires, so an agent's settings are valid whichever API a worker speaks.
+OWNED = frozenset(
+    {
+        "model", "messages", "input", "instructions", "tools", "stream", "stream_options", "store",
+        "response_format", "text", "previous_response_id", "conversation",
+    }
+)  # fmt: skip
+TOOL_CHOICES = ("auto", "required", "none")  # any other tool_choice names a tool
+
+
+def check_extra_body(extra: Mapping[str, Any]) -> None:
+    """Refuses an `extra_body` that sets a field the runner owns."""
+    taken = sorted(OWNED.intersection(extra))
+    if taken:
+        raise BadSettings(f"extra_body may not set {', '.join(taken)}: the runner sets them itself")
+
+
+def handoff_description(agent: str) -> str:
+    """What a transfer tool says when its HandoffSpec gives no description."""
+    return f"Hand off to the {agent} agent to handle the request."
+
+
+def function_tools(agent: AgentSpec) -> list[tuple[str, str, dict[str, object]]]:
+    """(name, description, parameters) of every function the model may call: the agent's tools,
+    then one transfer tool per handoff, which takes no arguments."""
+    tools = [(s.name, s.description, s.parameters) for s in agent.tools]
+    tools += [
+        (h.tool_name, h.description or handoff_description(h.agent), dict(EMPTY_PARAMETERS)) for h in agent.handoffs
+    ]
+    return tools
+
+
+def output_format(agent: AgentSpec) -> tuple[str, dict[str, Any]] | None:
+    """The typed output's (name, JSON schema), or None. The name is cut to what OpenAI accepts
+    (letters, digits, _ and -, at most 64). Sent with `strict: false` on both wires: strict mode
+    needs every property required and no open objects, which pydantic's schemas (defaults,
+    optional fields, dicts) often are not; the hook activity validates the output anyway."""
+    if agent.output_schema is None:
+        return None
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", agent.output_name)[:64] or "output"
+    return name, agent.output_schema
+
+
+def _settings(s: ModelSettings, tools: bool) -> dict[str, Any]:
+    """The Chat Completions fields for `s`; tool_choice and parallel_tool_calls only beside
+    tools (OpenAI refuses them alone, and without tools they mean nothing)."""
+    plain = {"temperature": s.temperature, "top_p": s.top_p, "max_completion_tokens": s.max_output_tokens}
+    out: dict[str, Any] = {field: value for field, value in plain.items() if value is not None}
+    if s.tool_choice is not None and tools:
+        named = s.tool_choice not in TOOL_CHOICES
+        out["tool_choice"] = {"type": "function", "function": {"name": s.tool_choice}} if named else s.tool_choice
+    if s.parallel_tool_calls is not None and tools:
+        out["parallel_tool_calls"] = s.parallel_tool_calls
+    if s.reasoning_effort is not None:
+        out["reasoning_effort"] = s.reasoning_effort
+    if s.seed is not None:
+        out["seed"] = s.seed
+    if s.stop:
+        out["stop"] = list(s.stop)
+    return out
 
 
 @dataclass(frozen=True)
@@ -156,17 +244,25 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
         else:
             wire.append({"role": "user", "content": m.content})
     body: dict[str, Any] = {"model": model, "messages": wire}
-    if agent.tools:
+    tools = function_tools(agent)
+    if tools:
         body["tools"] = [
-            {"type": "function", "function": {"name": s.name, "description": s.description, "parameters": s.parameters}}
-            for s in agent.tools
+            {"type": "function", "function": {"name": name, "description": text, "parameters": parameters}}
+            for name, text, parameters in tools
         ]
-    if agent.temperature is not None:
-        body["temperature"] = agent.temperature
+    settings = agent.settings_now()
+    check_extra_body(settings.extra_body)
+    body |= _settings(settings, bool(tools))
+    typed = output_format(agent)
+    if typed is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": typed[0], "schema": typed[1], "strict": False},
+        }
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    return body
+    return body | settings.extra_body  # last: a provider's own options win over ours
 
 
 def parse_usage(raw: object) -> Usage:
@@ -228,13 +324,34 @@ def _index(value: object, default: int) -> int:
     return default
 
 
+@dataclass
+class Budget:
+    """Characters of text and arguments a streamed reply may assemble: what the reply will hold,
+    not the stream's framing (which wraps each delta of a few characters in a hundred or more)."""
+
+    limit: int | None = None
+    used: int = 0
+
+    def take(self, piece: str) -> str:
+        self.used += len(piece)
+        if self.limit is not None and self.used > self.limit:
+            raise MalformedResponse(f"reply longer than {self.limit} characters")
+        return piece
+
+
 async def parse_stream(
-    lines: AsyncIterator[str], turn: int, *, on_delta: Callable[[str], None] | None = None, mask: Mask | None = None
+    lines: AsyncIterator[str],
+    turn: int,
+    *,
+    on_delta: Callable[[str], None] | None = None,
+    mask: Mask | None = None,
+    limit: int | None = None,
 ) -> ModelReply:
     """Assemble a streamed completion; `on_delta` sees each piece of text as it arrives (raw:
     a secret may span pieces, so the caller masks what it shows). Only a stream that reached
-    `[DONE]` counts as an answer."""
+    `[DONE]` counts as an answer; one whose text and arguments pass `limit` characters is none."""
     r = Reader(mask)
+    budget = Budget(limit)
     content: list[str] = []
     slots: dict[int, _Slot] = {}
     last = 0
@@ -257,7 +374,7 @@ async def parse_stream(
             delta = choice.get("delta")
             if not isinstance(delta, dict):
                 continue
-            piece = utf8(_raw_content(delta.get("content")))
+            piece = budget.take(utf8(_raw_content(delta.get("content"))))
             if piece:
                 content.append(piece)
                 if on_delta is not None:
@@ -279,7 +396,7 @@ async def parse_stream(
                 if isinstance(fn, dict):
                     slot.name = fn.get("name") or slot.name
                     args = fn.get("arguments")
-                    slot.arguments += args if isinstance(args, str) else r.arguments(args) if args else ""
+                    slot.arguments += budget.take(args if isinstance(args, str) else r.arguments(args) if args else "")
     else:
         raise StreamFailed("stream ended before [DONE]")
     calls = [r.call(s.provider_id, s.name, s.arguments) for _, s in sorted(slots.items())]

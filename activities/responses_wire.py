@@ -9,6 +9,12 @@ Pure functions, no I/O, the same shape as chat_wire (and its errors):
 - a stream is an answer only once `response.completed` (or `.incomplete`) arrives, and the
   response it carries is parsed exactly like a plain body, so both paths give equal replies;
 - untrusted values go through chat_wire's `Reader`, and tool calls get the run's own ids.
+
+Model settings go out under their Responses names (`max_output_tokens`, `reasoning.effort`,
+a named `tool_choice` as `{"type": "function", "name": ...}`). `seed` and `stop` are not
+Responses parameters and OpenAI refuses unknown ones, so they are left out here; a compatible
+server that takes them can get them through `extra_body`, merged last (never over `OWNED`).
+Handoff tools and the typed output's schema are chat_wire's (`function_tools`, `output_format`).
 """
 
 from __future__ import annotations
@@ -16,14 +22,51 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from activities.chat_wire import MalformedResponse, Mask, Reader, StreamFailed, count, run_ids, utf8
+from activities.chat_wire import (
+    TOOL_CHOICES,
+    Budget,
+    MalformedResponse,
+    Mask,
+    Reader,
+    StreamFailed,
+    check_extra_body,
+    count,
+    function_tools,
+    output_format,
+    run_ids,
+    utf8,
+)
 from activities.sse import iter_events
-from workflows.types import AgentSpec, AssistantMessage, Message, ModelReply, ToolCall, ToolMessage, Usage
+from workflows.types import (
+    AgentSpec,
+    AssistantMessage,
+    Message,
+    ModelReply,
+    ModelSettings,
+    ToolCall,
+    ToolMessage,
+    Usage,
+)
 
 __all__ = ["MalformedResponse", "StreamFailed", "build_request", "parse_response", "parse_stream", "parse_usage"]
 
 _USABLE = ("completed", "incomplete")
 _TERMINAL = {"response.completed": "completed", "response.incomplete": "incomplete"}
+
+
+def _settings(s: ModelSettings, tools: bool) -> dict[str, Any]:
+    """The Responses fields for `s` (no seed, no stop: see the module's docstring); tool_choice
+    and parallel_tool_calls only beside tools, as on the Chat wire."""
+    plain = {"temperature": s.temperature, "top_p": s.top_p, "max_output_tokens": s.max_output_tokens}
+    out: dict[str, Any] = {field: value for field, value in plain.items() if value is not None}
+    if s.tool_choice is not None and tools:
+        named = s.tool_choice not in TOOL_CHOICES
+        out["tool_choice"] = {"type": "function", "name": s.tool_choice} if named else s.tool_choice
+    if s.parallel_tool_calls is not None and tools:
+        out["parallel_tool_calls"] = s.parallel_tool_calls
+    if s.reasoning_effort is not None:
+        out["reasoning"] = {"effort": s.reasoning_effort}
+    return out
 
 
 def build_request(agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]:
@@ -43,22 +86,21 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
     body: dict[str, Any] = {"model": model, "input": items, "store": False}
     if agent.instructions:
         body["instructions"] = agent.instructions
-    if agent.tools:
+    tools = function_tools(agent)
+    if tools:
         body["tools"] = [
-            {
-                "type": "function",
-                "name": s.name,
-                "description": s.description,
-                "parameters": s.parameters,
-                "strict": False,
-            }
-            for s in agent.tools
+            {"type": "function", "name": name, "description": text, "parameters": parameters, "strict": False}
+            for name, text, parameters in tools
         ]
-    if agent.temperature is not None:
-        body["temperature"] = agent.temperature
+    settings = agent.settings_now()
+    check_extra_body(settings.extra_body)
+    body |= _settings(settings, bool(tools))
+    typed = output_format(agent)
+    if typed is not None:
+        body["text"] = {"format": {"type": "json_schema", "name": typed[0], "schema": typed[1], "strict": False}}
     if stream:
         body["stream"] = True
-    return body
+    return body | settings.extra_body  # last: a provider's own options win over ours
 
 
 def parse_usage(raw: object) -> Usage:
@@ -161,11 +203,19 @@ def _piece(value: object) -> str:
 
 
 async def parse_stream(
-    lines: AsyncIterator[str], turn: int, *, on_delta: Callable[[str], None] | None = None, mask: Mask | None = None
+    lines: AsyncIterator[str],
+    turn: int,
+    *,
+    on_delta: Callable[[str], None] | None = None,
+    mask: Mask | None = None,
+    limit: int | None = None,
 ) -> ModelReply:
     """Assemble a streamed response; `on_delta` sees each piece of text as it arrives (raw:
-    a secret may span pieces, so the caller masks what it shows)."""
+    a secret may span pieces, so the caller masks what it shows). Text and argument deltas past
+    `limit` characters make it malformed (a `.done` event replaces its deltas: one line, which
+    the caller bounds)."""
     r = Reader(mask)
+    budget = Budget(limit)
     head: dict[str, Any] = {}
     items: dict[int, dict[str, Any]] = {}
     texts: dict[tuple[int, int], list[str]] = {}
@@ -200,14 +250,14 @@ async def parse_stream(
                 args.pop(index, None)
                 texts = {k: v for k, v in texts.items() if k[0] != index}
         elif kind == "response.output_text.delta":
-            delta = utf8(_piece(event.get("delta")))
+            delta = budget.take(utf8(_piece(event.get("delta"))))
             texts.setdefault(part, []).append(delta)
             if on_delta is not None and delta:
                 on_delta(delta)
         elif kind == "response.output_text.done":
             texts[part] = [_piece(event.get("text"))]
         elif kind == "response.function_call_arguments.delta":
-            args.setdefault(index, []).append(_piece(event.get("delta")))
+            args.setdefault(index, []).append(budget.take(_piece(event.get("delta"))))
         elif kind == "response.function_call_arguments.done":
             done = event.get("arguments")
             args[index] = [done if isinstance(done, str) else r.arguments(done)]

@@ -9,7 +9,7 @@ import pytest
 from activities import chat_wire, errors
 from activities.redact import Redactor
 from activities.settings import LLMSettings
-from activities.sse import iter_events, iter_lines
+from activities.sse import LineTooLong, iter_events, iter_lines
 from workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -17,6 +17,8 @@ from workflows.types import (
     DEFAULT_MODEL_TIMEOUT,
     AgentSpec,
     AssistantMessage,
+    HandoffSpec,
+    ModelSettings,
     ToolCall,
     ToolMessage,
     ToolSpec,
@@ -63,6 +65,124 @@ def test_request_maps_the_transcript_to_chat_messages():
 def test_request_without_tools_or_instructions_omits_them():
     body = chat_wire.build_request(AgentSpec(name="b"), [UserMessage(content="hi")], "m", stream=False)
     assert body == {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+# ------------------------------------------------------------------- settings, handoffs, output
+
+HI = [UserMessage(content="hi")]
+HI_WIRE = [{"role": "user", "content": "hi"}]
+ALL_SETTINGS = ModelSettings(
+    temperature=0.3,
+    top_p=0.9,
+    max_output_tokens=50,
+    tool_choice="required",
+    parallel_tool_calls=False,
+    reasoning_effort="low",
+    seed=7,
+    stop=["END", "\n\n"],
+)
+
+
+def with_settings(agent: AgentSpec = AGENT, **fields) -> AgentSpec:
+    return agent.model_copy(update={"settings": ModelSettings(**fields)})
+
+
+def test_every_model_setting_goes_out_under_its_chat_completions_name():
+    body = chat_wire.build_request(AGENT.model_copy(update={"settings": ALL_SETTINGS}), HI, "m", stream=False)
+    sent = {k: v for k, v in body.items() if k not in ("model", "messages", "tools")}
+    assert sent == {
+        "temperature": 0.3,  # the settings' own, over the agent's older `temperature` field
+        "top_p": 0.9,
+        # OpenAI's name; `max_tokens` as well would be a 400 there ("at the same time is not supported")
+        "max_completion_tokens": 50,
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "reasoning_effort": "low",
+        "seed": 7,
+        "stop": ["END", "\n\n"],
+    }
+
+
+def test_unset_settings_are_not_sent_and_the_older_temperature_still_is():
+    body = chat_wire.build_request(AGENT, HI, "m", stream=False)
+    assert body["temperature"] == 0.2 and not {"top_p", "max_completion_tokens", "tool_choice", "seed"} & set(body)
+    assert "temperature" not in chat_wire.build_request(AgentSpec(name="b"), HI, "m", stream=False)
+
+
+@pytest.mark.parametrize(
+    "choice, sent",
+    [
+        ("auto", "auto"),
+        ("required", "required"),
+        ("none", "none"),
+        ("get_weather", {"type": "function", "function": {"name": "get_weather"}}),
+    ],
+)
+def test_tool_choice_is_a_mode_or_names_one_tool(choice, sent):
+    assert chat_wire.build_request(with_settings(tool_choice=choice), HI, "m", stream=False)["tool_choice"] == sent
+
+
+def test_tool_choice_and_parallel_tool_calls_go_only_beside_tools():
+    # OpenAI refuses both without tools; without tools they mean nothing anyway.
+    agent = with_settings(AgentSpec(name="b"), tool_choice="required", parallel_tool_calls=True, seed=1)
+    assert chat_wire.build_request(agent, HI, "m", stream=False) == {"model": "m", "messages": HI_WIRE, "seed": 1}
+
+
+def test_extra_body_is_merged_last_and_may_add_max_tokens_for_servers_that_read_only_that():
+    agent = with_settings(
+        temperature=0.3, max_output_tokens=50, extra_body={"max_tokens": 50, "temperature": 1.0, "top_k": 5}
+    )
+    body = chat_wire.build_request(agent, HI, "m", stream=True)
+    assert (body["max_tokens"], body["max_completion_tokens"], body["top_k"]) == (50, 50, 5)
+    assert body["temperature"] == 1.0  # a provider's own option wins over ours
+
+
+@pytest.mark.parametrize("key", sorted(chat_wire.OWNED))
+def test_extra_body_may_not_set_what_the_runner_owns(key):
+    with pytest.raises(chat_wire.BadSettings, match=f"extra_body may not set {key}:"):
+        chat_wire.build_request(with_settings(extra_body={key: "x", "top_k": 5}), HI, "m", stream=False)
+
+
+def test_each_handoff_is_a_transfer_tool_without_arguments_after_the_agents_tools():
+    agent = AGENT.model_copy(
+        update={
+            "handoffs": [
+                HandoffSpec(agent="billing", tool_name="transfer_to_billing"),
+                HandoffSpec(agent="refunds", tool_name="transfer_to_refunds", description="Refund questions."),
+            ]
+        }
+    )
+    tools = chat_wire.build_request(agent, HI, "m", stream=False)["tools"]
+    assert [t["function"]["name"] for t in tools] == ["get_weather", "transfer_to_billing", "transfer_to_refunds"]
+    assert tools[1] == {
+        "type": "function",
+        "function": {
+            "name": "transfer_to_billing",
+            "description": "Hand off to the billing agent to handle the request.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    }
+    assert tools[2]["function"]["description"] == "Refund questions."
+    # an agent with handoffs only still gets its tool settings
+    only = with_settings(AgentSpec(name="triage", handoffs=agent.handoffs), tool_choice="transfer_to_billing")
+    body = chat_wire.build_request(only, HI, "m", stream=False)
+    assert len(body["tools"]) == 2 and body["tool_choice"]["function"] == {"name": "transfer_to_billing"}
+
+
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+@pytest.mark.parametrize(
+    "name, sent", [("WeatherReport", "WeatherReport"), ("", "output"), ("list[app.Report]", "list_app_Report_")]
+)
+def test_typed_output_is_sent_as_a_json_schema_response_format_not_strict(name, sent):
+    agent = AGENT.model_copy(update={"output_schema": SCHEMA, "output_name": name})
+    body = chat_wire.build_request(agent, HI, "m", stream=False)
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": sent, "schema": SCHEMA, "strict": False},
+    }
+    assert "response_format" not in chat_wire.build_request(AGENT, HI, "m", stream=False)
 
 
 def test_response_parses_text_tool_calls_and_usage():
@@ -169,6 +289,31 @@ async def test_stream_assembles_text_and_tool_call_deltas():
         ("call_1_0", "t1", "f", '{"city":"Oslo"}')
     ]
     assert reply.usage.input_tokens == 7 and reply.usage.output_tokens == 3
+
+
+async def test_a_stream_assembling_more_than_the_limit_is_malformed_whatever_its_framing():
+    deltas = [chunk(content="x" * 10), "\n"] * 3
+    calls = [chunk(tool_calls=[{"index": 0, "id": "t", "function": {"name": "f", "arguments": "y" * 10}}]), "\n"]
+    done = ["data: [DONE]\n", "\n"]
+    assert (await chat_wire.parse_stream(lines(*deltas, *calls, *done), 1, limit=40)).message.content == "x" * 30
+    with pytest.raises(chat_wire.MalformedResponse, match="reply longer than 39 characters"):
+        await chat_wire.parse_stream(lines(*deltas, *calls, *done), 1, limit=39)
+
+
+async def test_a_line_longer_than_the_limit_is_refused_as_soon_as_it_passes_it():
+    async def endless():
+        yield "data: ok\n"
+        while True:
+            yield "x" * 1000
+
+    got: list[str] = []
+    with pytest.raises(LineTooLong):
+        async for line in iter_lines(endless(), limit=5000):
+            got.append(line)
+    assert got == ["data: ok"]
+    with pytest.raises(LineTooLong):  # also when the line arrives whole in one chunk
+        [line async for line in iter_lines(lines("y" * 5001 + "\n"), limit=5000)]
+    assert [line async for line in iter_lines(lines("y" * 5000 + "\n", "z"), limit=5000)] == ["y" * 5000, "z"]
 
 
 async def test_stream_cut_before_done_is_never_an_answer():

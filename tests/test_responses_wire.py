@@ -9,13 +9,16 @@ from typing import Any
 import httpx
 import pytest
 
+from activities import chat_wire
 from activities import responses_wire as rw
 from fake_llm import FakeLLMServer
 from workflows.types import (
     AgentSpec,
     AssistantMessage,
+    HandoffSpec,
     Message,
     ModelReply,
+    ModelSettings,
     ToolCall,
     ToolMessage,
     ToolSpec,
@@ -132,6 +135,84 @@ def test_tools_use_the_flat_responses_form_and_opt_out_of_strict_mode():
 def test_request_without_tools_instructions_or_temperature_omits_them():
     body = rw.build_request(AgentSpec(name="b"), [UserMessage(content="hi")], "m", stream=False)
     assert body == {"model": "m", "input": [{"role": "user", "content": "hi"}], "store": False}
+
+
+# ------------------------------------------------------------------- settings, handoffs, output
+
+HI: list[Message] = [UserMessage(content="hi")]
+
+
+def with_settings(agent: AgentSpec = AGENT, **fields: Any) -> AgentSpec:
+    return agent.model_copy(update={"settings": ModelSettings(**fields)})
+
+
+def test_every_model_setting_goes_out_under_its_responses_name_and_seed_and_stop_do_not():
+    agent = with_settings(
+        temperature=0.3,
+        top_p=0.9,
+        max_output_tokens=50,
+        tool_choice="required",
+        parallel_tool_calls=False,
+        reasoning_effort="minimal",
+        seed=7,  # not a Responses parameter: OpenAI refuses unknown ones
+        stop=["END"],  # likewise
+    )
+    body = rw.build_request(agent, HI, "m", stream=False)
+    assert {k: v for k, v in body.items() if k not in ("model", "input", "tools", "instructions", "store")} == {
+        "temperature": 0.3,
+        "top_p": 0.9,
+        "max_output_tokens": 50,
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "reasoning": {"effort": "minimal"},
+    }
+
+
+@pytest.mark.parametrize(
+    "choice, sent",
+    [("auto", "auto"), ("none", "none"), ("get_weather", {"type": "function", "name": "get_weather"})],
+)
+def test_a_named_tool_choice_uses_the_flat_responses_form(choice: str, sent: object):
+    assert rw.build_request(with_settings(tool_choice=choice), HI, "m", stream=False)["tool_choice"] == sent
+
+
+def test_tool_settings_go_only_beside_tools_and_extra_body_carries_what_responses_lacks():
+    agent = with_settings(AgentSpec(name="b"), tool_choice="auto", parallel_tool_calls=True, extra_body={"seed": 7})
+    body = rw.build_request(agent, HI, "m", stream=True)
+    assert body == {
+        "model": "m",
+        "input": [{"role": "user", "content": "hi"}],
+        "store": False,
+        "stream": True,
+        "seed": 7,
+    }
+
+
+@pytest.mark.parametrize("key", ["input", "instructions", "store", "text", "previous_response_id", "stream", "tools"])
+def test_extra_body_may_not_set_what_the_runner_owns(key: str):
+    with pytest.raises(chat_wire.BadSettings, match=key):
+        rw.build_request(with_settings(extra_body={key: None}), HI, "m", stream=False)
+
+
+def test_handoffs_are_flat_transfer_tools_and_typed_output_a_text_format():
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    agent = AGENT.model_copy(
+        update={
+            "handoffs": [HandoffSpec(agent="billing", tool_name="transfer_to_billing")],
+            "output_schema": schema,
+            "output_name": "Answer",
+        }
+    )
+    body = rw.build_request(agent, HI, "m", stream=False)
+    assert body["tools"][1] == {
+        "type": "function",
+        "name": "transfer_to_billing",
+        "description": "Hand off to the billing agent to handle the request.",
+        "parameters": {"type": "object", "properties": {}},
+        "strict": False,
+    }
+    # strict: false, as for tools: pydantic's schemas are not always strict-mode schemas
+    assert body["text"] == {"format": {"type": "json_schema", "name": "Answer", "schema": schema, "strict": False}}
 
 
 # ----------------------------------------------------------------------------- responses
@@ -267,6 +348,14 @@ async def test_stream_ending_incomplete_is_an_answer_with_its_reason():
     events = stream_events("Trunc", call_item("c", "f", "{}"), None)[:8]
     reply = await rw.parse_stream(lines(*render([*events, {"type": "response.incomplete", "response": final}])), 1)
     assert reply.message.content == "Trunc" and reply.finish_reason == "incomplete:max_output_tokens"
+
+
+async def test_a_stream_assembling_more_than_the_limit_is_malformed():
+    call = call_item("t1", "f", '{"city":"Oslo"}')
+    events = stream_events("Hello", call, response_body([text_item("Hello"), call]))
+    assert (await rw.parse_stream(lines(*render(events)), 1, limit=20)).message.content == "Hello"
+    with pytest.raises(rw.MalformedResponse, match="reply longer than 19 characters"):
+        await rw.parse_stream(lines(*render(events)), 1, limit=19)  # 5 of text and 15 of arguments
 
 
 async def test_stream_cut_before_completed_is_never_an_answer():
@@ -421,6 +510,25 @@ async def test_faults_over_http_never_give_a_half_answer(srv: FakeLLMServer):
     with pytest.raises((rw.StreamFailed, httpx.TransportError)):
         await call(srv, WEATHER_AGENT, messages, "weather", True, 0)
     assert srv.pending_faults() == []
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+async def test_settings_handoffs_and_typed_output_over_http(srv: FakeLLMServer, stream: bool):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    model = srv.add_script("typed", [{"json": {"city": "Rome"}}])
+    agent = WEATHER_AGENT.model_copy(
+        update={
+            "settings": ModelSettings(max_output_tokens=64, tool_choice="auto", reasoning_effort="low"),
+            "handoffs": [HandoffSpec(agent="billing", tool_name="transfer_to_billing")],
+            "output_schema": schema,
+            "output_name": "City",
+        }
+    )
+    reply = await call(srv, agent, [UserMessage(content="Where?")], model, stream, 0)
+    assert json.loads(reply.message.content or "") == {"city": "Rome"}
+    body = srv.requests()[-1]["body"]
+    assert body["text"]["format"]["name"] == "City" and body["reasoning"] == {"effort": "low"}
+    assert [t["name"] for t in body["tools"]] == ["get_weather", "convert_temperature", "transfer_to_billing"]
 
 
 async def test_scripted_reply_with_usage_details_over_http(srv: FakeLLMServer):
