@@ -83,28 +83,34 @@ class WorkerGroup:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stop(self.workers)
+        for w in self.workers:
+            await w.__aexit__(None, None, None)  # shut down already: raises a worker's fatal error, if any
 
     async def _stop(self, started: list[Worker]) -> None:
-        """Stop all at once, so the grace period is spent once, not once per worker."""
+        """Stop all at once, so the grace period is spent once, not once per worker. Then drop
+        queued tool calls and leave hung tool threads behind (see activities/executor.py)."""
         try:
             await asyncio.gather(*(w.shutdown() for w in started))
-            for w in started:
-                await w.__aexit__(None, None, None)  # shut down already: re-raises a fatal error, if any
         finally:
             self.threads.shutdown()
             self.watchdog.stop()
 
     async def run(self) -> None:
-        """Run until `shutdown()` (as `Worker.run`)."""
+        """Run until `shutdown()`, as `Worker.run`; a worker's fatal error stops them all and is raised."""
         self.watchdog.start()
+        runs = [asyncio.create_task(w.run()) for w in self.workers]
         try:
-            await asyncio.gather(*(w.run() for w in self.workers))
+            await asyncio.wait(runs, return_when=asyncio.FIRST_EXCEPTION)
         finally:
-            self.threads.shutdown()
-            self.watchdog.stop()
+            await self._stop(self.workers)
+            await asyncio.gather(*runs, return_exceptions=True)
+        for task in runs:
+            if not task.cancelled() and (err := task.exception()) is not None:
+                raise err
 
     async def shutdown(self) -> None:
-        await asyncio.gather(*(w.shutdown() for w in self.workers))
+        """Stop workers started by `run()` or `async with`, and wait until they have."""
+        await self._stop(self.workers)
 
 
 def build_worker(

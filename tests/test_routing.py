@@ -98,6 +98,16 @@ async def test_versions_differ_and_each_worker_polls_its_agents_queues(client: C
     ]
 
 
+async def test_a_group_runs_until_shut_down(client, task_queue, settings: LLMSettings, llm) -> None:
+    async with new_http_client(settings) as http:
+        group = build_worker(client, task_queue, OLD, settings, http)
+        running = asyncio.create_task(group.run())
+        handle = await start(client, task_queue, "go", agent="only_old", model=two_calls(llm, 0), agent_wait_seconds=10)
+        assert (await asyncio.wait_for(handle.result(), 30)).output == "done"
+        await asyncio.wait_for(group.shutdown(), 15)
+        await asyncio.wait_for(running, 5)
+
+
 @needs_routed_resolve
 async def test_in_a_rolling_deploy_each_runs_tool_calls_reach_only_its_version(
     client, task_queue, group, llm, counter_file: Path
