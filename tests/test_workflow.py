@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -174,16 +175,14 @@ async def test_non_retryable_model_errors_fail_the_run_at_once(
     assert len(llm.requests()) == 1
 
 
-async def test_unknown_agent_fails_with_the_agents_this_worker_knows(client, task_queue, worker_factory, llm):
+async def test_an_agent_no_worker_serves_fails_clearly_within_its_wait(client, task_queue, worker_factory, llm):
     async with worker_factory():
-        handle = await start(client, task_queue, "hi", agent="nobody")
+        handle = await start(client, task_queue, "hi", agent="nobody", agent_wait_seconds=2)
         with pytest.raises(WorkflowFailureError) as caught:
-            await handle.result()
+            await asyncio.wait_for(handle.result(), timeout=30)
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "UnknownAgent"
-    assert (
-        "unknown agent 'nobody'" in cause.message and "demo, guarded" in cause.message and "scripted" in cause.message
-    )
+    assert f"no worker serves agent 'nobody': nothing polled task queue {task_queue}@nobody for 2s" in cause.message
 
 
 async def test_the_api_key_never_enters_history(client, task_queue, worker_factory, llm):

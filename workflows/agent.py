@@ -38,7 +38,6 @@ SA_PENDING = SearchAttributeKey.for_int(t.SA_PENDING)
 SA_VERSION = SearchAttributeKey.for_keyword(t.SA_VERSION)
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
-ROUTE_RESOLVE = False  # TEMP until workers poll agent queues
 # The activity ends an attempt itself at the agent's model timeout, with a clear error; Temporal's
 # own start-to-close is a backstop a little later (a worker stuck in a way the activity can't see).
 MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
@@ -136,7 +135,7 @@ class AgentRun:
                 t.RESOLVE_AGENT_ACTIVITY,
                 t.ResolveAgentInput(agent=input.agent, max_turns=input.max_turns, model=input.model),
                 result_type=t.AgentSpec,
-                task_queue=queue if ROUTE_RESOLVE else None,
+                task_queue=queue,
                 schedule_to_start_timeout=timedelta(seconds=input.agent_wait_seconds),
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RESOLVE_RETRY,
