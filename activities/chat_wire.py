@@ -199,7 +199,7 @@ class Reader:
 
 def utf8(text: str) -> str:
     """`text` as valid UTF-8: JSON can carry lone surrogates, which no payload can."""
-    return text.encode("utf-8", "replace").decode("utf-8")
+    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _part_text(part: object) -> str:
@@ -356,21 +356,22 @@ async def parse_stream(
     slots: dict[int, _Slot] = {}
     last = 0
     usage: object = None
-    finish = model = response_id = None
+    # The last non-empty text of each label, read once at the end: a long reply has many chunks.
+    finish = model = response_id = ""
     async for event in iter_events(lines):
         if event.data.strip() == "[DONE]":
             break
         chunk = r.json_object(event.data)
         if chunk.get("error") is not None:
             raise StreamFailed(f"error event mid-stream: {r.sample(chunk['error'], 300)}")
-        model = r.label(chunk.get("model")) or model
-        response_id = r.label(chunk.get("id")) or response_id
+        model = _latest(chunk.get("model"), model)
+        response_id = _latest(chunk.get("id"), response_id)
         usage = chunk.get("usage") or usage
         choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if not isinstance(choice, dict):
                 continue
-            finish = r.label(choice.get("finish_reason")) or finish
+            finish = _latest(choice.get("finish_reason"), finish)
             delta = choice.get("delta")
             if not isinstance(delta, dict):
                 continue
@@ -403,10 +404,14 @@ async def parse_stream(
     return ModelReply(
         message=AssistantMessage(content=r.text("".join(content)) or None, tool_calls=run_ids(calls, turn)),
         usage=parse_usage(usage),
-        finish_reason=finish,
-        model=model,
-        response_id=response_id,
+        finish_reason=r.label(finish),
+        model=r.label(model),
+        response_id=r.label(response_id),
     )
+
+
+def _latest(value: object, previous: str) -> str:
+    return value if isinstance(value, str) and value else previous
 
 
 def _raw_content(raw: object) -> str:
