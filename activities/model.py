@@ -6,7 +6,7 @@ the workflow with a query (`agent.model_context`), so each message enters histor
 the workflow's state, rebuilt from history, so this is exactly as durable as Temporal itself.
 
 Every wait has a bound: a read timeout per request (no byte for that long ends the attempt,
-streamed or not), the agent's model timeout per attempt, and a cap on what a server may send.
+streamed or not), the agent's model timeout per attempt, and caps on what a server may send.
 Everything built from the server's bytes is masked with the worker's `Redactor`.
 """
 
@@ -29,9 +29,9 @@ from temporalio.exceptions import ApplicationError
 from activities import chat_wire, errors, responses_wire
 from activities.capture import CaptureStore
 from activities.context_cache import ContextCache
-from activities.redact import Redactor
+from activities.redact import FRAGMENT, Redactor
 from activities.settings import LLMSettings
-from activities.sse import iter_lines
+from activities.sse import LineTooLong, iter_lines
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
@@ -59,6 +59,7 @@ class Wire(Protocol):
         *,
         on_delta: Callable[[str], None] | None = None,
         mask: chat_wire.Mask | None = None,
+        limit: int | None = None,
     ) -> ModelReply: ...
 
 
@@ -66,7 +67,15 @@ HEARTBEAT_EVERY = 2.0  # the model call's heartbeat timeout is 10 s: a dead work
 PROGRESS_EVERY = 0.1  # seconds between progress heartbeats while a reply streams in
 TAIL_CHARS = 64 * 1024  # of streamed text in heartbeat details: watchers only need the tail
 SLACK_CHARS = 4096  # kept beyond the tail, so masking sees a key that crosses the tail's start
-MAX_REPLY_CHARS = 32 * 1024 * 1024  # a reply (body or stream) larger than this is a server gone wrong
+# A reply larger than this is a server gone wrong: a body, one line of a stream, or the text and
+# arguments a stream assembles. It bounds what the worker holds.
+MAX_REPLY_CHARS = 32 * 1024 * 1024
+# A whole stream, framing included: each delta of a few characters comes wrapped in 100-250
+# characters of JSON, so a stream is many times its text (fake_llm streams a 3 MB reply as ~40 MB;
+# OpenAI's per-token deltas make it ~50 times). Lines are dropped once parsed (unless captured),
+# so this bounds time spent rather than memory, far past any model's output limit (128 k tokens
+# stream as ~25 MB).
+MAX_STREAM_CHARS = 256 * 1024 * 1024
 ERROR_BODY_CHARS = 64 * 1024  # read of an error body: its message is cut to a few hundred anyway
 
 
@@ -86,7 +95,7 @@ async def heartbeating(
         while True:
             now = time.monotonic()
             current = details() if details is not None else None
-            key = (current.text, current.malformed) if isinstance(current, ModelProgress) else None
+            key = (current.offset, current.text, current.malformed) if isinstance(current, ModelProgress) else None
             if key != last or now - sent_at >= HEARTBEAT_EVERY:
                 if current is None:
                     activity.heartbeat()
@@ -153,16 +162,23 @@ class ModelActivities:
         path = "responses" if wire is responses_wire else "chat/completions"
         attempt = activity.info().attempt
         read = agent.model_read_timeout_seconds or settings.read_timeout
+        try:
+            body = wire.build_request(agent, messages, model, settings.stream)
+        except chat_wire.BadSettings as err:  # the agent's author must fix it: no retry will
+            message = f"agent {agent.name}: {err}"
+            raise ApplicationError(message, type="ModelSettingsInvalid", non_retryable=True) from None
+        capture = input.capture or settings.capture
         call = _Call(
             wire=wire,
             url=f"{settings.base_url}/{path}",
-            body=wire.build_request(agent, messages, model, settings.stream),
+            body=body,
             headers={"Content-Type": "application/json", **settings.auth_headers()},
             stream=settings.stream,
             turn=input.turn,
             timeout=httpx.Timeout(read, connect=settings.connect_timeout),
             redactor=self._redactor,
             progress=ModelProgress(turn=input.turn, attempt=attempt, malformed=_earlier_malformed()),
+            capture=capture,
         )
         every = PROGRESS_EVERY if call.stream else HEARTBEAT_EVERY
         # Ends a little before Temporal's own timeout would, so the attempt fails saying why.
@@ -189,7 +205,7 @@ class ModelActivities:
                 raise ApplicationError(mask(str(err)), type="ModelStreamFailed") from None
         if self._cache is not None:
             self._cache.remember(run, agent, messages, input.digest, reply.message)
-        if input.capture or settings.capture:
+        if capture:
             record = {"api": path, "url": call.url, "turn": input.turn, "attempt": attempt, "stream": call.stream}
             record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}
             reply.capture = CaptureStore(settings.capture_dir).put(record, self._redactor)
@@ -219,8 +235,16 @@ class ModelActivities:
                     raise chat_wire.MalformedResponse(f"body is not JSON: {sample!r}") from err
                 return call.wire.parse_response(payload, call.turn, mask=mask)
             try:
-                lines = iter_lines(call.count(response.aiter_text()))
-                return await call.wire.parse_stream(call.tee(lines), call.turn, on_delta=call.delta, mask=mask)
+                lines = iter_lines(call.count(response.aiter_text()), MAX_REPLY_CHARS)
+                return await call.wire.parse_stream(
+                    call.tee(lines) if call.capture else lines,
+                    call.turn,
+                    on_delta=call.delta,
+                    mask=mask,
+                    limit=MAX_REPLY_CHARS,
+                )
+            except LineTooLong as err:
+                raise chat_wire.MalformedResponse(str(err)) from None
             except httpx.TimeoutException:
                 raise
             except httpx.TransportError as err:  # the connection dropped mid-stream
@@ -260,8 +284,9 @@ def _earlier_malformed() -> int:
 
 @dataclass
 class _Call:
-    """One attempt at a model call: what is sent, what came back raw (for capture), and the
-    streamed text shown to watchers."""
+    """One attempt at a model call: what is sent, what came back raw (kept only to capture it),
+    and the streamed text shown to watchers: a masked tail, and where it starts in the whole
+    masked text (`ModelProgress.offset`), so that a watcher keeps up past the tail's size."""
 
     wire: Wire
     url: str
@@ -272,12 +297,14 @@ class _Call:
     timeout: httpx.Timeout
     redactor: Redactor
     progress: ModelProgress
+    capture: bool = False  # keep the raw reply, for the wire capture
     raw: list[str] = field(default_factory=lambda: list[str]())
     received: int = 0  # characters of the body so far
     # The streamed text's tail: pieces since the last snapshot, after what is kept of earlier ones.
     _pieces: list[str] = field(default_factory=lambda: list[str]())
     _size: int = 0
-    _cut: bool = False  # earlier text was dropped: the kept text starts mid-way
+    _dropped: int = 0  # characters of the masked text before the kept pieces
+    _cut: bool = False  # the kept pieces start inside a key (a forced cut): hide what is left of it
     _fresh: bool = False  # text arrived since the last snapshot
 
     def delta(self, text: str) -> None:
@@ -289,30 +316,50 @@ class _Call:
 
     def _compact(self) -> None:
         text = "".join(self._pieces)
-        if len(text) > TAIL_CHARS + SLACK_CHARS:
-            text, self._cut = text[-(TAIL_CHARS + SLACK_CHARS) :], True
+        excess = len(text) - (TAIL_CHARS + SLACK_CHARS)
+        if excess > 0:
+            at, self._cut = self._cut_at(text, excess)
+            self._dropped += len(self.redactor.text(text[:at]))
+            text = text[at:]
         self._pieces, self._size = [text], len(text)
+
+    def _cut_at(self, text: str, at: int) -> tuple[int, bool]:
+        """Where to drop the text before: `at`, or a little earlier so that no key is cut or
+        touched (masking each side alone then gives what masking the whole gives, and offsets
+        in the masked text stay exact). Forced at `at`, and said so, when keys fill the slack."""
+        if not self.redactor.secrets:
+            return at, False
+        for cut in range(at, max(at - SLACK_CHARS, 0), -1):
+            if not self.redactor.leaks(text[max(cut - FRAGMENT, 0) : cut + FRAGMENT]):
+                return cut, False
+        return at, True
 
     def snapshot(self) -> ModelProgress:
         """The progress to heartbeat: the last TAIL_CHARS of the text, masked first, and with
-        no part of a key at either edge (one still streaming in, or one the trimming split)."""
+        no part of a key at either edge (one still streaming in, or one a forced cut split);
+        `offset` counts the masked characters before it."""
         if self._fresh:
             self._compact()
             text = self._pieces[0]
-            self.progress.text = self.redactor.visible(text, cut_before=self._cut, cut_after=True)[-TAIL_CHARS:]
+            shown = self.redactor.visible(text, cut_before=self._cut, cut_after=True)
+            front = 0
+            if self._cut:  # after a forced cut, visible() hides what is left of a key: count it as dropped
+                front = len(self.redactor.text(text)) - len(self.redactor.visible(text, cut_before=True))
+            tail = shown[-TAIL_CHARS:]
+            self.progress.text, self.progress.offset = tail, self._dropped + front + len(shown) - len(tail)
             self._fresh = False
         return self.progress
 
     def reset(self) -> ModelProgress:
-        self._pieces, self._size, self._cut, self._fresh = [], 0, False, False
-        self.progress.text = ""
+        self._pieces, self._size, self._dropped, self._cut, self._fresh = [], 0, 0, False, False
+        self.progress.text, self.progress.offset = "", 0
         return self.progress
 
     async def count(self, chunks: AsyncIterator[str]) -> AsyncIterator[str]:
         async for chunk in chunks:
             self.received += len(chunk)
-            if self.received > MAX_REPLY_CHARS:
-                raise chat_wire.MalformedResponse(f"stream longer than {MAX_REPLY_CHARS} characters")
+            if self.received > MAX_STREAM_CHARS:
+                raise chat_wire.MalformedResponse(f"stream longer than {MAX_STREAM_CHARS} characters")
             yield chunk
 
     async def tee(self, lines: AsyncIterator[str]) -> AsyncIterator[str]:

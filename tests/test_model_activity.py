@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import random
 import socket
 import time
 from collections.abc import Callable
@@ -26,18 +27,23 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import errors
+from activities import chat_wire, errors
 from activities import model as model_module
 from activities.model import ModelActivities, new_http_client
+from activities.redact import Redactor
 from activities.settings import LLMSettings
 from fake_llm import FakeLLMServer
+from tests.helpers import script
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
     AgentSpec,
     AssistantMessage,
+    HandoffSpec,
     Message,
     ModelCallInput,
+    ModelProgress,
     ModelReply,
+    ModelSettings,
     ToolCall,
     ToolMessage,
     ToolSpec,
@@ -378,6 +384,57 @@ async def test_an_error_event_mid_stream_is_a_retryable_failure(llm: FakeLLMServ
     assert "The engine is overloaded." in err.message
 
 
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_streamed_3_mb_reply_completes_and_its_heartbeats_keep_up(llm: FakeLLMServer, api: str):
+    # ~190,000 deltas of 16 characters: the stream is ~40 MB, past the 32 Mi a reply may hold.
+    big = ("The quick brown fox jumps over the lazy dog; " * 70_000)[:3_000_000]
+    beats: list[ModelProgress] = []
+    reply = await call(
+        llm_settings(llm, stream=True, model=script(llm, {"content": big}), api=api),
+        on_heartbeat=lambda *d: beats.append(d[0].model_copy()),  # the activity updates one object
+    )
+    assert reply.message.content == big and reply.finish_reason in ("stop", "completed")
+    # Each heartbeat is a tail of the text at its offset: a watcher follows it to the end.
+    assert all(b.text == big[b.offset : b.offset + len(b.text)] for b in beats)
+    assert max(b.offset for b in beats) > 1_000_000 and all(len(b.text) <= model_module.TAIL_CHARS for b in beats)
+    assert [b.offset for b in beats] == sorted(b.offset for b in beats)
+
+
+def test_heartbeat_offsets_count_the_masked_text_so_tails_line_up_around_keys():
+    key = "sk-test-0123456789abcdefSECRET"
+    redactor = Redactor(key)
+    progress = ModelProgress(turn=1, attempt=1)
+    stream = model_module._Call(chat_wire, "", {}, {}, True, 1, httpx.Timeout(1), redactor, progress)
+    rng, at, beats = random.Random(7), 0, []
+    text = "".join("lorem ipsum " * rng.randint(1, 30) + key for _ in range(3000))  # ~600 KB, a key every ~200
+    whole = redactor.text(text)  # what the reply will hold, and watchers see
+    while at < len(text):
+        n = rng.randint(1, 3000)
+        stream.delta(text[at : at + n])
+        at += n
+        if rng.random() < 0.2:
+            beat = stream.snapshot()
+            beats.append((beat.offset, beat.text))
+    assert max(offset for offset, _ in beats) > len(whole) // 2
+    assert all(shown == whole[offset : offset + len(shown)] for offset, shown in beats)
+    assert all(key[:8] not in shown for _, shown in beats)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_stream_past_the_caps_is_malformed(llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, api: str):
+    model = script(llm, {"content": "x" * 10_000})
+    monkeypatch.setattr(model_module, "MAX_STREAM_CHARS", 50_000)  # framing counts here: ~130 KB in all
+    err = await failure(llm_settings(llm, stream=True, model=model, api=api))
+    assert err.type == "MalformedModelResponse" and "stream longer than 50000 characters" in err.message
+    monkeypatch.setattr(model_module, "MAX_STREAM_CHARS", 1_000_000)
+    monkeypatch.setattr(model_module, "MAX_REPLY_CHARS", 5_000)  # and here only text and arguments
+    err = await failure(llm_settings(llm, stream=True, model=model, api=api))
+    assert err.type == "MalformedModelResponse" and "reply longer than 5000 characters" in err.message
+    if api == "responses":  # or one line: response.completed carries the whole response again
+        err = await failure(llm_settings(llm, stream=True, model=script(llm, {"content": "x" * 4_900}), api=api))
+        assert "a stream line longer than 5000 characters" in err.message
+
+
 async def test_keepalive_comments_in_a_stream_are_ignored(llm: FakeLLMServer):
     plain = await call(llm_settings(llm, stream=True))
     llm.add_fault("keepalive")
@@ -430,6 +487,40 @@ async def test_the_request_the_server_receives(llm: FakeLLMServer, stream: bool)
         assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     else:
         assert "stream" not in body
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_settings_handoffs_and_typed_output_reach_the_server(llm: FakeLLMServer, api: str):
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    agent = AGENT.model_copy(
+        update={
+            "settings": ModelSettings(
+                top_p=0.5, max_output_tokens=80, tool_choice="get_weather", seed=3, extra_body={"top_k": 9}
+            ),
+            "handoffs": [HandoffSpec(agent="billing", tool_name="transfer_to_billing", description="Money.")],
+            "output_schema": schema,
+        }
+    )
+    await call(llm_settings(llm, api=api), agent=agent)
+    body = last_request(llm)["body"]
+    names = [t["function"]["name"] if api == "chat" else t["name"] for t in body["tools"]]
+    assert names == ["get_weather", "transfer_to_billing"] and body["temperature"] == 0.2 and body["top_k"] == 9
+    if api == "chat":
+        assert (body["top_p"], body["max_completion_tokens"], body["seed"]) == (0.5, 80, 3)
+        assert body["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+        assert body["response_format"]["json_schema"] == {"name": "output", "schema": schema, "strict": False}
+    else:
+        assert (body["top_p"], body["max_output_tokens"], "seed" in body) == (0.5, 80, False)
+        assert body["tool_choice"] == {"type": "function", "name": "get_weather"}
+        assert body["text"]["format"] == {"type": "json_schema", "name": "output", "schema": schema, "strict": False}
+
+
+async def test_settings_the_runner_cannot_send_fail_the_run_at_once_naming_them(llm: FakeLLMServer):
+    agent = AGENT.model_copy(update={"settings": ModelSettings(extra_body={"stream": True, "messages": []})})
+    err = await failure(llm_settings(llm), agent=agent)
+    assert err.non_retryable and err.type == "ModelSettingsInvalid"
+    assert "weather-agent" in err.message and "extra_body may not set messages, stream" in err.message
+    assert llm.requests() == []
 
 
 async def test_the_inputs_model_overrides_the_settings(llm: FakeLLMServer):
