@@ -5,7 +5,9 @@ answer) come from the run's numbered event log (query `agent.events`), so a watc
 reconnects with `--since N` resumes without gaps or repeats, across continue-as-new too. The
 text of a reply still being streamed comes from the model activity's heartbeat details, read
 with `describe()`; it is tagged with the call's attempt, so when a call fails half-way and is
-retried, the partial text is withdrawn and never passed off as the answer.
+retried, the partial text is withdrawn and never passed off as the answer. A heartbeat holds only
+the text's tail, with its `offset` in the whole: the watcher shows what lies past what it has
+shown, and says so when text streamed by faster than it polls.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from workflows import types as t
+from workflows.state import EVENT_TEXT
 
 POLL = 0.1  # seconds between polls while a run is live
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before the watcher gives up
@@ -31,7 +34,9 @@ class Live:
 
     turn: int = 0
     attempt: int = 0
-    shown: str = ""
+    end: int = 0  # where the text shown so far ends in the reply
+    head: str = ""  # the reply's first characters as shown, without gaps: the event is checked against it
+    skipped: int = 0  # characters that streamed by between two polls, never shown
 
 
 @dataclass
@@ -51,16 +56,20 @@ class Printer:
     def delta(self, progress: t.ModelProgress) -> None:
         live = self.live
         if (progress.turn, progress.attempt) != (live.turn, live.attempt):
-            if live.shown and progress.turn == live.turn:
+            if live.end and progress.turn == live.turn:
                 self.discard(live.attempt)
             self.live = live = Live(progress.turn, progress.attempt)
-        if not progress.text.startswith(live.shown):
-            return  # an older heartbeat, overtaken
-        new = progress.text[len(live.shown) :]
-        if new:
-            live.shown = progress.text
-            obj = {"type": "delta", "turn": progress.turn, "attempt": progress.attempt, "text": new}
-            self.emit(obj, new)
+        start, end = progress.offset, progress.offset + len(progress.text)
+        if end <= live.end:
+            return  # nothing new: an older heartbeat, or the same one again
+        skipped = max(start - live.end, 0)
+        new = progress.text[max(live.end - start, 0) :]
+        if not live.skipped and not skipped and len(live.head) < EVENT_TEXT:
+            live.head += new[: EVENT_TEXT - len(live.head)]
+        obj: dict[str, Any] = {"type": "delta", "turn": progress.turn, "attempt": progress.attempt}
+        obj |= {"offset": end - len(new), "text": new} | ({"skipped": skipped} if skipped else {})
+        live.end, live.skipped = end, live.skipped + skipped
+        self.emit(obj, (f"\n  … [{skipped} characters streamed by unseen] …\n" if skipped else "") + new)
 
     def discard(self, attempt: int) -> None:
         obj = {"type": "discard", "turn": self.live.turn, "attempt": attempt}
@@ -82,14 +91,18 @@ class Printer:
         if ev.kind == "model_finished":
             live, self.live = self.live, Live(ev.turn)
             text = ev.text
-            if live.turn == ev.turn and live.shown:
-                if text.startswith(live.shown):
-                    text = text[len(live.shown) :]
-                else:
+            if live.turn == ev.turn and live.end:
+                n = min(len(live.head), len(text), EVENT_TEXT)
+                if text[:n] != live.head[:n]:
                     text = "\n  ↻ the reply was retried; its final text:\n" + text
+                elif len(text) > EVENT_TEXT and live.end >= EVENT_TEXT:  # the event keeps less than was shown
+                    text = f"\n  (the run's events keep a reply's first {EVENT_TEXT} characters; the live view may"
+                    text += f" have missed its end: python client.py result {self.run_id} prints an answer whole)"
+                else:
+                    text = text[live.end :]  # what the live view had not shown yet
             calls = f"  → asks for: {ev.detail}\n" if ev.detail else ""
             self.answered = ev.turn if not ev.detail else None
-            return (text + "\n" if (text or live.shown) else "") + calls
+            return (text + "\n" if (text or live.end) else "") + calls
         if ev.kind == "tool_started":
             return f"  ⚙ {ev.detail}\n"
         if ev.kind == "tool_finished":

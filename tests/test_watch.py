@@ -7,11 +7,15 @@ import io
 import json
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
+from activities.model import TAIL_CHARS
 from activities.settings import LLMSettings
-from cli.watch import watch
+from cli.watch import Printer, watch
 from tests.helpers import script, start
+from workflows import types as t
+from workflows.state import EVENT_TEXT, event_text
 
 ROOT = Path(__file__).resolve().parent.parent
 STORY = (
@@ -48,6 +52,77 @@ async def test_text_is_shown_as_it_streams(client, task_queue, worker_factory, l
         "outcome": "final",
         "next": lines[-2]["seq"] + 1,
     }
+
+
+LONG = "".join(f"{i:06d} the reply goes on and on, well past what one heartbeat holds. " for i in range(2500))
+
+
+def tail(text: str, end: int, turn: int = 1, attempt: int = 1) -> t.ModelProgress:
+    """A heartbeat when `end` characters have streamed: their last TAIL_CHARS, and where those start."""
+    start = max(end - TAIL_CHARS, 0)
+    return t.ModelProgress(turn=turn, attempt=attempt, text=text[start:end], offset=start)
+
+
+def finished(text: str, turn: int = 1) -> t.RunEvent:
+    at = datetime.now(UTC)
+    return t.RunEvent(seq=1, at=at, kind="model_finished", turn=turn, text=event_text(text))
+
+
+def test_live_text_keeps_flowing_past_the_heartbeats_tail():
+    out = io.StringIO()
+    printer = Printer("r", as_json=True, out=out)
+    for end in [*range(1000, len(LONG), 9000), len(LONG)]:
+        printer.delta(tail(LONG, end))
+        printer.delta(tail(LONG, end - 5000))  # an older heartbeat, overtaken: shows nothing
+    deltas = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert len(LONG) > 2 * TAIL_CHARS and "".join(d["text"] for d in deltas) == LONG
+    assert all(LONG[d["offset"] :].startswith(d["text"]) and "skipped" not in d for d in deltas)
+
+
+def test_text_that_streamed_by_between_polls_is_said_to_be_missing_and_the_rest_still_shown():
+    out = io.StringIO()
+    printer = Printer("r", as_json=False, out=out)
+    printer.delta(tail(LONG, 10_000))
+    printer.delta(tail(LONG, 100_000))  # 100,000 - 65,536 - 10,000 characters never seen
+    printer.delta(tail(LONG, 120_000))
+    skipped = 100_000 - TAIL_CHARS - 10_000
+    assert out.getvalue() == (
+        LONG[:10_000] + f"\n  … [{skipped} characters streamed by unseen] …\n" + LONG[100_000 - TAIL_CHARS : 120_000]
+    )
+    printer.event(finished(LONG))
+    # The event keeps the reply's first EVENT_TEXT characters: what it has was shown, and it says so.
+    end = out.getvalue()[len(LONG[:10_000]) :]
+    assert "retried" not in end and f"first {EVENT_TEXT} characters" in end and "client.py result r" in end
+
+
+def test_the_events_text_completes_what_the_live_view_showed_or_replaces_a_different_reply():
+    out = io.StringIO()
+    printer = Printer("r", as_json=False, out=out)
+    short = LONG[:20_000]
+    printer.delta(tail(short, 15_000))
+    printer.event(finished(short))
+    assert out.getvalue() == short + "\n"
+    out.truncate(0), out.seek(0)
+    printer.delta(tail(short, 15_000, turn=2))
+    printer.event(finished("something else entirely", turn=2))
+    assert out.getvalue() == short[:15_000] + "\n  ↻ the reply was retried; its final text:\nsomething else entirely\n"
+
+
+async def test_a_long_streamed_reply_keeps_flowing_to_the_watcher(client, task_queue, worker_factory, llm):
+    llm.set_latency(0, stream_event_ms=40)  # 1,500 characters every 40 ms: ~4 s for the reply
+    text = LONG[:150_000]
+    model = script(llm, {"content": text, "delta_chars": 1500})
+    async with worker_factory(settings=streaming(llm)):
+        handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
+        code, lines = await follow(client, handle.id)
+    assert code == 0
+    finished_at = next(i for i, line in enumerate(lines) if line.get("kind") == "model_finished")
+    deltas = [line for line in lines[:finished_at] if line["type"] == "delta"]
+    assert all(text[d["offset"] :].startswith(d["text"]) for d in deltas)  # each where it belongs
+    past = [d for d in deltas if d["offset"] > TAIL_CHARS]
+    assert len(past) >= 3, "text kept coming after the heartbeat's tail was full"
+    shown = sum(len(d["text"]) + d.get("skipped", 0) for d in deltas)
+    assert shown == deltas[-1]["offset"] + len(deltas[-1]["text"]) > 100_000
 
 
 async def test_a_call_that_fails_mid_stream_has_its_partial_text_withdrawn(client, task_queue, worker_factory, llm):
