@@ -24,14 +24,7 @@ from activities.settings import LLMSettings
 from tests.devserver import DevServer
 from tests.helpers import calls, script, start, transcript
 from worker import WorkerGroup, build_worker
-from workflows import agent as agent_workflow
 from workflows import types as t
-
-# The workflow schedules resolve on the agent's queue once workers poll it (workflows/agent.py's
-# temporary switch; when it is gone, these run).
-needs_routed_resolve = pytest.mark.skipif(
-    not getattr(agent_workflow, "ROUTE_RESOLVE", True), reason="the workflow does not route resolve yet"
-)
 
 
 def _where(version: str) -> Any:
@@ -108,7 +101,6 @@ async def test_a_group_runs_until_shut_down(client, task_queue, settings: LLMSet
         await asyncio.wait_for(running, 5)
 
 
-@needs_routed_resolve
 async def test_in_a_rolling_deploy_each_runs_tool_calls_reach_only_its_version(
     client, task_queue, group, llm, counter_file: Path
 ):
@@ -148,7 +140,6 @@ async def test_in_a_rolling_deploy_each_runs_tool_calls_reach_only_its_version(
     assert len(lines) == len(set(lines)) == 2 * len(seen + after)  # every call once
 
 
-@needs_routed_resolve
 async def test_a_run_of_an_agent_no_worker_serves_fails_clearly(client, task_queue, group, llm):
     async with group(NEW):
         handle = await start(client, task_queue, "go", agent="only_old", agent_wait_seconds=1)
