@@ -35,6 +35,8 @@ from activities.connection import address, connect, ensure_search_attributes, na
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
 from activities.model import ModelActivities, new_http_client
+from activities.payload_store import PayloadStoreError
+from activities.redact import redaction_for
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
 from activities.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
@@ -127,12 +129,16 @@ def build_worker(
     """The workers, as `python worker.py` runs them; tests build theirs with this too.
     `tool_threads`: default $TOOL_THREADS or 16. `stall_seconds`: how long the event loop may be
     blocked before the watchdog names the culprit. `options` override WORKER_DEFAULTS for every
-    Worker. The caller owns `http` (see `new_http_client`) and closes it after the workers stop."""
+    Worker. The caller owns `http` (see `new_http_client`) and closes it after the workers stop.
+    Every worker masks the API key in whatever its activities return, heartbeat or raise."""
     threads = ToolThreads(executor.size_from_env() if tool_threads is None else tool_threads)
     cache = ContextCache()
     model = ModelActivities(client, settings, http, cache)
     tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads)
-    base = {**WORKER_DEFAULTS, **options}
+    masking, _ = redaction_for(settings)
+    extra = options.pop("interceptors", None)
+    interceptors = [masking, *(extra if isinstance(extra, list | tuple) else [])]
+    base = {**WORKER_DEFAULTS, **options, "interceptors": interceptors}
     workers = [
         Worker(
             client,
@@ -142,7 +148,7 @@ def build_worker(
             **base,  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
         )
     ]
-    per_agent = {**WORKER_DEFAULTS, **AGENT_WORKER_DEFAULTS, **options}
+    per_agent = {**WORKER_DEFAULTS, **AGENT_WORKER_DEFAULTS, **options, "interceptors": interceptors}
     for agent in registry.agents():
         for q, activity in (
             (agent_task_queue(queue, agent.name), tools.resolve_agent),
@@ -175,8 +181,14 @@ async def serve(args: argparse.Namespace) -> int:
     except Exception as err:  # a user's module: any import error is a usage error here
         print(f"worker.py: error: {err}", file=sys.stderr)
         return 2
+    _, log_filter = redaction_for(settings)
+    for handler in logging.getLogger().handlers:  # on handlers: a logger's filters miss propagated records
+        handler.addFilter(log_filter)
     try:
         client = await connect()
+    except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
+        print(f"worker.py: error: {err}", file=sys.stderr)
+        return 2
     except Exception as err:
         print(f"worker.py: error: cannot reach Temporal at {address()} ({err})", file=sys.stderr)
         return 1

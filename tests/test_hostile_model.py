@@ -512,8 +512,7 @@ async def run_hostile(
     settings = LLMSettings(
         base_url=llm.base_url, model="demo", api_key=SecretStr(KEY), api=api, stream=stream, read_timeout=1.0
     )
-    interceptor, _ = redaction_for(settings)
-    options: dict[str, Any] = {"settings": settings, "interceptors": [interceptor]}
+    options: dict[str, Any] = {"settings": settings}  # build_worker installs the masking interceptor itself
     if registry is not None:
         options["registry"] = registry
     async with worker_factory(**options):
