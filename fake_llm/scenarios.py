@@ -35,6 +35,7 @@ class ScriptStep:
     usage: Mapping[str, int] = field(default_factory=lambda: {})
     keepalive: bool = False
     delta_chars: int | None = None  # None: about 16, like a few tokens
+    ids: tuple[str, ...] = ()  # the tool calls' ids, when the script sets them (a server that reuses ids)
 
 
 # ------------------------------------------------------------------------------- scripts
@@ -86,9 +87,14 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 1):
             raise ValueError(f"steps[{i}].delta_chars must be a positive integer")
         calls: list[tuple[str, str]] = []
+        ids: list[str] = []
         for j, call_raw in enumerate(as_list(step.get("tool_calls", [])) or []):
             call = as_dict(call_raw) or {}
             name, args = call.get("name"), call.get("arguments", {})
+            if "id" in call:
+                if not isinstance(call["id"], str) or len(ids) != j:
+                    raise ValueError(f"steps[{i}].tool_calls[{j}].id must be a string, given for every call or none")
+                ids.append(call["id"])
             if not isinstance(name, str) or not name:
                 raise ValueError(f"steps[{i}].tool_calls[{j}].name must be a non-empty string")
             if not isinstance(args, (str, dict)):
@@ -98,7 +104,9 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
         _flatten_usage(as_dict(step.get("usage")) or {}, usage)
         if content is None and not calls:
             content = ""
-        out.append(ScriptStep(content, tuple(calls), usage, step.get("keepalive") is True, size))
+        if ids and len(ids) != len(calls):
+            raise ValueError(f"steps[{i}]: give an id for every tool call or for none")
+        out.append(ScriptStep(content, tuple(calls), usage, step.get("keepalive") is True, size, tuple(ids)))
     return tuple(out)
 
 
@@ -279,14 +287,17 @@ def reply_for(conv: Conversation, scripts: Mapping[str, Sequence[ScriptStep]]) -
     override: Mapping[str, int] = {}
     keepalive = False
     delta_chars: int | None = None
+    ids: tuple[str, ...] = ()
     if conv.model.startswith("script:"):
         content, calls, step = _script(conv, scripts)
-        override, keepalive, delta_chars = step.usage, step.keepalive, step.delta_chars
+        override, keepalive, delta_chars, ids = step.usage, step.keepalive, step.delta_chars, step.ids
     elif conv.model == "echo":
         content, calls = f"echo: {conv.last_user_text}", []
     elif conv.model.startswith("loop:"):
         content, calls = _loop(conv)
     else:  # "weather", "demo" and any other name: the offline demo works whatever LLM_MODEL is
         content, calls = _weather(conv)
-    tool_calls = tuple(ToolCall(f"call_{conv.turn}_{i}", name, args) for i, (name, args) in enumerate(calls))
+    tool_calls = tuple(
+        ToolCall(ids[i] if ids else f"call_{conv.turn}_{i}", name, args) for i, (name, args) in enumerate(calls)
+    )
     return Reply(content, tool_calls, _usage(conv, content, calls, override), keepalive, delta_chars)

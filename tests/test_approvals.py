@@ -294,3 +294,38 @@ async def test_approval_survives_a_killed_worker_and_a_signal_sent_while_none_ru
     assert result.output == "finished"
     assert effects(counter_file) == Counter({"send:once": 1})
     assert await activity_attempts(handle, t.TOOL_CALL_ACTIVITY) == [1, 1]  # the check, then the run
+
+
+async def test_a_reused_provider_id_never_rides_on_an_earlier_approval(
+    client, task_queue, worker_factory, llm, counter_file
+):
+    same = {"name": "send", "arguments": {"label": "x"}, "id": "0"}  # some servers number calls per reply
+    model = script(llm, {"tool_calls": [same]}, {"tool_calls": [same]}, {"content": "done"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "send twice", agent="guarded", model=model)
+        (first,) = await pending(handle)
+        await update(handle, decide(first.call_id))
+        deadline = time.monotonic() + 20
+        while True:
+            s = await status(handle)
+            if any(p.call_id != first.call_id for p in s.pending_approvals):
+                break
+            assert time.monotonic() < deadline, s
+            await asyncio.sleep(0.1)
+        (second,) = s.pending_approvals
+        assert (second.turn, second.tool, second.arguments) == (2, "send", {"label": "x"})
+        assert second.call_id != first.call_id and s.status == "awaiting_approval"
+        assert len(counter_file.read_text().splitlines()) == 1  # only the approved call ran
+        with pytest.raises(WorkflowUpdateFailedError) as caught:  # the first decision binds the first call only
+            await update(handle, decide(first.call_id), update_id="approve-again")
+        assert caught.value.cause.type == "NotPending"
+        await update(handle, decide(second.call_id, approve=False, reason="once is enough"))
+        assert (await handle.result()).output == "done"
+        messages = await transcript(handle)
+    effects = counter_file.read_text().splitlines()
+    assert effects == [f"send:x {handle.id}:{first.call_id}"]
+    calls = [c for m in messages if isinstance(m, t.AssistantMessage) for c in m.tool_calls]
+    assert [c.provider_id for c in calls] == ["0", "0"] and len({c.call_id for c in calls}) == 2
+    rejected = [m for m in messages if isinstance(m, t.ToolMessage)][1]
+    assert rejected.call_id == second.call_id and "once is enough" in rejected.content
+    await replay(handle)
