@@ -16,9 +16,10 @@ import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 from urllib.parse import quote
 
+from pydantic import ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -31,6 +32,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities import chat_wire
 from activities.capture import CaptureStore
 from activities.connection import address, connect, namespace, task_queue
 from activities.payload_store import PayloadStoreError
@@ -139,6 +141,45 @@ def _read(path: Path) -> bytes:
         raise UsageError(f"cannot read --prompt-file {path}: {err.strerror or err}") from None
 
 
+# `run`'s flags for ModelSettings fields, by field name (the flag is the name with dashes).
+SETTINGS_FLAGS = (
+    "temperature", "top_p", "max_output_tokens", "tool_choice", "parallel_tool_calls", "reasoning_effort", "seed",
+    "stop",
+)  # fmt: skip
+
+
+def model_settings(args: argparse.Namespace) -> t.ModelSettings | None:
+    """The run's model settings: --model-settings JSON, each flag given overriding its field;
+    None when none was given (the agent's own apply). Checked here, so a bad value is a usage
+    error before anything starts."""
+    given: dict[str, Any] = {}
+    if args.model_settings is not None:
+        try:
+            given = json.loads(args.model_settings)
+        except ValueError as err:
+            raise UsageError(f"--model-settings is not valid JSON: {err}") from None
+        if not isinstance(given, dict):
+            raise UsageError("--model-settings must be a JSON object of model settings")
+        unknown = sorted(set(given) - set(t.ModelSettings.model_fields))
+        if unknown:
+            known = ", ".join(t.ModelSettings.model_fields)
+            raise UsageError(f"--model-settings: unknown field {', '.join(unknown)} (known: {known})")
+    flags = {name: getattr(args, name) for name in SETTINGS_FLAGS if getattr(args, name) is not None}
+    if not given and not flags:
+        return None
+    try:
+        settings = t.ModelSettings.model_validate({**given, **flags})
+        chat_wire.check_extra_body(settings.extra_body)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        where = f"--{field.replace('_', '-')}" if field in flags else f"--model-settings {field}".rstrip()
+        raise UsageError(f"{where}: {first['msg']}") from None
+    except chat_wire.BadSettings as err:
+        raise UsageError(f"--model-settings: {err}") from None
+    return settings
+
+
 async def cmd_run(client: Client, args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
     if args.id is not None and not (0 < len(args.id) <= MAX_RUN_ID and args.id.isprintable()):
@@ -146,7 +187,14 @@ async def cmd_run(client: Client, args: argparse.Namespace) -> int:
     run_id = args.id or new_run_id(args.agent, prompt)
     handle = await client.start_workflow(
         t.WORKFLOW_NAME,
-        t.RunInput(prompt=prompt, agent=args.agent, max_turns=args.max_turns, model=args.model, capture=args.capture),
+        t.RunInput(
+            prompt=prompt,
+            agent=args.agent,
+            max_turns=args.max_turns,
+            model=args.model,
+            capture=args.capture,
+            model_settings=args.settings,
+        ),
         id=run_id,
         task_queue=args.task_queue,
         result_type=t.RunResult,
@@ -431,6 +479,25 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--follow", action="store_true", help="print the run's steps and text as they happen")
     run.add_argument("--capture", action="store_true", help="keep each model call's raw request and response")
     run.add_argument("--json", action="store_true", help="print JSON")
+    ms = run.add_argument_group("model settings", "the agent's, overridden for this run (a flag over --model-settings)")
+    ms.add_argument("--temperature", type=float, metavar="F", help="sampling temperature, 0-2")
+    ms.add_argument("--top-p", type=float, metavar="F", help="nucleus sampling, 0-1")
+    ms.add_argument("--max-output-tokens", type=int, metavar="N", help="cap on the tokens of each reply")
+    ms.add_argument("--tool-choice", metavar="X", help="auto, required, none, or the name of one tool")
+    ms.add_argument("--parallel-tool-calls", action=argparse.BooleanOptionalAction, help="several calls per reply")
+    efforts = [
+        v for arg in get_args(t.ModelSettings.model_fields["reasoning_effort"].annotation) for v in get_args(arg)
+    ]
+    ms.add_argument("--reasoning-effort", choices=efforts, help="for reasoning models")
+    ms.add_argument("--seed", type=int, metavar="N", help="ask for repeatable sampling (Chat Completions only)")
+    ms.add_argument(
+        "--stop", action="append", metavar="S", help="stop sequence (repeatable, at most 4; Chat Completions only)"
+    )
+    ms.add_argument(
+        "--model-settings",
+        metavar="JSON",
+        help='all of the above and more as one object, e.g. \'{"temperature": 0.2, "extra_body": {"max_tokens": 50}}\'',
+    )
     run.set_defaults(fn=cmd_run)
 
     for name, fn, helptext in [
@@ -519,6 +586,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         check_text(args)
+        if args.command == "run":
+            args.settings = model_settings(args)
         return asyncio.run(dispatch(args))
     except UsageError as err:
         fail(str(err), 2, bool(getattr(args, "json", False)))
