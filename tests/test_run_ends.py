@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -18,7 +21,7 @@ from cli.export import export_run
 from tests.fixtures.agents import _guarded_policy, _guarded_tools
 from tests.helpers import calls, replay, script, start
 from tests.test_approvals import decide, pending, status, update
-from tests.test_client import cli  # noqa: F401  (the fixture)
+from tests.test_client import ROOT, cli  # noqa: F401  (the fixture)
 from workflows import types as t
 
 PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
@@ -135,3 +138,25 @@ async def test_a_decision_for_another_turn_is_refused(client, task_queue, worker
         await update(handle, decide(waiting.call_id, turn=1))
         await handle.result()
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_watch_prints_a_huge_answer_without_a_traceback(cli, client, task_queue, worker_factory, llm):
+    answer = "lorem ipsum " * 300_000  # 3.6 MB: past gRPC's 4 MB once framed, past the event cap
+    model = script(llm, {"content": answer})
+    async with worker_factory():
+        handle = await start(client, task_queue, "write a lot", agent="guarded", model=model)
+        assert (await handle.result()).output == answer
+        watched = await cli("watch", handle.id, timeout=60)
+        result = await cli("result", handle.id, timeout=60)
+    assert watched.code == 0 and "Traceback" not in watched.err, str(watched)[:2000]
+    assert watched.out.startswith("── turn 1") and "client.py result` prints it whole" in watched.out
+    assert result.code == 0 and result.out == answer + "\n"
+
+
+def test_a_base_url_without_a_scheme_stops_the_worker_at_once():
+    env = {**os.environ, "LLM_BASE_URL": "localhost:8000/v1", "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, not 'localhost:8000/v1'"
+    )
