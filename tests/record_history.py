@@ -1,6 +1,7 @@
 """Record a demo run's history into tests/histories/ for the replay test:
-`python -m tests.record_history NAME "PROMPT"`. Re-record only on purpose: a history that no
-longer replays means runs in flight would break."""
+`python -m tests.record_history NAME "PROMPT" [--approve]`. With --approve, every call that
+waits for a person is approved as it comes. Re-record only on purpose: a history that no longer
+replays means runs in flight would break."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Any
+
+from temporalio.client import WorkflowHandle
 
 from activities import Registry
 from activities.connection import connect
@@ -18,9 +22,25 @@ from fake_llm import FakeLLMServer
 from tests.devserver import DevServer
 from tests.helpers import start
 from worker import build_worker
+from workflows import types as t
 
 
-async def record(name: str, prompt: str) -> Path:
+async def approve_all(handle: WorkflowHandle[Any, Any]) -> None:
+    """Approve each call as it comes to wait, until the run ends."""
+    done: set[str] = set()
+    while True:
+        status: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        if status.phase in t.FINAL_PHASES:
+            return
+        for p in status.pending_approvals:
+            if p.call_id not in done:
+                done.add(p.call_id)
+                decision = t.ApprovalDecision(call_id=p.call_id, approve=True, by="recorder")
+                await handle.execute_update(t.APPROVAL_UPDATE, decision, result_type=t.DecisionReceipt)
+        await asyncio.sleep(0.2)
+
+
+async def record(name: str, prompt: str, approve: bool = False) -> Path:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         server = DevServer(Path(tmp))
         server.start()
@@ -31,6 +51,8 @@ async def record(name: str, prompt: str) -> Path:
             registry = Registry.from_modules(["examples.demo_agent"])
             async with new_http_client(settings) as http, build_worker(client, queue, registry, settings, http):
                 handle = await start(client, queue, prompt)
+                if approve:
+                    await asyncio.wait_for(approve_all(handle), timeout=60)
                 await handle.result()
             history = await handle.fetch_history()
         finally:
@@ -41,4 +63,4 @@ async def record(name: str, prompt: str) -> Path:
 
 
 if __name__ == "__main__":
-    print(asyncio.run(record(sys.argv[1], sys.argv[2])))
+    print(asyncio.run(record(sys.argv[1], sys.argv[2], approve="--approve" in sys.argv[3:])))
