@@ -111,6 +111,25 @@ async def heartbeating(
         task.cancel()
 
 
+async def read_context(client: Client, upto: int) -> tuple[AgentSpec, list[Message]]:
+    """The running activity's agent and its run's messages[:upto], read from the workflow by
+    query, page by page (the model activity's context; a handoff's input filter reads it too)."""
+    info = activity.info()
+    assert info.workflow_id, "only an activity of an agent run reads its context"
+    handle = client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+    messages: list[Message] = []
+    start: int | None = 0
+    agent: AgentSpec | None = None
+    while start is not None:
+        query = ModelContextQuery(upto=upto, start=start)
+        page = await handle.query(MODEL_CONTEXT_QUERY, query, result_type=ModelContext)
+        agent = page.agent
+        messages.extend(page.messages)
+        start = page.next_start
+    assert agent is not None
+    return agent, messages
+
+
 def new_http_client(settings: LLMSettings) -> httpx.AsyncClient:
     """The worker's one connection pool to the model server. No retries here: Temporal owns
     them, so every attempt is visible in the history. Read timeouts are set per request, from
@@ -134,21 +153,7 @@ class ModelActivities:
         self._redactor = Redactor.for_settings(settings)
 
     async def read_context(self, upto: int) -> tuple[AgentSpec, list[Message]]:
-        info = activity.info()
-        assert info.workflow_id, "the model activity runs inside an agent run"
-        handle = self._client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
-        messages: list[Message] = []
-        start: int | None = 0
-        agent: AgentSpec | None = None
-        while start is not None:
-            page = await handle.query(
-                MODEL_CONTEXT_QUERY, ModelContextQuery(upto=upto, start=start), result_type=ModelContext
-            )
-            agent = page.agent
-            messages.extend(page.messages)
-            start = page.next_start
-        assert agent is not None
-        return agent, messages
+        return await read_context(self._client, upto)
 
     @activity.defn(name=MODEL_CALL_ACTIVITY)
     async def call_model(self, input: ModelCallInput) -> ModelReply:
