@@ -109,6 +109,17 @@ def output_format(agent: AgentSpec) -> tuple[str, dict[str, Any]] | None:
     return name, agent.output_schema
 
 
+def settings_for(agent: AgentSpec, messages: list[Message]) -> ModelSettings:
+    """The agent's settings for this request. A forced tool_choice ("required" or a tool's name)
+    applies until a tool has answered: after that the model may reply in text, or it would be
+    made to call tools until max_turns (the Agents SDK's `reset_tool_choice`)."""
+    settings = agent.settings_now()
+    forced = settings.tool_choice not in (None, "auto", "none")
+    if forced and messages and isinstance(messages[-1], ToolMessage):
+        return settings.model_copy(update={"tool_choice": None})
+    return settings
+
+
 def _settings(s: ModelSettings, tools: bool) -> dict[str, Any]:
     """The Chat Completions fields for `s`; tool_choice and parallel_tool_calls only beside
     tools (OpenAI refuses them alone, and without tools they mean nothing)."""
@@ -250,7 +261,7 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
             {"type": "function", "function": {"name": name, "description": text, "parameters": parameters}}
             for name, text, parameters in tools
         ]
-    settings = agent.settings_now()
+    settings = settings_for(agent, messages)
     check_extra_body(settings.extra_body)
     body |= _settings(settings, bool(tools))
     typed = output_format(agent)

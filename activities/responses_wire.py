@@ -34,6 +34,7 @@ from activities.chat_wire import (
     function_tools,
     output_format,
     run_ids,
+    settings_for,
     utf8,
 )
 from activities.sse import iter_events
@@ -92,7 +93,7 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
             {"type": "function", "name": name, "description": text, "parameters": parameters, "strict": False}
             for name, text, parameters in tools
         ]
-    settings = agent.settings_now()
+    settings = settings_for(agent, messages)
     check_extra_body(settings.extra_body)
     body |= _settings(settings, bool(tools))
     typed = output_format(agent)

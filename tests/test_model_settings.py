@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+from activities import chat_wire, responses_wire
 from activities.model import ModelActivities, new_http_client
 from activities.settings import LLMSettings
 from fake_llm import FakeLLMServer
@@ -26,6 +27,7 @@ from tests.helpers import script, start
 from tests.test_client import Done, one_clean_line
 from workflows import AgentRun
 from workflows import types as t
+from workflows.types import AgentSpec, AssistantMessage, ModelSettings, ToolCall, ToolMessage, ToolSpec, UserMessage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -187,3 +189,18 @@ async def test_run_flags_reach_the_model_server(temporal_server, task_queue: str
     assert done.code == 0 and done.json()["output"] == "done", str(done)
     body = next(r["body"] for r in llm.requests() if r.get("model") == model)
     assert (body.get("temperature"), body.get("max_completion_tokens")) == (0.2, 50), json.dumps(body)[:500]
+
+
+@pytest.mark.parametrize("wire", [chat_wire, responses_wire])
+def test_a_forced_tool_choice_lasts_until_a_tool_has_answered(wire: Any):
+    agent = AgentSpec(name="a", tools=[ToolSpec(name="add")], settings=ModelSettings(tool_choice="required"))
+    asked = [UserMessage(content="add 1 and 2")]
+    assert wire.build_request(agent, asked, "m", False)["tool_choice"] == "required"
+    answered = [
+        *asked,
+        AssistantMessage(tool_calls=[ToolCall(call_id="call_1_0", name="add")]),
+        ToolMessage(call_id="call_1_0", name="add", content="3"),
+    ]
+    assert "tool_choice" not in wire.build_request(agent, answered, "m", False)  # may answer in text now
+    auto = agent.model_copy(update={"settings": ModelSettings(tool_choice="none")})
+    assert wire.build_request(auto, answered, "m", False)["tool_choice"] == "none"
