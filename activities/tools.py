@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-style function calling accepts
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what OpenAI-style function calling accepts
 
 
 class ToolRetryableError(Exception):
@@ -101,7 +101,7 @@ class Tool(Generic[P, R]):
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name: str = options.get("name") or str(getattr(fn, "__name__", ""))
-        if not _NAME.match(self.name):
+        if not TOOL_NAME.match(self.name):
             raise ValueError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.args_model, self._params, self._context_param = _args_model(fn, self.name, param_docs)
@@ -112,7 +112,7 @@ class Tool(Generic[P, R]):
         # Built once, so a bad tool fails when its module is imported, not in the middle of a run.
         self._spec = ToolSpec.model_validate(
             {"name": self.name, "description": options.get("description", summary), **limits}
-            | {"parameters": _parameters_schema(self.args_model)}
+            | {"parameters": parameters_schema(self.args_model)}
         )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -126,18 +126,7 @@ class Tool(Generic[P, R]):
 
     def validate(self, arguments_json: str) -> BaseModel | str:
         """The validated arguments, or a message saying what is wrong with them."""
-        try:
-            raw: object = json.loads(arguments_json) if arguments_json.strip() else {}
-        except json.JSONDecodeError as exc:
-            where = f"{exc.msg} at position {exc.pos}"
-            return f"invalid JSON in arguments for tool '{self.name}': {where}; got {_excerpt(arguments_json)}"
-        if not isinstance(raw, dict):
-            return f"arguments for tool '{self.name}' must be a JSON object, got {_excerpt(arguments_json)}"
-        try:
-            return self.args_model.model_validate(raw)
-        except ValidationError as exc:
-            expected = ", ".join(self._params.values()) or "none"
-            return f"invalid arguments for tool '{self.name}': {_describe(exc)} (parameters: {expected})"
+        return validate_arguments(self.name, self.args_model, arguments_json)
 
     async def invoke(
         self, arguments_json: str, ctx: ToolContext, threads: executor.ToolThreads | None = None
@@ -166,12 +155,12 @@ class Tool(Generic[P, R]):
         except RETRYABLE:
             raise
         except Exception as exc:
-            return error(_describe_exception(exc))
+            return error(describe_exception(exc))
         except (asyncio.CancelledError, GeneratorExit):
             raise
         except BaseException as exc:  # SystemExit, KeyboardInterrupt, ...: see the module docstring
             log.warning("tool %s call %s raised %s; the model is told", self.name, ctx.call_id, type(exc).__name__)
-            return error(f"{_describe_exception(exc)} (the tool tried to stop the worker; it did not)")
+            return error(f"{describe_exception(exc)} (the tool tried to stop the worker; it did not)")
 
 
 @overload
@@ -185,6 +174,23 @@ def tool(
     if fn is None:
         return lambda f: Tool(f, **options)
     return Tool(fn, **options)
+
+
+def validate_arguments(tool: str, model: type[BaseModel], arguments_json: str) -> BaseModel | str:
+    """The model's raw JSON arguments for `tool` as `model`, or a message for the model saying
+    what is wrong with them (shared by tools and agents offered as tools)."""
+    try:
+        raw: object = json.loads(arguments_json) if arguments_json.strip() else {}
+    except json.JSONDecodeError as exc:
+        where = f"{exc.msg} at position {exc.pos}"
+        return f"invalid JSON in arguments for tool '{tool}': {where}; got {_excerpt(arguments_json)}"
+    if not isinstance(raw, dict):
+        return f"arguments for tool '{tool}' must be a JSON object, got {_excerpt(arguments_json)}"
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        expected = ", ".join(f.alias or name for name, f in model.model_fields.items()) or "none"
+        return f"invalid arguments for tool '{tool}': {describe_errors(exc)} (parameters: {expected})"
 
 
 # ----------------------------------------------------------------------------------- schema
@@ -290,7 +296,8 @@ class _NoFieldTitles(GenerateJsonSchema):
         return False
 
 
-def _parameters_schema(model: type[BaseModel]) -> dict[str, object]:
+def parameters_schema(model: type[BaseModel]) -> dict[str, object]:
+    """The JSON schema the model sees for arguments validated by `model`."""
     raw = model.model_json_schema(schema_generator=_NoFieldTitles)
     defs = {"$defs": raw["$defs"]} if "$defs" in raw else {}  # nested models and enums
     properties, required = raw.get("properties", {}), raw.get("required", [])
@@ -300,15 +307,17 @@ def _parameters_schema(model: type[BaseModel]) -> dict[str, object]:
 # ------------------------------------------------------------------------------- formatting
 
 
-def _describe(exc: ValidationError, limit: int = 10) -> str:
+def describe_errors(exc: ValidationError, limit: int = 10, whole: str = "arguments") -> str:
+    """Validation errors in one line a model can act on: `where: what; ...` (`whole`: the name
+    of an error that is about the value as a whole)."""
     errors = exc.errors(include_url=False)
-    parts = [f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in errors[:limit]]
+    parts = [f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in errors[:limit]]
     if len(errors) > limit:
         parts.append(f"... and {len(errors) - limit} more")
     return "; ".join(parts)
 
 
-def _describe_exception(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
