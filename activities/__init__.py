@@ -2,10 +2,41 @@
 
 User modules need only this package's public names::
 
-    from activities import Agent, ToolContext, tool
+    from activities import Agent, ToolContext, handoff, input_guardrail, tool
 """
 
-from activities.registry import Agent, Registry
+from activities.agents import Agent, AgentTool, Handoff, handoff
+from activities.guardrails import (
+    GuardrailContext,
+    GuardrailResult,
+    InputGuardrail,
+    OutputGuardrail,
+    input_guardrail,
+    output_guardrail,
+)
+from activities.registry import Registry
 from activities.tools import Tool, ToolContext, ToolRetryableError, tool
+from workflows.types import AssistantMessage, Message, ModelSettings, ToolMessage, UserMessage
 
-__all__ = ["Agent", "Registry", "Tool", "ToolContext", "ToolRetryableError", "tool"]
+__all__ = [
+    "Agent",
+    "AgentTool",
+    "AssistantMessage",
+    "GuardrailContext",
+    "GuardrailResult",
+    "Handoff",
+    "InputGuardrail",
+    "Message",
+    "ModelSettings",
+    "OutputGuardrail",
+    "Registry",
+    "Tool",
+    "ToolContext",
+    "ToolMessage",
+    "ToolRetryableError",
+    "UserMessage",
+    "handoff",
+    "input_guardrail",
+    "output_guardrail",
+    "tool",
+]

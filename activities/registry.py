@@ -1,4 +1,4 @@
-"""Agents, and the registry of agents and tools a worker serves, loaded from user modules.
+"""The registry of agents and tools a worker serves, loaded from user modules.
 
 A user module defines tools and agents at module level:
 
@@ -18,129 +18,32 @@ A user module defines tools and agents at module level:
 and the worker loads it by module name or file path:
 `Registry.from_modules(["examples.demo_agent", "path/to/my_tools.py"])`.
 
-Agents' names are unique on a worker; tools' names only within an agent, since two modules may
-each bring their own `search` tool: a call finds its tool through its run's agent (`find_tool`).
+Registering an agent registers every agent it reaches too (handoffs, agents used as tools: its
+`team()`), so the worker polls their queues and runs their code. Agents' names are unique on a
+worker; tools' names only within an agent, since two modules may each bring their own `search`
+tool: a call finds its tool through its run's agent (`find_tool`). Agents themselves are defined
+in activities/agents.py.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import importlib.util
-import json
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
+from activities.agents import Agent, AgentTool
 from activities.tools import Tool
-from workflows.types import DEFAULT_MODEL_TIMEOUT, AgentSpec
+
+__all__ = ["Agent", "Registry", "RegistryError"]
 
 
 class RegistryError(ValueError):
     """A module could not be loaded, or two different objects claim one name."""
-
-
-ApprovalPolicy = Literal["never", "always"] | Callable[[Any], bool]
-
-
-class Agent(BaseModel):
-    """An agent as its author writes it; `spec()` freezes it into a run's history."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
-
-    name: str = Field(min_length=1)
-    instructions: str = ""
-    model: str | None = None  # None: the worker's LLM_MODEL
-    tools: list[Tool[..., Any]] = Field(default_factory=lambda: list[Tool[..., Any]]())
-    max_turns: int = Field(default=10, ge=1)
-    temperature: float | None = None
-    # Bounds on each model call; None: the worker's LLM_TIMEOUT, LLM_READ_TIMEOUT, LLM_MAX_ATTEMPTS,
-    # LLM_RETRY_SECONDS (filled in when a run starts, so the run keeps them).
-    model_timeout_seconds: float | None = Field(default=None, gt=0)
-    model_read_timeout_seconds: float | None = Field(default=None, gt=0)
-    model_max_attempts: int | None = Field(default=None, ge=1)
-    model_retry_seconds: float | None = Field(default=None, gt=0)
-    api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
-    # Per tool: "never" (the default), "always", or a predicate over the validated arguments,
-    # e.g. {"transfer": lambda args: args.amount > 100}. A predicate that raises asks a person.
-    approvals: dict[str, ApprovalPolicy] = Field(default_factory=lambda: dict[str, ApprovalPolicy]())
-    approval_timeout_seconds: float | None = Field(default=None, gt=0)
-    approval_timeout_outcome: Literal["reject", "fail"] = "reject"
-    approval_timeout_reason: str = "no one decided on this call in time"
-    token_budget: int | None = Field(default=None, ge=1)  # input + output tokens for the whole run
-    continue_as_new_after: int = Field(default=200, ge=1)  # turns per execution, at most
-
-    @model_validator(mode="after")
-    def _unique_tool_names(self) -> Agent:
-        names = [t.name for t in self.tools]
-        if dupes := sorted({n for n in names if names.count(n) > 1}):
-            raise ValueError(f"agent '{self.name}' lists more than one tool named {', '.join(dupes)}")
-        if unknown := sorted(set(self.approvals) - set(names)):
-            raise ValueError(f"agent '{self.name}' sets approval for tools it does not have: {', '.join(unknown)}")
-        return self
-
-    def tool(self, name: str) -> Tool[..., Any] | None:
-        return next((t for t in self.tools if t.name == name), None)
-
-    @functools.cached_property
-    def version(self) -> str:
-        """A digest of the agent as its author wrote it: its tool calls go to workers holding this
-        very version (see `agent_task_queue`). Fields left at their defaults are left out, so a
-        release that only adds a field to AgentSpec keeps every agent's version."""
-        authored = self._spec().model_dump(mode="json", exclude={"version"}, exclude_defaults=True)
-        text = json.dumps(authored, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-    def approval_mode(self, tool: str) -> Literal["never", "always", "conditional"]:
-        policy = self.approvals.get(tool, "never")
-        return policy if isinstance(policy, str) else "conditional"
-
-    def needs_approval(self, tool: str, args: BaseModel) -> bool:
-        policy = self.approvals.get(tool, "never")
-        if isinstance(policy, str):
-            return policy == "always"
-        try:
-            return bool(policy(args))
-        except Exception:  # a predicate that can't decide must not wave a call through
-            return True
-
-    def spec(self, max_turns: int | None = None, model: str | None = None) -> AgentSpec:
-        """This agent as data, with its version and a run's overrides. Raises ValueError on a bad
-        override. Unset model bounds stay None (model_timeout_seconds: the default) for the
-        worker to fill in."""
-        if max_turns is not None and max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-        overrides: dict[str, object] = {"version": self.version}
-        if max_turns is not None:
-            overrides["max_turns"] = max_turns
-        if model:
-            overrides["model"] = model
-        return self._spec().model_copy(update=overrides)
-
-    def _spec(self) -> AgentSpec:
-        return AgentSpec(
-            name=self.name,
-            instructions=self.instructions,
-            model=self.model,
-            tools=[t.spec().model_copy(update={"approval": self.approval_mode(t.name)}) for t in self.tools],
-            max_turns=self.max_turns,
-            temperature=self.temperature,
-            model_timeout_seconds=self.model_timeout_seconds or DEFAULT_MODEL_TIMEOUT,
-            model_read_timeout_seconds=self.model_read_timeout_seconds,
-            model_max_attempts=self.model_max_attempts,
-            model_retry_seconds=self.model_retry_seconds,
-            api=self.api,
-            approval_timeout_seconds=self.approval_timeout_seconds,
-            approval_timeout_outcome=self.approval_timeout_outcome,
-            approval_timeout_reason=self.approval_timeout_reason,
-            token_budget=self.token_budget,
-            continue_as_new_after=self.continue_as_new_after,
-        )
 
 
 class Registry:
@@ -173,14 +76,23 @@ class Registry:
             same.append(tool)
 
     def add_agent(self, agent: Agent, origin: str = "") -> None:
-        """Register an agent and every tool it uses. Two different agents may not share a name."""
-        existing = self._agents.get(agent.name)
-        if existing is not None and existing[0] is not agent:
-            where = " and ".join(repr(o) for o in (existing[1], origin) if o) or "the registry"
-            raise RegistryError(f"two different agents are named '{agent.name}' (in {where}); rename one")
-        self._agents[agent.name] = (agent, origin)
-        for t in agent.tools:
-            self.add_tool(t)
+        """Register an agent, every agent it reaches, and the tools of each. Two different agents
+        may not share a name; nothing is registered when the agent or its team is at fault."""
+        try:
+            members = [agent, *agent.team()]
+            for member in members:
+                member.check()
+        except ValueError as exc:
+            raise RegistryError(f"{exc}{f' (in {origin!r})' if origin else ''}") from exc
+        for member in members:
+            existing = self._agents.get(member.name)
+            if existing is not None and existing[0] is not member:
+                where = " and ".join(repr(o) for o in (existing[1], origin) if o) or "the registry"
+                raise RegistryError(f"two different agents are named '{member.name}' (in {where}); rename one")
+        for member in members:
+            self._agents.setdefault(member.name, (member, origin))
+            for t in member.function_tools():
+                self.add_tool(t)
 
     def find_tool(self, agent: str, tool: str) -> Tool[..., Any] | str:
         """The tool a call of `agent`'s run means by `tool`, or what to tell the model instead.
@@ -189,6 +101,8 @@ class Registry:
         known = self.agent(agent)
         if known is not None:
             found = known.tool(tool)
+            if isinstance(found, AgentTool):  # the workflow runs it as a child run, never as a tool call
+                return f"tool '{tool}' is agent '{found.agent.name}': it runs as a child run, not as a tool"
             return found or _unknown(tool, [t.name for t in known.tools])
         same = self._tools.get(tool, [])
         if len(same) == 1:

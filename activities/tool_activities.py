@@ -14,6 +14,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import chat_wire
+from activities.agents import Agent, approval_check
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
 from activities.registry import Registry
@@ -23,6 +25,7 @@ from workflows.types import (
     RESOLVE_AGENT_ACTIVITY,
     TOOL_CALL_ACTIVITY,
     AgentSpec,
+    ModelSettings,
     ResolveAgentInput,
     ToolCallInput,
     ToolResult,
@@ -93,17 +96,16 @@ class ToolActivities:
         return result
 
     def _ask_policy(self, tool: Tool[..., Any], input: ToolCallInput) -> ToolResult | None:
-        """Before a call that may need approval: invalid arguments go back to the model (no
-        person should be asked about them); valid ones go to the agent's policy. None: run it."""
-        args = tool.validate(input.arguments_json())
-        if isinstance(args, str):
-            return ToolResult(call_id=input.call_id, tool=tool.name, output=args, is_error=True)
-        agent = self.registry.agent(input.agent)
-        # An agent gone from this worker keeps its frozen "needs approval": ask, to be safe.
-        if agent is not None and not agent.needs_approval(tool.name, args):
+        """Runs recorded before the hook activity: the check it now makes (`approval_check`),
+        made here. Invalid arguments go back to the model; None: run the call."""
+        checked = approval_check(self.registry.agent(input.agent), tool, input.arguments_json())
+        if checked.invalid is not None:
+            return ToolResult(call_id=input.call_id, tool=tool.name, output=checked.invalid, is_error=True)
+        if not checked.needs_approval:
             return None
-        arguments = args.model_dump(mode="json", by_alias=True)
-        return ToolResult(call_id=input.call_id, tool=tool.name, output="", needs_approval=True, arguments=arguments)
+        return ToolResult(
+            call_id=input.call_id, tool=tool.name, output="", needs_approval=True, arguments=checked.arguments
+        )
 
     async def _heartbeat(self, heartbeat_timeout: timedelta | None) -> None:
         """Heartbeat while the tool runs: a dead worker is then noticed within the heartbeat
@@ -117,7 +119,9 @@ class ToolActivities:
 
     @activity.defn(name=RESOLVE_AGENT_ACTIVITY)
     async def resolve_agent(self, input: ResolveAgentInput) -> AgentSpec:
-        """The agent's spec with the run's overrides, to be frozen into the run's history."""
+        """The agent's spec with its team (every agent it reaches) and the run's overrides, to be
+        frozen into the run's history: max_turns and model for this agent, model settings on
+        top of every member's own, and the worker's defaults wherever an agent leaves one open."""
         agent = self.registry.agent(input.agent)
         if agent is None:
             known = ", ".join(self.registry.agent_names()) or "no agents"
@@ -127,16 +131,29 @@ class ToolActivities:
                 non_retryable=True,
             )
         try:
-            spec = agent.spec(max_turns=input.max_turns, model=input.model)
-        except ValueError as exc:
+            members = [(agent, agent.spec(max_turns=input.max_turns, model=input.model))]
+            members += [(member, member.spec()) for member in agent.team()]
+            frozen = [self._filled(a, spec, input.model_settings) for a, spec in members]
+        except ValueError as exc:  # chat_wire.BadSettings among them
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
-        # The worker's settings fill what the agent leaves open, frozen into the run with the rest.
+        return frozen[0].model_copy(update={"team": frozen[1:]})
+
+    def _filled(self, agent: Agent, spec: AgentSpec, settings: ModelSettings | None) -> AgentSpec:
+        """`spec` with the run's model settings on top of its own and the worker's defaults in
+        what the agent leaves open; settings no wire may send are refused now, not mid-run."""
         fill: dict[str, object] = {k: v for k, v in self.model_bounds.items() if getattr(spec, k) is None}
         if agent.model_timeout_seconds is None:
             fill["model_timeout_seconds"] = self.model_bounds["model_timeout_seconds"]
         if spec.model is None and self.default_model:
             fill["model"] = self.default_model
-        return spec.model_copy(update=fill)
+        if settings is not None:
+            fill["settings"] = settings.over(spec.settings)
+        filled = spec.model_copy(update=fill)
+        try:
+            chat_wire.check_extra_body(filled.settings.extra_body)
+        except chat_wire.BadSettings as exc:
+            raise ValueError(f"agent '{agent.name}': {exc}") from None
+        return filled
 
 
 def model_bounds(settings: LLMSettings) -> dict[str, float | int]:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
+from activities import GuardrailContext, GuardrailResult, handoff, input_guardrail, output_guardrail
+from activities.agents import AgentToolInput
 from activities.registry import Agent, Registry, RegistryError
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
@@ -21,8 +25,12 @@ from workflows.types import (
     DEFAULT_MODEL_READ_TIMEOUT,
     DEFAULT_MODEL_RETRY_SECONDS,
     DEFAULT_MODEL_TIMEOUT,
+    Message,
+    ModelSettings,
     ResolveAgentInput,
     ToolCallInput,
+    ToolResult,
+    UserMessage,
 )
 
 FIXTURE_FILE = Path(__file__).parent / "fixtures" / "sample_tools.py"
@@ -284,3 +292,241 @@ async def test_resolve_agent_invalid_override_is_non_retryable() -> None:
             ToolActivities(REGISTRY).resolve_agent, ResolveAgentInput(agent="weather", max_turns=0)
         )
     assert (info.value.type, info.value.non_retryable) == ("InvalidRunInput", True)
+
+
+def test_versions_of_agents_without_the_new_fields_stay_as_released() -> None:
+    # Pinned: runs in flight route their tool calls by these; a release that only adds fields
+    # to Agent or AgentSpec must not move them.
+    assert (sample_tools.weather.version, sample_tools.notes.version) == ("2fc45ba029b0", "7e174320961b")
+
+
+# ----------------------------------------------------------------------- handoffs and teams
+
+
+class Refund(BaseModel):
+    amount: int
+    reason: str = ""
+
+
+def keep_users(messages: list[Message]) -> list[Message]:
+    return [m for m in messages if isinstance(m, UserMessage)]
+
+
+def make_team(billing_instructions: str = "Bills.", output_type: object = Refund) -> tuple[Agent, Agent, Agent, Agent]:
+    """triage → billing → triage (a cycle), triage → refunds, researcher as triage's tool;
+    researcher hands off to refunds."""
+    refunds = Agent(name="refunds", output_type=output_type, handoff_description="Refunds.")
+    billing = Agent(name="billing", instructions=billing_instructions, model="billing-model")
+    researcher = Agent(name="research desk", handoffs=[refunds], model_settings=ModelSettings(top_p=0.5))
+    triage = Agent(
+        name="triage",
+        handoffs=[billing, handoff(refunds, input_filter=keep_users)],
+        tools=[sample_tools.get_weather, researcher.as_tool()],
+        approvals={"research_desk": "always"},
+    )
+    billing.handoffs.append(handoff(triage, input_filter="remove_tools"))
+    return triage, billing, refunds, researcher
+
+
+def test_handoff_specs_and_tool_names() -> None:
+    target = Agent(name="Billing & Payments", handoff_description="Invoices and payments.")
+    spec = handoff(target).spec()
+    assert (spec.agent, spec.tool_name, spec.description, spec.input_filter) == (
+        "Billing & Payments",
+        "transfer_to_Billing___Payments",
+        "Invoices and payments.",
+        None,
+    )
+    assert len(handoff(Agent(name="x" * 100)).tool_name) == 64
+    custom = handoff(target, tool_name="to_billing", description="Money.", input_filter="last_user_message").spec()
+    assert (custom.tool_name, custom.description, custom.input_filter) == ("to_billing", "Money.", "last_user_message")
+    assert handoff(target, input_filter=keep_users).spec().input_filter == "hook:keep_users"
+    # A bare agent in `handoffs` is handoff(agent) with its defaults.
+    source = Agent(name="triage", handoffs=[target])
+    assert source.spec().handoffs == [spec]
+    with pytest.raises(ValueError, match="unknown input filter 'everything'"):
+        handoff(target, input_filter="everything")
+    with pytest.raises(ValueError, match="handoff tool name 'no spaces'"):
+        handoff(target, tool_name="no spaces")
+
+
+def test_agent_rejects_clashing_names_among_tools_handoffs_guardrails_and_filters() -> None:
+    billing = Agent(name="billing")
+    with pytest.raises(ValueError, match="more than one tool named transfer_to_billing"):
+        Agent(name="x", handoffs=[billing, handoff(billing)])
+    with pytest.raises(ValueError, match="more than one tool named billing"):
+        Agent(name="x", tools=[billing.as_tool(), billing.as_tool()])
+
+    def one(messages: list[Message]) -> list[Message]:
+        return messages
+
+    def two(messages: list[Message]) -> list[Message]:
+        return messages[-1:]
+
+    two.__name__ = "one"
+    with pytest.raises(ValueError, match="two different handoff input filters named 'one'"):
+        Agent(name="x", handoffs=[handoff(billing, input_filter=one), handoff(Agent(name="y"), input_filter=two)])
+    shared = Agent(name="x", handoffs=[handoff(billing, input_filter=one), handoff(Agent(name="y"), input_filter=one)])
+    assert shared.input_filter("one") is one
+
+    @input_guardrail
+    def check(ctx: GuardrailContext, text: str) -> bool:
+        return False
+
+    with pytest.raises(ValueError, match="more than one input guardrail named check"):
+        Agent(name="x", input_guardrails=[check, input_guardrail(check.fn)])
+    with pytest.raises(ValueError):  # an input guardrail is not an output guardrail
+        Agent(name="x", output_guardrails=[check])  # pyright: ignore[reportArgumentType]
+
+
+def test_as_tool_spec() -> None:
+    researcher = Agent(name="research desk", handoff_description="Finds facts.")
+    spec = researcher.as_tool().spec()
+    assert (spec.name, spec.description, spec.agent) == ("research_desk", "Finds facts.", "research desk")
+    assert spec.parameters == {
+        "type": "object",
+        "properties": {"input": {"type": "string", "description": AgentToolInput.model_fields["input"].description}},
+        "required": ["input"],
+        "additionalProperties": False,
+    }
+    named = researcher.as_tool(name="lookup", description="Look it up.").spec()
+    assert (named.name, named.description) == ("lookup", "Look it up.")
+    boss = Agent(name="boss", tools=[researcher.as_tool(name="lookup")], approvals={"lookup": lambda a: True})
+    assert boss.spec().tool("lookup") == named.model_copy(
+        update={"description": "Finds facts.", "approval": "conditional"}
+    )
+    with pytest.raises(ValueError, match="tool name 'a b'"):
+        researcher.as_tool(name="a b")
+
+
+def test_output_type_and_guardrails_freeze_as_data() -> None:
+    @output_guardrail(name="tone")
+    async def polite(ctx: GuardrailContext, text: str) -> GuardrailResult:
+        return GuardrailResult(tripwire_triggered=False)
+
+    agent = Agent(name="typed", output_type=Refund, output_retries=4, output_guardrails=[polite])
+    spec = agent.spec()
+    assert (spec.output_name, spec.output_retries, spec.output_guardrails) == ("Refund", 4, ["tone"])
+    assert spec.output_schema == Refund.model_json_schema()
+    listed = Agent(name="listed", output_type=list[int]).spec()
+    assert (listed.output_name, listed.output_schema) == ("list", {"type": "array", "items": {"type": "integer"}})
+    with pytest.raises(ValueError, match="output_type"):
+        Agent(name="bad", output_type=threading.Lock())
+
+
+def test_team_is_every_agent_reached_transitively_and_cycles_are_fine() -> None:
+    triage, billing, refunds, researcher = make_team()
+    assert triage.team() == [billing, refunds, researcher]
+    assert billing.team() == [refunds, researcher, triage]
+    assert researcher.team() == [refunds] and refunds.team() == []
+    assert triage.handoffs[0] is billing  # agents are kept, not copied
+    registry = Registry(agents=[triage])
+    assert registry.agent_names() == ["billing", "refunds", "research desk", "triage"]
+    assert registry.agent("billing") is billing
+    # Only real tools are tools: an agent used as a tool is not found as one.
+    assert registry.tool_names() == ["get_weather"]
+    assert registry.find_tool("triage", "research_desk") == (
+        "tool 'research_desk' is agent 'research desk': it runs as a child run, not as a tool"
+    )
+
+
+def test_two_different_agents_of_one_name_in_a_team_is_an_error() -> None:
+    triage = Agent(name="triage", handoffs=[Agent(name="billing")], tools=[Agent(name="billing").as_tool("ask")])
+    with pytest.raises(ValueError, match="reaches two different agents named 'billing'"):
+        triage.team()
+    with pytest.raises(RegistryError, match="reaches two different agents named 'billing'"):
+        Registry(agents=[triage])
+    registry = Registry(agents=[Agent(name="billing")])
+    with pytest.raises(RegistryError, match="two different agents are named 'billing'"):
+        registry.add_agent(Agent(name="triage", handoffs=[Agent(name="billing")]))
+    assert registry.agent_names() == ["billing"]  # nothing of the refused agent was registered
+
+
+def test_registry_checks_handoffs_appended_after_the_agent_was_made() -> None:
+    billing = Agent(name="billing")
+    triage = Agent(name="triage", handoffs=[billing])
+    triage.handoffs.append(handoff(billing))
+    with pytest.raises(RegistryError, match="more than one tool named transfer_to_billing"):
+        Registry(agents=[triage])
+
+
+def test_version_covers_the_team() -> None:
+    triage, billing, refunds, researcher = make_team()
+    same = make_team()
+    assert [a.version for a in same] == [a.version for a in (triage, billing, refunds, researcher)]
+    assert len({a.version for a in (triage, billing, refunds, researcher)}) == 4
+    # A handoff target changes (billing's instructions): the agents that reach it change, the others not.
+    other = make_team(billing_instructions="Invoices only.")
+    assert (other[0].version, other[1].version) != (triage.version, billing.version)
+    assert (other[2].version, other[3].version) == (refunds.version, researcher.version)
+    # An output type changes: refunds, and every agent that reaches refunds.
+    retyped = make_team(output_type=list[Refund])
+    assert all(a.version != b.version for a, b in zip(retyped, (triage, billing, refunds, researcher), strict=True))
+    # Handoffs, filters and guardrails as written.
+    plain = Agent(name="x", handoffs=[Agent(name="y")])
+    filtered = Agent(name="x", handoffs=[handoff(Agent(name="y"), input_filter="remove_tools")])
+    guarded = Agent(name="x", handoffs=[Agent(name="y")], input_guardrails=[input_guardrail(lambda c, t: False)])
+    assert len({plain.version, filtered.version, guarded.version}) == 3
+
+
+# ------------------------------------------------------------------------------- freezing
+
+
+@pytest.mark.asyncio
+async def test_resolve_freezes_the_team_with_the_runs_overrides() -> None:
+    triage, billing, refunds, researcher = make_team()
+    settings = LLMSettings(model="worker-model", timeout=70, read_timeout=30, max_attempts=4, retry_seconds=60)
+    worker = ToolActivities(Registry(agents=[triage]), settings=settings)
+    run_settings = ModelSettings(temperature=0.3, extra_body={"user": "run"})
+    spec = await ActivityEnvironment().run(
+        worker.resolve_agent,
+        ResolveAgentInput(agent="triage", max_turns=3, model="run-model", model_settings=run_settings),
+    )
+    assert (spec.name, spec.version, spec.max_turns, spec.model) == ("triage", triage.version, 3, "run-model")
+    assert [m.name for m in spec.team] == ["billing", "refunds", "research desk"]
+    assert [m.version for m in spec.team] == [billing.version, refunds.version, researcher.version]
+    for member in [spec, *spec.team]:
+        assert member.team == [] or member is spec
+        assert member.settings.temperature == 0.3 and member.settings.extra_body == {"user": "run"}
+        bounds = (member.model_timeout_seconds, member.model_read_timeout_seconds, member.model_max_attempts)
+        assert (*bounds, member.model_retry_seconds) == (70, 30, 4, 60)
+    by_name = {m.name: m for m in spec.team}
+    # max_turns and model only for the run's first agent; members keep their own or the worker's.
+    assert (by_name["billing"].max_turns, by_name["billing"].model) == (10, "billing-model")
+    assert by_name["refunds"].model == "worker-model"
+    assert by_name["research desk"].settings.top_p == 0.5  # its own, under the run's
+    assert spec.member("refunds") == by_name["refunds"] and spec.member("nobody") is None
+    assert by_name["refunds"].output_schema == Refund.model_json_schema()
+    research = spec.tool("research_desk")
+    assert research is not None and (research.agent, research.approval) == ("research desk", "always")
+
+
+@pytest.mark.asyncio
+async def test_resolve_refuses_model_settings_no_wire_may_send() -> None:
+    worker = ToolActivities(Registry(agents=[make_team()[0]]))
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(
+            worker.resolve_agent,
+            ResolveAgentInput(agent="triage", model_settings=ModelSettings(extra_body={"messages": []})),
+        )
+    assert (info.value.type, info.value.non_retryable) == ("InvalidRunInput", True)
+    assert "agent 'triage': extra_body may not set messages" in info.value.message
+
+
+@pytest.mark.asyncio
+async def test_call_tool_still_checks_approval_for_runs_recorded_before_the_hook() -> None:
+    guarded = Agent(
+        name="guarded", tools=[sample_tools.get_weather], approvals={"get_weather": lambda a: a.city == "Oslo"}
+    )
+    activities = ToolActivities(Registry(agents=[guarded]))
+
+    async def checked(arguments: str) -> ToolResult:
+        legacy = call("get_weather", arguments, agent="guarded").model_copy(update={"check_approval": True})
+        return await ActivityEnvironment().run(activities.call_tool, legacy)
+
+    asked = await checked('{"city": "Oslo"}')
+    assert (asked.needs_approval, asked.arguments, asked.output) == (True, {"city": "Oslo", "unit": "C"}, "")
+    ran = await checked('{"city": "Paris"}')
+    assert (ran.needs_approval, ran.is_error) == (False, False) and '"Paris"' in ran.output
+    invalid = await checked('{"town": "Paris"}')
+    assert invalid.is_error and invalid.output.startswith("invalid arguments for tool 'get_weather'")
