@@ -11,8 +11,10 @@ a few seconds more, even if a sync tool's thread is hung: threads are abandoned,
 
 Besides the base task queue (workflows, model calls, and every activity of runs recorded before
 routing), the worker polls two queues per agent it serves (`agent_task_queue`): `Q@agent` to
-resolve the agent when a run starts, and `Q@agent@version` for its tool calls. So in a rolling
-deploy a run's tool calls only reach workers that hold the exact agent the run froze.
+resolve the agent when a run starts, and `Q@agent@version` for its tool calls and hooks (its
+approval policies, guardrails, output type and handoff filters: activities/hooks.py). So in a
+rolling deploy a run's tool calls only reach workers that hold the exact agent the run froze.
+Agents reached through handoffs or used as tools are served as well.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from activities import Registry, executor
 from activities.connection import address, connect, ensure_search_attributes, namespace, task_queue
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
+from activities.hooks import HookActivities
 from activities.model import ModelActivities, new_http_client
 from activities.payload_store import PayloadStoreError
 from activities.redact import redaction_for
@@ -135,6 +138,7 @@ def build_worker(
     cache = ContextCache()
     model = ModelActivities(client, settings, http, cache)
     tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads)
+    hooks = HookActivities(registry, client, settings, http, threads)
     masking, _ = redaction_for(settings)
     extra = options.pop("interceptors", None)
     interceptors = [masking, *(extra if isinstance(extra, list | tuple) else [])]
@@ -144,17 +148,17 @@ def build_worker(
             client,
             task_queue=queue,
             workflows=[AgentRun],
-            activities=[model.call_model, tools.call_tool, tools.resolve_agent],
+            activities=[model.call_model, tools.call_tool, tools.resolve_agent, hooks.run_hook],
             **base,  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
         )
     ]
     per_agent = {**WORKER_DEFAULTS, **AGENT_WORKER_DEFAULTS, **options, "interceptors": interceptors}
-    for agent in registry.agents():
-        for q, activity in (
-            (agent_task_queue(queue, agent.name), tools.resolve_agent),
-            (agent_task_queue(queue, agent.name, agent.version), tools.call_tool),
+    for agent in registry.agents():  # the agents it reaches are registered too: their code runs here
+        for q, served in (
+            (agent_task_queue(queue, agent.name), [tools.resolve_agent]),
+            (agent_task_queue(queue, agent.name, agent.version), [tools.call_tool, hooks.run_hook]),
         ):
-            workers.append(Worker(client, task_queue=q, activities=[activity], **per_agent))  # type: ignore[arg-type]
+            workers.append(Worker(client, task_queue=q, activities=served, **per_agent))  # type: ignore[arg-type]
     return WorkerGroup(workers, threads, LoopWatchdog(tool_codes(registry.tools()), threshold=stall_seconds))
 
 

@@ -1,0 +1,214 @@
+"""The hook activity (`agent.hook`): runs one piece of the code an agent's author wrote.
+
+The workflow knows agents only as frozen data. Whenever it needs the author's code, it calls
+this one activity on the agent's version queue, with `HookInput.kind` saying which piece:
+
+    approval          a call's arguments, validated by the tool, then the tool's approval policy
+    input_guardrail   a guardrail on the run's input           (`HookResult.tripwire`, `info`)
+    output_guardrail  a guardrail on the final output
+    output_type       the final output, validated against the agent's output type (`output`)
+    input_filter      a handoff's filter on the transcript so far, read by query (`messages`)
+
+Who hears about a failure:
+- the model, through the workflow: invalid arguments or an invalid output (`HookResult.invalid`);
+- a person: an approval predicate that raises asks for a decision, to be safe;
+- the run: author's code that raises fails the activity with a non-retryable `AgentHookFailed`
+  naming the hook and the error. `SystemExit`, `KeyboardInterrupt` and other `BaseException`s
+  are caught alike (never a dead worker); cancellation passes through;
+- Temporal, which retries: transient errors (`ToolRetryableError`, connection errors,
+  timeouts), and a guardrail's `ask_model` failing as a model call would (activities/errors.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import inspect
+import json
+import logging
+import re
+from collections.abc import Iterator
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import to_jsonable_python
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from activities import chat_wire, errors, executor, responses_wire
+from activities.agents import Agent, approval_check
+from activities.guardrails import GuardrailContext, ModelCaller
+from activities.model import read_context
+from activities.redact import Redactor
+from activities.registry import Registry
+from activities.settings import LLMSettings
+from activities.tools import RETRYABLE, describe_errors, describe_exception
+from workflows.types import HOOK_ACTIVITY, AgentSpec, HookInput, HookResult, Message, UserMessage
+
+log = logging.getLogger(__name__)
+
+HOOK_FAILED = "AgentHookFailed"
+MAX_ASK_CHARS = 1024 * 1024  # of a reply to a guardrail's question: far past any verdict
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+# A reply wrapped in a Markdown code fence, as models that ignore the response format send it.
+_FENCE = re.compile(r"\A\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
+
+
+class HookActivities:
+    """The hook activity, bound to one worker's agents, Temporal client (to read a run's
+    transcript), model settings and HTTP client (for guardrails' `ask_model`), and tool threads."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        client: Client | None = None,
+        settings: LLMSettings | None = None,
+        http: httpx.AsyncClient | None = None,
+        threads: executor.ToolThreads | None = None,
+    ) -> None:
+        self.registry = registry
+        self.client = client
+        self.settings = settings or LLMSettings()
+        self.http = http
+        self.threads = threads  # None: executor.shared(), for tests
+        self._redactor = Redactor.for_settings(self.settings)
+
+    @activity.defn(name=HOOK_ACTIVITY)
+    async def run_hook(self, input: HookInput) -> HookResult:
+        agent = self.registry.agent(input.agent)
+        if agent is None:
+            known = ", ".join(self.registry.agent_names()) or "no agents"
+            message = f"unknown agent '{input.agent}'; this worker knows: {known}"
+            raise ApplicationError(message, type="UnknownAgent", non_retryable=True)
+        what = f"{input.kind.replace('_', ' ')} '{input.name}' of agent '{agent.name}'"
+        with _authors_code(what):
+            if input.kind == "approval":
+                result = self._approval(agent, input)
+            elif input.kind == "output_type":
+                result = check_output(agent, input.text)
+            elif input.kind == "input_filter":
+                result = await self._input_filter(agent, input)
+            else:
+                result = await self._guardrail(agent, input)
+        activity.logger.info("%s: done (turn %d)", what, input.turn)
+        return result
+
+    def _approval(self, agent: Agent, input: HookInput) -> HookResult:
+        tool = agent.tool(input.name)
+        if tool is None:
+            return HookResult(invalid=f"unknown tool '{input.name}' for agent '{agent.name}'")
+        return approval_check(agent, tool, input.arguments)
+
+    async def _guardrail(self, agent: Agent, input: HookInput) -> HookResult:
+        guards = agent.input_guardrails if input.kind == "input_guardrail" else agent.output_guardrails
+        guard = next((g for g in guards if g.name == input.name), None)
+        if guard is None:
+            raise hook_failed(f"agent '{agent.name}' has no {input.kind.replace('_', ' ')} '{input.name}' here")
+        run_id = activity.info().workflow_id or ""
+        ctx = GuardrailContext(agent=agent.name, run_id=run_id, turn=input.turn, model_caller=self._caller(agent))
+        verdict = await guard.run(ctx, input.text, self.threads)
+        return HookResult(
+            tripwire=verdict.tripwire_triggered, info=to_jsonable_python(verdict.output_info, fallback=str)
+        )
+
+    async def _input_filter(self, agent: Agent, input: HookInput) -> HookResult:
+        fn = agent.input_filter(input.name)
+        if fn is None:
+            raise hook_failed(f"agent '{agent.name}' has no handoff input filter '{input.name}' here")
+        assert self.client is not None, "a worker's hook activity has a Temporal client"
+        _, messages = await read_context(self.client, input.transcript_len)
+        if inspect.iscoroutinefunction(fn):
+            out = await fn(messages)
+        else:
+            out = await (self.threads or executor.shared()).run(functools.partial(fn, messages))
+            if inspect.isawaitable(out):
+                out = await out
+        try:
+            return HookResult(messages=_MESSAGES.validate_python(out))
+        except ValidationError as exc:
+            raise TypeError(f"returned {type(out).__name__}, not a list of messages: {describe_errors(exc)}") from None
+
+    # ------------------------------------------------------------------------- ask_model
+
+    def _caller(self, agent: Agent) -> ModelCaller:
+        return functools.partial(self._ask_model, agent)
+
+    async def _ask_model(self, agent: Agent, prompt: str, instructions: str, model: str | None) -> str:
+        """One model call for a guardrail: no tools, no stream, no retries here (the hook's)."""
+        s, mask = self.settings, self._redactor.text
+        if self.http is None:
+            raise RuntimeError("this hook activity has no HTTP client to ask a model with")
+        api = agent.api or s.api
+        wire = responses_wire if api == "responses" else chat_wire
+        spec = AgentSpec(name=agent.name, instructions=instructions, api=api)
+        body = wire.build_request(spec, [UserMessage(content=prompt)], model or s.model, False)
+        url = f"{s.base_url}/{'responses' if api == 'responses' else 'chat/completions'}"
+        headers = {"Content-Type": "application/json", **s.auth_headers()}
+        timeout = httpx.Timeout(s.read_timeout, connect=s.connect_timeout)
+        try:
+            async with asyncio.timeout(s.timeout):
+                async with self.http.stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
+                    text = await _bounded_text(response)
+                    if response.status_code != 200:
+                        raise errors.from_status(response, text, self._redactor, cut=len(text) >= MAX_ASK_CHARS)
+        except TimeoutError:
+            raise errors.attempt_timeout(s.timeout) from None
+        except httpx.TransportError as err:
+            raise errors.from_transport(err, s.base_url, self._redactor) from None
+        try:
+            reply = wire.parse_response(json.loads(text), 0, mask=mask)
+        except (ValueError, RecursionError) as err:  # MalformedResponse is a ValueError too
+            raise errors.malformed(mask(str(err))[:500], 1) from None
+        return reply.message.content or ""
+
+
+def check_output(agent: Agent, text: str) -> HookResult:
+    """The final output validated against the agent's output type: the object as JSON, or why
+    not, in a line the model can act on. A reply in a ```json fence is read inside the fence."""
+    adapter = agent.output_adapter
+    if adapter is None:
+        raise hook_failed(f"agent '{agent.name}' has no output type here")
+    fenced = _FENCE.match(text)
+    try:
+        value = adapter.validate_json(fenced[1] if fenced else text)
+    except ValidationError as exc:
+        return HookResult(invalid=describe_errors(exc, whole="output"))
+    return HookResult(output=adapter.dump_python(value, mode="json"))
+
+
+def hook_failed(message: str) -> ApplicationError:
+    return ApplicationError(message, type=HOOK_FAILED, non_retryable=True)
+
+
+@contextlib.contextmanager
+def _authors_code(what: str) -> Iterator[None]:
+    """Author's code that raises fails the hook, non-retryable; see the module docstring."""
+    try:
+        yield
+    except ApplicationError:  # ours (hook_failed), or a model call's (errors.py): as they are
+        raise
+    except RETRYABLE:  # transient: Temporal retries the hook
+        raise
+    except Exception as exc:
+        raise hook_failed(f"{what} failed: {describe_exception(exc)}") from exc
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except BaseException as exc:
+        log.warning("%s raised %s; the run is told", what, type(exc).__name__)
+        raise hook_failed(
+            f"{what} failed: {describe_exception(exc)} (it tried to stop the worker; it did not)"
+        ) from None
+
+
+async def _bounded_text(response: httpx.Response) -> str:
+    """The body's text, cut at MAX_ASK_CHARS: a server must not make the worker hold any size."""
+    parts: list[str] = []
+    size = 0
+    async for chunk in response.aiter_text():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= MAX_ASK_CHARS:
+            break
+    return "".join(parts)[:MAX_ASK_CHARS]
