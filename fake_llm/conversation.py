@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from fake_llm.wire import ApiError
@@ -41,6 +41,9 @@ class Conversation:
     prefix_chars: int  # same without the last input item: the part a prompt cache could hold
     fingerprint: str  # hash of what the reply depends on: stable ids for retried requests
     flags: tuple[str, ...]  # wire quirks noticed (logged, never rejected)
+    # The request body as sent, for a scenario that reads what this class does not model
+    # (tool parameters, the response format: see fake_llm/team.py).
+    request: dict[str, Any] = field(default_factory=lambda: {}, repr=False, compare=False)
 
 
 def as_dict(value: object) -> dict[str, Any] | None:
@@ -186,6 +189,7 @@ def parse_chat(body: dict[str, Any]) -> Conversation:
         results_since_user=tuple(results),
         **_sizes(model, [messages, tools], messages[-1]),
         flags=tuple(flags),
+        request=body,
     )
 
 
@@ -242,4 +246,5 @@ def parse_responses(body: dict[str, Any]) -> Conversation:
         results_since_user=tuple(results),
         **_sizes(model, [instructions, items, tools], items[-1] if items else None),
         flags=(),
+        request=body,
     )
