@@ -147,13 +147,15 @@ class HookActivities:
         url = f"{s.base_url}/{'responses' if api == 'responses' else 'chat/completions'}"
         headers = {"Content-Type": "application/json", **s.auth_headers()}
         timeout = httpx.Timeout(s.read_timeout, connect=s.connect_timeout)
+        deadline = asyncio.timeout(s.timeout)
         try:
-            async with asyncio.timeout(s.timeout):
-                async with self.http.stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
-                    text = await _bounded_text(response)
-                    if response.status_code != 200:
-                        raise errors.from_status(response, text, self._redactor, cut=len(text) >= MAX_ASK_CHARS)
+            async with deadline, self.http.stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
+                text = await _bounded_text(response)
+                if response.status_code != 200:
+                    raise errors.from_status(response, text, self._redactor, cut=len(text) >= MAX_ASK_CHARS)
         except TimeoutError:
+            if not deadline.expired():
+                raise
             raise errors.attempt_timeout(s.timeout) from None
         except httpx.TransportError as err:
             raise errors.from_transport(err, s.base_url, self._redactor) from None
