@@ -10,6 +10,7 @@ The model name picks the scenario:
                 "usage", "keepalive", and "delta_chars" (characters per streamed text delta)
   echo          "echo: <last user message>"
   loop:<N>:<B>  N-1 turns of B filler characters plus a call to the first tool, then text
+  team          every agent of a support team: handoffs, an agent as a tool, typed output (fake_llm/team.py)
   anything else the weather demo (get_weather in parallel, convert_temperature, answer)
 """
 
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fake_llm import team
 from fake_llm.conversation import Conversation, ToolResult, as_dict, as_list
 from fake_llm.wire import ApiError, Reply, ToolCall, Usage
 
@@ -295,6 +297,8 @@ def reply_for(conv: Conversation, scripts: Mapping[str, Sequence[ScriptStep]]) -
         content, calls = f"echo: {conv.last_user_text}", []
     elif conv.model.startswith("loop:"):
         content, calls = _loop(conv)
+    elif conv.model == "team":
+        content, calls = team.reply(conv)
     else:  # "weather", "demo" and any other name: the offline demo works whatever LLM_MODEL is
         content, calls = _weather(conv)
     tool_calls = tuple(
