@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
+from activities import chat_wire
 from activities.guardrails import InputGuardrail, OutputGuardrail
 from activities.tools import TOOL_NAME, Tool, parameters_schema, validate_arguments
 from workflows.types import (
@@ -222,6 +223,11 @@ class Agent(BaseModel):
             raise ValueError(f"agent '{self.name}' lists more than one tool named {', '.join(dupes)}")
         if unknown := sorted(set(self.approvals) - set(tools)):
             raise ValueError(f"agent '{self.name}' sets approval for tools it does not have: {', '.join(unknown)}")
+        if self.model_settings is not None:
+            try:
+                chat_wire.check_extra_body(self.model_settings.extra_body)
+            except chat_wire.BadSettings as exc:
+                raise ValueError(f"agent '{self.name}': {exc}") from None
         for kind, guards in (("input", self.input_guardrails), ("output", self.output_guardrails)):
             if dupes := _repeated([g.name for g in guards]):
                 raise ValueError(f"agent '{self.name}' has more than one {kind} guardrail named {', '.join(dupes)}")

@@ -375,6 +375,8 @@ def test_agent_rejects_clashing_names_among_tools_handoffs_guardrails_and_filter
 
     with pytest.raises(ValueError, match="more than one input guardrail named check"):
         Agent(name="x", input_guardrails=[check, input_guardrail(check.fn)])
+    with pytest.raises(ValueError, match="agent 'x': extra_body may not set tools"):
+        Agent(name="x", model_settings=ModelSettings(extra_body={"tools": []}))
     with pytest.raises(ValueError):  # an input guardrail is not an output guardrail
         Agent(name="x", output_guardrails=[check])  # pyright: ignore[reportArgumentType]
 
