@@ -3,13 +3,26 @@
 #   virtualenv + install -> Temporal dev server (SQLite in .state/, Web UI on :8233)
 #   -> model server (the offline fake_llm, unless you point at a real one) -> worker -> a run.
 # Real model: OPENAI_API_KEY=sk-... bash scripts/demo.sh   (or LLM_BASE_URL / LLM_MODEL / LLM_API_KEY)
+# An example instead of the weather demo: `bash scripts/demo.sh --example support_team ["PROMPT"]`
+#   (the worker serves only that example's agents, and the run's steps print as they happen).
 # Everything keeps running afterwards for client.py and the UI; `bash scripts/stop.sh` stops it.
 source "$(dirname "$0")/common.sh"
 ensure_venv
 cd "$ROOT"
 STATE="$ROOT/.state"
 mkdir -p "$STATE"
-DEFAULT_PROMPT="What's the weather in Tokyo and Paris right now? Which is warmer, in Fahrenheit?"
+EXAMPLE=""
+if [ "${1:-}" = "--example" ]; then
+  EXAMPLE="${2:-}"
+  shift $(($# < 2 ? $# : 2))
+fi
+case "$EXAMPLE" in  # the worker's modules, the run's agent, the offline model's scenario
+  "") WORKER_ARGS=() RUN_ARGS=() FAKE_MODEL=demo
+    DEFAULT_PROMPT="What's the weather in Tokyo and Paris right now? Which is warmer, in Fahrenheit?" ;;
+  support_team) WORKER_ARGS=(--tools examples.support_team) RUN_ARGS=(--agent triage) FAKE_MODEL=team
+    DEFAULT_PROMPT="I was charged twice for order 1234, please refund" ;;
+  *) echo "error: unknown example '$EXAMPLE'; known: support_team" >&2; exit 2 ;;
+esac
 PROMPT="${1:-$DEFAULT_PROMPT}"
 export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-localhost:7233}"
 export TEMPORAL_UI_URL="${TEMPORAL_UI_URL:-http://localhost:8233}"
@@ -47,7 +60,7 @@ fi
 
 # 2. The model: a real one if you named it, else the offline test double.
 if [ -z "${LLM_BASE_URL:-}" ] && [ -z "${LLM_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
-  export LLM_BASE_URL="http://127.0.0.1:8400/v1" LLM_MODEL="${LLM_MODEL:-demo}"
+  export LLM_BASE_URL="http://127.0.0.1:8400/v1" LLM_MODEL="${LLM_MODEL:-$FAKE_MODEL}"
   if ! http_up "http://127.0.0.1:8400/healthz"; then
     nohup "$PY" -m fake_llm --host 127.0.0.1 --port 8400 >"$STATE/fake_llm.log" 2>&1 &
     echo $! >"$STATE/fake_llm.pid"
@@ -66,7 +79,7 @@ if alive "$STATE/worker.pid"; then
 fi
 : >"$STATE/worker.log"
 # LLM_STREAM=1: replies stream in, so `client.py watch` shows text as it is written.
-LLM_STREAM="${LLM_STREAM:-1}" nohup "$PY" worker.py >"$STATE/worker.log" 2>&1 &
+LLM_STREAM="${LLM_STREAM:-1}" nohup "$PY" worker.py "${WORKER_ARGS[@]}" >"$STATE/worker.log" 2>&1 &
 echo $! >"$STATE/worker.pid"
 wait_for 30 "the worker" grep -q "worker polling" "$STATE/worker.log"
 echo "✓ worker running (log: .state/worker.log)"
@@ -74,9 +87,15 @@ echo "✓ worker running (log: .state/worker.log)"
 # 4. The demo run.
 echo
 echo "› $PROMPT"
-RUN_ID="$("$PY" client.py run "$PROMPT" 2>/dev/null)"
-"$PY" client.py result "$RUN_ID"
+RUN_ID="$("$PY" client.py run "${RUN_ARGS[@]}" "$PROMPT" 2>/dev/null)"
+OUTCOME=0  # a failed run (a tripped guardrail, say) still gets its links below
+if [ -n "$EXAMPLE" ]; then
+  "$PY" client.py watch "$RUN_ID" || OUTCOME=$?
+else
+  "$PY" client.py result "$RUN_ID" || OUTCOME=$?
+fi
 echo
 echo "run id:  $RUN_ID"
 echo "web UI:  $TEMPORAL_UI_URL/namespaces/default/workflows/$RUN_ID"
 echo "status:  $PY client.py status $RUN_ID"
+exit "$OUTCOME"
