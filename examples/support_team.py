@@ -15,9 +15,11 @@ is set:
 
     bash scripts/demo.sh --example support_team "I was charged twice for order 1234, please refund"
 
-or by hand: `python worker.py --tools examples.support_team`, then
-`python client.py run --follow --agent triage "..."`. The data is made up and deterministic:
-order 1234 was charged twice, 5678 once, any other number is invented from its digits.
+or by hand: `python worker.py --tools examples.support_team` (offline: with `python -m fake_llm
+--port 8400` running, LLM_BASE_URL=http://127.0.0.1:8400/v1 and LLM_MODEL=team, the scenario that
+plays this team), then `python client.py run --follow --agent triage "..."`. The data is made up
+and deterministic: order 1234 was charged twice, 5678 once, other numbers are invented from their
+digits.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ from activities import (
     Agent,
     GuardrailContext,
     GuardrailResult,
-    ModelSettings,
     handoff,
     input_guardrail,
     tool,
@@ -202,7 +203,5 @@ triage = Agent(
     ),
     handoffs=[billing, handoff(refunds, input_filter="remove_tools")],
     input_guardrails=[no_card_numbers],
-    # A handoff is a tool call: "required" makes a real model transfer rather than chat.
-    model_settings=ModelSettings(tool_choice="required"),
     max_turns=8,  # the whole run's limit, whichever agent is in charge
 )
