@@ -26,7 +26,7 @@ from temporalio.converter import DataConverter
 from activities import chat_wire, responses_wire
 from activities.capture import CaptureStore
 from workflows import types as t
-from workflows.turn import FinalAnswer, RunTools, decide
+from workflows.turn import Final, RunTools, decide
 
 E = EventType
 
@@ -86,7 +86,11 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
         elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             a = e.activity_task_scheduled_event_attributes
             name = a.activity_type.name
-            input_type = {t.MODEL_CALL_ACTIVITY: t.ModelCallInput, t.TOOL_CALL_ACTIVITY: t.ToolCallInput}.get(name)
+            input_type = {
+                t.MODEL_CALL_ACTIVITY: t.ModelCallInput,
+                t.TOOL_CALL_ACTIVITY: t.ToolCallInput,
+                t.HOOK_ACTIVITY: t.HookInput,
+            }.get(name)
             value: Any = await _decode(converter, a.input, input_type) if input_type else None
             scheduled[e.event_id] = (name, value)
             if name == t.MODEL_CALL_ACTIVITY:
@@ -95,6 +99,13 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 turn, ran = value.turn, []
             elif name == t.TOOL_CALL_ACTIVITY and value.call_id not in ran:
                 ran.append(value.call_id)
+            elif name == t.HOOK_ACTIVITY and value.kind == "approval" and value.call_id not in ran:
+                ran.append(value.call_id)  # checked first; it ran, was rejected, or was told it was invalid
+        elif kind == E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            child = e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+            call_id = child.rsplit(".", 1)[-1]
+            if call_id not in ran:
+                ran.append(call_id)
         elif kind == E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             done = e.activity_task_completed_event_attributes
             name, value = scheduled[done.scheduled_event_id]
@@ -169,12 +180,12 @@ async def replay_decisions(lines: list[dict[str, Any]]) -> Iterator[tuple[int, s
         tokens += reply.usage.total_tokens
         step = decide(agent, call["turn"], reply, tokens_used=tokens)
         want = recorded.get(call["turn"])
-        if isinstance(step, FinalAnswer):
+        if isinstance(step, Final):
             mine = f"final: {step.output}"
         elif isinstance(step, RunTools):
-            mine = f"run_tools: {[c.call_id for c in step.run]}"
+            mine = f"run_tools: {[p.call.call_id for p in step.calls if p.action in ('tool', 'child')]}"
         else:
-            mine = step.kind
+            mine = FAILURE_KINDS.get(step.error, "failed")
         if want is None:
             theirs = "none"
         elif want["kind"] == "final":

@@ -1,9 +1,46 @@
-"""The turn's decision, without Temporal."""
+"""The whole turn as a pure state machine, without Temporal: decide, plan, merge, check output."""
 
-from workflows.turn import BudgetSpent, FinalAnswer, RunTools, TurnLimitReached, decide, describe_call
-from workflows.types import AgentSpec, AssistantMessage, ModelReply, ToolCall, ToolSpec
+from workflows.turn import (
+    HANDOFF_FILTERS,
+    Done,
+    Final,
+    Retry,
+    RunTools,
+    Stop,
+    after_output,
+    after_tools,
+    checked,
+    decide,
+    describe_call,
+    tripwire,
+)
+from workflows.types import (
+    AgentSpec,
+    AssistantMessage,
+    HandoffSpec,
+    HookResult,
+    ModelReply,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 
-AGENT = AgentSpec(name="a", tools=[ToolSpec(name="get_weather"), ToolSpec(name="add")], max_turns=3)
+AGENT = AgentSpec(
+    name="a",
+    tools=[
+        ToolSpec(name="get_weather"),
+        ToolSpec(name="add"),
+        ToolSpec(name="pay", approval="conditional"),
+        ToolSpec(name="send", approval="always"),
+        ToolSpec(name="research", agent="researcher"),
+    ],
+    handoffs=[
+        HandoffSpec(agent="billing", tool_name="transfer_to_billing"),
+        HandoffSpec(agent="refunds", tool_name="transfer_to_refunds"),
+    ],
+    max_turns=3,
+)
 
 
 def reply(content: str | None = None, *calls: ToolCall) -> ModelReply:
@@ -14,45 +51,128 @@ def call(call_id: str, name: str, arguments: str = "{}") -> ToolCall:
     return ToolCall(call_id=call_id, name=name, arguments=arguments)
 
 
-def test_text_without_tool_calls_is_the_final_answer():
-    step = decide(AGENT, 1, reply("It is sunny."))
-    assert step == FinalAnswer(output="It is sunny.")
-
-
-def test_empty_reply_is_an_empty_final_answer():
-    assert decide(AGENT, 1, reply(None)) == FinalAnswer(output="")
-
-
-def test_tool_calls_run_in_the_order_asked():
-    step = decide(AGENT, 1, reply(None, call("c1", "get_weather"), call("c2", "add")))
+def plan(*calls: ToolCall, always: tuple[str, ...] = ()) -> RunTools:
+    step = decide(AGENT, 1, reply(None, *calls), always=always)
     assert isinstance(step, RunTools)
-    assert [c.call_id for c in step.run] == ["c1", "c2"]
-    assert step.order == ["c1", "c2"] and step.answered == []
+    return step
 
 
-def test_unknown_tool_is_answered_with_an_error_the_model_can_read():
-    step = decide(AGENT, 1, reply(None, call("c1", "launch_rocket"), call("c2", "add")))
-    assert isinstance(step, RunTools)
-    assert [c.call_id for c in step.run] == ["c2"]
-    (answer,) = step.answered
-    assert answer.call_id == "c1" and answer.is_error
-    assert "unknown tool 'launch_rocket'" in answer.content and "get_weather, add" in answer.content
-    assert step.order == ["c1", "c2"]
+def test_text_without_tool_calls_is_the_final_output():
+    assert decide(AGENT, 1, reply("It is sunny.")) == Final(output="It is sunny.")
+    assert decide(AGENT, 1, reply(None)) == Final(output="")
+
+
+def test_each_call_is_planned_in_the_order_asked():
+    step = plan(call("c1", "get_weather"), call("c2", "pay"), call("c3", "send"), call("c4", "research"))
+    assert [(p.call.call_id, p.action, p.approval) for p in step.calls] == [
+        ("c1", "tool", "none"),
+        ("c2", "tool", "check"),
+        ("c3", "tool", "check"),
+        ("c4", "child", "none"),
+    ]
+    assert step.calls[3].target == "researcher" and step.handoff is None
+
+
+def test_a_tool_approved_with_always_is_not_asked_again():
+    step = plan(call("c1", "send"), call("c2", "pay"), always=("send",))
+    assert [p.approval for p in step.calls] == ["auto", "check"]
+
+
+def test_unknown_tools_are_answered_at_once_with_what_exists():
+    step = plan(call("c1", "launch_rocket"), call("c2", "add"), call("c3", "x" * 500))
+    first = step.calls[0]
+    assert first.action == "answer" and "unknown tool 'launch_rocket'" in first.answer
+    assert "get_weather, add, pay, send, research, transfer_to_billing, transfer_to_refunds" in first.answer
+    assert len(step.calls[2].answer) < 300  # a huge name is cut
+
+
+def test_a_handoff_is_planned_and_a_second_one_is_refused():
+    step = plan(call("c1", "add"), call("c2", "transfer_to_billing"), call("c3", "transfer_to_refunds"))
+    assert [p.action for p in step.calls] == ["tool", "handoff", "answer"]
+    assert step.handoff is not None and step.handoff.target == "billing"
+    assert "only one handoff per turn" in step.calls[2].answer and "'billing'" in step.calls[2].answer
+
+
+def test_results_merge_in_the_order_asked_and_answers_fill_in():
+    step = plan(call("c1", "add"), call("c2", "transfer_to_billing"), call("c3", "nope"), call("c4", "get_weather"))
+    ran = {
+        "c4": ToolMessage(call_id="c4", name="get_weather", content="sunny"),
+        "c1": ToolMessage(call_id="c1", name="add", content="3"),
+    }
+    merged = after_tools(step, ran)
+    assert [m.call_id for m in merged] == ["c1", "c2", "c3", "c4"]
+    assert merged[1].content == '{"assistant": "billing"}' and not merged[1].is_error
+    assert merged[2].is_error and "unknown tool 'nope'" in merged[2].content
+
+
+def test_an_approval_check_runs_asks_or_answers():
+    planned = plan(call("c1", "pay", '{"amount": 5}')).calls[0]
+    assert checked(planned, HookResult(needs_approval=False)) == "run"
+    assert checked(planned, HookResult(needs_approval=True, arguments={"amount": 5})) == "ask"
+    bad = checked(planned, HookResult(invalid="invalid arguments for tool 'pay': amount: required"))
+    assert isinstance(bad, ToolMessage) and bad.is_error and "amount: required" in bad.content
 
 
 def test_tool_calls_on_the_last_turn_exceed_max_turns():
     step = decide(AGENT, 3, reply(None, call("c1", "add")))
-    assert isinstance(step, TurnLimitReached)
-    assert step.max_turns == 3 and "max_turns (3) exceeded" in step.message
+    assert isinstance(step, Stop) and step.error == "MaxTurnsExceeded"
+    assert "max_turns (3) exceeded" in step.message
 
 
-def test_a_final_answer_on_the_last_turn_is_fine():
-    assert decide(AGENT, 3, reply("done")) == FinalAnswer(output="done")
+def test_the_run_limits_come_from_its_first_agent():
+    first = AGENT.model_copy(update={"max_turns": 9, "token_budget": 100})
+    other = AGENT.model_copy(update={"name": "billing", "max_turns": 1})
+    assert isinstance(decide(other, 2, reply(None, call("c", "add")), limits=first), RunTools)
+    step = decide(other, 2, reply(None, call("c", "add")), limits=first, tokens_used=100)
+    assert isinstance(step, Stop) and step.error == "TokenBudgetExceeded" and "100 of 100" in step.message
+
+
+def test_a_final_answer_is_kept_past_the_turn_limit_and_the_budget():
+    budgeted = AGENT.model_copy(update={"token_budget": 1000})
+    assert decide(budgeted, 3, reply("done"), tokens_used=5000) == Final(output="done")
 
 
 def test_run_override_of_max_turns_wins():
-    assert isinstance(decide(AGENT, 2, reply(None, call("c", "add")), max_turns=2), TurnLimitReached)
+    assert isinstance(decide(AGENT, 2, reply(None, call("c", "add")), max_turns=2), Stop)
     assert isinstance(decide(AGENT, 5, reply(None, call("c", "add")), max_turns=9), RunTools)
+
+
+TYPED = AGENT.model_copy(update={"output_schema": {"type": "object"}, "output_name": "Ticket", "output_retries": 2})
+
+
+def test_typed_output_valid_invalid_then_beyond_the_bound():
+    assert after_output(AGENT, "plain", None, 0) == Done(output="plain")
+    ok = after_output(TYPED, '{"id": 1}', HookResult(output={"id": 1}), 0)
+    assert ok == Done(output='{"id": 1}', output_object={"id": 1})
+    again = after_output(TYPED, "nope", HookResult(invalid="id: Field required"), 2)
+    assert isinstance(again, Retry) and "not a valid Ticket: id: Field required" in again.feedback
+    stop = after_output(TYPED, "nope", HookResult(invalid="id: Field required"), 3)
+    assert isinstance(stop, Stop) and stop.error == "ModelBehaviorError"
+    assert "after 3 tries" in stop.message and "id: Field required" in stop.message
+
+
+def test_the_first_tripped_guardrail_stops_the_run():
+    passed = [("polite", HookResult()), ("on_topic", HookResult())]
+    assert tripwire("input", passed) is None
+    fired = tripwire("output", [("polite", HookResult()), ("no_pii", HookResult(tripwire=True, info={"found": "ssn"}))])
+    assert fired == Stop(
+        error="OutputGuardrailTripwireTriggered", message='output guardrail \'no_pii\' tripped: {"found": "ssn"}'
+    )
+    assert tripwire("input", [("x", HookResult(tripwire=True))]).error == "InputGuardrailTripwireTriggered"  # type: ignore[union-attr]
+
+
+def test_handoff_filters():
+    messages = [
+        UserMessage(content="refund me"),
+        AssistantMessage(content=None, tool_calls=[call("c1", "lookup")]),
+        ToolMessage(call_id="c1", name="lookup", content="order 7"),
+        AssistantMessage(content="Passing you on.", tool_calls=[call("c2", "transfer_to_refunds")]),
+        ToolMessage(call_id="c2", name="transfer_to_refunds", content="{}"),
+        UserMessage(content="thanks"),
+    ]
+    kept = HANDOFF_FILTERS["remove_tools"](messages)
+    assert kept == [UserMessage(content="refund me"), AssistantMessage(content="Passing you on."), messages[-1]]
+    assert HANDOFF_FILTERS["last_user_message"](messages) == [UserMessage(content="thanks")]
 
 
 def test_describe_call_is_short_and_readable():
@@ -61,12 +181,3 @@ def test_describe_call_is_short_and_readable():
     assert describe_call(call("c", "f", '{"text": "' + "x" * 500 + '"}')) == "f(text=" + "x" * 39 + "…)"
     many = describe_call(call("c", "f", '{"a": "' + "y" * 30 + '", "b": "' + "z" * 30 + '"}'), limit=60)
     assert len(many) == 60 and many.endswith("…")
-
-
-def test_a_spent_token_budget_ends_a_run_that_wants_more_work():
-    budgeted = AGENT.model_copy(update={"token_budget": 1000})
-    step = decide(budgeted, 1, reply(None, call("c", "add")), tokens_used=1000)
-    assert isinstance(step, BudgetSpent) and step.used == 1000 and "1000 of 1000" in step.message
-    assert isinstance(decide(budgeted, 1, reply(None, call("c", "add")), tokens_used=999), RunTools)
-    # a final answer is kept even past the budget: its tokens are already spent
-    assert decide(budgeted, 1, reply("done"), tokens_used=5000) == FinalAnswer(output="done")

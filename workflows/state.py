@@ -32,7 +32,10 @@ def event_text(text: str) -> str:
 
 class RunState:
     def __init__(self) -> None:
-        self.agent: t.AgentSpec | None = None
+        self.agent: t.AgentSpec | None = None  # the run's first agent, holding the frozen team
+        self.current: str | None = None  # the agent in charge now (None: the first)
+        self.handoffs: list[t.HandoffRecord] = []
+        self.refusals: dict[str, int] = {}  # refused final outputs, per agent
         self.messages: list[t.Message] = []
         self.turn = 0
         self.usage = t.Usage()
@@ -41,6 +44,7 @@ class RunState:
         self.last_step = "starting"
         self.output: str | None = None
         self.error: str | None = None
+        self.error_type: str | None = None
         self.approvals = Approvals()
         self.events: list[t.RunEvent] = []
         self.first_event = 0  # seq of events[0]: earlier ones live in previous executions
@@ -48,6 +52,20 @@ class RunState:
         self.executions = 1
         self._digest = ("", 0)  # (hash of messages[:n], n), extended as messages are appended
         self._call_ids: set[str] = set()  # every tool-call id this run has used, carried ones too
+
+    @property
+    def agent_now(self) -> t.AgentSpec:
+        """The agent in charge: the first one, or the frozen member the run was handed to."""
+        assert self.agent is not None
+        member = self.agent.member(self.current or self.agent.name)
+        assert member is not None, f"agent {self.current} is not in this run's frozen team"
+        return member
+
+    def replace_messages(self, messages: list[t.Message]) -> None:
+        """The one edit the transcript allows besides appending (a handoff's input filter). Its
+        digest is rebuilt; call ids stay claimed, so none is ever reused in this run."""
+        self.messages = list(messages)
+        self._digest = ("", 0)
 
     def digest(self) -> str:
         value, n = self._digest
@@ -94,6 +112,9 @@ class RunState:
         assert self.agent is not None
         return t.Carry(
             agent=self.agent,
+            current=self.current,
+            handoffs=self.handoffs,
+            refusals=self.refusals,
             messages=self.messages,
             turn=self.turn,
             usage=self.usage,
@@ -106,6 +127,9 @@ class RunState:
 
     def from_carry(self, carry: t.Carry) -> None:
         self.agent = carry.agent
+        self.current = carry.current
+        self.handoffs = list(carry.handoffs)
+        self.refusals = dict(carry.refusals)
         self.messages = list(carry.messages)
         self.turn = carry.turn
         self.usage = carry.usage
@@ -143,7 +167,7 @@ class RunState:
         status = self.phase if self.phase in (*t.FINAL_PHASES, "awaiting_approval") else "running"
         return t.RunStatus(
             run_id=run_id,
-            agent=self.agent.name if self.agent else None,
+            agent=self.agent_now.name if self.agent else None,
             status=status,
             phase=self.phase,
             turn=self.turn,
@@ -152,6 +176,8 @@ class RunState:
             last_step=self.last_step,
             output=event_text(self.output) if self.output is not None else None,
             error=self.error,
+            error_type=self.error_type,
+            handoffs=self.handoffs,
             pending_approvals=list(self.approvals.pending.values()),
             decisions=self.approvals.decisions,
             ignored_signals=self.approvals.ignored,
@@ -191,4 +217,4 @@ class RunState:
                 break
             page.append(message)
             index += 1
-        return t.ModelContext(agent=self.agent, messages=page, next_start=index if index < query.upto else None)
+        return t.ModelContext(agent=self.agent_now, messages=page, next_start=index if index < query.upto else None)

@@ -1,94 +1,250 @@
-"""The turn's decision, as a pure function: a model reply in, the next step out.
+"""One turn of an agent run, as a pure state machine; the workflow only carries out its steps.
 
-No Temporal, no I/O: `decide` is unit-tested on its own, and the workflow only carries out
-what it returns. Deterministic by construction (no clocks, no randomness).
+    decide(reply)            → Final | RunTools(planned calls) | Stop
+    checked(call, approval)  → the call runs, waits for a person, or is answered at once
+    after_tools(results)     → the tool messages, in the order the model asked for the calls
+    after_output(check)      → Done | Retry(feedback for the model) | Stop
+    tripwire(guardrails)     → Stop | None
+
+No Temporal, no I/O, no clocks, no randomness: each function is unit-tested on its own
+(tests/test_turn.py), and `cli/export.py` re-runs `decide` on captured replies offline.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from collections.abc import Callable, Collection, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.types import AgentSpec, ModelReply, ToolCall, ToolMessage
+from workflows.types import (
+    AgentSpec,
+    AssistantMessage,
+    HookResult,
+    Message,
+    ModelReply,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+
+StopKind = Literal[
+    "MaxTurnsExceeded",
+    "TokenBudgetExceeded",
+    "ModelBehaviorError",
+    "InputGuardrailTripwireTriggered",
+    "OutputGuardrailTripwireTriggered",
+]
 
 
-class FinalAnswer(BaseModel):
+class Final(BaseModel):
+    """The model answered without asking for tools: the candidate final output."""
+
     kind: Literal["final"] = "final"
     output: str
 
 
+class PlannedCall(BaseModel):
+    """What the run does with one call the model asked for.
+
+    action: `tool` runs the tool activity; `child` runs the agent behind the tool as a child
+    run; `handoff` transfers the run to `target`; `answer` tells the model `answer` at once
+    (an unknown tool, a second handoff). approval: `check` asks the agent's policy (the hook
+    activity validates the arguments first); `auto` is approved by an earlier "always"."""
+
+    call: ToolCall
+    action: Literal["tool", "child", "handoff", "answer"]
+    approval: Literal["none", "check", "auto"] = "none"
+    target: str = ""
+    answer: str = ""
+
+
 class RunTools(BaseModel):
-    """Tool calls to run (in parallel) and calls already answered without running anything
-    (an unknown tool). `order` is every call id in the order the model asked for them: results
-    are appended to the transcript in that order, whatever order they finish in."""
-
     kind: Literal["run_tools"] = "run_tools"
-    run: list[ToolCall]
-    answered: list[ToolMessage] = Field(default_factory=list)
-    order: list[str]
+    calls: list[PlannedCall]
+
+    @property
+    def handoff(self) -> PlannedCall | None:
+        return next((c for c in self.calls if c.action == "handoff"), None)
 
 
-class TurnLimitReached(BaseModel):
-    kind: Literal["max_turns"] = "max_turns"
-    max_turns: int
+class Stop(BaseModel):
+    """The run ends as failed, with `error` as the failure's type."""
+
+    kind: Literal["stop"] = "stop"
+    error: StopKind
     message: str
 
 
-class BudgetSpent(BaseModel):
-    kind: Literal["budget_spent"] = "budget_spent"
-    budget: int
-    used: int
-    message: str
+class Done(BaseModel):
+    kind: Literal["done"] = "done"
+    output: str
+    output_object: Any = None
 
 
-NextStep = Annotated[FinalAnswer | RunTools | TurnLimitReached | BudgetSpent, Field(discriminator="kind")]
+class Retry(BaseModel):
+    """The final output was refused: the model gets `feedback` and another turn."""
+
+    kind: Literal["retry"] = "retry"
+    feedback: str
+
+
+NextStep = Annotated[Final | RunTools | Stop, Field(discriminator="kind")]
 
 
 def decide(
-    agent: AgentSpec, turn: int, reply: ModelReply, max_turns: int | None = None, tokens_used: int = 0
-) -> NextStep:
-    """What to do after model call number `turn` (1-based) answered with `reply`.
+    agent: AgentSpec,
+    turn: int,
+    reply: ModelReply,
+    *,
+    limits: AgentSpec | None = None,
+    max_turns: int | None = None,
+    tokens_used: int = 0,
+    always: Collection[str] = (),
+) -> Final | RunTools | Stop:
+    """What to do after model call number `turn` (1-based) of `agent` answered with `reply`.
 
-    A reply without tool calls is the final answer (its tokens are spent either way). A reply
-    with tool calls runs them, unless this was the last turn allowed, or the run has used its
+    A reply without tool calls is the final output (its tokens are spent either way). A reply
+    with tool calls runs them, unless this was the last turn allowed or the run has used its
     token budget (`tokens_used` counts this reply): answering would need another model call.
+    The run's turn limit and budget are those of `limits` (its first agent; default `agent`).
+    `always` names the tools a person approved for the rest of the run.
     """
-    limit = max_turns if max_turns is not None else agent.max_turns
+    limits = limits or agent
+    limit = max_turns if max_turns is not None else limits.max_turns
     calls = reply.message.tool_calls
     if not calls:
-        return FinalAnswer(output=reply.message.content or "")
-    names = ", ".join(c.name for c in calls)
+        return Final(output=reply.message.content or "")
+    names = ", ".join(c.name[:64] for c in calls)
     if turn >= limit:
-        return TurnLimitReached(
-            max_turns=limit,
-            message=f"max_turns ({limit}) exceeded: turn {turn} still asked for tools ({names})",
-        )
-    budget = agent.token_budget
+        message = f"max_turns ({limit}) exceeded: turn {turn} still asked for tools ({names})"
+        return Stop(error="MaxTurnsExceeded", message=message)
+    budget = limits.token_budget
     if budget is not None and tokens_used >= budget:
-        return BudgetSpent(
-            budget=budget,
-            used=tokens_used,
-            message=f"token budget spent: {tokens_used} of {budget} tokens used by turn {turn}, "
-            f"which still asked for tools ({names})",
+        message = (
+            f"token budget spent: {tokens_used} of {budget} tokens used by turn {turn}, "
+            f"which still asked for tools ({names})"
         )
-    run: list[ToolCall] = []
-    answered: list[ToolMessage] = []
-    known = ", ".join(t.name for t in agent.tools) or "none"
-    for call in calls:
-        if agent.tool(call.name) is None:
-            answered.append(
-                ToolMessage(
-                    call_id=call.call_id,
-                    name=call.name,
-                    content=f"error: unknown tool '{call.name}'; available tools: {known}",
-                    is_error=True,
-                )
-            )
-        else:
-            run.append(call)
-    return RunTools(run=run, answered=answered, order=[c.call_id for c in calls])
+        return Stop(error="TokenBudgetExceeded", message=message)
+    return RunTools(calls=[_plan(agent, call, always, i, calls) for i, call in enumerate(calls)])
+
+
+def _plan(
+    agent: AgentSpec, call: ToolCall, always: Collection[str], index: int, calls: Sequence[ToolCall]
+) -> PlannedCall:
+    handoff = next((h for h in agent.handoffs if h.tool_name == call.name), None)
+    if handoff is not None:
+        first = next(c for c in calls if any(h.tool_name == c.name for h in agent.handoffs))
+        if first is not call:
+            answer = f"error: only one handoff per turn; the run already went to '{_target(agent, first)}'"
+            return PlannedCall(call=call, action="answer", answer=answer)
+        return PlannedCall(call=call, action="handoff", target=handoff.agent)
+    spec = agent.tool(call.name)
+    if spec is None:
+        return PlannedCall(call=call, action="answer", answer=unknown_tool(agent, call.name))
+    approval: Literal["none", "check", "auto"] = "none"
+    if spec.approval != "never":
+        approval = "auto" if call.name in always else "check"
+    if spec.agent is not None:
+        return PlannedCall(call=call, action="child", approval=approval, target=spec.agent)
+    return PlannedCall(call=call, action="tool", approval=approval)
+
+
+def _target(agent: AgentSpec, call: ToolCall) -> str:
+    return next(h.agent for h in agent.handoffs if h.tool_name == call.name)
+
+
+def unknown_tool(agent: AgentSpec, name: str) -> str:
+    known = ", ".join([*(t.name for t in agent.tools), *(h.tool_name for h in agent.handoffs)]) or "none"
+    shown = name if len(name) <= 64 else name[:63] + "…"
+    return f"error: unknown tool '{shown}'; available tools: {known}"
+
+
+def checked(planned: PlannedCall, result: HookResult) -> Literal["run", "ask"] | ToolMessage:
+    """After the hook checked a call's arguments and the approval policy: run it, ask a
+    person, or tell the model its arguments are invalid (no person is asked about those)."""
+    if result.invalid is not None:
+        call = planned.call
+        return ToolMessage(call_id=call.call_id, name=call.name, content=result.invalid, is_error=True)
+    return "ask" if result.needs_approval else "run"
+
+
+def answered(planned: PlannedCall) -> ToolMessage:
+    """The tool message of a call that runs nothing: an error answer, or a handoff's receipt."""
+    call = planned.call
+    if planned.action == "handoff":
+        return ToolMessage(call_id=call.call_id, name=call.name, content=json.dumps({"assistant": planned.target}))
+    return ToolMessage(call_id=call.call_id, name=call.name, content=planned.answer, is_error=True)
+
+
+def after_tools(step: RunTools, results: dict[str, ToolMessage]) -> list[ToolMessage]:
+    """Every call's message, in the order the model asked for the calls, whatever order they
+    finished in; calls that ran nothing are answered here."""
+    return [results[p.call.call_id] if p.call.call_id in results else answered(p) for p in step.calls]
+
+
+def after_output(agent: AgentSpec, output: str, check: HookResult | None, refusals: int) -> Done | Retry | Stop:
+    """After the agent's output type checked a final output (`check` is None for plain text).
+    `refusals` counts this agent's refused outputs in this run, this one included."""
+    if check is None:
+        return Done(output=output)
+    if check.invalid is None:
+        return Done(output=output, output_object=check.output)
+    if refusals > agent.output_retries:
+        message = (
+            f"{agent.name} gave no valid {agent.output_name or 'output'} after {refusals} tries; "
+            f"last problem: {check.invalid}"
+        )
+        return Stop(error="ModelBehaviorError", message=message)
+    feedback = (
+        f"Your final answer is not a valid {agent.output_name or 'output'}: {check.invalid}\n"
+        "Answer again with only JSON that matches the required schema."
+    )
+    return Retry(feedback=feedback)
+
+
+def tripwire(kind: Literal["input", "output"], results: Sequence[tuple[str, HookResult]]) -> Stop | None:
+    """The first guardrail (in the agent's order) whose tripwire fired ends the run."""
+    fired = next(((name, r) for name, r in results if r.tripwire), None)
+    if fired is None:
+        return None
+    name, result = fired
+    info = json.dumps(result.info, ensure_ascii=False, default=str)
+    info = info if len(info) <= 500 else info[:499] + "…"
+    error: StopKind = "InputGuardrailTripwireTriggered" if kind == "input" else "OutputGuardrailTripwireTriggered"
+    return Stop(error=error, message=f"{kind} guardrail '{name}' tripped: {info}")
+
+
+# ---------------------------------------------------------------------------- handoff filters
+
+
+def _remove_tools(messages: list[Message]) -> list[Message]:
+    kept: list[Message] = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            continue
+        if isinstance(m, AssistantMessage) and m.tool_calls:
+            if not m.content:
+                continue
+            m = AssistantMessage(content=m.content)
+        kept.append(m)
+    return kept
+
+
+def _last_user_message(messages: list[Message]) -> list[Message]:
+    users: list[Message] = [m for m in messages if isinstance(m, UserMessage)]
+    return users[-1:]
+
+
+# Built-in filters a handoff may name: what the next agent sees of the conversation so far.
+HANDOFF_FILTERS: dict[str, Callable[[list[Message]], list[Message]]] = {
+    "remove_tools": _remove_tools,
+    "last_user_message": _last_user_message,
+}
+
+
+# ------------------------------------------------------------------------------------ helpers
 
 
 def json_object(text: str) -> dict[str, object] | None:
@@ -102,15 +258,12 @@ def json_object(text: str) -> dict[str, object] | None:
 
 def describe_call(call: ToolCall, limit: int = 100) -> str:
     """A one-line, human-readable rendering of a call for the UI: `get_weather(city=Tokyo)`."""
-    try:
-        args = json.loads(call.arguments or "{}")
-    except ValueError:
-        args = None
-    if isinstance(args, dict):
+    args = json_object(call.arguments)
+    if args is not None:
         parts = [f"{k}={_short(v)}" for k, v in args.items()]
         text = f"{call.name}({', '.join(parts)})"
     else:
-        text = f"{call.name}({call.arguments})"
+        text = f"{call.name}({call.arguments[:limit]})"
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

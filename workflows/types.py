@@ -248,6 +248,7 @@ class AgentSpec(_Model):
     def member(self, name: str) -> AgentSpec | None:
         """This agent or a frozen team member, by name: nothing else is reachable."""
         return self if name == self.name else next((a for a in self.team if a.name == name), None)
+
     api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
     approval_timeout_seconds: float | None = None  # None: wait as long as it takes
     approval_timeout_outcome: Literal["reject", "fail"] = "reject"
@@ -279,6 +280,7 @@ class Carry(_Model):
     agent: AgentSpec  # the run's first agent, with its frozen team
     current: str | None = None  # the agent in charge now; None: the first
     handoffs: list[HandoffRecord] = Field(default_factory=list)
+    refusals: dict[str, int] = Field(default_factory=dict)  # refused final outputs, per agent
     messages: list[Message]
     turn: int
     usage: Usage
@@ -326,6 +328,7 @@ EventKind = Literal[
     "cancelled",  # text: what was in flight
     "handoff",  # detail: from → to
     "guardrail",  # detail: which guardrail, and whether its tripwire fired
+    "output_refused",  # text: why the final output was refused, as told to the model
 ]
 
 

@@ -1,0 +1,384 @@
+"""What an agent run carries out: the activities and child runs behind each step of a turn.
+
+`workflows.turn` decides; the methods here only execute (a model call, a tool, a hook, a child
+run, a wait for a person) and record what happened for status, watchers and the Web UI.
+
+Determinism rules for this module, as for all of workflows/: no I/O, no clocks, no randomness,
+no threads. Time comes from `workflow.now()`; activities are called by their declared names.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError, TimeoutType
+from temporalio.exceptions import TimeoutError as ActivityTimeout
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    import workflows.types as t
+    from workflows.approvals import edited_note, rejection_text
+    from workflows.state import RunState, excerpt
+    from workflows.turn import PlannedCall, checked, describe_call, json_object
+
+SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
+SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
+SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
+SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
+SA_PENDING = SearchAttributeKey.for_int(t.SA_PENDING)
+SA_VERSION = SearchAttributeKey.for_keyword(t.SA_VERSION)
+
+RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
+# Hooks run the agent author's code (guardrails may call a model themselves): retried a few
+# times for a worker that died, then the run fails with the hook's own error.
+HOOK_RETRY = RetryPolicy(maximum_attempts=3)
+HOOK_TIMEOUT = timedelta(seconds=300)
+# The activity ends an attempt itself at the agent's model timeout, with a clear error; Temporal's
+# own start-to-close is a backstop a little later (a worker stuck in a way the activity can't see).
+MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
+# The model activity heartbeats every 2 s (more often while streaming): a worker that dies
+# mid-call is noticed within 10 s and the call moves to another worker.
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+# Runs whose approvals were checked by the tool activity (before the hook activity existed)
+# keep doing so on replay; new runs ask the hook.
+HOOKS_PATCH = "agent-hooks"
+
+
+def model_retry(agent: t.AgentSpec) -> RetryPolicy:
+    """Temporal owns retries, within bounds: a non-retryable answer (bad request, auth, quota)
+    fails at once; anything else is retried up to the agent's attempts (its time bound is the
+    activity's schedule-to-close), each attempt visible in the UI."""
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=agent.model_max_attempts or t.DEFAULT_MODEL_MAX_ATTEMPTS,
+    )
+
+
+def agent_queue(agent: t.AgentSpec) -> str | None:
+    """Where `agent`'s code runs: workers holding this exact version. Runs recorded before
+    routing (no version) keep using the run's own queue."""
+    return t.agent_task_queue(workflow.info().task_queue, agent.name, agent.version) if agent.version else None
+
+
+class Steps:
+    """The run's state and the steps it carries out; `AgentRun` adds the loop and handlers."""
+
+    def __init__(self) -> None:
+        self._s = RunState()
+
+    # ---------------------------------------------------------------------------- failures
+
+    def _failure(self, message: str, kind: str) -> ApplicationError:
+        """Ends the run: recorded for status and watchers, then raised as a non-retryable error."""
+        self._s.error, self._s.error_type = message, kind
+        self._end("failed", message)
+        return ApplicationError(message, type=kind, non_retryable=True)
+
+    def _end(self, phase: t.Phase, message: str) -> None:
+        """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
+        self._s.approvals.abandon()
+        self._event("failed" if phase == "failed" else "cancelled", text=message)
+        self._set_phase(phase, message)
+
+    def _failed_activity(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
+        """The run's failure, carrying the cause's own message and type to the client. A call that
+        ran out of time is reported with the last error it got (the provider's own words)."""
+        cause = err.cause
+        message = cause.message if isinstance(cause, FailureError) else err.message
+        kind = cause.type if isinstance(cause, ApplicationError) and cause.type else default_type
+        if isinstance(cause, ActivityTimeout):
+            last = cause.cause if isinstance(cause.cause, FailureError) else None
+            kind = last.type if isinstance(last, ApplicationError) and last.type else default_type
+            what = cause.type.name.lower().replace("_", "-") if cause.type is not None else "timeout"
+            message = f"gave up after the {what} timeout" + (f"; last error: {last.message}" if last else "")
+        return self._failure(f"{context}{message}", kind)
+
+    # ------------------------------------------------------------------------------ agents
+
+    async def _resolve(self, input: t.RunInput) -> t.AgentSpec:
+        """Freeze the agent (and every agent it can reach) into history: later edits never touch
+        this run. Only a worker that serves the agent polls its queue."""
+        queue = t.agent_task_queue(workflow.info().task_queue, input.agent)
+        request = t.ResolveAgentInput(
+            agent=input.agent, max_turns=input.max_turns, model=input.model, model_settings=input.model_settings
+        )
+        try:
+            spec: t.AgentSpec = await workflow.execute_activity(
+                t.RESOLVE_AGENT_ACTIVITY,
+                request,
+                result_type=t.AgentSpec,
+                task_queue=queue,
+                schedule_to_start_timeout=timedelta(seconds=input.agent_wait_seconds),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RESOLVE_RETRY,
+                summary=f"resolve agent {input.agent}",
+            )
+            return spec
+        except ActivityError as err:
+            if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
+                message = (
+                    f"no worker serves agent '{input.agent}': nothing polled task queue {queue} "
+                    f"for {input.agent_wait_seconds:g}s (start a worker with --tools for that agent)"
+                )
+                raise self._failure(message, "UnknownAgent") from err
+            raise self._failed_activity(err, "ResolveAgentFailed", "") from err
+
+    # ------------------------------------------------------------------------------- model
+
+    async def _call_model(self, agent: t.AgentSpec, capture: bool) -> t.ModelReply:
+        s = self._s
+        model = agent.model or "the worker's default model"
+        self._set_phase("calling_model", f"turn {s.turn}: {agent.name} calling {model}")
+        self._event("model_started", detail=model)
+        n = len(s.messages)
+        try:
+            reply: t.ModelReply = await workflow.execute_activity(
+                t.MODEL_CALL_ACTIVITY,
+                t.ModelCallInput(
+                    agent=agent.name,
+                    model=agent.model,
+                    turn=s.turn,
+                    transcript_len=len(s.messages),
+                    capture=capture,
+                    digest=s.digest(),
+                ),
+                result_type=t.ModelReply,
+                activity_id=f"model-{s.turn}",
+                start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN,
+                schedule_to_close_timeout=timedelta(seconds=agent.model_retry_seconds or t.DEFAULT_MODEL_RETRY_SECONDS),
+                heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+                retry_policy=model_retry(agent),
+                summary=f"turn {s.turn} · {agent.name} · model {model} · {n} message{'' if n == 1 else 's'}",
+            )
+            return reply
+        except ActivityError as err:
+            raise self._failed_activity(err, "ModelCallFailed", f"model call failed on turn {s.turn}: ") from err
+
+    # ------------------------------------------------------------------------------- hooks
+
+    async def _hook(self, agent: t.AgentSpec, kind: t.HookKind, name: str, **fields: object) -> t.HookResult:
+        """Runs one piece of the agent author's code on a worker that holds the agent."""
+        s = self._s
+        key = str(fields.get("call_id") or name)
+        try:
+            result: t.HookResult = await workflow.execute_activity(
+                t.HOOK_ACTIVITY,
+                t.HookInput.model_validate(
+                    {"agent": agent.name, "version": agent.version, "kind": kind, "name": name, "turn": s.turn} | fields
+                ),
+                result_type=t.HookResult,
+                activity_id=f"{kind}-{s.turn}-{key}",
+                task_queue=agent_queue(agent),
+                start_to_close_timeout=HOOK_TIMEOUT,
+                retry_policy=HOOK_RETRY,
+                summary=f"turn {s.turn} · {agent.name} · {kind.replace('_', ' ')}: {name[:80]}",
+            )
+            return result
+        except ActivityError as err:
+            raise self._failed_activity(err, "AgentHookFailed", f"{kind.replace('_', ' ')} '{name}' failed: ") from err
+
+    # ------------------------------------------------------------------------------- calls
+
+    async def _carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
+        """One planned call: asked about if the policy says so, then run (a tool or a child
+        run), or answered at once. Siblings run meanwhile."""
+        s, call = self._s, planned.call
+        self._event("tool_started", call_id=call.call_id, tool=call.name, detail=describe_call(call))
+        record: t.ApprovalRecord | None = None
+        if planned.approval == "auto":
+            record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
+        elif planned.approval == "check" and not workflow.patched(HOOKS_PATCH):
+            return await self._legacy_checked_call(agent, call)
+        elif planned.approval == "check":
+            check = await self._hook(agent, "approval", call.name, call_id=call.call_id, arguments=call.arguments)
+            verdict = checked(planned, check)
+            if isinstance(verdict, t.ToolMessage):
+                return self._finished(verdict, None)
+            if verdict == "ask":
+                s.approvals.request(call.call_id, call.name, check.arguments or {}, s.turn, workflow.now())
+                record = await self._await_decision(agent, call)
+                if not record.approved:
+                    message = t.ToolMessage(
+                        call_id=call.call_id, name=call.name, content=rejection_text(record), is_error=True
+                    )
+                    return self._finished(message, record)
+        edited = record is not None and record.arguments is not None
+        arguments = json.dumps(record.arguments, ensure_ascii=False) if record and edited else call.arguments
+        if planned.action == "child":
+            message = await self._child(agent, planned, arguments)
+        else:
+            message = await self._tool(agent, call, arguments, "")
+        if record is not None and edited:
+            message.content = edited_note(record) + message.content
+        return self._finished(message, record)
+
+    def _finished(self, message: t.ToolMessage, record: t.ApprovalRecord | None) -> t.ToolMessage:
+        message.approval = record
+        self._event("tool_finished", call_id=message.call_id, tool=message.name, text=excerpt(message.content))
+        return message
+
+    async def _legacy_checked_call(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ToolMessage:
+        """Replays runs recorded before the hook activity: the tool activity checked the policy
+        itself (ToolCallInput.check_approval), then ran again once approved."""
+        message = await self._tool_activity(agent, call, call.arguments, True, "")
+        record: t.ApprovalRecord | None = None
+        if message is None:
+            record = await self._await_decision(agent, call)
+            if not record.approved:
+                content = rejection_text(record)
+                message = t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
+            else:
+                edited = record.arguments is not None
+                arguments = json.dumps(record.arguments, ensure_ascii=False) if edited else call.arguments
+                message = await self._tool(agent, call, arguments, "-approved")
+                if edited:
+                    message.content = edited_note(record) + message.content
+        return self._finished(message, record)
+
+    async def _await_decision(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ApprovalRecord:
+        approvals = self._s.approvals
+        self._event("approval_requested", call_id=call.call_id, tool=call.name, detail=describe_call(call))
+        self._refresh_phase()
+        timeout = agent.approval_timeout_seconds
+        try:
+            await workflow.wait_condition(
+                lambda: approvals.decided(call.call_id) is not None,
+                timeout=timedelta(seconds=timeout) if timeout else None,
+                timeout_summary=f"approval timeout for {call.name} {call.call_id}",
+            )
+        except TimeoutError:
+            if agent.approval_timeout_outcome == "fail":
+                message = f"no decision on {describe_call(call)} ({call.call_id}) within {timeout:g}s"
+                raise self._failure(message, "ApprovalTimedOut") from None
+            timed_out = t.ApprovalDecision(
+                call_id=call.call_id, approve=False, by="timeout", reason=agent.approval_timeout_reason
+            )
+            self._record_decision(approvals.apply(timed_out, workflow.now(), automatic=True))
+        record = approvals.decided(call.call_id)
+        assert record is not None
+        self._refresh_phase()
+        return record
+
+    async def _tool(self, agent: t.AgentSpec, call: t.ToolCall, arguments: str, suffix: str) -> t.ToolMessage:
+        message = await self._tool_activity(agent, call, arguments, False, suffix)
+        assert message is not None  # only a policy check asks for a decision
+        return message
+
+    async def _tool_activity(
+        self, agent: t.AgentSpec, call: t.ToolCall, arguments: str, check: bool, suffix: str
+    ) -> t.ToolMessage | None:
+        """Runs the tool activity; None means the (legacy) policy check wants a person's decision."""
+        s = self._s
+        spec = agent.tool(call.name)
+        assert spec is not None  # decide() answers unknown tools itself
+        run_id = workflow.info().workflow_id
+        args = json_object(arguments)
+        what = describe_call(call)
+        try:
+            result = await workflow.execute_activity(
+                t.TOOL_CALL_ACTIVITY,
+                t.ToolCallInput(
+                    call_id=call.call_id,
+                    tool=call.name,
+                    arguments="" if args is not None else arguments,
+                    args=args,
+                    idempotency_key=f"{run_id}:{call.call_id}",
+                    turn=s.turn,
+                    agent=agent.name,
+                    check_approval=check,
+                ),
+                result_type=t.ToolResult,
+                activity_id=f"tool-{s.turn}-{call.call_id}{suffix}",
+                task_queue=agent_queue(agent),
+                start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
+                retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
+                summary=(
+                    f"turn {s.turn} · check approval: {what}"
+                    if check
+                    else f"turn {s.turn} · tool: {what}" + (" (approved)" if suffix else "")
+                ),
+            )
+        except ActivityError as err:
+            # Retries are spent: the run goes on and the model learns the tool is unavailable.
+            cause = err.cause.message if isinstance(err.cause, FailureError) else err.message
+            return t.ToolMessage(
+                call_id=call.call_id,
+                name=call.name,
+                content=f"error: tool '{call.name}' failed after {spec.max_attempts} attempt(s): {cause}",
+                is_error=True,
+            )
+        if result.needs_approval:
+            s.approvals.request(call.call_id, call.name, result.arguments or {}, s.turn, workflow.now())
+            return None
+        return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error)
+
+    async def _child(self, agent: t.AgentSpec, planned: PlannedCall, arguments: str) -> t.ToolMessage:
+        """An agent run as a tool: a child run of the frozen member, with its own history,
+        approvals and retries. Its answer is the tool's result; its tokens count here too."""
+        s, call = self._s, planned.call
+        assert s.agent is not None
+        member = s.agent.member(planned.target)
+        if member is None:  # impossible by construction: resolve froze every reachable agent
+            raise self._failure(f"agent '{planned.target}' is not part of this run", "UnknownAgent")
+        args = json_object(arguments) or {}
+        prompt = args.get("input")
+        if not isinstance(prompt, str) or not prompt.strip():
+            content = f"error: tool '{call.name}' needs a non-empty string argument 'input'"
+            return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
+        team = [a for a in [s.agent.model_copy(update={"team": []}), *s.agent.team] if a.name != member.name]
+        child_id = f"{workflow.info().workflow_id}.{call.call_id}"
+        try:
+            result: t.RunResult = await workflow.execute_child_workflow(
+                t.WORKFLOW_NAME,
+                t.RunInput(prompt=prompt, agent=member.name, frozen=member.model_copy(update={"team": team})),
+                id=child_id,
+                result_type=t.RunResult,
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                static_summary=f"{member.name} for {agent.name}: {prompt[:100]}",
+            )
+        except ChildWorkflowError as err:
+            cause = err.cause
+            why = cause.message if isinstance(cause, FailureError) else err.message
+            content = f"error: agent '{member.name}' (run {child_id}) failed: {why}"
+            return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
+        for name, usage in (result.usage_by_agent or {member.name: result.usage}).items():
+            s.add_usage(name, usage)
+        return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output)
+
+    # ------------------------------------------------------------------------------ records
+
+    def _record_decision(self, record: t.ApprovalRecord) -> None:
+        verdict = "approved" if record.approved else f"rejected: {record.reason}"
+        detail = f"{verdict} by {record.by}" + (" (arguments edited)" if record.arguments is not None else "")
+        self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} {detail}"
+        self._event("approval_decided", call_id=record.call_id, tool=record.tool, detail=detail)
+
+    def _refresh_phase(self) -> None:
+        s = self._s
+        if s.approvals.pending:
+            calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
+            self._set_phase("awaiting_approval", f"turn {s.turn}: waiting for approval of {calls}")
+        elif s.phase == "awaiting_approval":
+            self._set_phase("running_tools", f"turn {s.turn}: running approved tools")
+
+    def _event(self, kind: t.EventKind, **fields: object) -> None:
+        self._s.event(workflow.now(), kind, **fields)
+
+    def _set_phase(self, phase: t.Phase, step: str) -> None:
+        s = self._s
+        s.phase = phase
+        s.last_step = step
+        workflow.set_current_details(s.details())
+        workflow.upsert_search_attributes(
+            [
+                SA_PHASE.value_set(phase),
+                SA_TURN.value_set(s.turn),
+                SA_TOKENS.value_set(s.usage.total_tokens),
+                SA_PENDING.value_set(len(s.approvals.pending)),
+            ]
+        )
