@@ -217,22 +217,31 @@ async def cmd_run(client: Client, args: argparse.Namespace) -> int:
     return await print_result(handle, args.json)
 
 
+def failure(err: WorkflowFailureError) -> tuple[str, dict[str, str]]:
+    """How a run ended without an answer: its status, and the error as {type, message} — the
+    type a guardrail, a limit or the provider gave (`InputGuardrailTripwireTriggered`, …)."""
+    cause = err.cause
+    message = getattr(cause, "message", None) or str(cause or err)
+    kinds = {"CancelledError": "cancelled", "TerminatedError": "terminated", "TimeoutError": "timed_out"}
+    status = kinds.get(type(cause).__name__, "failed")
+    kind = cause.type if isinstance(cause, ApplicationError) and cause.type else type(cause).__name__
+    return status, {"type": kind, "message": message}
+
+
 async def print_result(handle: WorkflowHandle[Any, Any], as_json: bool) -> int:
     try:
         result: t.RunResult = await handle.result()
     except WorkflowFailureError as err:
-        cause = err.cause
-        message = getattr(cause, "message", None) or str(cause or err)
-        kinds = {"CancelledError": "cancelled", "TerminatedError": "terminated", "TimeoutError": "timed_out"}
-        status = kinds.get(type(cause).__name__, "failed")
-        emit(
-            as_json,
-            {"run_id": handle.id, "status": status, "error": message, "output": None},
-            f"run {status}: {message}",
-            error=True,
-        )
+        status, error = failure(err)
+        obj = {"run_id": handle.id, "status": status, "error": error, "output": None}
+        emit(as_json, obj, f"run {status}: {error['type']}: {error['message']}", error=True)
         return 1
     obj = {"run_id": handle.id, "status": "completed", **result.model_dump(mode="json"), "ui_url": ui_url(handle.id)}
+    if result.output_object is not None:  # typed output: the object itself, under `output`
+        obj["output"] = obj.pop("output_object")
+        emit(as_json, obj, json.dumps(result.output_object, indent=2, ensure_ascii=False))
+        return 0
+    obj.pop("output_object", None)
     emit(as_json, obj, result.output)
     return 0
 
@@ -274,7 +283,8 @@ async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutio
             last_step=live.last_step,
         )
         if live.error:
-            out["error"] = live.error
+            out["error"] = {"type": live.error_type or "RunFailed", "message": live.error}
+        out["handoffs"] = [h.model_dump(mode="json") for h in live.handoffs]
         if out["status"] == "running" and live.pending_approvals:
             out["status"] = "awaiting_approval"
         out["usage_by_agent"] = {name: u.model_dump() for name, u in live.usage_by_agent.items()}
@@ -299,7 +309,7 @@ async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutio
         try:
             await handle.result()
         except WorkflowFailureError as err:
-            out["error"] = getattr(err.cause, "message", None) or str(err.cause or err)
+            out["error"] = failure(err)[1]
     return out
 
 
@@ -334,8 +344,10 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"ignored: {note}")
     for r in s.get("retrying", []):
         lines.append(f"retrying: {r['activity']} attempt {r['attempt']}: {r['last_failure']}")
+    for h in s.get("handoffs", []):
+        lines.append(f"handoff: {h['from_agent']} → {h['to_agent']} in turn {h['turn']} at {h['at'][:19]}")
     if s.get("error"):
-        lines.append(f"error:   {s['error']}")
+        lines.append(f"error:   {s['error']['type']}: {s['error']['message']}")
     if s.get("note"):
         lines.append(f"note:    {s['note']}")
     lines.append(f"ui:      {s['ui_url']}")

@@ -155,13 +155,15 @@ async def test_max_turns_exceeded_fails_with_a_clear_message(cli, worker_factory
     assert human.code == 1, str(human)
     assert "max_turns (2) exceeded" in human.out + human.err and "Traceback" not in human.err
     body = as_json.json()
-    assert body["status"] == "failed" and body["output"] is None and "max_turns (2) exceeded" in body["error"]
+    assert body["status"] == "failed" and body["output"] is None and body["error"]["type"] == "MaxTurnsExceeded"
+    assert "max_turns (2) exceeded" in body["error"]["message"]
     # the failed run, looked at afterwards
     assert result.code == 1 and "max_turns (2) exceeded" in result.out + result.err, str(result)
-    assert result_json.code == 1 and "max_turns (2) exceeded" in result_json.json()["error"], str(result_json)
+    assert result_json.code == 1 and "max_turns (2) exceeded" in result_json.json()["error"]["message"]
     assert status.code == 0, str(status)
     body = status.json()
-    assert body["status"] == "failed" and body["turn"] == 2 and "max_turns (2) exceeded" in body["error"]
+    assert body["status"] == "failed" and body["turn"] == 2 and body["error"]["type"] == "MaxTurnsExceeded"
+    assert "max_turns (2) exceeded" in body["error"]["message"]
 
 
 # ------------------------------------------------------------------------------ status / result
