@@ -114,6 +114,12 @@ class Printer:
             return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
         if ev.kind == "final":  # the answer is the reply just shown; repeat it only if it was not
             return f"✓ final answer (turn {ev.turn})\n" if self.answered == ev.turn else f"\n{ev.text}\n"
+        if ev.kind == "handoff":
+            return f"  ⇢ handoff: {ev.detail}\n"
+        if ev.kind == "guardrail":
+            return f"  ⛨ {ev.detail}\n"
+        if ev.kind == "output_refused":
+            return f"  ↺ final output refused, asking again: {ev.text.splitlines()[0] if ev.text else ''}\n"
         if ev.kind == "cancelled":
             return f"\n✗ run {ev.text}\n"
         return f"\n✗ run failed: {ev.text}\n"
