@@ -293,7 +293,8 @@ async def test_approval_survives_a_killed_worker_and_a_signal_sent_while_none_ru
         worker.wait(20)
     assert result.output == "finished"
     assert effects(counter_file) == Counter({"send:once": 1})
-    assert await activity_attempts(handle, t.TOOL_CALL_ACTIVITY) == [1, 1]  # the check, then the run
+    assert await activity_attempts(handle, t.HOOK_ACTIVITY) == [1]  # the policy check
+    assert await activity_attempts(handle, t.TOOL_CALL_ACTIVITY) == [1]  # the run, once
 
 
 async def test_a_reused_provider_id_never_rides_on_an_earlier_approval(

@@ -26,13 +26,6 @@ from workflows import types as t
 REFUND = "I was charged twice for order 1234, please refund"
 BILLING = "Which card paid for order 5678?"
 CARD = "Refund order 1234 to my card 4242 4242 4242 4242 please"
-PENDING_WORKFLOW = pytest.mark.xfail(
-    strict=True,
-    reason="needs the workflow that runs handoffs, child runs and guardrails (the lead's branch): "
-    "remove this mark when it lands",
-)
-
-
 @pytest.fixture(scope="module")
 def team_registry() -> Registry:
     return Registry.from_modules(["examples.support_team"])
@@ -173,7 +166,6 @@ async def event_types(client: Client, workflow_id: str) -> list[EventType.ValueT
     return [e.event_type for e in history.events]
 
 
-@PENDING_WORKFLOW
 @pytest.mark.parametrize("api, stream", [("chat", True), ("responses", False)])
 async def test_a_refund_is_handed_off_researched_by_a_child_run_and_typed(
     client: Client,
@@ -206,7 +198,6 @@ async def test_a_refund_is_handed_off_researched_by_a_child_run_and_typed(
     await replay(child)
 
 
-@PENDING_WORKFLOW
 async def test_a_billing_question_goes_to_billing_which_answers_in_text(
     client: Client, task_queue: str, worker_factory: Any, team_registry: Registry, llm: FakeLLMServer
 ):
@@ -218,7 +209,6 @@ async def test_a_billing_question_goes_to_billing_which_answers_in_text(
     assert "INV-5678" in result.output and "Visa ending 4242" in result.output
 
 
-@PENDING_WORKFLOW
 async def test_a_card_number_trips_the_guardrail_before_any_tool_runs(
     client: Client, task_queue: str, worker_factory: Any, team_registry: Registry, llm: FakeLLMServer
 ):

@@ -9,12 +9,20 @@ no threads. Time comes from `workflow.now()`; activities are called by their dec
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError, TimeoutType
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+    TimeoutType,
+)
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
@@ -152,10 +160,12 @@ class Steps:
                 schedule_to_close_timeout=timedelta(seconds=agent.model_retry_seconds or t.DEFAULT_MODEL_RETRY_SECONDS),
                 heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
                 retry_policy=model_retry(agent),
-                summary=f"turn {s.turn} · {agent.name} · model {model} · {n} message{'' if n == 1 else 's'}",
+                summary=f"turn {s.turn} · {self._who(agent)}model {model} · {n} message{'' if n == 1 else 's'}",
             )
             return reply
         except ActivityError as err:
+            if isinstance(err.cause, CancelledError):  # the run called it off (a tripped guardrail)
+                raise asyncio.CancelledError from err
             raise self._failed_activity(err, "ModelCallFailed", f"model call failed on turn {s.turn}: ") from err
 
     # ------------------------------------------------------------------------------- hooks
@@ -175,7 +185,7 @@ class Steps:
                 task_queue=agent_queue(agent),
                 start_to_close_timeout=HOOK_TIMEOUT,
                 retry_policy=HOOK_RETRY,
-                summary=f"turn {s.turn} · {agent.name} · {kind.replace('_', ' ')}: {name[:80]}",
+                summary=f"turn {s.turn} · {self._who(agent)}{kind.replace('_', ' ')}: {name[:80]}",
             )
             return result
         except ActivityError as err:
@@ -349,6 +359,10 @@ class Steps:
         for name, usage in (result.usage_by_agent or {member.name: result.usage}).items():
             s.add_usage(name, usage)
         return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output)
+
+    def _who(self, agent: t.AgentSpec) -> str:
+        """`refunds · ` in a summary when the run has a team, so the UI says which agent acts."""
+        return f"{agent.name} · " if self._s.agent is not None and self._s.agent.team else ""
 
     # ------------------------------------------------------------------------------ records
 
