@@ -120,8 +120,9 @@ class ToolActivities:
     @activity.defn(name=RESOLVE_AGENT_ACTIVITY)
     async def resolve_agent(self, input: ResolveAgentInput) -> AgentSpec:
         """The agent's spec with its team (every agent it reaches) and the run's overrides, to be
-        frozen into the run's history: max_turns and model for this agent, model settings on
-        top of every member's own, and the worker's defaults wherever an agent leaves one open."""
+        frozen into the run's history: max_turns for the run (its first agent's), the model and
+        model settings for every member (as the Agents SDK's RunConfig does), and the worker's
+        defaults wherever an agent leaves one open."""
         agent = self.registry.agent(input.agent)
         if agent is None:
             known = ", ".join(self.registry.agent_names()) or "no agents"
@@ -132,7 +133,7 @@ class ToolActivities:
             )
         try:
             members = [(agent, agent.spec(max_turns=input.max_turns, model=input.model))]
-            members += [(member, member.spec()) for member in agent.team()]
+            members += [(member, member.spec(model=input.model)) for member in agent.team()]
             frozen = [self._filled(a, spec, input.model_settings) for a, spec in members]
         except ValueError as exc:  # chat_wire.BadSettings among them
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc

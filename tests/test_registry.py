@@ -493,11 +493,14 @@ async def test_resolve_freezes_the_team_with_the_runs_overrides() -> None:
         bounds = (member.model_timeout_seconds, member.model_read_timeout_seconds, member.model_max_attempts)
         assert (*bounds, member.model_retry_seconds) == (70, 30, 4, 60)
     by_name = {m.name: m for m in spec.team}
-    # max_turns and model only for the run's first agent; members keep their own or the worker's.
-    assert (by_name["billing"].max_turns, by_name["billing"].model) == (10, "billing-model")
-    assert by_name["refunds"].model == "worker-model"
+    # max_turns is the run's (its first agent's); the run's model is every member's, as in the Agents SDK
+    assert (by_name["billing"].max_turns, by_name["billing"].model) == (10, "run-model")
+    assert by_name["refunds"].model == "run-model"
     assert by_name["research desk"].settings.top_p == 0.5  # its own, under the run's
     assert spec.member("refunds") == by_name["refunds"] and spec.member("nobody") is None
+    plain = await ActivityEnvironment().run(worker.resolve_agent, ResolveAgentInput(agent="triage"))
+    models = {m.name: m.model for m in plain.team}  # no run override: their own, or the worker's
+    assert (models["billing"], models["refunds"]) == ("billing-model", "worker-model")
     assert by_name["refunds"].output_schema == Refund.model_json_schema()
     research = spec.tool("research_desk")
     assert research is not None and (research.agent, research.approval) == ("research desk", "always")
