@@ -11,6 +11,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from temporalio.api.enums.v1 import EventType
+
 from tests.helpers import activity_attempts, replay, script, start
 from workflows import types as t
 
@@ -27,7 +29,9 @@ def effects(path: Path) -> Counter[str]:
     return Counter(line.split()[0] for line in path.read_text().splitlines())
 
 
-def start_worker_process(temporal_server, llm, task_queue: str, log: Path) -> subprocess.Popen[bytes]:
+def start_worker_process(
+    temporal_server, llm, task_queue: str, log: Path, tools: str = "tests/fixtures/agents.py"
+) -> subprocess.Popen[bytes]:
     """`python worker.py` as a user runs it, in its own process so it can be SIGKILLed."""
     env = {
         **os.environ,
@@ -35,7 +39,7 @@ def start_worker_process(temporal_server, llm, task_queue: str, log: Path) -> su
         "LLM_BASE_URL": llm.base_url,
         "PYTHONUNBUFFERED": "1",
     }
-    cmd = [sys.executable, "worker.py", "--tools", "tests/fixtures/agents.py", "--task-queue", task_queue]
+    cmd = [sys.executable, "worker.py", "--tools", tools, "--task-queue", task_queue]
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
@@ -137,3 +141,70 @@ async def test_sigkilled_worker_mid_model_call_is_noticed_in_seconds(
     assert await activity_attempts(handle, t.MODEL_CALL_ACTIVITY) == [2]
     # the heartbeat timeout (10 s), not the 300 s start-to-close timeout, moved the call
     assert took < 25, f"the dead worker's model call took {took:.1f}s to move"
+
+
+async def kill_and_replace(first: subprocess.Popen[bytes], temporal_server, llm, task_queue, log, tools: str):
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    return start_worker_process(temporal_server, llm, task_queue, log, tools=tools)
+
+
+async def test_sigkilled_worker_mid_handoff_resumes_with_the_next_agent(
+    client, temporal_server, llm, task_queue, tmp_path
+):
+    tools = "tests/fixtures/team_agents.py"
+    model = script(llm, {"tool_calls": [{"name": "transfer_to_billing"}]}, {"content": "billing here"})
+    llm.add_faults([{"kind": "delay", "ms": 1500, "count": 10, "model": model}])  # every call takes a while
+    log = tmp_path / "worker.log"
+    first = start_worker_process(temporal_server, llm, task_queue, log, tools=tools)
+    handle = await start(client, task_queue, "about my invoice", agent="triage", model=model)
+
+    async def billing_is_thinking() -> bool:
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        return status.agent == "billing" and status.phase == "calling_model"
+
+    await wait_for(billing_is_thinking)  # handed off; the next agent's first model call is in flight
+    second = await kill_and_replace(first, temporal_server, llm, task_queue, log, tools)
+    try:
+        result = await asyncio.wait_for(handle.result(), 90)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    assert (result.agent, result.output) == ("billing", "billing here")
+    assert [(h.from_agent, h.to_agent) for h in result.handoffs] == [("triage", "billing")]
+    await replay(handle)
+
+
+async def test_sigkilled_worker_mid_child_run_resumes_parent_and_child(
+    client, temporal_server, llm, task_queue, tmp_path
+):
+    tools = "examples/support_team.py"  # refunds runs the researcher as a child run
+    llm.add_faults([{"kind": "delay", "ms": 1500, "count": 20, "model": "team"}])
+    log = tmp_path / "worker.log"
+    first = start_worker_process(temporal_server, llm, task_queue, log, tools=tools)
+    handle = await start(client, task_queue, "I was charged twice for order 1234, please refund", agent="triage",
+                         model="team")  # fmt: skip
+
+    async def child_running() -> bool:
+        history = await handle.fetch_history()
+        return any(e.event_type == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED for e in history.events)
+
+    await wait_for(child_running, timeout=60)
+    second = await kill_and_replace(first, temporal_server, llm, task_queue, log, tools)
+    try:
+        result = await asyncio.wait_for(handle.result(), 120)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    assert result.agent == "refunds" and result.output_object is not None
+    assert result.output_object["order_id"] == "1234"
+    history = await handle.fetch_history()
+    (child_id,) = [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    ]
+    child = client.get_workflow_handle(child_id, result_type=t.RunResult)
+    assert (await child.result()).agent == "researcher"
+    await replay(handle)
+    await replay(child)

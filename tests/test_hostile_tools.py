@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 
 from activities import Registry
+from tests import test_durability as durability
 from tests.conftest import TEST_MODULES
 from tests.fixtures import hostile
 from tests.helpers import activity_attempts, calls, script, start, transcript
@@ -173,21 +172,7 @@ async def tool_started(handle: Any) -> bool:
 
 
 def start_worker_process(temporal_server: Any, llm: Any, task_queue: str, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "TEMPORAL_ADDRESS": temporal_server.target,
-        "LLM_BASE_URL": llm.base_url,
-        "PYTHONUNBUFFERED": "1",
-    }
-    cmd = [sys.executable, "worker.py", "--tools", "tests/fixtures/hostile.py", "--task-queue", task_queue]
-    with log.open("ab") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while b"worker polling" not in log.read_bytes():
-        assert proc.poll() is None, log.read_text()
-        assert time.monotonic() < deadline, f"worker did not start:\n{log.read_text()}"
-        time.sleep(0.1)
-    return proc
+    return durability.start_worker_process(temporal_server, llm, task_queue, log, tools="tests/fixtures/hostile.py")
 
 
 async def test_sigterm_stops_a_worker_with_a_hung_sync_tool_within_the_grace_period(
