@@ -1,17 +1,20 @@
-"""Record a demo run's history into tests/histories/ for the replay test:
-`python -m tests.record_history NAME "PROMPT" [--approve]`. With --approve, every call that
-waits for a person is approved as it comes. Re-record only on purpose: a history that no longer
-replays means runs in flight would break."""
+"""Record a run's history into tests/histories/ for the replay test:
+`python -m tests.record_history NAME "PROMPT" [--approve] [--tools MODULE --agent A --model M]`.
+With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
+(the replay test replays each file under its name), so its child runs (agents used as tools) are
+recorded beside it under theirs, NAME.CALL_ID.json. Re-record only on purpose: a
+history that no longer replays means runs in flight would break."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
 from activities import Registry
@@ -20,7 +23,6 @@ from activities.model import new_http_client
 from activities.settings import LLMSettings
 from fake_llm import FakeLLMServer
 from tests.devserver import DevServer
-from tests.helpers import start
 from worker import build_worker
 from workflows import types as t
 
@@ -40,7 +42,14 @@ async def approve_all(handle: WorkflowHandle[Any, Any]) -> None:
         await asyncio.sleep(0.2)
 
 
-async def record(name: str, prompt: str, approve: bool = False) -> Path:
+async def record(
+    name: str,
+    prompt: str,
+    approve: bool = False,
+    tools: str = "examples.demo_agent",
+    agent: str = "demo",
+    model: str | None = None,
+) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         server = DevServer(Path(tmp))
         server.start()
@@ -48,19 +57,49 @@ async def record(name: str, prompt: str, approve: bool = False) -> Path:
             client = await connect(server.target, "default")
             settings = LLMSettings(base_url=llm.base_url, model="demo")
             queue = f"record-{uuid.uuid4().hex}"
-            registry = Registry.from_modules(["examples.demo_agent"])
+            registry = Registry.from_modules([tools])
             async with new_http_client(settings) as http, build_worker(client, queue, registry, settings, http):
-                handle = await start(client, queue, prompt)
+                handle = await client.start_workflow(
+                    t.WORKFLOW_NAME,
+                    t.RunInput(prompt=prompt, agent=agent, model=model),
+                    id=name,
+                    task_queue=queue,
+                    result_type=t.RunResult,
+                )
                 if approve:
                     await asyncio.wait_for(approve_all(handle), timeout=60)
                 await handle.result()
             history = await handle.fetch_history()
+            children = [
+                await client.get_workflow_handle(child).fetch_history()
+                for child in (
+                    e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+                    for e in history.events
+                    if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+                )
+            ]
         finally:
             server.stop()
-    path = Path(__file__).parent / "histories" / f"{name}.json"
-    path.write_text(history.to_json())
-    return path
+    folder = Path(__file__).parent / "histories"
+    paths = []
+    for recorded in [history, *children]:
+        paths.append(folder / f"{recorded.workflow_id}.json")
+        paths[-1].write_text(recorded.to_json())
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.record_history")
+    parser.add_argument("name")
+    parser.add_argument("prompt")
+    parser.add_argument("--approve", action="store_true")
+    parser.add_argument("--tools", default="examples.demo_agent")
+    parser.add_argument("--agent", default="demo")
+    parser.add_argument("--model")
+    args = parser.parse_args()
+    paths = asyncio.run(record(args.name, args.prompt, args.approve, args.tools, args.agent, args.model))
+    print("\n".join(map(str, paths)))
 
 
 if __name__ == "__main__":
-    print(asyncio.run(record(sys.argv[1], sys.argv[2], approve="--approve" in sys.argv[3:])))
+    main()

@@ -172,11 +172,6 @@ async def test_a_runs_agent_settings_handoffs_and_typed_output_reach_the_model_s
     assert body.get("stream", False) is stream
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the workflow to freeze RunInput.model_settings into the agent (the lead's branch): "
-    "remove this mark when it lands",
-)
 async def test_run_flags_reach_the_model_server(temporal_server, task_queue: str, worker_factory, llm: FakeLLMServer):
     env = {"TEMPORAL_ADDRESS": temporal_server.target, "TEMPORAL_NAMESPACE": "default", "AGENT_TASK_QUEUE": task_queue}
     model = f"script:{uuid.uuid4().hex[:8]}"

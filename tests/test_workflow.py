@@ -246,3 +246,11 @@ async def test_checked_in_histories_still_replay():
     replayer = Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER)
     for path in files:
         await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
+    # every kind of run is among them: approvals checked by the tool activity (v1) and by the hook
+    # (v2); a handoff, an agent run as a child, typed output and an input guardrail (support_team)
+    recorded = {path.stem: path.read_text() for path in files}
+    assert '"activityId": "tool-3-call_3_0-approved"' in recorded["approval_v1"]
+    assert t.HOOK_ACTIVITY in recorded["approval_v2"] and "approval_update" in recorded["approval_v2"]
+    team = recorded["support_team_v1"]
+    assert "startChildWorkflowExecutionInitiatedEventAttributes" in team and t.HOOK_ACTIVITY in team
+    assert "support_team_v1.call_2_0" in recorded
