@@ -26,6 +26,8 @@ from workflows import types as t
 REFUND = "I was charged twice for order 1234, please refund"
 BILLING = "Which card paid for order 5678?"
 CARD = "Refund order 1234 to my card 4242 4242 4242 4242 please"
+
+
 @pytest.fixture(scope="module")
 def team_registry() -> Registry:
     return Registry.from_modules(["examples.support_team"])
