@@ -41,6 +41,7 @@ from activities.guardrails import InputGuardrail, OutputGuardrail
 from activities.tools import TOOL_NAME, Tool, parameters_schema, validate_arguments
 from workflows.types import (
     DEFAULT_MODEL_TIMEOUT,
+    AgentOptions,
     AgentSpec,
     HandoffSpec,
     HookResult,
@@ -149,41 +150,26 @@ class AgentTool:
         return validate_arguments(self.name, AgentToolInput, arguments_json)
 
 
-class Agent(BaseModel):
+class Agent(AgentOptions):
     """An agent as its author writes it; `spec()` freezes it into a run's history. Agents are
     compared by identity (`is`): handoffs may make them refer to each other in a cycle."""
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    name: str = Field(min_length=1)
-    instructions: str = ""
-    model: str | None = None  # None: the worker's LLM_MODEL
+    # name, instructions, model, max_turns, temperature, the model-call bounds, api, approval
+    # timeouts, token_budget, continue_as_new_after, handoff_description, output_retries: the
+    # options AgentSpec keeps as they are, declared once in workflows.types.AgentOptions.
     tools: list[Tool[..., Any] | AgentTool] = Field(default_factory=lambda: list[Tool[..., Any] | AgentTool]())
-    max_turns: int = Field(default=10, ge=1)
-    temperature: float | None = None  # a shortcut for model_settings.temperature
     model_settings: ModelSettings | None = None  # a run's model_settings go on top of these
-    # Bounds on each model call; None: the worker's LLM_TIMEOUT, LLM_READ_TIMEOUT, LLM_MAX_ATTEMPTS,
-    # LLM_RETRY_SECONDS (filled in when a run starts, so the run keeps them).
-    model_timeout_seconds: float | None = Field(default=None, gt=0)
-    model_read_timeout_seconds: float | None = Field(default=None, gt=0)
-    model_max_attempts: int | None = Field(default=None, ge=1)
-    model_retry_seconds: float | None = Field(default=None, gt=0)
-    api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
+    model_timeout_seconds: float | None = Field(default=None, gt=0)  # None: the worker's LLM_TIMEOUT
     # Per tool: "never" (the default), "always", or a predicate over the validated arguments,
     # e.g. {"transfer": lambda args: args.amount > 100}. A predicate that raises asks a person.
     approvals: dict[str, ApprovalPolicy] = Field(default_factory=lambda: dict[str, ApprovalPolicy]())
-    approval_timeout_seconds: float | None = Field(default=None, gt=0)
-    approval_timeout_outcome: Literal["reject", "fail"] = "reject"
-    approval_timeout_reason: str = "no one decided on this call in time"
-    token_budget: int | None = Field(default=None, ge=1)  # input + output tokens for the whole run
-    continue_as_new_after: int = Field(default=200, ge=1)  # turns per execution, at most
     handoffs: list[Agent | Handoff] = Field(default_factory=lambda: list[Agent | Handoff]())
-    handoff_description: str = ""  # what other agents' transfer tools (and as_tool) say about this one
     # The final output's type: a pydantic model, or any type pydantic's TypeAdapter handles. Sent
     # to the model as a JSON schema, validated on a worker; an invalid output goes back to the
     # model, at most `output_retries` times.
     output_type: Any = None
-    output_retries: int = Field(default=2, ge=0)
     input_guardrails: list[InputGuardrail] = Field(default_factory=lambda: list[InputGuardrail]())
     output_guardrails: list[OutputGuardrail] = Field(default_factory=lambda: list[OutputGuardrail]())
 
@@ -349,28 +335,13 @@ class Agent(BaseModel):
     def _spec(self) -> AgentSpec:
         adapter = self.output_adapter
         return AgentSpec(
-            name=self.name,
-            instructions=self.instructions,
-            model=self.model,
+            **self.model_dump(include=set(AgentOptions.model_fields)),
             tools=[t.spec().model_copy(update={"approval": self.approval_mode(t.name)}) for t in self.tools],
-            max_turns=self.max_turns,
-            temperature=self.temperature,
             settings=self.model_settings or ModelSettings(),
             model_timeout_seconds=self.model_timeout_seconds or DEFAULT_MODEL_TIMEOUT,
-            model_read_timeout_seconds=self.model_read_timeout_seconds,
-            model_max_attempts=self.model_max_attempts,
-            model_retry_seconds=self.model_retry_seconds,
-            api=self.api,
-            approval_timeout_seconds=self.approval_timeout_seconds,
-            approval_timeout_outcome=self.approval_timeout_outcome,
-            approval_timeout_reason=self.approval_timeout_reason,
-            token_budget=self.token_budget,
-            continue_as_new_after=self.continue_as_new_after,
             handoffs=[h.spec() for h in self.handoff_list()],
-            handoff_description=self.handoff_description,
             output_schema=adapter.json_schema() if adapter is not None else None,
             output_name=self.output_name,
-            output_retries=self.output_retries,
             input_guardrails=[g.name for g in self.input_guardrails],
             output_guardrails=[g.name for g in self.output_guardrails],
         )

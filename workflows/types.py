@@ -208,31 +208,46 @@ class ToolSpec(_Model):
     agent: str | None = None
 
 
-class AgentSpec(_Model):
-    """An agent frozen into a run's history when the run starts."""
+class AgentOptions(_Model):
+    """What an agent's author sets that its frozen spec keeps as it is: declared once, here.
+    `activities.Agent` (the agent as written) and `AgentSpec` (as frozen) both extend it, so a
+    new option is one edit; the fields they transform (tools, handoffs, output type, …) are theirs."""
 
-    name: str
+    name: str = Field(min_length=1)
     instructions: str = ""
     model: str | None = None  # None: the worker's LLM_MODEL
+    max_turns: int = Field(default=10, ge=1)
+    temperature: float | None = None  # a shortcut for settings.temperature
+    # Bounds on each model call; None: the worker's LLM_READ_TIMEOUT, LLM_MAX_ATTEMPTS and
+    # LLM_RETRY_SECONDS, filled in when a run starts (runs recorded earlier: DEFAULT_MODEL_*).
+    model_read_timeout_seconds: float | None = Field(default=None, gt=0)
+    model_max_attempts: int | None = Field(default=None, ge=1)
+    model_retry_seconds: float | None = Field(default=None, gt=0)
+    api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
+    approval_timeout_seconds: float | None = Field(default=None, gt=0)  # None: wait as long as it takes
+    approval_timeout_outcome: Literal["reject", "fail"] = "reject"
+    approval_timeout_reason: str = "no one decided on this call in time"
+    token_budget: int | None = Field(default=None, ge=1)  # input + output tokens for the whole run
+    # Continue as new after this many turns in one execution (Temporal may suggest it sooner).
+    continue_as_new_after: int = Field(default=200, ge=1)
+    handoff_description: str = ""  # what other agents' transfer tools (and as_tool) say about this one
+    output_retries: int = Field(default=2, ge=0)  # invalid final outputs sent back, before failing
+
+
+class AgentSpec(AgentOptions):
+    """An agent frozen into a run's history when the run starts."""
+
     tools: list[ToolSpec] = Field(default_factory=list)
-    max_turns: int = 10
-    temperature: float | None = None
-    # Bounds on each model call; None (runs recorded before they existed): the DEFAULT_MODEL_* values.
-    model_timeout_seconds: float = DEFAULT_MODEL_TIMEOUT
-    model_read_timeout_seconds: float | None = None
-    model_max_attempts: int | None = None
-    model_retry_seconds: float | None = None
+    model_timeout_seconds: float = DEFAULT_MODEL_TIMEOUT  # one attempt; LLM_TIMEOUT when the agent sets none
     # A digest of the agent as its author wrote it: routes its tool calls (see agent_task_queue).
     # "" in runs recorded before routing: their activities go to the run's own task queue.
     version: str = ""
-    settings: ModelSettings = Field(default_factory=ModelSettings)  # `temperature` above is older
+    settings: ModelSettings = Field(default_factory=ModelSettings)
     handoffs: list[HandoffSpec] = Field(default_factory=list)
-    handoff_description: str = ""  # what other agents' transfer tools say about this one
     # Typed output: the JSON schema sent as the response format, validated worker-side by the
     # hook activity; an invalid output goes back to the model up to `output_retries` times.
     output_schema: dict[str, Any] | None = None
     output_name: str = ""
-    output_retries: int = 2
     input_guardrails: list[str] = Field(default_factory=list)  # names, run by the hook activity
     output_guardrails: list[str] = Field(default_factory=list)
     # Every other agent this run may reach (handoff targets, agents run as tools, theirs in
@@ -248,14 +263,6 @@ class AgentSpec(_Model):
     def member(self, name: str) -> AgentSpec | None:
         """This agent or a frozen team member, by name: nothing else is reachable."""
         return self if name == self.name else next((a for a in self.team if a.name == name), None)
-
-    api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
-    approval_timeout_seconds: float | None = None  # None: wait as long as it takes
-    approval_timeout_outcome: Literal["reject", "fail"] = "reject"
-    approval_timeout_reason: str = "no one decided on this call in time"
-    token_budget: int | None = None  # input + output tokens for the whole run; None: no limit
-    # Continue as new after this many turns in one execution (Temporal may suggest it sooner).
-    continue_as_new_after: int = 200
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
