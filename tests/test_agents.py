@@ -163,6 +163,15 @@ async def child_runs(handle: Any) -> list[str]:
     ]
 
 
+async def first_child(client: Any, handle: Any, timeout: float = 20.0) -> Any:
+    """The handle of the run's first child run, once it has one."""
+    deadline = time.monotonic() + timeout
+    while not (children := await child_runs(handle)):
+        assert time.monotonic() < deadline, "no child run started"
+        await asyncio.sleep(0.1)
+    return client.get_workflow_handle(children[0], result_type=t.RunResult)
+
+
 async def test_agents_as_tools_run_as_parallel_child_runs_whose_usage_rolls_up(client, task_queue, worker_factory, llm):
     registry = research_team(
         llm,
@@ -201,11 +210,7 @@ async def test_a_child_that_needs_approval_waits_for_its_own_decision(client, ta
     )
     async with worker_factory(registry=registry):
         handle = await start(client, task_queue, "Explain tides", agent="lead")
-        deadline = time.monotonic() + 20
-        while not (children := await child_runs(handle)):
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.1)
-        child = client.get_workflow_handle(children[0], result_type=t.RunResult)
+        child = await first_child(client, handle)
         (waiting,) = await pending(child)
         assert (waiting.tool, waiting.arguments) == ("secret_fact", {"topic": "tides"})
         assert (await status(handle)).status == "running"  # the parent waits on its child
@@ -226,11 +231,8 @@ async def test_cancelling_the_parent_cancels_its_child(client, task_queue, worke
     )
     async with worker_factory(registry=registry):
         handle = await start(client, task_queue, "Explain tides", agent="lead")
+        child = await first_child(client, handle)
         deadline = time.monotonic() + 20
-        while not (children := await child_runs(handle)):
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.1)
-        child = client.get_workflow_handle(children[0])
         while (await status(child)).phase != "running_tools":
             assert time.monotonic() < deadline
             await asyncio.sleep(0.1)
