@@ -44,7 +44,7 @@ from fake_llm.wire import (
     response_stream,
 )
 
-BUILTIN_MODELS = ("demo", "weather", "echo")
+BUILTIN_MODELS = ("demo", "weather", "echo", "team")
 BATCH_BYTES = 64 * 1024  # an unpaced stream's chunks (see _stream)
 _API_PATHS: dict[str, Api] = {"/v1/chat/completions": "chat", "/v1/responses": "responses"}
 

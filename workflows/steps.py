@@ -141,7 +141,7 @@ class Steps:
         s = self._s
         model = agent.model or "the worker's default model"
         self._set_phase("calling_model", f"turn {s.turn}: {agent.name} calling {model}")
-        self._event("model_started", detail=model)
+        self._event("model_started", detail=f"{self._who(agent)}{model}")
         n = len(s.messages)
         try:
             reply: t.ModelReply = await workflow.execute_activity(
