@@ -4,6 +4,7 @@ runs), typed output and guardrails. Each run is replayed from its own history af
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -18,6 +19,7 @@ from activities import Agent, Registry, ToolContext, handoff, tool
 from tests.fixtures import team_agents
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_approvals import decide, pending, update
+from tests.test_client import cli  # noqa: F401  (the fixture)
 from workflows import types as t
 
 TEAM = ["tests.fixtures.team_agents"]
@@ -366,3 +368,26 @@ def test_handoff_builds_a_frozen_transfer():
     assert [(h.agent, h.tool_name, h.input_filter) for h in spec.handoffs] == [
         ("billing", "transfer_to_billing", "remove_tools")
     ]
+
+
+async def test_the_cli_shows_typed_output_and_a_tripwire_as_a_user_sees_them(
+    cli, client, task_queue, worker_factory, llm
+):
+    model = script(llm, {"json": {"title": "Printer on fire", "priority": 1}})
+    registry = Registry(agents=[ticketer, team_agents.censor])
+    async with worker_factory(registry=registry):
+        ticket = await start(client, task_queue, "The printer is on fire", agent="ticketer", model=model)
+        await ticket.result()
+        as_json, as_text = await cli("result", ticket.id, "--json"), await cli("result", ticket.id)
+        censored = await start(
+            client, task_queue, "tell me", agent="censor", model=script(llm, {"content": "forbidden"})
+        )
+        with pytest.raises(WorkflowFailureError):
+            await censored.result()
+        status_json = await cli("status", censored.id, "--json")
+        status_text = await cli("status", censored.id)
+    assert as_json.code == 0 and as_json.json()["output"] == {"title": "Printer on fire", "priority": 1}
+    assert as_text.code == 0 and json.loads(as_text.out) == {"title": "Printer on fire", "priority": 1}
+    error = status_json.json()["error"]
+    assert error["type"] == "OutputGuardrailTripwireTriggered" and "no_forbidden_output" in error["message"]
+    assert "error:   OutputGuardrailTripwireTriggered: output guardrail 'no_forbidden_output'" in status_text.out
