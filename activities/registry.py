@@ -38,6 +38,7 @@ from typing import Any, cast
 
 from activities.agents import Agent, AgentTool
 from activities.tools import Tool
+from workflows.turn import unknown_tool
 
 __all__ = ["Agent", "Registry", "RegistryError"]
 
@@ -103,13 +104,13 @@ class Registry:
             found = known.tool(tool)
             if isinstance(found, AgentTool):  # the workflow runs it as a child run, never as a tool call
                 return f"tool '{tool}' is agent '{found.agent.name}': it runs as a child run, not as a tool"
-            return found or _unknown(tool, [t.name for t in known.tools])
+            return found or unknown_tool(tool, [t.name for t in known.tools])
         same = self._tools.get(tool, [])
         if len(same) == 1:
             return same[0]
         if same:
             return f"tool '{tool}' is ambiguous here: {len(same)} agents have one, and agent '{agent}' is unknown"
-        return _unknown(tool, self.tool_names())
+        return unknown_tool(tool, self.tool_names())
 
     def tool(self, name: str) -> Tool[..., Any] | None:
         """The one tool of that name, or None when there is none or more than one."""
@@ -131,10 +132,6 @@ class Registry:
 
     def agent_names(self) -> list[str]:
         return sorted(self._agents)
-
-
-def _unknown(tool: str, available: list[str]) -> str:
-    return f"unknown tool '{tool}'; available: {', '.join(available) or 'none'}"
 
 
 def _import(ref: str) -> ModuleType:

@@ -106,7 +106,7 @@ def test_a_file_imports_modules_beside_it_and_two_agents_have_their_own_same_nam
     assert registry.find_tool("gamma", "lookup") == (
         "tool 'lookup' is ambiguous here: 2 agents have one, and agent 'gamma' is unknown"
     )
-    assert registry.find_tool("alpha", "nope") == "unknown tool 'nope'; available: lookup"
+    assert registry.find_tool("alpha", "nope") == "error: unknown tool 'nope'; available tools: lookup"
 
 
 def test_agent_version_is_a_stable_digest_of_the_agent_as_written() -> None:
@@ -197,7 +197,7 @@ async def test_call_tool_runs_the_tool_with_context() -> None:
 async def test_call_tool_unknown_tool_is_an_error_result() -> None:
     result = await ActivityEnvironment().run(ToolActivities(REGISTRY).call_tool, call("nope"))
     assert result.is_error
-    assert result.output == "unknown tool 'nope'; available: double, get_weather, send_note"
+    assert result.output == "error: unknown tool 'nope'; available tools: double, get_weather, send_note"
 
 
 @pytest.mark.asyncio

@@ -142,7 +142,8 @@ def _plan(
         return PlannedCall(call=call, action="handoff", target=handoff.agent)
     spec = agent.tool(call.name)
     if spec is None:
-        return PlannedCall(call=call, action="answer", answer=unknown_tool(agent, call.name))
+        known = [*(t.name for t in agent.tools), *(h.tool_name for h in agent.handoffs)]
+        return PlannedCall(call=call, action="answer", answer=unknown_tool(call.name, known))
     approval: Literal["none", "check", "auto"] = "none"
     if spec.approval != "never":
         approval = "auto" if call.name in always else "check"
@@ -155,10 +156,10 @@ def _target(agent: AgentSpec, call: ToolCall) -> str:
     return next(h.agent for h in agent.handoffs if h.tool_name == call.name)
 
 
-def unknown_tool(agent: AgentSpec, name: str) -> str:
-    known = ", ".join([*(t.name for t in agent.tools), *(h.tool_name for h in agent.handoffs)]) or "none"
+def unknown_tool(name: str, available: Sequence[str]) -> str:
+    """What the model is told about a tool it named that does not exist (workflow and worker alike)."""
     shown = name if len(name) <= 64 else name[:63] + "…"
-    return f"error: unknown tool '{shown}'; available tools: {known}"
+    return f"error: unknown tool '{shown}'; available tools: {', '.join(available) or 'none'}"
 
 
 def checked(planned: PlannedCall, result: HookResult) -> Literal["run", "ask"] | ToolMessage:
