@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 from activities import chat_wire
 from activities.guardrails import InputGuardrail, OutputGuardrail
 from activities.tools import TOOL_NAME, Tool, parameters_schema, validate_arguments
+from workflows.turn import HANDOFF_FILTERS
 from workflows.types import (
     DEFAULT_MODEL_TIMEOUT,
     AgentOptions,
@@ -56,7 +57,7 @@ ApprovalPolicy = Literal["never", "always"] | Callable[[Any], bool]
 # What the next agent sees of the conversation: the messages so far in, the ones it gets out.
 InputFilter = Callable[[list[Message]], list[Message] | Awaitable[list[Message]]]
 # Filters the workflow applies itself, by name (workflows/turn.HANDOFF_FILTERS).
-BUILTIN_FILTERS = ("remove_tools", "last_user_message")
+BUILTIN_FILTERS = tuple(HANDOFF_FILTERS)  # applied by the workflow itself; any other filter runs as a hook
 HOOK_FILTER = "hook:"  # a frozen filter name that the hook activity runs
 
 
