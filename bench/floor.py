@@ -7,7 +7,7 @@ from __future__ import annotations
 from activities import Registry, ToolContext, chat_wire
 from activities.model import new_http_client
 from activities.settings import LLMSettings
-from workflows.turn import FinalAnswer, RunTools, decide
+from workflows.turn import Final, RunTools, decide
 from workflows.types import Message, ToolMessage, UserMessage
 
 
@@ -25,11 +25,11 @@ async def floor_run(settings: LLMSettings, registry: Registry, agent: str, model
             reply = chat_wire.parse_response(response.json(), turn)
             messages.append(reply.message)
             step = decide(spec, turn, reply)
-            if isinstance(step, FinalAnswer):
+            if isinstance(step, Final):
                 return turn
             if not isinstance(step, RunTools):
-                raise RuntimeError(f"floor loop stopped early: {step.kind}")
-            for call in step.run:
+                raise RuntimeError(f"floor loop stopped early: {step.error}")
+            for call in (p.call for p in step.calls if p.action == "tool"):
                 tool = registry.tool(call.name)
                 assert tool is not None
                 ctx = ToolContext(run_id="floor", call_id=call.call_id, idempotency_key=f"floor:{call.call_id}",

@@ -21,7 +21,7 @@ with workflow.unsafe.imports_passed_through():
 
     import workflows.types as t
     from bench.variant_types import INLINE_MODEL_ACTIVITY, VARIANT_WORKFLOW, InlineModelCall, VariantInput
-    from workflows.turn import FinalAnswer, RunTools, decide
+    from workflows.turn import Final, RunTools, after_tools, decide
 
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
@@ -52,7 +52,7 @@ class AgentRunVariant:
             reply = await self._model(input, agent, turn)
             self._messages.append(reply.message)
             step = decide(agent, turn, reply)
-            if isinstance(step, FinalAnswer):
+            if isinstance(step, Final):
                 self._phase(input, "completed", turn)
                 return t.RunResult(
                     run_id=workflow.info().workflow_id,
@@ -62,11 +62,11 @@ class AgentRunVariant:
                     usage=t.Usage(),
                 )
             if not isinstance(step, RunTools):
-                raise ApplicationError(f"bench variant stopped: {step.kind}", non_retryable=True)
+                raise ApplicationError(f"bench variant stopped: {step.error}", non_retryable=True)
             self._phase(input, "running_tools", turn)
-            results = await asyncio.gather(*(self._tool(input, agent, turn, call) for call in step.run))
-            by_id = {m.call_id: m for m in [*results, *step.answered]}
-            self._messages.extend(by_id[call_id] for call_id in step.order)
+            runs = [p.call for p in step.calls if p.action == "tool"]
+            results = await asyncio.gather(*(self._tool(input, agent, turn, call) for call in runs))
+            self._messages.extend(after_tools(step, {m.call_id: m for m in results}))
 
     async def _model(self, input: VariantInput, agent: t.AgentSpec, turn: int) -> t.ModelReply:
         timeout = timedelta(seconds=agent.model_timeout_seconds)

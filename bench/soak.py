@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import random
 import shutil
@@ -122,10 +123,9 @@ async def check(client: Client, runs: list[Run], checked: Checked, until: float)
     for run in (r for r in runs if r.id):
         handle = client.get_workflow_handle(run.id)
         try:
-            checked.histories[run.name] = await retrying(lambda h=handle: read_history(h), until)
-            transcript = await retrying(
-                lambda h=handle: h.query(t.TRANSCRIPT_QUERY, t.TranscriptQuery(), result_type=t.Transcript), until
-            )
+            checked.histories[run.name] = await retrying(functools.partial(read_history, handle), until)
+            query = functools.partial(handle.query, t.TRANSCRIPT_QUERY, t.TranscriptQuery(), result_type=t.Transcript)
+            transcript = await retrying(query, until)
             checked.transcripts[run.name] = [shape(m) for m in transcript.messages]
         except Exception as err:
             checked.errors.append(f"{run.name}: reading history or transcript: {type(err).__name__}: {err}")

@@ -26,7 +26,7 @@ MODULES = ["tests.fixtures.agents"]  # the `looper` agent and its `pad` tool
 
 def product_worker(
     client: Client, queue: str, registry: Registry, settings: LLMSettings, http: httpx.AsyncClient, spec: Spec
-) -> Worker:
+) -> product.WorkerGroup:
     """build_worker(**options): the knobs override build_worker's own defaults."""
     return product.build_worker(client, queue, registry, settings, http, **worker_kwargs(spec))
 
@@ -53,7 +53,7 @@ def variant_worker(
     """The bench-only variant with the product's activities plus the inline model call, and
     the same options build_worker would give (its fixed ones included)."""
     model = ModelActivities(client, settings, http)
-    tools = ToolActivities(registry, default_model=settings.model)
+    tools = ToolActivities(registry, settings=settings)
     inline = InlineModel(settings, http)
     options: dict[str, Any] = {**product.WORKER_DEFAULTS, **worker_kwargs(spec)}
     return Worker(
@@ -73,6 +73,6 @@ def make_worker(
     settings: LLMSettings,
     http: httpx.AsyncClient,
     spec: Spec,
-) -> Worker:
+) -> Worker | product.WorkerGroup:
     build = variant_worker if variant == "variant" else product_worker
     return build(client, queue, registry, settings, http, spec)
