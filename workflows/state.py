@@ -152,6 +152,9 @@ class RunState:
             lines += ["", f"**prompt:** {excerpt(prompt, 200)}"]
         if self.executions > 1:
             lines += ["", f"continued as new: execution {self.executions} of this run"]
+        if self.handoffs:
+            path = " → ".join([self.handoffs[0].from_agent, *(h.to_agent for h in self.handoffs)])
+            lines += ["", f"**agent:** {self.agent_now.name} (handed off: {path})"]
         for p in self.approvals.pending.values():
             body = json.dumps({"call_id": p.call_id, "approve": True, "by": "your-name"})
             lines += [
