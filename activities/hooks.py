@@ -37,10 +37,10 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, errors, executor, responses_wire
+from activities import errors, executor
 from activities.agents import Agent, approval_check
 from activities.guardrails import GuardrailContext, ModelCaller
-from activities.model import read_context
+from activities.model import read_context, wire_for
 from activities.redact import Redactor
 from activities.registry import Registry
 from activities.settings import LLMSettings
@@ -141,10 +141,10 @@ class HookActivities:
         if self.http is None:
             raise RuntimeError("this hook activity has no HTTP client to ask a model with")
         api = agent.api or s.api
-        wire = responses_wire if api == "responses" else chat_wire
+        wire, path = wire_for(api)
         spec = AgentSpec(name=agent.name, instructions=instructions, api=api)
         body = wire.build_request(spec, [UserMessage(content=prompt)], model or s.model, False)
-        url = f"{s.base_url}/{'responses' if api == 'responses' else 'chat/completions'}"
+        url = f"{s.base_url}/{path}"
         headers = {"Content-Type": "application/json", **s.auth_headers()}
         timeout = httpx.Timeout(s.read_timeout, connect=s.connect_timeout)
         deadline = asyncio.timeout(s.timeout)

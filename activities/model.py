@@ -63,6 +63,11 @@ class Wire(Protocol):
     ) -> ModelReply: ...
 
 
+def wire_for(api: str) -> tuple[Wire, str]:
+    """The wire module for an API and its path under the base URL: one place for the choice."""
+    return (responses_wire, "responses") if api == "responses" else (chat_wire, "chat/completions")
+
+
 HEARTBEAT_EVERY = 2.0  # the model call's heartbeat timeout is 10 s: a dead worker is noticed in seconds
 PROGRESS_EVERY = 0.1  # seconds between progress heartbeats while a reply streams in
 TAIL_CHARS = 64 * 1024  # of streamed text in heartbeat details: watchers only need the tail
@@ -163,8 +168,7 @@ class ModelActivities:
         agent, messages = cached or await self.read_context(input.transcript_len)
         settings = self._settings
         model = input.model or settings.model
-        wire: Wire = responses_wire if (agent.api or settings.api) == "responses" else chat_wire
-        path = "responses" if wire is responses_wire else "chat/completions"
+        wire, path = wire_for(agent.api or settings.api)
         attempt = activity.info().attempt
         read = agent.model_read_timeout_seconds or settings.read_timeout
         try:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Collection, Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from workflows.types import (
     AgentSpec,
@@ -88,9 +88,6 @@ class Retry(BaseModel):
 
     kind: Literal["retry"] = "retry"
     feedback: str
-
-
-NextStep = Annotated[Final | RunTools | Stop, Field(discriminator="kind")]
 
 
 def decide(
