@@ -56,20 +56,26 @@ def tool_messages(messages: list[t.Message]) -> list[t.ToolMessage]:
     return [m for m in messages if isinstance(m, t.ToolMessage)]
 
 
+async def start_hung(client: Any, task_queue: str, llm: Any, group: Any) -> Any:
+    """A run whose sync tool hangs in its thread, once that thread is taken."""
+    hung = await start(
+        client,
+        task_queue,
+        "hang",
+        agent="hostile",
+        model=script(llm, call("hang", seconds=600), {"content": "went on"}),
+    )
+
+    async def hanging() -> bool:
+        return bool(group.threads.busy == 1)
+
+    await until(hanging)
+    return hung
+
+
 async def test_a_hung_sync_tool_times_out_while_other_runs_go_on(client, task_queue, worker_factory, llm, counter_file):
     async with worker_factory(registry=REGISTRY, tool_threads=2) as group:
-        hung = await start(
-            client,
-            task_queue,
-            "hang",
-            agent="hostile",
-            model=script(llm, call("hang", seconds=600), {"content": "went on"}),
-        )
-
-        async def hanging() -> bool:
-            return group.threads.busy == 1
-
-        await until(hanging)
+        hung = await start_hung(client, task_queue, llm, group)
         others = [
             await start(
                 client,
@@ -97,18 +103,7 @@ async def test_with_every_tool_thread_hung_sync_calls_wait_and_the_rest_goes_on(
     client, task_queue, worker_factory, llm
 ):
     async with worker_factory(registry=REGISTRY, tool_threads=1) as group:
-        hung = await start(
-            client,
-            task_queue,
-            "hang",
-            agent="hostile",
-            model=script(llm, call("hang", seconds=600), {"content": "went on"}),
-        )
-
-        async def hanging() -> bool:
-            return group.threads.busy == 1
-
-        await until(hanging)
+        hung = await start_hung(client, task_queue, llm, group)
         waiting = await start(
             client, task_queue, "add", agent="scripted", model=script(llm, call("add", a=2, b=3), {"content": "added"})
         )
