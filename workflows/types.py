@@ -31,6 +31,13 @@ EVENTS_QUERY = "agent.events"
 # client.py sends the update, whose validator refuses a bad decision before anything is recorded.
 APPROVAL_SIGNAL = "approval"
 APPROVAL_UPDATE = "approval_update"
+# Sessions: one run per conversation. A message and the end of a session are updates, so a
+# closed run refuses them at once; each message's answer is read back by query.
+SESSION_SEND_UPDATE = "session.send"
+SESSION_END_UPDATE = "session.end"
+EXCHANGE_QUERY = "session.exchange"
+# Summarizes a session's older turns when its transcript nears the agent's memory budget.
+COMPACT_ACTIVITY = "agent.compact"
 
 # Custom search attributes (registered by the dev server the setup starts, and by the worker).
 SA_AGENT = "AgentName"  # Keyword
@@ -50,8 +57,9 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
 
 # A run's phase: the AgentPhase search attribute and `status`. The last three are final.
 Phase = Literal[
-    "starting", "calling_model", "running_tools", "awaiting_approval", "continuing", "completed", "failed", "cancelled"
-]
+    "starting", "calling_model", "running_tools", "awaiting_approval", "continuing", "completed", "failed", "cancelled",
+    "waiting_for_message", "compacting",
+]  # fmt: skip
 FINAL_PHASES: tuple[Phase, ...] = ("completed", "failed", "cancelled")
 
 DEFAULT_AGENT = "demo"
@@ -100,6 +108,9 @@ class ToolCall(_Model):
 class UserMessage(_Model):
     role: Literal["user"] = "user"
     content: str
+    # Set on the message that replaced earlier ones when a session compacted its memory: how
+    # many messages it stands for (the model reads it as an ordinary message).
+    summary_of: int = 0
 
 
 class AssistantMessage(_Model):
@@ -208,6 +219,18 @@ class ToolSpec(_Model):
     agent: str | None = None
 
 
+class MemoryPolicy(_Model):
+    """How a session keeps its transcript within budget. Before a model call, when the transcript
+    nears either budget, every exchange but the last `keep_exchanges` is compacted: summarized by
+    the model (an `agent.compact` activity) or dropped. History keeps every message (`export`)."""
+
+    budget_tokens: int | None = Field(default=None, ge=1)  # the last model call's input tokens
+    budget_bytes: int = Field(default=400_000, ge=1_000)  # the transcript's size as JSON
+    strategy: Literal["summarize", "trim"] = "summarize"
+    keep_exchanges: int = Field(default=2, ge=0)  # the most recent exchanges kept word for word
+    summary_instructions: str = ""  # "": a default asking for facts, names, numbers and decisions
+
+
 class AgentOptions(_Model):
     """What an agent's author sets that its frozen spec keeps as it is: declared once, here.
     `activities.Agent` (the agent as written) and `AgentSpec` (as frozen) both extend it, so a
@@ -232,6 +255,12 @@ class AgentOptions(_Model):
     continue_as_new_after: int = Field(default=200, ge=1)
     handoff_description: str = ""  # what other agents' transfer tools (and as_tool) say about this one
     output_retries: int = Field(default=2, ge=0)  # invalid final outputs sent back, before failing
+    # Sessions (`client.py chat`): the run ends after this long without a message.
+    idle_timeout_seconds: float = Field(default=7 * 24 * 3600.0, gt=0)
+    # A message that arrives while the run is still answering: "queue" answers it next, in
+    # order; "steer" adds it to the conversation before the next model call of this answer.
+    mid_turn: Literal["queue", "steer"] = "queue"
+    memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
 
 
 class AgentSpec(AgentOptions):
@@ -281,6 +310,73 @@ class HandoffRecord(_Model):
     call_id: str
 
 
+class SessionMessage(_Model):
+    """A message sent to a session: the `session.send` update's body.
+    {"text": "and tomorrow?", "by": "alice", "message_id": "7f3c…"}"""
+
+    text: str = Field(min_length=1, max_length=1_000_000)
+    by: str = Field(default="someone", max_length=200)
+    # The sender's id for this message: sending it again (a retry after a timeout) counts once.
+    message_id: str = Field(default="", max_length=200)
+
+
+class MessageReceipt(_Model):
+    message: int  # K: this message's number in the session, from 1
+    queued: int  # messages ahead of it not yet answered (0: it is answered next or now)
+    steer: bool = False  # it joins the answer in progress instead of waiting its turn
+    duplicate: bool = False  # the same message_id was sent before: nothing new was recorded
+
+
+class EndSession(_Model):
+    by: str = Field(default="someone", max_length=200)
+    reason: str = Field(default="", max_length=1000)
+
+
+class EndReceipt(_Model):
+    messages: int  # messages received in all
+    unanswered: int  # accepted messages still to be answered before the run ends
+
+
+class Queued(_Model):
+    """An accepted message not yet answered (carried across continue-as-new)."""
+
+    message: int
+    text: str
+    by: str
+    at: datetime
+    message_id: str = ""
+
+
+class Exchange(_Model):
+    """One message of a session and its answer. A steered message joins the exchange in progress."""
+
+    message: int  # K of the message that opened the exchange
+    steered: list[int] = Field(default_factory=list)  # later messages folded into this answer
+    prompt: str  # the message (an excerpt)
+    by: str = ""
+    output: str | None = None  # None while it is being answered
+    output_object: Any = None
+    error: str | None = None  # set when answering failed (the run failed with it)
+    first_turn: int
+    turns: int = 0
+    usage: Usage = Field(default_factory=Usage)
+    started: datetime
+    finished: datetime | None = None
+    # The execution (run id) that holds it whole; older exchanges are carried as excerpts and
+    # read back from there by query (a closed execution still answers queries).
+    execution: str = ""
+
+
+class SessionCarry(_Model):
+    messages: int = 0  # received so far
+    queue: list[Queued] = Field(default_factory=list)
+    exchanges: list[Exchange] = Field(default_factory=list)  # older ones with output excerpts
+    recent_ids: list[str] = Field(default_factory=list)  # message_ids seen lately (bounded)
+    ending: EndSession | None = None
+    compactions: int = 0
+    idle_since: datetime | None = None
+
+
 class Carry(_Model):
     """What a run takes with it when it continues as new: everything but the history."""
 
@@ -296,6 +392,7 @@ class Carry(_Model):
     next_event: int = 0
     previous_run_id: str | None = None
     executions: int = 1
+    session: SessionCarry | None = None
 
 
 class RunInput(_Model):
@@ -310,6 +407,9 @@ class RunInput(_Model):
     model_settings: ModelSettings | None = None  # overrides the agent's, frozen into the run
     # A child run (an agent run as a tool): its agent comes frozen from the parent, never resolved.
     frozen: AgentSpec | None = None
+    # A conversation: the run answers `prompt` (if any), then each message sent to it, until
+    # `client.py end`, its agent's idle timeout, or a cancel.
+    session: bool = False
 
 
 class RunResult(_Model):
@@ -321,6 +421,8 @@ class RunResult(_Model):
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
     output_object: Any = None  # typed output: the validated object
     handoffs: list[HandoffRecord] = Field(default_factory=list)
+    messages: int = 0  # sessions: messages answered; the output is the last answer
+    ended_by: str = ""  # sessions: "end by alice", "idle for 3600s"
 
 
 EventKind = Literal[
@@ -336,6 +438,11 @@ EventKind = Literal[
     "handoff",  # detail: from → to
     "guardrail",  # detail: which guardrail, and whether its tripwire fired
     "output_refused",  # text: why the final output was refused, as told to the model
+    "message",  # sessions: text: the message; detail: "message K from BY" (+ " · steers the answer")
+    "answered",  # sessions: text: the answer to message K (detail: "message K"); follows "final"
+    "compacted",  # sessions: detail: what was summarized or dropped
+    "waiting",  # sessions: answered everything; waiting for the next message
+    "ended",  # sessions: text: why the session ended
 ]
 
 
@@ -433,6 +540,29 @@ class RunStatus(_Model):
     ignored_signals: list[str] = Field(default_factory=list)
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
     handoffs: list[HandoffRecord] = Field(default_factory=list)
+    session: SessionStatus | None = None  # set for a session run
+
+
+class SessionStatus(_Model):
+    messages: int  # received
+    answered: int
+    state: Literal["answering", "waiting", "ending", "ended"]
+    queued: int = 0
+    last: Exchange | None = None  # the last exchange (the one in progress while answering)
+    idle_deadline: datetime | None = None  # while waiting: when the session ends unless a message comes
+    compactions: int = 0
+    mid_turn: Literal["queue", "steer"] = "queue"
+
+
+class ExchangeQuery(_Model):
+    message: int = 0  # K; 0: the last exchange
+
+
+class ExchangeAnswer(_Model):
+    exchange: Exchange | None = None
+    messages: int = 0  # received so far
+    # When message K was answered in an earlier execution: its run id, to query there.
+    execution: str | None = None
 
 
 class TranscriptQuery(_Model):
@@ -445,6 +575,22 @@ class Transcript(_Model):
 
 
 # ------------------------------------------------------------------------ activity contracts
+
+
+class CompactInput(_Model):
+    """Summarize messages[:upto] of the run's transcript (read by the `agent.model_context`
+    query, like a model call) into one message the next model calls read instead."""
+
+    agent: str
+    model: str | None
+    turn: int
+    upto: int
+    instructions: str = ""  # the agent's memory.summary_instructions; "": the default
+
+
+class CompactResult(_Model):
+    summary: str
+    usage: Usage = Field(default_factory=Usage)
 
 
 class ResolveAgentInput(_Model):
