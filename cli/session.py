@@ -1,0 +1,134 @@
+"""The client side of session runs, shared by `client.py chat`, `send`, `end` and `result --message`.
+
+A session is one `AgentRun` with `session=True`. A message and the end are updates, so a run that
+has ended, or is not a session, refuses them at once with a reason; each message's answer is
+read back with the `session.exchange` query, from whichever execution of the run holds it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from workflows import types as t
+
+POLL = 0.2  # seconds between reads of an answer in progress
+SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
+SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
+LIVE = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
+
+
+class SessionError(Exception):
+    """One clear line: the run has ended, is not a session, or does not exist."""
+
+
+def session_id(agent: str) -> str:
+    return f"{agent}-chat-{uuid.uuid4().hex[:8]}"
+
+
+async def start_session(
+    client: Client, *, agent: str, task_queue: str, run_id: str | None = None, model: str | None = None
+) -> str:
+    run_id = run_id or session_id(agent)
+    await client.start_workflow(
+        t.WORKFLOW_NAME,
+        t.RunInput(prompt="", agent=agent, model=model, session=True),
+        id=run_id,
+        task_queue=task_queue,
+        result_type=t.RunResult,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(SA_AGENT, agent), SearchAttributePair(SA_PHASE, "starting")]
+        ),
+        static_summary=f"{agent}: a conversation (client.py chat {run_id})",
+    )
+    return run_id
+
+
+async def _ended(handle: WorkflowHandle[Any, Any]) -> str | None:
+    """How the run ended ('completed', 'failed', …), or None while it runs. Unknown id: SessionError."""
+    try:
+        desc = await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise SessionError(f"no run with id '{handle.id}'") from None
+        raise
+    return None if desc.status in LIVE else (desc.status.name.lower() if desc.status else "ended")
+
+
+async def _update(handle: WorkflowHandle[Any, Any], name: str, body: Any, result_type: type[Any]) -> Any:
+    """An update whose refusal (validator or closed run) becomes a SessionError with the reason."""
+    ended = await _ended(handle)
+    if ended is not None:
+        raise SessionError(f"run {handle.id} has ended ({ended}): it takes no more messages")
+    try:
+        return await handle.execute_update(name, body, result_type=result_type)
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        raise SessionError(f"run {handle.id} refused it: {reason}") from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise SessionError(f"run {handle.id} did not take it in time (is a worker running?); send it again") from None
+    except RPCError as err:
+        ended = await _ended(handle)
+        if ended is not None:
+            raise SessionError(f"run {handle.id} has ended ({ended}): it takes no more messages") from None
+        raise SessionError(f"run {handle.id}: Temporal said: {err.message}") from None
+
+
+async def send_message(
+    client: Client, run_id: str, text: str, *, by: str, message_id: str | None = None
+) -> t.MessageReceipt:
+    body = t.SessionMessage(text=text, by=by, message_id=message_id or uuid.uuid4().hex)
+    receipt: t.MessageReceipt = await _update(
+        client.get_workflow_handle(run_id), t.SESSION_SEND_UPDATE, body, t.MessageReceipt
+    )
+    return receipt
+
+
+async def end_session(client: Client, run_id: str, *, by: str, reason: str = "") -> t.EndReceipt:
+    receipt: t.EndReceipt = await _update(
+        client.get_workflow_handle(run_id), t.SESSION_END_UPDATE, t.EndSession(by=by, reason=reason), t.EndReceipt
+    )
+    return receipt
+
+
+async def get_exchange(client: Client, run_id: str, message: int = 0) -> t.Exchange | None:
+    """Message K's exchange (0: the last), from the execution that holds it whole."""
+    query = t.ExchangeQuery(message=message)
+    handle = client.get_workflow_handle(run_id)
+    answer: t.ExchangeAnswer = await handle.query(t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer)
+    if answer.exchange is None and answer.execution:
+        older = client.get_workflow_handle(run_id, run_id=answer.execution)
+        answer = await older.query(t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer)
+    if answer.exchange is None and message > answer.messages:
+        raise SessionError(f"run {run_id} has {answer.messages} message(s); there is no message {message}")
+    return answer.exchange
+
+
+async def wait_answer(client: Client, run_id: str, message: int) -> t.Exchange:
+    """Message K's exchange once it is answered (or failed); SessionError if the run ends first.
+    Callers bound the wait with `asyncio.timeout` where they need to."""
+    handle = client.get_workflow_handle(run_id)
+    while True:
+        exchange = await get_exchange(client, run_id, message)
+        if exchange is not None and (exchange.output is not None or exchange.error is not None):
+            return exchange
+        ended = await _ended(handle)
+        if ended is not None:
+            exchange = await get_exchange(client, run_id, message)  # answered just before the end?
+            if exchange is not None and exchange.output is not None:
+                return exchange
+            raise SessionError(f"run {run_id} ended ({ended}) before answering message {message}")
+        await asyncio.sleep(POLL)
