@@ -8,6 +8,9 @@ with `describe()`; it is tagged with the call's attempt, so when a call fails ha
 retried, the partial text is withdrawn and never passed off as the answer. A heartbeat holds only
 the text's tail, with its `offset` in the whole: the watcher shows what lies past what it has
 shown, and says so when text streamed by faster than it polls.
+
+`follow` yields that story as it happens, retrying through server gaps; `watch` prints it, and
+`client.py chat` (cli/chat.py) renders it as a conversation.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -85,24 +90,29 @@ class Printer:
             return
         self.emit(obj, self._render(ev))
 
+    def reply(self, ev: t.RunEvent) -> str:
+        """A finished reply's text (a model_finished event) as it completes the live view: what the
+        live view had not shown yet, or the whole reply again if a retry changed it."""
+        live, self.live = self.live, Live(ev.turn)
+        self.answered = ev.turn if not ev.detail else None
+        text = ev.text
+        if live.turn == ev.turn and live.end:
+            n = min(len(live.head), len(text), EVENT_TEXT)
+            if text[:n] != live.head[:n]:
+                text = "\n  ↻ the reply was retried; its final text:\n" + text
+            elif len(text) > EVENT_TEXT and live.end >= EVENT_TEXT:  # the event keeps less than was shown
+                text = f"\n  (the run's events keep a reply's first {EVENT_TEXT} characters; the live view may"
+                text += f" have missed its end: python client.py result {self.run_id} prints an answer whole)"
+            else:
+                text = text[live.end :]  # what the live view had not shown yet
+        return text + "\n" if (text or live.end) else ""
+
     def _render(self, ev: t.RunEvent) -> str:
         if ev.kind == "model_started":
             return f"── turn {ev.turn} · {ev.detail}\n"
         if ev.kind == "model_finished":
-            live, self.live = self.live, Live(ev.turn)
-            text = ev.text
-            if live.turn == ev.turn and live.end:
-                n = min(len(live.head), len(text), EVENT_TEXT)
-                if text[:n] != live.head[:n]:
-                    text = "\n  ↻ the reply was retried; its final text:\n" + text
-                elif len(text) > EVENT_TEXT and live.end >= EVENT_TEXT:  # the event keeps less than was shown
-                    text = f"\n  (the run's events keep a reply's first {EVENT_TEXT} characters; the live view may"
-                    text += f" have missed its end: python client.py result {self.run_id} prints an answer whole)"
-                else:
-                    text = text[live.end :]  # what the live view had not shown yet
             calls = f"  → asks for: {ev.detail}\n" if ev.detail else ""
-            self.answered = ev.turn if not ev.detail else None
-            return (text + "\n" if (text or live.end) else "") + calls
+            return self.reply(ev) + calls
         if ev.kind == "tool_started":
             return f"  ⚙ {ev.detail}\n"
         if ev.kind == "tool_finished":
@@ -146,43 +156,81 @@ async def live_progress(client: Client, run_id: str, turn: int) -> t.ModelProgre
     return None
 
 
-async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None) -> int:
-    """Print the run's story from event `since` on until it ends; 0 if it answered, else 1."""
-    printer = Printer(run_id, as_json, out or sys.stdout)
+@dataclass
+class Gap:
+    """A poll that failed (a server restart, a worker gap): the follower keeps its place and retries."""
+
+    error: str
+    errors: int  # failed polls in a row, this one included
+
+
+@dataclass
+class Closed:
+    """The run closed without an event saying how (terminated, timed out)."""
+
+    status: str
+
+
+async def follow(
+    client: Client, run_id: str, since: int = 0
+) -> AsyncGenerator[t.RunEvent | t.ModelProgress | Gap | Closed, None]:
+    """The run's story from event `since` on, as it happens: its events, the streamed text of the
+    model call in flight, failed polls, and Closed when it has closed with no event left to tell.
+    Never raises on a failed poll and never ends on its own otherwise: the caller decides when
+    it has seen enough (an answer, GIVE_UP_AFTER gaps in a row) and stops iterating."""
     calling: int | None = None  # the turn whose model call is in flight
-    outcome: str | None = None
     errors = 0
-    while outcome is None:
+    while True:
+        progress: t.ModelProgress | None = None
+        closed: str | None = None
         try:
             page = await events_since(client, run_id, since)
             for ev in page.events:
-                printer.event(ev)
-                since = ev.seq + 1
                 calling = ev.turn if ev.kind == "model_started" else None if ev.kind == "model_finished" else calling
-                outcome = ev.kind if ev.kind in ("final", "failed", "cancelled") else outcome
-            if outcome is None and calling is not None:
+            if calling is not None and not any(ev.kind in ("final", "failed", "cancelled") for ev in page.events):
                 progress = await live_progress(client, run_id, calling)
-                if progress is not None and progress.turn == calling:
-                    printer.delta(progress)
-            if outcome is None and not page.events:
+            if not page.events:
                 status = (await client.get_workflow_handle(run_id).describe()).status
                 if status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
-                    name = status.name.lower() if status else "ended"
-                    printer.emit({"type": "ended", "status": name}, f"\n✗ run {name}\n")
-                    return 1
+                    closed = status.name.lower() if status else "ended"
         except Exception as err:  # a server restart or a worker gap: keep our place and retry, a while
             errors += 1
-            message = err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}"
-            if errors >= GIVE_UP_AFTER:
-                printer.emit({"type": "gave_up", "error": message, "next": since}, None)
-                print(f"watch: giving up after {errors} failed polls: {message}", file=sys.stderr)
-                return 1
-            printer.emit({"type": "retrying", "error": message}, None)
-            print(f"(watch: {message}; retrying)", file=sys.stderr)
+            yield Gap(err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}", errors)
             await asyncio.sleep(1.0)
             continue
         errors = 0
-        if outcome is None:
-            await asyncio.sleep(POLL)
-    printer.emit({"type": "end", "outcome": outcome, "next": since}, None)
-    return 0 if outcome == "final" else 1
+        for ev in page.events:
+            since = ev.seq + 1
+            yield ev
+        if progress is not None and progress.turn == calling:
+            yield progress
+        if closed is not None:
+            yield Closed(closed)
+            return
+        await asyncio.sleep(POLL)
+
+
+async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None) -> int:
+    """Print the run's story from event `since` on until it ends; 0 if it answered, else 1."""
+    printer = Printer(run_id, as_json, out or sys.stdout)
+    async with aclosing(follow(client, run_id, since)) as story:
+        async for item in story:
+            if isinstance(item, t.ModelProgress):
+                printer.delta(item)
+            elif isinstance(item, Gap):
+                if item.errors >= GIVE_UP_AFTER:
+                    printer.emit({"type": "gave_up", "error": item.error, "next": since}, None)
+                    print(f"watch: giving up after {item.errors} failed polls: {item.error}", file=sys.stderr)
+                    return 1
+                printer.emit({"type": "retrying", "error": item.error}, None)
+                print(f"(watch: {item.error}; retrying)", file=sys.stderr)
+            elif isinstance(item, Closed):
+                printer.emit({"type": "ended", "status": item.status}, f"\n✗ run {item.status}\n")
+                return 1
+            else:
+                printer.event(item)
+                since = item.seq + 1
+                if item.kind in ("final", "failed", "cancelled"):
+                    printer.emit({"type": "end", "outcome": item.kind, "next": since}, None)
+                    return 0 if item.kind == "final" else 1
+    return 1  # not reached: the story ends with Closed
