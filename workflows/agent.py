@@ -14,19 +14,22 @@ Determinism rules for this module: no I/O, no clocks, no randomness, no threads.
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from datetime import timedelta
+from typing import Literal, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     # pydantic is heavy and deterministic; pass it through instead of re-importing per run.
     import pydantic
 
     import workflows.types as t
+    from workflows import memory
     from workflows.approvals import DecisionRefused
-    from workflows.steps import SA_AGENT, SA_VERSION, Steps
+    from workflows.session import Refused, SessionState
+    from workflows.steps import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN, SA_AGENT, SA_VERSION, Steps, model_retry
     from workflows.turn import (
         HANDOFF_FILTERS,
         Done,
@@ -49,55 +52,104 @@ RUN_FAILURE_TYPES: list[type[BaseException]] = [
 ]  # fmt: skip
 
 
+# A session continues as new between messages once its history passes either bound, far below
+# Temporal's own limits, so no execution of a days-long conversation grows large.
+SESSION_HISTORY_BYTES = 1_000_000
+SESSION_HISTORY_EVENTS = 2_000
+
+
 @workflow.defn(name=t.WORKFLOW_NAME, failure_exception_types=RUN_FAILURE_TYPES)
 class AgentRun(Steps):
+    @workflow.init
+    def __init__(self, input: t.RunInput) -> None:
+        # State exists before any handler runs: a message may arrive with the start itself.
+        super().__init__()
+        if input.carry is not None:
+            self._s.from_carry(input.carry)
+        elif input.session:
+            self._s.session = SessionState()
+        self._turns_here = 0
+
     # ------------------------------------------------------------------------------- the loop
 
     @workflow.run
     async def run(self, input: t.RunInput) -> t.RunResult:
         try:
-            return await self._loop(input)
+            if self._s.session is None:
+                return await self._single(input)
+            return await self._conversation(input)
         except asyncio.CancelledError:
             self._end("cancelled", "cancelled: " + (self._s.last_step or "while starting"))
             raise
 
-    async def _loop(self, input: t.RunInput) -> t.RunResult:
+    async def _start(self, input: t.RunInput) -> t.AgentSpec:
         s = self._s
-        if input.carry is not None:
-            s.from_carry(input.carry)
-        else:
+        if input.carry is None:
             s.agent = input.frozen or await self._resolve(input)
-            s.messages.append(t.UserMessage(content=input.prompt))
             workflow.upsert_search_attributes([SA_AGENT.value_set(s.agent.name), SA_VERSION.value_set(s.agent.version)])
+        assert s.agent is not None
+        return s.agent
+
+    async def _single(self, input: t.RunInput) -> t.RunResult:
+        """One prompt, one answer: the run ends with it."""
+        s = self._s
+        if input.carry is None:
+            first = await self._start(input)
+            s.messages.append(t.UserMessage(content=input.prompt))
+        else:
+            first = await self._start(input)
+        guard = input.prompt if input.carry is None and first.input_guardrails else None
+        done = await self._answer(input, guard)
+        s.output = done.output
+        self._event("final", text=done.output)
+        agent = s.agent_now
+        self._set_phase("completed", f"final answer from {agent.name} after {s.turn} turn(s)")
+        return t.RunResult(
+            run_id=workflow.info().workflow_id,
+            agent=agent.name,
+            output=done.output,
+            output_object=done.output_object,
+            turns=s.turn,
+            usage=s.usage,
+            usage_by_agent=s.usage_by_agent,
+            handoffs=s.handoffs,
+        )
+
+    async def _answer(self, input: t.RunInput, guard: str | None) -> Done:
+        """Turns until the agent in charge gives a final output: model call, tools, handoffs,
+        output checks. `guard`: the input its input guardrails check alongside the first call."""
+        s = self._s
         first = s.agent
         assert first is not None
-        guard_input = input.carry is None and bool(first.input_guardrails)
-        turns_here = 0
-
+        session = s.session
+        base = session.current.first_turn - 1 if session is not None and session.current is not None else 0
+        calls = 0
         while True:
-            if turns_here >= first.continue_as_new_after or workflow.info().is_continue_as_new_suggested():
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                self._set_phase("continuing", f"turn {s.turn}: continuing as new to keep history small")
-                carry = s.to_carry(workflow.info().run_id)
-                # The prompt travels once, as the carried transcript's first message.
-                workflow.continue_as_new(t.RunInput(prompt="", agent=first.name, carry=carry, capture=input.capture))
+            if self._should_continue(first):
+                await self._continue_as_new(input)
             s.turn += 1
-            turns_here += 1
+            self._turns_here += 1
             agent = s.agent_now
-            if guard_input:
-                guard_input = False
-                reply = await self._first_call_guarded(agent, input)
+            if session is not None:
+                if calls and first.mid_turn == "steer":
+                    self._steer(session)
+                await self._fit_memory(agent, first.memory)
+            calls += 1
+            if guard is not None:
+                reply = await self._first_call_guarded(agent, guard, input.capture)
+                guard = None
             else:
                 reply = await self._call_model(agent, input.capture)
             if workflow.patched("run-unique-call-ids"):
                 s.claim_call_ids(reply.message)
             s.messages.append(reply.message)
             s.add_usage(agent.name, reply.usage)
-            calls = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
-            self._event("model_finished", text=reply.message.content or "", detail=calls, usage=reply.usage)
+            s.last_input_tokens = reply.usage.input_tokens
+            names = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
+            self._event("model_finished", text=reply.message.content or "", detail=names, usage=reply.usage)
             step = decide(
                 agent,
-                s.turn,
+                s.turn - base,
                 reply,
                 limits=first,
                 tokens_used=s.usage.total_tokens,
@@ -117,19 +169,167 @@ class AgentRun(Steps):
                 continue
             if isinstance(outcome, Stop):
                 raise self._failure(outcome.message, outcome.error)
-            s.output = outcome.output
-            self._event("final", text=outcome.output)
-            self._set_phase("completed", f"final answer from {agent.name} after {s.turn} turn(s)")
-            return t.RunResult(
-                run_id=workflow.info().workflow_id,
-                agent=agent.name,
-                output=outcome.output,
-                output_object=outcome.output_object,
-                turns=s.turn,
-                usage=s.usage,
-                usage_by_agent=s.usage_by_agent,
-                handoffs=s.handoffs,
+            return outcome
+
+    # ----------------------------------------------------------------------- continue-as-new
+
+    def _should_continue(self, first: t.AgentSpec) -> bool:
+        info = workflow.info()
+        if self._turns_here >= first.continue_as_new_after or info.is_continue_as_new_suggested():
+            return True
+        return self._s.session is not None and (
+            info.get_current_history_size() > SESSION_HISTORY_BYTES
+            or info.get_current_history_length() > SESSION_HISTORY_EVENTS
+        )
+
+    async def _continue_as_new(self, input: t.RunInput) -> NoReturn:
+        s = self._s
+        assert s.agent is not None
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        self._set_phase("continuing", f"turn {s.turn}: continuing as new to keep history small")
+        carry = s.to_carry(workflow.info().run_id)
+        # The prompt travels once, as the carried transcript's first message.
+        workflow.continue_as_new(
+            t.RunInput(prompt="", agent=s.agent.name, carry=carry, capture=input.capture, session=input.session)
+        )
+
+    # ------------------------------------------------------------------------------ sessions
+
+    async def _conversation(self, input: t.RunInput) -> t.RunResult:
+        """A session: answer each message in turn, wait (durably, holding no worker) for the
+        next, until `end`, the agent's idle timeout, or a cancel. A failed answer is that
+        message's error; the conversation goes on."""
+        s, session = self._s, self._s.session
+        assert session is not None
+        if input.carry is None and input.prompt:
+            session.accept(t.SessionMessage(text=input.prompt, by="client"), workflow.now(), steer=False)
+        first = await self._start(input)
+        while True:
+            guard = None
+            if session.current is None:
+                if not session.queue:
+                    if self._turns_here and self._should_continue(first):
+                        await self._continue_as_new(input)
+                    why = await self._wait_for_message(first)
+                    if why is not None:
+                        return self._session_ended(why)
+                opened = session.open(s.turn, workflow.now(), workflow.info().run_id)
+                s.refusals = {}
+                s.messages.append(t.UserMessage(content=opened.text))
+                guard = opened.text if first.input_guardrails else None
+            number = session.current.message if session.current else 0
+            try:
+                done = await self._answer(input, guard)
+            except ApplicationError as err:
+                s.approvals.abandon()
+                s.error = s.error_type = None
+                kind = err.type or "Error"
+                session.close(workflow.now(), s.turn, s.usage, None, None, f"{kind}: {err.message}")
+                self._event("answered", text=err.message, detail=f"message {number} · failed ({kind})")
+                continue
+            s.output = done.output
+            self._event("final", text=done.output)
+            exchange = session.close(workflow.now(), s.turn, s.usage, done.output, done.output_object, None)
+            self._event("answered", text=done.output, detail=f"message {exchange.message}")
+
+    async def _wait_for_message(self, first: t.AgentSpec) -> str | None:
+        """Waits for a message; None when one came, else why the session ends."""
+        session = self._s.session
+        assert session is not None
+        if session.ending is not None:
+            return f"ended by {session.ending.by}" + (f": {session.ending.reason}" if session.ending.reason else "")
+        since = session.idle_since = session.idle_since or workflow.now()
+        left = first.idle_timeout_seconds - (workflow.now() - since).total_seconds()
+        self._set_phase("waiting_for_message", f"answered {session.answered} message(s); waiting for the next")
+        self._event("waiting", detail=f"ends after {first.idle_timeout_seconds:g}s without a message")
+        try:
+            await workflow.wait_condition(
+                lambda: bool(session.queue) or session.ending is not None,
+                timeout=timedelta(seconds=max(left, 0.001)),
+                timeout_summary="session idle timeout",
             )
+        except TimeoutError:
+            return f"idle for {first.idle_timeout_seconds:g}s"
+        if session.queue:
+            return None
+        return await self._wait_for_message(first)  # ending: said above
+
+    def _session_ended(self, why: str) -> t.RunResult:
+        s, session = self._s, self._s.session
+        assert session is not None and s.agent is not None
+        last = next((ex for ex in reversed(session.exchanges) if ex.output is not None), None)
+        self._event("ended", text=why)
+        self._set_phase("completed", f"session ended: {why}")
+        return t.RunResult(
+            run_id=workflow.info().workflow_id,
+            agent=s.agent_now.name,
+            output=last.output or "" if last else "",
+            output_object=last.output_object if last else None,
+            turns=s.turn,
+            usage=s.usage,
+            usage_by_agent=s.usage_by_agent,
+            handoffs=s.handoffs,
+            messages=session.answered,
+            ended_by=why,
+        )
+
+    def _steer(self, session: SessionState) -> None:
+        for queued in session.steer():
+            self._s.messages.append(t.UserMessage(content=queued.text))
+            detail = f"message {queued.message} from {queued.by} · steers the answer"
+            self._event("message", text=queued.text, detail=detail)
+
+    async def _fit_memory(self, agent: t.AgentSpec, policy: t.MemoryPolicy) -> None:
+        """Compacts the transcript when it nears the budget; a visible step of its own."""
+        s, session = self._s, self._s.session
+        assert session is not None
+        plan = memory.plan(s.messages, policy, s.last_input_tokens)
+        if plan is None:
+            return
+        size = memory.transcript_bytes(s.messages[: plan.upto])
+        self._set_phase("compacting", f"turn {s.turn}: compacting {plan.upto} earlier messages ({plan.reason})")
+        summary, how = None, f"dropped {plan.upto} earlier messages ({size:,} bytes)"
+        if plan.strategy == "summarize":
+            result = await self._summarize(agent, plan.upto, policy, session.compactions + 1)
+            if isinstance(result, str):
+                how += f": summarizing failed ({result})"
+            else:
+                summary = result.summary
+                s.add_usage(agent.name, result.usage)
+                how = f"summarized {plan.upto} earlier messages ({size:,} bytes) in {len(summary):,} characters"
+        s.replace_messages(memory.compacted(s.messages, plan.upto, summary))
+        s.last_input_tokens = 0
+        session.compactions += 1
+        self._event("compacted", text=summary or "", detail=f"{how}; {plan.reason}")
+
+    async def _summarize(
+        self, agent: t.AgentSpec, upto: int, policy: t.MemoryPolicy, number: int
+    ) -> t.CompactResult | str:
+        """The model's summary of messages[:upto] (read by query, like a model call), or why not."""
+        s = self._s
+        model = agent.model or "the worker's default model"
+        try:
+            result: t.CompactResult = await workflow.execute_activity(
+                t.COMPACT_ACTIVITY,
+                t.CompactInput(
+                    agent=agent.name,
+                    model=agent.model,
+                    turn=s.turn,
+                    upto=upto,
+                    instructions=policy.summary_instructions,
+                ),
+                result_type=t.CompactResult,
+                activity_id=f"compact-{number}",
+                start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN,
+                schedule_to_close_timeout=timedelta(seconds=agent.model_retry_seconds or t.DEFAULT_MODEL_RETRY_SECONDS),
+                heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
+                retry_policy=model_retry(agent),
+                summary=f"turn {s.turn} · {self._who(agent)}compact {upto} messages · {model}",
+            )
+            return result
+        except ActivityError as err:
+            cause = err.cause
+            return cause.message if isinstance(cause, FailureError) else err.message
 
     def _agent_now(self) -> t.AgentSpec | None:
         return self._s.agent_now if self._s.agent is not None else None
@@ -138,7 +338,13 @@ class AgentRun(Steps):
         runs = [p for p in step.calls if p.action in ("tool", "child")]
         names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"
         self._set_phase("running_tools", f"turn {self._s.turn}: running {names}")
-        results = {m.call_id: m for m in await asyncio.gather(*(self._carry_out(agent, p) for p in runs))}
+        tasks = [asyncio.create_task(self._carry_out(agent, p)) for p in runs]
+        try:
+            results = {m.call_id: m for m in await asyncio.gather(*tasks)}
+        except BaseException:
+            for task in tasks:  # one call ended the answer: its siblings stop too
+                task.cancel()
+            raise
         messages = after_tools(step, results)
         for m in messages:
             if m.call_id not in results:  # answered without running anything
@@ -171,11 +377,11 @@ class AgentRun(Steps):
         workflow.upsert_search_attributes([SA_AGENT.value_set(target.name), SA_VERSION.value_set(target.version)])
         self._set_phase("running_tools", f"turn {s.turn}: {agent.name} handed off to {target.name}")
 
-    async def _first_call_guarded(self, agent: t.AgentSpec, input: t.RunInput) -> t.ModelReply:
+    async def _first_call_guarded(self, agent: t.AgentSpec, text: str, capture: bool) -> t.ModelReply:
         """The first model call, with the agent's input guardrails running alongside it (as the
         Agents SDK does). A tripwire ends the run before any tool runs, and cancels the call."""
-        model = asyncio.create_task(self._call_model(agent, input.capture))
-        guards = asyncio.create_task(self._guardrails(agent, "input", input.prompt))
+        model = asyncio.create_task(self._call_model(agent, capture))
+        guards = asyncio.create_task(self._guardrails(agent, "input", text))
         await workflow.wait([model, guards], return_when=asyncio.FIRST_COMPLETED)
         if model.done() and model.exception() is not None:
             guards.cancel()
@@ -257,6 +463,54 @@ class AgentRun(Steps):
         self._record_decision(record)
         return t.DecisionReceipt(call_id=decision.call_id, approved=record.approved, recorded_at=record.at)
 
+    # ------------------------------------------------------------------------- session updates
+
+    @workflow.update(
+        name=t.SESSION_SEND_UPDATE,
+        description='A message to a session: {"text": "…", "by": "alice", "message_id": "…"}. Answered after '
+        "the ones before it (or, for an agent that steers, within the answer in progress); refused once it has ended.",
+    )
+    def send_message(self, message: t.SessionMessage) -> t.MessageReceipt:
+        s, session = self._s, self._s.session
+        assert session is not None
+        steer = s.agent is not None and s.agent.mid_turn == "steer"
+        receipt = session.accept(message, workflow.now(), steer)
+        if not receipt.duplicate:
+            how = f" · {receipt.queued} ahead" if receipt.queued else ""
+            how = " · steers the answer in progress" if receipt.steer else how
+            self._event("message", text=message.text, detail=f"message {receipt.message} from {message.by}{how}")
+            workflow.set_current_details(s.details())
+        return receipt
+
+    @send_message.validator
+    def _validate_send(self, message: t.SessionMessage) -> None:
+        try:
+            self._session().check(message, self._s.done)
+        except Refused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
+    @workflow.update(
+        name=t.SESSION_END_UPDATE,
+        description='Ends a session once the messages it has accepted are answered: {"by": "alice", "reason": "…"}.',
+    )
+    def end_session(self, end: t.EndSession) -> t.EndReceipt:
+        session = self._session()
+        session.ending = session.ending or end
+        return t.EndReceipt(messages=session.messages, unanswered=session.messages - session.answered)
+
+    @end_session.validator
+    def _validate_end(self, end: t.EndSession) -> None:
+        self._session()
+        if self._s.done:
+            raise ApplicationError("the session has ended", type="SessionEnded", non_retryable=True)
+
+    def _session(self) -> SessionState:
+        if self._s.session is None:
+            raise ApplicationError(
+                "this run is not a session: start one with `client.py chat`", type="NotASession", non_retryable=True
+            )
+        return self._s.session
+
     # -------------------------------------------------------------------------------- queries
 
     @workflow.query(name=t.STATUS_QUERY, description="Phase, turn, token usage, pending approvals and decisions.")
@@ -270,6 +524,10 @@ class AgentRun(Steps):
     @workflow.query(name=t.EVENTS_QUERY, description='The run\'s numbered steps for watchers: {"since": N}.')
     def events(self, query: t.EventsQuery) -> t.EventsPage:
         return self._s.events_page(query)
+
+    @workflow.query(name=t.EXCHANGE_QUERY, description='A session\'s message K and its answer: {"message": K}.')
+    def exchange(self, query: t.ExchangeQuery) -> t.ExchangeAnswer:
+        return self._session().find(query.message)
 
     @workflow.query(name=t.MODEL_CONTEXT_QUERY, description="Internal: read by the model-call activity.")
     def model_context(self, query: t.ModelContextQuery) -> t.ModelContext:

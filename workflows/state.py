@@ -12,6 +12,7 @@ from datetime import datetime
 
 from workflows import types as t
 from workflows.approvals import Approvals
+from workflows.session import SessionState
 
 EXCERPT = 300
 # Event texts (a reply, the answer) are kept whole up to this size; queries stay far below
@@ -52,6 +53,8 @@ class RunState:
         self.executions = 1
         self._digest = ("", 0)  # (hash of messages[:n], n), extended as messages are appended
         self._call_ids: set[str] = set()  # every tool-call id this run has used, carried ones too
+        self.session: SessionState | None = None  # set for a session run
+        self.last_input_tokens = 0  # what the last model call read: a session's memory budget
 
     @property
     def agent_now(self) -> t.AgentSpec:
@@ -123,6 +126,7 @@ class RunState:
             next_event=self.first_event + len(self.events),
             previous_run_id=run_id,
             executions=self.executions + 1,
+            session=self.session.to_carry(run_id) if self.session is not None else None,
         )
 
     def from_carry(self, carry: t.Carry) -> None:
@@ -139,6 +143,8 @@ class RunState:
         self.first_event = carry.next_event
         self.previous_run_id = carry.previous_run_id
         self.executions = carry.executions
+        if carry.session is not None:
+            self.session = SessionState(carry.session)
 
     # ------------------------------------------------------------------------------- views
 
@@ -148,7 +154,9 @@ class RunState:
         limit = f" of {self.agent.max_turns}" if self.agent else ""
         lines = [f"**{self.phase}** · turn {self.turn}{limit} · {self.usage.total_tokens} tokens", "", self.last_step]
         prompt = next((m.content for m in self.messages if isinstance(m, t.UserMessage)), "")
-        if prompt:
+        if self.session is not None:
+            lines += ["", self._conversation()]
+        elif prompt:
             lines += ["", f"**prompt:** {excerpt(prompt, 200)}"]
         if self.executions > 1:
             lines += ["", f"continued as new: execution {self.executions} of this run"]
@@ -166,8 +174,26 @@ class RunState:
             ]
         return "\n".join(lines)
 
+    def _conversation(self) -> str:
+        session = self.session
+        assert session is not None
+        line = f"**conversation:** {session.messages} message(s), {session.answered} answered"
+        line += f", {len(session.queue)} queued" if session.queue else ""
+        last = session.exchanges[-1] if session.exchanges else None
+        if last is not None:
+            line += f"\n\n**message {last.message}** ({last.by}): {excerpt(last.prompt, 200)}"
+            if last.output is not None:
+                line += f"\n\n**answer:** {excerpt(last.output, 300)}"
+        return line
+
     def status(self, run_id: str) -> t.RunStatus:
-        status = self.phase if self.phase in (*t.FINAL_PHASES, "awaiting_approval") else "running"
+        status: str = self.phase if self.phase in (*t.FINAL_PHASES, "awaiting_approval") else "running"
+        status = "waiting" if self.phase == "waiting_for_message" else status
+        session = None
+        if self.session is not None:
+            agent = self.agent
+            idle = agent.idle_timeout_seconds if agent else 0.0
+            session = self.session.status(idle, self.done, agent.mid_turn if agent else "queue")
         return t.RunStatus(
             run_id=run_id,
             agent=self.agent_now.name if self.agent else None,
@@ -185,6 +211,7 @@ class RunState:
             decisions=self.approvals.decisions,
             ignored_signals=self.approvals.ignored,
             usage_by_agent=self.usage_by_agent,
+            session=session,
         )
 
     def events_page(self, query: t.EventsQuery) -> t.EventsPage:

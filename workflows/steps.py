@@ -83,7 +83,9 @@ class Steps:
     def _failure(self, message: str, kind: str) -> ApplicationError:
         """Ends the run: recorded for status and watchers, then raised as a non-retryable error."""
         self._s.error, self._s.error_type = message, kind
-        self._end("failed", message)
+        session = self._s.session
+        if session is None or session.current is None:  # in a session, only the answer fails
+            self._end("failed", message)
         return ApplicationError(message, type=kind, non_retryable=True)
 
     def _end(self, phase: t.Phase, message: str) -> None:

@@ -219,6 +219,10 @@ class ToolSpec(_Model):
     agent: str | None = None
 
 
+MidTurn = Literal["queue", "steer"]
+SessionState = Literal["answering", "waiting", "ending", "ended"]
+
+
 class MemoryPolicy(_Model):
     """How a session keeps its transcript within budget. Before a model call, when the transcript
     nears either budget, every exchange but the last `keep_exchanges` is compacted: summarized by
@@ -259,7 +263,7 @@ class AgentOptions(_Model):
     idle_timeout_seconds: float = Field(default=7 * 24 * 3600.0, gt=0)
     # A message that arrives while the run is still answering: "queue" answers it next, in
     # order; "steer" adds it to the conversation before the next model call of this answer.
-    mid_turn: Literal["queue", "steer"] = "queue"
+    mid_turn: MidTurn = "queue"
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
 
 
@@ -314,7 +318,7 @@ class SessionMessage(_Model):
     """A message sent to a session: the `session.send` update's body.
     {"text": "and tomorrow?", "by": "alice", "message_id": "7f3c…"}"""
 
-    text: str = Field(min_length=1, max_length=1_000_000)
+    text: str = Field(min_length=1, max_length=200_000)  # larger inputs belong in a tool's input
     by: str = Field(default="someone", max_length=200)
     # The sender's id for this message: sending it again (a retry after a timeout) counts once.
     message_id: str = Field(default="", max_length=200)
@@ -322,7 +326,7 @@ class SessionMessage(_Model):
 
 class MessageReceipt(_Model):
     message: int  # K: this message's number in the session, from 1
-    queued: int  # messages ahead of it not yet answered (0: it is answered next or now)
+    queued: int  # messages queued ahead of it (0: it is answered next, or now)
     steer: bool = False  # it joins the answer in progress instead of waiting its turn
     duplicate: bool = False  # the same message_id was sent before: nothing new was recorded
 
@@ -367,10 +371,22 @@ class Exchange(_Model):
     execution: str = ""
 
 
+class ExchangeSpan(_Model):
+    """Exchanges from message `first` on were answered in execution `execution` (a run id)."""
+
+    first: int
+    execution: str
+
+
 class SessionCarry(_Model):
+    """A session's state across continue-as-new: the queue whole, the last exchanges whole, and
+    where the older ones are held (each execution still answers queries after it closes)."""
+
     messages: int = 0  # received so far
     queue: list[Queued] = Field(default_factory=list)
-    exchanges: list[Exchange] = Field(default_factory=list)  # older ones with output excerpts
+    # The most recent exchanges; the last one is still being answered when `finished` is None.
+    exchanges: list[Exchange] = Field(default_factory=list)
+    spans: list[ExchangeSpan] = Field(default_factory=list)
     recent_ids: list[str] = Field(default_factory=list)  # message_ids seen lately (bounded)
     ending: EndSession | None = None
     compactions: int = 0
@@ -546,12 +562,12 @@ class RunStatus(_Model):
 class SessionStatus(_Model):
     messages: int  # received
     answered: int
-    state: Literal["answering", "waiting", "ending", "ended"]
+    state: SessionState
     queued: int = 0
     last: Exchange | None = None  # the last exchange (the one in progress while answering)
     idle_deadline: datetime | None = None  # while waiting: when the session ends unless a message comes
     compactions: int = 0
-    mid_turn: Literal["queue", "steer"] = "queue"
+    mid_turn: MidTurn = "queue"
 
 
 class ExchangeQuery(_Model):

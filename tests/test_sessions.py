@@ -1,0 +1,146 @@
+"""Session runs on a real dev server: one durable run per conversation (issue 10)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from cli.session import SessionError, end_session, get_exchange, send_message, wait_answer
+from tests.helpers import calls, replay, script, transcript
+from workflows import types as t
+
+pytestmark = pytest.mark.asyncio
+
+
+async def open_session(
+    client: Client, task_queue: str, agent: str = "chatter", **fields: Any
+) -> WorkflowHandle[Any, t.RunResult]:
+    return await client.start_workflow(
+        t.WORKFLOW_NAME,
+        t.RunInput(prompt=fields.pop("prompt", ""), agent=agent, session=True, **fields),
+        id=f"chat-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+        result_type=t.RunResult,
+    )
+
+
+async def status(handle: WorkflowHandle[Any, Any]) -> t.RunStatus:
+    return await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+
+
+async def until(predicate: Any, seconds: float = 20.0) -> None:
+    async with asyncio.timeout(seconds):
+        while not await predicate():
+            await asyncio.sleep(0.1)
+
+
+async def test_three_messages_remembered_and_addressable(client: Client, task_queue: str, worker_factory: Any) -> None:
+    async with worker_factory():
+        handle = await open_session(client, task_queue, model="echo")
+        answers = []
+        for k, text in enumerate(["my name is Ada", "I live in Oslo", "what is my name?"], start=1):
+            receipt = await send_message(client, handle.id, text, by="alice")
+            assert receipt.message == k
+            answers.append((await wait_answer(client, handle.id, k)).output)
+        assert answers == ["echo: my name is Ada", "echo: I live in Oslo", "echo: what is my name?"]
+        messages = await transcript(handle)
+        assert [m.content for m in messages if isinstance(m, t.UserMessage)][0] == "my name is Ada"
+        st = await status(handle)
+        assert st.status == "waiting" and st.session is not None
+        assert (st.session.messages, st.session.answered, st.session.state) == (3, 3, "waiting")
+        assert st.session.last is not None and st.session.last.output == "echo: what is my name?"
+        first = await get_exchange(client, handle.id, 1)
+        assert first is not None and first.output == "echo: my name is Ada" and first.by == "alice"
+        receipt_end = await end_session(client, handle.id, by="alice", reason="done")
+        assert receipt_end.unanswered == 0
+        result = await handle.result()
+        assert result.messages == 3 and result.output == "echo: what is my name?"
+        assert result.ended_by == "ended by alice: done"
+        with pytest.raises(SessionError, match="has ended"):
+            await send_message(client, handle.id, "hello again?", by="alice")
+        await replay(handle)
+
+
+async def test_messages_sent_during_an_answer_are_queued_in_order(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    slow = script(
+        llm,
+        calls(("slow_record", {"label": "a", "seconds": 2})),
+        {"content": "first done"},
+        {"content": "second"},
+        {"content": "third"},
+    )
+    async with worker_factory():
+        handle = await open_session(client, task_queue, model=slow)
+        await send_message(client, handle.id, "one", by="a")
+        await until(lambda: _phase(handle, "running_tools"))
+        two = await send_message(client, handle.id, "two", by="b")
+        three = await send_message(client, handle.id, "three", by="c")
+        assert (two.message, two.queued, three.message, three.queued) == (2, 0, 3, 1)
+        outputs = [(await wait_answer(client, handle.id, k)).output for k in (1, 2, 3)]
+        assert outputs == ["first done", "second", "third"]
+        users = [m.content for m in await transcript(handle) if isinstance(m, t.UserMessage)]
+        assert users == ["one", "two", "three"]
+        await end_session(client, handle.id, by="a")
+        assert (await handle.result()).messages == 3
+        await replay(handle)
+
+
+async def _phase(handle: WorkflowHandle[Any, Any], phase: str) -> bool:
+    return (await status(handle)).phase == phase
+
+
+async def test_a_message_steers_the_answer_in_progress(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    slow = script(
+        llm, calls(("slow_record", {"label": "a", "seconds": 2})), {"content": "steered answer"}, {"content": "unused"}
+    )
+    async with worker_factory():
+        handle = await open_session(client, task_queue, agent="steerer", model=slow)
+        await send_message(client, handle.id, "book a table", by="a")
+        await until(lambda: _phase(handle, "running_tools"))
+        steer = await send_message(client, handle.id, "make it for four", by="a")
+        assert steer.steer
+        exchange = await wait_answer(client, handle.id, 2)
+        assert exchange.message == 1 and exchange.steered == [2] and exchange.output == "steered answer"
+        messages = await transcript(handle)
+        # The steering message reached the model before its next call, after the tool's result.
+        assert isinstance(messages[-2], t.UserMessage) and messages[-2].content == "make it for four"
+        assert isinstance(messages[-3], t.ToolMessage)
+        st = await status(handle)
+        assert st.session is not None and (st.session.messages, st.session.answered) == (2, 2)
+        await end_session(client, handle.id, by="a")
+        assert (await handle.result()).messages == 2
+        await replay(handle)
+
+
+async def test_idle_timeout_ends_the_session(client: Client, task_queue: str, worker_factory: Any) -> None:
+    async with worker_factory():
+        handle = await open_session(client, task_queue, agent="drowsy", model="echo", prompt="hi")
+        result = await asyncio.wait_for(handle.result(), 30)
+        assert result.ended_by == "idle for 2s" and result.output == "echo: hi" and result.messages == 1
+
+
+async def test_refusals(client: Client, task_queue: str, worker_factory: Any) -> None:
+    async with worker_factory():
+        single = await client.start_workflow(
+            t.WORKFLOW_NAME,
+            t.RunInput(prompt="hi", model="echo"),
+            id=f"one-{uuid.uuid4().hex[:8]}",
+            task_queue=task_queue,
+            result_type=t.RunResult,
+        )
+        await single.result()
+        with pytest.raises(SessionError, match="has ended"):
+            await send_message(client, single.id, "more?", by="x")
+        running = await open_session(client, task_queue, model="echo")
+        with pytest.raises(SessionError, match="no run"):
+            await send_message(client, "no-such-run", "x", by="x")
+        await end_session(client, running.id, by="x")
+        await running.result()

@@ -1,0 +1,56 @@
+"""When a session's transcript is compacted, and what it becomes. Pure, tested without a server.
+
+Before each model call of a session, `plan` checks the transcript against the agent's memory
+budget (`MemoryPolicy`): its size as JSON, and the input tokens the last model call reported.
+Over budget, everything before the last `keep_exchanges` exchanges and the one in progress is
+compacted into one message: the model's summary of it, or a note that it was dropped. Cuts fall
+only at a user message, never between a tool call and its result.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from workflows import types as t
+
+
+class Compaction(BaseModel):
+    upto: int  # messages[:upto] are compacted
+    strategy: Literal["summarize", "trim"]
+    reason: str  # which budget, in numbers
+
+
+def transcript_bytes(messages: list[t.Message]) -> int:
+    return sum(len(m.model_dump_json(exclude={"approval"})) for m in messages)
+
+
+def plan(messages: list[t.Message], policy: t.MemoryPolicy, last_input_tokens: int = 0) -> Compaction | None:
+    size = transcript_bytes(messages)
+    reasons = []
+    if size >= policy.budget_bytes:
+        reasons.append(f"transcript {size:,} bytes ≥ budget {policy.budget_bytes:,}")
+    if policy.budget_tokens is not None and last_input_tokens >= policy.budget_tokens:
+        reasons.append(f"last call read {last_input_tokens:,} tokens ≥ budget {policy.budget_tokens:,}")
+    if not reasons:
+        return None
+    starts = [i for i, m in enumerate(messages) if isinstance(m, t.UserMessage) and not m.summary_of]
+    keep = policy.keep_exchanges + 1  # and the exchange in progress
+    if len(starts) <= keep:
+        return None
+    upto = starts[-keep]
+    if upto <= 1:  # nothing before the kept exchanges but an earlier summary
+        return None
+    return Compaction(upto=upto, strategy=policy.strategy, reason="; ".join(reasons))
+
+
+def compacted(messages: list[t.Message], upto: int, summary: str | None) -> list[t.Message]:
+    """The transcript with messages[:upto] replaced by one message: the summary, or (None) a
+    note that they were dropped. The replaced messages stay in history (`client.py export`)."""
+    stands_for = sum(m.summary_of if isinstance(m, t.UserMessage) and m.summary_of else 1 for m in messages[:upto])
+    if summary is None:
+        text = f"[{stands_for} earlier messages of this conversation were dropped to keep it within its memory budget]"
+    else:
+        text = f"Summary of our conversation so far ({stands_for} earlier messages):\n{summary}"
+    return [t.UserMessage(content=text, summary_of=stands_for), *messages[upto:]]
