@@ -68,6 +68,15 @@ def wire_for(api: str) -> tuple[Wire, str]:
     return (responses_wire, "responses") if api == "responses" else (chat_wire, "chat/completions")
 
 
+def build_request(wire: Wire, agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]:
+    """The request body for `messages`; settings no server could accept fail for good, since
+    the agent's author must fix them and no retry will."""
+    try:
+        return wire.build_request(agent, messages, model, stream)
+    except chat_wire.BadSettings as err:
+        raise ApplicationError(f"agent {agent.name}: {err}", type="ModelSettingsInvalid", non_retryable=True) from None
+
+
 HEARTBEAT_EVERY = 2.0  # the model call's heartbeat timeout is 10 s: a dead worker is noticed in seconds
 PROGRESS_EVERY = 0.1  # seconds between progress heartbeats while a reply streams in
 TAIL_CHARS = 64 * 1024  # of streamed text in heartbeat details: watchers only need the tail
@@ -160,6 +169,10 @@ class ModelActivities:
     async def read_context(self, upto: int) -> tuple[AgentSpec, list[Message]]:
         return await read_context(self._client, upto)
 
+    @property
+    def settings(self) -> LLMSettings:
+        return self._settings
+
     @activity.defn(name=MODEL_CALL_ACTIVITY)
     async def call_model(self, input: ModelCallInput) -> ModelReply:
         began = time.monotonic()
@@ -169,24 +182,49 @@ class ModelActivities:
         settings = self._settings
         model = input.model or settings.model
         wire, path = wire_for(agent.api or settings.api)
-        attempt = activity.info().attempt
-        read = agent.model_read_timeout_seconds or settings.read_timeout
-        try:
-            body = wire.build_request(agent, messages, model, settings.stream)
-        except chat_wire.BadSettings as err:  # the agent's author must fix it: no retry will
-            message = f"agent {agent.name}: {err}"
-            raise ApplicationError(message, type="ModelSettingsInvalid", non_retryable=True) from None
+        body = build_request(wire, agent, messages, model, settings.stream)
         capture = input.capture or settings.capture
+        reply, call = await self.send(agent, wire, path, body, turn=input.turn, began=began, capture=capture)
+        if self._cache is not None:
+            self._cache.remember(run, agent, messages, input.digest, reply.message)
+        if capture:
+            attempt = call.progress.attempt
+            record = {"api": path, "url": call.url, "turn": input.turn, "attempt": attempt, "stream": call.stream}
+            record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}
+            reply.capture = CaptureStore(settings.capture_dir).put(record, self._redactor)
+        log.info(
+            "model call ok: agent=%s model=%s turn=%d tool_calls=%d tokens=%d",
+            agent.name, model, input.turn, len(reply.message.tool_calls), reply.usage.total_tokens,
+        )  # fmt: skip
+        return reply
+
+    async def send(
+        self,
+        agent: AgentSpec,
+        wire: Wire,
+        path: str,
+        body: dict[str, Any],
+        *,
+        turn: int,
+        began: float,
+        capture: bool = False,
+    ) -> tuple[ModelReply, _Call]:
+        """One attempt at one request (`body`, streamed when it says so) to the model server at
+        `path`, within the agent's bounds: its read timeout, and its model timeout counted from
+        `began`. Heartbeats all along (streamed text as progress); failures come out as retryable
+        or not (activities/errors.py), masked. The `_Call` keeps the raw reply when `capture`."""
+        settings = self._settings
+        read = agent.model_read_timeout_seconds or settings.read_timeout
         call = _Call(
             wire=wire,
             url=f"{settings.base_url}/{path}",
             body=body,
             headers={"Content-Type": "application/json", **settings.auth_headers()},
-            stream=settings.stream,
-            turn=input.turn,
+            stream=body.get("stream") is True,
+            turn=turn,
             timeout=httpx.Timeout(read, connect=settings.connect_timeout),
             redactor=self._redactor,
-            progress=ModelProgress(turn=input.turn, attempt=attempt, malformed=_earlier_malformed()),
+            progress=ModelProgress(turn=turn, attempt=activity.info().attempt, malformed=_earlier_malformed()),
             capture=capture,
         )
         every = PROGRESS_EVERY if call.stream else HEARTBEAT_EVERY
@@ -212,17 +250,7 @@ class ModelActivities:
                 raise errors.malformed(mask(str(err)), call.progress.malformed) from None
             except chat_wire.StreamFailed as err:
                 raise ApplicationError(mask(str(err)), type="ModelStreamFailed") from None
-        if self._cache is not None:
-            self._cache.remember(run, agent, messages, input.digest, reply.message)
-        if capture:
-            record = {"api": path, "url": call.url, "turn": input.turn, "attempt": attempt, "stream": call.stream}
-            record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}
-            reply.capture = CaptureStore(settings.capture_dir).put(record, self._redactor)
-        log.info(
-            "model call ok: agent=%s model=%s turn=%d tool_calls=%d tokens=%d",
-            agent.name, model, input.turn, len(reply.message.tool_calls), reply.usage.total_tokens,
-        )  # fmt: skip
-        return reply
+        return reply, call
 
     async def _send(self, call: _Call) -> ModelReply:
         mask = self._redactor.text
