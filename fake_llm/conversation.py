@@ -41,6 +41,8 @@ class Conversation:
     prefix_chars: int  # same without the last input item: the part a prompt cache could hold
     fingerprint: str  # hash of what the reply depends on: stable ids for retried requests
     flags: tuple[str, ...]  # wire quirks noticed (logged, never rejected)
+    user_texts: tuple[str, ...] = ()  # every user message's text, in order
+    instructions: str = ""  # system and developer messages, or the Responses `instructions`
     # The request body as sent, for a scenario that reads what this class does not model
     # (tool parameters, the response format: see fake_llm/team.py).
     request: dict[str, Any] = field(default_factory=lambda: {}, repr=False, compare=False)
@@ -152,6 +154,8 @@ def parse_chat(body: dict[str, Any]) -> Conversation:
     flags: list[str] = []
     turn = since_user = 0
     last_user = ""
+    users: list[str] = []
+    system: list[str] = []
     for i, msg in enumerate(messages):
         role = msg.get("role")
         if not isinstance(role, str):
@@ -169,8 +173,11 @@ def parse_chat(body: dict[str, Any]) -> Conversation:
                 calls[str(tc_d.get("id", ""))] = (str(fn.get("name", "")), str(fn.get("arguments", "")))
         elif role == "user":
             last_user = content_text(msg.get("content"))
+            users.append(last_user)
             since_user = 0
             results.clear()
+        elif role in ("system", "developer"):
+            system.append(content_text(msg.get("content")))
         elif role == "tool":
             call_id = str(msg.get("tool_call_id", ""))
             name, args = calls.get(call_id, ("", ""))
@@ -189,6 +196,8 @@ def parse_chat(body: dict[str, Any]) -> Conversation:
         results_since_user=tuple(results),
         **_sizes(model, [messages, tools], messages[-1]),
         flags=tuple(flags),
+        user_texts=tuple(users),
+        instructions="\n".join(system),
         request=body,
     )
 
@@ -207,6 +216,9 @@ def parse_responses(body: dict[str, Any]) -> Conversation:
     results: list[ToolResult] = []
     turn = since_user = 0
     last_user = ""
+    users: list[str] = []
+    instructions = body.get("instructions")
+    system = [instructions] if isinstance(instructions, str) else []
     in_run = False
     for item in items:
         kind = item.get("type")
@@ -226,13 +238,15 @@ def parse_responses(body: dict[str, Any]) -> Conversation:
         in_run = False
         if item.get("role") == "user" and kind in (None, "message"):
             last_user = content_text(item.get("content"))
+            users.append(last_user)
             since_user = 0
             results.clear()
+        elif item.get("role") in ("system", "developer") and kind in (None, "message"):
+            system.append(content_text(item.get("content")))
         elif kind == "function_call_output":
             call_id = str(item.get("call_id", ""))
             name, args = calls.get(call_id, ("", ""))
             results.append(ToolResult(call_id, name, args, content_text(item.get("output"))))
-    instructions = body.get("instructions")
     tools = body.get("tools")
     return Conversation(
         api="responses",
@@ -246,5 +260,7 @@ def parse_responses(body: dict[str, Any]) -> Conversation:
         results_since_user=tuple(results),
         **_sizes(model, [instructions, items, tools], items[-1] if items else None),
         flags=(),
+        user_texts=tuple(users),
+        instructions="\n".join(system),
         request=body,
     )

@@ -11,7 +11,14 @@ The model name picks the scenario:
   echo          "echo: <last user message>"
   loop:<N>:<B>  N-1 turns of B filler characters plus a call to the first tool, then text
   team          every agent of a support team: handoffs, an agent as a tool, typed output (fake_llm/team.py)
+  recall        "I remember: <user message 1> | <user message 2> | ...": every user message it
+                sees, in order (a summary put in place of older messages is one of them)
   anything else the weather demo (get_weather in parallel, convert_temperature, answer)
+
+Whatever the model, a request whose instructions start with "Summarize the conversation" (a
+session's compaction, activities/compaction.py) gets "SUMMARY: <user message> | ...": the
+user messages of the transcript it was sent, read from its <user> and <summary> tags (an
+earlier summary's without its "SUMMARY: "), or a blank reply when there are none.
 """
 
 from __future__ import annotations
@@ -264,6 +271,35 @@ def _weather(conv: Conversation) -> tuple[str | None, list[tuple[str, str]]]:
     return text, []
 
 
+# -------------------------------------------------------------------------------- memory
+
+SUMMARY_MARKER = "Summarize the conversation"  # as activities/compaction.py starts its instructions
+SUMMARY_PREFIX = "SUMMARY: "
+MAX_RECALL_CHARS = 64 * 1024
+# Past the compaction activity's own cap (64 KB), so a test can see that cap at work.
+MAX_SUMMARY_CHARS = 256 * 1024
+_TAGGED = re.compile(r"<(user|summary)(?: of=\"\d+\")?>\n(.*?)\n</\1>", re.DOTALL)
+_ANY_TAG = re.compile(r"^<(user|summary|assistant|tool_call|tool_result)\b", re.MULTILINE)
+
+
+def _recall(conv: Conversation) -> tuple[str | None, list[tuple[str, str]]]:
+    if not conv.user_texts:
+        return "I remember nothing.", []
+    return ("I remember: " + " | ".join(conv.user_texts))[:MAX_RECALL_CHARS], []
+
+
+def _summarize(conv: Conversation) -> tuple[str | None, list[tuple[str, str]]]:
+    """The user messages in the transcript sent to be summarized; "" when there are none."""
+    texts: list[str] = []
+    for sent in conv.user_texts:
+        tagged = _TAGGED.findall(sent)
+        if not _ANY_TAG.search(sent):  # not a transcript in compaction's tags: the message as it is
+            texts.append(sent)
+        texts += [text.removeprefix(SUMMARY_PREFIX) if tag == "summary" else text for tag, text in tagged]
+    texts = [text for text in texts if text.strip()]
+    return ((SUMMARY_PREFIX + " | ".join(texts))[:MAX_SUMMARY_CHARS] if texts else ""), []
+
+
 # --------------------------------------------------------------------------------- entry
 
 
@@ -290,7 +326,9 @@ def reply_for(conv: Conversation, scripts: Mapping[str, Sequence[ScriptStep]]) -
     keepalive = False
     delta_chars: int | None = None
     ids: tuple[str, ...] = ()
-    if conv.model.startswith("script:"):
+    if conv.instructions.lstrip().startswith(SUMMARY_MARKER):
+        content, calls = _summarize(conv)
+    elif conv.model.startswith("script:"):
         content, calls, step = _script(conv, scripts)
         override, keepalive, delta_chars, ids = step.usage, step.keepalive, step.delta_chars, step.ids
     elif conv.model == "echo":
@@ -299,6 +337,8 @@ def reply_for(conv: Conversation, scripts: Mapping[str, Sequence[ScriptStep]]) -
         content, calls = _loop(conv)
     elif conv.model == "team":
         content, calls = team.reply(conv)
+    elif conv.model == "recall":
+        content, calls = _recall(conv)
     else:  # "weather", "demo" and any other name: the offline demo works whatever LLM_MODEL is
         content, calls = _weather(conv)
     tool_calls = tuple(
