@@ -33,6 +33,7 @@ from temporalio.client import Client
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from activities import Registry, executor
+from activities.compaction import CompactionActivities
 from activities.connection import address, connect, ensure_search_attributes, namespace, task_queue
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
@@ -137,6 +138,7 @@ def build_worker(
     threads = ToolThreads(executor.size_from_env() if tool_threads is None else tool_threads)
     cache = ContextCache()
     model = ModelActivities(client, settings, http, cache)
+    compaction = CompactionActivities(model)
     tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads)
     hooks = HookActivities(registry, client, settings, http, threads)
     masking, _ = redaction_for(settings)
@@ -148,7 +150,7 @@ def build_worker(
             client,
             task_queue=queue,
             workflows=[AgentRun],
-            activities=[model.call_model, tools.call_tool, tools.resolve_agent, hooks.run_hook],
+            activities=[model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook],
             **base,  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
         )
     ]
