@@ -37,6 +37,7 @@ from activities.capture import CaptureStore
 from activities.connection import address, connect, namespace, task_queue
 from activities.payload_store import PayloadStoreError
 from activities.settings import LLMSettings
+from cli import session
 from cli.export import export_run, write_jsonl
 from cli.watch import watch
 from workflows import types as t
@@ -248,12 +249,76 @@ async def print_result(handle: WorkflowHandle[Any, Any], as_json: bool) -> int:
 
 async def cmd_result(client: Client, args: argparse.Namespace) -> int:
     handle, desc = await existing(client, args.run_id)
+    if args.message is not None:
+        if args.no_wait:
+            exchange = await session.get_exchange(client, args.run_id, args.message)
+            if exchange is None or (exchange.output is None and exchange.error is None):
+                emit(
+                    args.json,
+                    {"run_id": args.run_id, "message": args.message, "output": None},
+                    "not answered yet",
+                    True,
+                )
+                return 1
+        else:
+            exchange = await session.wait_answer(client, args.run_id, args.message)
+        return print_exchange(args.run_id, args.message, exchange, args.json)
     if args.no_wait:
         if desc.status == WorkflowExecutionStatus.RUNNING:
             still = {"run_id": args.run_id, "status": "running", "output": None}
             emit(args.json, still, "the run is still running", error=True)
             return 1
     return await print_result(handle, args.json)
+
+
+def print_exchange(run_id: str, message: int, ex: t.Exchange, as_json: bool) -> int:
+    """One message's answer: the text (typed output: its object), or why answering it failed."""
+    obj = {
+        "run_id": run_id,
+        "message": message,
+        "answered_by_exchange": ex.message,
+        "output": ex.output_object if ex.output_object is not None else ex.output,
+        "turn": ex.first_turn + ex.turns - 1,
+        "turns": ex.turns,
+        "usage": ex.usage.model_dump() | {"total_tokens": ex.usage.total_tokens},
+        "error": ex.error,
+    }
+    if ex.error is not None:
+        emit(as_json, obj, f"message {message} failed: {ex.error}", error=True)
+        return 1
+    text = json.dumps(ex.output_object, indent=2, ensure_ascii=False) if ex.output_object is not None else ex.output
+    emit(as_json, obj, text or "")
+    return 0
+
+
+async def cmd_send(client: Client, args: argparse.Namespace) -> int:
+    text = read_prompt(args)
+    if len(text) > t.MAX_MESSAGE_CHARS:
+        raise UsageError(f"the message is longer than {t.MAX_MESSAGE_CHARS:,} characters: give large inputs to a tool")
+    receipt = await session.send_message(client, args.run_id, text, by=args.by, message_id=args.message_id)
+    if not args.wait:
+        how = (
+            " (steers the answer in progress)"
+            if receipt.steer
+            else f" ({receipt.queued} ahead)"
+            if receipt.queued
+            else ""
+        )
+        emit(args.json, {"run_id": args.run_id, **receipt.model_dump()}, f"message {receipt.message} sent{how}")
+        return 0
+    exchange = await session.wait_answer(client, args.run_id, receipt.message)
+    return print_exchange(args.run_id, receipt.message, exchange, args.json)
+
+
+async def cmd_end(client: Client, args: argparse.Namespace) -> int:
+    receipt = await session.end_session(client, args.run_id, by=args.by, reason=args.reason)
+    left = f"; {receipt.unanswered} message(s) still to answer first" if receipt.unanswered else ""
+    emit(
+        args.json,
+        {"run_id": args.run_id, **receipt.model_dump()},
+        f"ending {args.run_id} after {receipt.messages} message(s){left}",
+    )
+    return 0
 
 
 async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription) -> dict[str, Any]:
@@ -294,6 +359,10 @@ async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutio
         out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
         if live.ignored_signals:
             out["ignored_signals"] = live.ignored_signals
+        if live.session is not None:
+            out["session"] = live.session.model_dump(mode="json")
+            if out["status"] == "running" and live.status == "waiting":
+                out["status"] = "waiting"
     except RPCError:
         out["note"] = "live details unavailable (is a worker running?); showing search attributes"
     retrying = [
@@ -331,6 +400,17 @@ def render_status(s: dict[str, Any]) -> str:
     ]
     if s.get("last_step"):
         lines.append(f"last:    {s['last_step']}")
+    if s.get("session"):
+        c = s["session"]
+        queued = f", {c['queued']} queued" if c["queued"] else ""
+        lines.append(f"session: {c['state']} · {c['messages']} message(s), {c['answered']} answered{queued}")
+        if c.get("last"):
+            last = c["last"]
+            lines.append(f"  you:   [{last['message']}] {last['by']}: {last['prompt']}")
+            answer = last["output"] if last["output"] is not None else last["error"] or "(answering…)"
+            lines.append(f"  agent: {answer[:300]}")
+        if c.get("idle_deadline"):
+            lines.append(f"  ends:  {c['idle_deadline'][:19]} unless a message comes")
     for p in s.get("pending_approvals", []):
         args = json.dumps(p["arguments"], ensure_ascii=False)
         lines.append(f"waiting: {p['call_id']}  {p['tool']}({args})  since {p['since'][:19]}")
@@ -523,6 +603,7 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--json", action="store_true", help="print JSON")
         if name == "result":
             cmd.add_argument("--no-wait", action="store_true", help="exit 1 at once if the run is still going")
+            cmd.add_argument("--message", type=positive_int, metavar="K", help="a session's answer to message K")
         cmd.set_defaults(fn=fn)
 
     who = os.environ.get("USER") or os.environ.get("USERNAME") or "cli"
@@ -539,6 +620,22 @@ def parser() -> argparse.ArgumentParser:
     reject.add_argument("--reason", required=True, help="what the model is told")
     reject.add_argument("--by", default=who, help="who decides (default: %(default)s)")
     reject.set_defaults(fn=cmd_decide)
+
+    send = sub.add_parser("send", help="send a message to a session (see chat)")
+    send.add_argument("run_id")
+    send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
+    send.add_argument("--prompt-file", type=Path, metavar="F", help="read the message from this file")
+    send.add_argument("--wait", action="store_true", help="wait for this message's answer and print it")
+    send.add_argument("--by", default=who, help="who is talking (default: %(default)s)")
+    send.add_argument("--message-id", metavar="ID", help="sending the same id again counts once (default: new)")
+    send.add_argument("--json", action="store_true", help="print JSON")
+    send.set_defaults(fn=cmd_send)
+    end = sub.add_parser("end", help="end a session once the messages it has taken are answered")
+    end.add_argument("run_id")
+    end.add_argument("--reason", default="", help="kept in the run's result")
+    end.add_argument("--by", default=who, help="who ends it (default: %(default)s)")
+    end.add_argument("--json", action="store_true", help="print JSON")
+    end.set_defaults(fn=cmd_end)
 
     w = sub.add_parser("watch", help="follow a run live: text as it streams, tool calls, approvals, answer")
     w.add_argument("run_id")
@@ -569,7 +666,7 @@ async def dispatch(args: argparse.Namespace) -> int:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
     try:
         return int(await args.fn(client, args))
-    except UsageError as err:
+    except (UsageError, session.SessionError) as err:
         fail(str(err), 2, as_json)
     except WorkflowAlreadyStartedError:
         fail(f"a run with id '{args.id}' is already running", 2, as_json)

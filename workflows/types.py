@@ -314,11 +314,14 @@ class HandoffRecord(_Model):
     call_id: str
 
 
+MAX_MESSAGE_CHARS = 200_000  # a session message; larger inputs belong in a tool's input
+
+
 class SessionMessage(_Model):
     """A message sent to a session: the `session.send` update's body.
     {"text": "and tomorrow?", "by": "alice", "message_id": "7f3c…"}"""
 
-    text: str = Field(min_length=1, max_length=200_000)  # larger inputs belong in a tool's input
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     by: str = Field(default="someone", max_length=200)
     # The sender's id for this message: sending it again (a retry after a timeout) counts once.
     message_id: str = Field(default="", max_length=200)

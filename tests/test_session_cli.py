@@ -1,0 +1,57 @@
+"""`client.py send`, `end`, `result --message` and `status` on a session, run as a user runs them."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_client import Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
+from tests.test_sessions import open_session
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_send_wait_result_status_end(cli: Cli, client, task_queue, worker_factory) -> None:
+    async with worker_factory():
+        handle = await open_session(client, task_queue, model="echo")
+        done = await cli("send", handle.id, "hello", "there", "--wait", "--json")
+        assert done.code == 0, str(done)
+        answer = done.json()
+        assert answer["message"] == 1 and answer["output"] == "echo: hello there"
+        assert answer["turn"] == 1 and answer["usage"]["requests"] == 1 and answer["usage"]["total_tokens"] > 0
+        done = await cli("send", handle.id, "second", "--by", "bob")
+        assert done.code == 0 and done.out.strip().startswith("message 2 sent"), str(done)
+        done = await cli("result", handle.id, "--message", "2")
+        assert done.code == 0 and done.out.strip() == "echo: second", str(done)
+        done = await cli("result", handle.id, "--message", "1", "--json")
+        assert done.json()["output"] == "echo: hello there"
+        done = await cli("result", handle.id, "--message", "7")
+        assert done.code == 2 and "no message 7" in one_clean_line(done.err), str(done)
+        done = await cli("status", handle.id, "--json")
+        status = done.json()
+        assert status["status"] == "waiting" and status["session"]["messages"] == 2
+        assert status["session"]["last"]["prompt"] == "second" and status["session"]["last"]["by"] == "bob"
+        text = (await cli("status", handle.id)).out
+        assert "session: waiting · 2 message(s), 2 answered" in text and "echo: second" in text
+        done = await cli("end", handle.id, "--reason", "bye")
+        assert done.code == 0, str(done)
+        result = await handle.result()
+        assert result.ended_by.endswith("bye") and result.messages == 2
+        done = await cli("send", handle.id, "anyone?")
+        assert done.code == 2 and "has ended" in one_clean_line(done.err), str(done)
+        done = await cli("send", handle.id, "anyone?", "--json")
+        assert done.code == 2 and "has ended" in done.json()["error"]
+
+
+async def test_send_to_a_run_that_is_not_a_session(cli: Cli, client, task_queue, worker_factory, llm) -> None:
+    from tests.test_client import script, slow
+
+    async with worker_factory():
+        model = script(llm, slow(3), {"content": "done"})
+        done = await cli("run", "--agent", "scripted", "--model", model, "go")
+        run_id = done.out.strip()
+        done = await cli("send", run_id, "hi")
+        assert done.code == 2 and "not a session" in one_clean_line(done.err), str(done)
+        done = await cli("end", run_id)
+        assert done.code == 2 and "not a session" in one_clean_line(done.err), str(done)
+        done = await cli("send", "no-such-run", "hi")
+        assert done.code == 2 and "no run with id" in one_clean_line(done.err), str(done)
