@@ -17,8 +17,8 @@ The model name picks the scenario:
 
 Whatever the model, a request whose instructions start with "Summarize the conversation" (a
 session's compaction, activities/compaction.py) gets "SUMMARY: <user message> | ...": the
-user messages of the transcript it was sent, read from its <user> and <summary> tags (an
-earlier summary's without its "SUMMARY: "), or a blank reply when there are none.
+user messages of the transcript it was sent, read from its <user> and <summary> tags (from an
+earlier summary, what follows its "SUMMARY: "), or a blank reply when there are none.
 """
 
 from __future__ import annotations
@@ -295,9 +295,14 @@ def _summarize(conv: Conversation) -> tuple[str | None, list[tuple[str, str]]]:
         tagged = _TAGGED.findall(sent)
         if not _ANY_TAG.search(sent):  # not a transcript in compaction's tags: the message as it is
             texts.append(sent)
-        texts += [text.removeprefix(SUMMARY_PREFIX) if tag == "summary" else text for tag, text in tagged]
+        texts += [_unwrapped(text) if tag == "summary" else text for tag, text in tagged]
     texts = [text for text in texts if text.strip()]
     return ((SUMMARY_PREFIX + " | ".join(texts))[:MAX_SUMMARY_CHARS] if texts else ""), []
+
+
+def _unwrapped(summary: str) -> str:
+    """An earlier summary's messages: what follows its "SUMMARY: ", wherever the runner put it."""
+    return summary.split(SUMMARY_PREFIX, 1)[1] if SUMMARY_PREFIX in summary else summary
 
 
 # --------------------------------------------------------------------------------- entry

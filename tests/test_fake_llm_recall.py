@@ -15,7 +15,7 @@ from fake_llm.scenarios import MAX_SUMMARY_CHARS
 SUMMARIZE = "Summarize the conversation in the user message below."
 TRANSCRIPT = "\n".join(
     [
-        '<summary of="4">\nSUMMARY: my name is Ada | my order is 4417\n</summary>',
+        '<summary of="4">\nSummary of our conversation so far:\nSUMMARY: my name is Ada | my order is 4417\n</summary>',
         "<user>\nI live in Paris\n</user>",
         "<assistant>\nnoted\n</assistant>",
         '<tool_call name="get_weather" id="call_2_0">{"city": "Paris"}</tool_call>',
