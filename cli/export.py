@@ -4,22 +4,28 @@
     {"type": "model_call", ...}     each model reply as recorded, with its wire capture if kept
     {"type": "decision", ...}       what the run did next: the tool calls it ran, or its answer
     {"type": "tool_result", ...}    what each tool returned, with any approval decision
+    {"type": "message", ...}        a session: each message sent to it (K, text, sender, time)
+    {"type": "compaction", ...}     a session: each summary that replaced messages[:upto]
     {"type": "result", ...}         the final answer, or why the run failed
 
-Every execution of a run that continued as new is included, oldest first. `replay_decisions`
-feeds the captured responses back through the pure turn logic: an exported run can be replayed
-offline, and must make the same decisions.
+Every execution of a run that continued as new is included, oldest first: a session's whole
+transcript stays here after compaction has replaced its older messages in the run's memory.
+`replay_decisions` feeds the captured responses back through the pure turn logic: an exported
+run can be replayed offline, and must make the same decisions.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.common.v1 import Payloads
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.update.v1 import Outcome
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 
@@ -75,6 +81,11 @@ ENDINGS = {
 
 async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captures: CaptureStore) -> Any:
     scheduled: dict[int, tuple[str, Any]] = {}  # event id -> (activity name, input)
+    outcomes: dict[int, Outcome] = {}  # an accepted update's event id -> how it completed
+    for e in events:
+        if e.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+            update = e.workflow_execution_update_completed_event_attributes
+            outcomes[update.accepted_event_id] = update.outcome
     turn: int | None = None  # the turn whose decision is not yet written
     ran: list[str] = []
     for e in events:
@@ -90,6 +101,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 t.MODEL_CALL_ACTIVITY: t.ModelCallInput,
                 t.TOOL_CALL_ACTIVITY: t.ToolCallInput,
                 t.HOOK_ACTIVITY: t.HookInput,
+                t.COMPACT_ACTIVITY: t.CompactInput,
             }.get(name)
             value: Any = await _decode(converter, a.input, input_type) if input_type else None
             scheduled[e.event_id] = (name, value)
@@ -125,6 +137,13 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 result = await _decode(converter, done.result, t.ToolResult)
                 if not result.needs_approval:
                     yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json")}
+            elif name == t.COMPACT_ACTIVITY:
+                compacted = await _decode(converter, done.result, t.CompactResult)
+                yield {"type": "compaction", "turn": value.turn, "upto": value.upto, "summary": compacted.summary}
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            request = e.workflow_execution_update_accepted_event_attributes.accepted_request
+            if request.input.name == t.SESSION_SEND_UPDATE:
+                yield await _message(converter, e, request.input.args, outcomes.get(e.event_id))
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
             result = await _decode(converter, e.workflow_execution_completed_event_attributes.result, t.RunResult)
             yield {"type": "decision", "turn": turn, "kind": "final", "output": result.output}
@@ -142,6 +161,23 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             yield {"type": "result", "status": status, "error": detail or status}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW and turn is not None:
             yield {"type": "decision", "turn": turn, "kind": "run_tools", "ran": ran}
+
+
+async def _message(
+    converter: DataConverter, e: HistoryEvent, args: Payloads, outcome: Outcome | None
+) -> dict[str, Any]:
+    """A message sent to a session, numbered K by its receipt (None while the update has none)."""
+    message = await _decode(converter, args, t.SessionMessage)
+    line: dict[str, Any] = {"type": "message", "message": None, "text": message.text, "by": message.by}
+    line["at"] = e.event_time.ToDatetime(tzinfo=UTC).isoformat()
+    if outcome is not None and outcome.HasField("success"):
+        receipt = await _decode(converter, outcome.success, t.MessageReceipt)
+        line["message"] = receipt.message
+        if receipt.duplicate:  # sent again with the same message_id: recorded once, under K
+            line["duplicate"] = True
+    elif outcome is not None and outcome.HasField("failure"):
+        line["error"] = outcome.failure.message
+    return line
 
 
 def write_jsonl(lines: list[dict[str, Any]], path: Path | None) -> None:
