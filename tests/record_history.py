@@ -1,5 +1,6 @@
 """Record a run's history into tests/histories/ for the replay test:
-`python -m tests.record_history NAME "PROMPT" [--approve] [--tools MODULE --agent A --model M]`.
+`python -m tests.record_history NAME "PROMPT" [--approve] [--tools MODULE --agent A --model M]`,
+or a session: `... NAME "" --session "MESSAGE" --session "MESSAGE" …` (each answered in turn, then ended).
 With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
 (the replay test replays each file under its name), so its child runs (agents used as tools) are
 recorded beside it under theirs, NAME.CALL_ID.json. Re-record only on purpose: a
@@ -21,6 +22,7 @@ from activities import Registry
 from activities.connection import connect
 from activities.model import new_http_client
 from activities.settings import LLMSettings
+from cli.session import end_session, send_message, wait_answer
 from fake_llm import FakeLLMServer
 from tests.devserver import DevServer
 from worker import build_worker
@@ -49,6 +51,7 @@ async def record(
     tools: str = "examples.demo_agent",
     agent: str = "demo",
     model: str | None = None,
+    session: list[str] | None = None,
 ) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         server = DevServer(Path(tmp))
@@ -61,13 +64,18 @@ async def record(
             async with new_http_client(settings) as http, build_worker(client, queue, registry, settings, http):
                 handle = await client.start_workflow(
                     t.WORKFLOW_NAME,
-                    t.RunInput(prompt=prompt, agent=agent, model=model),
+                    t.RunInput(prompt=prompt, agent=agent, model=model, session=bool(session)),
                     id=name,
                     task_queue=queue,
                     result_type=t.RunResult,
                 )
                 if approve:
                     await asyncio.wait_for(approve_all(handle), timeout=60)
+                for text in session or []:
+                    receipt = await send_message(client, name, text, by="recorder")
+                    await asyncio.wait_for(wait_answer(client, name, receipt.message), 60)
+                if session:
+                    await end_session(client, name, by="recorder")
                 await handle.result()
             history = await handle.fetch_history()
             children = [
@@ -96,8 +104,9 @@ def main() -> None:
     parser.add_argument("--tools", default="examples.demo_agent")
     parser.add_argument("--agent", default="demo")
     parser.add_argument("--model")
+    parser.add_argument("--session", action="append", metavar="MESSAGE", help="record a session with these messages")
     args = parser.parse_args()
-    paths = asyncio.run(record(args.name, args.prompt, args.approve, args.tools, args.agent, args.model))
+    paths = asyncio.run(record(args.name, args.prompt, args.approve, args.tools, args.agent, args.model, args.session))
     print("\n".join(map(str, paths)))
 
 

@@ -254,3 +254,7 @@ async def test_checked_in_histories_still_replay():
     team = recorded["support_team_v1"]
     assert "startChildWorkflowExecutionInitiatedEventAttributes" in team and t.HOOK_ACTIVITY in team
     assert "support_team_v1.call_2_0" in recorded
+    # a session: messages by update, answers, a compaction by the model, an end
+    conversation = recorded["session_v1"]
+    assert t.SESSION_SEND_UPDATE in conversation and t.SESSION_END_UPDATE in conversation
+    assert t.COMPACT_ACTIVITY in conversation
