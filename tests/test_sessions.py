@@ -202,3 +202,36 @@ async def test_memory_trimmed(client: Client, task_queue: str, worker_factory: A
         assert t.COMPACT_ACTIVITY not in names  # trimming asks no model
         await end_session(client, handle.id, by="alice")
         await handle.result()
+
+
+async def test_a_failed_answer_fails_that_message_not_the_session(
+    client: Client, task_queue: str, worker_factory: Any
+) -> None:
+    from activities import Registry
+
+    async with worker_factory(registry=Registry.from_modules(["tests.fixtures.team_agents"])):
+        handle = await open_session(client, task_queue, agent="gatekeeper", model="echo")
+        answers = await converse(client, handle, ["hello", "this is forbidden", "hello again"])
+        assert answers[0].output == "echo: hello" and answers[2].output == "echo: hello again"
+        assert answers[1].output is None and answers[1].error is not None
+        assert answers[1].error.startswith("InputGuardrailTripwireTriggered")
+        st = await status(handle)
+        assert st.status == "waiting" and st.error is None
+        await end_session(client, handle.id, by="a")
+        assert (await handle.result()).messages == 3
+        await replay(handle)
+
+
+async def test_cancel_ends_a_waiting_session(client: Client, task_queue: str, worker_factory: Any) -> None:
+    from temporalio.client import WorkflowFailureError
+
+    async with worker_factory():
+        handle = await open_session(client, task_queue, model="echo", prompt="hi")
+        await wait_answer(client, handle.id, 1)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        st = await status(handle)
+        assert st.status == "cancelled" and st.session is not None and st.session.state == "ended"
+        with pytest.raises(SessionError, match="has ended"):
+            await send_message(client, handle.id, "still there?", by="a")
