@@ -16,7 +16,7 @@ from activities.guardrails import (
 )
 from activities.registry import Registry
 from activities.tools import Tool, ToolContext, ToolRetryableError, tool
-from workflows.types import AssistantMessage, Message, ModelSettings, ToolMessage, UserMessage
+from workflows.types import AssistantMessage, MemoryPolicy, Message, ModelSettings, ToolMessage, UserMessage
 
 __all__ = [
     "Agent",
@@ -26,6 +26,7 @@ __all__ = [
     "GuardrailResult",
     "Handoff",
     "InputGuardrail",
+    "MemoryPolicy",
     "Message",
     "ModelSettings",
     "OutputGuardrail",
