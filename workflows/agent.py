@@ -123,7 +123,7 @@ class AgentRun(Steps):
         assert first is not None
         session = s.session
         base = session.current.first_turn - 1 if session is not None and session.current is not None else 0
-        calls = 0
+        calls = s.turn - base  # model calls this answer has made (in earlier executions too)
         while True:
             if self._should_continue(first):
                 await self._continue_as_new(input)
