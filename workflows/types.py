@@ -38,6 +38,14 @@ SESSION_END_UPDATE = "session.end"
 EXCHANGE_QUERY = "session.exchange"
 # Summarizes a session's older turns when its transcript nears the agent's memory budget.
 COMPACT_ACTIVITY = "agent.compact"
+# Breakpoints: a paused run holds still until resumed; while paused, its state can be inspected
+# and edited (each edit validated by the update's validator, then recorded).
+PAUSE_UPDATE = "agent.pause"
+RESUME_UPDATE = "agent.resume"
+EDIT_UPDATE = "agent.edit"
+INSPECT_QUERY = "agent.inspect"
+# The state just before model call N, read by `client.py fork` to start a new run from it.
+FORK_POINT_QUERY = "agent.fork_point"
 
 # Custom search attributes (registered by the dev server the setup starts, and by the worker).
 SA_AGENT = "AgentName"  # Keyword
@@ -46,6 +54,7 @@ SA_TURN = "AgentTurn"  # Int
 SA_TOKENS = "AgentTotalTokens"  # Int
 SA_PENDING = "AgentPendingApprovals"  # Int
 SA_VERSION = "AgentVersion"  # Keyword: the frozen agent's version, to find runs an old deploy must finish
+SA_FORKED_FROM = "AgentForkedFrom"  # Keyword: the run a fork started from (its forks: AgentForkedFrom="ID")
 SEARCH_ATTRIBUTES: dict[str, str] = {
     SA_AGENT: "Keyword",
     SA_PHASE: "Keyword",
@@ -53,12 +62,13 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     SA_TOKENS: "Int",
     SA_PENDING: "Int",
     SA_VERSION: "Keyword",
+    SA_FORKED_FROM: "Keyword",
 }
 
 # A run's phase: the AgentPhase search attribute and `status`. The last three are final.
 Phase = Literal[
     "starting", "calling_model", "running_tools", "awaiting_approval", "continuing", "completed", "failed", "cancelled",
-    "waiting_for_message", "compacting",
+    "waiting_for_message", "compacting", "paused",
 ]  # fmt: skip
 FINAL_PHASES: tuple[Phase, ...] = ("completed", "failed", "cancelled")
 
@@ -462,6 +472,9 @@ EventKind = Literal[
     "compacted",  # sessions: detail: what was summarized or dropped
     "waiting",  # sessions: answered everything; waiting for the next message
     "ended",  # sessions: text: why the session ended
+    "paused",  # detail: where and why (before model call 3: breakpoint; by alice)
+    "edited",  # detail: what an edit changed, and who made it
+    "resumed",  # detail: who resumed the run
 ]
 
 
