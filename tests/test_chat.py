@@ -151,6 +151,8 @@ async def test_a_conversation_at_a_terminal(
         calls(("send", {"label": "report"})),
         {"content": STORY, "delta_chars": 6},  # ~35 frames 60 ms apart: ~2 s of visible writing
         {"content": MORE, "delta_chars": 4},  # ~120 frames: ~7 s, time to leave and come back
+        calls(("send", {"label": "another"})),
+        {"content": "As you wish: I did not send it."},
     )
     env = env_for(temporal_server, task_queue)
     async with worker_factory(settings=streaming(llm)):
@@ -205,13 +207,33 @@ async def test_a_conversation_at_a_terminal(
             await back.expect(rf"rejoined session {run_id} with guarded: 2 message\(s\), 1 answered, answering")
             await back.expect(r"tess> tell me more\n +\(being answered: following it\)")
             await back.expect(re.escape(MORE[-30:]) + r"\n+you> ")  # the answer in progress, followed to its end
-            back.type("/end\r")
-            await back.expect(rf"session {run_id} has ended")
+            back.type("send another one\r")
+            await back.expect(r"approve\? \[y\]es / \[n\]o / \[e\]dit: ")
+            back.type("n\r")
+            await back.expect(r"reason, for the model")
+            back.type("not today\r")
+            await back.expect(r"send call_4_0: rejected: not today by tess")
+            await back.expect(r"guarded> As you wish: I did not send it\.\n+you> ")
+            back.type("\x04")  # Ctrl-D: leave too
+            await back.expect(rf"detached; the session goes on\. rejoin it: python client\.py chat {run_id}")
             assert await back.exit_code() == 0
         finally:
             back.close()
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+        last = await Terminal.open(env, run_id, "--by", "tess")
+        try:  # waiting for a message: the last exchange, briefly, then the prompt
+            await last.expect(r"3 message\(s\), 3 answered, waiting")
+            await last.expect(r"tess> send another one\nguarded> As you wish: I did not send it\.\nyou> ")
+            last.type("/help\r")
+            await last.expect(r"/end +end the session")
+            last.type("/end\r")
+            await last.expect(rf"session {run_id} has ended")
+            assert await last.exit_code() == 0
+        finally:
+            last.close()
         result = await handle.result()
-        assert result.messages == 2 and result.output == MORE and "tess" in result.ended_by
+        assert result.messages == 3 and result.output.startswith("As you wish") and "tess" in result.ended_by
     assert counter_file.read_text().startswith("send:edited ")  # the edited call ran, once
     assert counter_file.read_text().count("send:") == 1
 
