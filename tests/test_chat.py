@@ -30,6 +30,7 @@ from cli.chat import (
     parse_choice,
     parse_line,
     render_status,
+    wants_colour,
 )
 from tests.helpers import calls, script
 from tests.test_client import Done, one_clean_line
@@ -449,6 +450,18 @@ def test_colour_only_when_asked_and_pipes_keep_steps_off_stdout():
     p.event(event("final", text="the answer"))
     assert out.getvalue() == "" and info.getvalue() == "\x1b[2m  ⚙ record(label=a)\x1b[0m\n"
     assert Style(False).agent("demo> ") == "demo> "
+
+
+class Screen(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_on_a_terminal_unless_no_color(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert wants_colour(Screen()) and not wants_colour(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not wants_colour(Screen())
 
 
 def test_what_a_chat_waits_for_after_sending():
