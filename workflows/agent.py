@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     import pydantic
 
     import workflows.types as t
-    from workflows import memory
+    from workflows import edits, memory
     from workflows.approvals import DecisionRefused
     from workflows.session import Refused, SessionState
     from workflows.steps import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN, SA_AGENT, SA_VERSION, Steps, model_retry
@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         decide,
         describe_call,
         tripwire,
+        without_dropped,
     )
 
 # Bugs and bad data in workflow code fail the run with their message, instead of failing the
@@ -52,6 +53,8 @@ RUN_FAILURE_TYPES: list[type[BaseException]] = [
 ]  # fmt: skip
 
 
+# A paused run waits this long for a resume, then fails (its state stays forkable).
+PAUSE_LIMIT = timedelta(days=30)
 # A session continues as new between messages once its history passes either bound, far below
 # Temporal's own limits, so no execution of a days-long conversation grows large.
 SESSION_HISTORY_BYTES = 1_000_000
@@ -66,8 +69,9 @@ class AgentRun(Steps):
         super().__init__()
         if input.carry is not None:
             self._s.from_carry(input.carry)
-        elif input.session:
-            self._s.session = SessionState()
+        else:
+            self._s.breakpoints = input.breakpoints
+            self._s.session = SessionState() if input.session else None
         self._turns_here = 0
 
     # ------------------------------------------------------------------------------- the loop
@@ -127,6 +131,7 @@ class AgentRun(Steps):
         while True:
             if self._should_continue(first):
                 await self._continue_as_new(input)
+            await self._before_model(s.agent_now, s.turn + 1)
             s.turn += 1
             self._turns_here += 1
             agent = s.agent_now
@@ -135,6 +140,7 @@ class AgentRun(Steps):
                     self._steer(session)
                 await self._fit_memory(agent, first.memory)
             calls += 1
+            s.mark()
             if guard is not None:
                 reply = await self._first_call_guarded(agent, guard, input.capture)
                 guard = None
@@ -158,6 +164,15 @@ class AgentRun(Steps):
             if isinstance(step, Stop):
                 raise self._failure(step.message, step.error)
             if isinstance(step, RunTools):
+                why = edits.before_tools(s.breakpoints, reply.message.tool_calls) or self._pause_requested()
+                if why is not None:
+                    await self._pause("before_tools", s.turn, why)
+                    agent, edited = s.agent_now, s.messages[-1]
+                    assert isinstance(edited, t.AssistantMessage)
+                    replan = decide(
+                        agent, s.turn - base, t.ModelReply(message=edited), limits=first, always=s.approvals.always
+                    )
+                    step = without_dropped(replan, s.dropped_calls) if isinstance(replan, RunTools) else step
                 await self._run_tools(agent, step)
                 if step.handoff is not None:
                     await self._hand_off(agent, step.handoff)
@@ -192,6 +207,64 @@ class AgentRun(Steps):
         workflow.continue_as_new(
             t.RunInput(prompt="", agent=s.agent.name, carry=carry, capture=input.capture, session=input.session)
         )
+
+    # --------------------------------------------------------------------------- breakpoints
+
+    async def _before_model(self, agent: t.AgentSpec, turn: int) -> None:
+        """The safe point before model call `turn`: the agent's breakpoint function (if any) may
+        edit or pause; a breakpoint or a pause request pauses."""
+        s = self._s
+        why = edits.before_model(s.breakpoints, turn) or self._pause_requested()
+        if agent.breakpoint and why is None:
+            result = await self._hook(agent, "breakpoint", agent.breakpoint, transcript_len=len(s.messages))
+            for edit in result.edits:
+                try:
+                    self._apply_edit(edit)
+                except edits.EditRefused as refused:
+                    why = f"breakpoint function {agent.breakpoint}: its edit was refused: {refused}"
+                    break
+            if why is None and result.pause is not None:
+                why = f"breakpoint function {agent.breakpoint}: {result.pause or 'pause'}"
+        if why is not None:
+            await self._pause("before_model", turn, why)
+
+    def _pause_requested(self) -> str | None:
+        request = self._s.pause_request
+        if request is None:
+            return None
+        return f"paused by {request.by}" + (f": {request.reason}" if request.reason else "")
+
+    async def _pause(self, where: t.PauseWhere, turn: int, why: str) -> None:
+        """Holds the run still, durably, until `client.py resume`; edits apply meanwhile."""
+        s = self._s
+        s.pause_request, s.resumed_by = None, None
+        s.paused = t.PauseInfo(where=where, turn=turn, why=why, at=workflow.now())
+        point = f"before model call {turn}" if where == "before_model" else f"before the tool calls of turn {turn}"
+        self._event("paused", detail=f"{point}: {why}")
+        self._set_phase("paused", f"paused {point}: {why}")
+        try:
+            await workflow.wait_condition(
+                lambda: s.resumed_by is not None, timeout=PAUSE_LIMIT, timeout_summary="pause limit"
+            )
+        except TimeoutError:
+            s.paused = None
+            message = f"paused {point} for {PAUSE_LIMIT.days} days without a resume (fork it to go on)"
+            raise self._failure(message, "PausedTooLong") from None
+        self._event("resumed", detail=f"by {s.resumed_by}")
+        s.paused = None
+        self._set_phase("running_tools" if where == "before_tools" else "calling_model", f"resumed by {s.resumed_by}")
+
+    def _apply_edit(self, edit: t.Edit) -> t.EditRecord:
+        """An edit through the one validated path (a person's or a breakpoint function's)."""
+        s = self._s
+        state = s.editable()
+        summary = edits.apply(edit, state)  # raises EditRefused, before anything changes
+        s.take_edit(state)
+        record = t.EditRecord(edit=edit, at=workflow.now(), turn=s.turn, summary=summary)
+        s.edits.append(record)
+        self._event("edited", detail=summary)
+        workflow.set_current_details(s.details())
+        return record
 
     # ------------------------------------------------------------------------------ sessions
 
@@ -511,6 +584,63 @@ class AgentRun(Steps):
             )
         return self._s.session
 
+    # -------------------------------------------------------------------------- debug updates
+
+    @workflow.update(name=t.PAUSE_UPDATE, description='Pause at the next safe point: {"by": "alice", "reason": "…"}.')
+    def pause(self, request: t.PauseRequest) -> t.RunStatus:
+        self._s.pause_request = request
+        self._s.last_step = f"pause requested by {request.by}: the run pauses at its next safe point"
+        workflow.set_current_details(self._s.details())
+        return self.status()
+
+    @pause.validator
+    def _validate_pause(self, request: t.PauseRequest) -> None:
+        s = self._s
+        if s.done:
+            raise ApplicationError(
+                "the run has ended: fork it to go on from a turn", type="RunEnded", non_retryable=True
+            )
+        if s.paused is not None:
+            raise ApplicationError(
+                f"the run is already paused ({s.paused.why})", type="AlreadyPaused", non_retryable=True
+            )
+
+    @workflow.update(name=t.RESUME_UPDATE, description='Go on from a pause (with any edits): {"by": "alice"}.')
+    def resume(self, request: t.ResumeRequest) -> t.RunStatus:
+        s = self._s
+        if s.paused is not None:
+            s.resumed_by = request.by
+        else:  # paused only on request so far: the request is withdrawn
+            s.pause_request = None
+            self._event("resumed", detail=f"pause request withdrawn by {request.by}")
+        return self.status()
+
+    @resume.validator
+    def _validate_resume(self, request: t.ResumeRequest) -> None:
+        if self._s.paused is None and self._s.pause_request is None:
+            raise ApplicationError("the run is not paused", type="NotPaused", non_retryable=True)
+        if self._s.resumed_by is not None:
+            raise ApplicationError(f"already resumed by {self._s.resumed_by}", type="NotPaused", non_retryable=True)
+
+    @workflow.update(
+        name=t.EDIT_UPDATE, description='Edit a paused run: {"op": "text", "index": 3, "text": "…"} (see Edit).'
+    )
+    def edit(self, edit: t.Edit) -> t.EditReceipt:
+        record = self._apply_edit(edit)
+        return t.EditReceipt(summary=record.summary, items=len(self._s.messages))
+
+    @edit.validator
+    def _validate_edit(self, edit: t.Edit) -> None:
+        s = self._s
+        if s.paused is None or s.resumed_by is not None:
+            raise ApplicationError(
+                "the run is not paused: pause it first (client.py pause RUN_ID)", type="NotPaused", non_retryable=True
+            )
+        try:
+            edits.apply(edit, s.editable())
+        except edits.EditRefused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
     # -------------------------------------------------------------------------------- queries
 
     @workflow.query(name=t.STATUS_QUERY, description="Phase, turn, token usage, pending approvals and decisions.")
@@ -528,6 +658,17 @@ class AgentRun(Steps):
     @workflow.query(name=t.EXCHANGE_QUERY, description='A session\'s message K and its answer: {"message": K}.')
     def exchange(self, query: t.ExchangeQuery) -> t.ExchangeAnswer:
         return self._session().find(query.message)
+
+    @workflow.query(name=t.INSPECT_QUERY, description="A paused run's state: items with indexes, pending calls, edits.")
+    def inspect(self) -> t.Inspection:
+        return self._s.inspection(workflow.info().workflow_id)
+
+    @workflow.query(name=t.FORK_POINT_QUERY, description='The state just before model call N: {"turn": N}.')
+    def fork_point(self, query: t.ForkQuery) -> t.ForkPoint:
+        try:
+            return self._s.fork_point(query.turn)
+        except ValueError as err:
+            raise ApplicationError(str(err), type="CannotFork") from None
 
     @workflow.query(name=t.MODEL_CONTEXT_QUERY, description="Internal: read by the model-call activity.")
     def model_context(self, query: t.ModelContextQuery) -> t.ModelContext:

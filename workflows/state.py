@@ -12,7 +12,9 @@ from datetime import datetime
 
 from workflows import types as t
 from workflows.approvals import Approvals
+from workflows.edits import Editable
 from workflows.session import SessionState
+from workflows.turn import json_object
 
 EXCERPT = 300
 # Event texts (a reply, the answer) are kept whole up to this size; queries stay far below
@@ -55,6 +57,15 @@ class RunState:
         self._call_ids: set[str] = set()  # every tool-call id this run has used, carried ones too
         self.session: SessionState | None = None  # set for a session run
         self.last_input_tokens = 0  # what the last model call read: a session's memory budget
+        # Breakpoints and edits (workflows/edits.py)
+        self.breakpoints: t.Breakpoints | None = None
+        self.pause_request: t.PauseRequest | None = None  # `client.py pause`: at the next safe point
+        self.paused: t.PauseInfo | None = None
+        self.resumed_by: str | None = None
+        self.edits: list[t.EditRecord] = []
+        self.dropped_calls: dict[str, str] = {}
+        self.marks: dict[int, int] = {}  # turn → transcript length before that model call
+        self.forked_from: t.ForkLink | None = None
 
     @property
     def agent_now(self) -> t.AgentSpec:
@@ -65,10 +76,37 @@ class RunState:
         return member
 
     def replace_messages(self, messages: list[t.Message]) -> None:
-        """The one edit the transcript allows besides appending (a handoff's input filter). Its
-        digest is rebuilt; call ids stay claimed, so none is ever reused in this run."""
+        """The one way to rewrite the transcript besides appending (a handoff's input filter, a
+        compaction, an edit). Its digest is rebuilt; the turn marks before now no longer hold (a
+        fork can't start there); call ids stay claimed, so none is ever reused in this run."""
         self.messages = list(messages)
         self._digest = ("", 0)
+        self.marks.clear()
+
+    def mark(self) -> None:
+        """Model call `turn` is about to read the transcript as it is: a fork may start here."""
+        self.marks[self.turn] = len(self.messages)
+
+    @property
+    def pending_calls(self) -> list[t.ToolCall]:
+        """Paused before tools: the calls the last reply asked for, about to run."""
+        last = self.messages[-1] if self.messages else None
+        if self.paused is None or self.paused.where != "before_tools" or not isinstance(last, t.AssistantMessage):
+            return []
+        return last.tool_calls
+
+    def editable(self) -> Editable:
+        """A deep copy of what an edit may change (the validator tries edits on it)."""
+        assert self.agent is not None
+        messages = [m.model_copy(deep=True) for m in self.messages]
+        last = messages[-1] if messages and self.pending_calls else None
+        pending = last.tool_calls if isinstance(last, t.AssistantMessage) else []
+        return Editable(messages, self.agent, self.agent_now.name, pending, dict(self.dropped_calls))
+
+    def take_edit(self, edited: Editable) -> None:
+        self.replace_messages(edited.messages)
+        self.dropped_calls = edited.dropped
+        self.current = None if edited.current == (self.agent.name if self.agent else None) else edited.current
 
     def digest(self) -> str:
         value, n = self._digest
@@ -127,6 +165,11 @@ class RunState:
             previous_run_id=run_id,
             executions=self.executions + 1,
             session=self.session.to_carry(run_id) if self.session is not None else None,
+            breakpoints=self.breakpoints,
+            edits=self.edits,
+            marks=self.marks,
+            forked_from=self.forked_from,
+            dropped_calls=self.dropped_calls,
         )
 
     def from_carry(self, carry: t.Carry) -> None:
@@ -145,6 +188,11 @@ class RunState:
         self.executions = carry.executions
         if carry.session is not None:
             self.session = SessionState(carry.session)
+        self.breakpoints = carry.breakpoints
+        self.edits = list(carry.edits)
+        self.marks = dict(carry.marks)
+        self.forked_from = carry.forked_from
+        self.dropped_calls = dict(carry.dropped_calls)
 
     # ------------------------------------------------------------------------------- views
 
@@ -188,7 +236,7 @@ class RunState:
 
     def status(self, run_id: str) -> t.RunStatus:
         status: str = self.phase if self.phase in (*t.FINAL_PHASES, "awaiting_approval") else "running"
-        status = "waiting" if self.phase == "waiting_for_message" else status
+        status = "waiting" if self.phase == "waiting_for_message" else "paused" if self.phase == "paused" else status
         session = None
         if self.session is not None:
             agent = self.agent
@@ -212,6 +260,56 @@ class RunState:
             ignored_signals=self.approvals.ignored,
             usage_by_agent=self.usage_by_agent,
             session=session,
+            paused=self.paused,
+            forked_from=self.forked_from,
+        )
+
+    def inspection(self, run_id: str) -> t.Inspection:
+        dropped = self.dropped_calls
+        pending = [
+            t.PendingCall(
+                call_id=c.call_id,
+                tool=c.name,
+                arguments=json_object(c.arguments) if json_object(c.arguments) is not None else c.arguments,
+                dropped_by=dropped.get(c.call_id),
+            )
+            for c in self.pending_calls
+        ]
+        return t.Inspection(
+            run_id=run_id,
+            agent=self.agent_now.name if self.agent else None,
+            agents=[self.agent.name, *(a.name for a in self.agent.team)] if self.agent else [],
+            turn=self.turn,
+            phase=self.phase,
+            paused=self.paused,
+            items=[t.Item(index=i, message=m) for i, m in enumerate(self.messages)],
+            pending_calls=pending,
+            edits=self.edits,
+            breakpoints=self.breakpoints,
+        )
+
+    def fork_point(self, turn: int) -> t.ForkPoint:
+        """The state just before model call `turn`; ValueError if it can no longer be rebuilt."""
+        assert self.agent is not None
+        if turn == self.turn + 1 and not self.done:
+            upto = len(self.messages)  # the call this run is about to make (paused, or between turns)
+        elif turn in self.marks:
+            upto = self.marks[turn]
+        else:
+            held = sorted(self.marks)
+            span = f"turns {held[0]}-{held[-1]}" if held else "no earlier turn"
+            later = "" if self.done else f" or turn {self.turn + 1}"
+            raise ValueError(
+                f"cannot fork before model call {turn}: this run made {self.turn} model call(s), and its transcript "
+                f"as it was then is kept for {span}{later} (a handoff filter, compaction or edit rewrites it)"
+            )
+        handoffs = [h for h in self.handoffs if h.turn < turn]
+        return t.ForkPoint(
+            agent=self.agent,
+            current=handoffs[-1].to_agent if handoffs else None,
+            messages=self.messages[:upto],
+            turn=turn - 1,
+            handoffs=handoffs,
         )
 
     def events_page(self, query: t.EventsQuery) -> t.EventsPage:

@@ -13,7 +13,7 @@ No Temporal, no I/O, no clocks, no randomness: each function is unit-tested on i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -174,6 +174,20 @@ def answered(planned: PlannedCall) -> ToolMessage:
     if planned.action == "handoff":
         return ToolMessage(call_id=call.call_id, name=call.name, content=json.dumps({"assistant": planned.target}))
     return ToolMessage(call_id=call.call_id, name=call.name, content=planned.answer, is_error=True)
+
+
+def without_dropped(step: RunTools, dropped: Mapping[str, str]) -> RunTools:
+    """The plan with each call a person dropped (while the run was paused) answered instead of run."""
+    return RunTools(
+        calls=[
+            PlannedCall(
+                call=p.call, action="answer", answer=f"error: {dropped[p.call.call_id]} dropped this call before it ran"
+            )
+            if p.call.call_id in dropped
+            else p
+            for p in step.calls
+        ]
+    )
 
 
 def after_tools(step: RunTools, results: dict[str, ToolMessage]) -> list[ToolMessage]:

@@ -293,6 +293,9 @@ class AgentSpec(AgentOptions):
     output_name: str = ""
     input_guardrails: list[str] = Field(default_factory=list)  # names, run by the hook activity
     output_guardrails: list[str] = Field(default_factory=list)
+    # A worker-side function called before each model call with the run's state; it may edit
+    # the state or pause the run (the hook activity, kind "breakpoint"). None: no function.
+    breakpoint: str | None = None
     # Every other agent this run may reach (handoff targets, agents run as tools, theirs in
     # turn), frozen at start; members carry no team of their own. Only the run's first agent has one.
     team: list[AgentSpec] = Field(default_factory=list)
@@ -324,7 +327,77 @@ class HandoffRecord(_Model):
     call_id: str
 
 
-MAX_MESSAGE_CHARS = 200_000  # a session message; larger inputs belong in a tool's input
+MAX_MESSAGE_CHARS = 200_000  # a session message or edited text; larger inputs belong in a tool's input
+
+
+class Breakpoints(_Model):
+    """Where a run pauses by itself: before model call N (the run's turn numbers), before every
+    model call, before any tool call or before calls of the named tools."""
+
+    at_turns: list[int] = Field(default_factory=list, max_length=1000)
+    every_turn: bool = False
+    before_tools: bool = False
+    tools: list[str] = Field(default_factory=list, max_length=100)
+
+
+class PauseRequest(_Model):
+    """`client.py pause`: the run pauses at its next safe point (before a model or tool call)."""
+
+    by: str = Field(default="someone", max_length=200)
+    reason: str = Field(default="", max_length=1000)
+
+
+PauseWhere = Literal["before_model", "before_tools"]
+
+
+class PauseInfo(_Model):
+    where: PauseWhere
+    turn: int  # before model call `turn`, or before the tools model call `turn` asked for
+    why: str  # "breakpoint at turn 3", "pause by alice: …", "breakpoint function: …"
+    at: datetime
+
+
+class ResumeRequest(_Model):
+    by: str = Field(default="someone", max_length=200)
+
+
+EditOp = Literal["text", "drop", "insert", "args", "drop_call", "agent"]
+
+
+class Edit(_Model):
+    """One change to a paused run's state. `index` is an item's stable index in `inspect`.
+    text: {"op": "text", "index": 3, "text": "…"}       drop: {"op": "drop", "index": 3}
+    insert: {"op": "insert", "index": 3, "role": "user", "text": "…"}
+    args: {"op": "args", "call_id": "call_1", "arguments": {…}}   drop_call: {"op": "drop_call", "call_id": "call_1"}
+    agent: {"op": "agent", "agent": "billing"}"""
+
+    op: EditOp
+    index: int | None = Field(default=None, ge=0)
+    text: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
+    role: Literal["user", "assistant"] | None = None
+    call_id: str | None = Field(default=None, max_length=200)
+    arguments: dict[str, Any] | None = None
+    agent: str | None = Field(default=None, max_length=200)
+    by: str = Field(default="someone", max_length=200)
+
+
+class EditRecord(_Model):
+    """An edit as applied: who, when, what (in words), at which pause."""
+
+    edit: Edit
+    at: datetime
+    turn: int
+    summary: str
+
+
+class EditReceipt(_Model):
+    summary: str
+    items: int  # transcript items after the edit
+
+
+class ForkLink(_Model):
+    run_id: str
+    turn: int  # the new run started just before this model call of `run_id`
 
 
 class SessionMessage(_Model):
@@ -422,6 +495,14 @@ class Carry(_Model):
     previous_run_id: str | None = None
     executions: int = 1
     session: SessionCarry | None = None
+    breakpoints: Breakpoints | None = None
+    edits: list[EditRecord] = Field(default_factory=list)
+    # Transcript length before each model call, by turn, where the transcript since is only appended
+    # to; a rewrite (handoff filter, compaction, edit) drops the marks before it. Read by fork.
+    marks: dict[int, int] = Field(default_factory=dict)
+    forked_from: ForkLink | None = None
+    dropped_calls: dict[str, str] = Field(default_factory=dict)  # call id → who dropped it
+    paused: PauseInfo | None = None
 
 
 class RunInput(_Model):
@@ -439,6 +520,7 @@ class RunInput(_Model):
     # A conversation: the run answers `prompt` (if any), then each message sent to it, until
     # `client.py end`, its agent's idle timeout, or a cancel.
     session: bool = False
+    breakpoints: Breakpoints | None = None
 
 
 class RunResult(_Model):
@@ -573,6 +655,8 @@ class RunStatus(_Model):
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
     handoffs: list[HandoffRecord] = Field(default_factory=list)
     session: SessionStatus | None = None  # set for a session run
+    paused: PauseInfo | None = None
+    forked_from: ForkLink | None = None
 
 
 class SessionStatus(_Model):
@@ -595,6 +679,47 @@ class ExchangeAnswer(_Model):
     messages: int = 0  # received so far
     # When message K was answered in an earlier execution: its run id, to query there.
     execution: str | None = None
+
+
+class Item(_Model):
+    """A transcript item with its stable index (what edits refer to)."""
+
+    index: int
+    message: Message
+
+
+class PendingCall(_Model):
+    call_id: str
+    tool: str
+    arguments: Any  # the arguments as an object (the raw text when it is not JSON)
+    dropped_by: str | None = None
+
+
+class Inspection(_Model):
+    run_id: str
+    agent: str | None  # the agent in charge
+    agents: list[str] = Field(default_factory=list)  # every agent this run froze (for edits of the agent)
+    turn: int
+    phase: str
+    paused: PauseInfo | None = None
+    items: list[Item] = Field(default_factory=list)
+    pending_calls: list[PendingCall] = Field(default_factory=list)
+    edits: list[EditRecord] = Field(default_factory=list)
+    breakpoints: Breakpoints | None = None
+
+
+class ForkQuery(_Model):
+    turn: int = Field(ge=1)
+
+
+class ForkPoint(_Model):
+    """A run's state just before model call `turn`: what `client.py fork` starts a new run from."""
+
+    agent: AgentSpec  # the run's first agent, with its frozen team
+    current: str | None = None
+    messages: list[Message]
+    turn: int  # model calls made before the fork point (turn - 1)
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
 
 
 class TranscriptQuery(_Model):
@@ -632,7 +757,7 @@ class ResolveAgentInput(_Model):
     model_settings: ModelSettings | None = None
 
 
-HookKind = Literal["approval", "input_guardrail", "output_guardrail", "output_type", "input_filter"]
+HookKind = Literal["approval", "input_guardrail", "output_guardrail", "output_type", "input_filter", "breakpoint"]
 
 
 class HookInput(_Model):
@@ -646,7 +771,7 @@ class HookInput(_Model):
     call_id: str = ""  # approval: the call
     arguments: str = ""  # approval: the model's raw arguments
     text: str = ""  # guardrails: the input or final output; output_type: the final output
-    transcript_len: int = 0  # input_filter: filters messages[:transcript_len], read by query
+    transcript_len: int = 0  # input_filter, breakpoint: messages[:transcript_len], read by query
 
 
 class HookResult(_Model):
@@ -657,6 +782,8 @@ class HookResult(_Model):
     info: Any = None  # guardrails: what the guardrail returned about its decision
     output: Any = None  # output_type: the validated object, as JSON
     messages: list[Message] | None = None  # input_filter: what the next agent sees
+    edits: list[Edit] = Field(default_factory=list)  # breakpoint: edits to apply, validated by the run
+    pause: str | None = None  # breakpoint: pause the run, for this reason
 
 
 class ModelContextQuery(_Model):

@@ -1,0 +1,156 @@
+"""Breakpoints on a real dev server: pause, inspect, edit, resume, fork (issue 11)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+
+from tests.helpers import calls, replay, script, transcript
+from tests.test_agents import requests_for
+from workflows import types as t
+
+pytestmark = pytest.mark.asyncio
+
+
+async def begin(
+    client: Client, task_queue: str, model: str, agent: str = "scripted", **fields: Any
+) -> WorkflowHandle[Any, t.RunResult]:
+    return await client.start_workflow(
+        t.WORKFLOW_NAME,
+        t.RunInput(prompt=fields.pop("prompt", "go"), agent=agent, model=model, **fields),
+        id=f"bp-{uuid.uuid4().hex[:12]}",
+        task_queue=task_queue,
+        result_type=t.RunResult,
+    )
+
+
+async def paused(handle: WorkflowHandle[Any, Any], seconds: float = 20) -> t.Inspection:
+    async with asyncio.timeout(seconds):
+        while True:
+            view: t.Inspection = await handle.query(t.INSPECT_QUERY, result_type=t.Inspection)
+            if view.paused is not None and view.phase == "paused":
+                return view
+            await asyncio.sleep(0.1)
+
+
+async def edit(handle: WorkflowHandle[Any, Any], **fields: Any) -> t.EditReceipt:
+    return await handle.execute_update(t.EDIT_UPDATE, t.Edit(by="alice", **fields), result_type=t.EditReceipt)
+
+
+async def refusal(update: Any) -> str:
+    """The reason an update was refused (its validator's error)."""
+    with pytest.raises(WorkflowUpdateFailedError) as info:
+        await update
+    return str(getattr(info.value.cause, "message", info.value.cause))
+
+
+async def resume(handle: WorkflowHandle[Any, Any]) -> None:
+    await handle.execute_update(t.RESUME_UPDATE, t.ResumeRequest(by="alice"), result_type=t.RunStatus)
+
+
+async def test_pause_at_turn_edit_text_resume_model_sees_the_edit(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    model = script(llm, calls(("add", {"a": 1, "b": 2})), {"content": "three"}, {"content": "unused"})
+    async with worker_factory():
+        handle = await begin(
+            client, task_queue, model, prompt="add one and two", breakpoints=t.Breakpoints(at_turns=[2])
+        )
+        view = await paused(handle)
+        assert view.paused is not None and view.paused.where == "before_model" and view.paused.turn == 2
+        assert "breakpoint at turn 2" in view.paused.why
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        assert status.status == "paused" and status.paused is not None
+        assert [i.message.role for i in view.items] == ["user", "assistant", "tool"]
+        receipt = await edit(handle, op="text", index=2, text="the tool says: 42")
+        assert "replaced the text of item 2" in receipt.summary
+        await edit(handle, op="insert", index=3, role="user", text="answer in one word")
+        view = await handle.query(t.INSPECT_QUERY, result_type=t.Inspection)
+        assert [e.edit.op for e in view.edits] == ["text", "insert"] and view.edits[0].edit.by == "alice"
+        await resume(handle)
+        result = await handle.result()
+        assert result.output == "three"
+        # the second model request carried exactly the edited transcript
+        second = requests_for(llm, model)[1]
+        contents = [m.get("content") for m in second["messages"]]
+        assert "the tool says: 42" in contents and contents[-1] == "answer in one word"
+        await replay(handle)
+
+
+async def test_pause_before_a_tool_change_its_arguments_it_runs_once_with_them(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Any
+) -> None:
+    model = script(llm, calls(("record", {"label": "old"})), {"content": "done"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model, breakpoints=t.Breakpoints(tools=["record"]))
+        view = await paused(handle)
+        assert view.paused is not None and view.paused.where == "before_tools"
+        (call,) = view.pending_calls
+        assert call.tool == "record" and call.arguments == {"label": "old"}
+        reason = await refusal(edit(handle, op="args", call_id=call.call_id, arguments={"label": 5}))
+        assert "arguments for record are invalid" in reason and "label" in reason
+        await edit(handle, op="args", call_id=call.call_id, arguments={"label": "new"})
+        await resume(handle)
+        assert (await handle.result()).output == "done"
+        lines = counter_file.read_text().split("\n")
+        assert [line.split()[0] for line in lines if line] == ["new"]
+        messages = await transcript(handle)
+        assert isinstance(messages[1], t.AssistantMessage) and json.loads(messages[1].tool_calls[0].arguments) == {
+            "label": "new"
+        }
+        await replay(handle)
+
+
+async def test_invalid_edits_are_refused_and_nothing_is_recorded(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    model = script(llm, calls(("add", {"a": 1, "b": 2})), {"content": "three"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model, breakpoints=t.Breakpoints(at_turns=[2]))
+        await paused(handle)
+        before = len((await handle.fetch_history()).events)
+        bad = [
+            {"op": "text", "index": 9, "text": "x"},
+            {"op": "drop", "index": 2},  # a tool result alone
+            {"op": "insert", "index": 2, "role": "user", "text": "between a call and its result"},
+            {"op": "agent", "agent": "nobody"},
+            {"op": "args", "call_id": "call_nope", "arguments": {}},
+            {"op": "text", "index": 0, "text": "  "},
+        ]
+        reasons = [await refusal(edit(handle, **fields)) for fields in bad]
+        assert "no item 9" in reasons[0] and "drop its call's message (item 1)" in reasons[1]
+        assert "nothing may come between a call and its results" in reasons[2]
+        assert "no agent 'nobody'" in reasons[3] and "no pending call call_nope" in reasons[4]
+        assert len((await handle.fetch_history()).events) == before
+        view = await handle.query(t.INSPECT_QUERY, result_type=t.Inspection)
+        assert view.edits == []
+        await resume(handle)
+        await handle.result()
+
+
+async def test_pause_while_running_and_fork(client: Client, task_queue: str, worker_factory: Any, llm: Any) -> None:
+    model = script(
+        llm,
+        calls(("slow_record", {"label": "a", "seconds": 2})),
+        calls(("add", {"a": 1, "b": 1})),
+        {"content": "finished"},
+    )
+    async with worker_factory():
+        handle = await begin(client, task_queue, model)
+        async with asyncio.timeout(20):
+            while (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).phase != "running_tools":
+                await asyncio.sleep(0.1)
+        await handle.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="bob", reason="look"), result_type=t.RunStatus)
+        view = await paused(handle)
+        assert view.paused is not None and view.paused.turn == 2 and "paused by bob: look" in view.paused.why
+        point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=2), result_type=t.ForkPoint)
+        assert point.turn == 1 and [m.role for m in point.messages] == ["user", "assistant", "tool"]
+        await resume(handle)
+        assert (await handle.result()).output == "finished"
+        point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=3), result_type=t.ForkPoint)
+        assert point.turn == 2 and len(point.messages) == 5
