@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import json
 import os
 import re
 import sys
@@ -261,7 +262,7 @@ async def chat_through_a_pipe(env: dict[str, str], *args: str, lines: str, timeo
 async def test_through_a_pipe_each_line_is_a_message_and_each_answer_a_line(
     client, temporal_server, task_queue, worker_factory, llm
 ) -> None:
-    model = script(llm, {"content": "first answer"}, {"content": "second answer"})
+    model = script(llm, {"content": "first answer"}, {"content": "second answer"}, {"content": "third\nanswer"})
     env = env_for(temporal_server, task_queue)
     async with worker_factory(settings=streaming(llm)):
         done = await chat_through_a_pipe(env, "--agent", "chatter", "--model", model, lines="hello\n\nhow are you?\n")
@@ -275,11 +276,18 @@ async def test_through_a_pipe_each_line_is_a_message_and_each_answer_a_line(
         assert live.session is not None and (live.session.state, live.session.answered) == ("waiting", 2)
         assert live.session.last is not None and live.session.last.prompt == "how are you?"
 
+        # With --json, a script reads one object per answer (a multi-line answer stays one line).
+        as_json = await chat_through_a_pipe(env, handle.id, "--json", lines="and a third?\n")
+        assert as_json.code == 0 and as_json.out.count("\n") == 2, str(as_json)
+        answer, detached = (json.loads(line) for line in as_json.out.splitlines())
+        assert answer == {"type": "answer", "run_id": handle.id, "message": 3, "answer": "third\nanswer", "yours": True}
+        assert detached == {"type": "detached", "run_id": handle.id, "pending_approval": None}
+
         ended = await chat_through_a_pipe(env, handle.id, lines="/end\n")
         assert ended.code == 0 and ended.out == "", str(ended)
         assert f"session {handle.id} has ended" in ended.err and "Traceback" not in ended.err
         result = await handle.result()
-        assert result.messages == 2 and result.output == "second answer"
+        assert result.messages == 3 and result.output == "third\nanswer"
 
 
 @needs_chat
