@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import re
 import sys
@@ -34,10 +35,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities import chat_wire
 from activities.capture import CaptureStore
-from activities.connection import address, connect, namespace, task_queue
+from activities.connection import address, connect, namespace, quiet_runtime, task_queue
 from activities.payload_store import PayloadStoreError
 from activities.settings import LLMSettings
-from cli import session
+from cli import chat, session
 from cli.export import export_run, write_jsonl
 from cli.watch import watch
 from workflows import types as t
@@ -59,6 +60,9 @@ QUERY_TIMEOUT = timedelta(seconds=3)
 MAX_PROMPT_BYTES = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a chat turn
 MAX_RUN_ID = 255
 ENDED = {"failed", "cancelled", "terminated", "timed_out", "completed"}
+# The SDK core's own logs (its gRPC retries while a server restarts): errors only, on stderr.
+CORE_LOG = logging.getLogger("temporalio.core")
+CORE_LOG.setLevel(logging.ERROR)
 
 
 class UsageError(Exception):
@@ -621,6 +625,7 @@ def parser() -> argparse.ArgumentParser:
     reject.add_argument("--by", default=who, help="who decides (default: %(default)s)")
     reject.set_defaults(fn=cmd_decide)
 
+    chat.add_parser(sub)
     send = sub.add_parser("send", help="send a message to a session (see chat)")
     send.add_argument("run_id")
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
@@ -659,7 +664,7 @@ def parser() -> argparse.ArgumentParser:
 async def dispatch(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
     try:
-        client = await connect()
+        client = await connect(runtime=quiet_runtime(CORE_LOG))
     except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
         fail(str(err), 2, as_json)
     except Exception as err:

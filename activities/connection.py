@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import os
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -15,6 +16,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadConverter
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
 
 from activities.payload_store import external_storage
 from workflows.types import SEARCH_ATTRIBUTES
@@ -69,8 +71,17 @@ def task_queue() -> str:
     return os.environ.get("AGENT_TASK_QUEUE", DEFAULT_TASK_QUEUE)
 
 
-async def connect(target: str | None = None, ns: str | None = None) -> Client:
-    return await Client.connect(target or address(), namespace=ns or namespace(), data_converter=data_converter())
+async def connect(target: str | None = None, ns: str | None = None, runtime: Runtime | None = None) -> Client:
+    return await Client.connect(
+        target or address(), namespace=ns or namespace(), data_converter=data_converter(), runtime=runtime
+    )
+
+
+def quiet_runtime(logger: logging.Logger) -> Runtime:
+    """A runtime whose core logs (gRPC retries while a server restarts, …) go to `logger`,
+    instead of to standard output in colour, where a CLI's output belongs."""
+    logging_config = LoggingConfig(filter=LoggingConfig.default.filter, forwarding=LogForwardingConfig(logger=logger))
+    return Runtime(telemetry=TelemetryConfig(logging=logging_config))
 
 
 async def ensure_search_attributes(client: Client) -> list[str]:

@@ -759,9 +759,9 @@ async def cmd_chat(client: Client, args: argparse.Namespace) -> int:
     return await chat.run(status)
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     who = os.environ.get("USER") or os.environ.get("USERNAME") or "cli"
-    chat = sub.add_parser(
+    chat: argparse.ArgumentParser = sub.add_parser(
         "chat",
         help="talk with an agent: one durable run per conversation (RUN_ID rejoins one)",
         description="On a terminal: a prompt, answers as they stream, approvals asked inline. Through a pipe: "
