@@ -38,7 +38,7 @@ from activities.capture import CaptureStore
 from activities.connection import address, connect, namespace, quiet_runtime, task_queue
 from activities.payload_store import PayloadStoreError
 from activities.settings import LLMSettings
-from cli import chat, session
+from cli import chat, debug, session
 from cli.export import export_run, write_jsonl
 from cli.watch import watch
 from workflows import types as t
@@ -199,6 +199,7 @@ async def cmd_run(client: Client, args: argparse.Namespace) -> int:
             model=args.model,
             capture=args.capture,
             model_settings=args.settings,
+            breakpoints=breakpoints(args),
         ),
         id=run_id,
         task_queue=args.task_queue,
@@ -220,6 +221,17 @@ async def cmd_run(client: Client, args: argparse.Namespace) -> int:
             print(f"follow it: python client.py status {run_id}  ·  {ui_url(run_id)}", file=sys.stderr)
         return 0
     return await print_result(handle, args.json)
+
+
+def breakpoints(args: argparse.Namespace) -> t.Breakpoints | None:
+    if not (args.break_at or args.break_every_turn or args.break_before_tools or args.break_tool):
+        return None
+    return t.Breakpoints(
+        at_turns=args.break_at or [],
+        every_turn=args.break_every_turn,
+        before_tools=args.break_before_tools,
+        tools=args.break_tool or [],
+    )
 
 
 def failure(err: WorkflowFailureError) -> tuple[str, dict[str, str]]:
@@ -325,7 +337,9 @@ async def cmd_end(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription) -> dict[str, Any]:
+async def gather_status(
+    client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription
+) -> dict[str, Any]:
     sa = desc.typed_search_attributes
     out: dict[str, Any] = {
         "run_id": handle.id,
@@ -363,12 +377,21 @@ async def gather_status(handle: WorkflowHandle[Any, Any], desc: WorkflowExecutio
         out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
         if live.ignored_signals:
             out["ignored_signals"] = live.ignored_signals
+        if live.paused is not None:
+            out["paused"] = live.paused.model_dump(mode="json")
+            if out["status"] == "running":
+                out["status"] = "paused"
+        if live.forked_from is not None:
+            out["forked_from"] = live.forked_from.model_dump()
         if live.session is not None:
             out["session"] = live.session.model_dump(mode="json")
             if out["status"] == "running" and live.status == "waiting":
                 out["status"] = "waiting"
     except RPCError:
         out["note"] = "live details unavailable (is a worker running?); showing search attributes"
+    forks = await debug.forks_of(client, handle.id)
+    if forks:
+        out["forks"] = forks
     retrying = [
         {"activity": p.activity_type.name, "attempt": p.attempt, "last_failure": p.last_failure.message}
         for p in desc.raw_description.pending_activities
@@ -404,6 +427,15 @@ def render_status(s: dict[str, Any]) -> str:
     ]
     if s.get("last_step"):
         lines.append(f"last:    {s['last_step']}")
+    if s.get("paused"):
+        p = s["paused"]
+        point = "model call" if p["where"] == "before_model" else "the tool calls of turn"
+        lines.append(f"paused:  before {point} {p['turn']}: {p['why']} (inspect, edit, then resume)")
+    if s.get("forked_from"):
+        f = s["forked_from"]
+        lines.append(f"fork of: {f['run_id']} before model call {f['turn']}")
+    for f in s.get("forks", []):
+        lines.append(f"forked:  {f['run_id']} from model call {f['turn']} at {f['started_at'][:19]}")
     if s.get("session"):
         c = s["session"]
         queued = f", {c['queued']} queued" if c["queued"] else ""
@@ -439,7 +471,7 @@ def render_status(s: dict[str, Any]) -> str:
 
 
 async def cmd_status(client: Client, args: argparse.Namespace) -> int:
-    status = await gather_status(*await existing(client, args.run_id))
+    status = await gather_status(client, *await existing(client, args.run_id))
     emit(args.json, status, render_status(status))
     return 0
 
@@ -575,6 +607,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--follow", action="store_true", help="print the run's steps and text as they happen")
     run.add_argument("--capture", action="store_true", help="keep each model call's raw request and response")
     run.add_argument("--json", action="store_true", help="print JSON")
+    bp = run.add_argument_group("breakpoints", "pause the run (then: inspect, edit, resume)")
+    bp.add_argument("--break-at", type=positive_int, action="append", metavar="N", help="before model call N")
+    bp.add_argument("--break-every-turn", action="store_true", help="before every model call")
+    bp.add_argument("--break-before-tools", action="store_true", help="before any tool call")
+    bp.add_argument("--break-tool", action="append", metavar="TOOL", help="before calls of this tool (repeatable)")
     ms = run.add_argument_group("model settings", "the agent's, overridden for this run (a flag over --model-settings)")
     ms.add_argument("--temperature", type=float, metavar="F", help="sampling temperature, 0-2")
     ms.add_argument("--top-p", type=float, metavar="F", help="nucleus sampling, 0-1")
@@ -626,6 +663,7 @@ def parser() -> argparse.ArgumentParser:
     reject.set_defaults(fn=cmd_decide)
 
     chat.add_parser(sub)
+    debug.add_parsers(sub, who)
     send = sub.add_parser("send", help="send a message to a session (see chat)")
     send.add_argument("run_id")
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
@@ -671,7 +709,7 @@ async def dispatch(args: argparse.Namespace) -> int:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
     try:
         return int(await args.fn(client, args))
-    except (UsageError, session.SessionError) as err:
+    except (UsageError, session.SessionError, debug.Refused) as err:
         fail(str(err), 2, as_json)
     except WorkflowAlreadyStartedError:
         fail(f"a run with id '{args.id}' is already running", 2, as_json)

@@ -77,11 +77,16 @@ class RunState:
 
     def replace_messages(self, messages: list[t.Message]) -> None:
         """The one way to rewrite the transcript besides appending (a handoff's input filter, a
-        compaction, an edit). Its digest is rebuilt; the turn marks before now no longer hold (a
-        fork can't start there); call ids stay claimed, so none is ever reused in this run."""
+        compaction, an edit). Its digest is rebuilt; a turn mark past the first changed message
+        no longer holds (a fork can't start there); call ids stay claimed, never reused."""
+        same = 0  # the marks of calls that read only the unchanged head still hold
+        for before, after in zip(self.messages, messages, strict=False):
+            if before != after:
+                break
+            same += 1
         self.messages = list(messages)
         self._digest = ("", 0)
-        self.marks.clear()
+        self.marks = {turn: n for turn, n in self.marks.items() if n <= same}
 
     def mark(self) -> None:
         """Model call `turn` is about to read the transcript as it is: a fork may start here."""

@@ -1,0 +1,76 @@
+"""`client.py run --break-*`, pause, inspect, edit, resume and fork, run as a user runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from tests.helpers import calls, script
+from tests.test_agents import requests_for
+from tests.test_client import Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
+from workflows import types as t
+
+pytestmark = pytest.mark.asyncio
+
+
+async def until_paused(cli: Cli, run_id: str) -> dict:
+    async with asyncio.timeout(30):
+        while True:
+            done = await cli("inspect", run_id, "--json")
+            if done.code == 0 and done.json()["paused"] is not None:
+                return done.json()
+            await asyncio.sleep(0.2)
+
+
+async def test_break_edit_resume_and_fork_from_the_command_line(
+    cli: Cli, client, worker_factory, llm, counter_file
+) -> None:
+    model = script(llm, calls(("record", {"label": "first"})), calls(("add", {"a": 2, "b": 2})), {"content": "done"})
+    async with worker_factory():
+        done = await cli(
+            "run", "--agent", "scripted", "--model", model, "--break-tool", "record", "--break-at", "3", "go"
+        )
+        run_id = done.out.strip()
+        view = await until_paused(cli, run_id)
+        assert view["paused"]["where"] == "before_tools"
+        (call,) = view["pending_calls"]
+        status = (await cli("status", run_id, "--json")).json()
+        assert status["status"] == "paused" and "before record" in status["paused"]["why"]
+        text = (await cli("inspect", run_id)).out
+        assert "[0] user" in text and "pending calls" in text and call["call_id"] in text
+        refused = await cli("edit", run_id, "--args", call["call_id"], '{"label": 7}')
+        assert refused.code == 2 and "arguments for record are invalid" in one_clean_line(refused.err), str(refused)
+        refused = await cli("edit", run_id, "--text", "0", "x", "--drop", "1")
+        assert refused.code == 2 and "exactly one edit" in one_clean_line(refused.err)
+        ok = await cli("edit", run_id, "--args", call["call_id"], '{"label": "edited"}', "--by", "carol")
+        assert ok.code == 0 and "carol changed the arguments" in ok.out, str(ok)
+        assert (await cli("resume", run_id)).code == 0
+        view = await until_paused(cli, run_id)  # then at model call 3
+        assert view["paused"]["turn"] == 3 and view["paused"]["where"] == "before_model"
+        ok = await cli("edit", run_id, "--insert", str(len(view["items"])), "user", "say it in French")
+        assert ok.code == 0, str(ok)
+        assert (await cli("resume", run_id)).code == 0
+        result = await cli("result", run_id, "--json")
+        assert result.json()["output"] == "done"
+        assert [line.split()[0] for line in counter_file.read_text().splitlines()] == ["edited"]
+        assert requests_for(llm, model)[2]["messages"][-1]["content"] == "say it in French"
+        # A run that has ended can't be paused or edited; it can be forked.
+        assert (await cli("pause", run_id)).code == 2
+        fork = await cli("fork", run_id, "--at-turn", "2", "--prompt", "and now subtract", "--json")
+        assert fork.code == 0, str(fork)
+        fork_id = fork.json()["run_id"]
+        forked = await client.get_workflow_handle(fork_id, result_type=t.RunResult).result()
+        assert forked.turns >= 2
+        fork_status = (await cli("status", fork_id, "--json")).json()
+        assert fork_status["forked_from"] == {"run_id": run_id, "turn": 2}
+        async with asyncio.timeout(20):  # visibility catches up
+            while not (await cli("status", run_id, "--json")).json().get("forks"):
+                await asyncio.sleep(0.3)
+        source = (await cli("status", run_id, "--json")).json()
+        assert source["forks"][0]["run_id"] == fork_id and source["forks"][0]["turn"] == 2
+        bad = await cli("fork", run_id, "--at-turn", "9")
+        assert bad.code == 2 and "cannot fork before model call 9" in one_clean_line(bad.err), str(bad)
+        first_fork_request = json.dumps(requests_for(llm, model)[-1]["messages"])
+        assert "and now subtract" in first_fork_request
