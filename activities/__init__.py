@@ -6,6 +6,7 @@ User modules need only this package's public names::
 """
 
 from activities.agents import Agent, AgentTool, Handoff, handoff
+from activities.breakpoints import BreakpointState, Pause
 from activities.guardrails import (
     GuardrailContext,
     GuardrailResult,
@@ -16,12 +17,22 @@ from activities.guardrails import (
 )
 from activities.registry import Registry
 from activities.tools import Tool, ToolContext, ToolRetryableError, tool
-from workflows.types import AssistantMessage, MemoryPolicy, Message, ModelSettings, ToolMessage, UserMessage
+from workflows.types import (
+    AssistantMessage,
+    Edit,
+    MemoryPolicy,
+    Message,
+    ModelSettings,
+    ToolMessage,
+    UserMessage,
+)
 
 __all__ = [
     "Agent",
     "AgentTool",
     "AssistantMessage",
+    "BreakpointState",
+    "Edit",
     "GuardrailContext",
     "GuardrailResult",
     "Handoff",
@@ -30,6 +41,7 @@ __all__ = [
     "Message",
     "ModelSettings",
     "OutputGuardrail",
+    "Pause",
     "Registry",
     "Tool",
     "ToolContext",

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
 from activities import chat_wire
+from activities.breakpoints import BreakpointFn
 from activities.guardrails import InputGuardrail, OutputGuardrail
 from activities.tools import TOOL_NAME, Tool, parameters_schema, validate_arguments
 from workflows.turn import HANDOFF_FILTERS
@@ -173,6 +174,9 @@ class Agent(AgentOptions):
     output_type: Any = None
     input_guardrails: list[InputGuardrail] = Field(default_factory=lambda: list[InputGuardrail]())
     output_guardrails: list[OutputGuardrail] = Field(default_factory=lambda: list[OutputGuardrail]())
+    # Called before each model call with the run's state; may edit it or pause the run
+    # (activities/breakpoints.py). Runs on a worker, as the hook activity.
+    breakpoint: BreakpointFn | None = None
 
     def __eq__(self, other: object) -> bool:
         return self is other
@@ -345,7 +349,13 @@ class Agent(AgentOptions):
             output_name=self.output_name,
             input_guardrails=[g.name for g in self.input_guardrails],
             output_guardrails=[g.name for g in self.output_guardrails],
+            breakpoint=self.breakpoint_name,
         )
+
+    @property
+    def breakpoint_name(self) -> str | None:
+        fn = self.breakpoint
+        return None if fn is None else str(getattr(fn, "__name__", "") or type(fn).__name__)
 
 
 def approval_check(agent: Agent | None, tool: Tool[..., Any] | AgentTool, arguments_json: str) -> HookResult:

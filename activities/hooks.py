@@ -8,6 +8,7 @@ this one activity on the agent's version queue, with `HookInput.kind` saying whi
     output_guardrail  a guardrail on the final output
     output_type       the final output, validated against the agent's output type (`output`)
     input_filter      a handoff's filter on the transcript so far, read by query (`messages`)
+    breakpoint        the agent's breakpoint function, before a model call (`edits`, `pause`)
 
 Who hears about a failure:
 - the model, through the workflow: invalid arguments or an invalid output (`HookResult.invalid`);
@@ -39,6 +40,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities import errors, executor
 from activities.agents import Agent, approval_check
+from activities.breakpoints import BreakpointState, verdict
 from activities.guardrails import GuardrailContext, ModelCaller
 from activities.model import read_context, wire_for
 from activities.redact import Redactor
@@ -90,6 +92,8 @@ class HookActivities:
                 result = check_output(agent, input.text)
             elif input.kind == "input_filter":
                 result = await self._input_filter(agent, input)
+            elif input.kind == "breakpoint":
+                result = await self._breakpoint(agent, input)
             else:
                 result = await self._guardrail(agent, input)
         activity.logger.info("%s: done (turn %d)", what, input.turn)
@@ -129,6 +133,21 @@ class HookActivities:
             return HookResult(messages=_MESSAGES.validate_python(out))
         except ValidationError as exc:
             raise TypeError(f"returned {type(out).__name__}, not a list of messages: {describe_errors(exc)}") from None
+
+    async def _breakpoint(self, agent: Agent, input: HookInput) -> HookResult:
+        fn = agent.breakpoint
+        if fn is None or agent.breakpoint_name != input.name:
+            raise hook_failed(f"agent '{agent.name}' has no breakpoint function '{input.name}' here")
+        assert self.client is not None, "a worker's hook activity has a Temporal client"
+        _, messages = await read_context(self.client, input.transcript_len)
+        state = BreakpointState(activity.info().workflow_id or "", input.agent, input.turn + 1, messages)
+        if inspect.iscoroutinefunction(fn):
+            out = await fn(state)
+        else:
+            out = await (self.threads or executor.shared()).run(functools.partial(fn, state))
+            if inspect.isawaitable(out):
+                out = await out
+        return verdict(out)
 
     # ------------------------------------------------------------------------- ask_model
 

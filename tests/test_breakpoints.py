@@ -154,3 +154,38 @@ async def test_pause_while_running_and_fork(client: Client, task_queue: str, wor
         assert (await handle.result()).output == "finished"
         point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=3), result_type=t.ForkPoint)
         assert point.turn == 2 and len(point.messages) == 5
+
+
+async def test_a_breakpoint_function_edits_and_pauses(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    model = script(llm, calls(("add", {"a": 1, "b": 1})), calls(("record", {"label": "PAUSE-ME"})), {"content": "ok"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model, agent="coached")
+        view = await paused(handle)
+        # before call 2 it inserted a message; before call 3 the tool's result made it pause
+        assert view.paused is not None and view.paused.turn == 3
+        assert "breakpoint function coach: the tool said PAUSE-ME" in view.paused.why
+        assert [e.summary for e in view.edits] == [
+            "someone inserted a user message at item 3: coach: answer in five words"
+        ]
+        assert requests_for(llm, model)[1]["messages"][-1]["content"] == "coach: answer in five words"
+        history = await handle.fetch_history()
+        summaries = [e.user_metadata.summary.data for e in history.events if e.HasField("user_metadata")]
+        assert any(b"breakpoint: coach" in s for s in summaries)
+        await resume(handle)
+        assert (await handle.result()).output == "ok"
+        await replay(handle)
+
+
+async def test_a_breakpoint_functions_invalid_edit_pauses_with_the_reason(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    model = script(llm, calls(("explode", {"message": "BAD-EDIT"})), {"content": "ok"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model, agent="coached")
+        view = await paused(handle)
+        assert view.paused is not None and "its edit was refused: no item 99" in view.paused.why
+        assert view.edits == []
+        await resume(handle)
+        assert (await handle.result()).output == "ok"

@@ -219,7 +219,7 @@ class AgentRun(Steps):
             result = await self._hook(agent, "breakpoint", agent.breakpoint, transcript_len=len(s.messages))
             for edit in result.edits:
                 try:
-                    self._apply_edit(edit)
+                    self._apply_edit(edit.model_copy(update={"by": f"breakpoint function {agent.breakpoint}"}))
                 except edits.EditRefused as refused:
                     why = f"breakpoint function {agent.breakpoint}: its edit was refused: {refused}"
                     break
