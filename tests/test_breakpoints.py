@@ -167,7 +167,7 @@ async def test_a_breakpoint_function_edits_and_pauses(
         assert view.paused is not None and view.paused.turn == 3
         assert "breakpoint function coach: the tool said PAUSE-ME" in view.paused.why
         assert [e.summary for e in view.edits] == [
-            "someone inserted a user message at item 3: coach: answer in five words"
+            "breakpoint function coach inserted a user message at item 3: coach: answer in five words"
         ]
         assert requests_for(llm, model)[1]["messages"][-1]["content"] == "coach: answer in five words"
         history = await handle.fetch_history()
