@@ -1,6 +1,8 @@
 """Record a run's history into tests/histories/ for the replay test:
 `python -m tests.record_history NAME "PROMPT" [--approve] [--tools MODULE --agent A --model M]`,
-or a session: `... NAME "" --session "MESSAGE" --session "MESSAGE" …` (each answered in turn, then ended).
+or a session: `... NAME "" --session "MESSAGE" --session "MESSAGE" …` (each answered in turn, then ended),
+or a pause: `... NAME "PROMPT" --break-at N --edit '{"op": "text", …}' …` (edited, then resumed),
+and `--fork-at N` records a fork of the run, started before model call N, as NAME.fork.json.
 With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
 (the replay test replays each file under its name), so its child runs (agents used as tools) are
 recorded beside it under theirs, NAME.CALL_ID.json. Re-record only on purpose: a
@@ -44,6 +46,16 @@ async def approve_all(handle: WorkflowHandle[Any, Any]) -> None:
         await asyncio.sleep(0.2)
 
 
+async def edit_and_resume(handle: WorkflowHandle[Any, Any], edits: list[str]) -> None:
+    """Waits for the pause, applies each edit (JSON of `Edit`), resumes."""
+    while (await handle.query(t.INSPECT_QUERY, result_type=t.Inspection)).paused is None:
+        await asyncio.sleep(0.2)
+    for raw in edits:
+        edit = t.Edit.model_validate_json(raw).model_copy(update={"by": "recorder"})
+        await handle.execute_update(t.EDIT_UPDATE, edit, result_type=t.EditReceipt)
+    await handle.execute_update(t.RESUME_UPDATE, t.ResumeRequest(by="recorder"), result_type=t.RunStatus)
+
+
 async def record(
     name: str,
     prompt: str,
@@ -52,6 +64,9 @@ async def record(
     agent: str = "demo",
     model: str | None = None,
     session: list[str] | None = None,
+    break_at: int | None = None,
+    edits: list[str] | None = None,
+    fork_at: int | None = None,
 ) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         server = DevServer(Path(tmp))
@@ -64,11 +79,19 @@ async def record(
             async with new_http_client(settings) as http, build_worker(client, queue, registry, settings, http):
                 handle = await client.start_workflow(
                     t.WORKFLOW_NAME,
-                    t.RunInput(prompt=prompt, agent=agent, model=model, session=bool(session)),
+                    t.RunInput(
+                        prompt=prompt,
+                        agent=agent,
+                        model=model,
+                        session=bool(session),
+                        breakpoints=t.Breakpoints(at_turns=[break_at]) if break_at else None,
+                    ),
                     id=name,
                     task_queue=queue,
                     result_type=t.RunResult,
                 )
+                if break_at:
+                    await asyncio.wait_for(edit_and_resume(handle, edits or []), timeout=60)
                 if approve:
                     await asyncio.wait_for(approve_all(handle), timeout=60)
                 for text in session or []:
@@ -77,6 +100,28 @@ async def record(
                 if session:
                     await end_session(client, name, by="recorder")
                 await handle.result()
+                forks = []
+                if fork_at:
+                    fork_id = f"{name}.fork"
+                    point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=fork_at), result_type=t.ForkPoint)
+                    carry = t.Carry(
+                        agent=point.agent,
+                        current=point.current,
+                        handoffs=point.handoffs,
+                        messages=point.messages,
+                        turn=point.turn,
+                        usage=t.Usage(),
+                        forked_from=t.ForkLink(run_id=name, turn=fork_at),
+                    )
+                    forked = await client.start_workflow(
+                        t.WORKFLOW_NAME,
+                        t.RunInput(prompt="", agent=point.agent.name, carry=carry),
+                        id=fork_id,
+                        task_queue=queue,
+                        result_type=t.RunResult,
+                    )
+                    await forked.result()
+                    forks.append(await forked.fetch_history())
             history = await handle.fetch_history()
             children = [
                 await client.get_workflow_handle(child).fetch_history()
@@ -90,7 +135,7 @@ async def record(
             server.stop()
     folder = Path(__file__).parent / "histories"
     paths = []
-    for recorded in [history, *children]:
+    for recorded in [history, *children, *forks]:
         paths.append(folder / f"{recorded.workflow_id}.json")
         paths[-1].write_text(recorded.to_json())
     return paths
@@ -105,8 +150,24 @@ def main() -> None:
     parser.add_argument("--agent", default="demo")
     parser.add_argument("--model")
     parser.add_argument("--session", action="append", metavar="MESSAGE", help="record a session with these messages")
+    parser.add_argument("--break-at", type=int, metavar="N", help="pause before model call N, edit, resume")
+    parser.add_argument("--edit", action="append", metavar="JSON", help="an edit to make while paused")
+    parser.add_argument("--fork-at", type=int, metavar="N", help="then fork it before model call N (NAME.fork)")
     args = parser.parse_args()
-    paths = asyncio.run(record(args.name, args.prompt, args.approve, args.tools, args.agent, args.model, args.session))
+    paths = asyncio.run(
+        record(
+            args.name,
+            args.prompt,
+            args.approve,
+            args.tools,
+            args.agent,
+            args.model,
+            args.session,
+            args.break_at,
+            args.edit,
+            args.fork_at,
+        )
+    )
     print("\n".join(map(str, paths)))
 
 

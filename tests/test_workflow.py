@@ -258,3 +258,7 @@ async def test_checked_in_histories_still_replay():
     conversation = recorded["session_v1"]
     assert t.SESSION_SEND_UPDATE in conversation and t.SESSION_END_UPDATE in conversation
     assert t.COMPACT_ACTIVITY in conversation
+    # a pause with edits, then a resume; and a fork of that run, started from its carried state
+    debugged = recorded["breakpoint_v1"]
+    assert debugged.count(t.EDIT_UPDATE) >= 2 and t.RESUME_UPDATE in debugged
+    assert '"forked_from"' in recorded["breakpoint_v1.fork"]
