@@ -14,7 +14,7 @@ from workflows import types as t
 from workflows.approvals import Approvals
 from workflows.edits import Editable
 from workflows.session import SessionState
-from workflows.turn import json_object
+from workflows.turn import describe_call, json_object
 
 EXCERPT = 300
 # Event texts (a reply, the answer) are kept whole up to this size; queries stay far below
@@ -216,6 +216,22 @@ class RunState:
         if self.handoffs:
             path = " → ".join([self.handoffs[0].from_agent, *(h.to_agent for h in self.handoffs)])
             lines += ["", f"**agent:** {self.agent_now.name} (handed off: {path})"]
+        if self.paused is not None:
+            point = "model call" if self.paused.where == "before_model" else "the tool calls of turn"
+            lines += [
+                "",
+                f"**Paused** before {point} {self.paused.turn}: {self.paused.why}",
+                "Look: `python client.py inspect RUN_ID` · change: `python client.py edit RUN_ID …` · go on: "
+                f'`python client.py resume RUN_ID`, or Send an Update → `{t.RESUME_UPDATE}` with `{{"by": "you"}}`',
+            ]
+            for call in self.pending_calls:
+                by = self.dropped_calls.get(call.call_id)
+                dropped = f" (dropped by {by})" if by else ""
+                lines.append(f"- pending `{call.call_id}` {describe_call(call)}{dropped}")
+        if self.edits:
+            lines += ["", f"**edits:** {len(self.edits)}; last: {excerpt(self.edits[-1].summary, 200)}"]
+        if self.forked_from is not None:
+            lines += ["", f"**fork of** {self.forked_from.run_id} before model call {self.forked_from.turn}"]
         for p in self.approvals.pending.values():
             body = json.dumps({"call_id": p.call_id, "approve": True, "by": "your-name"})
             lines += [
