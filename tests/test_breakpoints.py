@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import uuid
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
+from cli.debug import cmd_fork
 from tests.helpers import calls, replay, script, transcript
 from tests.test_agents import requests_for
 from workflows import types as t
@@ -150,6 +152,14 @@ async def test_pause_while_running_and_fork(client: Client, task_queue: str, wor
         assert view.paused is not None and view.paused.turn == 2 and "paused by bob: look" in view.paused.why
         point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=2), result_type=t.ForkPoint)
         assert point.turn == 1 and [m.role for m in point.messages] == ["user", "assistant", "tool"]
+        # a fork of the paused run goes on by itself from model call 2, the source stays paused
+        args = argparse.Namespace(
+            run_id=handle.id, at_turn=2, prompt=None, id=f"{handle.id}-f", json=True, task_queue=task_queue
+        )
+        assert await cmd_fork(client, args) == 0
+        forked = await client.get_workflow_handle(f"{handle.id}-f", result_type=t.RunResult).result()
+        assert forked.output == "finished" and forked.turns == 3
+        assert (await handle.query(t.INSPECT_QUERY, result_type=t.Inspection)).paused is not None
         await resume(handle)
         assert (await handle.result()).output == "finished"
         point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=3), result_type=t.ForkPoint)
