@@ -14,6 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from activities import Agent, Registry, ToolContext, handoff, tool
 from tests.fixtures import team_agents
@@ -171,7 +172,14 @@ async def first_child(client: Any, handle: Any, timeout: float = 20.0) -> Any:
     while not (children := await child_runs(handle)):
         assert time.monotonic() < deadline, "no child run started"
         await asyncio.sleep(0.1)
-    return client.get_workflow_handle(children[0], result_type=t.RunResult)
+    child = client.get_workflow_handle(children[0], result_type=t.RunResult)
+    while True:  # initiated in the parent's history a moment before the child itself exists
+        try:
+            await child.describe()
+            return child
+        except RPCError:
+            assert time.monotonic() < deadline, "the child run never started"
+            await asyncio.sleep(0.1)
 
 
 async def test_agents_as_tools_run_as_parallel_child_runs_whose_usage_rolls_up(client, task_queue, worker_factory, llm):

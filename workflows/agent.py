@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import edits, memory
     from workflows.approvals import DecisionRefused
     from workflows.session import Refused, SessionState
-    from workflows.steps import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN, SA_AGENT, SA_VERSION, Steps, model_retry
+    from workflows.steps import SA_AGENT, SA_VERSION, Steps, model_call_bounds
     from workflows.turn import (
         HANDOFF_FILTERS,
         Done,
@@ -106,17 +106,23 @@ class AgentRun(Steps):
         done = await self._answer(input, guard)
         s.output = done.output
         self._event("final", text=done.output)
-        agent = s.agent_now
-        self._set_phase("completed", f"final answer from {agent.name} after {s.turn} turn(s)")
-        return t.RunResult(
-            run_id=workflow.info().workflow_id,
-            agent=agent.name,
-            output=done.output,
-            output_object=done.output_object,
-            turns=s.turn,
-            usage=s.usage,
-            usage_by_agent=s.usage_by_agent,
-            handoffs=s.handoffs,
+        self._set_phase("completed", f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
+        return self._result(done.output, done.output_object)
+
+    def _result(self, output: str, output_object: object, **session: object) -> t.RunResult:
+        s = self._s
+        return t.RunResult.model_validate(
+            {
+                "run_id": workflow.info().workflow_id,
+                "agent": s.agent_now.name,
+                "output": output,
+                "output_object": output_object,
+                "turns": s.turn,
+                "usage": s.usage,
+                "usage_by_agent": s.usage_by_agent,
+                "handoffs": s.handoffs,
+                **session,
+            }
         )
 
     async def _answer(self, input: t.RunInput, guard: str | None) -> Done:
@@ -333,18 +339,8 @@ class AgentRun(Steps):
         last = next((ex for ex in reversed(session.exchanges) if ex.output is not None), None)
         self._event("ended", text=why)
         self._set_phase("completed", f"session ended: {why}")
-        return t.RunResult(
-            run_id=workflow.info().workflow_id,
-            agent=s.agent_now.name,
-            output=last.output or "" if last else "",
-            output_object=last.output_object if last else None,
-            turns=s.turn,
-            usage=s.usage,
-            usage_by_agent=s.usage_by_agent,
-            handoffs=s.handoffs,
-            messages=session.answered,
-            ended_by=why,
-        )
+        output, output_object = (last.output or "", last.output_object) if last else ("", None)
+        return self._result(output, output_object, messages=session.answered, ended_by=why)
 
     def _steer(self, session: SessionState) -> None:
         for queued in session.steer():
@@ -393,10 +389,7 @@ class AgentRun(Steps):
                 ),
                 result_type=t.CompactResult,
                 activity_id=f"compact-{number}",
-                start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN,
-                schedule_to_close_timeout=timedelta(seconds=agent.model_retry_seconds or t.DEFAULT_MODEL_RETRY_SECONDS),
-                heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
-                retry_policy=model_retry(agent),
+                **model_call_bounds(agent),
                 summary=f"turn {s.turn} · {self._who(agent)}compact {upto} messages · {model}",
             )
             return result

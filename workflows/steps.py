@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey
@@ -64,6 +65,17 @@ def model_retry(agent: t.AgentSpec) -> RetryPolicy:
         maximum_interval=timedelta(seconds=60),
         maximum_attempts=agent.model_max_attempts or t.DEFAULT_MODEL_MAX_ATTEMPTS,
     )
+
+
+def model_call_bounds(agent: t.AgentSpec) -> dict[str, Any]:
+    """Timeouts, heartbeat and retries of an activity that calls the agent's model (a turn's
+    call, a session's compaction): each attempt bounded, the whole call bounded, retried within."""
+    return {
+        "start_to_close_timeout": timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN,
+        "schedule_to_close_timeout": timedelta(seconds=agent.model_retry_seconds or t.DEFAULT_MODEL_RETRY_SECONDS),
+        "heartbeat_timeout": MODEL_HEARTBEAT_TIMEOUT,
+        "retry_policy": model_retry(agent),
+    }
 
 
 def agent_queue(agent: t.AgentSpec) -> str | None:
@@ -158,10 +170,7 @@ class Steps:
                 ),
                 result_type=t.ModelReply,
                 activity_id=f"model-{s.turn}",
-                start_to_close_timeout=timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN,
-                schedule_to_close_timeout=timedelta(seconds=agent.model_retry_seconds or t.DEFAULT_MODEL_RETRY_SECONDS),
-                heartbeat_timeout=MODEL_HEARTBEAT_TIMEOUT,
-                retry_policy=model_retry(agent),
+                **model_call_bounds(agent),
                 summary=f"turn {s.turn} · {self._who(agent)}model {model} · {n} message{'' if n == 1 else 's'}",
             )
             return reply
