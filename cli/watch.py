@@ -132,7 +132,30 @@ class Printer:
             return f"  ↺ final output refused, asking again: {ev.text.splitlines()[0] if ev.text else ''}\n"
         if ev.kind == "cancelled":
             return f"\n✗ run {ev.text}\n"
-        return f"\n✗ run failed: {ev.text}\n"
+        if ev.kind == "failed":
+            return f"\n✗ run failed: {ev.text}\n"
+        return self._later(ev)
+
+    def _later(self, ev: t.RunEvent) -> str:
+        """Sessions' and breakpoints' steps."""
+        first_line = ev.text.splitlines()[0] if ev.text else ""
+        if ev.kind == "message":
+            return f"\n» {ev.detail}: {first_line}\n"
+        if ev.kind == "answered":
+            return f"  ✗ {ev.detail}: {first_line}\n" if "failed" in ev.detail else f"✓ answered {ev.detail}\n"
+        if ev.kind == "compacted":
+            return f"  ⊟ memory compacted: {ev.detail}\n"
+        if ev.kind == "waiting":
+            return f"… waiting for the next message ({ev.detail})\n"
+        if ev.kind == "ended":
+            return f"\n■ session ended: {ev.text}\n"
+        if ev.kind == "paused":
+            return f"  ⏸ paused {ev.detail}  (python client.py inspect {self.run_id})\n"
+        if ev.kind == "edited":
+            return f"  ✎ {ev.detail}\n"
+        if ev.kind == "resumed":
+            return f"  ▶ resumed {ev.detail}\n"
+        return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
 
 async def events_since(client: Client, run_id: str, since: int, execution: str | None = None) -> t.EventsPage:
@@ -154,6 +177,14 @@ async def live_progress(client: Client, run_id: str, turn: int) -> t.ModelProgre
             progress = values[0]
             return progress if isinstance(progress, t.ModelProgress) else None
     return None
+
+
+async def is_session(client: Client, run_id: str) -> bool:
+    try:
+        status = await client.get_workflow_handle(run_id).query(t.STATUS_QUERY, result_type=t.RunStatus)
+    except Exception:  # no worker yet: a session says so in its first events, but a plain run is likelier
+        return False
+    return status.session is not None
 
 
 @dataclass
@@ -213,6 +244,9 @@ async def follow(
 async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None) -> int:
     """Print the run's story from event `since` on until it ends; 0 if it answered, else 1."""
     printer = Printer(run_id, as_json, out or sys.stdout)
+    # A session's answers don't end it: its watcher goes on until the session ends. Its events
+    # say so too (a session's first event is a message, or waiting for one).
+    session = await is_session(client, run_id)
     async with aclosing(follow(client, run_id, since)) as story:
         async for item in story:
             if isinstance(item, t.ModelProgress):
@@ -230,7 +264,8 @@ async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = Fal
             else:
                 printer.event(item)
                 since = item.seq + 1
-                if item.kind in ("final", "failed", "cancelled"):
+                session = session or item.kind in ("message", "waiting", "answered", "ended")
+                if item.kind in (("ended", "failed", "cancelled") if session else ("final", "failed", "cancelled")):
                     printer.emit({"type": "end", "outcome": item.kind, "next": since}, None)
-                    return 0 if item.kind == "final" else 1
+                    return 0 if item.kind in ("final", "ended") else 1
     return 1  # not reached: the story ends with Closed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.test_client import Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
@@ -55,3 +57,20 @@ async def test_send_to_a_run_that_is_not_a_session(cli: Cli, client, task_queue,
         assert done.code == 2 and "not a session" in one_clean_line(done.err), str(done)
         done = await cli("send", "no-such-run", "hi")
         assert done.code == 2 and "no run with id" in one_clean_line(done.err), str(done)
+
+
+async def test_watch_follows_a_session_until_it_ends(cli: Cli, client, task_queue, worker_factory) -> None:
+    async with worker_factory():
+        handle = await open_session(client, task_queue, model="echo", prompt="first")
+        watching = asyncio.create_task(cli("watch", handle.id, timeout=60))
+        done = await cli("send", handle.id, "second", "--wait")
+        assert done.code == 0, str(done)
+        await asyncio.sleep(1.0)
+        assert not watching.done()  # two answers, and the watcher is still there
+        assert (await cli("end", handle.id)).code == 0
+        watched = await watching
+        assert watched.code == 0, str(watched)
+        out = watched.out
+        assert "» message 1 from client: first" in out and "» message 2" in out
+        assert "echo: first" in out and "echo: second" in out and "■ session ended: ended by" in out
+        assert "✗" not in out

@@ -281,7 +281,8 @@ class AgentRun(Steps):
         s, session = self._s, self._s.session
         assert session is not None
         if input.carry is None and input.prompt:
-            session.accept(t.SessionMessage(text=input.prompt, by="client"), workflow.now(), steer=False)
+            first_message = t.SessionMessage(text=input.prompt, by="client")
+            self._received(first_message, session.accept(first_message, workflow.now(), steer=False))
         first = await self._start(input)
         while True:
             guard = None
@@ -542,11 +543,14 @@ class AgentRun(Steps):
         steer = s.agent is not None and s.agent.mid_turn == "steer"
         receipt = session.accept(message, workflow.now(), steer)
         if not receipt.duplicate:
-            how = f" · {receipt.queued} ahead" if receipt.queued else ""
-            how = " · steers the answer in progress" if receipt.steer else how
-            self._event("message", text=message.text, detail=f"message {receipt.message} from {message.by}{how}")
-            workflow.set_current_details(s.details())
+            self._received(message, receipt)
         return receipt
+
+    def _received(self, message: t.SessionMessage, receipt: t.MessageReceipt) -> None:
+        how = f" · {receipt.queued} ahead" if receipt.queued else ""
+        how = " · steers the answer in progress" if receipt.steer else how
+        self._event("message", text=message.text, detail=f"message {receipt.message} from {message.by}{how}")
+        workflow.set_current_details(self._s.details())
 
     @send_message.validator
     def _validate_send(self, message: t.SessionMessage) -> None:
