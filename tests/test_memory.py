@@ -112,12 +112,6 @@ def test_only_an_earlier_summary_before_the_kept_exchanges_means_nothing_to_comp
     assert result is not None and result.upto == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory.plan counts every user message as an exchange start, but a steered message (mid_turn='steer', "
-    "agent._steer) is a user message inside the exchange in progress; the cut then falls at the steered message "
-    "and compacts the question being answered, against the docstring's 'and the one in progress' is kept",
-)
 def test_a_steered_message_does_not_split_the_exchange_in_progress():
     call = t.ToolCall(call_id="c4", name="lookup")
     in_progress: list[t.Message] = [
@@ -259,12 +253,6 @@ def test_a_fork_with_no_turn_kept_says_so():
     assert "kept for no earlier turn or turn 3 (" in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="state.py fork_point: the kept turns are shown as the range min-max of the marks, but an edit can "
-    "leave them non-contiguous ({1, 2, 5} after an edit at the pause before turn 5), so the refusal for turn 3 "
-    "says 'kept for turns 1-5', naming the very turn it refuses",
-)
 def test_the_refusal_does_not_claim_a_turn_it_refuses_is_kept():
     s = run(4)  # marks {1: 1, 2: 3, 3: 5, 4: 7}
     edited = list(s.messages)

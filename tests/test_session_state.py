@@ -95,7 +95,7 @@ def test_messages_without_an_id_are_never_duplicates():
 def test_recent_ids_are_bounded_and_keep_the_latest():
     from workflows.session import RECENT_IDS
 
-    s = SessionState(t.SessionCarry(recent_ids=[f"old-{i}" for i in range(RECENT_IDS)]))
+    s = SessionState(t.SessionCarry(recent={f"old-{i}": i + 1 for i in range(RECENT_IDS)}))
     s.accept(msg("a", "new"), NOW, False)
     assert len(s.recent_ids) == RECENT_IDS and s.recent_ids[-1] == "new" and "old-0" not in s.recent_ids
 
@@ -272,19 +272,12 @@ def test_find_after_two_continues_points_each_old_message_to_the_execution_that_
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="session.py: an exchange opened in execution A and closed in B after a continue-as-new keeps "
-    "execution=A, and B's to_carry adds a span only from the first exchange *opened* in B; once it leaves the "
-    "carried window, find() points to A, which holds it unfinished (output None), so wait_answer never sees it "
-    "answered",
-)
 def test_an_exchange_answered_across_a_continue_as_new_is_found_where_it_was_finished():
     a = SessionState()
     send(a, "long question")
     a.open(0, NOW, "run-A")  # continue-as-new mid-answer (continue_as_new_after turns)
     b = SessionState(a.to_carry("run-A"))
-    b.close(NOW, 5, USAGE, "long answer", None, None)
+    b.close(NOW, 5, USAGE, "long answer", None, None, "run-B")
     for _ in range(KEEP_EXCHANGES):
         send(b, "x")
         answer(b, "run-B")
@@ -367,12 +360,6 @@ def test_an_execution_that_answered_nothing_adds_no_span():
     assert s.to_carry("run-1").spans == [t.ExchangeSpan(first=1, execution="run-0")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="session.py: receipts are not carried across continue-as-new, only recent_ids, so a retried "
-    "message_id after one gets MessageReceipt(message=0, duplicate=True); client.py send then waits for "
-    "exchange 0, i.e. whichever exchange is last, not the message it sent",
-)
 def test_a_repeat_after_a_continue_as_new_still_gets_its_first_number():
     s = SessionState()
     send(s, "a", "b")

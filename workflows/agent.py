@@ -304,12 +304,14 @@ class AgentRun(Steps):
                 s.approvals.abandon()
                 s.error = s.error_type = None
                 kind = err.type or "Error"
-                session.close(workflow.now(), s.turn, s.usage, None, None, f"{kind}: {err.message}")
+                error = f"{kind}: {err.message}"
+                session.close(workflow.now(), s.turn, s.usage, None, None, error, workflow.info().run_id)
                 self._event("answered", text=err.message, detail=f"message {number} · failed ({kind})")
                 continue
             s.output = done.output
             self._event("final", text=done.output)
-            exchange = session.close(workflow.now(), s.turn, s.usage, done.output, done.output_object, None)
+            run_id = workflow.info().run_id
+            exchange = session.close(workflow.now(), s.turn, s.usage, done.output, done.output_object, None, run_id)
             self._event("answered", text=done.output, detail=f"message {exchange.message}")
 
     async def _wait_for_message(self, first: t.AgentSpec) -> str | None:

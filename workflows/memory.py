@@ -4,7 +4,8 @@ Before each model call of a session, `plan` checks the transcript against the ag
 budget (`MemoryPolicy`): its size as JSON, and the input tokens the last model call reported.
 Over budget, everything before the last `keep_exchanges` exchanges and the one in progress is
 compacted into one message: the model's summary of it, or a note that it was dropped. Cuts fall
-only at a user message, never between a tool call and its result.
+only where an exchange begins, never between a tool call and its result, never inside the answer
+in progress.
 """
 
 from __future__ import annotations
@@ -35,14 +36,29 @@ def plan(messages: list[t.Message], policy: t.MemoryPolicy, last_input_tokens: i
         reasons.append(f"last call read {last_input_tokens:,} tokens ≥ budget {policy.budget_tokens:,}")
     if not reasons:
         return None
-    starts = [i for i, m in enumerate(messages) if isinstance(m, t.UserMessage) and not m.summary_of]
+    starts = exchange_starts(messages)
     keep = policy.keep_exchanges + 1  # and the exchange in progress
     if len(starts) <= keep:
         return None
     upto = starts[-keep]
-    if upto <= 1:  # nothing before the kept exchanges but an earlier summary
-        return None
+    if all(isinstance(m, t.UserMessage) and m.summary_of for m in messages[:upto]):
+        return None  # nothing before the kept exchanges but an earlier summary
     return Compaction(upto=upto, strategy=policy.strategy, reason="; ".join(reasons))
+
+
+def exchange_starts(messages: list[t.Message]) -> list[int]:
+    """Where exchanges begin: a user message first, after a final answer (an assistant message
+    without calls) or after a summary. One after tool results joined the answer in progress
+    (a steering message), so it is no place to cut."""
+    starts = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, t.UserMessage) or m.summary_of:
+            continue
+        before = messages[i - 1] if i else None
+        answered = isinstance(before, t.AssistantMessage) and not before.tool_calls
+        if before is None or answered or (isinstance(before, t.UserMessage) and before.summary_of):
+            starts.append(i)
+    return starts
 
 
 def compacted(messages: list[t.Message], upto: int, summary: str | None) -> list[t.Message]:

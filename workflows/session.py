@@ -39,13 +39,17 @@ class SessionState:
         self.queue = list(c.queue)
         self.exchanges = list(c.exchanges)
         self.spans = list(c.spans)
-        self.recent_ids = list(c.recent_ids)
+        self.recent = dict(c.recent)  # message_id → its number, the latest RECENT_IDS of them
         self.ending = c.ending
         self.compactions = c.compactions
         self.idle_since = c.idle_since
         self.receipts: dict[str, t.MessageReceipt] = {}  # this execution's, for repeated sends
 
     # ------------------------------------------------------------------------------ messages
+
+    @property
+    def recent_ids(self) -> list[str]:
+        return list(self.recent)
 
     @property
     def current(self) -> t.Exchange | None:
@@ -59,23 +63,25 @@ class SessionState:
 
     def check(self, message: t.SessionMessage, ended: bool) -> None:
         """Raises Refused unless `message` can be accepted now (a repeat always can)."""
-        if message.message_id and message.message_id in self.recent_ids:
+        if message.message_id in self.recent:
             return
         if ended:
             raise Refused("the session has ended: it takes no more messages", "SessionEnded")
         if self.ending is not None:
             raise Refused(f"the session is ending (client.py end by {self.ending.by})", "SessionEnding")
-        if len(self.queue) >= MAX_QUEUED or sum(len(q.text) for q in self.queue) + len(message.text) > MAX_QUEUED_CHARS:
+        waiting = sum(len(q.text) for q in self.queue)
+        if len(self.queue) >= MAX_QUEUED or waiting + len(message.text) > MAX_QUEUED_CHARS:
             raise Refused(
-                f"{len(self.queue)} messages are still waiting for answers; send more once some are answered",
+                f"{len(self.queue)} messages ({waiting:,} characters) are still waiting for answers; "
+                "send more once some are answered",
                 "SessionQueueFull",
             )
 
     def accept(self, message: t.SessionMessage, now: datetime, steer: bool) -> t.MessageReceipt:
         """Queues `message` (checked first); a repeat of an accepted message_id changes nothing."""
-        if message.message_id and message.message_id in self.recent_ids:
-            earlier = self.receipts.get(message.message_id)
-            number = earlier.message if earlier else 0
+        if message.message_id in self.recent:
+            earlier = self.receipts.get(message.message_id)  # this execution's, with how it was taken
+            number = self.recent[message.message_id]
             return t.MessageReceipt(message=number, queued=0, steer=bool(earlier and earlier.steer), duplicate=True)
         self.messages += 1
         ahead = len(self.queue)
@@ -84,7 +90,9 @@ class SessionState:
         )
         receipt = t.MessageReceipt(message=self.messages, queued=ahead, steer=steer and self.current is not None)
         if message.message_id:
-            self.recent_ids = [*self.recent_ids, message.message_id][-RECENT_IDS:]
+            self.recent[message.message_id] = receipt.message
+            for old in list(self.recent)[: max(len(self.recent) - RECENT_IDS, 0)]:
+                del self.recent[old]
             self.receipts[message.message_id] = receipt
         return receipt
 
@@ -109,10 +117,20 @@ class SessionState:
         return joined
 
     def close(
-        self, now: datetime, turn: int, usage: t.Usage, output: str | None, output_object: object, error: str | None
+        self,
+        now: datetime,
+        turn: int,
+        usage: t.Usage,
+        output: str | None,
+        output_object: object,
+        error: str | None,
+        execution: str = "",
     ) -> t.Exchange:
+        """The answer to the exchange in progress; it is held whole by `execution` from now on
+        (where it was finished, after any continue-as-new since it opened)."""
         current = self.current
         assert current is not None, "no exchange is being answered"
+        current.execution = execution or current.execution
         current.output, current.output_object, current.error = output, output_object, error
         current.turns = turn - current.first_turn + 1
         current.usage = usage
@@ -166,7 +184,7 @@ class SessionState:
             queue=self.queue,
             exchanges=self.exchanges[-KEEP_EXCHANGES:],
             spans=spans,
-            recent_ids=self.recent_ids,
+            recent=self.recent,
             ending=self.ending,
             compactions=self.compactions,
             idle_since=self.idle_since,

@@ -27,6 +27,17 @@ def excerpt(text: str, limit: int = EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def spans(numbers: list[int]) -> str:
+    """[1, 2, 3, 5] → "1-3, 5"."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
 def event_text(text: str) -> str:
     if len(text) <= EVENT_TEXT:
         return text
@@ -317,8 +328,7 @@ class RunState:
         elif turn in self.marks:
             upto = self.marks[turn]
         else:
-            held = sorted(self.marks)
-            span = f"turns {held[0]}-{held[-1]}" if held else "no earlier turn"
+            span = f"turns {spans(sorted(self.marks))}" if self.marks else "no earlier turn"
             later = "" if self.done else f" or turn {self.turn + 1}"
             raise ValueError(
                 f"cannot fork before model call {turn}: this run made {self.turn} model call(s), and its transcript "

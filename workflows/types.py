@@ -473,7 +473,7 @@ class SessionCarry(_Model):
     # The most recent exchanges; the last one is still being answered when `finished` is None.
     exchanges: list[Exchange] = Field(default_factory=list)
     spans: list[ExchangeSpan] = Field(default_factory=list)
-    recent_ids: list[str] = Field(default_factory=list)  # message_ids seen lately (bounded)
+    recent: dict[str, int] = Field(default_factory=dict)  # message_id → K, for the latest ids (bounded)
     ending: EndSession | None = None
     compactions: int = 0
     idle_since: datetime | None = None
