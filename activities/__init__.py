@@ -15,6 +15,7 @@ from activities.guardrails import (
     input_guardrail,
     output_guardrail,
 )
+from activities.lifecycle import ModelAttempt, ModelResponse, RunHooks, Step, ToolAttempt
 from activities.registry import Registry
 from activities.tools import Tool, ToolContext, ToolRetryableError, tool
 from workflows.types import (
@@ -39,11 +40,16 @@ __all__ = [
     "InputGuardrail",
     "MemoryPolicy",
     "Message",
+    "ModelAttempt",
+    "ModelResponse",
     "ModelSettings",
     "OutputGuardrail",
     "Pause",
     "Registry",
+    "RunHooks",
+    "Step",
     "Tool",
+    "ToolAttempt",
     "ToolContext",
     "ToolMessage",
     "ToolRetryableError",
