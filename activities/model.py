@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import logging
 import time
@@ -29,6 +30,7 @@ from temporalio.exceptions import ApplicationError
 from activities import chat_wire, errors, responses_wire
 from activities.capture import CaptureStore
 from activities.context_cache import ContextCache
+from activities.lifecycle import HookCaller, ModelAttempt, ModelResponse
 from activities.redact import FRAGMENT, Redactor
 from activities.settings import LLMSettings
 from activities.sse import LineTooLong, iter_lines
@@ -156,12 +158,18 @@ def new_http_client(settings: LLMSettings) -> httpx.AsyncClient:
 
 class ModelActivities:
     def __init__(
-        self, client: Client, settings: LLMSettings, http: httpx.AsyncClient, cache: ContextCache | None = None
+        self,
+        client: Client,
+        settings: LLMSettings,
+        http: httpx.AsyncClient,
+        cache: ContextCache | None = None,
+        hooks: HookCaller | None = None,
     ) -> None:
         self._client = client
         self._settings = settings
         self._http = http
         self._cache = cache
+        self._hooks = hooks or HookCaller()  # the at-least-once lifecycle hooks (activities/lifecycle.py)
         # Masks the key in everything built from a server's bytes, with or without the worker's
         # RedactingInterceptor: some servers and proxies echo the key they were sent.
         self._redactor = Redactor.for_settings(settings)
@@ -184,7 +192,24 @@ class ModelActivities:
         wire, path = wire_for(agent.api or settings.api)
         body = build_request(wire, agent, messages, model, settings.stream)
         capture = input.capture or settings.capture
-        reply, call = await self.send(agent, wire, path, body, turn=input.turn, began=began, capture=capture)
+        hooks = self._hooks
+        info = activity.info()
+        at = ModelAttempt(
+            run_id=info.workflow_id or "", agent=agent.name, turn=input.turn, attempt=info.attempt, model=model,
+            api=path, stream=body.get("stream") is True,
+        )  # fmt: skip
+        if hooks.wants("on_model_request"):  # a copy: what a hook does to it is never sent
+            await self._hook(input.turn, "on_model_request", at, copy.deepcopy(body))
+        keep_raw = capture or hooks.wants("on_model_response")  # a stream's raw lines are kept only then
+        reply, call = await self.send(agent, wire, path, body, turn=input.turn, began=began, capture=keep_raw)
+        if hooks.wants("on_model_response"):
+            response = ModelResponse(
+                body=call.payload if not call.stream else None,
+                sse_lines=list(call.raw) if call.stream else None,
+                reply=reply.model_copy(deep=True),
+                usage=reply.usage.model_copy(),
+            )
+            await self._hook(input.turn, "on_model_response", at, response)
         if self._cache is not None:
             self._cache.remember(run, agent, messages, input.digest, reply.message)
         if capture:
@@ -197,6 +222,13 @@ class ModelActivities:
             agent.name, model, input.turn, len(reply.message.tool_calls), reply.usage.total_tokens,
         )  # fmt: skip
         return reply
+
+    async def _hook(self, turn: int, name: str, *args: object) -> None:
+        """An at-least-once hook, bounded by its timeout, heartbeating meanwhile with the details
+        a failed earlier attempt left (its count of malformed replies)."""
+        progress = ModelProgress(turn=turn, attempt=activity.info().attempt, malformed=_earlier_malformed())
+        async with heartbeating(HEARTBEAT_EVERY, lambda: progress):
+            await self._hooks.call(name, *args)
 
     async def send(
         self,
@@ -270,6 +302,7 @@ class ModelActivities:
                 except (ValueError, RecursionError) as err:
                     sample = chat_wire.Reader(mask).sample(text)
                     raise chat_wire.MalformedResponse(f"body is not JSON: {sample!r}") from err
+                call.payload = payload
                 return call.wire.parse_response(payload, call.turn, mask=mask)
             try:
                 lines = iter_lines(call.count(response.aiter_text()), MAX_REPLY_CHARS)
@@ -334,8 +367,9 @@ class _Call:
     timeout: httpx.Timeout
     redactor: Redactor
     progress: ModelProgress
-    capture: bool = False  # keep the raw reply, for the wire capture
+    capture: bool = False  # keep the raw reply, for the wire capture (or a lifecycle hook)
     raw: list[str] = field(default_factory=lambda: list[str]())
+    payload: object = None  # the parsed body of a reply that was not streamed
     received: int = 0  # characters of the body so far
     # The streamed text's tail: pieces since the last snapshot, after what is kept of earlier ones.
     _pieces: list[str] = field(default_factory=lambda: list[str]())

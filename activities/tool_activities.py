@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import json
 import time
 from datetime import timedelta
 from typing import Any
@@ -18,6 +20,7 @@ from activities import chat_wire
 from activities.agents import Agent, approval_check
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
+from activities.lifecycle import HookCaller, ToolAttempt
 from activities.registry import Registry
 from activities.settings import LLMSettings
 from activities.tools import Tool, ToolContext, ToolRetryableError
@@ -43,8 +46,10 @@ class ToolActivities:
         cache: ContextCache | None = None,
         settings: LLMSettings | None = None,
         threads: ToolThreads | None = None,
+        hooks: HookCaller | None = None,
     ) -> None:
         self.registry = registry
+        self.hooks = hooks or HookCaller()  # the at-least-once lifecycle hooks (activities/lifecycle.py)
         self.heartbeat_interval = heartbeat_interval
         self.cache = cache  # shared with the model activity: tool results feed the next turn
         # The worker's LLM_MODEL, pinned into runs that name none.
@@ -76,8 +81,16 @@ class ToolActivities:
         )
         started = time.monotonic()
         heartbeat = asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
-        try:
+        at = ToolAttempt(
+            run_id=ctx.run_id, agent=input.agent, turn=input.turn, attempt=info.attempt, tool=tool.name,
+            call_id=input.call_id, idempotency_key=input.idempotency_key,
+        )  # fmt: skip
+        try:  # the hooks inside the heartbeat: a tool's heartbeat timeout may be shorter than theirs
+            if self.hooks.wants("on_tool_call"):
+                await self.hooks.call("on_tool_call", at, _arguments(input))
             result = await tool.invoke(input.arguments_json(), ctx, self.threads)
+            if self.hooks.wants("on_tool_result"):
+                await self.hooks.call("on_tool_result", at, result.output, result.is_error)
         except ToolRetryableError as exc:
             activity.logger.info("%s: retryable failure %s", what, exc)
             delay = timedelta(seconds=exc.retry_after) if exc.retry_after is not None else None
@@ -155,6 +168,17 @@ class ToolActivities:
         except chat_wire.BadSettings as exc:
             raise ValueError(f"agent '{agent.name}': {exc}") from None
         return filled
+
+
+def _arguments(input: ToolCallInput) -> dict[str, Any] | str:
+    """The call's arguments for a hook: a copy of the object, or the model's text when it is not one."""
+    if input.args is not None:
+        return copy.deepcopy(input.args)
+    try:
+        parsed = json.loads(input.arguments or "{}")
+    except ValueError:
+        return input.arguments
+    return parsed if isinstance(parsed, dict) else input.arguments
 
 
 def model_bounds(settings: LLMSettings) -> dict[str, float | int]:
