@@ -15,6 +15,11 @@ resolve the agent when a run starts, and `Q@agent@version` for its tool calls an
 approval policies, guardrails, output type and handoff filters: activities/hooks.py). So in a
 rolling deploy a run's tool calls only reach workers that hold the exact agent the run froze.
 Agents reached through handoffs or used as tools are served as well.
+
+A `RunHooks` instance defined at module level in a --tools module is the worker's lifecycle
+hooks (activities/lifecycle.py): the at-least-once ones run inside the activities, the
+exactly-once ones from the hook feed (activities/hook_feed.py), which this process runs beside
+its workers, with its checkpoints in HOOKS_STATE_DIR (default .state/hooks).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 from temporalio.client import Client
@@ -37,10 +43,12 @@ from activities.compaction import CompactionActivities
 from activities.connection import address, connect, ensure_search_attributes, namespace, task_queue
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
+from activities.hook_feed import HookFeed, state_dir_from_env
 from activities.hooks import HookActivities
+from activities.lifecycle import HookCaller, RunHooks, hooks_in_modules
 from activities.model import ModelActivities, new_http_client
 from activities.payload_store import PayloadStoreError
-from activities.redact import redaction_for
+from activities.redact import Redactor, redaction_for
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
 from activities.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
@@ -65,13 +73,23 @@ AGENT_WORKER_DEFAULTS: dict[str, object] = {
 
 class WorkerGroup:
     """The temporalio Workers of one process, started and stopped as one (a Worker polls a single
-    task queue; routing needs several), with the tool threads and the loop watchdog they share.
+    task queue; routing needs several), with the tool threads and the loop watchdog they share,
+    and the lifecycle hooks' feed when there is one.
     `async with build_worker(...) as group:` runs them, as with a single Worker."""
 
-    def __init__(self, workers: list[Worker], threads: ToolThreads, watchdog: LoopWatchdog) -> None:
+    def __init__(
+        self,
+        workers: list[Worker],
+        threads: ToolThreads,
+        watchdog: LoopWatchdog,
+        hooks: HookCaller | None = None,
+        feed: HookFeed | None = None,
+    ) -> None:
         self.workers = workers
         self.threads = threads
         self.watchdog = watchdog
+        self.hooks = hooks
+        self.feed = feed
 
     @property
     def task_queues(self) -> list[str]:
@@ -85,6 +103,8 @@ class WorkerGroup:
             except BaseException:
                 await self._stop(self.workers[:i])
                 raise
+        if self.feed is not None:
+            self.feed.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -96,15 +116,20 @@ class WorkerGroup:
         """Stop all at once, so the grace period is spent once, not once per worker. Then drop
         queued tool calls and leave hung tool threads behind (see activities/executor.py)."""
         try:
-            await asyncio.gather(*(w.shutdown() for w in started))
+            feed = self.feed.stop() if self.feed is not None else asyncio.sleep(0)
+            await asyncio.gather(feed, *(w.shutdown() for w in started))
         finally:
             self.threads.shutdown()
+            if self.hooks is not None:
+                self.hooks.shutdown()
             self.watchdog.stop()
 
     async def run(self) -> None:
         """Run until `shutdown()`, as `Worker.run`; a worker's fatal error stops them all and is raised."""
         self.watchdog.start()
         runs = [asyncio.create_task(w.run()) for w in self.workers]
+        if self.feed is not None:
+            self.feed.start()
         try:
             await asyncio.wait(runs, return_when=asyncio.FIRST_EXCEPTION)
         finally:
@@ -128,18 +153,24 @@ def build_worker(
     *,
     tool_threads: int | None = None,
     stall_seconds: float = DEFAULT_STALL_SECONDS,
+    run_hooks: Sequence[RunHooks] = (),
+    hooks_state_dir: Path | None = None,
     **options: object,
 ) -> WorkerGroup:
     """The workers, as `python worker.py` runs them; tests build theirs with this too.
     `tool_threads`: default $TOOL_THREADS or 16. `stall_seconds`: how long the event loop may be
     blocked before the watchdog names the culprit. `options` override WORKER_DEFAULTS for every
     Worker. The caller owns `http` (see `new_http_client`) and closes it after the workers stop.
-    Every worker masks the API key in whatever its activities return, heartbeat or raise."""
+    Every worker masks the API key in whatever its activities return, heartbeat or raise.
+    `run_hooks`: the lifecycle hooks (activities/lifecycle.py); when one has an exactly-once method,
+    a hook feed follows `queue`'s runs, checkpointing in `hooks_state_dir` (default
+    $HOOKS_STATE_DIR or .state/hooks)."""
     threads = ToolThreads(executor.size_from_env() if tool_threads is None else tool_threads)
     cache = ContextCache()
-    model = ModelActivities(client, settings, http, cache)
+    caller = HookCaller(run_hooks, Redactor.for_settings(settings))
+    model = ModelActivities(client, settings, http, cache, hooks=caller)
     compaction = CompactionActivities(model)
-    tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads)
+    tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads, hooks=caller)
     hooks = HookActivities(registry, client, settings, http, threads)
     masking, _ = redaction_for(settings)
     extra = options.pop("interceptors", None)
@@ -161,7 +192,11 @@ def build_worker(
             (agent_task_queue(queue, agent.name, agent.version), [tools.call_tool, hooks.run_hook]),
         ):
             workers.append(Worker(client, task_queue=q, activities=served, **per_agent))  # type: ignore[arg-type]
-    return WorkerGroup(workers, threads, LoopWatchdog(tool_codes(registry.tools()), threshold=stall_seconds))
+    feed = None
+    if caller.wants_feed:
+        feed = HookFeed(client, queue, caller, hooks_state_dir or state_dir_from_env())
+    watchdog = LoopWatchdog(tool_codes(registry.tools()), threshold=stall_seconds)
+    return WorkerGroup(workers, threads, watchdog, hooks=caller, feed=feed)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -182,6 +217,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 async def serve(args: argparse.Namespace) -> int:
     try:
         registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
+        hooks = hooks_in_modules(args.tools or DEFAULT_TOOLS)
         settings = LLMSettings.from_env()
         threads = executor.size_from_env()
     except Exception as err:  # a user's module: any import error is a usage error here
@@ -207,7 +243,7 @@ async def serve(args: argparse.Namespace) -> int:
 
     queue = args.task_queue or task_queue()
     http = new_http_client(settings)
-    worker = build_worker(client, queue, registry, settings, http, tool_threads=threads)
+    worker = build_worker(client, queue, registry, settings, http, tool_threads=threads, run_hooks=hooks)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -217,6 +253,11 @@ async def serve(args: argparse.Namespace) -> int:
         queue, len(worker.workers) - 1, address(), namespace(), ", ".join(registry.agent_names()),
         settings.base_url, threads,
     )  # fmt: skip
+    if hooks:
+        names = ", ".join(type(h).__name__ for h in hooks)
+        where = worker.feed.checkpoints.root if worker.feed else None
+        feed = f"exactly-once ones fed from the runs' events (state in {where})" if where else "no exactly-once ones"
+        log.info("lifecycle hooks: %s; %s", names, feed)
     async with http, worker:
         await stop.wait()
         log.info("stopping: finishing in-flight tasks")
