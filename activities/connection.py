@@ -1,7 +1,19 @@
 """One way to reach Temporal, shared by the worker, the client, the tests and the replayer:
-the same address defaults and the same data converter everywhere. That converter is pydantic's,
-with large payloads kept in the payload store instead of history (activities/payload_store.py)
-and failure texts cut to a size Temporal accepts."""
+the same connection settings and the same data converter everywhere.
+
+Where and how to connect comes from `temporalio.envconfig`, which reads what the `temporal` CLI
+reads: a profile in its TOML file (`TEMPORAL_CONFIG_FILE`, default
+~/.config/temporalio/temporal.toml; profile `TEMPORAL_PROFILE`, default "default") under the
+TEMPORAL_* variables (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_API_KEY`,
+`TEMPORAL_TLS`, `TEMPORAL_TLS_CLIENT_CERT_PATH`, `TEMPORAL_TLS_CLIENT_KEY_PATH`,
+`TEMPORAL_TLS_SERVER_CA_CERT_PATH`, `TEMPORAL_TLS_SERVER_NAME`, their `_DATA` forms, …). An API
+key turns TLS on. Without any of it: localhost:7233, namespace "default", no TLS.
+
+The data converter is pydantic's, with payloads encrypted when PAYLOAD_CODEC_KEYS is set
+(activities/codec.py), large payloads kept in the payload store instead of history
+(activities/payload_store.py) and failure texts cut to a size Temporal accepts. The SDK encrypts
+first and then offloads, so the store only ever holds ciphertext; history holds the store's
+reference, which names a hash and nothing of the content."""
 
 from __future__ import annotations
 
@@ -9,6 +21,7 @@ import dataclasses
 import functools
 import logging
 import os
+from collections.abc import Mapping
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.failure.v1 import Failure
@@ -16,41 +29,80 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadConverter
+from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
 
-from activities.payload_store import external_storage
+from activities.codec import codec_from_env
+from activities.payload_store import PayloadStoreError, external_storage
 from workflows.types import SEARCH_ATTRIBUTES
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agent-runner"
 MAX_FAILURE_TEXT = 64 * 1024  # characters of a failure's message, and of its stack trace
+ENCODED_FAILURE = "Encoded failure"  # what temporalio leaves in place of a message it encoded
+
+
+class ConnectionConfigError(PayloadStoreError):
+    """The connection settings (profile file, TEMPORAL_* variables, a TLS file they name) are
+    wrong. A PayloadStoreError so that the worker and client.py report it as they report a bad
+    PAYLOAD_STORE: one line, exit code 2."""
 
 
 class BoundedFailureConverter(DefaultFailureConverter):
     """A failure's message and stack trace are strings, not payloads, so external storage cannot
     move them: past 2 MB Temporal refuses the workflow task (retried forever: the run wedges) or
     swaps the text for "Failure exceeds size limit."; past 4 MB an activity's completion never
-    arrives. A tool that raises with a huge message is cut here instead."""
+    arrives. A tool that raises with a huge message is cut here instead.
+
+    With `encrypt`, each level's message and stack trace then move into its encoded attributes
+    (temporalio's `encode_common_attributes`), a payload the codec encrypts like any other."""
+
+    encrypt = False
+
+    def __init__(self) -> None:
+        super().__init__(encode_common_attributes=False)  # done below, after the cut
 
     def to_failure(self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure) -> None:
-        super().to_failure(exception, payload_converter, failure)
+        super().to_failure(exception, payload_converter, failure)  # causes come through here first
         level: Failure | None = failure
         while level is not None:
-            for field in ("message", "stack_trace"):
-                text: str = getattr(level, field)
-                if len(text) > MAX_FAILURE_TEXT:
-                    setattr(level, field, f"{text[:MAX_FAILURE_TEXT]}… [{len(text) - MAX_FAILURE_TEXT} characters cut]")
+            if level.message != ENCODED_FAILURE or level.stack_trace:  # not yet done (a copied proto may hold text)
+                level.message, level.stack_trace = _cut(level.message), _cut(level.stack_trace)
+                if self.encrypt:
+                    attributes = {"message": level.message, "stack_trace": level.stack_trace}
+                    level.encoded_attributes.CopyFrom(payload_converter.to_payloads([attributes])[0])
+                    level.message, level.stack_trace = ENCODED_FAILURE, ""
             level = level.cause if level.HasField("cause") else None
+
+
+def _cut(text: str) -> str:
+    if len(text) <= MAX_FAILURE_TEXT:
+        return text
+    return f"{text[:MAX_FAILURE_TEXT]}… [{len(text) - MAX_FAILURE_TEXT} characters cut]"
+
+
+class EncryptedFailureConverter(BoundedFailureConverter):
+    encrypt = True
+
+
+def make_data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
+    """The data converter for these settings (default: the process's environment)."""
+    codec = codec_from_env(env)
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=codec,
+        failure_converter_class=EncryptedFailureConverter if codec else BoundedFailureConverter,
+        external_storage=external_storage(env),
+    )
 
 
 @functools.cache
 def data_converter() -> DataConverter:
-    """Built on first use, not at import: a bad PAYLOAD_STORE setting is then reported by the
-    command that needs it, as one clear line, instead of a traceback at import time."""
-    return dataclasses.replace(
-        pydantic_data_converter, failure_converter_class=BoundedFailureConverter, external_storage=external_storage()
-    )
+    """Built on first use, not at import: a bad PAYLOAD_STORE or PAYLOAD_CODEC_KEYS setting is
+    then reported by the command that needs it, as one clear line, instead of a traceback at
+    import time."""
+    return make_data_converter()
 
 
 def __getattr__(name: str) -> DataConverter:
@@ -59,22 +111,77 @@ def __getattr__(name: str) -> DataConverter:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def connect_config(env: Mapping[str, str] | None = None) -> ClientConnectConfig:
+    """`Client.connect`'s arguments from the profile and the TEMPORAL_* variables (see the module
+    docstring), with the address and namespace always set."""
+    try:
+        config = ClientConfigProfile.load(override_env_vars=env).to_client_connect_config()
+    except OSError as err:  # a certificate or key file named but not readable
+        raise ConnectionConfigError(f"Temporal TLS settings: cannot read {err.filename}: {err.strerror}") from None
+    except RuntimeError as err:  # the SDK's ConfigError: a bad TOML file, an unknown profile
+        raise ConnectionConfigError(f"Temporal connection settings: {' '.join(str(err).split())}") from None
+    config.setdefault("target_host", DEFAULT_ADDRESS)
+    config.setdefault("namespace", DEFAULT_NAMESPACE)
+    return config
+
+
 def address() -> str:
-    return os.environ.get("TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
+    try:
+        return connect_config()["target_host"]
+    except ConnectionConfigError:  # only named in messages; connect() reports the error itself
+        return os.environ.get("TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
 
 
 def namespace() -> str:
-    return os.environ.get("TEMPORAL_NAMESPACE", DEFAULT_NAMESPACE)
+    try:
+        return connect_config()["namespace"]
+    except ConnectionConfigError:
+        return os.environ.get("TEMPORAL_NAMESPACE", DEFAULT_NAMESPACE)
 
 
 def task_queue() -> str:
     return os.environ.get("AGENT_TASK_QUEUE", DEFAULT_TASK_QUEUE)
 
 
-async def connect(target: str | None = None, ns: str | None = None, runtime: Runtime | None = None) -> Client:
-    return await Client.connect(
-        target or address(), namespace=ns or namespace(), data_converter=data_converter(), runtime=runtime
-    )
+async def connect(
+    target: str | None = None,
+    ns: str | None = None,
+    runtime: Runtime | None = None,
+    converter: DataConverter | None = None,
+) -> Client:
+    """A client as the settings say (see the module docstring). An explicit `target` is a plain
+    connection to that server, ignoring the profile's TLS and API key (the tests, the bench)."""
+    config: ClientConnectConfig = {"target_host": target} if target else connect_config()
+    converter = converter or data_converter()  # its setting errors are the caller's to report, not wrapped below
+    try:
+        return await Client.connect(
+            config["target_host"],
+            namespace=ns or config.get("namespace", DEFAULT_NAMESPACE),
+            api_key=config.get("api_key"),
+            tls=config.get("tls", False),
+            rpc_metadata=config.get("rpc_metadata", {}),
+            data_converter=converter,
+            runtime=runtime,
+        )
+    except RuntimeError as err:  # the core's connection errors: often several lines of Rust debug output
+        raise ConnectionError(connect_error(err)) from None
+
+
+def connect_error(err: BaseException) -> str:
+    """The core's connection error, as one line a person can act on."""
+    text = " ".join(str(err).split())
+    lower = text.lower()
+    if "certificaterequired" in lower or "certificate required" in lower:
+        return (
+            "the server requires a client certificate: set TEMPORAL_TLS_CLIENT_CERT_PATH and "
+            f"TEMPORAL_TLS_CLIENT_KEY_PATH (or the profile's tls.client_cert_path / client_key_path) ({text})"
+        )
+    if "unknownissuer" in lower or "invalidcertificate" in lower or "unknown issuer" in lower:
+        return (
+            "the server's certificate is not trusted: set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that "
+            f"signed it, or TEMPORAL_TLS_SERVER_NAME to the name it holds ({text})"
+        )
+    return text
 
 
 def quiet_runtime(logger: logging.Logger) -> Runtime:

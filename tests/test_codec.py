@@ -1,0 +1,388 @@
+"""Encrypted payloads (activities/codec.py): the codec alone, inside the data converter (with the
+payload store and failures), on wire captures, behind the codec server, and on a real run that
+`temporal workflow show` can only print as ciphertext."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Replayer
+
+from activities.capture import CaptureStore
+from activities.codec import ENCODING, KEY_ID, CodecConfigError, DecryptError, EncryptionCodec, Keyring
+from activities.connection import ENCODED_FAILURE, MAX_FAILURE_TEXT, connect, make_data_converter
+from activities.model import new_http_client
+from cli.codec_server import CodecServer
+from tests.devserver import temporal_cli
+from worker import build_worker
+from workflows import AgentRun
+from workflows import types as t
+
+ROOT = Path(__file__).resolve().parent.parent
+K1 = base64.b64encode(bytes(range(32))).decode()
+K2 = base64.b64encode(bytes(range(100, 116))).decode()
+KEYS = f"k2:{K2},k1:{K1}"
+UI_ORIGIN = "http://localhost:8233"
+
+
+def payload(text: str) -> Payload:
+    return Payload(metadata={"encoding": b"json/plain"}, data=json.dumps(text).encode())
+
+
+def codec(spec: str = KEYS) -> EncryptionCodec:
+    return EncryptionCodec(Keyring.parse(spec))
+
+
+# --------------------------------------------------------------------------------- the codec
+
+
+async def test_round_trip_seals_the_whole_payload_under_the_first_key():
+    plain = payload("the secret prompt")
+    [sealed] = await codec().encode([plain])
+    assert sealed.metadata["encoding"] == ENCODING and sealed.metadata[KEY_ID] == b"k2"
+    assert b"secret" not in sealed.SerializeToString() and b"json/plain" not in sealed.SerializeToString()
+    assert await codec().decode([sealed]) == [plain]
+    [again] = await codec().encode([plain])
+    assert again.data != sealed.data  # a fresh nonce every time
+
+
+async def test_rotation_old_payloads_still_decrypt():
+    [old] = await codec(f"k1:{K1}").encode([payload("written before the rotation")])
+    rotated = codec(KEYS)
+    assert await rotated.decode([old]) == [payload("written before the rotation")]
+    [new] = await rotated.encode([payload("after")])
+    assert new.metadata[KEY_ID] == b"k2"
+
+
+async def test_an_unknown_key_id_is_named():
+    [sealed] = await codec().encode([payload("x")])
+    with pytest.raises(DecryptError, match=r"key id 'k2', which is not in PAYLOAD_CODEC_KEYS \(known: k1\)"):
+        await codec(f"k1:{K1}").decode([sealed])
+
+
+async def test_tampering_is_detected():
+    [sealed] = await codec().encode([payload("pay alice 10")])
+    flipped = Payload()
+    flipped.CopyFrom(sealed)
+    flipped.data = sealed.data[:-1] + bytes([sealed.data[-1] ^ 1])
+    with pytest.raises(DecryptError, match="fails authentication"):
+        await codec().decode([flipped])
+    relabelled = Payload()  # the key id is bound into the seal: another known key cannot claim it
+    relabelled.CopyFrom(sealed)
+    relabelled.metadata[KEY_ID] = b"k1"
+    with pytest.raises(DecryptError, match="'k1' fails authentication"):
+        await codec().decode([relabelled])
+
+
+async def test_payloads_it_did_not_encrypt_pass_through():
+    plain = payload("from before the codec")
+    assert await codec().decode([plain]) == [plain]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        (f"{K1}", "item 1 is not ID:BASE64KEY"),
+        (f"k1:{K1},oops", "item 2 is not ID:BASE64KEY"),
+        (f"k 1:{K1}", "item 1 is not ID:BASE64KEY"),
+        (f"k1:{K1},k1:{K2}", "key id 'k1' is listed twice"),
+        ("k1:not*base64!", "key 'k1' is not valid base64"),
+        (f"k1:{base64.b64encode(b'0123456789').decode()}", "key 'k1' is 10 bytes; AES needs 16, 24 or 32"),
+    ],
+)
+def test_bad_keys_are_one_clear_line_that_never_shows_a_key(spec: str, message: str):
+    with pytest.raises(CodecConfigError) as err:
+        Keyring.parse(spec)
+    text = str(err.value)
+    assert message in text and "\n" not in text
+    assert K1 not in text and K2 not in text and "not*base64" not in text
+
+
+def test_a_keyring_never_shows_its_keys():
+    ring = Keyring.parse(KEYS)
+    assert repr(ring) == "Keyring(current='k2', ids=['k2', 'k1'])"
+    assert K1 not in repr(vars(ring)) and K2 not in repr(vars(ring))
+
+
+# ------------------------------------------------------------------ inside the data converter
+
+
+def env_with(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"PAYLOAD_CODEC_KEYS": KEYS, "PAYLOAD_STORE_DIR": str(tmp_path / "store"), **extra}
+
+
+async def test_encrypt_then_offload_the_store_holds_only_ciphertext(tmp_path: Path):
+    converter = make_data_converter(env_with(tmp_path, PAYLOAD_STORE_THRESHOLD="1024"))
+    big = "confidential-" * 1000
+    [reference] = await converter.encode([big])
+    assert reference.metadata["encoding"] != ENCODING  # a reference: a hash, nothing of the content
+    assert b"confidential" not in reference.SerializeToString()
+    [stored] = [f for f in (tmp_path / "store").rglob("*") if f.is_file()]
+    raw = stored.read_bytes()
+    assert b"confidential" not in raw
+    assert Payload.FromString(raw).metadata["encoding"] == ENCODING
+    assert await converter.decode([reference], [str]) == [big]
+    small = await converter.encode(["confidential but small"])
+    assert small[0].metadata["encoding"] == ENCODING
+
+
+async def test_failure_messages_and_stacks_are_encrypted_after_the_cut(tmp_path: Path):
+    converter = make_data_converter(env_with(tmp_path))
+    try:
+        try:
+            raise ValueError("inner secret " + "x" * (MAX_FAILURE_TEXT + 10))
+        except ValueError as inner:
+            raise ApplicationError("outer secret", "detail secret", type="ToolFailed") from inner
+    except ApplicationError as err:
+        failure = Failure()
+        await converter.encode_failure(err, failure)
+    wire = failure.SerializeToString()
+    assert b"secret" not in wire and b"Traceback" not in wire and b"test_codec" not in wire
+    assert failure.message == ENCODED_FAILURE and failure.cause.message == ENCODED_FAILURE
+    assert failure.application_failure_info.type == "ToolFailed"  # the type stays readable
+    back = await converter.decode_failure(failure)
+    assert isinstance(back, ApplicationError) and back.message == "outer secret"
+    assert back.details == ("detail secret",)
+    assert isinstance(back.cause, ApplicationError)
+    assert back.cause.message.startswith("inner secret xxx") and back.cause.message.endswith("characters cut]")
+    assert len(back.cause.message) < MAX_FAILURE_TEXT + 100
+    # Re-raised (its proto holds the decoded text), it is encrypted again, every level of it.
+    again = Failure()
+    await converter.encode_failure(back, again)
+    assert b"secret" not in again.SerializeToString()
+
+
+async def test_without_keys_failures_stay_readable(tmp_path: Path):
+    converter = make_data_converter({"PAYLOAD_STORE_DIR": str(tmp_path)})
+    failure = Failure()
+    await converter.encode_failure(ApplicationError("plain " + "y" * (MAX_FAILURE_TEXT + 5)), failure)
+    assert failure.message.startswith("plain yyy") and not failure.HasField("encoded_attributes")
+    assert len(failure.message) < MAX_FAILURE_TEXT + 100
+
+
+def test_wire_captures_are_encrypted_and_still_read(tmp_path: Path):
+    record = {"request": {"messages": [{"role": "user", "content": "capture secret"}]}, "response": "ok"}
+    sealed = CaptureStore(tmp_path, Keyring.parse(KEYS))
+    key = sealed.put(record)
+    [path] = tmp_path.iterdir()
+    assert path.name == f"{key}.enc" and b"secret" not in path.read_bytes()
+    assert sealed.get(key) == record
+    assert CaptureStore(tmp_path, Keyring.parse(f"k9:{K1},k2:{K2}")).get(key) == record  # after a rotation
+    with pytest.raises(ValueError, match="is encrypted: set PAYLOAD_CODEC_KEYS"):
+        CaptureStore(tmp_path, None).get(key)
+    plain_key = CaptureStore(tmp_path, None).put(record)  # written before the codec: still read
+    assert sealed.get(plain_key) == record
+
+
+# -------------------------------------------------------------------------- the codec server
+
+
+@pytest.fixture
+def codec_server() -> Iterator[CodecServer]:
+    server = CodecServer(("127.0.0.1", 0), codec(), [UI_ORIGIN])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def http(
+    server: CodecServer, method: str, path: str, body: Any = None, origin: str | None = UI_ORIGIN
+) -> tuple[int, dict[str, str], Any]:
+    headers = {"Content-Type": "application/json", "X-Namespace": "default"}
+    if origin:
+        headers["Origin"] = origin
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(server.url + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            raw = response.read()
+            return response.status, dict(response.headers), json.loads(raw) if raw else None
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), json.loads(err.read() or b"null")
+
+
+def as_json(*payloads: Payload) -> dict[str, Any]:
+    """What the Web UI posts: protobuf JSON, base64 metadata values and data."""
+    return {"payloads": [MessageToDict(p) for p in payloads]}
+
+
+def texts(body: dict[str, Any]) -> list[Any]:
+    return [json.loads(base64.b64decode(p["data"])) for p in body["payloads"]]
+
+
+async def test_the_codec_server_decodes_what_the_ui_posts(codec_server: CodecServer):
+    sealed = await codec().encode([payload("tool result: sunny"), payload("second")])
+    plain = payload("not encrypted")
+    status, headers, body = http(codec_server, "POST", "/decode?preserveStorageRefs=true", as_json(*sealed, plain))
+    assert status == 200, body
+    assert texts(body) == ["tool result: sunny", "second", "not encrypted"]
+    assert base64.b64decode(body["payloads"][0]["metadata"]["encoding"]) == b"json/plain"
+    assert headers["Access-Control-Allow-Origin"] == UI_ORIGIN
+    assert headers["Access-Control-Allow-Credentials"] == "true"
+
+
+async def test_the_codec_server_encodes_and_its_output_decodes(codec_server: CodecServer):
+    status, _, body = http(codec_server, "POST", "/encode", as_json(payload("from the UI")))
+    assert status == 200
+    assert base64.b64decode(body["payloads"][0]["metadata"]["encoding"]) == ENCODING
+    _, _, back = http(codec_server, "POST", "/decode", body)
+    assert texts(back) == ["from the UI"]
+
+
+def test_the_codec_server_answers_the_browsers_preflight(codec_server: CodecServer):
+    status, headers, _ = http(codec_server, "OPTIONS", "/decode?preserveStorageRefs=true")
+    assert status in (200, 204)
+    assert headers["Access-Control-Allow-Origin"] == UI_ORIGIN
+    assert "POST" in headers["Access-Control-Allow-Methods"]
+    allowed = {h.strip().lower() for h in headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"content-type", "x-namespace"} <= allowed
+    assert headers["Access-Control-Allow-Credentials"] == "true"
+    _, other, _ = http(codec_server, "OPTIONS", "/decode", origin="http://evil.example")
+    assert "Access-Control-Allow-Origin" not in other
+
+
+async def test_the_codec_server_names_an_unknown_key_and_refuses_other_paths(codec_server: CodecServer):
+    [foreign] = await codec(f"old:{K1}").encode([payload("x")])
+    status, _, body = http(codec_server, "POST", "/decode", as_json(foreign))
+    assert status == 400 and "key id 'old'" in body["error"]
+    assert http(codec_server, "POST", "/decrypt", as_json(foreign))[0] == 404
+    assert http(codec_server, "POST", "/decode", {"payloads": "nope"})[0] == 400
+
+
+# --------------------------------------------------------------------------- startup errors
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["worker.py"],
+        ["client.py", "status", "some-run"],
+        ["-m", "cli.codec_server", "--port", "0"],
+    ],
+)
+def test_bad_keys_stop_each_command_with_one_line(command: list[str], tmp_path: Path):
+    bad = f"k1:{base64.b64encode(b'short').decode()}"
+    env = {
+        **os.environ,
+        "PAYLOAD_CODEC_KEYS": bad,
+        "TEMPORAL_ADDRESS": "127.0.0.1:1",
+        "PAYLOAD_STORE_DIR": str(tmp_path),
+    }
+    done = subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "PAYLOAD_CODEC_KEYS: key 'k1' is 5 bytes" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr and bad.split(":")[1] not in done.stderr
+
+
+# --------------------------------------------------------------------------- on a real server
+
+
+@pytest.fixture
+async def sealed_client(temporal_server, tmp_path: Path) -> Client:
+    return await connect(temporal_server.target, "default", converter=make_data_converter(env_with(tmp_path)))
+
+
+async def encrypted_run(sealed_client: Client, task_queue: str, registry, settings, prompt: str) -> str:
+    run_id = f"sealed-{uuid.uuid4().hex[:12]}"  # client.py's ids carry the prompt's first words: not here
+    async with (
+        new_http_client(settings) as http_client,
+        build_worker(sealed_client, task_queue, registry, settings, http_client),
+    ):
+        handle = await sealed_client.start_workflow(
+            t.WORKFLOW_NAME,
+            t.RunInput(prompt=prompt),
+            id=run_id,
+            task_queue=task_queue,
+            result_type=t.RunResult,
+            memo={"note": "memo secret"},
+            static_summary="summary secret",
+        )
+        async with asyncio.timeout(60):
+            result = await handle.result()
+    assert "sunny" in result.output.lower()
+    return run_id
+
+
+def workflow_show(target: str, run_id: str, *output: str) -> str:
+    done = subprocess.run(
+        [temporal_cli(), "workflow", "show", "-w", run_id, "--address", target, "-n", "default", *output],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def payload_bytes(node: Any) -> list[bytes]:
+    """Every payload's data in `temporal workflow show -o json`, base64-decoded (the JSON form
+    hides plaintext too, so that alone would prove nothing)."""
+    if isinstance(node, list):
+        return [b for item in node for b in payload_bytes(item)]
+    if not isinstance(node, dict):
+        return []
+    if isinstance(node.get("metadata"), dict) and isinstance(node.get("data", ""), str):
+        return [base64.b64decode(node.get("data", ""))]
+    return [b for value in node.values() for b in payload_bytes(value)]
+
+
+async def test_a_run_with_the_codec_shows_only_ciphertext(
+    sealed_client, temporal_server, task_queue, registry, settings, client, codec_server
+):
+    prompt = "zanzibar-prompt: what's the weather in Tokyo?"
+    run_id = await encrypted_run(sealed_client, task_queue, registry, settings, prompt)
+    shown = workflow_show(temporal_server.target, run_id, "-o", "json")
+    text = workflow_show(temporal_server.target, run_id)  # the CLI's default view
+    data = b"\n".join(payload_bytes(json.loads(shown)))
+    assert b'"completed"' in data  # the search attributes cannot be encrypted: they are how runs are found
+    for secret in ("zanzibar", "sunny", "Tokyo", "memo secret", "summary secret", "get_weather("):
+        assert secret.encode() not in data and secret not in text and secret not in shown, secret
+    assert base64.b64encode(ENCODING).decode() in shown
+    assert "binary/encrypted" in text or base64.b64encode(ENCODING).decode() in text
+
+    # The client with the keys reads everything back: result, memo, summaries, queries.
+    handle = sealed_client.get_workflow_handle(run_id)
+    desc = await handle.describe()
+    assert await desc.memo_value("note") == "memo secret"
+    assert await desc.static_summary() == "summary secret"
+    history = await handle.fetch_history()
+    await Replayer(workflows=[AgentRun], data_converter=sealed_client.data_converter).replay_workflow(history)
+
+    # What the Web UI would post from this history, the codec server decodes.
+    events = json.loads(shown)["events"]
+    results = [
+        e["activityTaskCompletedEventAttributes"]["result"]
+        for e in events
+        if "activityTaskCompletedEventAttributes" in e and "result" in e["activityTaskCompletedEventAttributes"]
+    ]
+    posted = {"payloads": [p for r in results for p in r["payloads"]]}
+    status, _, body = http(codec_server, "POST", "/decode?preserveStorageRefs=true", posted)
+    assert status == 200, body
+    decoded = " ".join(base64.b64decode(p["data"]).decode() for p in body["payloads"])
+    assert "sunny" in decoded and "Tokyo" in decoded
+
+    # A client without the keys gets no plaintext, only an error.
+    with pytest.raises(Exception, match=r"binary/encrypted|encrypt"):
+        await client.get_workflow_handle(run_id, result_type=t.RunResult).result()
