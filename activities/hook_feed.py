@@ -272,8 +272,10 @@ class HookFeed:
                     self._finished[run_id] = time.monotonic()
                     continue
                 follow = self._runs[run_id] = _Follow(cursor)
-            if follow is not None and not is_running and not follow.closed:
-                follow.closed, follow.due = True, 0.0  # closed: read what is left, now
+            if follow is not None:
+                if not is_running and not follow.closed:
+                    follow.due = 0.0  # closed: read what is left, now
+                follow.closed = not is_running
 
     # ------------------------------------------------------------------------------ delivery
 
