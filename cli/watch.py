@@ -164,8 +164,11 @@ async def events_since(client: Client, run_id: str, since: int, execution: str |
     page: t.EventsPage = await handle.query(t.EVENTS_QUERY, t.EventsQuery(since=since), result_type=t.EventsPage)
     if since < page.first and page.previous_run_id:
         older = await events_since(client, run_id, since, page.previous_run_id)
-        upto = page.first
-        page.events = [e for e in older.events if e.seq < upto] + page.events
+        held = [e for e in older.events if e.seq < page.first]
+        # An earlier execution with more than a page left: this page is its events alone, so the
+        # next call goes on from there (never a gap between the two executions).
+        more = bool(held) and held[-1].seq + 1 < page.first
+        page.events = held if more else held + page.events
     return page
 
 

@@ -188,3 +188,40 @@ async def test_run_follow_from_the_command_line(client, temporal_server, task_qu
     text = stdout.decode()
     assert proc.returncode == 0, stderr.decode()
     assert "── turn 1" in text and "⚙ get_weather(city=Tokyo)" in text and "71.6°F" in text
+
+
+async def test_events_since_never_skips_an_earlier_execution_with_more_than_a_page_left() -> None:
+    """An execution of 1,200 events, then a new one from seq 1,200: a watcher from 0 reads all."""
+    from datetime import datetime
+
+    from cli.watch import events_since
+
+    def ev(seq: int) -> t.RunEvent:
+        return t.RunEvent(seq=seq, at=datetime.now(UTC), kind="tool_finished", turn=1)
+
+    executions = {"old": (0, 1200, None), "new": (1200, 1250, "old")}
+
+    class Handle:
+        def __init__(self, execution: str | None) -> None:
+            self.execution = execution or "new"
+
+        async def query(self, name: str, query: t.EventsQuery, result_type: object) -> t.EventsPage:
+            first, end, previous = executions[self.execution]
+            start = max(query.since, first)
+            events = [ev(n) for n in range(start, min(end, start + query.limit))]
+            return t.EventsPage(
+                events=events, next=events[-1].seq + 1 if events else start, first=first, previous_run_id=previous
+            )
+
+    class FakeClient:
+        def get_workflow_handle(self, workflow_id: str, run_id: str | None = None) -> Handle:
+            return Handle(run_id)
+
+    seen: list[int] = []
+    since = 0
+    while since < 1250:
+        page = await events_since(FakeClient(), "r", since)  # type: ignore[arg-type]
+        assert page.events, since
+        seen += [e.seq for e in page.events]
+        since = page.events[-1].seq + 1
+    assert seen == list(range(1250))
