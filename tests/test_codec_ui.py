@@ -1,0 +1,148 @@
+"""The Web UI of the dev server, in headless Chromium, on a run whose payloads are encrypted:
+with `--ui-codec-endpoint` pointing at the codec server it shows the decrypted tool result;
+restarted without it, the same page shows only ciphertext.
+
+Needs the `playwright` package (a dev dependency) and a Chromium: Debian's (`apt-get install
+chromium`), or $CHROMIUM, or one `playwright install chromium` fetched. Skips, saying which is
+missing, without them."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+
+from activities.connection import connect, make_data_converter
+from cli.codec_server import CodecServer
+from tests.devserver import SQLITE_PRAGMAS, DevServer, free_port, temporal_cli
+from tests.test_codec import codec, encrypted_run, env_with
+from workflows.types import SEARCH_ATTRIBUTES
+
+playwright_api = pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
+SETTLE_MS = 4000  # the UI fetches history, then posts its payloads to the codec server
+
+
+def chromium() -> str | None:
+    """A Chromium to drive: $CHROMIUM, the system's, or None for playwright's own download."""
+    for candidate in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+        if candidate and (found := shutil.which(candidate)):
+            return found
+    return None
+
+
+class UIDevServer(DevServer):
+    """The dev server with its Web UI, optionally wired to a codec server."""
+
+    def __init__(self, workdir: Path, codec_endpoint: str | None) -> None:
+        super().__init__(workdir)
+        self.ui_port = free_port()
+        self.codec_endpoint = codec_endpoint
+
+    @property
+    def ui(self) -> str:
+        return f"http://127.0.0.1:{self.ui_port}"
+
+    def start(self, timeout: float = 60.0) -> None:
+        cmd = [
+            temporal_cli(), "server", "start-dev", "--db-filename", str(self.db), "--ip", "127.0.0.1",
+            "--port", str(self.port), "--ui-port", str(self.ui_port), "--ui-disable-news-fetch", "--log-level", "error",
+        ]  # fmt: skip
+        if self.codec_endpoint:
+            cmd += ["--ui-codec-endpoint", self.codec_endpoint]
+        for pragma in SQLITE_PRAGMAS:
+            cmd += ["--sqlite-pragma", pragma]
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            cmd += ["--search-attribute", f"{name}={kind}"]
+        with self.log.open("ab") as log:
+            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_ready(timeout)
+
+
+@pytest.fixture
+def ui_codec_server() -> Iterator[CodecServer]:
+    port = free_port()
+    origins = [f"http://127.0.0.1:{port}"]  # replaced below, once the UI's port is known
+    server = CodecServer(("127.0.0.1", port), codec(), origins)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture
+async def browser() -> Any:
+    async with playwright_api.async_playwright() as pw:
+        try:
+            launched = await pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        except Exception as err:
+            pytest.skip(
+                "no Chromium to drive: apt-get install chromium (playwright's own download is not reachable "
+                f"from every machine) or set CHROMIUM ({str(err).splitlines()[0]})"
+            )
+        yield launched
+        await launched.close()
+
+
+async def open_history(browser: Any, url: str) -> Any:
+    page = await browser.new_page(viewport={"width": 1400, "height": 1800})
+    await page.goto(url)
+    await page.wait_for_timeout(SETTLE_MS)
+    return page
+
+
+async def test_the_web_ui_shows_the_decrypted_tool_result_only_through_the_codec_server(
+    ui_codec_server, browser, tmp_path: Path, registry, settings, task_queue
+):
+    server = UIDevServer(tmp_path / "temporal", ui_codec_server.url)
+    server.workdir.mkdir()
+    ui_codec_server.origins = {server.ui, f"http://localhost:{server.ui_port}"}
+    server.start()
+    try:
+        sealed = await connect(server.target, "default", converter=make_data_converter(env_with(tmp_path)))
+        run_id = await encrypted_run(sealed, task_queue, registry, settings, "zanzibar: what's the weather in Tokyo?")
+        history = await sealed.get_workflow_handle(run_id).fetch_history()
+        run = history.events[0].workflow_execution_started_event_attributes.original_execution_run_id
+        url = f"{server.ui}/namespaces/default/workflows/{run_id}/{run}/history"
+
+        # With the codec server: the tool's result, decrypted, in the expanded event.
+        page = await open_history(browser, url)
+        row = page.locator('tr[data-testid="event-summary-row"]', has_text='"tool":"get_weather"')
+        assert await row.count() == 1, await page.inner_text("body")
+        event_id = await row.first.get_attribute("data-eventid")
+        await row.first.click()
+        await page.wait_for_timeout(1000)
+        await page.screenshot(path=str(tmp_path / "with-codec.png"), full_page=True)
+        shown = await page.inner_text("body")
+        assert '\\"condition\\":\\"sunny\\"' in shown, shown  # the tool's own output, not the answer
+        assert "zanzibar: what's the weather in Tokyo?" in shown  # the decrypted input
+        assert "tool: get_weather(city=Tokyo)" in shown  # and the activity summaries
+        await page.close()
+
+        # The same history, the UI without the codec server: ciphertext.
+        server.stop()
+        server.codec_endpoint = None
+        server.start()
+        page = await open_history(browser, url)
+        await page.locator(f'tr[data-eventid="{event_id}"]').first.click()
+        await page.wait_for_timeout(1000)
+        await page.screenshot(path=str(tmp_path / "without-codec.png"), full_page=True)
+        shown = await page.inner_text("body")
+        for secret in ("sunny", "zanzibar", "get_weather", "Tokyo"):
+            assert secret not in shown, secret
+        [completed] = [e for e in history.events if e.event_id == int(event_id or 0)]
+        assert completed.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+        ciphertext = base64.b64encode(completed.activity_task_completed_event_attributes.result.payloads[0].data)
+        assert ciphertext.decode()[:40] in shown, shown
+        await page.close()
+    finally:
+        server.stop()
