@@ -56,6 +56,7 @@ SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
+SA_COST = SearchAttributeKey.for_float(t.SA_COST)
 QUERY_TIMEOUT = timedelta(seconds=3)
 MAX_PROMPT_BYTES = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a chat turn
 MAX_RUN_ID = 255
@@ -250,10 +251,11 @@ async def print_result(handle: WorkflowHandle[Any, Any], as_json: bool) -> int:
         result: t.RunResult = await handle.result()
     except WorkflowFailureError as err:
         status, error = failure(err)
-        obj = {"run_id": handle.id, "status": status, "error": error, "output": None}
-        emit(as_json, obj, f"run {status}: {error['type']}: {error['message']}", error=True)
+        failed = {"run_id": handle.id, "status": status, "error": error, "output": None}
+        emit(as_json, failed, f"run {status}: {error['type']}: {error['message']}", error=True)
         return 1
-    obj = {"run_id": handle.id, "status": "completed", **result.model_dump(mode="json"), "ui_url": ui_url(handle.id)}
+    obj: dict[str, Any] = {"run_id": handle.id, "status": "completed", **result.model_dump(mode="json")}
+    obj |= {"cost_usd": result.usage.cost_usd, "ui_url": ui_url(handle.id)}
     if result.output_object is not None:  # typed output: the object itself, under `output`
         obj["output"] = obj.pop("output_object")
         emit(as_json, obj, json.dumps(result.output_object, indent=2, ensure_ascii=False))
@@ -348,6 +350,7 @@ async def gather_status(
         "phase": sa.get(SA_PHASE),
         "turn": sa.get(SA_TURN) or 0,
         "usage": {"total_tokens": sa.get(SA_TOKENS) or 0},
+        "cost_usd": sa.get(SA_COST) or 0.0,
         "last_step": None,
         "started_at": desc.start_time.isoformat() if desc.start_time else None,
         "closed_at": desc.close_time.isoformat() if desc.close_time else None,
@@ -357,6 +360,7 @@ async def gather_status(
         live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
         usage = live.usage.model_dump()
         usage["total_tokens"] = live.usage.total_tokens
+        out["cost_usd"] = live.usage.cost_usd
         out.update(
             agent=live.agent,
             phase=live.phase,
@@ -418,6 +422,10 @@ def render_status(s: dict[str, Any]) -> str:
             f"{usage['output_tokens']} out · {usage['requests']} model calls"
         )
     turn = f"{s['turn']}" + (f" of {s['max_turns']}" if s.get("max_turns") else "")
+    if usage.get("unpriced"):
+        tokens += f" · ${s.get('cost_usd', 0):.4f} (+ {usage['unpriced']} call(s) to models without a price)"
+    elif s.get("cost_usd"):
+        tokens += f" · ${s['cost_usd']:.4f}"
     lines = [
         f"run:     {s['run_id']}",
         f"agent:   {s['agent'] or '?'}",

@@ -48,6 +48,7 @@ from activities.hooks import HookActivities
 from activities.lifecycle import HookCaller, RunHooks, hooks_in_modules
 from activities.model import ModelActivities, new_http_client
 from activities.payload_store import PayloadStoreError
+from activities.prices import PriceTable
 from activities.redact import Redactor, redaction_for
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
@@ -155,11 +156,13 @@ def build_worker(
     stall_seconds: float = DEFAULT_STALL_SECONDS,
     run_hooks: Sequence[RunHooks] = (),
     hooks_state_dir: Path | None = None,
+    prices: PriceTable | None = None,
     **options: object,
 ) -> WorkerGroup:
     """The workers, as `python worker.py` runs them; tests build theirs with this too.
     `tool_threads`: default $TOOL_THREADS or 16. `stall_seconds`: how long the event loop may be
-    blocked before the watchdog names the culprit. `options` override WORKER_DEFAULTS for every
+    blocked before the watchdog names the culprit. `prices`: default the shipped table (the
+    worker reads $LLM_PRICES over it). `options` override WORKER_DEFAULTS for every
     Worker. The caller owns `http` (see `new_http_client`) and closes it after the workers stop.
     Every worker masks the API key in whatever its activities return, heartbeat or raise.
     `run_hooks`: the lifecycle hooks (activities/lifecycle.py); when one has an exactly-once method,
@@ -168,7 +171,7 @@ def build_worker(
     threads = ToolThreads(executor.size_from_env() if tool_threads is None else tool_threads)
     cache = ContextCache()
     caller = HookCaller(run_hooks, Redactor.for_settings(settings))
-    model = ModelActivities(client, settings, http, cache, hooks=caller)
+    model = ModelActivities(client, settings, http, cache, hooks=caller, prices=prices)
     compaction = CompactionActivities(model)
     tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads, hooks=caller)
     hooks = HookActivities(registry, client, settings, http, threads)
@@ -219,6 +222,7 @@ async def serve(args: argparse.Namespace) -> int:
         registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
         hooks = hooks_in_modules(args.tools or DEFAULT_TOOLS)
         settings = LLMSettings.from_env()
+        prices = PriceTable.from_env()
         threads = executor.size_from_env()
     except Exception as err:  # a user's module: any import error is a usage error here
         print(f"worker.py: error: {err}", file=sys.stderr)
@@ -243,7 +247,7 @@ async def serve(args: argparse.Namespace) -> int:
 
     queue = args.task_queue or task_queue()
     http = new_http_client(settings)
-    worker = build_worker(client, queue, registry, settings, http, tool_threads=threads, run_hooks=hooks)
+    worker = build_worker(client, queue, registry, settings, http, tool_threads=threads, run_hooks=hooks, prices=prices)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

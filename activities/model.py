@@ -31,6 +31,7 @@ from activities import chat_wire, errors, responses_wire
 from activities.capture import CaptureStore
 from activities.context_cache import ContextCache
 from activities.lifecycle import HookCaller, ModelAttempt, ModelResponse
+from activities.prices import PriceTable
 from activities.redact import FRAGMENT, Redactor
 from activities.settings import LLMSettings
 from activities.sse import LineTooLong, iter_lines
@@ -164,8 +165,10 @@ class ModelActivities:
         http: httpx.AsyncClient,
         cache: ContextCache | None = None,
         hooks: HookCaller | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self._client = client
+        self._prices = prices or PriceTable()
         self._settings = settings
         self._http = http
         self._cache = cache
@@ -282,6 +285,7 @@ class ModelActivities:
                 raise errors.malformed(mask(str(err)), call.progress.malformed) from None
             except chat_wire.StreamFailed as err:
                 raise ApplicationError(mask(str(err)), type="ModelStreamFailed") from None
+        reply.usage = self._prices.priced(reply.usage, str(body.get("model") or reply.model or ""))
         return reply, call
 
     async def _send(self, call: _Call) -> ModelReply:

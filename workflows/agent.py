@@ -166,6 +166,7 @@ class AgentRun(Steps):
                 limits=first,
                 tokens_used=s.usage.total_tokens,
                 always=s.approvals.always,
+                cost_used=s.usage.cost_usd,
             )
             if isinstance(step, Stop):
                 raise self._failure(step.message, step.error)

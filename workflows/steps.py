@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -39,6 +39,7 @@ SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
 SA_PENDING = SearchAttributeKey.for_int(t.SA_PENDING)
 SA_VERSION = SearchAttributeKey.for_keyword(t.SA_VERSION)
+SA_COST = SearchAttributeKey.for_float(t.SA_COST)
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 # Hooks run the agent author's code (guardrails may call a model themselves): retried a few
@@ -399,11 +400,12 @@ class Steps:
         s.phase = phase
         s.last_step = step
         workflow.set_current_details(s.details())
-        workflow.upsert_search_attributes(
-            [
-                SA_PHASE.value_set(phase),
-                SA_TURN.value_set(s.turn),
-                SA_TOKENS.value_set(s.usage.total_tokens),
-                SA_PENDING.value_set(len(s.approvals.pending)),
-            ]
-        )
+        updates: list[SearchAttributeUpdate[Any]] = [
+            SA_PHASE.value_set(phase),
+            SA_TURN.value_set(s.turn),
+            SA_TOKENS.value_set(s.usage.total_tokens),
+            SA_PENDING.value_set(len(s.approvals.pending)),
+        ]
+        if s.usage.cost_usd:  # priced calls only (runs recorded before prices upsert as they did)
+            updates.append(SA_COST.value_set(s.usage.cost_usd))
+        workflow.upsert_search_attributes(updates)

@@ -32,6 +32,7 @@ from workflows.types import (
 StopKind = Literal[
     "MaxTurnsExceeded",
     "TokenBudgetExceeded",
+    "CostBudgetExceeded",
     "ModelBehaviorError",
     "InputGuardrailTripwireTriggered",
     "OutputGuardrailTripwireTriggered",
@@ -99,12 +100,14 @@ def decide(
     max_turns: int | None = None,
     tokens_used: int = 0,
     always: Collection[str] = (),
+    cost_used: float = 0.0,
 ) -> Final | RunTools | Stop:
     """What to do after model call number `turn` (1-based) of `agent` answered with `reply`.
 
     A reply without tool calls is the final output (its tokens are spent either way). A reply
     with tool calls runs them, unless this was the last turn allowed or the run has used its
-    token budget (`tokens_used` counts this reply): answering would need another model call.
+    token or cost budget (`tokens_used`, `cost_used` count this reply): answering would need
+    another model call.
     The run's turn limit and budget are those of `limits` (its first agent; default `agent`).
     `always` names the tools a person approved for the rest of the run.
     """
@@ -124,6 +127,13 @@ def decide(
             f"which still asked for tools ({names})"
         )
         return Stop(error="TokenBudgetExceeded", message=message)
+    dollars = limits.cost_budget_usd
+    if dollars is not None and cost_used >= dollars:
+        message = (
+            f"cost budget spent: ${cost_used:.4f} of ${dollars:.4f} used by turn {turn}, "
+            f"which still asked for tools ({names})"
+        )
+        return Stop(error="CostBudgetExceeded", message=message)
     return RunTools(calls=[_plan(agent, call, always, i, calls) for i, call in enumerate(calls)])
 
 

@@ -54,6 +54,7 @@ SA_TURN = "AgentTurn"  # Int
 SA_TOKENS = "AgentTotalTokens"  # Int
 SA_PENDING = "AgentPendingApprovals"  # Int
 SA_VERSION = "AgentVersion"  # Keyword: the frozen agent's version, to find runs an old deploy must finish
+SA_COST = "AgentCostUsd"  # Double: what the run has cost so far, sub-agents included
 SA_FORKED_FROM = "AgentForkedFrom"  # Keyword: the run a fork started from (its forks: AgentForkedFrom="ID")
 SEARCH_ATTRIBUTES: dict[str, str] = {
     SA_AGENT: "Keyword",
@@ -63,6 +64,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     SA_PENDING: "Int",
     SA_VERSION: "Keyword",
     SA_FORKED_FROM: "Keyword",
+    SA_COST: "Double",
 }
 
 # A run's phase: the AgentPhase search attribute and `status`. The last three are final.
@@ -163,6 +165,8 @@ class Usage(_Model):
     cached_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    cost_usd: float = 0.0  # from the worker's price table (activities/prices.py)
+    unpriced: int = 0  # model calls to a model the price table lacks (their cost is not in cost_usd)
 
     @property
     def total_tokens(self) -> int:
@@ -175,6 +179,8 @@ class Usage(_Model):
             cached_tokens=self.cached_tokens + other.cached_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=round(self.cost_usd + other.cost_usd, 8),
+            unpriced=self.unpriced + other.unpriced,
         )
 
 
@@ -265,6 +271,7 @@ class AgentOptions(_Model):
     approval_timeout_outcome: Literal["reject", "fail"] = "reject"
     approval_timeout_reason: str = "no one decided on this call in time"
     token_budget: int | None = Field(default=None, ge=1)  # input + output tokens for the whole run
+    cost_budget_usd: float | None = Field(default=None, gt=0)  # US dollars for the whole run, sub-agents included
     # Continue as new after this many turns in one execution (Temporal may suggest it sooner).
     continue_as_new_after: int = Field(default=200, ge=1)
     handoff_description: str = ""  # what other agents' transfer tools (and as_tool) say about this one
