@@ -27,10 +27,10 @@ from activities import Registry
 from activities.connection import connect
 from activities.model import new_http_client
 from activities.settings import LLMSettings
-from bench.knobs import Spec, overriding
+from bench.knobs import Spec
 from bench.workers import MODULES, make_worker
 from fake_llm import FakeLLMServer
-from tests.devserver import DevServer
+from tests.devserver import DYNAMIC_CONFIG, DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 READY_TIMEOUT = 120.0
@@ -82,35 +82,14 @@ class WorkerHandle:
         return cpu_seconds(self.pid)
 
 
-class ConfiguredDevServer(DevServer):
-    """tests/devserver.DevServer plus `--dynamic-config-value KEY=VALUE` settings, added to the
-    command DevServer.start builds (it takes no extra arguments), so both stay the same server."""
-
-    def __init__(self, workdir: Path, config: list[str]) -> None:
-        super().__init__(workdir)
-        self.config = config
-
-    def start(self, timeout: float = 60.0) -> None:
-        extra = [arg for value in self.config for arg in ("--dynamic-config-value", value)]
-
-        def wrap(popen: Any) -> Any:
-            def start_dev_with_config(cmd: Any, *args: Any, **kwargs: Any) -> Any:
-                if isinstance(cmd, list) and "start-dev" in cmd:
-                    cmd = [*cmd, *extra]
-                return popen(cmd, *args, **kwargs)
-
-            return start_dev_with_config
-
-        with overriding(subprocess, "Popen", wrap):
-            super().start(timeout)
-
-
 class Stack:
     def __init__(self, workdir: Path, worker_mode: str = "subprocess", server_config: list[str] | None = None) -> None:
         self.workdir = workdir
         self.worker_mode = worker_mode
         self.server_config = server_config or []
-        self.server = ConfiguredDevServer(workdir, self.server_config) if server_config else DevServer(workdir)
+        # Our servers lift the transfer-queue poll limit (tests/devserver.DYNAMIC_CONFIG); given
+        # values are added after it, so a bench can put the default back to compare.
+        self.server = DevServer(workdir, config=(*DYNAMIC_CONFIG, *self.server_config))
         self.llm = FakeLLMServer(max_log=50_000)
         self.registry = Registry.from_modules(MODULES)
         self.client: Client | None = None

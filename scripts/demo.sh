@@ -49,10 +49,11 @@ else
   # The run's search attributes (workflows/types.py), so "runs waiting for me" is a UI filter.
   read -r -a SA_ARGS <<<"$("$PY" -c 'from workflows.types import SEARCH_ATTRIBUTES as s
 print(" ".join(f"--search-attribute {k}={v}" for k, v in s.items()))')"
-  # WAL with synchronous=normal: survives a killed server process, and is much faster.
+  # SQLite in WAL mode with synchronous=normal (survives a killed server, and is faster), and the
+  # transfer-queue poll limit lifted (README: "Tuning the server"): one list, in tests/devserver.py.
+  read -r -a TUNING <<<"$("$PY" -c 'from tests.devserver import tuning_flags; print(" ".join(tuning_flags()))')"
   nohup "$TEMPORAL" server start-dev --db-filename "$STATE/temporal.db" --ui-port 8233 \
-    --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal \
-    --log-level warn "${SA_ARGS[@]}" >"$STATE/temporal.log" 2>&1 &
+    "${TUNING[@]}" --log-level warn "${SA_ARGS[@]}" >"$STATE/temporal.log" 2>&1 &
   echo $! >"$STATE/temporal.pid"
   wait_for 60 "the Temporal dev server" temporal_up
   echo "✓ Temporal dev server started (history in .state/temporal.db, UI $TEMPORAL_UI_URL)"

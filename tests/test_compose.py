@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from tests.devserver import DYNAMIC_CONFIG
 from workflows.types import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,6 +123,10 @@ def test_dynamic_config_is_mounted_and_exists(services: dict[str, Any]) -> None:
             assert local.is_file(), f"{path} is mounted from {local}, which is missing"
             config = yaml.safe_load(local.read_text())
             assert all(isinstance(v, list) and "value" in v[0] for v in config.values())
+            # the same server tuning as every dev server this project starts
+            for setting in DYNAMIC_CONFIG:
+                key, value = setting.split("=", 1)
+                assert str(config[key][0]["value"]) == value, key
             return
     pytest.fail(f"no volume of the temporal service provides {path}")
 
