@@ -31,6 +31,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadConverter
 from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
+from temporalio.service import TLSConfig
 
 from activities.codec import codec_from_env
 from activities.payload_store import PayloadStoreError, external_storage
@@ -164,24 +165,36 @@ async def connect(
             runtime=runtime,
         )
     except RuntimeError as err:  # the core's connection errors: often several lines of Rust debug output
-        raise ConnectionError(connect_error(err)) from None
+        raise ConnectionError(connect_error(err, config)) from None
 
 
-def connect_error(err: BaseException) -> str:
-    """The core's connection error, as one line a person can act on."""
+def connect_error(err: BaseException, config: ClientConnectConfig) -> str:
+    """The core's connection error as one line, with what to set when it is about TLS. A server
+    that wants a client certificate does not always get its alert through before closing, so a
+    connection closed during TLS setup without one configured gets that hint too."""
     text = " ".join(str(err).split())
     lower = text.lower()
+    tls = config.get("tls")
+    closed = any(s in lower for s in ("connection closed", "connectionreset", "unexpectedeof", "close_notify"))
+    has_cert = isinstance(tls, TLSConfig) and tls.client_cert is not None
+    client_cert = (
+        "set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH "
+        "(or the profile's tls.client_cert_path and tls.client_key_path)"
+    )
     if "certificaterequired" in lower or "certificate required" in lower:
-        return (
-            "the server requires a client certificate: set TEMPORAL_TLS_CLIENT_CERT_PATH and "
-            f"TEMPORAL_TLS_CLIENT_KEY_PATH (or the profile's tls.client_cert_path / client_key_path) ({text})"
-        )
-    if "unknownissuer" in lower or "invalidcertificate" in lower or "unknown issuer" in lower:
-        return (
+        hint = f"the server requires a client certificate: {client_cert}"
+    elif "unknownissuer" in lower or "invalidcertificate" in lower:
+        hint = (
             "the server's certificate is not trusted: set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that "
-            f"signed it, or TEMPORAL_TLS_SERVER_NAME to the name it holds ({text})"
+            "signed it, or TEMPORAL_TLS_SERVER_NAME to the name it holds"
         )
-    return text
+    elif closed and tls and not has_cert:
+        hint = f"the server closed the connection during TLS setup; if it requires a client certificate, {client_cert}"
+    elif closed and not tls:
+        hint = "the server closed the connection; if it expects TLS, set TEMPORAL_TLS=true"
+    else:
+        return text
+    return f"{hint} ({text})"
 
 
 def quiet_runtime(logger: logging.Logger) -> Runtime:
