@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 
 from activities.connection import connect, make_data_converter
 from cli.codec_server import CodecServer
-from tests.devserver import SQLITE_PRAGMAS, DevServer, free_port, temporal_cli
+from tests.devserver import DevServer, free_port, temporal_cli, tuning_flags
 from tests.test_codec import codec, encrypted_run, env_with
 from workflows.types import SEARCH_ATTRIBUTES
 
@@ -57,8 +57,7 @@ class UIDevServer(DevServer):
         ]  # fmt: skip
         if self.codec_endpoint:
             cmd += ["--ui-codec-endpoint", self.codec_endpoint]
-        for pragma in SQLITE_PRAGMAS:
-            cmd += ["--sqlite-pragma", pragma]
+        cmd += tuning_flags(self.config)
         for name, kind in SEARCH_ATTRIBUTES.items():
             cmd += ["--search-attribute", f"{name}={kind}"]
         with self.log.open("ab") as log:
