@@ -6,6 +6,10 @@
 # An example instead of the weather demo: `bash scripts/demo.sh --example support_team ["PROMPT"]`
 #   (the worker serves only that example's agents, and the run's steps print as they happen).
 # Everything keeps running afterwards for client.py and the UI; `bash scripts/stop.sh` stops it.
+# Temporal is found as the `temporal` CLI finds it (TEMPORAL_ADDRESS, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
+#   a profile): a dev server is started only when that is the default localhost:7233.
+# Encrypted payloads: PAYLOAD_CODEC_KEYS=... bash scripts/demo.sh also runs the codec server on :8234
+#   and starts the dev server with its UI wired to it (README: "Encrypted payloads").
 source "$(dirname "$0")/common.sh"
 ensure_venv
 cd "$ROOT"
@@ -24,9 +28,13 @@ case "$EXAMPLE" in  # the worker's modules, the run's agent, the offline model's
   *) echo "error: unknown example '$EXAMPLE'; known: support_team" >&2; exit 2 ;;
 esac
 PROMPT="${1:-$DEFAULT_PROMPT}"
-export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-localhost:7233}"
+# Where Temporal is, as the worker and client.py resolve it (activities/connection.py); the CLI
+# resolves the same variables and profile itself, so none is exported over a profile's address.
+read -r ADDRESS NAMESPACE <<<"$("$PY" -c 'from activities.connection import address, namespace
+print(address(), namespace())')"
 export TEMPORAL_UI_URL="${TEMPORAL_UI_URL:-http://localhost:8233}"
 TEMPORAL="$VENV/bin/temporal"
+CODEC_PORT=8234
 
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   local seconds="$1" what="$2"; shift 2
@@ -35,16 +43,32 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   exit 1
 }
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-temporal_up() { "$TEMPORAL" operator namespace describe -n default --address "$TEMPORAL_ADDRESS" >/dev/null 2>&1; }
+temporal_up() { "$TEMPORAL" operator namespace describe >/dev/null 2>&1; }
 http_up() { "$PY" -c "import httpx,sys; sys.exit(httpx.get(sys.argv[1], timeout=2).status_code != 200)" "$1" 2>/dev/null; }
+
+# 0. Encrypted payloads: a fresh codec server for the Web UI (its keys may have changed).
+CODEC_ARGS=()
+if [ -n "${PAYLOAD_CODEC_KEYS:-}" ]; then
+  if alive "$STATE/codec.pid"; then kill -TERM "$(cat "$STATE/codec.pid")"; sleep 0.5; fi
+  nohup "$PY" -m cli.codec_server --port "$CODEC_PORT" --origin "$TEMPORAL_UI_URL" \
+    --origin http://localhost:8233 --origin http://127.0.0.1:8233 >"$STATE/codec.log" 2>&1 &
+  echo $! >"$STATE/codec.pid"
+  wait_for 10 "the codec server" grep -q "codec server on" "$STATE/codec.log"
+  CODEC_ARGS=(--ui-codec-endpoint "http://127.0.0.1:$CODEC_PORT")
+  echo "✓ payloads encrypted; codec server for the Web UI at http://127.0.0.1:$CODEC_PORT (log: .state/codec.log)"
+fi
 
 # 1. Temporal: reuse a server that answers, else start the dev server, persisted to SQLite.
 if temporal_up; then
-  echo "✓ Temporal at $TEMPORAL_ADDRESS"
+  echo "✓ Temporal at $ADDRESS"
+  if [ -n "${PAYLOAD_CODEC_KEYS:-}" ] && [ -f "$STATE/temporal.pid" ] && [ ! -f "$STATE/temporal.codec" ]; then
+    echo "  (this dev server's UI was started without the codec server: it shows ciphertext;" \
+      "bash scripts/stop.sh and run again to wire it)"
+  fi
 else
-  case "$TEMPORAL_ADDRESS" in
+  case "$ADDRESS" in
     localhost:7233|127.0.0.1:7233) ;;
-    *) echo "error: cannot reach Temporal at $TEMPORAL_ADDRESS" >&2; exit 1 ;;
+    *) echo "error: cannot reach Temporal at $ADDRESS" >&2; exit 1 ;;
   esac
   # The run's search attributes (workflows/types.py), so "runs waiting for me" is a UI filter.
   read -r -a SA_ARGS <<<"$("$PY" -c 'from workflows.types import SEARCH_ATTRIBUTES as s
@@ -52,9 +76,10 @@ print(" ".join(f"--search-attribute {k}={v}" for k, v in s.items()))')"
   # SQLite in WAL mode with synchronous=normal (survives a killed server, and is faster), and the
   # transfer-queue poll limit lifted (README: "Tuning the server"): one list, in tests/devserver.py.
   read -r -a TUNING <<<"$("$PY" -c 'from tests.devserver import tuning_flags; print(" ".join(tuning_flags()))')"
-  nohup "$TEMPORAL" server start-dev --db-filename "$STATE/temporal.db" --ui-port 8233 \
+  nohup "$TEMPORAL" server start-dev --db-filename "$STATE/temporal.db" --ui-port 8233 "${CODEC_ARGS[@]}" \
     "${TUNING[@]}" --log-level warn "${SA_ARGS[@]}" >"$STATE/temporal.log" 2>&1 &
   echo $! >"$STATE/temporal.pid"
+  if [ ${#CODEC_ARGS[@]} -gt 0 ]; then touch "$STATE/temporal.codec"; else rm -f "$STATE/temporal.codec"; fi
   wait_for 60 "the Temporal dev server" temporal_up
   echo "✓ Temporal dev server started (history in .state/temporal.db, UI $TEMPORAL_UI_URL)"
 fi
@@ -97,6 +122,6 @@ else
 fi
 echo
 echo "run id:  $RUN_ID"
-echo "web UI:  $TEMPORAL_UI_URL/namespaces/default/workflows/$RUN_ID"
+echo "web UI:  $TEMPORAL_UI_URL/namespaces/$NAMESPACE/workflows/$RUN_ID"
 echo "status:  $PY client.py status $RUN_ID"
 exit "$OUTCOME"
