@@ -63,6 +63,21 @@ async def bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:
     return turns
 
 
+async def events_per_turn(handle: WorkflowHandle[Any, Any]) -> list[list[str]]:
+    """Each turn's events (names without the EVENT_TYPE_ prefix), from one model call being
+    scheduled up to the next."""
+    history = await handle.fetch_history()
+    turns: list[list[str]] = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
+            event.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
+        ):
+            turns.append([])
+        if turns:
+            turns[-1].append(EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"))
+    return turns
+
+
 async def activity_attempts(handle: WorkflowHandle[Any, Any], activity: str) -> list[int]:
     """The attempt number of each completed activity of that name, in order."""
     history = await handle.fetch_history()

@@ -13,7 +13,16 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from activities.settings import LLMSettings
-from tests.helpers import activity_attempts, bytes_per_turn, calls, replay, script, start, transcript
+from tests.helpers import (
+    activity_attempts,
+    bytes_per_turn,
+    calls,
+    events_per_turn,
+    replay,
+    script,
+    start,
+    transcript,
+)
 from workflows import types as t
 
 
@@ -223,6 +232,19 @@ async def test_history_per_turn_stays_flat(client, task_queue, worker_factory, l
     per_turn = await bytes_per_turn(handle)
     assert per_turn[2] > 8000  # the messages really are sizable: 4 KB out, 4 KB back
     assert per_turn[29] <= 1.5 * per_turn[2], per_turn
+    await replay(handle)
+
+
+async def test_search_attributes_are_written_once_a_turn(client, task_queue, worker_factory, llm):
+    """A turn that runs one tool writes its search attributes once, with the model call: 13
+    events in all (two activities, two workflow tasks, one upsert)."""
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="looper", model="loop:6:10")
+        await handle.result()
+    turns = await events_per_turn(handle)
+    middle = turns[1:-1]
+    assert all(turn.count("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES") == 1 for turn in middle), middle
+    assert all(len(turn) <= 13 for turn in middle), [len(turn) for turn in middle]
     await replay(handle)
 
 

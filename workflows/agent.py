@@ -90,7 +90,7 @@ class AgentRun(Steps):
         s = self._s
         if input.carry is None:
             s.agent = input.frozen or await self._resolve(input)
-            workflow.upsert_search_attributes([SA_AGENT.value_set(s.agent.name), SA_VERSION.value_set(s.agent.version)])
+            self._search(SA_AGENT.value_set(s.agent.name), SA_VERSION.value_set(s.agent.version))
         assert s.agent is not None
         return s.agent
 
@@ -444,7 +444,7 @@ class AgentRun(Steps):
         s.handoffs.append(record)
         s.current = target.name
         self._event("handoff", detail=f"{agent.name} → {target.name}", call_id=record.call_id)
-        workflow.upsert_search_attributes([SA_AGENT.value_set(target.name), SA_VERSION.value_set(target.version)])
+        self._search(SA_AGENT.value_set(target.name), SA_VERSION.value_set(target.version))
         self._set_phase("running_tools", f"turn {s.turn}: {agent.name} handed off to {target.name}")
 
     async def _first_call_guarded(self, agent: t.AgentSpec, text: str, capture: bool) -> t.ModelReply:

@@ -55,6 +55,12 @@ MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # Runs whose approvals were checked by the tool activity (before the hook activity existed)
 # keep doing so on replay; new runs ask the hook.
 HOOKS_PATCH = "agent-hooks"
+# Runs recorded before wrote their search attributes at every phase change (two upserts a turn);
+# new runs write them when a person would filter on the change, and counters once a turn.
+SPARSE_SEARCH_PATCH = "sparse-search-attributes"
+FILTERED_PHASES: frozenset[t.Phase] = frozenset(
+    {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled"}
+)
 
 
 def model_retry(agent: t.AgentSpec) -> RetryPolicy:
@@ -90,6 +96,9 @@ class Steps:
 
     def __init__(self) -> None:
         self._s = RunState()
+        self._sparse_search: bool | None = None  # patched(SPARSE_SEARCH_PATCH), asked once
+        self._due: list[SearchAttributeUpdate[Any]] = []
+        self._searched_turn = -1
 
     # ---------------------------------------------------------------------------- failures
 
@@ -396,16 +405,35 @@ class Steps:
         self._s.event(workflow.now(), kind, **fields)
 
     def _set_phase(self, phase: t.Phase, step: str) -> None:
+        """The run's phase for status, watchers and the Web UI's current details. Its search
+        attributes are written when a person would filter on the change (FILTERED_PHASES, in or
+        out), and the counters at most once per turn, in one upsert with whatever else is due."""
         s = self._s
-        s.phase = phase
+        before, s.phase = s.phase, phase
         s.last_step = step
         workflow.set_current_details(s.details())
-        updates: list[SearchAttributeUpdate[Any]] = [
-            SA_PHASE.value_set(phase),
+        counters: list[SearchAttributeUpdate[Any]] = [
             SA_TURN.value_set(s.turn),
             SA_TOKENS.value_set(s.usage.total_tokens),
             SA_PENDING.value_set(len(s.approvals.pending)),
         ]
         if s.usage.cost_usd:  # priced calls only (runs recorded before prices upsert as they did)
-            updates.append(SA_COST.value_set(s.usage.cost_usd))
-        workflow.upsert_search_attributes(updates)
+            counters.append(SA_COST.value_set(s.usage.cost_usd))
+        if not self._sparse():  # runs recorded before: every phase change, as they did
+            workflow.upsert_search_attributes([SA_PHASE.value_set(phase), *counters])
+            return
+        if phase in FILTERED_PHASES or before in FILTERED_PHASES or s.turn != self._searched_turn or self._due:
+            workflow.upsert_search_attributes([*self._due, SA_PHASE.value_set(phase), *counters])
+            self._due, self._searched_turn = [], s.turn
+
+    def _search(self, *updates: SearchAttributeUpdate[Any]) -> None:
+        """Search attributes written with the next phase change (the agent in charge, …)."""
+        if self._sparse():
+            self._due.extend(updates)
+        else:
+            workflow.upsert_search_attributes(list(updates))
+
+    def _sparse(self) -> bool:
+        if self._sparse_search is None:
+            self._sparse_search = workflow.patched(SPARSE_SEARCH_PATCH)
+        return self._sparse_search
