@@ -382,6 +382,9 @@ async def test_a_run_with_the_codec_shows_only_ciphertext(
     assert status == 200, body
     decoded = " ".join(base64.b64decode(p["data"]).decode() for p in body["payloads"])
     assert "sunny" in decoded and "Tokyo" in decoded
+    # The CLI decodes through it as well (no Origin header: no CORS involved).
+    through = workflow_show(temporal_server.target, run_id, "--codec-endpoint", codec_server.url)
+    assert "Tokyo: sunny" in through and "json/plain" in through
 
     # A client without the keys gets no plaintext, only an error.
     with pytest.raises(Exception, match=r"binary/encrypted|encrypt"):
