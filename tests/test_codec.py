@@ -22,7 +22,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from temporalio.api.common.v1 import Payload
 from temporalio.api.failure.v1 import Failure
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
@@ -32,6 +32,8 @@ from activities.connection import ENCODED_FAILURE, MAX_FAILURE_TEXT, connect, ma
 from activities.model import new_http_client
 from cli.codec_server import CodecServer
 from tests.devserver import temporal_cli
+from tests.helpers import calls, script, start
+from tests.test_approvals import decide, pending, update
 from worker import build_worker
 from workflows import AgentRun
 from workflows import types as t
@@ -389,3 +391,30 @@ async def test_a_run_with_the_codec_shows_only_ciphertext(
     # A client without the keys gets no plaintext, only an error.
     with pytest.raises(Exception, match=r"binary/encrypted|encrypt"):
         await client.get_workflow_handle(run_id, result_type=t.RunResult).result()
+
+
+async def test_approvals_and_a_failed_runs_message_are_encrypted_too(
+    sealed_client, temporal_server, task_queue, registry, settings, llm, counter_file
+):
+    model = script(llm, calls(("send", {"label": "quartz-label"})), {"content": "sent it"})
+    async with (
+        new_http_client(settings) as http_client,
+        build_worker(sealed_client, task_queue, registry, settings, http_client),
+    ):
+        approved = await start(sealed_client, task_queue, "send it", agent="guarded", model=model)
+        (waiting,) = await pending(approved)
+        await update(approved, decide(waiting.call_id, by="quartz-approver", reason="quartz-reason"))
+        assert (await approved.result()).output == "sent it"
+        failing = await start(sealed_client, task_queue, "weather in Tokyo", max_turns=1)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await failing.result()
+    assert "max_turns (1) exceeded" in str(failed.value.cause)  # the keys read the message back
+
+    shown = workflow_show(temporal_server.target, approved.id, "-o", "json")
+    data = b"\n".join(payload_bytes(json.loads(shown)))
+    assert "workflowExecutionUpdateAcceptedEventAttributes" in shown  # the update is in history, sealed
+    for secret in ("quartz", "sent it"):
+        assert secret.encode() not in data and secret not in shown, secret
+    shown = workflow_show(temporal_server.target, failing.id, "-o", "json")
+    assert "max_turns" not in shown and "get_weather" not in shown
+    assert ENCODED_FAILURE in shown and "Traceback" not in shown
