@@ -33,7 +33,9 @@ ENV = "PAYLOAD_CODEC_KEYS"
 ENCODING = b"binary/encrypted"
 KEY_ID = "encryption-key-id"
 NONCE = 12
-_KEY_ID_FORM = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# At most 20 characters: a key in base64 is longer, so an id echoed in an error is never a key
+# (as it would be if someone wrote KEY:ID the wrong way round).
+_KEY_ID_FORM = re.compile(r"[A-Za-z0-9._-]{1,20}")
 
 
 class CodecConfigError(PayloadStoreError):
@@ -85,7 +87,8 @@ class Keyring:
             key_id, colon, encoded = item.strip().partition(":")
             if not colon or not _KEY_ID_FORM.fullmatch(key_id):
                 raise CodecConfigError(
-                    f"{ENV}: item {n} is not ID:BASE64KEY (an id of letters, digits, '.', '_' or '-', then a colon)"
+                    f"{ENV}: item {n} is not ID:BASE64KEY (an id of up to 20 letters, digits, '.', '_' or '-', "
+                    "then a colon)"
                 )
             if key_id in dict(keys):
                 raise CodecConfigError(f"{ENV}: key id {key_id!r} is listed twice")

@@ -105,6 +105,7 @@ async def test_payloads_it_did_not_encrypt_pass_through():
         (f"{K1}", "item 1 is not ID:BASE64KEY"),
         (f"k1:{K1},oops", "item 2 is not ID:BASE64KEY"),
         (f"k 1:{K1}", "item 1 is not ID:BASE64KEY"),
+        (f"{base64.b64encode(b'y' * 24).decode()}:k1", "item 1 is not ID:BASE64KEY"),  # the wrong way round
         (f"k1:{K1},k1:{K2}", "key id 'k1' is listed twice"),
         ("k1:not*base64!", "key 'k1' is not valid base64"),
         (f"k1:{base64.b64encode(b'0123456789').decode()}", "key 'k1' is 10 bytes; AES needs 16, 24 or 32"),
@@ -115,7 +116,7 @@ def test_bad_keys_are_one_clear_line_that_never_shows_a_key(spec: str, message: 
         Keyring.parse(spec)
     text = str(err.value)
     assert message in text and "\n" not in text
-    assert K1 not in text and K2 not in text and "not*base64" not in text
+    assert K1 not in text and K2 not in text and "not*base64" not in text and "eXl5" not in text
 
 
 def test_a_keyring_never_shows_its_keys():
