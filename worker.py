@@ -1,9 +1,11 @@
 """Run a worker: `python worker.py [--tools MODULE_OR_FILE ...] [--task-queue Q]`.
 
-Connects to Temporal (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE), loads the agents and tools from the
-given modules (default: the demo), registers the workflow and activities, and stops cleanly on
-SIGINT or SIGTERM. Model settings come from LLM_BASE_URL, LLM_MODEL and LLM_API_KEY; sync tools
-share TOOL_THREADS threads (default 16).
+Connects to Temporal as the `temporal` CLI does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a profile: activities/connection.py), loads the agents and
+tools from the given modules (default: the demo), registers the workflow and activities, and stops
+cleanly on SIGINT or SIGTERM. With PAYLOAD_CODEC_KEYS every payload is encrypted
+(activities/codec.py). Model settings come from LLM_BASE_URL, LLM_MODEL and LLM_API_KEY; sync
+tools share TOOL_THREADS threads (default 16).
 
 On SIGTERM or SIGINT the worker stops taking work and gives calls in flight a grace period of
 10 s to finish; then it cancels them (Temporal retries them on another worker) and exits 0 within
