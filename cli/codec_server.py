@@ -107,7 +107,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         "codec-server",
         help="serve /encode and /decode so the Web UI shows payloads encrypted with PAYLOAD_CODEC_KEYS",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description="Serves POST /encode and /decode for the Temporal Web UI (--ui-codec-endpoint, or the UI's "
+        "Codec Server setting) and `temporal --codec-endpoint`, with the keys in PAYLOAD_CODEC_KEYS. "
+        "Needs no connection to Temporal. Keep it on localhost, or behind authentication: it holds the keys.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
@@ -117,12 +119,12 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
         metavar="URL",
         help=f"a Web UI origin allowed to call it (repeatable; default: {DEFAULT_ORIGIN})",
     )
-    p.set_defaults(fn=cmd_codec_server)
     return p
 
 
 def cmd_codec_server(args: argparse.Namespace) -> int:
-    """Runs until interrupted. Needs no Temporal connection: only the keys."""
+    """Runs until interrupted. Needs no Temporal connection, only the keys: client.py calls it
+    directly, not through the command dispatch that connects first."""
     try:
         keyring = keyring_from_env()
     except CodecConfigError as err:
