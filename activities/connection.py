@@ -168,6 +168,10 @@ async def connect(
         raise ConnectionError(connect_error(err, config)) from None
 
 
+# How the core reports a connection the server dropped (rustls, hyper and tonic word it differently).
+_CLOSED = ("connection closed", "connectionreset", "connection reset", "unexpectedeof", "close_notify", "broken pipe")
+
+
 def connect_error(err: BaseException, config: ClientConnectConfig) -> str:
     """The core's connection error as one line, with what to set when it is about TLS. A server
     that wants a client certificate does not always get its alert through before closing, so a
@@ -175,7 +179,7 @@ def connect_error(err: BaseException, config: ClientConnectConfig) -> str:
     text = " ".join(str(err).split())
     lower = text.lower()
     tls = config.get("tls")
-    closed = any(s in lower for s in ("connection closed", "connectionreset", "unexpectedeof", "close_notify"))
+    closed = any(sign in lower for sign in _CLOSED)
     has_cert = isinstance(tls, TLSConfig) and tls.client_cert is not None
     client_cert = (
         "set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH "
