@@ -27,7 +27,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, errors, responses_wire
+from activities import chat_wire, errors, responses_wire, telemetry
 from activities.capture import CaptureStore
 from activities.context_cache import ContextCache
 from activities.lifecycle import HookCaller, ModelAttempt, ModelResponse
@@ -194,6 +194,7 @@ class ModelActivities:
         model = input.model or settings.model
         wire, path = wire_for(agent.api or settings.api)
         body = build_request(wire, agent, messages, model, settings.stream)
+        telemetry.model_request(agent, messages, api=path, stream=body.get("stream") is True)  # the attempt's span
         capture = input.capture or settings.capture
         hooks = self._hooks
         info = activity.info()
