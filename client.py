@@ -38,6 +38,8 @@ from activities.capture import CaptureStore
 from activities.connection import address, connect, namespace, quiet_runtime, task_queue
 from activities.payload_store import PayloadStoreError
 from activities.settings import LLMSettings
+from activities.telemetry import flush as flush_telemetry
+from activities.telemetry import traced
 from cli import chat, debug, session
 from cli.export import export_run, write_jsonl
 from cli.watch import watch
@@ -715,6 +717,7 @@ async def dispatch(args: argparse.Namespace) -> int:
         fail(str(err), 2, as_json)
     except Exception as err:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
+    client = traced(client)  # OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set
     try:
         return int(await args.fn(client, args))
     except (UsageError, session.SessionError, debug.Refused) as err:
@@ -760,6 +763,7 @@ if __name__ == "__main__":
         code = main()
     except SystemExit as exit:  # fail() and argparse end this way
         code = exit.code if isinstance(exit.code, int) else 1
+    flush_telemetry()  # before os._exit, which skips the exporter's own exit hook
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: the Temporal SDK's native runtime can abort the process while

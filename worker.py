@@ -53,6 +53,7 @@ from activities.payload_store import PayloadStoreError
 from activities.prices import PriceTable
 from activities.redact import Redactor, redaction_for
 from activities.settings import LLMSettings
+from activities.telemetry import Telemetry
 from activities.tool_activities import ToolActivities
 from activities.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
 from workflows import AgentRun
@@ -159,6 +160,7 @@ def build_worker(
     run_hooks: Sequence[RunHooks] = (),
     hooks_state_dir: Path | None = None,
     prices: PriceTable | None = None,
+    telemetry: Telemetry | None = None,
     **options: object,
 ) -> WorkerGroup:
     """The workers, as `python worker.py` runs them; tests build theirs with this too.
@@ -169,7 +171,7 @@ def build_worker(
     Every worker masks the API key in whatever its activities return, heartbeat or raise.
     `run_hooks`: the lifecycle hooks (activities/lifecycle.py); when one has an exactly-once method,
     a hook feed follows `queue`'s runs, checkpointing in `hooks_state_dir` (default
-    $HOOKS_STATE_DIR or .state/hooks)."""
+    $HOOKS_STATE_DIR or .state/hooks). `telemetry`: trace runs (activities/telemetry.py)."""
     threads = ToolThreads(executor.size_from_env() if tool_threads is None else tool_threads)
     cache = ContextCache()
     caller = HookCaller(run_hooks, Redactor.for_settings(settings))
@@ -179,7 +181,8 @@ def build_worker(
     hooks = HookActivities(registry, client, settings, http, threads)
     masking, _ = redaction_for(settings)
     extra = options.pop("interceptors", None)
-    interceptors = [masking, *(extra if isinstance(extra, list | tuple) else [])]
+    traced = telemetry.worker_interceptors(settings) if telemetry else []  # outside masking: spans see masked values
+    interceptors = [*traced, masking, *(extra if isinstance(extra, list | tuple) else [])]
     base = {**WORKER_DEFAULTS, **options, "interceptors": interceptors}
     workers = [
         Worker(
@@ -226,6 +229,7 @@ async def serve(args: argparse.Namespace) -> int:
         settings = LLMSettings.from_env()
         prices = PriceTable.from_env()
         threads = executor.size_from_env()
+        tracing = Telemetry.from_env("agent-worker")  # None without OTEL_EXPORTER_OTLP_ENDPOINT
     except Exception as err:  # a user's module: any import error is a usage error here
         print(f"worker.py: error: {err}", file=sys.stderr)
         return 2
@@ -249,7 +253,9 @@ async def serve(args: argparse.Namespace) -> int:
 
     queue = args.task_queue or task_queue()
     http = new_http_client(settings)
-    worker = build_worker(client, queue, registry, settings, http, tool_threads=threads, run_hooks=hooks, prices=prices)
+    worker = build_worker(
+        client, queue, registry, settings, http, tool_threads=threads, run_hooks=hooks, prices=prices, telemetry=tracing
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -264,9 +270,13 @@ async def serve(args: argparse.Namespace) -> int:
         where = worker.feed.checkpoints.root if worker.feed else None
         feed = f"exactly-once ones fed from the runs' events (state in {where})" if where else "no exactly-once ones"
         log.info("lifecycle hooks: %s; %s", names, feed)
+    if tracing:
+        log.info("OpenTelemetry: exporting traces over OTLP (activities/telemetry.py)")
     async with http, worker:
         await stop.wait()
         log.info("stopping: finishing in-flight tasks")
+    if tracing:
+        tracing.shutdown()  # sends the spans still batched
     log.info("stopped")
     return 0
 
