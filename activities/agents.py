@@ -30,7 +30,6 @@ import functools
 import hashlib
 import json
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -39,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 from activities import chat_wire
 from activities.breakpoints import BreakpointFn
 from activities.guardrails import InputGuardrail, OutputGuardrail
-from activities.tools import TOOL_NAME, Tool, parameters_schema, validate_arguments
+from activities.tools import TOOL_NAME, Tool, parameters_schema, tool_name_for, validate_arguments
 from workflows.turn import HANDOFF_FILTERS
 from workflows.types import (
     DEFAULT_MODEL_TIMEOUT,
@@ -60,11 +59,6 @@ InputFilter = Callable[[list[Message]], list[Message] | Awaitable[list[Message]]
 # Filters the workflow applies itself, by name (workflows/turn.HANDOFF_FILTERS).
 BUILTIN_FILTERS = tuple(HANDOFF_FILTERS)  # applied by the workflow itself; any other filter runs as a hook
 HOOK_FILTER = "hook:"  # a frozen filter name that the hook activity runs
-
-
-def tool_name_for(text: str) -> str:
-    """`text` as a function name models accept: letters, digits, '_' and '-', at most 64."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", text)[:64] or "_"
 
 
 class Handoff:

@@ -176,9 +176,14 @@ def tool(
     return Tool(fn, **options)
 
 
-def validate_arguments(tool: str, model: type[BaseModel], arguments_json: str) -> BaseModel | str:
-    """The model's raw JSON arguments for `tool` as `model`, or a message for the model saying
-    what is wrong with them (shared by tools and agents offered as tools)."""
+def tool_name_for(text: str) -> str:
+    """`text` as a function name models accept: letters, digits, '_' and '-', at most 64."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text)[:64] or "_"
+
+
+def parse_arguments(tool: str, arguments_json: str) -> dict[str, Any] | str:
+    """The model's raw JSON arguments for `tool` as an object, or a message for the model saying
+    why they are not one (shared by every kind of tool, MCP tools included)."""
     try:
         raw: object = json.loads(arguments_json) if arguments_json.strip() else {}
     except json.JSONDecodeError as exc:
@@ -186,6 +191,15 @@ def validate_arguments(tool: str, model: type[BaseModel], arguments_json: str) -
         return f"invalid JSON in arguments for tool '{tool}': {where}; got {_excerpt(arguments_json)}"
     if not isinstance(raw, dict):
         return f"arguments for tool '{tool}' must be a JSON object, got {_excerpt(arguments_json)}"
+    return typing.cast(dict[str, Any], raw)
+
+
+def validate_arguments(tool: str, model: type[BaseModel], arguments_json: str) -> BaseModel | str:
+    """The model's raw JSON arguments for `tool` as `model`, or a message for the model saying
+    what is wrong with them (shared by tools and agents offered as tools)."""
+    raw = parse_arguments(tool, arguments_json)
+    if isinstance(raw, str):
+        return raw
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
