@@ -2,7 +2,7 @@
 
 User modules need only this package's public names::
 
-    from activities import Agent, ToolContext, handoff, input_guardrail, tool
+    from activities import Agent, McpServer, ToolContext, handoff, input_guardrail, tool
 """
 
 from activities.agents import Agent, AgentTool, Handoff, handoff
@@ -16,6 +16,7 @@ from activities.guardrails import (
     output_guardrail,
 )
 from activities.lifecycle import ModelAttempt, ModelResponse, RunHooks, Step, ToolAttempt
+from activities.mcp_tools import McpServer
 from activities.registry import Registry
 from activities.tools import Tool, ToolContext, ToolRetryableError, tool
 from workflows.types import (
@@ -38,6 +39,7 @@ __all__ = [
     "GuardrailResult",
     "Handoff",
     "InputGuardrail",
+    "McpServer",
     "MemoryPolicy",
     "Message",
     "ModelAttempt",

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator,
 from activities import chat_wire
 from activities.breakpoints import BreakpointFn
 from activities.guardrails import InputGuardrail, OutputGuardrail
+from activities.mcp_tools import McpServer, McpTool
 from activities.tools import TOOL_NAME, Tool, parameters_schema, tool_name_for, validate_arguments
 from workflows.turn import HANDOFF_FILTERS
 from workflows.types import (
@@ -171,6 +172,9 @@ class Agent(AgentOptions):
     # Called before each model call with the run's state; may edit it or pause the run
     # (activities/breakpoints.py). Runs on a worker, as the hook activity.
     breakpoint: BreakpointFn | None = None
+    # MCP servers whose tools this agent has too, listed and frozen when a run starts
+    # (activities/mcp_tools.py); they are named `<server>_<tool>` unless a server sets its prefix.
+    mcp_servers: list[McpServer] = Field(default_factory=lambda: list[McpServer]())
 
     def __eq__(self, other: object) -> bool:
         return self is other
@@ -206,7 +210,13 @@ class Agent(AgentOptions):
         names = tools + [h.tool_name for h in self.handoff_list()]
         if dupes := _repeated(names):
             raise ValueError(f"agent '{self.name}' lists more than one tool named {', '.join(dupes)}")
-        if unknown := sorted(set(self.approvals) - set(tools)):
+        if dupes := _repeated([s.name for s in self.mcp_servers]):
+            raise ValueError(f"agent '{self.name}' lists more than one MCP server named {', '.join(dupes)}")
+        # An MCP tool's name is known once a run lists its server: until then, any name one of
+        # the servers' prefixes starts could be one (resolve refuses those none of them lists).
+        prefixes = [s.tool_prefix for s in self.mcp_servers]
+        unknown = sorted(n for n in set(self.approvals) - set(tools) if not any(n.startswith(p) for p in prefixes))
+        if unknown:
             raise ValueError(f"agent '{self.name}' sets approval for tools it does not have: {', '.join(unknown)}")
         if self.model_settings is not None:
             try:
@@ -291,7 +301,8 @@ class Agent(AgentOptions):
         policy = self.approvals.get(tool, "never")
         return policy if isinstance(policy, str) else "conditional"
 
-    def needs_approval(self, tool: str, args: BaseModel) -> bool:
+    def needs_approval(self, tool: str, args: BaseModel | dict[str, Any]) -> bool:
+        """`args`: a function tool's validated arguments; an MCP tool's, as a dict."""
         policy = self.approvals.get(tool, "never")
         if isinstance(policy, str):
             return policy == "always"
@@ -313,8 +324,14 @@ class Agent(AgentOptions):
         hooks go to workers holding this very version (see `agent_task_queue`). Fields left at
         their defaults are left out, so a release that only adds a field to AgentSpec keeps
         every agent's version."""
-        spec = self._spec().model_copy(update={"team": [a._spec() for a in self.team()]})
+        team = self.team()
+        spec = self._spec().model_copy(update={"team": [a._spec() for a in team]})
         authored = spec.model_dump(mode="json", exclude={"version"}, exclude_defaults=True)
+        # MCP servers are not in the spec (their tools are, once a run lists them): added here,
+        # and only when there are some, so that agents without any keep their versions.
+        for where, agent in [(authored, self), *zip(authored.get("team", []), team, strict=True)]:
+            if agent.mcp_servers:
+                where["mcp_servers"] = [s.authored() for s in agent.mcp_servers]
         text = json.dumps(authored, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
@@ -352,7 +369,7 @@ class Agent(AgentOptions):
         return None if fn is None else str(getattr(fn, "__name__", "") or type(fn).__name__)
 
 
-def approval_check(agent: Agent | None, tool: Tool[..., Any] | AgentTool, arguments_json: str) -> HookResult:
+def approval_check(agent: Agent | None, tool: Tool[..., Any] | AgentTool | McpTool, arguments_json: str) -> HookResult:
     """A call's arguments checked by its tool, then the agent's approval policy asked about them
     (the hook activity's "approval"). An agent this worker no longer has (a run recorded before
     routing) keeps its frozen "needs approval": a person is asked, to be safe."""
@@ -360,7 +377,8 @@ def approval_check(agent: Agent | None, tool: Tool[..., Any] | AgentTool, argume
     if isinstance(args, str):
         return HookResult(invalid=args)
     needs = agent is None or agent.needs_approval(tool.name, args)
-    return HookResult(needs_approval=needs, arguments=args.model_dump(mode="json", by_alias=True))
+    shown = args.model_dump(mode="json", by_alias=True) if isinstance(args, BaseModel) else args
+    return HookResult(needs_approval=needs, arguments=shown)
 
 
 def _repeated(names: list[str]) -> list[str]:

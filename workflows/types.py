@@ -233,6 +233,9 @@ class ToolSpec(_Model):
     # Set when the tool runs another agent (`Agent.as_tool`): a child run of that agent, frozen
     # into this run's `team`, whose final output is the tool's result.
     agent: str | None = None
+    # Set when the tool is an MCP server's, listed when the run started: the server's name (its
+    # URL or command, and headers, stay on the worker's agent; activities/mcp_tools.py).
+    mcp_server: str | None = None
 
 
 MidTurn = Literal["queue", "steer"]

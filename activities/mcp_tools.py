@@ -1,0 +1,414 @@
+"""MCP servers' tools as an agent's tools: listed when a run starts, frozen, then called like any tool.
+
+    from activities import Agent, McpServer
+
+    Agent(name="files", instructions="...", mcp_servers=[
+        McpServer(name="fs", command=["python", "server.py"]),                       # stdio
+        McpServer(name="web", url="http://host/mcp", headers={"Authorization": "Bearer ..."}),  # streamable HTTP
+    ])
+
+The resolve activity lists each server's tools (`freeze`) and freezes them into the run as
+ordinary `ToolSpec`s with `mcp_server` set: the schema the model sees is the server's
+`inputSchema`, and replay never needs the server. A tool is named `<server>_<tool>` (`fs_read`;
+`prefix=""` keeps the server's names), so the CLI and the Web UI show which server a call goes
+to, and two servers may both have a `search`. A name that is still taken (a function tool, a
+handoff, another server's tool) or an approval that names no tool refuses the run at resolve.
+
+A call (`McpTool`) runs in the tool activity: the arguments are checked against the frozen
+schema (an invalid call goes back to the model), then one session is opened for the call and
+closed after it. Per call, not pooled per worker: each attempt is then self-contained (any
+worker, any retry, nothing to keep alive between calls or to clean up when the worker stops, no
+session state that a retry could trip on), and cancelling the activity ends exactly its own
+server process. The price is a stdio server's start-up (a Python server: ~0.7 s) on every call.
+
+Who hears about a failure:
+- Temporal, which retries within the tool's bounds (`ToolRetryableError`): a server that cannot
+  be started or reached, that closes the connection, answers an internal error, or takes longer
+  than `connect_timeout_seconds` to start or `timeout_seconds` to answer;
+- the model, as the call's error result: a result with `isError`, any other error the server
+  answers with, a tool the server no longer lists; and, once retries are spent, the workflow
+  tells it the tool is unavailable.
+
+`headers` and `env` stay on the worker: never frozen, logged or digested (their names are, in
+the agent's version), and masked wherever a server echoes them back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import re
+import sys
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import httpx2
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    REQUEST_TIMEOUT,
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+from mcp.types import Tool as ListedTool
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from temporalio import activity
+from temporalio.client import Client as TemporalClient
+
+from activities import executor
+from activities.redact import Redactor
+from activities.tools import (
+    TOOL_NAME,
+    ToolContext,
+    ToolRetryableError,
+    describe_exception,
+    parse_arguments,
+    tool_name_for,
+)
+from workflows.schema import check
+from workflows.types import TRANSCRIPT_QUERY, AgentSpec, ToolResult, ToolSpec, Transcript, TranscriptQuery
+
+if TYPE_CHECKING:
+    from activities.agents import Agent
+
+T = TypeVar("T")
+
+MAX_RESULT_CHARS = 1_000_000  # of a result's text: a server is not the author's code, so it is bounded
+LIST_SECONDS = 10.0  # to list the tools once a session is up (the resolve activity has 30 s in all)
+CLEANUP_SECONDS = 10.0  # to stop a stdio server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the mcp package's)
+HEARTBEAT_SECONDS = 15.0
+_RETRYABLE_CODES = {CONNECTION_CLOSED, REQUEST_TIMEOUT, INTERNAL_ERROR}
+
+
+class McpServer(BaseModel):
+    """An MCP server an agent's tools come from: a command run over stdio, or a streamable HTTP URL."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str  # in the frozen spec and in tool names; letters, digits, '_' and '-'
+    command: list[str] | None = None  # stdio: the program and its arguments
+    url: str | None = None  # streamable HTTP, e.g. http://host:8000/mcp
+    # Worker-held and secret: sent to an HTTP server / set in a stdio server's environment (which
+    # otherwise gets only HOME, PATH, SHELL, TERM, USER, LOGNAME), never frozen, logged or shown.
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    cwd: str | None = None  # stdio: the server's working directory
+    prefix: str | None = None  # of its tools' names; None: "<name>_"
+    connect_timeout_seconds: float = Field(default=10.0, gt=0)  # to start or reach it, handshake included
+    timeout_seconds: float = Field(default=60.0, gt=0)  # to answer one call, once connected
+    max_attempts: int = Field(default=3, ge=1)  # per call, as a function tool's
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if not TOOL_NAME.match(self.name):
+            raise ValueError(f"MCP server name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"MCP server '{self.name}': give either command=[...] (stdio) or url=... (HTTP)")
+        if self.command is not None and not (self.command and self.command[0]):
+            raise ValueError(f"MCP server '{self.name}': command must name a program")
+        if self.url is not None and not re.match(r"^https?://[^/\s]+", self.url):
+            raise ValueError(f"MCP server '{self.name}': url must be http:// or https:// and a host")
+        if self.url is not None and self.env:
+            raise ValueError(f"MCP server '{self.name}': env is for stdio servers; an HTTP one takes headers")
+        return self
+
+    @property
+    def tool_prefix(self) -> str:
+        return f"{self.name}_" if self.prefix is None else self.prefix
+
+    def tool_name(self, listed: str) -> str:
+        """The name the model calls a tool this server lists as `listed`."""
+        return tool_name_for(self.tool_prefix + listed)
+
+    def authored(self) -> dict[str, object]:
+        """What the agent's version covers: all but the secrets' values (their names count)."""
+        fields = self.model_dump(mode="json", exclude={"headers", "env"}, exclude_defaults=True)
+        return fields | {k: sorted(getattr(self, k)) for k in ("headers", "env") if getattr(self, k)}
+
+    @property
+    def redactor(self) -> Redactor:
+        return Redactor(*self.headers.values(), *self.env.values())
+
+
+# ------------------------------------------------------------------------------ freezing
+
+
+async def freeze(agent: Agent, spec: AgentSpec) -> AgentSpec:
+    """`spec` with the tools of the agent's MCP servers, listed now. Raises ValueError where the
+    agent and its servers contradict each other (the run is refused), ToolRetryableError where a
+    server cannot be reached (the resolve activity is retried)."""
+    if not agent.mcp_servers:
+        return spec
+    listed = await asyncio.gather(*(list_tools(s) for s in agent.mcp_servers))
+    taken = {t.name: "a function tool" for t in spec.tools} | {h.tool_name: "a handoff" for h in spec.handoffs}
+    tools: list[ToolSpec] = []
+    for server, found in zip(agent.mcp_servers, listed, strict=True):
+        for t in found:
+            name = server.tool_name(t.name)
+            if name in taken:
+                raise ValueError(
+                    f"agent '{agent.name}': MCP server '{server.name}' lists tool '{t.name}', named '{name}' here, "
+                    f"which is already {taken[name]}'s name: rename one, or set the server's prefix"
+                )
+            try:
+                Draft202012Validator.check_schema(t.input_schema)
+            except SchemaError as exc:  # no call could ever be checked against it
+                why = f"its inputSchema is not a valid JSON Schema: {exc.message[:200]}"
+                raise ValueError(f"agent '{agent.name}': MCP server '{server.name}' tool '{t.name}': {why}") from None
+            taken[name] = f"MCP server '{server.name}' tool '{t.name}'"
+            tools.append(
+                ToolSpec(
+                    name=name,
+                    description=t.description or t.title or "",
+                    parameters=dict(t.input_schema),
+                    timeout_seconds=server.connect_timeout_seconds + server.timeout_seconds + CLEANUP_SECONDS,
+                    heartbeat_seconds=HEARTBEAT_SECONDS,
+                    max_attempts=server.max_attempts,
+                    approval=agent.approval_mode(name),
+                    mcp_server=server.name,
+                )
+            )
+    if unknown := sorted(set(agent.approvals) - set(taken)):
+        raise ValueError(
+            f"agent '{agent.name}' sets approval for tools neither it nor its MCP servers have: {', '.join(unknown)}"
+            f" (its MCP tools: {', '.join(t.name for t in tools) or 'none'})"
+        )
+    return spec.model_copy(update={"tools": [*spec.tools, *tools]})
+
+
+async def list_tools(server: McpServer) -> list[ListedTool]:
+    """Every tool the server lists, page by page."""
+
+    return await _isolated(lambda: _in_session(server, _listed, LIST_SECONDS, "list its tools"))
+
+
+async def _listed(client: Client) -> list[ListedTool]:
+    found: list[ListedTool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server whose cursor never ends must not hang a run's start
+        page = await client.list_tools(cursor=cursor)
+        found += page.tools
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return found
+
+
+# ------------------------------------------------------------------------------- calling
+
+
+class McpTool:
+    """One MCP tool frozen into a run, called through its server from this worker. Shaped like
+    `Tool` (`name`, `validate`, `invoke`), so the tool and hook activities treat it as one."""
+
+    def __init__(self, server: McpServer, spec: ToolSpec) -> None:
+        self.server = server
+        self.spec = spec
+        self.name = spec.name
+
+    def __repr__(self) -> str:
+        return f"McpTool({self.name!r}, server={self.server.name!r})"
+
+    def validate(self, arguments_json: str) -> dict[str, Any] | str:
+        """The arguments as an object, or a message for the model saying what is wrong with them
+        (checked against the schema frozen into the run)."""
+        args = parse_arguments(self.name, arguments_json)
+        if isinstance(args, str):
+            return args
+        if problems := check(args, self.spec.parameters):
+            properties = self.spec.parameters.get("properties")
+            expected = ", ".join(properties) if isinstance(properties, dict) and properties else "none"
+            return f"invalid arguments for tool '{self.name}': {'; '.join(problems)} (parameters: {expected})"
+        return args
+
+    async def invoke(
+        self, arguments_json: str, ctx: ToolContext, threads: executor.ToolThreads | None = None
+    ) -> ToolResult:
+        """Call the tool on the model's raw JSON arguments; see the module docstring for errors.
+        `threads` is unused: the call is I/O, made on the event loop."""
+        args = self.validate(arguments_json)
+        if isinstance(args, str):
+            return ToolResult(call_id=ctx.call_id, tool=self.name, output=args, is_error=True)
+        server, mask = self.server, self.server.redactor
+
+        async def call(client: Client) -> ToolResult:
+            listed = await _listed(client)  # the session needs them too: call_tool checks output schemas
+            original = next((t.name for t in listed if server.tool_name(t.name) == self.name), None)
+            if original is None:
+                output = f"error: MCP server '{server.name}' no longer lists the tool '{self.name}'"
+                return ToolResult(call_id=ctx.call_id, tool=self.name, output=output, is_error=True)
+            try:
+                result = await client.call_tool(original, args)
+            except MCPError as exc:
+                if exc.code in _RETRYABLE_CODES:
+                    raise
+                output = f"error: MCP server '{server.name}' refused the call: {exc.message}"
+                return ToolResult(call_id=ctx.call_id, tool=self.name, output=mask.text(output), is_error=True)
+            except RuntimeError as exc:  # structured content that breaks the tool's own output schema
+                output = f"error: MCP server '{server.name}': {exc}"
+                return ToolResult(call_id=ctx.call_id, tool=self.name, output=mask.text(output), is_error=True)
+            output = result_text(result, mask)
+            return ToolResult(call_id=ctx.call_id, tool=self.name, output=output, is_error=result.is_error)
+
+        what = f"answer {self.name}"
+        return await _isolated(lambda: _in_session(server, call, server.timeout_seconds, what))
+
+
+def result_text(result: CallToolResult, mask: Redactor) -> str:
+    """The result as the model reads it: text parts joined, every other part named with its type
+    and size (never its bytes), the structured content when there is nothing else; masked, then cut."""
+    parts = [_part_text(p) for p in result.content]
+    if not parts and result.structured_content is not None:
+        parts = [json.dumps(result.structured_content, ensure_ascii=False, default=str)]
+    text = mask.text("\n".join(parts))
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n… (cut: {len(text) - MAX_RESULT_CHARS:,} more characters)"
+    return text
+
+
+def _part_text(part: ContentBlock) -> str:
+    if isinstance(part, TextContent):
+        return part.text
+    if isinstance(part, ImageContent | AudioContent):
+        kind = "image" if isinstance(part, ImageContent) else "audio"
+        return f"[{kind}: {part.mime_type}, {_decoded_size(part.data):,} bytes]"
+    if isinstance(part, EmbeddedResource):
+        r = part.resource
+        if isinstance(r, TextResourceContents):
+            return f"[resource {r.uri}: {r.mime_type or 'text'}, {len(r.text):,} characters]"
+        return f"[resource {r.uri}: {r.mime_type or 'binary'}, {_decoded_size(r.blob):,} bytes]"
+    if isinstance(part, ResourceLink):
+        return f"[resource link {part.uri}: {part.name}" + (f", {part.mime_type}]" if part.mime_type else "]")
+    return f"[{getattr(part, 'type', 'unknown')} content]"
+
+
+def _decoded_size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except ValueError:
+        return len(data)
+
+
+# ------------------------------------------------------------------------------- sessions
+
+
+@contextlib.asynccontextmanager
+async def _connect(server: McpServer) -> AsyncIterator[Client]:
+    """One session with the server; a stdio server's process is stopped when it closes."""
+    if server.command is not None:
+        params = StdioServerParameters(
+            command=server.command[0], args=server.command[1:], env=server.env or None, cwd=server.cwd
+        )
+        async with Client(stdio_client(params, errlog=sys.stderr), cache=None) as client:
+            yield client
+        return
+    assert server.url is not None
+    timeout = httpx2.Timeout(server.timeout_seconds, connect=server.connect_timeout_seconds)
+    async with (
+        httpx2.AsyncClient(headers=server.headers, timeout=timeout) as http,
+        Client(streamable_http_client(server.url, http_client=http), cache=None) as client,
+    ):
+        yield client
+
+
+async def _in_session(server: McpServer, work: Callable[[Client], Awaitable[T]], seconds: float, what: str) -> T:
+    """`work` in a session with the server: starting it bounded by the server's connect timeout,
+    `work` by `seconds`. Any failure to reach or hear from the server is a ToolRetryableError."""
+    phase = "start"
+    try:
+        with anyio.CancelScope(deadline=anyio.current_time() + server.connect_timeout_seconds) as deadline:
+            async with _connect(server) as client:
+                phase = what
+                deadline.deadline = anyio.current_time() + seconds
+                return await work(client)
+    except Exception as exc:
+        why = describe_exception(_leaf(exc))
+        doing = "starting or reaching it" if phase == "start" else f"asked to {what}"
+        raise ToolRetryableError(server.redactor.text(f"MCP server '{server.name}' failed {doing}: {why}")) from None
+    if phase == "start":
+        bound = f"did not start or answer within {server.connect_timeout_seconds:g}s"
+    else:
+        bound = f"did not {what} within {seconds:g}s"
+    raise ToolRetryableError(f"MCP server '{server.name}' {bound}")
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside task groups' exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def _isolated(work: Callable[[], Awaitable[T]]) -> T:
+    """Runs `work` in a task of its own. An activity is cancelled with a plain `task.cancel()`,
+    which can cut the shielded shutdown of a stdio server short and leave the process behind;
+    here the cancel reaches `work` as anyio's own, and the shutdown finishes (bounded)."""
+    scope = anyio.CancelScope()
+
+    async def run() -> T:
+        with scope:
+            return await work()
+        raise asyncio.CancelledError  # reached only when this scope was cancelled, below
+
+    task = asyncio.create_task(run())
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        scope.cancel()
+        await asyncio.wait({task}, timeout=CLEANUP_SECONDS)
+        raise
+
+
+# ----------------------------------------------------------------------- a run's frozen tools
+
+
+class FrozenTools:
+    """Finds the MCP tool a call of a run means: the spec frozen into that run (read by query, once
+    per execution), and the server it names on this worker's agent."""
+
+    def __init__(self, client: TemporalClient | None = None, keep: int = 256) -> None:
+        self._client = client  # None: the activity's own (`activity.client()`)
+        self._runs: OrderedDict[str, dict[tuple[str, str], ToolSpec]] = OrderedDict()
+        self._keep = keep
+
+    async def find(self, agent: Agent | None, tool: str) -> McpTool | None:
+        if agent is None or not agent.mcp_servers:
+            return None
+        spec = (await self._frozen()).get((agent.name, tool))
+        server = next((s for s in agent.mcp_servers if spec and s.name == spec.mcp_server), None)
+        return McpTool(server, spec) if server is not None and spec is not None else None
+
+    async def _frozen(self) -> dict[tuple[str, str], ToolSpec]:
+        info = activity.info()
+        run = info.workflow_run_id or ""
+        if run in self._runs:
+            self._runs.move_to_end(run)
+            return self._runs[run]
+        client = self._client or activity.client()
+        handle = client.get_workflow_handle(info.workflow_id or "", run_id=run)
+        try:  # no messages: only the frozen agent and its team
+            query = TranscriptQuery(start=sys.maxsize)
+            frozen = await handle.query(TRANSCRIPT_QUERY, query, result_type=Transcript)
+        except Exception as exc:  # a busy or restarting server: retried like a server that is down
+            raise ToolRetryableError(f"could not read the run's frozen MCP tools: {describe_exception(exc)}") from exc
+        members: Iterable[AgentSpec] = [frozen.agent, *frozen.agent.team] if frozen.agent else []
+        found = {(a.name, t.name): t for a in members for t in a.tools if t.mcp_server}
+        self._runs[run] = found
+        while len(self._runs) > self._keep:
+            self._runs.popitem(last=False)
+        return found
