@@ -3,7 +3,8 @@
 The workflow knows agents only as frozen data. Whenever it needs the author's code, it calls
 this one activity on the agent's version queue, with `HookInput.kind` saying which piece:
 
-    approval          a call's arguments, validated by the tool, then the tool's approval policy
+    approval          a call's arguments, validated by the tool (an MCP tool's against the
+                      schema the run froze), then the tool's approval policy
     input_guardrail   a guardrail on the run's input           (`HookResult.tripwire`, `info`)
     output_guardrail  a guardrail on the final output
     output_type       the final output, validated against the agent's output type (`output`)
@@ -42,6 +43,7 @@ from activities import errors, executor
 from activities.agents import Agent, approval_check
 from activities.breakpoints import BreakpointState, verdict
 from activities.guardrails import GuardrailContext, ModelCaller
+from activities.mcp_tools import FrozenTools
 from activities.model import read_context, wire_for
 from activities.redact import Redactor
 from activities.registry import Registry
@@ -76,6 +78,7 @@ class HookActivities:
         self.http = http
         self.threads = threads  # None: executor.shared(), for tests
         self._redactor = Redactor.for_settings(self.settings)
+        self.mcp = FrozenTools(client)  # MCP tools, as each run froze them
 
     @activity.defn(name=HOOK_ACTIVITY)
     async def run_hook(self, input: HookInput) -> HookResult:
@@ -87,7 +90,7 @@ class HookActivities:
         what = f"{input.kind.replace('_', ' ')} '{input.name}' of agent '{agent.name}'"
         with _authors_code(what):
             if input.kind == "approval":
-                result = self._approval(agent, input)
+                result = await self._approval(agent, input)
             elif input.kind == "output_type":
                 result = check_output(agent, input.text)
             elif input.kind == "input_filter":
@@ -99,8 +102,8 @@ class HookActivities:
         activity.logger.info("%s: done (turn %d)", what, input.turn)
         return result
 
-    def _approval(self, agent: Agent, input: HookInput) -> HookResult:
-        tool = agent.tool(input.name)
+    async def _approval(self, agent: Agent, input: HookInput) -> HookResult:
+        tool = agent.tool(input.name) or await self.mcp.find(agent, input.name)  # MCP: checked on the frozen schema
         if tool is None:
             return HookResult(invalid=f"unknown tool '{input.name}' for agent '{agent.name}'")
         return approval_check(agent, tool, input.arguments)

@@ -21,6 +21,7 @@ from activities.agents import Agent, approval_check
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
 from activities.lifecycle import HookCaller, ToolAttempt
+from activities.mcp_tools import FrozenTools, McpTool, freeze
 from activities.registry import Registry
 from activities.settings import LLMSettings
 from activities.tools import Tool, ToolContext, ToolRetryableError
@@ -56,13 +57,15 @@ class ToolActivities:
         self.default_model = default_model or (settings.model if settings else None)
         self.model_bounds = model_bounds(settings or LLMSettings())  # no settings: the defaults
         self.threads = threads  # None: executor.shared(), for tests
+        self.mcp = FrozenTools()  # MCP tools, as each run froze them
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def call_tool(self, input: ToolCallInput) -> ToolResult:
         """Run one tool call. Errors the model can fix come back as `is_error` results."""
-        tool = self.registry.find_tool(input.agent, input.tool)
-        if isinstance(tool, str):
-            return ToolResult(call_id=input.call_id, tool=input.tool, output=tool, is_error=True)
+        found = self.registry.find_tool(input.agent, input.tool)
+        tool = await self.mcp.find(self.registry.agent(input.agent), input.tool) if isinstance(found, str) else found
+        if tool is None:
+            return ToolResult(call_id=input.call_id, tool=input.tool, output=str(found), is_error=True)
         info = activity.info()
         ctx = ToolContext(
             run_id=info.workflow_id or "",
@@ -108,7 +111,7 @@ class ToolActivities:
             self.cache.remember_tool(info.workflow_run_id or "", result)
         return result
 
-    def _ask_policy(self, tool: Tool[..., Any], input: ToolCallInput) -> ToolResult | None:
+    def _ask_policy(self, tool: Tool[..., Any] | McpTool, input: ToolCallInput) -> ToolResult | None:
         """Runs recorded before the hook activity: the check it now makes (`approval_check`),
         made here. Invalid arguments go back to the model; None: run the call."""
         checked = approval_check(self.registry.agent(input.agent), tool, input.arguments_json())
@@ -134,8 +137,9 @@ class ToolActivities:
     async def resolve_agent(self, input: ResolveAgentInput) -> AgentSpec:
         """The agent's spec with its team (every agent it reaches) and the run's overrides, to be
         frozen into the run's history: max_turns for the run (its first agent's), the model and
-        model settings for every member (as the Agents SDK's RunConfig does), and the worker's
-        defaults wherever an agent leaves one open."""
+        model settings for every member (as the Agents SDK's RunConfig does), the worker's
+        defaults wherever an agent leaves one open, and the tools its MCP servers list now.
+        A server that cannot be reached fails the attempt (retried)."""
         agent = self.registry.agent(input.agent)
         if agent is None:
             known = ", ".join(self.registry.agent_names()) or "no agents"
@@ -147,9 +151,12 @@ class ToolActivities:
         try:
             members = [(agent, agent.spec(max_turns=input.max_turns, model=input.model))]
             members += [(member, member.spec(model=input.model)) for member in agent.team()]
-            frozen = [self._filled(a, spec, input.model_settings) for a, spec in members]
+            filled = [self._filled(a, spec, input.model_settings) for a, spec in members]
+            frozen = await asyncio.gather(*(freeze(a, spec) for (a, _), spec in zip(members, filled, strict=True)))
         except ValueError as exc:  # chat_wire.BadSettings among them
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
+        except ToolRetryableError as exc:  # an MCP server down: the run cannot know its tools yet
+            raise ApplicationError(str(exc), type="McpServerUnavailable") from None
         return frozen[0].model_copy(update={"team": frozen[1:]})
 
     def _filled(self, agent: Agent, spec: AgentSpec, settings: ModelSettings | None) -> AgentSpec:
