@@ -4,7 +4,8 @@ The API key lives only here, in the worker process: it is never part of an activ
 result, so it never reaches workflow history, payloads or the UI. Its repr is masked.
 
 A bad value is refused at start-up with a ValueError naming the variable (worker.py exits 2),
-never discovered mid-run: every bound on a model call must be a finite, positive number.
+never discovered mid-run: every bound on a model call must be a finite, positive number, and
+LLM_STREAM a yes or a no.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from workflows.types import (
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MODEL = "gpt-4.1-mini"
+DEFAULT_STREAM = True  # replies over SSE, so watchers see text as it is written; LLM_STREAM=0 turns it off
 
 
 class LLMSettings(BaseModel):
@@ -37,7 +39,7 @@ class LLMSettings(BaseModel):
     # "Authorization" sends "Bearer KEY"; any other name (Azure's "api-key") sends the bare key.
     api_key_header: str = "Authorization"
     api: Literal["chat", "responses"] = "chat"
-    stream: bool = False
+    stream: bool = DEFAULT_STREAM
     connect_timeout: float = 10.0
     # Defaults for agents that set no bounds of their own (AgentSpec.model_*_seconds, _attempts).
     read_timeout: float = Field(DEFAULT_MODEL_READ_TIMEOUT, gt=0)  # seconds without a byte from the server
@@ -60,7 +62,7 @@ class LLMSettings(BaseModel):
             api_key=SecretStr(key) if key else None,
             api_key_header=env.get("LLM_API_KEY_HEADER", "Authorization"),
             api=api,
-            stream=env.get("LLM_STREAM", "").lower() in ("1", "true", "yes"),
+            stream=_switch(env, "LLM_STREAM", DEFAULT_STREAM),
             read_timeout=_seconds(env, "LLM_READ_TIMEOUT", DEFAULT_MODEL_READ_TIMEOUT),
             timeout=_seconds(env, "LLM_TIMEOUT", DEFAULT_MODEL_TIMEOUT),
             max_attempts=_count(env, "LLM_MAX_ATTEMPTS", DEFAULT_MODEL_MAX_ATTEMPTS),
@@ -88,6 +90,17 @@ def _base_url(raw: str) -> str:
     if not host or parts.scheme not in ("http", "https"):
         raise ValueError(f"LLM_BASE_URL must be an http:// or https:// URL with a host, not {raw!r}")
     return url
+
+
+def _switch(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 1, true, yes or on, or 0, false, no or off, not {raw!r}")
 
 
 def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
