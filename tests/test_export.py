@@ -53,7 +53,8 @@ async def test_an_exported_run_replays_to_the_same_decisions(
 
 async def test_a_tampered_capture_replays_to_a_different_decision(client, task_queue, worker_factory, llm, tmp_path):
     store = CaptureStore(tmp_path / "captures")
-    settings = LLMSettings(base_url=llm.base_url, model="demo", capture=True, capture_dir=store.root)
+    # Not streamed: the capture is one JSON body, which the test edits.
+    settings = LLMSettings(base_url=llm.base_url, model="demo", stream=False, capture=True, capture_dir=store.root)
     async with worker_factory(settings=settings):
         handle = await start(client, task_queue, "Weather in Tokyo?")
         await handle.result()
