@@ -104,8 +104,9 @@ if alive "$STATE/worker.pid"; then
   wait_for 20 "the old worker's exit" bash -c "! kill -0 $OLD_WORKER"
 fi
 : >"$STATE/worker.log"
-# LLM_STREAM=1: replies stream in, so `client.py watch` shows text as it is written.
-LLM_STREAM="${LLM_STREAM:-1}" nohup "$PY" worker.py "${WORKER_ARGS[@]}" >"$STATE/worker.log" 2>&1 &
+# Replies stream in (the worker's default; LLM_STREAM=0 turns it off), so `client.py watch`
+# shows text as it is written.
+nohup "$PY" worker.py "${WORKER_ARGS[@]}" >"$STATE/worker.log" 2>&1 &
 echo $! >"$STATE/worker.pid"
 wait_for 30 "the worker" grep -q "worker polling" "$STATE/worker.log"
 echo "✓ worker running (log: .state/worker.log)"
