@@ -20,8 +20,11 @@ from typing import Any
 
 import pytest
 from google.protobuf.json_format import MessageToDict
-from temporalio.api.common.v1 import Payload
+from temporalio.api.common.v1 import Payload, WorkflowExecution
 from temporalio.api.failure.v1 import Failure
+from temporalio.api.query.v1 import WorkflowQuery
+from temporalio.api.sdk.v1 import WorkflowMetadata
+from temporalio.api.workflowservice.v1 import QueryWorkflowRequest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
@@ -404,6 +407,18 @@ async def test_approvals_and_a_failed_runs_message_are_encrypted_too(
     ):
         approved = await start(sealed_client, task_queue, "send it", agent="guarded", model=model)
         (waiting,) = await pending(approved)
+        # The current details the Web UI shows (a query the SDK answers) leave the worker sealed.
+        metadata = await sealed_client.workflow_service.query_workflow(
+            QueryWorkflowRequest(
+                namespace="default",
+                execution=WorkflowExecution(workflow_id=approved.id),
+                query=WorkflowQuery(query_type="__temporal_workflow_metadata"),
+            )
+        )
+        [sealed_details] = metadata.query_result.payloads
+        assert sealed_details.metadata["encoding"] == ENCODING and b"quartz" not in sealed_details.data
+        [details] = await sealed_client.data_converter.decode([sealed_details], [WorkflowMetadata])
+        assert "quartz-label" in details.current_details
         await update(approved, decide(waiting.call_id, by="quartz-approver", reason="quartz-reason"))
         assert (await approved.result()).output == "sent it"
         failing = await start(sealed_client, task_queue, "weather in Tokyo", max_turns=1)
