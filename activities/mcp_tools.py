@@ -155,7 +155,8 @@ async def freeze(agent: Agent, spec: AgentSpec) -> AgentSpec:
     if not agent.mcp_servers:
         return spec
     listed = await asyncio.gather(*(list_tools(s) for s in agent.mcp_servers))
-    taken = {t.name: "a function tool" for t in spec.tools} | {h.tool_name: "a handoff" for h in spec.handoffs}
+    taken = {t.name: "an agent tool" if t.agent else "a function tool" for t in spec.tools}
+    taken |= {h.tool_name: "a handoff" for h in spec.handoffs}
     tools: list[ToolSpec] = []
     for server, found in zip(agent.mcp_servers, listed, strict=True):
         for t in found:
@@ -193,7 +194,6 @@ async def freeze(agent: Agent, spec: AgentSpec) -> AgentSpec:
 
 async def list_tools(server: McpServer) -> list[ListedTool]:
     """Every tool the server lists, page by page."""
-
     return await _isolated(lambda: _in_session(server, _listed, LIST_SECONDS, "list its tools"))
 
 
@@ -338,7 +338,7 @@ async def _in_session(server: McpServer, work: Callable[[Client], Awaitable[T]],
                 return await work(client)
     except Exception as exc:
         why = describe_exception(_leaf(exc))
-        doing = "starting or reaching it" if phase == "start" else f"asked to {what}"
+        doing = "starting or reaching it" if phase == "start" else f"to {what}"
         raise ToolRetryableError(server.redactor.text(f"MCP server '{server.name}' failed {doing}: {why}")) from None
     if phase == "start":
         bound = f"did not start or answer within {server.connect_timeout_seconds:g}s"
