@@ -46,26 +46,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import httpx2
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import (
-    CONNECTION_CLOSED,
-    INTERNAL_ERROR,
-    REQUEST_TIMEOUT,
-    AudioContent,
-    CallToolResult,
-    ContentBlock,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
-from mcp.types import Tool as ListedTool
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from temporalio import activity
 from temporalio.client import Client as TemporalClient
@@ -83,7 +65,12 @@ from activities.tools import (
 from workflows.schema import check
 from workflows.types import TRANSCRIPT_QUERY, AgentSpec, ToolResult, ToolSpec, Transcript, TranscriptQuery
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # `mcp` itself is imported where a session needs it: it takes longer to import than
+    # all the rest, and every `client.py` command imports this package without ever using it
+    from mcp import Client
+    from mcp.types import CallToolResult, ContentBlock
+    from mcp.types import Tool as ListedTool
+
     from activities.agents import Agent
 
 T = TypeVar("T")
@@ -92,7 +79,6 @@ MAX_RESULT_CHARS = 1_000_000  # of a result's text: a server is not the author's
 LIST_SECONDS = 10.0  # to list the tools once a session is up (the resolve activity has 30 s in all)
 CLEANUP_SECONDS = 10.0  # to stop a stdio server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the mcp package's)
 HEARTBEAT_SECONDS = 15.0
-_RETRYABLE_CODES = {CONNECTION_CLOSED, REQUEST_TIMEOUT, INTERNAL_ERROR}
 
 
 class McpServer(BaseModel):
@@ -246,6 +232,9 @@ class McpTool:
             return ToolResult(call_id=ctx.call_id, tool=self.name, output=args, is_error=True)
         server, mask = self.server, self.server.redactor
 
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT
+
         async def call(client: Client) -> ToolResult:
             listed = await _listed(client)  # the session needs them too: call_tool checks output schemas
             original = next((t.name for t in listed if server.tool_name(t.name) == self.name), None)
@@ -255,7 +244,7 @@ class McpTool:
             try:
                 result = await client.call_tool(original, args)
             except MCPError as exc:
-                if exc.code in _RETRYABLE_CODES:
+                if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT, INTERNAL_ERROR):  # the server's trouble
                     raise
                 output = f"error: MCP server '{server.name}' refused the call: {exc.message}"
                 return ToolResult(call_id=ctx.call_id, tool=self.name, output=mask.text(output), is_error=True)
@@ -282,6 +271,8 @@ def result_text(result: CallToolResult, mask: Redactor) -> str:
 
 
 def _part_text(part: ContentBlock) -> str:
+    from mcp.types import AudioContent, EmbeddedResource, ImageContent, ResourceLink, TextContent, TextResourceContents
+
     if isinstance(part, TextContent):
         return part.text
     if isinstance(part, ImageContent | AudioContent):
@@ -310,6 +301,11 @@ def _decoded_size(data: str) -> int:
 @contextlib.asynccontextmanager
 async def _connect(server: McpServer) -> AsyncIterator[Client]:
     """One session with the server; a stdio server's process is stopped when it closes."""
+    import httpx2
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
     if server.command is not None:
         params = StdioServerParameters(
             command=server.command[0], args=server.command[1:], env=server.env or None, cwd=server.cwd
