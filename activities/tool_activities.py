@@ -28,6 +28,7 @@ from activities.tools import Tool, ToolContext, ToolRetryableError
 from workflows.types import (
     RESOLVE_AGENT_ACTIVITY,
     TOOL_CALL_ACTIVITY,
+    TOOL_NOT_HERE,
     AgentSpec,
     ModelSettings,
     ResolveAgentInput,
@@ -62,6 +63,14 @@ class ToolActivities:
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def call_tool(self, input: ToolCallInput) -> ToolResult:
         """Run one tool call. Errors the model can fix come back as `is_error` results."""
+        if input.local_version is not None:
+            held = self.registry.agent(input.agent)
+            if held is None or held.version != input.local_version:
+                raise ApplicationError(
+                    f"this worker does not hold agent '{input.agent}' version {input.local_version}",
+                    type=TOOL_NOT_HERE,
+                    non_retryable=True,
+                )
         found = self.registry.find_tool(input.agent, input.tool)
         tool = await self.mcp.find(self.registry.agent(input.agent), input.tool) if isinstance(found, str) else found
         if tool is None:
@@ -126,6 +135,8 @@ class ToolActivities:
     async def _heartbeat(self, heartbeat_timeout: timedelta | None) -> None:
         """Heartbeat while the tool runs: a dead worker is then noticed within the heartbeat
         timeout, and cancellation reaches the activity."""
+        if heartbeat_timeout is None and activity.info().is_local:
+            return  # a local activity has no heartbeats: it is bound by its start-to-close timeout
         interval = self.heartbeat_interval
         if heartbeat_timeout:
             interval = min(interval, heartbeat_timeout.total_seconds() / 3)

@@ -88,6 +88,9 @@ class ToolOptions(TypedDict, total=False):
     timeout_seconds: float
     heartbeat_seconds: float
     max_attempts: int
+    # Cheap and idempotent (a pure lookup, a conversion): run as a local activity, in the same
+    # workflow task as the model's reply. No heartbeats; keep it to a few seconds at most.
+    local: bool
 
 
 class Tool(Generic[P, R]):
@@ -112,7 +115,7 @@ class Tool(Generic[P, R]):
         # Built once, so a bad tool fails when its module is imported, not in the middle of a run.
         self._spec = ToolSpec.model_validate(
             {"name": self.name, "description": options.get("description", summary), **limits}
-            | {"parameters": parameters_schema(self.args_model)}
+            | {"parameters": parameters_schema(self.args_model), "local": bool(options.get("local", False))}
         )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:

@@ -70,6 +70,7 @@ async def _decode(converter: DataConverter, payloads: Any, kind: type) -> Any:
     return value
 
 
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
 FAILURE_KINDS = {"MaxTurnsExceeded": "max_turns", "TokenBudgetExceeded": "budget_spent"}
 # Ends no workflow code records: the history alone says how the run ended.
 ENDINGS = {
@@ -140,6 +141,13 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             elif name == t.COMPACT_ACTIVITY:
                 compacted = await _decode(converter, done.result, t.CompactResult)
                 yield {"type": "compaction", "turn": value.turn, "upto": value.upto, "summary": compacted.summary}
+        elif kind == E.EVENT_TYPE_MARKER_RECORDED:
+            local = await _local_tool(converter, e)
+            if local is not None:  # a local tool call: its result is the marker's
+                if local.call_id not in ran:
+                    ran.append(local.call_id)
+                if not local.needs_approval:
+                    yield {"type": "tool_result", "turn": turn, **local.model_dump(mode="json")}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
             request = e.workflow_execution_update_accepted_event_attributes.accepted_request
             if request.input.name == t.SESSION_SEND_UPDATE:
@@ -161,6 +169,20 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             yield {"type": "result", "status": status, "error": detail or status}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW and turn is not None:
             yield {"type": "decision", "turn": turn, "kind": "run_tools", "ran": ran}
+
+
+async def _local_tool(converter: DataConverter, e: HistoryEvent) -> t.ToolResult | None:
+    """A local tool call's result, from the marker the SDK records for a local activity (its
+    `data` is the SDK's own plain JSON; its `result`, our payload)."""
+    marker = e.marker_recorded_event_attributes
+    if marker.marker_name != LOCAL_ACTIVITY_MARKER or "result" not in marker.details:
+        return None
+    data = marker.details["data"].payloads
+    about = json.loads(data[0].data) if data else {}
+    if about.get("activity_type") != t.TOOL_CALL_ACTIVITY or not marker.details["result"].payloads:
+        return None
+    result: t.ToolResult = await _decode(converter, marker.details["result"], t.ToolResult)
+    return result
 
 
 async def _message(

@@ -45,7 +45,8 @@ def _weather(city: str, day: int = 0) -> Weather:
     return Weather(city=city.strip().title(), condition=condition, temperature_c=temp)
 
 
-@tool
+# Pure lookups: local activities, run in the same workflow task as the model's reply.
+@tool(local=True)
 def get_weather(city: str) -> Weather:
     """Get the current weather for a city.
 
@@ -57,7 +58,7 @@ def get_weather(city: str) -> Weather:
     return _weather(city)
 
 
-@tool
+@tool(local=True)
 def get_forecast(city: str, days: int = 3) -> list[Weather]:
     """Get a daily weather forecast for a city.
 
@@ -70,7 +71,7 @@ def get_forecast(city: str, days: int = 3) -> list[Weather]:
     return [_weather(city, day) for day in range(1, days + 1)]
 
 
-@tool
+@tool(local=True)
 def convert_temperature(celsius: float, unit: Literal["fahrenheit", "kelvin"] = "fahrenheit") -> dict[str, object]:
     """Convert a temperature from degrees Celsius.
 

@@ -287,3 +287,53 @@ async def test_checked_in_histories_still_replay():
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])
     assert fork_input.carry is not None and fork_input.carry.forked_from == t.ForkLink(run_id="breakpoint_v1", turn=2)
+
+
+async def test_a_local_tool_runs_in_the_same_workflow_task(client, task_queue, worker_factory, llm, counter_file):
+    """A cheap tool is a local activity: a turn with one adds at most 8 events, and a tool with
+    side effects in the same run stays an ordinary, routed activity."""
+    steps = [calls(("quick_add", {"a": i, "b": 1})) for i in range(4)]
+    model = script(llm, *steps, calls(("record", {"label": "side"})), {"content": "done"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="quick", model=model)
+        result = await handle.result()
+        messages = await transcript(handle)
+    assert result.output == "done"
+    turns = await events_per_turn(handle)
+    assert all(len(turn) <= 8 for turn in turns[1:4]), [len(turn) for turn in turns]
+    assert all("MARKER_RECORDED" in turn for turn in turns[:4])
+    assert "ACTIVITY_TASK_SCHEDULED" in turns[4][1:]  # record: a routed activity
+    assert [m.content for m in messages if isinstance(m, t.ToolMessage)][:4] == ["1", "2", "3", "4"]
+    history = await handle.fetch_history()
+    summaries = [e.user_metadata.summary.data for e in history.events if e.HasField("user_metadata")]
+    assert any(b"tool: quick_add(a=0, b=1) (local)" in s for s in summaries)
+    await replay(handle)
+
+
+async def test_a_local_tool_on_a_worker_without_the_agent_runs_routed(
+    client, task_queue, worker_factory, llm, registry
+):
+    """The workflow's worker does not hold the run's version of the agent: the local call says
+    so, and the run makes it an ordinary activity on that version's own queue."""
+    from temporalio.worker import Worker
+
+    from activities.tool_activities import ToolActivities
+
+    model = script(llm, calls(("quick_add", {"a": 2, "b": 2})), {"content": "four"})
+    frozen = registry.agent("quick").spec().model_copy(update={"version": "elsewhere", "model": model})
+    version_queue = t.agent_task_queue(task_queue, "quick", "elsewhere")
+    elsewhere = Worker(client, task_queue=version_queue, activities=[ToolActivities(registry).call_tool])
+    async with worker_factory(), elsewhere:
+        handle = await start(client, task_queue, "go", agent="quick", frozen=frozen)
+        result = await handle.result()
+        messages = await transcript(handle)
+    assert result.output == "four"
+    assert any(isinstance(m, t.ToolMessage) and m.content == "4" for m in messages)
+    history = await handle.fetch_history()
+    routed = [
+        e.activity_task_scheduled_event_attributes.task_queue.name
+        for e in history.events
+        if e.activity_task_scheduled_event_attributes.activity_type.name == t.TOOL_CALL_ACTIVITY
+    ]
+    assert routed == [version_queue]
+    await replay(handle)

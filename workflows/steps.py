@@ -309,34 +309,43 @@ class Steps:
         run_id = workflow.info().workflow_id
         args = json_object(arguments)
         what = describe_call(call)
+        request = t.ToolCallInput(
+            call_id=call.call_id,
+            tool=call.name,
+            arguments="" if args is not None else arguments,
+            args=args,
+            idempotency_key=f"{run_id}:{call.call_id}",
+            turn=s.turn,
+            agent=agent.name,
+            check_approval=check,
+        )
+        activity_id = f"tool-{s.turn}-{call.call_id}{suffix}"
+        summary = (
+            f"turn {s.turn} · check approval: {what}"
+            if check
+            else f"turn {s.turn} · tool: {what}" + (" (approved)" if suffix else "")
+        )
+        retry = RetryPolicy(maximum_attempts=spec.max_attempts)
         try:
-            result = await workflow.execute_activity(
-                t.TOOL_CALL_ACTIVITY,
-                t.ToolCallInput(
-                    call_id=call.call_id,
-                    tool=call.name,
-                    arguments="" if args is not None else arguments,
-                    args=args,
-                    idempotency_key=f"{run_id}:{call.call_id}",
-                    turn=s.turn,
-                    agent=agent.name,
-                    check_approval=check,
-                ),
-                result_type=t.ToolResult,
-                activity_id=f"tool-{s.turn}-{call.call_id}{suffix}",
-                task_queue=agent_queue(agent),
-                start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
-                heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
-                retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
-                summary=(
-                    f"turn {s.turn} · check approval: {what}"
-                    if check
-                    else f"turn {s.turn} · tool: {what}" + (" (approved)" if suffix else "")
-                ),
-            )
-        except ActivityError as err:
+            result: t.ToolResult | None = None
+            if spec.local and not check and agent.version:
+                result = await self._local_tool(agent, spec, request, activity_id, summary)
+            if result is None:
+                result = await workflow.execute_activity(
+                    t.TOOL_CALL_ACTIVITY,
+                    request,
+                    result_type=t.ToolResult,
+                    activity_id=activity_id,
+                    task_queue=agent_queue(agent),
+                    start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
+                    heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
+                    retry_policy=retry,
+                    summary=summary,
+                )
+        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
             # Retries are spent: the run goes on and the model learns the tool is unavailable.
-            cause = err.cause.message if isinstance(err.cause, FailureError) else err.message
+            failure = err.cause if isinstance(err, ActivityError) else err
+            cause = failure.message if isinstance(failure, FailureError) else str(err)
             return t.ToolMessage(
                 call_id=call.call_id,
                 name=call.name,
@@ -347,6 +356,30 @@ class Steps:
             s.approvals.request(call.call_id, call.name, result.arguments or {}, s.turn, workflow.now())
             return None
         return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error)
+
+    async def _local_tool(
+        self, agent: t.AgentSpec, spec: t.ToolSpec, request: t.ToolCallInput, activity_id: str, summary: str
+    ) -> t.ToolResult | None:
+        """A cheap tool as a local activity, in this workflow task: one dispatch per turn. Only a
+        worker holding the agent's exact version runs it; on any other, None (run it routed)."""
+        try:
+            result: t.ToolResult = await workflow.execute_local_activity(
+                t.TOOL_CALL_ACTIVITY,
+                request.model_copy(update={"local_version": agent.version}),
+                result_type=t.ToolResult,
+                activity_id=activity_id,
+                start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
+                retry_policy=RetryPolicy(
+                    maximum_attempts=spec.max_attempts, non_retryable_error_types=[t.TOOL_NOT_HERE]
+                ),
+                summary=f"{summary} (local)",
+            )
+            return result
+        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
+            cause = err.cause if isinstance(err, ActivityError) else err
+            if isinstance(cause, ApplicationError) and cause.type == t.TOOL_NOT_HERE:
+                return None
+            raise
 
     async def _child(self, agent: t.AgentSpec, planned: PlannedCall, arguments: str) -> t.ToolMessage:
         """An agent run as a tool: a child run of the frozen member, with its own history,

@@ -236,6 +236,9 @@ class ToolSpec(_Model):
     # Set when the tool is an MCP server's, listed when the run started: the server's name (its
     # URL or command, and headers, stay on the worker's agent; activities/mcp_tools.py).
     mcp_server: str | None = None
+    # A cheap, idempotent tool (`@tool(local=True)`): run as a local activity in the workflow task
+    # that handles the model's reply, on a worker holding the agent's version (else as usual).
+    local: bool = False
 
 
 MidTurn = Literal["queue", "steer"]
@@ -844,9 +847,15 @@ class ToolCallInput(_Model):
     # instead of running. False once a person approved (or the tool needs no approval).
     check_approval: bool = False
     args: dict[str, Any] | None = None  # the arguments as an object, so the Web UI shows JSON
+    # Set for a local call: the worker runs it only if it holds this very version of the agent,
+    # else it says so (NOT_HERE) and the run makes it an ordinary, routed tool activity.
+    local_version: str | None = None
 
     def arguments_json(self) -> str:
         return json.dumps(self.args, ensure_ascii=False) if self.args is not None else self.arguments
+
+
+TOOL_NOT_HERE = "ToolNotHere"  # the error type of a local call on a worker without the agent's version
 
 
 class ToolResult(_Model):
