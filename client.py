@@ -40,7 +40,7 @@ from activities.payload_store import PayloadStoreError
 from activities.settings import LLMSettings
 from activities.telemetry import flush as flush_telemetry
 from activities.telemetry import traced
-from cli import chat, debug, session
+from cli import chat, codec_server, debug, session
 from cli.export import export_run, write_jsonl
 from cli.watch import watch
 from workflows import types as t
@@ -673,6 +673,7 @@ def parser() -> argparse.ArgumentParser:
     reject.set_defaults(fn=cmd_decide)
 
     chat.add_parser(sub)
+    codec_server.add_parser(sub)
     debug.add_parsers(sub, who)
     send = sub.add_parser("send", help="send a message to a session (see chat)")
     send.add_argument("run_id")
@@ -751,6 +752,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_text(args)
         if args.command == "run":
             args.settings = model_settings(args)
+        if args.command == "codec-server":  # needs only the keys, not Temporal
+            return codec_server.cmd_codec_server(args)
         return asyncio.run(dispatch(args))
     except UsageError as err:
         fail(str(err), 2, bool(getattr(args, "json", False)))

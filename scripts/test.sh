@@ -10,6 +10,13 @@ if [ -z "${SKIP_REAL_MODEL:-}" ]; then
   bash "$ROOT/scripts/install_real_model.sh" "$VENV" >&2 ||
     echo "warning: the real model server did not install; tests/test_real_model_*.py will skip" >&2
 fi
+# A Chromium for tests/test_codec_ui.py (the Web UI through the codec server): Debian's, since
+# playwright's own download is not reachable here. Best effort: without it that test skips.
+if [ -z "${SKIP_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] &&
+  command -v apt-get >/dev/null 2>&1; then
+  { apt-get install -y -qq chromium || { apt-get update -qq && apt-get install -y -qq chromium; }; } >/dev/null 2>&1 ||
+    echo "warning: could not install chromium; tests/test_codec_ui.py will skip" >&2
+fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy"
 exec "$PY" -m pytest "$@"
