@@ -22,12 +22,13 @@ import functools
 import logging
 import os
 from collections.abc import Mapping
+from typing import ClassVar
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadConverter
 from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
@@ -87,11 +88,31 @@ class EncryptedFailureConverter(BoundedFailureConverter):
     encrypt = True
 
 
+class OnePayloadConverter(PydanticPayloadConverter):
+    """pydantic's payload converter, one per process. temporalio builds a data converter's
+    payload converter anew each time it copies the data converter (about a dozen times a turn in
+    a worker: per workflow activation and per payload it may store, and once per run), each with
+    an empty cache of pydantic TypeAdapters; this one is built once and its cache serves them all."""
+
+    _one: ClassVar[OnePayloadConverter | None] = None
+
+    def __new__(cls) -> OnePayloadConverter:
+        if cls._one is None:  # two threads racing here build two; one is kept: harmless
+            one = super().__new__(cls)
+            PydanticPayloadConverter.__init__(one)
+            cls._one = one
+        return cls._one
+
+    def __init__(self) -> None:
+        """Built once, in __new__."""
+
+
 def make_data_converter(env: Mapping[str, str] | None = None) -> DataConverter:
     """The data converter for these settings (default: the process's environment)."""
     codec = codec_from_env(env)
     return dataclasses.replace(
         pydantic_data_converter,
+        payload_converter_class=OnePayloadConverter,
         payload_codec=codec,
         failure_converter_class=EncryptedFailureConverter if codec else BoundedFailureConverter,
         external_storage=external_storage(env),
