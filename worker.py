@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -35,10 +36,17 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from types import CodeType
+from typing import Any
 
 import httpx
 from temporalio.client import Client
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
+from temporalio.converter import SerializationContext, StorageDriverStoreContext
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkflowInstance, WorkflowInstanceDetails
+from temporalio.worker._command_aware_visitor import CommandInfo
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
+from temporalio.worker.workflow_sandbox._in_sandbox import InSandbox
 
 from activities import Registry, executor
 from activities.compaction import CompactionActivities
@@ -61,8 +69,64 @@ from workflows.types import agent_task_queue
 
 log = logging.getLogger("worker")
 DEFAULT_TOOLS = ["examples.demo_agent"]
+
+# Workflow code runs in temporalio's sandbox: workflows/agent.py (AgentRun's module) is imported
+# afresh for each run, with the sandbox's checks on what it calls. These modules are imported
+# once per process instead; each is deterministic under workflows/ruff.toml and keeps no state
+# between runs.
+SANDBOX_PASSTHROUGH = (
+    "pydantic",  # validation only, and slow to import: once per run would cost more than the turn
+    "workflows.types",  # the runs' contracts: pydantic models and constants
+    "workflows.turn",  # the pure decision: functions of their arguments
+    "workflows.state",  # a run's state, held by the AgentRun instance, not by the module
+    "workflows.session",  # a conversation's state, likewise
+    "workflows.edits",  # validated transcript edits: functions of their arguments
+    "workflows.memory",  # what a model call keeps of a long transcript: functions of their arguments
+    "workflows.approvals",  # approval decisions and their texts: functions of their arguments
+    "workflows.steps",  # AgentRun's base class: activity calls, no module state (agent.py passed it through already)
+)
+
+
+@functools.cache
+def _compiled(code: str) -> CodeType:
+    return compile(code, "<temporal sandbox>", "exec")
+
+
+class _SandboxInstance(sandbox_runner._Instance):
+    """One run in the sandbox, entered more cheaply (see SandboxRunner). Uses temporalio 1.35's
+    private `_Instance`: an SDK that changes it fails here, at import, not in a run."""
+
+    def _run_code(self, code: str, **extra_globals: Any) -> None:
+        super()._run_code(_compiled(code), **extra_globals)  # type: ignore[arg-type]  # exec takes code objects
+
+    def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
+        return self._in_sandbox.get_serialization_context(command_info)
+
+    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
+        return self._in_sandbox.get_external_store_context(command_info)
+
+    @property
+    def _in_sandbox(self) -> InSandbox:
+        return self.globals_and_locals["__temporal_in_sandbox"]  # type: ignore[return-value]  # set by _create_instance
+
+
+class SandboxRunner(SandboxedWorkflowRunner):
+    """temporalio's sandbox without two costs that guard nothing, and took more of a worker's
+    Python time than the workflow code itself (README: "The benchmark"). The SDK enters the
+    sandbox by `exec` of source text, compiled anew each time, and does so for nearly every payload
+    of an activation (about 20 a turn) only to ask which serialization context applies: SDK code
+    reading the run's own bookkeeping, no workflow code. Here the entry code is compiled once and
+    those questions are asked directly; activations, and so all workflow code, still run inside."""
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _SandboxInstance(det, self.runner_class, self.restrictions)
+
+
+WORKFLOW_RUNNER = SandboxRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
+
 # build_worker's own Worker settings; `**options` overrides them.
 WORKER_DEFAULTS: dict[str, object] = {
+    "workflow_runner": WORKFLOW_RUNNER,
     "graceful_shutdown_timeout": timedelta(seconds=10),
     # Streamed text reaches watchers through heartbeat details: send them promptly.
     "max_heartbeat_throttle_interval": timedelta(milliseconds=200),
