@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import CodeType
@@ -42,7 +43,15 @@ from typing import Any
 import httpx
 from temporalio.client import Client
 from temporalio.converter import SerializationContext, StorageDriverStoreContext
-from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkflowInstance, WorkflowInstanceDetails
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import (
+    PollerBehaviorSimpleMaximum,
+    Worker,
+    WorkerConfig,
+    WorkflowInstance,
+    WorkflowInstanceDetails,
+    WorkflowRunner,
+)
 from temporalio.worker._command_aware_visitor import CommandInfo
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
@@ -50,7 +59,7 @@ from temporalio.worker.workflow_sandbox._in_sandbox import InSandbox
 
 from activities import Registry, executor
 from activities.compaction import CompactionActivities
-from activities.connection import address, connect, ensure_search_attributes, namespace, task_queue
+from activities.connection import address, connect, data_converter, ensure_search_attributes, namespace, task_queue
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
 from activities.hook_feed import HookFeed, state_dir_from_env
@@ -212,6 +221,127 @@ class WorkerGroup:
         await self._stop(self.workers)
 
 
+def _runner(given: WorkflowRunner | None) -> WorkflowRunner:
+    """The runner's own sandbox settings (WORKER_DEFAULTS) in place of the SDK's default one; a
+    worker that chose another runner keeps it."""
+    ours = WORKER_DEFAULTS.get("workflow_runner")
+    if isinstance(ours, WorkflowRunner) and (given is None or type(given) is SandboxedWorkflowRunner):
+        return ours
+    return given or SandboxedWorkflowRunner()
+
+
+class AgentPlugin(SimplePlugin):
+    """Durable agents in a worker and a client a team already has, in two lines:
+
+        client = await Client.connect("localhost:7233", plugins=[AgentPlugin(["my_agents"])])
+        worker = Worker(client, task_queue="my-queue")  # runs the agents: workflows, model calls, tools
+
+    On the client: the runner's data converter (pydantic; large payloads and encryption when
+    configured). On a worker: the AgentRun workflow in the runner's sandbox; the model, tool,
+    resolve, hook and compaction activities; the masking (and, given `telemetry`, tracing)
+    interceptors; and, while the worker runs, the per-agent workers that routing needs (a run's
+    tool calls go only to workers holding its agent's version: `agent_task_queue`), the tool
+    threads, the loop watchdog and the lifecycle hooks' feed. `python worker.py` runs the same.
+    One plugin serves one worker (its task queue decides the per-agent queues)."""
+
+    def __init__(
+        self,
+        tools: Sequence[str] | Registry = tuple(DEFAULT_TOOLS),
+        *,
+        settings: LLMSettings | None = None,
+        http: httpx.AsyncClient | None = None,
+        tool_threads: int | None = None,
+        stall_seconds: float = DEFAULT_STALL_SECONDS,
+        run_hooks: Sequence[RunHooks] = (),
+        hooks_state_dir: Path | None = None,
+        prices: PriceTable | None = None,
+        telemetry: Telemetry | None = None,
+        agent_worker_options: dict[str, object] | None = None,
+    ) -> None:
+        self.registry = tools if isinstance(tools, Registry) else Registry.from_modules(list(tools))
+        self.settings = settings or LLMSettings.from_env()
+        self._http, self._owns_http = http, http is None
+        self._options = (tool_threads, stall_seconds, run_hooks, hooks_state_dir, prices, telemetry)
+        self._agent_worker_options = agent_worker_options or {}
+        self.group: WorkerGroup | None = None  # the per-agent workers and shared parts, once configured
+        self.runs_group = True  # False when build_worker starts the group itself
+        super().__init__(
+            "durable-agent-runner",
+            data_converter=lambda _: data_converter(),
+            workflows=[AgentRun],
+            workflow_runner=_runner,
+            run_context=self._running,
+        )
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        if self.group is not None:
+            raise ValueError("an AgentPlugin serves one worker: give each worker its own")
+        client, queue = config["client"], config["task_queue"]
+        threads_n, stall, run_hooks, state_dir, prices, telemetry = self._options
+        if self._http is None:
+            self._http = new_http_client(self.settings)
+        settings, http, registry = self.settings, self._http, self.registry
+        threads = ToolThreads(executor.size_from_env() if threads_n is None else threads_n)
+        cache = ContextCache()
+        caller = HookCaller(run_hooks, Redactor.for_settings(settings))
+        model = ModelActivities(client, settings, http, cache, hooks=caller, prices=prices)
+        compaction = CompactionActivities(model)
+        tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads, hooks=caller)
+        hooks = HookActivities(registry, client, settings, http, threads)
+        masking, _ = redaction_for(settings)
+        # Tracing outside masking: spans see masked values.
+        interceptors: list[Any] = [*(telemetry.worker_interceptors(settings) if telemetry else []), masking]
+        config["interceptors"] = [*interceptors, *config.get("interceptors", [])]
+        served: list[Callable[..., Any]] = [
+            model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook
+        ]  # fmt: skip
+        config["activities"] = [*config.get("activities", []), *served]
+        for key, value in WORKER_DEFAULTS.items():
+            if key != "workflow_runner" and config.get(key) is None:
+                config[key] = value  # type: ignore[literal-required]  # Worker's tuning knobs, by name
+        per_agent: dict[str, Any] = {
+            **WORKER_DEFAULTS, **AGENT_WORKER_DEFAULTS, **self._agent_worker_options, "interceptors": interceptors
+        }  # fmt: skip
+        # The per-agent workers poll through the same connection, without this plugin (it would
+        # configure them as another base worker).
+        c = client.config()
+        plain = Client(
+            c["service_client"],
+            namespace=c["namespace"],
+            data_converter=client.data_converter,
+            interceptors=c["interceptors"],
+            default_workflow_query_reject_condition=c["default_workflow_query_reject_condition"],
+            header_codec_behavior=c["header_codec_behavior"],
+        )
+        workers = []
+        for agent in registry.agents():  # the agents it reaches are registered too: their code runs here
+            routed: list[tuple[str, list[Callable[..., Any]]]] = [
+                (agent_task_queue(queue, agent.name), [tools.resolve_agent]),
+                (agent_task_queue(queue, agent.name, agent.version), [tools.call_tool, hooks.run_hook]),
+            ]
+            for q, acts in routed:
+                workers.append(Worker(plain, task_queue=q, activities=acts, **per_agent))
+        feed = HookFeed(client, queue, caller, state_dir or state_dir_from_env()) if caller.wants_feed else None
+        watchdog = LoopWatchdog(tool_codes(registry.tools()), threshold=stall)
+        self.group = WorkerGroup(workers, threads, watchdog, hooks=caller, feed=feed)
+        return config
+
+    @contextlib.asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        """Around the worker's run: the per-agent workers and the rest, unless build_worker runs them."""
+        assert self.group is not None, "configured with the worker"
+        try:
+            if self.runs_group:
+                async with self.group:
+                    yield
+            else:
+                yield
+        finally:
+            if self._owns_http and self._http is not None:
+                await self._http.aclose()
+
+
 def build_worker(
     client: Client,
     queue: str,
@@ -227,7 +357,8 @@ def build_worker(
     telemetry: Telemetry | None = None,
     **options: object,
 ) -> WorkerGroup:
-    """The workers, as `python worker.py` runs them; tests build theirs with this too.
+    """The workers, as `python worker.py` runs them; tests build theirs with this too: a Worker
+    on `queue` with the AgentPlugin, and the plugin's per-agent workers, started and stopped as one.
     `tool_threads`: default $TOOL_THREADS or 16. `stall_seconds`: how long the event loop may be
     blocked before the watchdog names the culprit. `prices`: default the shipped table (the
     worker reads $LLM_PRICES over it). `options` override WORKER_DEFAULTS for every
@@ -236,39 +367,25 @@ def build_worker(
     `run_hooks`: the lifecycle hooks (activities/lifecycle.py); when one has an exactly-once method,
     a hook feed follows `queue`'s runs, checkpointing in `hooks_state_dir` (default
     $HOOKS_STATE_DIR or .state/hooks). `telemetry`: trace runs (activities/telemetry.py)."""
-    threads = ToolThreads(executor.size_from_env() if tool_threads is None else tool_threads)
-    cache = ContextCache()
-    caller = HookCaller(run_hooks, Redactor.for_settings(settings))
-    model = ModelActivities(client, settings, http, cache, hooks=caller, prices=prices)
-    compaction = CompactionActivities(model)
-    tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads, hooks=caller)
-    hooks = HookActivities(registry, client, settings, http, threads)
-    masking, _ = redaction_for(settings)
     extra = options.pop("interceptors", None)
-    traced = telemetry.worker_interceptors(settings) if telemetry else []  # outside masking: spans see masked values
-    interceptors = [*traced, masking, *(extra if isinstance(extra, list | tuple) else [])]
-    base = {**WORKER_DEFAULTS, **options, "interceptors": interceptors}
-    workers = [
-        Worker(
-            client,
-            task_queue=queue,
-            workflows=[AgentRun],
-            activities=[model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook],
-            **base,  # type: ignore[arg-type]  # Worker's tuning knobs, passed through as given
-        )
-    ]
-    per_agent = {**WORKER_DEFAULTS, **AGENT_WORKER_DEFAULTS, **options, "interceptors": interceptors}
-    for agent in registry.agents():  # the agents it reaches are registered too: their code runs here
-        for q, served in (
-            (agent_task_queue(queue, agent.name), [tools.resolve_agent]),
-            (agent_task_queue(queue, agent.name, agent.version), [tools.call_tool, hooks.run_hook]),
-        ):
-            workers.append(Worker(client, task_queue=q, activities=served, **per_agent))  # type: ignore[arg-type]
-    feed = None
-    if caller.wants_feed:
-        feed = HookFeed(client, queue, caller, hooks_state_dir or state_dir_from_env())
-    watchdog = LoopWatchdog(tool_codes(registry.tools()), threshold=stall_seconds)
-    return WorkerGroup(workers, threads, watchdog, hooks=caller, feed=feed)
+    plugin = AgentPlugin(
+        registry,
+        settings=settings,
+        http=http,
+        tool_threads=tool_threads,
+        stall_seconds=stall_seconds,
+        run_hooks=run_hooks,
+        hooks_state_dir=hooks_state_dir,
+        prices=prices,
+        telemetry=telemetry,
+        agent_worker_options=dict(options),
+    )
+    plugin.runs_group = False  # the group below starts every worker itself, at once
+    base = {**WORKER_DEFAULTS, **options, "interceptors": list(extra) if isinstance(extra, list | tuple) else []}
+    worker = Worker(client, task_queue=queue, plugins=[plugin], **base)  # type: ignore[arg-type]  # knobs as given
+    assert plugin.group is not None
+    group = plugin.group
+    return WorkerGroup([worker, *group.workers], group.threads, group.watchdog, hooks=group.hooks, feed=group.feed)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -47,9 +47,11 @@ async def test_demo_run_answers_with_tool_results(client, task_queue, worker_fac
     assert [(r["path"], r["body"].get("stream", False)) for r in llm.requests()] == [(path, stream)] * 3
 
 
-async def test_parallel_tool_calls_are_scheduled_together(client, task_queue, worker_factory, llm):
+async def test_parallel_tool_calls_are_scheduled_together(client, task_queue, worker_factory, llm, counter_file):
+    three = calls(*(("record", {"label": f"city-{i}"}) for i in range(3)))
+    model = script(llm, three, {"content": "done"})
     async with worker_factory():
-        handle = await start(client, task_queue, "Weather in London, Berlin and Sydney?")
+        handle = await start(client, task_queue, "go", agent="scripted", model=model)
         await handle.result()
     events = (await handle.fetch_history()).events
     kinds = [e.event_type for e in events]
@@ -64,7 +66,7 @@ async def test_parallel_tool_calls_are_scheduled_together(client, task_queue, wo
     assert first_three == list(range(first_three[0], first_three[0] + 3))
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED not in kinds[first_three[0] : first_three[2]]
     summaries = [events[i].user_metadata.summary.data.decode() for i in first_three]
-    assert all("get_weather(city=" in s for s in summaries), summaries
+    assert all("record(label=city-" in s for s in summaries), summaries
 
 
 async def test_every_activity_has_a_readable_summary(client, task_queue, worker_factory, llm):
@@ -72,14 +74,15 @@ async def test_every_activity_has_a_readable_summary(client, task_queue, worker_
         handle = await start(client, task_queue, "Weather in Tokyo?")
         await handle.result()
     events = (await handle.fetch_history()).events
-    summaries = [
-        json.loads(e.user_metadata.summary.data)
+    kinds = (EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, EventType.EVENT_TYPE_MARKER_RECORDED)
+    summaries = [  # decoded as the Web UI would, through the data converter (and any codec)
+        (await client.data_converter.decode([e.user_metadata.summary], [str]))[0]
         for e in events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        if e.event_type in kinds and e.HasField("user_metadata")
     ]
     assert summaries[0] == "resolve agent demo"
     assert "turn 1 · model demo · 1 message" in summaries  # the worker's LLM_MODEL, pinned at the start
-    assert "turn 1 · tool: get_weather(city=Tokyo)" in summaries
+    assert "turn 1 · tool: get_weather(city=Tokyo) (local)" in summaries  # a local activity's marker
 
 
 async def test_max_turns_fails_clearly_and_keeps_the_transcript(client, task_queue, worker_factory, llm):

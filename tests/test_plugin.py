@@ -1,0 +1,50 @@
+"""The AgentPlugin: durable agents in a worker and a client a team already has, in two lines."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities.settings import LLMSettings
+from tests.helpers import replay
+from worker import AgentPlugin
+from workflows import types as t
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_two_lines_add_durable_agents_to_a_worker_and_client(temporal_server: Any, llm: Any) -> None:
+    settings = LLMSettings(base_url=llm.base_url, model="demo")
+    plugin = AgentPlugin(["examples.demo_agent"], settings=settings)
+    client = await Client.connect(temporal_server.target, namespace="default", plugins=[plugin])
+    queue = f"team-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=queue):  # the team's own worker: nothing else configured
+        handle = await client.start_workflow(
+            t.WORKFLOW_NAME,
+            t.RunInput(prompt="Weather in Tokyo and Paris?"),
+            id=f"plugin-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+            result_type=t.RunResult,
+        )
+        result = await handle.result()
+    assert "Tokyo" in result.output and result.turns >= 2
+    history = await handle.fetch_history()
+    resolved = [
+        e.activity_task_scheduled_event_attributes.task_queue.name
+        for e in history.events
+        if e.activity_task_scheduled_event_attributes.activity_type.name == t.RESOLVE_AGENT_ACTIVITY
+    ]
+    assert resolved == [t.agent_task_queue(queue, "demo")]  # routed: the plugin ran the per-agent workers
+    await replay(handle)
+
+
+async def test_one_plugin_serves_one_worker(temporal_server: Any, llm: Any) -> None:
+    plugin = AgentPlugin(["examples.demo_agent"], settings=LLMSettings(base_url=llm.base_url, model="demo"))
+    client = await Client.connect(temporal_server.target, namespace="default", plugins=[plugin])
+    Worker(client, task_queue=f"a-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(ValueError, match="serves one worker"):
+        Worker(client, task_queue=f"b-{uuid.uuid4().hex[:8]}")
