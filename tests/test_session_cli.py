@@ -45,11 +45,12 @@ async def test_send_wait_result_status_end(cli: Cli, client, task_queue, worker_
 
 
 async def test_send_to_a_run_that_is_not_a_session(cli: Cli, client, task_queue, worker_factory, llm) -> None:
-    from tests.test_client import script, slow
+    from tests.test_client import script
 
     async with worker_factory():
-        model = script(llm, slow(3), {"content": "done"})
-        done = await cli("run", "--agent", "scripted", "--model", model, "go")
+        # a run that waits for an approval: running, and not a session, for as long as the test needs
+        model = script(llm, {"tool_calls": [{"name": "send", "arguments": {"label": "x"}}]}, {"content": "done"})
+        done = await cli("run", "--agent", "guarded", "--model", model, "go")
         run_id = done.out.strip()
         done = await cli("send", run_id, "hi")
         assert done.code == 2 and "not a session" in one_clean_line(done.err), str(done)
