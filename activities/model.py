@@ -121,6 +121,9 @@ async def heartbeating(
                 last, sent_at = key, now
             await asyncio.sleep(every)
 
+    if activity.info().is_local:  # a local activity has no heartbeats: its timeouts bound it
+        yield
+        return
     task = asyncio.create_task(beat())
     try:
         yield
@@ -189,11 +192,14 @@ class ModelActivities:
         began = time.monotonic()
         run = activity.info().workflow_run_id or ""
         cached = self._cache.lookup(run, input.transcript_len, input.digest) if self._cache else None
+        if input.context is not None:  # a local call: the transcript came with it (never in history)
+            cached = (input.context.agent, input.context.messages)
         agent, messages = cached or await self.read_context(input.transcript_len)
         settings = self._settings
         model = input.model or settings.model
         wire, path = wire_for(agent.api or settings.api)
-        body = build_request(wire, agent, messages, model, settings.stream)
+        # A local call has no heartbeats to carry streamed text to watchers: it asks for the whole reply.
+        body = build_request(wire, agent, messages, model, settings.stream and not activity.info().is_local)
         telemetry.model_request(agent, messages, api=path, stream=body.get("stream") is True)  # the attempt's span
         capture = input.capture or settings.capture
         hooks = self._hooks

@@ -340,3 +340,23 @@ async def test_a_local_tool_on_a_worker_without_the_agent_runs_routed(
     ]
     assert routed == [version_queue]
     await replay(handle)
+
+
+async def test_a_local_model_call_needs_no_dispatch_and_no_stream(client, task_queue, worker_factory, llm):
+    """An agent that opts in runs its model call as a local activity too: a turn with a local tool
+    is a few events in one workflow task; the request is not streamed; a 500 is retried."""
+    model = script(llm, *[calls(("quick_add", {"a": i, "b": 1})) for i in range(3)], {"content": "done"})
+    llm.add_faults([{"kind": "status", "status": 500, "count": 1}])
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="nimble", model=model)
+        result = await handle.result()
+    assert result.output == "done" and result.turns == 4
+    requests = [r["body"] for r in llm.requests() if r["body"].get("model") == model]
+    assert len(requests) == 5 and not any(body.get("stream") for body in requests)  # one retried after the 500
+    turns = await events_per_turn(handle)
+    assert turns == [], "no model-call activity is ever scheduled"
+    history = await handle.fetch_history()
+    kinds = [e.event_type for e in history.events]
+    assert kinds.count(EventType.EVENT_TYPE_MARKER_RECORDED) >= 7  # 4 model calls and 3 tool calls, as markers
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED in kinds  # resolve: the only activity
+    await replay(handle)

@@ -167,27 +167,45 @@ class Steps:
         self._set_phase("calling_model", f"turn {s.turn}: {agent.name} calling {model}")
         self._event("model_started", detail=f"{self._who(agent)}{model}")
         n = len(s.messages)
+        request = t.ModelCallInput(
+            agent=agent.name,
+            model=agent.model,
+            turn=s.turn,
+            transcript_len=len(s.messages),
+            capture=capture,
+            digest=s.digest(),
+        )
+        summary = f"turn {s.turn} · {self._who(agent)}model {model} · {n} message{'' if n == 1 else 's'}"
         try:
+            if agent.local_model_call:
+                context = t.ModelContext(agent=agent, messages=list(s.messages))
+                bounds = model_call_bounds(agent)
+                bounds.pop("heartbeat_timeout")
+                local: t.ModelReply = await workflow.execute_local_activity(
+                    t.MODEL_CALL_ACTIVITY,
+                    request.model_copy(update={"context": context}),
+                    result_type=t.ModelReply,
+                    activity_id=f"model-{s.turn}",
+                    **bounds,
+                    summary=f"{summary} (local)",
+                )
+                return local
             reply: t.ModelReply = await workflow.execute_activity(
                 t.MODEL_CALL_ACTIVITY,
-                t.ModelCallInput(
-                    agent=agent.name,
-                    model=agent.model,
-                    turn=s.turn,
-                    transcript_len=len(s.messages),
-                    capture=capture,
-                    digest=s.digest(),
-                ),
+                request,
                 result_type=t.ModelReply,
                 activity_id=f"model-{s.turn}",
                 **model_call_bounds(agent),
-                summary=f"turn {s.turn} · {self._who(agent)}model {model} · {n} message{'' if n == 1 else 's'}",
+                summary=summary,
             )
             return reply
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):  # the run called it off (a tripped guardrail)
                 raise asyncio.CancelledError from err
             raise self._failed_activity(err, "ModelCallFailed", f"model call failed on turn {s.turn}: ") from err
+        except ApplicationError as err:  # a local call's failure may come bare
+            kind = err.type or "ModelCallFailed"
+            raise self._failure(f"model call failed on turn {s.turn}: {err.message}", kind) from err
 
     # ------------------------------------------------------------------------------- hooks
 

@@ -282,6 +282,11 @@ class AgentOptions(_Model):
     continue_as_new_after: int = Field(default=200, ge=1)
     handoff_description: str = ""  # what other agents' transfer tools (and as_tool) say about this one
     output_retries: int = Field(default=2, ge=0)  # invalid final outputs sent back, before failing
+    # Run the model call as a local activity, in the workflow task that starts the turn: one
+    # dispatch less per turn. For agents whose replies need not stream: watchers see no text until
+    # the reply is whole, queries, approvals and messages wait while it runs, and a worker that
+    # dies mid-call has the call re-run from the start after the workflow task times out.
+    local_model_call: bool = False
     # Sessions (`client.py chat`): the run ends after this long without a message.
     idle_timeout_seconds: float = Field(default=7 * 24 * 3600.0, gt=0)
     # A message that arrives while the run is still answering: "queue" answers it next, in
@@ -825,6 +830,9 @@ class ModelCallInput(_Model):
     # A hash of messages[:transcript_len] as the model will see them: a worker that still holds
     # them (it made the last reply and ran the tools) checks it and skips reading the context.
     digest: str = ""
+    # Set for a local model call (AgentOptions.local_model_call): the context itself, since a
+    # local activity's input never enters history and a query could not be answered meanwhile.
+    context: ModelContext | None = None
 
 
 class ModelReply(_Model):
