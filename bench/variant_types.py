@@ -34,3 +34,19 @@ class InlineModelCall(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     model: str
     turn: int
+
+
+# The rival: the same loop through Temporal's OpenAI Agents integration (bench.rival).
+RIVAL_WORKFLOW = "bench.RivalRun"
+RIVAL_MODEL_ACTIVITY = "invoke_model_activity"  # the integration's model activity
+
+
+class RivalInput(BaseModel):
+    prompt: str = ""
+    model: str = "demo"
+    max_turns: int = 10
+
+
+class RivalResult(BaseModel):
+    output: str
+    turns: int  # model calls, as RunResult.turns counts them

@@ -1,7 +1,7 @@
 """A bench worker in its own process: `python -m bench.worker_proc CONFIG_JSON`.
 
-The config names the dev server, task queue, model server, variant ("product" or "variant")
-and tuning knobs. Prints READY once polling. Stops on SIGTERM/SIGINT or when its stdin closes,
+The config names the dev server, task queue, model server, variant ("product", "variant" or
+"rival": bench.rival) and tuning knobs. Prints READY once polling. Stops on SIGTERM/SIGINT or when its stdin closes,
 so it never outlives the bench, however the bench ended.
 """
 
@@ -22,11 +22,6 @@ from bench.workers import MODULES, make_worker
 
 
 async def serve(config: dict[str, object]) -> None:
-    client = await connect(str(config["target"]), "default")
-    settings = LLMSettings(base_url=str(config["base_url"]), model="demo", stream=bool(config.get("stream")))
-    registry = Registry.from_modules(MODULES)
-    spec = config.get("options") or {}
-    assert isinstance(spec, dict)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -39,6 +34,18 @@ async def serve(config: dict[str, object]) -> None:
             stop.set()
 
     loop.add_reader(stdin, on_stdin)
+    if config["variant"] == "rival":  # Temporal's OpenAI Agents integration (the bench extra)
+        from bench.rival import rival_worker
+
+        async with await rival_worker(str(config["target"]), str(config["queue"]), str(config["base_url"])):
+            print("READY", flush=True)
+            await stop.wait()
+        return
+    client = await connect(str(config["target"]), "default")
+    settings = LLMSettings(base_url=str(config["base_url"]), model="demo", stream=bool(config.get("stream")))
+    registry = Registry.from_modules(MODULES)
+    spec = config.get("options") or {}
+    assert isinstance(spec, dict)
     async with new_http_client(settings) as http:
         worker = make_worker(str(config["variant"]), client, str(config["queue"]), registry, settings, http, spec)
         async with worker:
