@@ -6,10 +6,11 @@
 
 It starts its own dev server (tests/devserver.py) and FakeLLMServer, runs workers built by
 `worker.build_worker` (in a subprocess by default, see `bench.stack`), and measures the same
-scripted `loop:N:B` scenario durably and as a plain in-process loop (the floor). Sections:
-1 per-turn overhead (with bench-only workflow variants, `bench.local_variant`), 1b the same on
-a dev server with its transfer-queue poll limit lifted, 2 history growth, 3 concurrent runs,
-4 worker tuning knobs, 5 streaming latency (a hook: `sections.streaming_latency`).
+scripted `loop:N:B` scenario durably, as a plain in-process loop (the floor), and through
+Temporal's OpenAI Agents integration (the rival, `bench.rival`; needs the `bench` extra), all on
+that one server. Sections: 1 time and CPU per turn (with bench-only workflow variants,
+`bench.local_variant`), 2 history growth, 3 concurrent runs, 4 worker tuning knobs, 5 streaming
+latency; then every figure as a ratio against the floor and the rival.
 
 Workflow code is re-imported from disk for every run, so benchmark a tree nobody is editing
 (e.g. `git archive HEAD | tar -x -C DIR`, copy bench/ in, run from DIR).

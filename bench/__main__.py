@@ -24,7 +24,7 @@ from bench import report, sections
 from bench.plan import FULL, QUICK, Plan
 from bench.stack import Stack
 
-SECTIONS = ("per-turn", "lifted", "history", "concurrency", "tuning", "streaming")
+SECTIONS = ("per-turn", "history", "concurrency", "tuning", "streaming")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -36,8 +36,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="where workers run (default: a subprocess, so they do not share the bench's GIL)")  # fmt: skip
     p.add_argument("--budget", type=float, help="seconds after which no new tuning round starts")
     p.add_argument("--server-config", action="append", metavar="KEY=VALUE", default=[],
-                   help="a dynamic config value for the main dev server (repeatable), e.g. "
-                        "history.transferProcessorMaxPollRPS=1000")  # fmt: skip
+                   help="a dynamic config value for the dev server, after tests/devserver.py's (repeatable), "
+                        "e.g. history.transferProcessorMaxPollRPS=20 for the default")  # fmt: skip
     p.add_argument("--keep", action="store_true", help="keep the work directory (dev server DB, logs)")
     return p.parse_args(argv)
 
@@ -51,13 +51,15 @@ def environment(plan: Plan, worker: str) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "load_at_start": [round(x, 2) for x in os.getloadavg()],
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        # Set, and no bytecode cached: the sandbox compiles workflows/agent.py afresh for every run.
+        "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
     }
 
 
 def fixed_knobs() -> dict[str, str]:
     from worker import WORKER_DEFAULTS
 
-    return {k: str(v) for k, v in WORKER_DEFAULTS.items()}
+    return {k: type(v).__name__ if k == "workflow_runner" else str(v) for k, v in WORKER_DEFAULTS.items()}
 
 
 async def run(stack: Stack, plan: Plan, only: set[str], results: dict[str, Any], t0: float) -> None:
@@ -70,16 +72,14 @@ async def run(stack: Stack, plan: Plan, only: set[str], results: dict[str, Any],
     await stack.connect()
     if "per-turn" in only:
         results["per_turn"] = await sections.per_turn(stack, plan, log)
-    if "lifted" in only and plan.lifted_reps:
-        results["per_turn_lifted"] = await sections.per_turn_lifted(plan, log, stack.workdir, stack.worker_mode)
     if "history" in only:
         results["history"] = await sections.history_growth(stack, plan, log)
     if "concurrency" in only:
-        results["concurrency"] = await sections.concurrency(stack, plan, log, t0 + 0.65 * plan.budget_s)
-    if "tuning" in only:
-        results["tuning"] = await sections.tuning(stack, plan, log, t0 + plan.budget_s)
+        results["concurrency"] = await sections.concurrency(stack, plan, log, t0 + 0.5 * plan.budget_s)
     if "streaming" in only:
-        results["streaming"] = await sections.streaming_latency(plan.quick)
+        results["streaming"] = await sections.streaming_latency(stack, plan, log)
+    if "tuning" in only:  # last: its later rounds fill what is left of the budget
+        results["tuning"] = await sections.tuning(stack, plan, log, t0 + plan.budget_s)
 
 
 def render(results: dict[str, Any]) -> str:
@@ -97,16 +97,18 @@ def render(results: dict[str, Any]) -> str:
         parts.append("WARNING: the machine was busy with other work (1-min load above CPUs + 2 at some point; the "
                      "bench alone keeps about 2 busy): absolute figures are inflated; compare rows within a table, "
                      "which are measured interleaved.")  # fmt: skip
+    if env.get("dont_write_bytecode"):
+        parts.append("PYTHONDONTWRITEBYTECODE is set: with no cached bytecode, each run's sandbox compiles "
+                     "workflows/agent.py (the Docker image sets it too)")  # fmt: skip
     if env.get("server_config"):
-        parts.append(f"main dev server started with: {env['server_config']}")
-    printers = [("per_turn", report.per_turn), ("per_turn_lifted", report.per_turn_lifted),
-                ("history", report.history), ("concurrency", report.concurrency), ("tuning", report.tuning),
-                ("streaming", report.streaming)]  # fmt: skip
+        parts.append(f"dev server dynamic config added: {env['server_config']}")
+    printers = [("per_turn", report.per_turn), ("history", report.history), ("concurrency", report.concurrency),
+                ("tuning", report.tuning), ("streaming", report.streaming)]  # fmt: skip
     for key, fn in printers:
         if key in results:
             parts.append(fn(results[key]))
-    if "per_turn" in results and "history" in results:
-        parts.append(report.comparison(results["per_turn"], results["history"], results.get("per_turn_lifted")))
+    if "per_turn" in results:
+        parts.append(report.comparison(results["per_turn"], results.get("history")))
     return "\n\n".join(parts)
 
 

@@ -2,7 +2,9 @@
 becomes keyword arguments of temporalio 1.35's `Worker`.
 
 A spec maps a Worker argument to a plain value: durations in seconds, poller behaviours as
-"max:N" (PollerBehaviorSimpleMaximum) or "auto[:min:max:initial]" (PollerBehaviorAutoscaling).
+"max:N" (PollerBehaviorSimpleMaximum) or "auto[:min:max:initial]" (PollerBehaviorAutoscaling),
+the workflow runner by name (`runner`). "patch:MODULE.NAME" keys set a module attribute in the
+worker's process instead (bench-only what-ifs).
 The deprecated `max_concurrent_workflow_task_polls` / `max_concurrent_activity_task_polls` are
 "max:N" of the `*_poller_behavior` arguments, so only the latter are used.
 """
@@ -13,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 Spec = dict[str, Any]
 
@@ -32,10 +34,45 @@ def poller(text: str) -> object:
     raise ValueError(f"poller behaviour must be max:N or auto[:min:max:initial], not {text!r}")
 
 
+def runner(name: str) -> object:
+    """A workflow runner by name: "sdk" (temporalio's sandbox as it comes, no pass-through list;
+    a subclass, so build_worker keeps it), "workflows" (worker.py's, with all of workflows/
+    passed through: no per-run import of workflows/agent.py) or "none" (no sandbox)."""
+    from temporalio.worker import UnsandboxedWorkflowRunner
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+    import worker
+
+    class SdkSandbox(SandboxedWorkflowRunner):
+        pass
+
+    if name == "sdk":
+        return SdkSandbox()
+    if name == "workflows":
+        return worker.SandboxRunner(
+            restrictions=worker.WORKFLOW_RUNNER.restrictions.with_passthrough_modules("workflows")
+        )
+    if name == "none":
+        return UnsandboxedWorkflowRunner()
+    raise ValueError(f"workflow runner must be sdk, workflows or none, not {name!r}")
+
+
+def patch(target: str, value: object) -> None:
+    """BENCH-ONLY: set a module attribute in the worker's process ("package.module.NAME")."""
+    import importlib
+
+    module, _, attr = target.rpartition(".")
+    setattr(importlib.import_module(module), attr, value)
+
+
 def worker_kwargs(spec: Spec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in spec.items():
-        if name.endswith("_poller_behavior"):
+        if name.startswith("patch:"):
+            patch(name.removeprefix("patch:"), value)
+        elif name == "workflow_runner":
+            out[name] = runner(str(value))
+        elif name.endswith("_poller_behavior"):
             out[name] = poller(str(value))
         elif name.endswith(("_interval", "_timeout")):
             out[name] = timedelta(seconds=float(value))
@@ -56,40 +93,35 @@ def overriding(module: Any, attr: str, wrap: Callable[[Any], Any]) -> Iterator[N
 
 # ------------------------------------------------------------------------------ experiments
 
-Scenario = Literal["standard", "streamed"]
-
 
 @dataclass(frozen=True)
 class Experiment:
     knob: str  # the group it belongs to, for the table
     label: str
     options: Spec = field(default_factory=dict)
-    scenario: Scenario = "standard"
     why: str = ""
 
 
 def experiments(quick: bool) -> list[Experiment]:
     """Most telling first: later rounds, and a short budget, favour the top of the list."""
+    sandbox = "workflow sandbox"
     base = [
         Experiment("baseline", "default"),
+        Experiment(sandbox, "temporalio's sandbox as it comes (before)", {"workflow_runner": "sdk"}),
+        Experiment(sandbox, "workflows/ all passed through", {"workflow_runner": "workflows"}),
+        Experiment(sandbox, "no sandbox", {"workflow_runner": "none"}),
         Experiment("sticky cache", "max_cached_workflows=0", {"max_cached_workflows": 0}),
-        Experiment("eager", "eager activities off", {"disable_eager_activity_execution": True}),
     ]
     if quick:
-        return base
+        return base[:2]
     wf, act = "workflow_task_poller_behavior", "activity_task_poller_behavior"
-    throttle = "max_heartbeat_throttle_interval"
     return [
         *base,
+        Experiment("eager", "eager activities off", {"disable_eager_activity_execution": True}),
         Experiment("baseline", "default again (noise)"),
-        Experiment("heartbeat throttle", "streamed, default", scenario="streamed"),
-        Experiment("heartbeat throttle", "streamed, throttle 60 s (SDK)", {throttle: 60}, "streamed"),
-        Experiment("heartbeat throttle", "streamed, throttle 1 s", {throttle: 1}, "streamed"),
         Experiment("workflow slots", "max_concurrent_workflow_tasks=10", {"max_concurrent_workflow_tasks": 10}),
         Experiment("activity slots", "max_concurrent_activities=10", {"max_concurrent_activities": 10}),
         Experiment("workflow pollers", "workflow pollers max:2", {wf: "max:2"}),
-        Experiment("workflow pollers", "workflow pollers autoscaling", {wf: "auto"}),
-        Experiment("activity pollers", "activity pollers max:1", {act: "max:1"}),
         Experiment("activity pollers", "activity pollers autoscaling", {act: "auto"}),
         Experiment("sticky cache", "max_cached_workflows=10", {"max_cached_workflows": 10}),
     ]

@@ -12,11 +12,12 @@ class Plan:
     turns: int  # model calls per run there (loop:turns:size)
     size: int
     latencies: tuple[float, ...]
+    activity_row: bool  # also AgentRun with its tool as a regular activity (the earlier figures' loop)
     inproc_reps: int  # 0: skip the in-process worker row
     variant_reps: int  # 0: skip the bench-only variants
-    variant_latencies: tuple[float, ...]  # 50 ms: at 0 ms the dev server's task pacing (see 1b) skews rows
-    lifted_reps: int  # 0: skip section 1b (a dev server with its transfer-queue poll limit lifted)
+    variant_latencies: tuple[float, ...]  # 50 ms: at 0 ms the dev server's task pacing skews rows
     history_turns: int
+    rival_history_turns: int  # the rival's history grows with turns², and so does its time per turn
     history_variants: bool
     conc_levels: tuple[int, ...]
     conc_turns: int
@@ -27,24 +28,23 @@ class Plan:
     tune_runs: int  # concurrent runs per experiment, of loop:tune_conc_turns:conc_size
     tune_conc_turns: int
     tune_rounds: int  # round 1 always covers every experiment; later rounds only within the budget
-    stream_runs: int
-    stream_turns: int
-    stream_latency: float
-    budget_s: float  # concurrency ends by 65% of it; no tuning round starts past it
+    stream_runs: int  # streamed replies per streaming setting
+    stream_what_ifs: bool  # also the bench-only settings that say where streaming latency goes
+    budget_s: float  # concurrency ends by half of it; no tuning round after the first starts past it
 
 
 QUICK = Plan(
-    quick=True, reps=2, turns=10, size=200, latencies=(0, 50), inproc_reps=0, variant_reps=0, variant_latencies=(0,),
-    lifted_reps=0, history_turns=31, history_variants=False,
-    conc_levels=(10,), conc_turns=6, conc_size=100, conc_latency=50, conc_timeout=30,
+    quick=True, reps=2, turns=10, size=200, latencies=(0, 50), activity_row=False, inproc_reps=0, variant_reps=0,
+    variant_latencies=(50,), history_turns=31, rival_history_turns=31, history_variants=False,
+    conc_levels=(200,), conc_turns=2, conc_size=100, conc_latency=50, conc_timeout=40,
     tune_turns=8, tune_runs=10, tune_conc_turns=3, tune_rounds=1,
-    stream_runs=10, stream_turns=3, stream_latency=1000, budget_s=60,
+    stream_runs=1, stream_what_ifs=False, budget_s=60,
 )  # fmt: skip
 
 FULL = Plan(
-    quick=False, reps=5, turns=40, size=200, latencies=(0, 50), inproc_reps=3, variant_reps=3, variant_latencies=(50,),
-    lifted_reps=3, history_turns=201, history_variants=True,
-    conc_levels=(20, 50, 100), conc_turns=10, conc_size=100, conc_latency=50, conc_timeout=120,
-    tune_turns=20, tune_runs=20, tune_conc_turns=4, tune_rounds=5,
-    stream_runs=20, stream_turns=2, stream_latency=3000, budget_s=540,
+    quick=False, reps=5, turns=40, size=200, latencies=(0, 50), activity_row=True, inproc_reps=0, variant_reps=0,
+    variant_latencies=(50,), history_turns=201, rival_history_turns=61, history_variants=False,
+    conc_levels=(50, 200), conc_turns=10, conc_size=100, conc_latency=50, conc_timeout=120,
+    tune_turns=20, tune_runs=20, tune_conc_turns=4, tune_rounds=3,
+    stream_runs=2, stream_what_ifs=True, budget_s=480,
 )  # fmt: skip

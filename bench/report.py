@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-# Temporal's OpenAI Agents integration, measured on this machine (the brief's reference).
-REFERENCE_MS = 100.0
-GOAL_MS = 50.0
+from bench.sections import FLOOR, OURS, OURS_ACTIVITY, OURS_LOCAL_MODEL, RIVAL
+
+# Against Temporal's OpenAI Agents integration on the same server: ours ≤ this × the rival's.
+TARGETS = {"time per turn": 0.35, "worker CPU per turn": 0.30, "server CPU per turn": 0.70}
 FLAT = 1.10  # "flat": the last full turn adds at most 10% more history than turn 5
 
 
@@ -17,6 +18,14 @@ def fmt(v: Any, digits: int = 1, signed: bool = False) -> str:
     if isinstance(v, float):
         return f"{v:+.{digits}f}" if signed else f"{v:.{digits}f}"
     return str(v)
+
+
+def ratio(v: float | None, base: float | None) -> float | None:
+    return v / base if v is not None and base is not None and base > 0 else None
+
+
+def fmt_x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}x"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -29,46 +38,43 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
 
 
-def _floor(rows: list[dict[str, Any]], latency: float) -> float | None:
-    return next((r["ms_per_turn_median"] for r in rows if r["name"].startswith("floor") and r["latency_ms"] == latency),
-                None)  # fmt: skip
+def _find(rows: list[dict[str, Any]], name: str, latency: float) -> dict[str, Any] | None:
+    return next((r for r in rows if r["name"] == name and r["latency_ms"] == latency), None)
+
+
+def _get(row: dict[str, Any] | None, key: str) -> float | None:
+    return None if row is None else row.get(key)
 
 
 def _signed(v: float | None, base: float | None) -> str:
     return "-" if v is None or base is None else f"{v - base:+.1f}"
 
 
-def per_turn_lifted(data: dict[str, Any]) -> str:
-    title = (
-        f"1b. TIME PER TURN, dev server started with {', '.join(data['server_config'])} (default 20: each shard's\n"
-        "   transfer queue is read at most 20 times a second, so once its burst is spent a lone run waits ~50 ms for\n"
-        "   every workflow task, and every activity that is not started eagerly)"
-    )
-    return per_turn(data, title)
-
-
-def per_turn(data: dict[str, Any], title: str = "") -> str:
+def per_turn(data: dict[str, Any]) -> str:
     rows = data["rows"]
     out = []
     for r in rows:
-        f = _floor(rows, r["latency_ms"])
+        floor = _get(_find(rows, FLOOR, r["latency_ms"]), "ms_per_turn_median")
+        rival = _find(rows, RIVAL, r["latency_ms"])
         m = r["ms_per_turn_median"]
-        over = m - f if m is not None and f is not None and not r["name"].startswith("floor") else None
+        durable = r["name"] != FLOOR
         out.append([
-            r["name"], f"{r['latency_ms']:g}", r["runs"], fmt(m), fmt(r["turn_gap_p90_ms"]), fmt(over),
+            r["name"], f"{r['latency_ms']:g}", r["runs"], fmt(m), fmt(r["turn_gap_p90_ms"]),
+            fmt_x(ratio(m, floor)) if durable else "", fmt_x(ratio(m, _get(rival, "ms_per_turn_median"))),
             fmt(r.get("worker_cpu_ms")), fmt(r.get("server_cpu_ms")),
+            fmt(r.get("events_per_turn")), fmt(r.get("bytes_per_turn"), 0),
         ])  # fmt: skip
-    head = ["", "latency ms", "runs", "ms/turn", "p90 turn", "overhead", "worker CPU", "server CPU"]
-    title = title or (
-        f"1. TIME PER TURN  ({data['scenario']}; model latency taken off; median of runs; overhead = durable - "
-        "floor;\n   CPU = ms of CPU per turn, worker process / dev server process)"
-    )
-    text = [title, table(head, out)]
-    if not title:
-        text.append(
-            "   at 0 ms latency a lone run outpaces the dev server's transfer queue (20 reads/s by default, ~50 ms\n"
-            "   per workflow task once its burst is spent): such rows depend on how long the server idled; see 1b"
-        )
+    head = ["", "latency ms", "runs", "ms/turn", "p90 turn", "x floor", "x rival", "worker CPU", "server CPU",
+            "events", "bytes"]  # fmt: skip
+    text = [
+        f"1. TIME AND CPU PER TURN  ({data['scenario']}, every row the same scripted loop on one dev server; model\n"
+        "   latency taken off; median of runs; x floor / x rival: ms/turn against the floor's and the OpenAI Agents\n"
+        "   integration's at that latency; CPU: ms per turn, worker process / dev server process; events and bytes:\n"
+        "   history per turn, over the last run's turns)",
+        table(head, out),
+    ]
+    if data.get("rival_error"):
+        text.append(f"   no rival rows: {data['rival_error']}")
     mirror = next((r for r in rows if r["name"].startswith("BENCH-ONLY mirror: as AgentRun")), None)
     if mirror is not None:
         text.append("   BENCH-ONLY variants against the mirror of AgentRun (ms/turn; CPU ms/turn worker, server):")
@@ -85,9 +91,6 @@ def per_turn(data: dict[str, Any], title: str = "") -> str:
         f"   idle burn (worker up, no runs): dev server {fmt(idle.get('server_ms_per_s'))} ms CPU/s, "
         f"worker {fmt(idle.get('worker_ms_per_s'))} ms CPU/s"
     )
-    for latency, segs in data.get("breakdown", {}).items():
-        text.append(f"\n   Where a durable turn goes at {latency} ms latency (median ms, from history timestamps):")
-        text.append("   " + table(["segment", "ms"], [[k, fmt(v)] for k, v in segs.items()]).replace("\n", "\n   "))
     return "\n".join(text)
 
 
@@ -108,8 +111,9 @@ def history(data: dict[str, Any]) -> str:
                 fmt(r.get("ms_per_turn_first")), fmt(r.get("ms_per_turn_last"))]  # fmt: skip
         out.append(row)
     text = [
-        f"2. HISTORY PER TURN  ({data['scenario']}; events from one model call to the next; median ms per turn over "
-        "the first and last 20 turns, at 0 ms latency)",
+        f"2. HISTORY PER TURN  ({data['scenario']} for AgentRun, shorter for the rival, whose history grows with\n"
+        "   turns²; events from one model call to the next; median ms per turn over the first and last 20 turns,\n"
+        "   at 0 ms latency)",
         table(head, out),
     ]
     for r in data["rows"][:1]:
@@ -134,8 +138,8 @@ def concurrency(data: dict[str, Any]) -> str:
             fmt(r["worker_cpu_ms_per_turn"]), fmt(r["server_cpu_ms_per_turn"]), fmt(r["bench_cpu_ms_per_turn"]),
         ])  # fmt: skip
     text = [
-        f"3. CONCURRENT RUNS  ({data['scenario']} at {data['latency_ms']:g} ms model latency, one worker, all started "
-        f"at once, at most {data['timeout_s']:g} s each;",
+        f"3. CONCURRENT RUNS  ({data['scenario']} at {data['latency_ms']:g} ms model latency, AgentRun with its local "
+        f"tool, one worker, all started at once, at most {data['timeout_s']:g} s each;",
         "   ms/turn: latency taken off; CPU: ms per turn of the worker, the dev server, and this process (fake model "
         "server + client))",
         table(head, out),
@@ -156,10 +160,7 @@ def _delta(v: float | None, base: float | None, digits: int = 1) -> str:
 
 def tuning(data: dict[str, Any]) -> str:
     rows = data["rows"]
-    base = {
-        scenario: next((r for r in rows if r["scenario"] == scenario and r.get("rounds") and "error" not in r), None)
-        for scenario in ("standard", "streamed")
-    }
+    base = next((r for r in rows if r.get("rounds") and "error" not in r), None)
     head = ["knob", "setting", "rounds", "single ms/turn", "conc turns/s", "conc ms/turn p50", "server CPU/turn",
             "worker CPU/turn"]  # fmt: skip
     out = []
@@ -167,84 +168,100 @@ def tuning(data: dict[str, Any]) -> str:
         if "error" in r or not r.get("rounds"):
             out.append([r["knob"], r["label"], 0, r.get("error", "skipped: time budget"), "", "", "", ""])
             continue
-        b = base[r["scenario"]]
         c = r["concurrent"]
-        bc = b["concurrent"] if b is not None and b is not r else None
+        bc = base["concurrent"] if base is not None and base is not r else None
 
         def d(key: str, c: dict[str, Any] = c, bc: dict[str, Any] | None = bc) -> str:
             return _delta(c[key], bc[key] if bc else None)
 
-        single = r["single_ms_per_turn"]
-        single_base = b["single_ms_per_turn"] if b is not None and b is not r else None
+        single_base = base["single_ms_per_turn"] if base is not None and base is not r else None
         label = r["label"] + (f" [{c['completed']}/{c['runs']} runs done]" if c["completed"] < c["runs"] else "")
         out.append([
-            r["knob"], label, r["rounds"], _delta(single, single_base), d("turns_per_s"), d("per_turn_ms_p50"),
-            d("server_cpu_ms_per_turn"), d("worker_cpu_ms_per_turn"),
+            r["knob"], label, r["rounds"], _delta(r["single_ms_per_turn"], single_base), d("turns_per_s"),
+            d("per_turn_ms_p50"), d("server_cpu_ms_per_turn"), d("worker_cpu_ms_per_turn"),
         ])  # fmt: skip
     return "\n".join([
         "4. TUNING  (one worker per setting, all up at once, measured in rounds; medians over rounds;",
-        "   delta against the first default row of the same scenario in brackets; 'default' = build_worker as is)",
-        f"   single: {data['single']};  concurrent: {data['concurrent']};",
-        f"   streamed rows: {data['streamed']} (LLM_STREAM on: heartbeats carry progress)",
+        "   delta against the first default row in brackets; 'default' = build_worker as is)",
+        f"   single: {data['single']};  concurrent: {data['concurrent']}",
         table(head, out),
     ])  # fmt: skip
 
 
 def streaming(data: dict[str, Any]) -> str:
-    return f"5. STREAMING LATENCY (model server send -> watcher print): {data['note']}"
-
-
-def comparison(per: dict[str, Any], hist: dict[str, Any], lifted: dict[str, Any] | None = None) -> str:
-    lines = [
-        "COMPARISON  (Temporal's OpenAI Agents integration on this machine: ~100 ms/turn above model latency,",
-        f"             history growing with turns²; goal: <= {GOAL_MS:g} ms/turn overhead and flat history)",
+    head = ["setting", "pieces", "p50 ms", "p95 ms", "max ms"]
+    out = [
+        [r["label"], r["pieces"], fmt(r["p50_ms"], 0), fmt(r["p95_ms"], 0), fmt(r["max_ms"], 0)] for r in data["rows"]
     ]
-    lines += _overheads(per["rows"], "")
-    if lifted is not None:
-        lines += _overheads(lifted["rows"], ", poll limit lifted")
-        lines.append(
-            "  note: on a default dev server, two workflow tasks per turn pace a lone run at ~100 ms/turn once the\n"
-            "  transfer queue's burst is spent (section 1b); the integration's figure should be read the same way."
-        )
-    lines += _history_lines(hist)
+    shipped = data["rows"][0]["p50_ms"] if data["rows"] else None
+    target = data["target_p50_ms"]
+    verdict = (
+        "" if shipped is None else (" -> MEETS" if shipped <= target else " -> MISSES") + f" the {target:g} ms target"
+    )
+    errors = [f"   {r['label']}: {e}" for r in data["rows"] for e in r.get("errors", [])]
+    return "\n".join([
+        f"5. STREAMING LATENCY  (model server sends a piece of text -> `client.py watch` prints it; frames "
+        f"{data['frame_ms']:g} ms apart;\n   a streaming worker on the same dev server; as shipped: p50 "
+        f"{fmt(shipped, 0)} ms{verdict})",
+        table(head, out),
+        *errors,
+    ])  # fmt: skip
+
+
+def _verdict(x: float | None, target: float) -> str:
+    if x is None:
+        return "-"
+    return f"{x:.2f}x (target <= {target:.2f}x: {'MEETS' if x <= target else 'MISSES'})"
+
+
+def comparison(per: dict[str, Any], hist: dict[str, Any] | None) -> str:
+    """Every figure the brief asks for, each as a ratio, from this one run."""
+    rows = per["rows"]
+    lines = ["COMPARISON  (this run, one dev server; rival = Temporal's OpenAI Agents integration, its tool an "
+             "activity)"]  # fmt: skip
+    if per.get("rival_error"):
+        lines.append(f"  no ratios against the rival: {per['rival_error']}")
+    for latency in sorted({r["latency_ms"] for r in rows}):
+        floor, rival = _find(rows, FLOOR, latency), _find(rows, RIVAL, latency)
+        for name in (OURS, OURS_LOCAL_MODEL, OURS_ACTIVITY):
+            ours = _find(rows, name, latency)
+            if ours is None:
+                continue
+            lines.append(f"  at {latency:g} ms model latency, {name.removeprefix('durable (').removesuffix(')')}:")
+            t_ours, t_floor = ours["ms_per_turn_median"], _get(floor, "ms_per_turn_median")
+            lines.append(f"    time per turn: {fmt(t_ours)} ms = {fmt_x(ratio(t_ours, t_floor))} the raw-httpx floor's "
+                         f"{fmt(t_floor)} ms")  # fmt: skip
+            if rival is None:
+                continue
+            for label, key in (("time per turn", "ms_per_turn_median"), ("worker CPU per turn", "worker_cpu_ms"),
+                               ("server CPU per turn", "server_cpu_ms")):  # fmt: skip
+                x = ratio(_get(ours, key), _get(rival, key))
+                lines.append(f"    {label}: {fmt(_get(ours, key))} vs {fmt(_get(rival, key))} ms = "
+                             f"{_verdict(x, TARGETS[label])}")  # fmt: skip
+            for label, key in (("events per turn", "events_per_turn"), ("bytes per turn", "bytes_per_turn")):
+                lines.append(f"    {label}: {fmt(_get(ours, key), 1)} vs {fmt(_get(rival, key), 1)} = "
+                             f"{fmt_x(ratio(_get(ours, key), _get(rival, key)))}")  # fmt: skip
+    if hist is not None:
+        lines += _history_lines(hist)
     return "\n".join(lines)
-
-
-def _overheads(rows: list[dict[str, Any]], where: str) -> list[str]:
-    lines: list[str] = []
-    for r in rows:
-        if r["name"] != "durable (AgentRun)":
-            continue
-        cpu = ""
-        if r.get("worker_cpu_ms") is not None and r.get("server_cpu_ms") is not None:
-            cpu = f"; CPU {r['worker_cpu_ms']:.0f} ms worker + {r['server_cpu_ms']:.0f} ms dev server per turn"
-        f = _floor(rows, r["latency_ms"])
-        over = r["ms_per_turn_median"] - f if f is not None else r["ms_per_turn_median"]
-        verdict = "MEETS the goal" if over <= GOAL_MS else "MISSES the goal"
-        lines.append(
-            f"  overhead at {r['latency_ms']:g} ms latency{where}: {over:.1f} ms/turn = {over / REFERENCE_MS:.0%} of "
-            f"the integration's {REFERENCE_MS:g} ms -> {verdict}{cpu}"
-        )
-    return lines
 
 
 def _history_lines(hist: dict[str, Any]) -> list[str]:
     lines: list[str] = []
-    product = hist["rows"][0] if hist["rows"] else None
-    if product is None:
-        return lines
-    at = [str(a) for a in hist["at"]]
-    first, last = (product["at"].get(a, {}).get("bytes") for a in at)
-    if first and last:
+    for product in hist["rows"]:
+        turns = [a for a in hist["at"] if str(a) in product["at"] and a < product["turns"]]
+        if len(turns) < 2:
+            continue
+        first, last = (product["at"][str(a)]["bytes"] for a in (turns[0], turns[-1]))
         verdict = "FLAT" if last / first <= FLAT else "GROWING"
         lines.append(
-            f"  history: turn {at[0]} adds {first} B, turn {at[1]} adds {last} B (x{last / first:.2f}; slope "
-            f"{product['bytes_per_turn_slope']:.2f} B per turn per turn) -> {verdict}; "
-            f"total {product['total_bytes'] / 1024:.0f} KB over {product['turns']} turns"
+            f"  history, {product['name']}: turn {turns[0]} adds {first} B, turn {turns[-1]} adds {last} B "
+            f"(x{last / first:.2f}) -> {verdict}; total {product['total_bytes'] / 1024:.0f} KB over {product['turns']} "
+            "turns"
         )
-    for carry in product["carry_bytes"]:
-        lines.append(
-            f"  continue-as-new: {carry / 1024:.0f} KB of carried state written once per hand-over "
-            f"({product['executions']} executions), not per turn"
-        )
+        for carry in product["carry_bytes"]:
+            lines.append(
+                f"    continue-as-new: {carry / 1024:.0f} KB of carried state written once per hand-over "
+                f"({product['executions']} executions), not per turn"
+            )
     return lines

@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
@@ -19,10 +20,12 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from bench.stack import Stack, WorkerHandle, cpu_seconds
-from bench.variant_types import VARIANT_WORKFLOW, VariantInput
+from bench.variant_types import RIVAL_WORKFLOW, VARIANT_WORKFLOW, RivalInput, RivalResult, VariantInput
 from workflows import types as t
 
-AGENT = "looper"
+AGENT = "looper_local"  # bench/agents.py: its tool a local activity, one dispatch a turn
+ACTIVITY_AGENT = "looper"  # tests/fixtures/agents.py: its tool a regular activity
+LOCAL_MODEL_AGENT = "looper_one"  # bench/agents.py: its model call local too (opt-in), one workflow task a turn
 
 
 def loop_model(turns: int, size: int) -> str:
@@ -68,11 +71,21 @@ def percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
+Variant = VariantInput | RivalInput | None  # None: the product's AgentRun
+
+
 async def start(
-    client: Client, queue: str, model: str, turns: int, prompt: str, variant: VariantInput | None = None
-) -> WorkflowHandle[Any, t.RunResult]:
-    run = t.RunInput(prompt=prompt, agent=AGENT, model=model, max_turns=turns + 1)
+    client: Client, queue: str, model: str, turns: int, prompt: str, variant: Variant = None, agent: str = AGENT
+) -> WorkflowHandle[Any, Any]:
+    """Starts one run of the loop: AgentRun, the bench-only variant, or the rival (its result
+    is a RivalResult, which counts turns as RunResult does)."""
+    run = t.RunInput(prompt=prompt, agent=agent, model=model, max_turns=turns + 1)
     workflow_id = f"bench-{uuid.uuid4().hex[:12]}"
+    if isinstance(variant, RivalInput):
+        rival = RivalInput(prompt=prompt, model=model, max_turns=turns + 1)
+        return await client.start_workflow(
+            RIVAL_WORKFLOW, rival, id=workflow_id, task_queue=queue, result_type=RivalResult
+        )
     if variant is None:
         return await client.start_workflow(
             t.WORKFLOW_NAME, run, id=workflow_id, task_queue=queue, result_type=t.RunResult
@@ -85,7 +98,7 @@ def run_timeout(turns: int, latency_ms: float) -> float:
     return 60 + turns * (2.0 + latency_ms / 1000)
 
 
-async def wait_result(handle: WorkflowHandle[Any, t.RunResult], limit_s: float) -> t.RunResult:
+async def wait_result(handle: WorkflowHandle[Any, Any], limit_s: float) -> t.RunResult | RivalResult:
     """The run's result; fails fast if its workflow task keeps failing (e.g. product code that
     does not import, mid-edit) instead of waiting out the whole timeout."""
     deadline = time.monotonic() + limit_s
@@ -95,7 +108,8 @@ async def wait_result(handle: WorkflowHandle[Any, t.RunResult], limit_s: float) 
             remaining = deadline - time.monotonic()
             done, _ = await asyncio.wait({task}, timeout=max(0.0, min(5.0, remaining)))
             if done:
-                return task.result()
+                result: t.RunResult | RivalResult = task.result()
+                return result
             if remaining <= 5.0:
                 raise TimeoutError(f"run {handle.id} did not finish within {limit_s:.0f} s")
             pending = (await handle.describe()).raw_description.pending_workflow_task
@@ -106,20 +120,24 @@ async def wait_result(handle: WorkflowHandle[Any, t.RunResult], limit_s: float) 
         task.cancel()
 
 
-async def warm_up(stack: Stack, jobs: list[tuple[WorkerHandle, VariantInput | None]]) -> None:
+async def warm_up(stack: Stack, jobs: Sequence[tuple[WorkerHandle, Variant]], agent: str = AGENT) -> None:
     """One short run per worker (and variant), all at once: the first run on a worker pays for
     importing the workflow into its sandbox, which no measured run should."""
     assert stack.client is not None
     client = stack.client
     handles = await asyncio.gather(
-        *(start(client, w.queue, loop_model(3, 10), 3, new_prompt("warm-up"), v) for w, v in jobs if w.error is None)
+        *(
+            start(client, w.queue, loop_model(3, 10), 3, new_prompt("warm-up"), v, agent)
+            for w, v in jobs
+            if w.error is None
+        )
     )
     await asyncio.gather(*(wait_result(h, 120) for h in handles))
 
 
 @dataclass
 class SingleRun:
-    handle: WorkflowHandle[Any, t.RunResult] | None  # None: a floor run
+    handle: WorkflowHandle[Any, Any] | None  # None: a floor run
     turns: int
     wall_s: float
     times: list[float]
@@ -129,14 +147,20 @@ class SingleRun:
 
 
 async def durable_run(
-    stack: Stack, worker: WorkerHandle, turns: int, size: int, latency_ms: float, variant: VariantInput | None = None
+    stack: Stack,
+    worker: WorkerHandle,
+    turns: int,
+    size: int,
+    latency_ms: float,
+    variant: Variant = None,
+    agent: str = AGENT,
 ) -> SingleRun:
     assert stack.client is not None
     stack.phase(latency_ms)
     prompt = new_prompt("single")
     cpu0 = worker.cpu(), cpu_seconds(stack.server_pid)
     t0 = time.perf_counter()
-    handle = await start(stack.client, worker.queue, loop_model(turns, size), turns, prompt, variant)
+    handle = await start(stack.client, worker.queue, loop_model(turns, size), turns, prompt, variant, agent)
     try:
         result = await wait_result(handle, run_timeout(turns, latency_ms))
     except BaseException:
@@ -173,7 +197,14 @@ class Concurrent:
 
 
 async def concurrent(
-    stack: Stack, worker: WorkerHandle, n: int, turns: int, size: int, latency_ms: float, timeout_s: float
+    stack: Stack,
+    worker: WorkerHandle,
+    n: int,
+    turns: int,
+    size: int,
+    latency_ms: float,
+    timeout_s: float,
+    agent: str = AGENT,
 ) -> Concurrent:
     """Starts n runs at once and waits for all of them, for at most timeout_s."""
     assert stack.client is not None
@@ -183,7 +214,7 @@ async def concurrent(
     prompts = [new_prompt(f"c{n}-{i}") for i in range(n)]
     cpu0 = worker.cpu(), cpu_seconds(stack.server_pid), time.process_time()
     t0 = time.perf_counter()
-    handles = await asyncio.gather(*(start(client, worker.queue, model, turns, p) for p in prompts))
+    handles = await asyncio.gather(*(start(client, worker.queue, model, turns, p, agent=agent) for p in prompts))
     ends: dict[int, float] = {}
 
     async def wait(i: int, h: WorkflowHandle[Any, t.RunResult]) -> t.RunResult:

@@ -21,7 +21,7 @@ from bench.local_variant import AgentRunVariant
 from bench.variant_types import INLINE_MODEL_ACTIVITY, InlineModelCall
 from workflows.types import ModelReply
 
-MODULES = ["tests.fixtures.agents"]  # the `looper` agent and its `pad` tool
+MODULES = ["tests.fixtures.agents", "bench.agents"]  # `looper` (its `pad` an activity), `looper_local`
 
 
 def product_worker(

@@ -1,0 +1,25 @@
+"""The bench's agents, beside tests/fixtures/agents.py's `looper` (whose `pad` tool is a regular
+activity): `looper_local`, the same loop with its tool declared cheap and idempotent, so it runs
+as a local activity in the workflow task that handles the model's reply (one dispatch a turn,
+as the demo's pure lookups run); and `looper_one`, which also makes its model call a local
+activity (the `local_model_call` opt-in: one workflow task a turn, no streaming)."""
+
+from __future__ import annotations
+
+from activities import Agent, tool
+
+
+@tool(local=True)
+def pad_local(i: int, size: int) -> str:
+    """Return `size` characters of text for step i (sizable tool results).
+
+    Args:
+        i: Step number.
+        size: How many characters to return.
+    """
+    line = f"step {i}: the quick brown fox jumps over the lazy dog. "
+    return (line * (size // len(line) + 1))[:size]
+
+
+looper_local = Agent(name="looper_local", instructions="Loop.", tools=[pad_local], max_turns=200)
+looper_one = Agent(name="looper_one", instructions="Loop.", tools=[pad_local], max_turns=200, local_model_call=True)
