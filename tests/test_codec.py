@@ -318,7 +318,7 @@ async def encrypted_run(sealed_client: Client, task_queue: str, registry, settin
     ):
         handle = await sealed_client.start_workflow(
             t.WORKFLOW_NAME,
-            t.RunInput(prompt=prompt),
+            t.RunInput(prompt=prompt, agent="weather_routed"),
             id=run_id,
             task_queue=task_queue,
             result_type=t.RunResult,
