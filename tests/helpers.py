@@ -45,7 +45,11 @@ async def transcript(handle: WorkflowHandle[Any, Any]) -> list[t.Message]:
 async def replay(handle: WorkflowHandle[Any, Any]) -> None:
     """Replays the run's own history under the current code; raises on non-determinism."""
     history = await handle.fetch_history()
-    await Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER).replay_workflow(history)
+    # Replayed in the worker's own sandbox settings, as a worker would replay it.
+    from worker import WORKFLOW_RUNNER
+
+    replayer = Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER, workflow_runner=WORKFLOW_RUNNER)
+    await replayer.replay_workflow(history)
 
 
 async def bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:

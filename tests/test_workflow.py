@@ -268,7 +268,9 @@ async def test_checked_in_histories_still_replay():
 
     files = sorted((Path(__file__).parent / "histories").glob("*.json"))
     assert files, "no recorded histories in tests/histories"
-    replayer = Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER)
+    from worker import WORKFLOW_RUNNER
+
+    replayer = Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER, workflow_runner=WORKFLOW_RUNNER)
     for path in files:
         await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
     # every kind of run is among them: approvals checked by the tool activity (v1) and by the hook
