@@ -288,6 +288,8 @@ async def test_checked_in_histories_still_replay():
     # a pause with edits, then a resume; and a fork of that run, started from its carried state
     debugged = recorded["breakpoint_v1"]
     assert debugged.count(t.EDIT_UPDATE) >= 2 and t.RESUME_UPDATE in debugged
+    # the demo's tools as local activities: their results live in markers
+    assert recorded["local_tools_v1"].count("core_local_activity") >= 2
     fork = WorkflowHistory.from_json("breakpoint_v1.fork", recorded["breakpoint_v1.fork"])
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])
