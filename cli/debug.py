@@ -14,11 +14,11 @@ import re
 import uuid
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from cli.session import SessionError, update
 from workflows import types as t
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
@@ -26,26 +26,12 @@ SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_FORKED_FROM = SearchAttributeKey.for_keyword(t.SA_FORKED_FROM)
 
 
-class Refused(Exception):
-    """The run refused, or there is no such run: one line, exit code 2."""
+Refused = SessionError  # the run refused, or there is no such run: one line, exit code 2
 
 
 async def _update(client: Client, run_id: str, name: str, body: Any, result_type: type[Any]) -> Any:
-    handle = client.get_workflow_handle(run_id)
-    try:
-        desc = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise Refused(f"no run with id '{run_id}'") from None
-        raise
-    if desc.status != WorkflowExecutionStatus.RUNNING:
-        ended = desc.status.name.lower() if desc.status else "ended"
-        raise Refused(f"run {run_id} has ended ({ended}); fork it to go on: client.py fork {run_id} --at-turn N")
-    try:
-        return await handle.execute_update(name, body, result_type=result_type)
-    except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        raise Refused(f"refused: {cause.message if isinstance(cause, ApplicationError) else cause}") from None
+    after_end = f"fork it to go on: client.py fork {run_id} --at-turn N"
+    return await update(client.get_workflow_handle(run_id), name, body, result_type, after_end)
 
 
 async def _query(client: Client, run_id: str, name: str, *args: Any, result_type: type[Any]) -> Any:

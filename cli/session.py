@@ -67,11 +67,18 @@ async def _ended(handle: WorkflowHandle[Any, Any]) -> str | None:
     return None if desc.status in LIVE else (desc.status.name.lower() if desc.status else "ended")
 
 
-async def _update(handle: WorkflowHandle[Any, Any], name: str, body: Any, result_type: type[Any]) -> Any:
-    """An update whose refusal (validator or closed run) becomes a SessionError with the reason."""
+async def update(
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    body: Any,
+    result_type: type[Any],
+    after_end: str = "it takes no more messages",
+) -> Any:
+    """An update to a run whose refusal (its validator, or a closed run: `after_end` says what then)
+    becomes a SessionError with the reason: one line, exit code 2 (client.py, cli/debug.py)."""
     ended = await _ended(handle)
     if ended is not None:
-        raise SessionError(f"run {handle.id} has ended ({ended}): it takes no more messages")
+        raise SessionError(f"run {handle.id} has ended ({ended}): {after_end}")
     try:
         return await handle.execute_update(name, body, result_type=result_type)
     except WorkflowUpdateFailedError as err:
@@ -83,7 +90,7 @@ async def _update(handle: WorkflowHandle[Any, Any], name: str, body: Any, result
     except RPCError as err:
         ended = await _ended(handle)
         if ended is not None:
-            raise SessionError(f"run {handle.id} has ended ({ended}): it takes no more messages") from None
+            raise SessionError(f"run {handle.id} has ended ({ended}): {after_end}") from None
         raise SessionError(f"run {handle.id}: Temporal said: {err.message}") from None
 
 
@@ -91,14 +98,14 @@ async def send_message(
     client: Client, run_id: str, text: str, *, by: str, message_id: str | None = None
 ) -> t.MessageReceipt:
     body = t.SessionMessage(text=text, by=by, message_id=message_id or uuid.uuid4().hex)
-    receipt: t.MessageReceipt = await _update(
+    receipt: t.MessageReceipt = await update(
         client.get_workflow_handle(run_id), t.SESSION_SEND_UPDATE, body, t.MessageReceipt
     )
     return receipt
 
 
 async def end_session(client: Client, run_id: str, *, by: str, reason: str = "") -> t.EndReceipt:
-    receipt: t.EndReceipt = await _update(
+    receipt: t.EndReceipt = await update(
         client.get_workflow_handle(run_id), t.SESSION_END_UPDATE, t.EndSession(by=by, reason=reason), t.EndReceipt
     )
     return receipt
