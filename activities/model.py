@@ -109,6 +109,10 @@ async def heartbeating(
         # that thinks for seconds then costs the server nothing extra.
         last: object = None
         sent_at = -HEARTBEAT_EVERY
+        if activity.info().attempt == 1:
+            # Nothing to report yet, nor an earlier attempt's progress to clear: the first beat
+            # waits its turn. A call that ends sooner (most do) costs the server no heartbeat.
+            await asyncio.sleep(every)
         while True:
             now = time.monotonic()
             current = details() if details is not None else None

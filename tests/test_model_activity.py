@@ -274,6 +274,20 @@ async def test_a_slow_reply_still_succeeds_and_heartbeats_while_waiting(
     assert len(beats) == done, "no heartbeats after the activity returned"
 
 
+async def test_a_first_attempt_that_answers_within_a_beat_sends_the_server_no_heartbeat(llm: FakeLLMServer):
+    # A heartbeat is a write of the run's state on the server: most calls end before one is due.
+    beats: list[object] = []
+    await call(llm_settings(llm), on_heartbeat=lambda *d: beats.append(d))
+    assert beats == []
+
+
+async def test_a_retry_beats_at_once_so_watchers_stop_showing_the_earlier_attempts_text(llm: FakeLLMServer):
+    beats: list[tuple[object, ...]] = []
+    await call(llm_settings(llm), attempt=2, on_heartbeat=lambda *d: beats.append(d))
+    assert beats and isinstance(beats[0][0], ModelProgress) and beats[0][0].attempt == 2
+    assert beats[0][0].text == ""
+
+
 async def test_the_product_client_has_no_default_read_timeout(llm: FakeLLMServer):
     # Each request carries its agent's read timeout instead (below).
     async with new_http_client(llm_settings(llm)) as http:
