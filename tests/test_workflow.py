@@ -23,6 +23,7 @@ from tests.helpers import (
     start,
     transcript,
 )
+from workflows import steps
 from workflows import types as t
 
 
@@ -238,16 +239,24 @@ async def test_history_per_turn_stays_flat(client, task_queue, worker_factory, l
     await replay(handle)
 
 
-async def test_search_attributes_are_written_once_a_turn(client, task_queue, worker_factory, llm):
-    """A turn that runs one tool writes its search attributes once, with the model call: 13
-    events in all (two activities, two workflow tasks, one upsert)."""
+async def test_search_attributes_are_written_at_most_once_a_turn_and_true_at_the_end(
+    client, task_queue, worker_factory, llm
+):
+    """Counters go out with a phase a person filters on, and otherwise at most every
+    COUNTERS_EVERY_SECONDS of the run's time: a quick run writes them on its first turn and at
+    its end, and a turn in between is two activities and two workflow tasks, 12 events at most."""
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="looper", model="loop:6:10")
-        await handle.result()
+        result = await handle.result()
     turns = await events_per_turn(handle)
-    middle = turns[1:-1]
-    assert all(turn.count("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES") == 1 for turn in middle), middle
-    assert all(len(turn) <= 13 for turn in middle), [len(turn) for turn in middle]
+    upserts = [turn.count("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES") for turn in turns]
+    assert upserts[0] == 1 and upserts[-1] == 1 and all(n <= 1 for n in upserts), upserts
+    assert sum(upserts[1:-1]) < len(turns) - 2, upserts  # the run took well under 5 s a turn
+    assert all(len(turn) <= 12 for turn in turns[1:-1] if "UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" not in turn), turns
+    found = (await handle.describe()).typed_search_attributes
+    assert found.get(steps.SA_PHASE) == "completed"
+    assert found.get(steps.SA_TURN) == result.turns == 6
+    assert found.get(steps.SA_TOKENS) == result.usage.total_tokens > 0
     await replay(handle)
 
 

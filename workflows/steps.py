@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -58,6 +58,10 @@ HOOKS_PATCH = "agent-hooks"
 # Runs recorded before wrote their search attributes at every phase change (two upserts a turn);
 # new runs write them when a person would filter on the change, and counters once a turn.
 SPARSE_SEARCH_PATCH = "sparse-search-attributes"
+# Runs recorded before wrote the counters once a turn; new runs at most every COUNTERS_EVERY
+# (workflow time) while the phase stays unfiltered, and always with a filtered phase change.
+COUNTERS_PATCH = "search-counters-every-5s"
+COUNTERS_EVERY_SECONDS = 5.0
 FILTERED_PHASES: frozenset[t.Phase] = frozenset(
     {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled"}
 )
@@ -99,6 +103,8 @@ class Steps:
         self._sparse_search: bool | None = None  # patched(SPARSE_SEARCH_PATCH), asked once
         self._due: list[SearchAttributeUpdate[Any]] = []
         self._searched_turn = -1
+        self._searched_at: datetime | None = None  # when the counters were last written
+        self._counters_throttled: bool | None = None  # patched(COUNTERS_PATCH), asked once
 
     # ---------------------------------------------------------------------------- failures
 
@@ -473,9 +479,19 @@ class Steps:
         if not self._sparse():  # runs recorded before: every phase change, as they did
             workflow.upsert_search_attributes([SA_PHASE.value_set(phase), *counters])
             return
-        if phase in FILTERED_PHASES or before in FILTERED_PHASES or s.turn != self._searched_turn or self._due:
+        if phase in FILTERED_PHASES or before in FILTERED_PHASES or self._counters_due() or self._due:
             workflow.upsert_search_attributes([*self._due, SA_PHASE.value_set(phase), *counters])
-            self._due, self._searched_turn = [], s.turn
+            self._due, self._searched_turn, self._searched_at = [], s.turn, workflow.now()
+
+    def _counters_due(self) -> bool:
+        """A new turn's counters, unless they were written less than COUNTERS_EVERY ago."""
+        if self._s.turn == self._searched_turn:
+            return False
+        if self._counters_throttled is None:
+            self._counters_throttled = workflow.patched(COUNTERS_PATCH)
+        if not self._counters_throttled or self._searched_at is None:
+            return True
+        return (workflow.now() - self._searched_at).total_seconds() >= COUNTERS_EVERY_SECONDS
 
     def _search(self, *updates: SearchAttributeUpdate[Any]) -> None:
         """Search attributes written with the next phase change (the agent in charge, …)."""
