@@ -19,9 +19,11 @@ COPY cli/ cli/
 COPY worker.py client.py ./
 
 # Installs the declared dependencies (temporalio, httpx, pydantic); the code itself runs from
-# /app, which is on sys.path because worker.py and client.py live there.
+# /app, which is on sys.path because worker.py and client.py live there. Its bytecode is compiled
+# here, once: PYTHONDONTWRITEBYTECODE keeps the running containers from caching it themselves.
 RUN pip install --no-cache-dir . \
     && rm -rf build ./*.egg-info \
+    && python -m compileall -q workflows activities fake_llm examples cli worker.py client.py \
     && mkdir -p /payloads \
     && chown app:app /app /payloads
 

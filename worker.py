@@ -41,8 +41,12 @@ from types import CodeType
 from typing import Any
 
 import httpx
+from temporalio.bridge import worker as bridge_worker
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.client import Client
-from temporalio.converter import SerializationContext, StorageDriverStoreContext
+from temporalio.converter import DataConverter, SerializationContext, StorageDriverStoreContext
+from temporalio.converter._extstore import StorageOperationMetrics
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import (
     PollerBehaviorSimpleMaximum,
@@ -79,20 +83,16 @@ from workflows.types import agent_task_queue
 log = logging.getLogger("worker")
 DEFAULT_TOOLS = ["examples.demo_agent"]
 
-# Workflow code runs in temporalio's sandbox: workflows/agent.py (AgentRun's module) is imported
-# afresh for each run, with the sandbox's checks on what it calls. These modules are imported
-# once per process instead; each is deterministic under workflows/ruff.toml and keeps no state
-# between runs.
+# Workflow code runs in temporalio's sandbox, with our own modules passed through: all of
+# workflows/ (AgentRun included) is imported once per process, not afresh for every run, which
+# cost more CPU than a short run's turns (README: "The benchmark"). What the sandbox would check
+# in them is enforced before they run: workflows/ruff.toml bans clocks, randomness, I/O and
+# threads there (scripts/test.sh runs ruff before the tests), and every checked-in history
+# replays in this sandbox (tests/test_workflow.py). They keep no state between runs: a run's state is its
+# AgentRun instance.
 SANDBOX_PASSTHROUGH = (
     "pydantic",  # validation only, and slow to import: once per run would cost more than the turn
-    "workflows.types",  # the runs' contracts: pydantic models and constants
-    "workflows.turn",  # the pure decision: functions of their arguments
-    "workflows.state",  # a run's state, held by the AgentRun instance, not by the module
-    "workflows.session",  # a conversation's state, likewise
-    "workflows.edits",  # validated transcript edits: functions of their arguments
-    "workflows.memory",  # what a model call keeps of a long transcript: functions of their arguments
-    "workflows.approvals",  # approval decisions and their texts: functions of their arguments
-    "workflows.steps",  # AgentRun's base class: activity calls, no module state (agent.py passed it through already)
+    "workflows",  # the runs' contracts, pure decisions, state and the AgentRun workflow itself
 )
 
 
@@ -129,6 +129,45 @@ class SandboxRunner(SandboxedWorkflowRunner):
 
     def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
         return _SandboxInstance(det, self.runner_class, self.restrictions)
+
+
+def skip_idle_payload_visits() -> None:
+    """temporalio walks every activation and every completion three times each, in Python, to
+    hand their payloads to a codec, to external storage and to a codec of storage references:
+    about a tenth of a worker's Python time (README: "The benchmark"), also when the converter
+    has neither, where each walk changes nothing. Those walks are skipped then; a converter with
+    either gets them all. (The one check lost: a payload stored externally, met by a worker
+    configured without storage, fails in the payload converter instead of naming the cause.)
+    Replaces two functions of temporalio 1.35's bridge module once per process."""
+    if getattr(bridge_worker.decode_activation, "_skips_idle", False):
+        return
+    decode, encode = bridge_worker.decode_activation, bridge_worker.encode_completion
+
+    def idle(converter: DataConverter) -> bool:
+        return converter.payload_codec is None and converter.external_storage is None
+
+    async def decode_activation(
+        activation: WorkflowActivation,
+        data_converter: DataConverter,
+        decode_headers: bool,
+        storage_concurrency_limit: int,
+    ) -> StorageOperationMetrics:
+        if idle(data_converter):
+            return StorageOperationMetrics()
+        return await decode(activation, data_converter, decode_headers, storage_concurrency_limit)
+
+    async def encode_completion(
+        completion: WorkflowActivationCompletion,
+        data_converter: DataConverter,
+        encode_headers: bool,
+        storage_concurrency_limit: int,
+    ) -> StorageOperationMetrics:
+        if idle(data_converter):
+            return StorageOperationMetrics()
+        return await encode(completion, data_converter, encode_headers, storage_concurrency_limit)
+
+    decode_activation._skips_idle = True  # type: ignore[attr-defined]  # once per process
+    bridge_worker.decode_activation, bridge_worker.encode_completion = decode_activation, encode_completion
 
 
 WORKFLOW_RUNNER = SandboxRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
@@ -277,6 +316,7 @@ class AgentPlugin(SimplePlugin):
         config = super().configure_worker(config)
         if self.group is not None:
             raise ValueError("an AgentPlugin serves one worker: give each worker its own")
+        skip_idle_payload_visits()
         client, queue = config["client"], config["task_queue"]
         threads_n, stall, run_hooks, state_dir, prices, telemetry = self._options
         if self._http is None:

@@ -59,13 +59,20 @@ class ToolActivities:
         self.model_bounds = model_bounds(settings or LLMSettings())  # no settings: the defaults
         self.threads = threads  # None: executor.shared(), for tests
         self.mcp = FrozenTools()  # MCP tools, as each run froze them
+        self._versions: dict[str, str | None] = {}  # agent name -> the version this worker holds
+
+    def _version_of(self, agent: str) -> str | None:
+        """The version of the agent this worker holds, hashed once: the registry is fixed."""
+        if agent not in self._versions:
+            held = self.registry.agent(agent)
+            self._versions[agent] = held.version if held is not None else None
+        return self._versions[agent]
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def call_tool(self, input: ToolCallInput) -> ToolResult:
         """Run one tool call. Errors the model can fix come back as `is_error` results."""
         if input.local_version is not None:
-            held = self.registry.agent(input.agent)
-            if held is None or held.version != input.local_version:
+            if self._version_of(input.agent) != input.local_version:
                 raise ApplicationError(
                     f"this worker does not hold agent '{input.agent}' version {input.local_version}",
                     type=TOOL_NOT_HERE,

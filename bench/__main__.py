@@ -51,7 +51,7 @@ def environment(plan: Plan, worker: str) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "load_at_start": [round(x, 2) for x in os.getloadavg()],
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        # Set, and no bytecode cached: the sandbox compiles workflows/agent.py afresh for every run.
+        # Set, and no bytecode cached: each worker process compiles what it imports at start.
         "dont_write_bytecode": bool(os.environ.get("PYTHONDONTWRITEBYTECODE")),
     }
 
@@ -98,8 +98,8 @@ def render(results: dict[str, Any]) -> str:
                      "bench alone keeps about 2 busy): absolute figures are inflated; compare rows within a table, "
                      "which are measured interleaved.")  # fmt: skip
     if env.get("dont_write_bytecode"):
-        parts.append("PYTHONDONTWRITEBYTECODE is set: with no cached bytecode, each run's sandbox compiles "
-                     "workflows/agent.py (the Docker image sets it too)")  # fmt: skip
+        parts.append("PYTHONDONTWRITEBYTECODE is set: with no cached bytecode, each worker process compiles "
+                     "what it imports when it starts (the Docker image compiles it at build instead)")  # fmt: skip
     if env.get("server_config"):
         parts.append(f"dev server dynamic config added: {env['server_config']}")
     printers = [("per_turn", report.per_turn), ("history", report.history), ("concurrency", report.concurrency),
