@@ -177,7 +177,7 @@ WORKER_DEFAULTS: dict[str, object] = {
     "workflow_runner": WORKFLOW_RUNNER,
     "graceful_shutdown_timeout": timedelta(seconds=10),
     # Streamed text reaches watchers through heartbeat details: send them promptly.
-    "max_heartbeat_throttle_interval": timedelta(milliseconds=200),
+    "max_heartbeat_throttle_interval": timedelta(milliseconds=100),
 }
 
 

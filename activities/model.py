@@ -81,7 +81,7 @@ def build_request(wire: Wire, agent: AgentSpec, messages: list[Message], model: 
 
 
 HEARTBEAT_EVERY = 2.0  # the model call's heartbeat timeout is 10 s: a dead worker is noticed in seconds
-PROGRESS_EVERY = 0.1  # seconds between progress heartbeats while a reply streams in
+PROGRESS_EVERY = 0.05  # seconds between progress heartbeats while a reply streams in
 TAIL_CHARS = 64 * 1024  # of streamed text in heartbeat details: watchers only need the tail
 SLACK_CHARS = 4096  # kept beyond the tail, so masking sees a key that crosses the tail's start
 # A reply larger than this is a server gone wrong: a body, one line of a stream, or the text and

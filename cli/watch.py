@@ -30,6 +30,7 @@ from workflows import types as t
 from workflows.state import EVENT_TEXT
 
 POLL = 0.1  # seconds between polls while a run is live
+STREAM_POLL = 0.05  # seconds between reads of the streamed text while a model call is in flight
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before the watcher gives up
 
 
@@ -214,16 +215,23 @@ async def follow(
     it has seen enough (an answer, GIVE_UP_AFTER gaps in a row) and stops iterating."""
     calling: int | None = None  # the turn whose model call is in flight
     errors = 0
+    clock = asyncio.get_running_loop().time
+    asked = -POLL  # when the events were last read
     while True:
         progress: t.ModelProgress | None = None
         closed: str | None = None
+        events: list[t.RunEvent] = []
         try:
-            page = await events_since(client, run_id, since)
-            for ev in page.events:
+            # While text streams, its reads (a describe, served by the server alone) come every
+            # STREAM_POLL; the events (a query, which the worker answers) every POLL as ever.
+            fresh = calling is None or clock() - asked >= POLL
+            if fresh:
+                asked, events = clock(), (await events_since(client, run_id, since)).events
+            for ev in events:
                 calling = ev.turn if ev.kind == "model_started" else None if ev.kind == "model_finished" else calling
-            if calling is not None and not any(ev.kind in ("final", "failed", "cancelled") for ev in page.events):
+            if calling is not None and not any(ev.kind in ("final", "failed", "cancelled") for ev in events):
                 progress = await live_progress(client, run_id, calling)
-            if not page.events:
+            if fresh and not events:
                 status = (await client.get_workflow_handle(run_id).describe()).status
                 if status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
                     closed = status.name.lower() if status else "ended"
@@ -233,7 +241,7 @@ async def follow(
             await asyncio.sleep(1.0)
             continue
         errors = 0
-        for ev in page.events:
+        for ev in events:
             since = ev.seq + 1
             yield ev
         if progress is not None and progress.turn == calling:
@@ -241,7 +249,7 @@ async def follow(
         if closed is not None:
             yield Closed(closed)
             return
-        await asyncio.sleep(POLL)
+        await asyncio.sleep(POLL if calling is None else STREAM_POLL)
 
 
 async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None) -> int:
