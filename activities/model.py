@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import httpx
@@ -235,6 +236,7 @@ class ModelActivities:
             "model call ok: agent=%s model=%s turn=%d tool_calls=%d tokens=%d",
             agent.name, model, input.turn, len(reply.message.tool_calls), reply.usage.total_tokens,
         )  # fmt: skip
+        reply.received_at = datetime.now(UTC)
         return reply
 
     async def _hook(self, turn: int, name: str, *args: object) -> None:

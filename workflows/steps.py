@@ -58,8 +58,11 @@ HOOKS_PATCH = "agent-hooks"
 # Runs recorded before wrote their search attributes at every phase change (two upserts a turn);
 # new runs write them when a person would filter on the change, and counters once a turn.
 SPARSE_SEARCH_PATCH = "sparse-search-attributes"
-# Runs recorded before wrote the counters once a turn; new runs at most every COUNTERS_EVERY
-# (workflow time) while the phase stays unfiltered, and always with a filtered phase change.
+# Runs recorded before wrote the counters once a turn; new runs at most every
+# COUNTERS_EVERY_SECONDS while the phase stays unfiltered, and always with a filtered phase
+# change. The seconds are read off the model replies' `received_at`, recorded in history:
+# `workflow.now()` is not replay-stable here (a worker that takes a run over from its full
+# history sees the previous task's time in its first activation, a replay the task's own).
 COUNTERS_PATCH = "search-counters-every-5s"
 COUNTERS_EVERY_SECONDS = 5.0
 FILTERED_PHASES: frozenset[t.Phase] = frozenset(
@@ -103,7 +106,8 @@ class Steps:
         self._sparse_search: bool | None = None  # patched(SPARSE_SEARCH_PATCH), asked once
         self._due: list[SearchAttributeUpdate[Any]] = []
         self._searched_turn = -1
-        self._searched_at: datetime | None = None  # when the counters were last written
+        self._searched_at: datetime | None = None  # the reply clock when the counters were last written
+        self._replied_at: datetime | None = None  # the last model reply's received_at
         self._counters_throttled: bool | None = None  # patched(COUNTERS_PATCH), asked once
 
     # ---------------------------------------------------------------------------- failures
@@ -195,7 +199,7 @@ class Steps:
                     **bounds,
                     summary=f"{summary} (local)",
                 )
-                return local
+                return self._clocked(local)
             reply: t.ModelReply = await workflow.execute_activity(
                 t.MODEL_CALL_ACTIVITY,
                 request,
@@ -204,7 +208,7 @@ class Steps:
                 **model_call_bounds(agent),
                 summary=summary,
             )
-            return reply
+            return self._clocked(reply)
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):  # the run called it off (a tripped guardrail)
                 raise asyncio.CancelledError from err
@@ -481,17 +485,26 @@ class Steps:
             return
         if phase in FILTERED_PHASES or before in FILTERED_PHASES or self._counters_due() or self._due:
             workflow.upsert_search_attributes([*self._due, SA_PHASE.value_set(phase), *counters])
-            self._due, self._searched_turn, self._searched_at = [], s.turn, workflow.now()
+            self._due, self._searched_turn, self._searched_at = [], s.turn, self._replied_at
 
     def _counters_due(self) -> bool:
-        """A new turn's counters, unless they were written less than COUNTERS_EVERY ago."""
+        """A new turn's counters, unless they were written less than COUNTERS_EVERY_SECONDS
+        ago by the reply clock."""
         if self._s.turn == self._searched_turn:
             return False
         if self._counters_throttled is None:
             self._counters_throttled = workflow.patched(COUNTERS_PATCH)
-        if not self._counters_throttled or self._searched_at is None:
-            return True
-        return (workflow.now() - self._searched_at).total_seconds() >= COUNTERS_EVERY_SECONDS
+        if not self._counters_throttled or self._searched_turn < 0:
+            return True  # never written
+        if self._replied_at is None:
+            return False  # no reply yet: nothing new to count
+        if self._searched_at is None:
+            self._searched_at = self._replied_at  # the clock starts with the first reply
+        return (self._replied_at - self._searched_at).total_seconds() >= COUNTERS_EVERY_SECONDS
+
+    def _clocked(self, reply: t.ModelReply) -> t.ModelReply:
+        self._replied_at = reply.received_at or self._replied_at
+        return reply
 
     def _search(self, *updates: SearchAttributeUpdate[Any]) -> None:
         """Search attributes written with the next phase change (the agent in charge, …)."""

@@ -842,6 +842,9 @@ class ModelReply(_Model):
     model: str | None = None  # as reported by the server
     response_id: str | None = None
     capture: str | None = None  # the key of this call's wire capture, when captured
+    # When the reply arrived, by the worker's clock: recorded with the reply, so the run reads
+    # the same time on every replay (the run's clock for its throttled search attributes).
+    received_at: datetime | None = None
 
 
 class ToolCallInput(_Model):
