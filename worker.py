@@ -88,8 +88,8 @@ DEFAULT_TOOLS = ["examples.demo_agent"]
 # cost more CPU than a short run's turns (README: "The benchmark"). What the sandbox would check
 # in them is enforced before they run: workflows/ruff.toml bans clocks, randomness, I/O and
 # threads there (scripts/test.sh runs ruff before the tests), and every checked-in history
-# replays in this sandbox (tests/test_workflow.py). They keep no state between runs: a run's state is its
-# AgentRun instance.
+# replays in this sandbox (tests/test_workflow.py). They keep no state between runs: a run's
+# state is its AgentRun instance.
 SANDBOX_PASSTHROUGH = (
     "pydantic",  # validation only, and slow to import: once per run would cost more than the turn
     "workflows",  # the runs' contracts, pure decisions, state and the AgentRun workflow itself

@@ -503,6 +503,7 @@ class Steps:
         return (self._replied_at - self._searched_at).total_seconds() >= COUNTERS_EVERY_SECONDS
 
     def _clocked(self, reply: t.ModelReply) -> t.ModelReply:
+        """Notes when `reply` arrived (the reply clock), as its history records it."""
         self._replied_at = reply.received_at or self._replied_at
         return reply
 
