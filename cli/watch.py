@@ -29,6 +29,7 @@ from temporalio.service import RPCError
 from workflows import types as t
 from workflows.state import EVENT_TEXT
 
+ENDINGS = ("final", "failed", "cancelled")  # events after which a run calls no model
 POLL = 0.1  # seconds between polls while a run is live
 STREAM_POLL = 0.05  # seconds between reads of the streamed text while a model call is in flight
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before the watcher gives up
@@ -214,6 +215,7 @@ async def follow(
     Never raises on a failed poll and never ends on its own otherwise: the caller decides when
     it has seen enough (an answer, GIVE_UP_AFTER gaps in a row) and stops iterating."""
     calling: int | None = None  # the turn whose model call is in flight
+    shown: int | None = None  # the turn whose model call has shown text: it streams
     errors = 0
     clock = asyncio.get_running_loop().time
     asked = -POLL  # when the events were last read
@@ -224,17 +226,19 @@ async def follow(
         try:
             # While text streams, its reads (a describe, served by the server alone) come every
             # STREAM_POLL; the events (a query, which the worker answers) every POLL as ever.
-            fresh = calling is None or clock() - asked >= POLL
+            fresh = calling is None or shown != calling or clock() - asked >= POLL
             if fresh:
                 asked, events = clock(), (await events_since(client, run_id, since)).events
-            for ev in events:
-                calling = ev.turn if ev.kind == "model_started" else None if ev.kind == "model_finished" else calling
-            if calling is not None and not any(ev.kind in ("final", "failed", "cancelled") for ev in events):
-                progress = await live_progress(client, run_id, calling)
             if fresh and not events:
                 status = (await client.get_workflow_handle(run_id).describe()).status
                 if status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
-                    closed = status.name.lower() if status else "ended"
+                    # It may have closed after its events were read: its last ones are read again.
+                    events = (await events_since(client, run_id, since)).events
+                    closed = None if events else status.name.lower() if status else "ended"
+            for ev in events:
+                calling = ev.turn if ev.kind == "model_started" else None if ev.kind == "model_finished" else calling
+            if calling is not None and closed is None and not any(ev.kind in ENDINGS for ev in events):
+                progress = await live_progress(client, run_id, calling)
         except Exception as err:  # a server restart or a worker gap: keep our place and retry, a while
             errors += 1
             yield Gap(err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}", errors)
@@ -245,11 +249,12 @@ async def follow(
             since = ev.seq + 1
             yield ev
         if progress is not None and progress.turn == calling:
+            shown = calling if progress.text or progress.offset else shown
             yield progress
         if closed is not None:
             yield Closed(closed)
             return
-        await asyncio.sleep(POLL if calling is None else STREAM_POLL)
+        await asyncio.sleep(STREAM_POLL if calling is not None and shown == calling else POLL)
 
 
 async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None) -> int:

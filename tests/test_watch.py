@@ -225,3 +225,39 @@ async def test_events_since_never_skips_an_earlier_execution_with_more_than_a_pa
         seen += [e.seq for e in page.events]
         since = page.events[-1].seq + 1
     assert seen == list(range(1250))
+
+
+async def test_a_run_that_closes_between_its_events_and_its_status_still_shows_its_last_events() -> None:
+    """The events are read (none new), then the run ends, then its status says closed: the
+    watcher reads the events once more and shows the answer, not a bare "run completed"."""
+    from types import SimpleNamespace
+
+    from temporalio.client import WorkflowExecutionStatus
+
+    from cli.watch import Closed
+    from cli.watch import follow as follow_story
+
+    final = t.RunEvent(seq=1, at=datetime.now(UTC), kind="final", turn=1, text="done")
+    state = {"closed": False, "reads": 0}
+
+    class Handle:
+        async def query(self, name: str, query: t.EventsQuery, result_type: object) -> t.EventsPage:
+            state["reads"] += 1
+            events = [final] if state["closed"] and query.since <= 1 else []
+            return t.EventsPage(events=events, next=query.since + len(events), first=0)
+
+        async def describe(self) -> SimpleNamespace:
+            state["closed"] = True  # it ended just after the events were read
+            return SimpleNamespace(status=WorkflowExecutionStatus.COMPLETED)
+
+    class FakeClient:
+        def get_workflow_handle(self, workflow_id: str, run_id: str | None = None) -> Handle:
+            return Handle()
+
+    story = []
+    async for item in follow_story(FakeClient(), "r", since=1):  # type: ignore[arg-type]
+        story.append(item)
+        if isinstance(item, Closed) or len(story) > 5:
+            break
+    assert story[0] == final, story
+    assert isinstance(story[-1], Closed) and story[-1].status == "completed"
