@@ -280,6 +280,17 @@ def test_dockerfile_runs_the_worker_as_non_root() -> None:
     assert needed <= set(_copy_sources())
 
 
+def test_the_image_holds_and_compiles_every_package_and_module_pyproject_declares() -> None:
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    declared = set(setuptools["packages"]) | {f"{m}.py" for m in setuptools["py-modules"]}
+    assert declared <= set(_copy_sources()), declared - set(_copy_sources())
+    # Compiled at build: the containers run with PYTHONDONTWRITEBYTECODE and cache no bytecode.
+    compiled = next(a for i, a in _dockerfile_instructions() if i == "RUN" and "compileall" in a)
+    assert all(name in compiled.split() for name in declared), compiled
+
+
 def test_dockerfile_copies_files_that_exist() -> None:
     missing = [src for src in _copy_sources() if "*" not in src and not (ROOT / src).exists()]
     assert not missing, f"Dockerfile COPYs missing paths: {missing}"
