@@ -243,8 +243,9 @@ async def test_search_attributes_are_written_at_most_once_a_turn_and_true_at_the
     client, task_queue, worker_factory, llm
 ):
     """Counters go out with a phase a person filters on, and otherwise at most every
-    COUNTERS_EVERY_SECONDS of the run's time: a quick run writes them on its first turn and at
-    its end, and a turn in between is two activities and two workflow tasks, 12 events at most."""
+    COUNTERS_EVERY_SECONDS by when the model's replies arrived: a quick run writes them on its
+    first turn and at its end, and a turn in between is two activities and two workflow tasks,
+    12 events at most."""
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="looper", model="loop:6:10")
         result = await handle.result()
