@@ -496,15 +496,15 @@ class Steps:
             self._counters_throttled = workflow.patched(COUNTERS_PATCH)
         if not self._counters_throttled or self._searched_turn < 0:
             return True  # never written
-        if self._replied_at is None:
+        if self._replied_at is None or self._searched_at is None:
             return False  # no reply yet: nothing new to count
-        if self._searched_at is None:
-            self._searched_at = self._replied_at  # the clock starts with the first reply
         return (self._replied_at - self._searched_at).total_seconds() >= COUNTERS_EVERY_SECONDS
 
     def _clocked(self, reply: t.ModelReply) -> t.ModelReply:
-        """Notes when `reply` arrived (the reply clock), as its history records it."""
+        """Notes when `reply` arrived (the reply clock), as its history records it; the clock
+        starts with the first reply."""
         self._replied_at = reply.received_at or self._replied_at
+        self._searched_at = self._searched_at or self._replied_at
         return reply
 
     def _search(self, *updates: SearchAttributeUpdate[Any]) -> None:
