@@ -138,7 +138,8 @@ def skip_idle_payload_visits() -> None:
     has neither, where each walk changes nothing. Those walks are skipped then; a converter with
     either gets them all. (The one check lost: a payload stored externally, met by a worker
     configured without storage, fails in the payload converter instead of naming the cause.)
-    Replaces two functions of temporalio 1.35's bridge module once per process."""
+    Replaces two functions of temporalio 1.35's bridge module once per process, each with a
+    wrapper of its own signature: the SDK calls them by their keyword names."""
     if getattr(bridge_worker.decode_activation, "_skips_idle", False):
         return
     decode, encode = bridge_worker.decode_activation, bridge_worker.encode_completion
