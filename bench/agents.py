@@ -7,19 +7,9 @@ activity (the `local_model_call` opt-in: one workflow task a turn, no streaming)
 from __future__ import annotations
 
 from activities import Agent, tool
+from tests.fixtures import agents as fixtures
 
-
-@tool(local=True)
-def pad_local(i: int, size: int) -> str:
-    """Return `size` characters of text for step i (sizable tool results).
-
-    Args:
-        i: Step number.
-        size: How many characters to return.
-    """
-    line = f"step {i}: the quick brown fox jumps over the lazy dog. "
-    return (line * (size // len(line) + 1))[:size]
-
+pad_local = tool(fixtures.pad.fn, name="pad_local", local=True)  # `pad`'s function, run locally
 
 looper_local = Agent(name="looper_local", instructions="Loop.", tools=[pad_local], max_turns=200)
 looper_one = Agent(name="looper_one", instructions="Loop.", tools=[pad_local], max_turns=200, local_model_call=True)
