@@ -29,6 +29,11 @@ EXCERPT = 500  # characters of a provider's message kept in an error
 NO_SECRETS = Redactor()
 
 
+def excerpt(text: str, redactor: Redactor = NO_SECRETS) -> str:
+    """What an error may quote of text a server sent: masked, then cut to EXCERPT characters."""
+    return redactor.text(text)[:EXCERPT]
+
+
 def provider_message(body: str, redactor: Redactor, *, cut: bool = False) -> tuple[str, str | None]:
     """The provider's error message and code, from an OpenAI-style body when there is one.
     Masked, then cut: some proxies echo the request's key in their errors. `cut` says the body
@@ -93,7 +98,7 @@ def from_status(
 
 def from_transport(err: httpx.TransportError, base_url: str, redactor: Redactor = NO_SECRETS) -> ApplicationError:
     kind = "ModelTimeout" if isinstance(err, httpx.TimeoutException) else "ModelConnectionError"
-    detail = redactor.text(str(err) or type(err).__name__)[:EXCERPT]
+    detail = excerpt(str(err) or type(err).__name__, redactor)
     return ApplicationError(f"cannot reach model server at {redactor.text(base_url)}: {detail}", type=kind)
 
 

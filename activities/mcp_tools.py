@@ -43,6 +43,7 @@ import re
 import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -53,6 +54,7 @@ from temporalio import activity
 from temporalio.client import Client as TemporalClient
 
 from activities import executor
+from activities.errors import excerpt
 from activities.redact import Redactor
 from activities.tools import (
     TOOL_NAME,
@@ -79,12 +81,14 @@ MAX_RESULT_CHARS = 1_000_000  # of a result's text: a server is not the author's
 LIST_SECONDS = 10.0  # to list the tools once a session is up (the resolve activity has 30 s in all)
 CLEANUP_SECONDS = 10.0  # to stop a stdio server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the mcp package's)
 HEARTBEAT_SECONDS = 15.0
+QUERY_TIMEOUT = timedelta(seconds=10)  # reading a run's frozen MCP tools; a busy server is retried
 
 
 class McpServer(BaseModel):
     """An MCP server an agent's tools come from: a command run over stdio, or a streamable HTTP URL."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # A validation error never quotes the input: its headers and env hold secrets.
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
 
     name: str  # in the frozen spec and in tool names; letters, digits, '_' and '-'
     command: list[str] | None = None  # stdio: the program and its arguments
@@ -246,11 +250,11 @@ class McpTool:
             except MCPError as exc:
                 if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT, INTERNAL_ERROR):  # the server's trouble
                     raise
-                output = f"error: MCP server '{server.name}' refused the call: {exc.message}"
-                return ToolResult(call_id=ctx.call_id, tool=self.name, output=mask.text(output), is_error=True)
+                output = f"error: MCP server '{server.name}' refused the call: {excerpt(exc.message, mask)}"
+                return ToolResult(call_id=ctx.call_id, tool=self.name, output=output, is_error=True)
             except RuntimeError as exc:  # structured content that breaks the tool's own output schema
-                output = f"error: MCP server '{server.name}': {exc}"
-                return ToolResult(call_id=ctx.call_id, tool=self.name, output=mask.text(output), is_error=True)
+                output = f"error: MCP server '{server.name}': {excerpt(str(exc), mask)}"
+                return ToolResult(call_id=ctx.call_id, tool=self.name, output=output, is_error=True)
             output = result_text(result, mask)
             return ToolResult(call_id=ctx.call_id, tool=self.name, output=output, is_error=result.is_error)
 
@@ -333,9 +337,9 @@ async def _in_session(server: McpServer, work: Callable[[Client], Awaitable[T]],
                 deadline.deadline = anyio.current_time() + seconds
                 return await work(client)
     except Exception as exc:
-        why = describe_exception(_leaf(exc))
+        why = excerpt(describe_exception(_leaf(exc)), server.redactor)
         doing = "starting or reaching it" if phase == "start" else f"to {what}"
-        raise ToolRetryableError(server.redactor.text(f"MCP server '{server.name}' failed {doing}: {why}")) from None
+        raise ToolRetryableError(f"MCP server '{server.name}' failed {doing}: {why}") from None
     if phase == "start":
         bound = f"did not start or answer within {server.connect_timeout_seconds:g}s"
     else:
@@ -399,7 +403,7 @@ class FrozenTools:
         handle = client.get_workflow_handle(info.workflow_id or "", run_id=run)
         try:  # no messages: only the frozen agent and its team
             query = TranscriptQuery(start=sys.maxsize)
-            frozen = await handle.query(TRANSCRIPT_QUERY, query, result_type=Transcript)
+            frozen = await handle.query(TRANSCRIPT_QUERY, query, result_type=Transcript, rpc_timeout=QUERY_TIMEOUT)
         except Exception as exc:  # a busy or restarting server: retried like a server that is down
             raise ToolRetryableError(f"could not read the run's frozen MCP tools: {describe_exception(exc)}") from exc
         members: Iterable[AgentSpec] = [frozen.agent, *frozen.agent.team] if frozen.agent else []

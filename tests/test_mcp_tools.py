@@ -443,3 +443,15 @@ async def test_cancelling_a_run_ends_its_stdio_server(client, task_queue, worker
         pid = await pid_in(pid_file)
         await handle.cancel()
         await gone(pid)  # the activity's cancel reaches it at its next heartbeat, then the server stops
+
+
+def test_a_server_declared_wrong_says_why_without_quoting_its_secrets():
+    secret = "sk-S3CR3T"  # short: pydantic shortens a long input in the middle, which would hide a leak
+    for bad in (
+        {"name": "w", "command": ["x"], "url": "http://x", "headers": {"A": secret}},
+        {"name": "w", "url": "http://x", "env": {"T": secret}},
+    ):
+        with pytest.raises(ValueError) as caught:
+            McpServer(**bad)
+        assert secret not in str(caught.value), caught.value
+        assert str(caught.value).strip()
