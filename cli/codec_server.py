@@ -51,6 +51,7 @@ class CodecServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: CodecServer
     protocol_version = "HTTP/1.1"
+    timeout = 30  # seconds a client may leave its connection silent (a body that never comes)
 
     def do_OPTIONS(self) -> None:  # the browser's preflight: a JSON POST with X-Namespace is not "simple"
         self._reply(HTTPStatus.NO_CONTENT, b"")
@@ -63,8 +64,12 @@ class _Handler(BaseHTTPRequestHandler):
         step = steps.get(urlsplit(self.path).path.rstrip("/"))
         if step is None:
             return self._error(HTTPStatus.NOT_FOUND, "POST /encode or /decode")
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
+        given = self.headers.get("Content-Length") or "0"
+        length = int(given) if given.isdigit() else -1
+        if length < 0 or length > MAX_BODY:
+            self.close_connection = True  # its body stays unread: the connection cannot go on
+            if length < 0:
+                return self._error(HTTPStatus.BAD_REQUEST, "Content-Length must be a number of bytes")
             return self._error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY} bytes")
         try:
             body = json.loads(self.rfile.read(length) or b"{}")

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -274,6 +275,30 @@ async def test_the_codec_server_names_an_unknown_key_and_refuses_other_paths(cod
     assert status == 400 and "key id 'old'" in body["error"]
     assert http(codec_server, "POST", "/decrypt", as_json(foreign))[0] == 404
     assert http(codec_server, "POST", "/decode", {"payloads": "nope"})[0] == 400
+
+
+def test_the_codec_server_refuses_a_bad_length_and_drops_a_body_that_never_comes(
+    codec_server: CodecServer, monkeypatch: pytest.MonkeyPatch
+):
+    import socket
+    from http.client import HTTPConnection
+
+    for length in ("-5", "lots"):
+        conn = HTTPConnection(codec_server.server_address[0], codec_server.server_address[1], timeout=10)
+        conn.putrequest("POST", "/decode")
+        conn.putheader("Content-Length", length)
+        conn.endheaders()
+        response = conn.getresponse()
+        assert response.status == 400 and "Content-Length" in json.loads(response.read())["error"], length
+        conn.close()
+    # A client that promises a body and sends none is dropped after the handler's timeout.
+    monkeypatch.setattr("cli.codec_server._Handler.timeout", 0.5)
+    with socket.create_connection(codec_server.server_address[:2], timeout=10) as silent:
+        silent.sendall(b"POST /decode HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        started = time.monotonic()
+        assert silent.recv(1024) == b""  # closed by the server, not hanging
+        assert time.monotonic() - started < 5
+    assert http(codec_server, "POST", "/encode", as_json(payload("still serving")))[0] == 200
 
 
 # --------------------------------------------------------------------------- startup errors
