@@ -79,6 +79,11 @@ T = TypeVar("T")
 
 MAX_RESULT_CHARS = 1_000_000  # of a result's text: a server is not the author's code, so it is bounded
 LIST_SECONDS = 10.0  # to list the tools once a session is up (the resolve activity has 30 s in all)
+# What a server's listing may put into a run's history and into every model request.
+MAX_LISTED_TOOLS = 128  # a server's tools (OpenAI takes at most 128 in a request)
+MAX_LIST_PAGES = 100
+MAX_DESCRIPTION_CHARS = 1024  # longer descriptions are cut
+MAX_SCHEMA_BYTES = 64 * 1024  # of a tool's inputSchema, as JSON
 CLEANUP_SECONDS = 10.0  # to stop a stdio server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the mcp package's)
 HEARTBEAT_SECONDS = 15.0
 QUERY_TIMEOUT = timedelta(seconds=10)  # reading a run's frozen MCP tools; a busy server is retried
@@ -149,6 +154,11 @@ async def freeze(agent: Agent, spec: AgentSpec) -> AgentSpec:
     taken |= {h.tool_name: "a handoff" for h in spec.handoffs}
     tools: list[ToolSpec] = []
     for server, found in zip(agent.mcp_servers, listed, strict=True):
+        if len(found) > MAX_LISTED_TOOLS:
+            raise ValueError(
+                f"agent '{agent.name}': MCP server '{server.name}' lists {len(found)} tools, more than the "
+                f"{MAX_LISTED_TOOLS} a model can be offered"
+            )
         for t in found:
             name = server.tool_name(t.name)
             if name in taken:
@@ -156,16 +166,13 @@ async def freeze(agent: Agent, spec: AgentSpec) -> AgentSpec:
                     f"agent '{agent.name}': MCP server '{server.name}' lists tool '{t.name}', named '{name}' here, "
                     f"which is already {taken[name]}'s name: rename one, or set the server's prefix"
                 )
-            try:
-                Draft202012Validator.check_schema(t.input_schema)
-            except SchemaError as exc:  # no call could ever be checked against it
-                why = f"its inputSchema is not a valid JSON Schema: {exc.message[:200]}"
-                raise ValueError(f"agent '{agent.name}': MCP server '{server.name}' tool '{t.name}': {why}") from None
+            if why := _unusable(t.input_schema):
+                raise ValueError(f"agent '{agent.name}': MCP server '{server.name}' tool '{t.name}': {why}")
             taken[name] = f"MCP server '{server.name}' tool '{t.name}'"
             tools.append(
                 ToolSpec(
                     name=name,
-                    description=t.description or t.title or "",
+                    description=(t.description or t.title or "")[:MAX_DESCRIPTION_CHARS],
                     parameters=dict(t.input_schema),
                     timeout_seconds=server.connect_timeout_seconds + server.timeout_seconds + CLEANUP_SECONDS,
                     heartbeat_seconds=HEARTBEAT_SECONDS,
@@ -182,6 +189,20 @@ async def freeze(agent: Agent, spec: AgentSpec) -> AgentSpec:
     return spec.model_copy(update={"tools": [*spec.tools, *tools]})
 
 
+def _unusable(schema: dict[str, Any]) -> str | None:
+    """Why a listed inputSchema cannot be frozen (too big, or no call could be checked against
+    it), or None."""
+    try:
+        if len(json.dumps(schema, default=str)) > MAX_SCHEMA_BYTES:
+            return f"its inputSchema is over {MAX_SCHEMA_BYTES:,} bytes of JSON"
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        return f"its inputSchema is not a valid JSON Schema: {exc.message[:200]}"
+    except RecursionError:
+        return "its inputSchema is nested too deep"
+    return None
+
+
 async def list_tools(server: McpServer) -> list[ListedTool]:
     """Every tool the server lists, page by page."""
     return await _isolated(lambda: _in_session(server, _listed, LIST_SECONDS, "list its tools"))
@@ -190,13 +211,13 @@ async def list_tools(server: McpServer) -> list[ListedTool]:
 async def _listed(client: Client) -> list[ListedTool]:
     found: list[ListedTool] = []
     cursor: str | None = None
-    for _ in range(100):  # a server whose cursor never ends must not hang a run's start
+    for _ in range(MAX_LIST_PAGES):  # a server whose cursor never ends must not hang a run's start
         page = await client.list_tools(cursor=cursor)
         found += page.tools
         cursor = page.next_cursor
-        if cursor is None:
-            break
-    return found
+        if cursor is None or len(found) > MAX_LISTED_TOOLS:
+            return found
+    raise RuntimeError(f"its tool list went on past {MAX_LIST_PAGES} pages")
 
 
 # ------------------------------------------------------------------------------- calling

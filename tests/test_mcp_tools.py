@@ -455,3 +455,36 @@ def test_a_server_declared_wrong_says_why_without_quoting_its_secrets():
             McpServer(**bad)
         assert secret not in str(caught.value), caught.value
         assert str(caught.value).strip()
+
+
+async def test_freeze_bounds_what_a_server_lists(monkeypatch: pytest.MonkeyPatch):
+    """A server's listing goes into the run's history and every model request: too many tools
+    or a huge schema refuse the run, saying why; a long description is cut."""
+    from mcp.types import Tool as Listed
+
+    from activities import mcp_tools
+
+    def listed(n: int, description: str = "d", schema: dict[str, Any] | None = None) -> list[Listed]:
+        shape = schema or {"type": "object", "properties": {}}
+        return [Listed(name=f"t{i}", description=description, inputSchema=shape) for i in range(n)]
+
+    server = McpServer(name="big", url="http://127.0.0.1:9/mcp")
+    agent = Agent(name="lister", instructions="-", mcp_servers=[server])
+    for tools, why in (
+        (listed(mcp_tools.MAX_LISTED_TOOLS + 1), "lists 129 tools, more than the 128"),
+        (listed(1, schema={"type": "object", "description": "x" * 70_000}), "inputSchema is over 65,536 bytes"),
+    ):
+
+        async def serve(_: McpServer, tools: list[Listed] = tools) -> list[Listed]:
+            return tools
+
+        monkeypatch.setattr(mcp_tools, "list_tools", serve)
+        with pytest.raises(ValueError, match=why):
+            await freeze(agent, agent.spec())
+
+    async def wordy(_: McpServer) -> list[Listed]:
+        return listed(mcp_tools.MAX_LISTED_TOOLS, description="w" * 5000)
+
+    monkeypatch.setattr(mcp_tools, "list_tools", wordy)
+    spec = await freeze(agent, agent.spec())
+    assert len(spec.tools) == 128 and {len(t.description) for t in spec.tools} == {mcp_tools.MAX_DESCRIPTION_CHARS}
