@@ -19,6 +19,7 @@ from activities.connection import connect
 from activities.model import new_http_client
 from activities.settings import LLMSettings
 from bench.workers import MODULES, make_worker
+from worker import event_loop
 
 
 async def serve(config: dict[str, object]) -> None:
@@ -55,7 +56,8 @@ async def serve(config: dict[str, object]) -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(json.loads(sys.argv[1])))
+    with asyncio.Runner(loop_factory=event_loop()) as runner:  # the loop `python worker.py` runs on
+        runner.run(serve(json.loads(sys.argv[1])))
 
 
 if __name__ == "__main__":

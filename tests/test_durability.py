@@ -92,6 +92,7 @@ async def test_sigkilled_worker_mid_tool_resumes_with_each_completed_tool_run_on
         second.send_signal(signal.SIGTERM)
         assert second.wait(20) == 0, "worker.py should exit 0 on SIGTERM"
     assert "stopped" in log.read_text().splitlines()[-1]
+    assert log.read_text().count("event loop: uvloop") == 2  # both workers, as `python worker.py` runs
     await replay(handle)
 
 
