@@ -10,7 +10,8 @@ scripted `loop:N:B` scenario durably, as a plain in-process loop (the floor), an
 Temporal's OpenAI Agents integration (the rival, `bench.rival`; needs the `bench` extra), all on
 that one server. Sections: 1 time and CPU per turn (with bench-only workflow variants,
 `bench.local_variant`), 2 history growth, 3 concurrent runs, 4 worker tuning knobs, 5 streaming
-latency; then every figure as a ratio against the floor and the rival.
+latency, 6 where a turn's time goes (`bench.timeline`); then every figure as a ratio against the
+floor and the rival.
 
 Workflow code is re-imported from disk for every run, so benchmark a tree nobody is editing
 (e.g. `git archive HEAD | tar -x -C DIR`, copy bench/ in, run from DIR).

@@ -24,7 +24,7 @@ from bench import report, sections
 from bench.plan import FULL, QUICK, Plan
 from bench.stack import Stack
 
-SECTIONS = ("per-turn", "history", "concurrency", "tuning", "streaming")
+SECTIONS = ("per-turn", "timeline", "history", "concurrency", "tuning", "streaming")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -72,6 +72,8 @@ async def run(stack: Stack, plan: Plan, only: set[str], results: dict[str, Any],
     await stack.connect()
     if "per-turn" in only:
         results["per_turn"] = await sections.per_turn(stack, plan, log)
+    if "timeline" in only:
+        results["timeline"] = await sections.turn_timeline(stack, plan, log)
     if "history" in only:
         results["history"] = await sections.history_growth(stack, plan, log)
     if "concurrency" in only:
@@ -103,7 +105,7 @@ def render(results: dict[str, Any]) -> str:
     if env.get("server_config"):
         parts.append(f"dev server dynamic config added: {env['server_config']}")
     printers = [("per_turn", report.per_turn), ("history", report.history), ("concurrency", report.concurrency),
-                ("tuning", report.tuning), ("streaming", report.streaming)]  # fmt: skip
+                ("tuning", report.tuning), ("streaming", report.streaming), ("timeline", report.timeline)]  # fmt: skip
     for key, fn in printers:
         if key in results:
             parts.append(fn(results[key]))

@@ -265,3 +265,21 @@ def _history_lines(hist: dict[str, Any]) -> list[str]:
                 f"({product['executions']} executions), not per turn"
             )
     return lines
+
+
+def timeline(data: dict[str, Any]) -> str:
+    head = "6. WHERE A TURN'S TIME GOES"
+    if "skipped" in data:
+        return f"{head}: skipped, {data['skipped']}"
+    if not data["rows"]:
+        return f"{head}: no turn to read"
+    rows = [[r["from"], r["to"], fmt(r["ms"], 2), r["side"]] for r in data["rows"]]
+    total = sum(r["ms"] for r in data["rows"])
+    sides = ", ".join(f"{name} {ms:.1f} ms" for name, ms in data["by_side"].items())
+    return "\n".join([
+        f"{head}  (one traced run at {data['latency_ms']:g} ms model latency, AgentRun with its local tool; median ms "
+        f"between consecutive points\n   of a turn over {data['turns']} of {data['of']} middle turns; the worker's "
+        "points are BENCH-ONLY stamps, the server's its history event times)",
+        table(["from", "to", "ms", "side"], rows),
+        f"   a turn above the model's latency: {total:.1f} ms = {sides}",
+    ])  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
@@ -10,7 +11,9 @@ from functools import partial
 from statistics import median
 from typing import Any
 
-from bench import history, runs, streaming
+from temporalio.api.enums.v1 import EventType
+
+from bench import history, runs, streaming, timeline
 from bench.floor import floor_run
 from bench.knobs import experiments
 from bench.plan import Plan
@@ -307,3 +310,24 @@ async def streaming_latency(stack: Stack, plan: Plan, log: Any) -> dict[str, Any
         log(f"streaming: {setting.label}")
         rows.append(await streaming.measure(stack, setting, plan.stream_runs))
     return {"rows": rows, "frame_ms": streaming.FRAME_MS, "target_p50_ms": streaming.TARGET_P50_MS}
+
+
+async def turn_timeline(stack: Stack, plan: Plan, log: Any) -> dict[str, Any]:
+    """One traced run of the per-turn loop at the highest latency, AgentRun with its local tool, on
+    a worker that stamps the points of each turn (bench/timeline.py): where a turn's time goes."""
+    if stack.worker_mode == "inproc":
+        return {"skipped": "the stamps need a worker process of its own (--worker subprocess)"}
+    latency = max(plan.latencies)
+    stamps = stack.workdir / "timeline.json"
+    async with stack.worker({timeline.OPTION: str(stamps)}) as worker:
+        await runs.warm_up(stack, [(worker, None)])
+        log(f"timeline: one traced run of {runs.loop_model(plan.turns, plan.size)} at {latency:g} ms")
+        run = await runs.durable_run(stack, worker, plan.turns, plan.size, latency)
+        assert run.handle is not None
+        events = [
+            (e.event_time.ToNanoseconds() / 1e9, EventType.Name(e.event_type).removeprefix("EVENT_TYPE_").lower())
+            async for e in run.handle.fetch_history_events()
+        ]
+    # The worker writes its stamps as it exits, which leaving the block above waited for.
+    named = [(at, name.replace("_", " ")) for at, name in events]
+    return timeline.analyse(run.times, latency, json.loads(stamps.read_text()), named)

@@ -18,6 +18,7 @@ from activities import Registry
 from activities.connection import connect
 from activities.model import new_http_client
 from activities.settings import LLMSettings
+from bench import timeline
 from bench.workers import MODULES, make_worker
 from worker import event_loop
 
@@ -47,6 +48,8 @@ async def serve(config: dict[str, object]) -> None:
     registry = Registry.from_modules(MODULES)
     spec = config.get("options") or {}
     assert isinstance(spec, dict)
+    if stamps := spec.pop(timeline.OPTION, None):  # BENCH-ONLY: section 6's stamps
+        timeline.install(str(stamps))
     async with new_http_client(settings) as http:
         worker = make_worker(str(config["variant"]), client, str(config["queue"]), registry, settings, http, spec)
         async with worker:
