@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Literal
 
 import pytest
@@ -73,3 +74,27 @@ def test_problems_are_bounded():
 
 def test_a_broken_schema_refuses_rather_than_waving_through():
     assert schema.check({"a": 1}, {"type": "nonsense"})[0].startswith("the tool's schema is invalid")
+
+
+def test_a_catastrophic_pattern_cannot_hold_the_workflow():
+    """`^(a+)+$` against n a's and a '!' takes Python's backtracking `re` about 2**n steps (a few
+    seconds at 24, hours at 40); a pattern comes from a tool's author or an MCP server, the text
+    from a person's edit."""
+    params = {
+        "type": "object",
+        "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}},
+        "patternProperties": {"^(b+)+$": {"type": "integer"}},
+    }
+    started = time.monotonic()
+    problems = schema.check({"s": "a" * 24 + "!", "b" * 24 + "!": "x", "b" * 24: "y"}, params)
+    assert time.monotonic() - started < 1.0
+    assert problems == [f"{'b' * 24}: 'y' is not of type 'integer'", f"s: '{'a' * 24}!' does not match '^(a+)+$'"]
+    assert schema.check({"s": "aaa", "b": 1}, params) == []
+
+
+def test_a_pattern_the_safe_engine_cannot_take_refuses():
+    params = {"type": "object", "properties": {"s": {"type": "string", "pattern": r"^(?=a)(a)\1$"}}}
+    assert schema.check({"s": "aa"}, params) == [
+        "s: the pattern '^(?=a)(a)\\\\1$' cannot be checked safely (lookaround, backreference or size)"
+    ]
+    assert schema.check({"s": 1}, params) == ["s: 1 is not of type 'string'"]  # only strings meet a pattern
