@@ -20,7 +20,14 @@ SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 # by default (burst = rate), so each workflow task after an activity waited out the rest of 50 ms:
 # measured per sequential activity step, 10/s → 102 ms, 20/s → 51 ms, 40/s → 19 ms, 1000/s →
 # 16 ms (CPU-bound). Every server this project starts lifts it (README: "Tuning the server").
-DYNAMIC_CONFIG = ("history.transferProcessorMaxPollRPS=1000",)
+# The matching service answers at most 1,200 requests and 3,000 store queries a second: workers
+# that start together (each polls a queue per agent, and each queue loads its partitions) ran
+# into both, and a worker that met them once could go on receiving no tasks at all.
+DYNAMIC_CONFIG = (
+    "history.transferProcessorMaxPollRPS=1000",
+    "matching.rps=100000",
+    "matching.persistenceMaxQPS=100000",
+)
 
 
 def tuning_flags(config: tuple[str, ...] = DYNAMIC_CONFIG) -> list[str]:
