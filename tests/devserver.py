@@ -22,7 +22,7 @@ SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
 # 16 ms (CPU-bound). Every server this project starts lifts it (README: "Tuning the server").
 # The matching service answers at most 1,200 requests and 3,000 store queries a second: workers
 # that start together (each polls a queue per agent, and each queue loads its partitions) ran
-# into both, and a worker that met them once could go on receiving no tasks at all.
+# into both and were refused thousands of requests (tests/test_server_limits.py).
 DYNAMIC_CONFIG = (
     "history.transferProcessorMaxPollRPS=1000",
     "matching.rps=100000",
