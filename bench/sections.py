@@ -325,9 +325,13 @@ async def turn_timeline(stack: Stack, plan: Plan, log: Any) -> dict[str, Any]:
         run = await runs.durable_run(stack, worker, plan.turns, plan.size, latency)
         assert run.handle is not None
         events = [
-            (e.event_time.ToNanoseconds() / 1e9, EventType.Name(e.event_type).removeprefix("EVENT_TYPE_").lower())
+            (e.event_time.ToNanoseconds() / 1e9, _readable(e.event_type))
             async for e in run.handle.fetch_history_events()
         ]
     # The worker writes its stamps as it exits, which leaving the block above waited for.
-    named = [(at, name.replace("_", " ")) for at, name in events]
-    return timeline.analyse(run.times, latency, json.loads(stamps.read_text()), named)
+    return timeline.analyse(run.times, latency, json.loads(stamps.read_text()), events)
+
+
+def _readable(event_type: EventType.ValueType) -> str:
+    """EVENT_TYPE_ACTIVITY_TASK_STARTED -> "activity task started"."""
+    return EventType.Name(event_type).removeprefix("EVENT_TYPE_").lower().replace("_", " ")

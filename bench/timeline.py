@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import inspect
 import itertools
 import json
 import time
@@ -41,60 +42,44 @@ def install(path: str) -> None:
     def stamp(name: str) -> None:
         _stamps.append((time.time(), name))
 
-    def after(cls: Any, method: str, name: str) -> None:
+    def stamped(cls: Any, method: str, start: str | None = None, end: str | None = None) -> None:
+        """Wraps `cls.method` (sync or async) to stamp `start` as it is called and `end` as it returns."""
         original = getattr(cls, method)
 
-        @functools.wraps(original)
-        async def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-            result = await original(self, *args, **kwargs)
-            stamp(name)
-            return result
+        if inspect.iscoroutinefunction(original):
 
-        setattr(cls, method, wrapped)
+            @functools.wraps(original)
+            async def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if start:
+                    stamp(start)
+                try:
+                    return await original(self, *args, **kwargs)
+                finally:
+                    if end:
+                        stamp(end)
 
-    def before(cls: Any, method: str, name: str) -> None:
-        original = getattr(cls, method)
-
-        @functools.wraps(original)
-        async def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-            stamp(name)
-            return await original(self, *args, **kwargs)
-
-        setattr(cls, method, wrapped)
-
-    def around(cls: Any, method: str, start: str, end: str) -> None:
-        original = getattr(cls, method)
+            setattr(cls, method, wrapped)
+            return
 
         @functools.wraps(original)
-        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-            stamp(start)
+        def wrapped_sync(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if start:
+                stamp(start)
             try:
                 return original(self, *args, **kwargs)
             finally:
-                stamp(end)
+                if end:
+                    stamp(end)
 
-        setattr(cls, method, wrapped)
+        setattr(cls, method, wrapped_sync)
 
-    def around_async(cls: Any, method: str, start: str, end: str) -> None:
-        original = getattr(cls, method)
-
-        @functools.wraps(original)
-        async def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-            stamp(start)
-            try:
-                return await original(self, *args, **kwargs)
-            finally:
-                stamp(end)
-
-        setattr(cls, method, wrapped)
-
-    after(bridge.Worker, "poll_workflow_activation", "activation in")
-    after(bridge.Worker, "poll_activity_task", "activity task in")
-    before(bridge.Worker, "complete_workflow_activation", "activation done")
-    before(bridge.Worker, "complete_activity_task", "activity done")
-    around(workflow_worker._RunningWorkflow, "activate", "workflow code starts", "workflow code ends")
-    around(executor.ToolThreads, "_counted", "tool starts", "tool ends")
-    around_async(model.ModelActivities, "_send", "request sent", "reply read")
+    stamped(bridge.Worker, "poll_workflow_activation", end="activation in")
+    stamped(bridge.Worker, "poll_activity_task", end="activity task in")
+    stamped(bridge.Worker, "complete_workflow_activation", start="activation done")
+    stamped(bridge.Worker, "complete_activity_task", start="activity done")
+    stamped(workflow_worker._RunningWorkflow, "activate", "workflow code starts", "workflow code ends")
+    stamped(executor.ToolThreads, "_counted", "tool starts", "tool ends")
+    stamped(model.ModelActivities, "_send", "request sent", "reply read")
     atexit.register(lambda: Path(path).write_text(json.dumps(_stamps)))
 
 
