@@ -65,7 +65,15 @@ from activities.tools import (
     tool_name_for,
 )
 from workflows.schema import check
-from workflows.types import TRANSCRIPT_QUERY, AgentSpec, ToolResult, ToolSpec, Transcript, TranscriptQuery
+from workflows.types import (
+    RESOLVE_SECONDS,
+    TRANSCRIPT_QUERY,
+    AgentSpec,
+    ToolResult,
+    ToolSpec,
+    Transcript,
+    TranscriptQuery,
+)
 
 if TYPE_CHECKING:  # `mcp` itself is imported where a session needs it: it takes longer to import than
     # all the rest, and every `client.py` command imports this package without ever using it
@@ -78,7 +86,7 @@ if TYPE_CHECKING:  # `mcp` itself is imported where a session needs it: it takes
 T = TypeVar("T")
 
 MAX_RESULT_CHARS = 1_000_000  # of a result's text: a server is not the author's code, so it is bounded
-LIST_SECONDS = 10.0  # to list the tools once a session is up (the resolve activity has 30 s in all)
+LIST_SECONDS = 10.0  # to list the tools once a session is up
 # What a server's listing may put into a run's history and into every model request.
 MAX_LISTED_TOOLS = 128  # a server's tools (OpenAI takes at most 128 in a request)
 MAX_LIST_PAGES = 100
@@ -86,6 +94,9 @@ MAX_DESCRIPTION_CHARS = 1024  # longer descriptions are cut
 MAX_SCHEMA_BYTES = 64 * 1024  # of a tool's inputSchema, as JSON
 CLEANUP_SECONDS = 10.0  # to stop a stdio server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the mcp package's)
 HEARTBEAT_SECONDS = 15.0
+# A run starts by listing its servers' tools in one resolve attempt: start, list and stop fit in it,
+# with 10 s to spare (30 s), so a slow server fails with its own bound, not the attempt's timeout.
+MAX_CONNECT_SECONDS = RESOLVE_SECONDS - LIST_SECONDS - CLEANUP_SECONDS - 10.0
 QUERY_TIMEOUT = timedelta(seconds=10)  # reading a run's frozen MCP tools; a busy server is retried
 
 
@@ -104,7 +115,8 @@ class McpServer(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     cwd: str | None = None  # stdio: the server's working directory
     prefix: str | None = None  # of its tools' names; None: "<name>_"
-    connect_timeout_seconds: float = Field(default=10.0, gt=0)  # to start or reach it, handshake included
+    # to start or reach it, handshake included
+    connect_timeout_seconds: float = Field(default=10.0, gt=0, le=MAX_CONNECT_SECONDS)
     timeout_seconds: float = Field(default=60.0, gt=0)  # to answer one call, once connected
     max_attempts: int = Field(default=3, ge=1)  # per call, as a function tool's
 

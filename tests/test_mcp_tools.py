@@ -99,6 +99,8 @@ def test_a_server_is_a_command_or_a_url():
         McpServer(name="x", url="ftp://h/mcp")
     with pytest.raises(ValueError, match="env is for stdio"):
         McpServer(name="x", url="http://h/mcp", env={"A": "b"})
+    with pytest.raises(ValueError, match="less than or equal to 30"):  # a run's start lists it within 60 s
+        McpServer(name="x", url="http://h/mcp", connect_timeout_seconds=45)
     with pytest.raises(ValueError, match="more than one MCP server named fs"):
         Agent(name="a", mcp_servers=[McpServer(name="fs", command=["a"]), McpServer(name="fs", command=["b"])])
 

@@ -155,7 +155,7 @@ class Steps:
                 result_type=t.AgentSpec,
                 task_queue=queue,
                 schedule_to_start_timeout=timedelta(seconds=input.agent_wait_seconds),
-                start_to_close_timeout=timedelta(seconds=30),
+                start_to_close_timeout=timedelta(seconds=t.RESOLVE_SECONDS),
                 retry_policy=RESOLVE_RETRY,
                 summary=f"resolve agent {input.agent}",
             )

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 WORKFLOW_NAME = "AgentRun"
 RESOLVE_AGENT_ACTIVITY = "agent.resolve"
+RESOLVE_SECONDS = 60  # an attempt of it, start to close: MCP servers are started and listed within it
 MODEL_CALL_ACTIVITY = "agent.model_call"
 TOOL_CALL_ACTIVITY = "agent.tool_call"
 # Runs worker-side code an agent declares (approval predicates, guardrails, its output type,
