@@ -39,12 +39,15 @@ import asyncio
 import base64
 import contextlib
 import json
+import logging
+import os
 import re
 import sys
+import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 from jsonschema import Draft202012Validator
@@ -84,6 +87,7 @@ if TYPE_CHECKING:  # `mcp` itself is imported where a session needs it: it takes
     from activities.agents import Agent
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 1_000_000  # of a result's text: a server is not the author's code, so it is bounded
 LIST_SECONDS = 10.0  # to list the tools once a session is up
@@ -94,6 +98,8 @@ MAX_DESCRIPTION_CHARS = 1024  # longer descriptions are cut
 MAX_SCHEMA_BYTES = 64 * 1024  # of a tool's inputSchema, as JSON
 CLEANUP_SECONDS = 10.0  # to stop a stdio server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the mcp package's)
 HEARTBEAT_SECONDS = 15.0
+STDERR_LINES = 200  # of a stdio server's stderr logged per session; the rest are counted
+STDERR_LINE_BYTES = 2000  # a longer line is cut
 # A run starts by listing its servers' tools in one resolve attempt: start, list and stop fit in it,
 # with 10 s to spare (30 s), so a slow server fails with its own bound, not the attempt's timeout.
 MAX_CONNECT_SECONDS = RESOLVE_SECONDS - LIST_SECONDS - CLEANUP_SECONDS - 10.0
@@ -347,8 +353,9 @@ async def _connect(server: McpServer) -> AsyncIterator[Client]:
         params = StdioServerParameters(
             command=server.command[0], args=server.command[1:], env=server.env or None, cwd=server.cwd
         )
-        async with Client(stdio_client(params, errlog=sys.stderr), cache=None) as client:
-            yield client
+        with _stderr_logged(server) as errlog:
+            async with Client(stdio_client(params, errlog=errlog), cache=None) as client:
+                yield client
         return
     assert server.url is not None
     timeout = httpx2.Timeout(server.timeout_seconds, connect=server.connect_timeout_seconds)
@@ -357,6 +364,34 @@ async def _connect(server: McpServer) -> AsyncIterator[Client]:
         Client(streamable_http_client(server.url, http_client=http), cache=None) as client,
     ):
         yield client
+
+
+@contextlib.contextmanager
+def _stderr_logged(server: McpServer) -> Iterator[TextIO]:
+    """A pipe for a stdio server's stderr, relayed to this worker's log by a thread of its own,
+    line by line, masked with the server's secrets (a server may print its env) and then cut.
+    The thread ends with the pipe: once the server, and whatever it started, has exited."""
+    read_fd, write_fd = os.pipe()
+    threading.Thread(target=_relay, args=(read_fd, server), name=f"mcp-stderr-{server.name}", daemon=True).start()
+    with os.fdopen(write_fd, "w") as errlog:  # the server holds its own copy once started
+        yield errlog
+
+
+def _relay(read_fd: int, server: McpServer) -> None:
+    logged = dropped = 0
+    with open(read_fd, "rb") as pipe:
+        while line := pipe.readline(STDERR_LINE_BYTES):
+            cut = not line.endswith(b"\n") and len(line) == STDERR_LINE_BYTES
+            while cut and (rest := pipe.readline(STDERR_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass  # the rest of a long line, dropped
+            if logged == STDERR_LINES:
+                dropped += 1
+                continue
+            text = server.redactor.visible(line.decode(errors="replace").rstrip(), cut_after=cut)
+            log.info("MCP server '%s' stderr: %s%s", server.name, text, " [cut]" if cut else "")
+            logged += 1
+    if dropped:
+        log.info("MCP server '%s' stderr: %d more lines not logged", server.name, dropped)
 
 
 async def _in_session(server: McpServer, work: Callable[[Client], Awaitable[T]], seconds: float, what: str) -> T:

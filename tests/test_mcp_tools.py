@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -220,6 +221,25 @@ async def test_servers_that_cannot_be_reached_are_retryable(calls_file, http, tm
     missing = McpTool(McpServer(name="fx", command=[str(tmp_path / "no-such-server")]), spec)
     with pytest.raises(ToolRetryableError, match="FileNotFoundError"):
         await missing.invoke('{"a": 1, "b": 1}', CTX)
+
+
+async def test_a_stdio_servers_stderr_is_logged_masked(calls_file, caplog):
+    """A stdio server's stderr goes to the worker's log, each line masked with the server's
+    secrets and cut, never straight to the worker's own stderr."""
+    secret = "env-5ecret-value-1234"
+    server = stdio(calls_file, "fx", "--say-env", "API_TOKEN")
+    server = server.model_copy(update={"env": {**server.env, "API_TOKEN": secret}})
+    caplog.set_level(logging.INFO, logger="activities.mcp_tools")
+    tools = await frozen_tools(server)
+    assert (await tools["fx_add"].invoke('{"a": 2, "b": 2}', CTX)).output == "2 + 2 = 4"
+    for _ in range(100):  # the relay thread logs as the server writes, and may trail the call
+        if "[cut]" in caplog.text:
+            break
+        await asyncio.sleep(0.05)
+    assert "MCP server 'fx' stderr: starting with API_TOKEN=***" in caplog.text
+    assert secret not in caplog.text and secret[:8] not in caplog.text
+    long_lines = [r.getMessage() for r in caplog.records if "[cut]" in r.getMessage()]
+    assert long_lines and all(len(m) < 2100 for m in long_lines)
 
 
 async def test_a_slow_call_times_out_and_a_cancelled_one_leaves_no_process(calls_file, tmp_path):
