@@ -24,6 +24,7 @@ import time
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import errors
 from activities.model import ModelActivities, build_request, wire_for
 from workflows.types import (
     COMPACT_ACTIVITY,
@@ -53,8 +54,7 @@ DEFAULT_GUIDANCE = (
 )
 MAX_TRANSCRIPT_CHARS = 400_000  # of the rendered transcript sent: about 100 k tokens
 MAX_SUMMARY_CHARS = 64 * 1024  # of the summary returned, which every later model call reads
-CUT_NOTE = "… [{} characters cut]"
-CUT_NOTE_CHARS = 32  # room for the note in a text cut short: its count has up to 13 digits
+CUT_NOTE_CHARS = 32  # room for `errors.cut`'s note in a text cut short: its count has up to 13 digits
 
 
 class CompactionActivities:
@@ -123,8 +123,7 @@ def cut(text: str, limit: int) -> str:
     """`text` when it fits in `limit` characters; else its head and a note, `limit` in all."""
     if len(text) <= limit:
         return text
-    keep = max(limit - CUT_NOTE_CHARS, 0)
-    return text[:keep] + CUT_NOTE.format(len(text) - keep)
+    return errors.cut(text, max(limit - CUT_NOTE_CHARS, 0))
 
 
 def _allowance(sizes: list[int], budget: int) -> int:

@@ -35,6 +35,7 @@ from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, Tele
 from temporalio.service import TLSConfig
 
 from activities.codec import codec_from_env
+from activities.errors import cut
 from activities.payload_store import PayloadStoreError, external_storage
 from workflows.types import SEARCH_ATTRIBUTES
 
@@ -70,18 +71,13 @@ class BoundedFailureConverter(DefaultFailureConverter):
         level: Failure | None = failure
         while level is not None:
             if level.message != ENCODED_FAILURE or level.stack_trace:  # not yet done (a copied proto may hold text)
-                level.message, level.stack_trace = _cut(level.message), _cut(level.stack_trace)
+                level.message = cut(level.message, MAX_FAILURE_TEXT)
+                level.stack_trace = cut(level.stack_trace, MAX_FAILURE_TEXT)
                 if self.encrypt:
                     attributes = {"message": level.message, "stack_trace": level.stack_trace}
                     level.encoded_attributes.CopyFrom(payload_converter.to_payloads([attributes])[0])
                     level.message, level.stack_trace = ENCODED_FAILURE, ""
             level = level.cause if level.HasField("cause") else None
-
-
-def _cut(text: str) -> str:
-    if len(text) <= MAX_FAILURE_TEXT:
-        return text
-    return f"{text[:MAX_FAILURE_TEXT]}… [{len(text) - MAX_FAILURE_TEXT} characters cut]"
 
 
 class EncryptedFailureConverter(BoundedFailureConverter):

@@ -67,7 +67,7 @@ class LLMSettings(BaseModel):
             timeout=_seconds(env, "LLM_TIMEOUT", DEFAULT_MODEL_TIMEOUT),
             max_attempts=_count(env, "LLM_MAX_ATTEMPTS", DEFAULT_MODEL_MAX_ATTEMPTS),
             retry_seconds=_seconds(env, "LLM_RETRY_SECONDS", DEFAULT_MODEL_RETRY_SECONDS),
-            capture=env.get("LLM_CAPTURE", "").lower() in ("1", "true", "yes"),
+            capture=_switch(env, "LLM_CAPTURE", False),
             capture_dir=Path(env.get("LLM_CAPTURE_DIR", DEFAULT_CAPTURE_DIR)),
         )
 

@@ -65,6 +65,7 @@ from temporalio.worker import (
     WorkflowOutboundInterceptor,
 )
 
+from activities.errors import cut
 from activities.redact import Redactor
 from activities.settings import LLMSettings
 from workflows.types import (
@@ -339,11 +340,7 @@ class _Content:
 
     def json(self, value: object) -> str:
         text = self.redactor.text(json.dumps(value, ensure_ascii=False))
-        return (
-            text
-            if len(text) <= CONTENT_LIMIT
-            else f"{text[:CONTENT_LIMIT]}… [{len(text) - CONTENT_LIMIT} characters cut]"
-        )
+        return cut(text, CONTENT_LIMIT)
 
     def messages(self, messages: Sequence[Message]) -> str:
         """The latest messages that fit, whole (valid JSON); a message too long alone is cut."""

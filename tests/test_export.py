@@ -80,3 +80,13 @@ async def test_captures_do_not_bloat_history(client, task_queue, worker_factory,
     assert all(c - p < 200 for p, c in zip(plain[:10], captured[:10], strict=True)), (plain, captured)
     assert captured[9] <= 1.5 * captured[2]
     assert len(list((tmp_path / "c").iterdir())) == 12
+
+
+def test_llm_capture_reads_yes_and_no_like_the_other_switches():
+    assert not LLMSettings.from_env({}).capture
+    for on in ("1", "true", "yes", "on", " ON "):  # "on" once read as off
+        assert LLMSettings.from_env({"LLM_CAPTURE": on}).capture, on
+    for off in ("0", "false", "no", "off", ""):
+        assert not LLMSettings.from_env({"LLM_CAPTURE": off}).capture, off
+    with pytest.raises(ValueError, match="LLM_CAPTURE must be 1, true, yes or on"):
+        LLMSettings.from_env({"LLM_CAPTURE": "maybe"})
