@@ -35,7 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities import chat_wire
 from activities.capture import CaptureStore
-from activities.connection import address, connect, namespace, quiet_runtime, task_queue
+from activities.connection import CORE_LOG, address, connect, namespace, task_queue
 from activities.payload_store import PayloadStoreError
 from activities.settings import LLMSettings
 from activities.telemetry import flush as flush_telemetry
@@ -63,9 +63,7 @@ QUERY_TIMEOUT = timedelta(seconds=3)
 MAX_PROMPT_BYTES = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a chat turn
 MAX_RUN_ID = 255
 ENDED = {"failed", "cancelled", "terminated", "timed_out", "completed"}
-# The SDK core's own logs (its gRPC retries while a server restarts): errors only, on stderr.
-CORE_LOG = logging.getLogger("temporalio.core")
-CORE_LOG.setLevel(logging.ERROR)
+CORE_LOG.setLevel(logging.ERROR)  # the SDK core's own logs (gRPC retries while a server restarts): errors only
 
 
 class UsageError(Exception):
@@ -713,7 +711,7 @@ def parser() -> argparse.ArgumentParser:
 async def dispatch(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
     try:
-        client = await connect(runtime=quiet_runtime(CORE_LOG))
+        client = await connect()
     except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
         fail(str(err), 2, as_json)
     except Exception as err:

@@ -43,6 +43,7 @@ DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agent-runner"
 MAX_FAILURE_TEXT = 64 * 1024  # characters of a failure's message, and of its stack trace
+CORE_LOG = logging.getLogger("temporalio.core")  # the SDK core's own log records
 ENCODED_FAILURE = "Encoded failure"  # what temporalio leaves in place of a message it encoded
 
 
@@ -179,7 +180,7 @@ async def connect(
             tls=config.get("tls", False),
             rpc_metadata=config.get("rpc_metadata", {}),
             data_converter=converter,
-            runtime=runtime,
+            runtime=runtime or core_runtime(),
         )
     except RuntimeError as err:  # the core's connection errors: often several lines of Rust debug output
         raise ConnectionError(connect_error(err, config)) from None
@@ -218,10 +219,13 @@ def connect_error(err: BaseException, config: ClientConnectConfig) -> str:
     return f"{hint} ({text})"
 
 
-def quiet_runtime(logger: logging.Logger) -> Runtime:
-    """A runtime whose core logs (gRPC retries while a server restarts, …) go to `logger`,
-    instead of to standard output in colour, where a CLI's output belongs."""
-    logging_config = LoggingConfig(filter=LoggingConfig.default.filter, forwarding=LogForwardingConfig(logger=logger))
+@functools.cache
+def core_runtime() -> Runtime:
+    """The process's one SDK runtime. Its core's logs (gRPC retries while a server restarts, …)
+    go to CORE_LOG: the process's own handlers, format and masking, which a CLI can quiet. By
+    default they go to standard output in colour, where a CLI's output belongs, and where a pipe
+    nobody reads would stop the core's threads, and with them every poll of the worker."""
+    logging_config = LoggingConfig(filter=LoggingConfig.default.filter, forwarding=LogForwardingConfig(logger=CORE_LOG))
     return Runtime(telemetry=TelemetryConfig(logging=logging_config))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 
+from activities.connection import CORE_LOG
 from tests.helpers import activity_attempts, replay, script, start
 from workflows import types as t
 
@@ -113,6 +115,24 @@ async def test_temporal_server_restart_mid_run(client, temporal_server, llm, tas
     assert result.output == "survived"
     assert effects(counter_file) == Counter({"through-restart": 1})
     await replay(handle)
+
+
+async def test_the_sdk_cores_warnings_go_through_python_logging(temporal_server, worker_factory, caplog, capfd):
+    """The SDK core's own warnings (here: polls retried while the server is down) reach the
+    `temporalio.core` logger, so the worker's handlers, format and masking, not standard output:
+    a bench whose pipe nobody read stopped every poll of its worker once that pipe was full."""
+    caplog.set_level(logging.WARNING, logger=CORE_LOG.name)
+    async with worker_factory():
+        temporal_server.stop()
+        try:
+            deadline = time.monotonic() + 40
+            while not (core := [r for r in caplog.records if r.name.startswith(CORE_LOG.name)]):
+                assert time.monotonic() < deadline, "no warning of the SDK core reached its logger"
+                await asyncio.sleep(0.2)
+        finally:
+            temporal_server.start()
+    assert "retried" in core[0].getMessage() and core[0].levelno == logging.WARNING
+    assert "retried" not in capfd.readouterr().out
 
 
 async def test_sigkilled_worker_mid_model_call_is_noticed_in_seconds(
