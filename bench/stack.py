@@ -19,7 +19,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from temporalio.client import Client
 
@@ -94,6 +94,7 @@ class Stack:
         self.registry = Registry.from_modules(MODULES)
         self.client: Client | None = None
         self._procs: list[subprocess.Popen[bytes]] = []
+        self._ready: dict[int, BinaryIO] = {}  # by pid: the pipe a worker says READY on
 
     def start(self) -> None:
         self.server.start()
@@ -164,24 +165,29 @@ class Stack:
                 yield
 
     def _spawn(self, config: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """Its stdout and stderr go to workers.log, READY to a pipe of its own. Not stdout: read
+        only up to READY, that pipe filled with the SDK core's warnings (the rival's worker prints
+        them there) until a write blocked the core's thread and the worker polled no more."""
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        log = (self.workdir / "workers.log").open("ab")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.worker_proc", json.dumps(config)],
-            cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-            start_new_session=True,  # Ctrl-C reaches only the bench, which stops it in order
-        )  # fmt: skip
-        log.close()
+        ready, ready_w = os.pipe()
+        with (self.workdir / "workers.log").open("ab") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "bench.worker_proc", json.dumps(config | {"ready_fd": ready_w})],
+                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(ready_w,),
+                start_new_session=True,  # Ctrl-C reaches only the bench, which stops it in order
+            )  # fmt: skip
+        os.close(ready_w)
+        self._ready[proc.pid] = os.fdopen(ready, "rb")
         self._procs.append(proc)
         return proc
 
     async def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
-        assert proc.stdout is not None
-        try:
-            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), READY_TIMEOUT)
-        except TimeoutError:
-            msg = f"bench worker not ready after {READY_TIMEOUT:.0f}s: see {self.workdir}/workers.log"
-            raise RuntimeError(msg) from None
+        with self._ready.pop(proc.pid) as ready:
+            try:
+                line = await asyncio.wait_for(asyncio.to_thread(ready.readline), READY_TIMEOUT)
+            except TimeoutError:
+                msg = f"bench worker not ready after {READY_TIMEOUT:.0f}s: see {self.workdir}/workers.log"
+                raise RuntimeError(msg) from None
         if line.strip() != b"READY":
             raise RuntimeError(f"bench worker failed to start: see {self.workdir}/workers.log")
 
@@ -209,8 +215,6 @@ class Stack:
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
         if proc in self._procs:
             self._procs.remove(proc)
 

@@ -1,8 +1,9 @@
 """A bench worker in its own process: `python -m bench.worker_proc CONFIG_JSON`.
 
 The config names the dev server, task queue, model server, variant ("product", "variant" or
-"rival": bench.rival) and tuning knobs. Prints READY once polling. Stops on SIGTERM/SIGINT or when its stdin closes,
-so it never outlives the bench, however the bench ended.
+"rival": bench.rival), tuning knobs and the pipe (`ready_fd`) it writes READY to once polling.
+Stops on SIGTERM/SIGINT or when its stdin closes, so it never outlives the bench, however the
+bench ended.
 """
 
 from __future__ import annotations
@@ -23,6 +24,13 @@ from bench.workers import MODULES, make_worker
 from worker import event_loop
 
 
+def ready(config: dict[str, object]) -> None:
+    fd = config["ready_fd"]
+    assert isinstance(fd, int)
+    os.write(fd, b"READY\n")
+    os.close(fd)
+
+
 async def serve(config: dict[str, object]) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -40,7 +48,7 @@ async def serve(config: dict[str, object]) -> None:
         from bench.rival import rival_worker
 
         async with await rival_worker(str(config["target"]), str(config["queue"]), str(config["base_url"])):
-            print("READY", flush=True)
+            ready(config)
             await stop.wait()
         return
     client = await connect(str(config["target"]), "default")
@@ -53,7 +61,7 @@ async def serve(config: dict[str, object]) -> None:
     async with new_http_client(settings) as http:
         worker = make_worker(str(config["variant"]), client, str(config["queue"]), registry, settings, http, spec)
         async with worker:
-            print("READY", flush=True)
+            ready(config)
             await stop.wait()
 
 
