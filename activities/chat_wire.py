@@ -77,10 +77,14 @@ TOOL_CHOICES = ("auto", "required", "none")  # any other tool_choice names a too
 
 
 def check_extra_body(extra: Mapping[str, Any]) -> None:
-    """Refuses an `extra_body` that sets a field the runner owns."""
+    """Refuses an `extra_body` that sets a field the runner owns, or is not plain JSON."""
     taken = sorted(OWNED.intersection(extra))
     if taken:
         raise BadSettings(f"extra_body may not set {', '.join(taken)}: the runner sets them itself")
+    try:  # what no server could parse: NaN and infinities, values that are not JSON at all
+        json.dumps(extra, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as err:
+        raise BadSettings(f"extra_body must be plain JSON: {err}") from None
 
 
 def handoff_description(agent: str) -> str:

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import httpx
+import pydantic_core
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
@@ -184,6 +185,9 @@ class ModelActivities:
         # Masks the key in everything built from a server's bytes, with or without the worker's
         # RedactingInterceptor: some servers and proxies echo the key they were sent.
         self._redactor = Redactor.for_settings(settings)
+        # Built once, not per request: httpx would parse the URL and merge the headers each time.
+        self._headers = httpx.Headers({"Content-Type": "application/json", **settings.auth_headers()})
+        self._urls: dict[str, httpx.URL] = {}
 
     async def read_context(self, upto: int) -> tuple[AgentSpec, list[Message]]:
         return await read_context(self._client, upto)
@@ -229,7 +233,7 @@ class ModelActivities:
             self._cache.remember(run, agent, messages, input.digest, reply.message)
         if capture:
             attempt = call.progress.attempt
-            record = {"api": path, "url": call.url, "turn": input.turn, "attempt": attempt, "stream": call.stream}
+            record = {"api": path, "url": str(call.url), "turn": input.turn, "attempt": attempt, "stream": call.stream}
             record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}
             reply.capture = CaptureStore(settings.capture_dir).put(record, self._redactor)
         log.info(
@@ -265,9 +269,9 @@ class ModelActivities:
         read = agent.model_read_timeout_seconds or settings.read_timeout
         call = _Call(
             wire=wire,
-            url=f"{settings.base_url}/{path}",
+            url=self._urls.get(path) or self._urls.setdefault(path, httpx.URL(f"{settings.base_url}/{path}")),
             body=body,
-            headers={"Content-Type": "application/json", **settings.auth_headers()},
+            headers=self._headers,
             stream=body.get("stream") is True,
             turn=turn,
             timeout=httpx.Timeout(read, connect=settings.connect_timeout),
@@ -303,8 +307,9 @@ class ModelActivities:
 
     async def _send(self, call: _Call) -> ModelReply:
         mask = self._redactor.text
+        content = pydantic_core.to_json(call.body)  # Rust's encoder: a quarter of the CPU of httpx's json= (json.dumps)
         async with self._http.stream(
-            "POST", call.url, json=call.body, headers=call.headers, timeout=call.timeout
+            "POST", call.url, content=content, headers=call.headers, timeout=call.timeout
         ) as response:
             if response.status_code != 200:
                 body, cut = await _read(response, ERROR_BODY_CHARS)
@@ -376,9 +381,9 @@ class _Call:
     masked text (`ModelProgress.offset`), so that a watcher keeps up past the tail's size."""
 
     wire: Wire
-    url: str
+    url: httpx.URL
     body: dict[str, Any]
-    headers: dict[str, str]
+    headers: httpx.Headers
     stream: bool
     turn: int
     timeout: httpx.Timeout

@@ -143,6 +143,13 @@ def test_extra_body_may_not_set_what_the_runner_owns(key):
         chat_wire.build_request(with_settings(extra_body={key: "x", "top_k": 5}), HI, "m", stream=False)
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), {"deep": [float("-inf")]}, {1, 2}])
+def test_extra_body_must_be_plain_json(value):
+    # The body goes out through a Rust encoder that would write NaN as a bare word no server parses.
+    with pytest.raises(chat_wire.BadSettings, match="extra_body must be plain JSON"):
+        chat_wire.build_request(with_settings(extra_body={"top_k": value}), HI, "m", stream=False)
+
+
 def test_each_handoff_is_a_transfer_tool_without_arguments_after_the_agents_tools():
     agent = AGENT.model_copy(
         update={
