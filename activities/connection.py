@@ -165,7 +165,6 @@ def task_queue() -> str:
 async def connect(
     target: str | None = None,
     ns: str | None = None,
-    runtime: Runtime | None = None,
     converter: DataConverter | None = None,
 ) -> Client:
     """A client as the settings say (see the module docstring). An explicit `target` is a plain
@@ -180,7 +179,7 @@ async def connect(
             tls=config.get("tls", False),
             rpc_metadata=config.get("rpc_metadata", {}),
             data_converter=converter,
-            runtime=runtime or core_runtime(),
+            runtime=core_runtime(),
         )
     except RuntimeError as err:  # the core's connection errors: often several lines of Rust debug output
         raise ConnectionError(connect_error(err, config)) from None
