@@ -170,13 +170,18 @@ class Stack:
         them there) until a write blocked the core's thread and the worker polled no more."""
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         ready, ready_w = os.pipe()
-        with (self.workdir / "workers.log").open("ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.worker_proc", json.dumps(config | {"ready_fd": ready_w})],
-                cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(ready_w,),
-                start_new_session=True,  # Ctrl-C reaches only the bench, which stops it in order
-            )  # fmt: skip
-        os.close(ready_w)
+        try:
+            with (self.workdir / "workers.log").open("ab") as log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "bench.worker_proc", json.dumps(config | {"ready_fd": ready_w})],
+                    cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=log, stderr=log, pass_fds=(ready_w,),
+                    start_new_session=True,  # Ctrl-C reaches only the bench, which stops it in order
+                )  # fmt: skip
+        except BaseException:
+            os.close(ready)
+            raise
+        finally:
+            os.close(ready_w)  # the worker holds its own copy
         self._ready[proc.pid] = os.fdopen(ready, "rb")
         self._procs.append(proc)
         return proc
