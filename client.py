@@ -14,7 +14,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, NoReturn, get_args
@@ -279,7 +279,7 @@ async def cmd_result(client: Client, args: argparse.Namespace) -> int:
                 )
                 return 1
         else:
-            exchange = await session.wait_answer(client, args.run_id, args.message)
+            exchange = await session.wait_answer(client, args.run_id, args.message, gap_note(args.run_id))
         return print_exchange(args.run_id, args.message, exchange, args.json)
     if args.no_wait:
         if desc.status == WorkflowExecutionStatus.RUNNING:
@@ -287,6 +287,16 @@ async def cmd_result(client: Client, args: argparse.Namespace) -> int:
             emit(args.json, still, "the run is still running", error=True)
             return 1
     return await print_result(handle, args.json)
+
+
+def gap_note(run_id: str) -> Callable[[str, int], None]:
+    """While an answer is awaited, one line on stderr when reads start going unanswered."""
+
+    def note(said: str, in_a_row: int) -> None:
+        if in_a_row == 1:
+            print(f"run {run_id}: a read went unanswered ({said}); waiting on (is a worker running?)", file=sys.stderr)
+
+    return note
 
 
 def print_exchange(run_id: str, message: int, ex: t.Exchange, as_json: bool) -> int:
@@ -324,7 +334,7 @@ async def cmd_send(client: Client, args: argparse.Namespace) -> int:
         )
         emit(args.json, {"run_id": args.run_id, **receipt.model_dump()}, f"message {receipt.message} sent{how}")
         return 0
-    exchange = await session.wait_answer(client, args.run_id, receipt.message)
+    exchange = await session.wait_answer(client, args.run_id, receipt.message, gap_note(args.run_id))
     return print_exchange(args.run_id, receipt.message, exchange, args.json)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import (
@@ -25,6 +27,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from workflows import types as t
 
 POLL = 0.2  # seconds between reads of an answer in progress
+# A read that no worker answers in time: the run's sticky worker was killed (the server waits out
+# the sticky queue's 10 s before a new worker is asked), a worker is starting, the server restarts.
+READ_TIMEOUT = timedelta(seconds=20)
+GAP_PAUSE = 1.0  # seconds before asking again after such a read
+PASSING = (
+    RPCStatusCode.CANCELLED,  # the client's deadline ("Timeout expired")
+    RPCStatusCode.DEADLINE_EXCEEDED,
+    RPCStatusCode.UNAVAILABLE,
+    RPCStatusCode.RESOURCE_EXHAUSTED,
+)
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 LIVE = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
@@ -111,31 +123,66 @@ async def end_session(client: Client, run_id: str, *, by: str, reason: str = "")
     return receipt
 
 
-async def get_exchange(client: Client, run_id: str, message: int = 0) -> t.Exchange | None:
+async def get_exchange(
+    client: Client, run_id: str, message: int = 0, rpc_timeout: timedelta | None = None
+) -> t.Exchange | None:
     """Message K's exchange (0: the last), from the execution that holds it whole."""
     query = t.ExchangeQuery(message=message)
     handle = client.get_workflow_handle(run_id)
-    answer: t.ExchangeAnswer = await handle.query(t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer)
+    answer: t.ExchangeAnswer = await handle.query(
+        t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer, rpc_timeout=rpc_timeout
+    )
     if answer.exchange is None and answer.execution:
         older = client.get_workflow_handle(run_id, run_id=answer.execution)
-        answer = await older.query(t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer)
+        answer = await older.query(t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer, rpc_timeout=rpc_timeout)
     if answer.exchange is None and message > answer.messages:
         raise SessionError(f"run {run_id} has {answer.messages} message(s); there is no message {message}")
     return answer.exchange
 
 
-async def wait_answer(client: Client, run_id: str, message: int) -> t.Exchange:
+async def wait_answer(
+    client: Client, run_id: str, message: int, on_gap: Callable[[str, int], None] | None = None
+) -> t.Exchange:
     """Message K's exchange once it is answered (or failed); SessionError if the run ends first.
-    Callers bound the wait with `asyncio.timeout` where they need to."""
+    A read that times out or finds no server (a worker or the server restarting) is asked again,
+    after `on_gap(what Temporal said, how many in a row)`. Callers bound the wait with
+    `asyncio.timeout` where they need to."""
     handle = client.get_workflow_handle(run_id)
+    gaps = 0
     while True:
-        exchange = await get_exchange(client, run_id, message)
-        if exchange is not None and (exchange.output is not None or exchange.error is not None):
+        try:
+            exchange = await get_exchange(client, run_id, message, READ_TIMEOUT)
+            ended = None if _answered(exchange) else await _ended(handle)
+        except RPCError as err:
+            if err.status not in PASSING:
+                raise
+            if await _ended_quietly(handle):  # a closed run's reads need a worker, and none answered
+                raise SessionError(f"run {run_id} has ended and no worker answered ({err.message})") from None
+            gaps += 1
+            if on_gap is not None:
+                on_gap(err.message, gaps)
+            await asyncio.sleep(GAP_PAUSE)
+            continue
+        gaps = 0
+        if exchange is not None and _answered(exchange):
             return exchange
-        ended = await _ended(handle)
         if ended is not None:
-            exchange = await get_exchange(client, run_id, message)  # answered just before the end?
+            exchange = await get_exchange(client, run_id, message, READ_TIMEOUT)  # answered just before the end?
             if exchange is not None and exchange.output is not None:
                 return exchange
             raise SessionError(f"run {run_id} ended ({ended}) before answering message {message}")
         await asyncio.sleep(POLL)
+
+
+async def _ended_quietly(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the run has closed; False when the server cannot say now (it is restarting)."""
+    try:
+        return await _ended(handle) is not None
+    except RPCError as err:
+        if err.status in PASSING:
+            return False
+        raise
+
+
+def _answered(exchange: t.Exchange | None) -> bool:
+    return exchange is not None and (exchange.output is not None or exchange.error is not None)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from temporalio.client import Client
 
+from cli import session
 from cli.session import end_session, get_exchange, send_message, wait_answer
 from tests.helpers import replay, script, transcript
 from tests.test_durability import effects, start_worker_process, tool_call, wait_for
@@ -20,7 +22,13 @@ pytestmark = pytest.mark.asyncio
 
 
 async def test_session_survives_killed_workers_and_server_restarts(
-    client: Client, temporal_server: Any, llm: Any, task_queue: str, counter_file: Any, tmp_path: Any
+    client: Client,
+    temporal_server: Any,
+    llm: Any,
+    task_queue: str,
+    counter_file: Any,
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     model = script(
         llm,
@@ -39,13 +47,20 @@ async def test_session_survives_killed_workers_and_server_restarts(
         async def phase(name: str) -> bool:
             return (await status(handle)).phase == name
 
-        # A worker SIGKILLed during an answer: the answer completes, its tool ran once.
+        # A worker SIGKILLed during an answer: the answer completes, its tool ran once. Reads of
+        # the answer go unanswered meanwhile (the server waits out the dead worker's sticky queue,
+        # 10 s, then a new worker replays): the wait notes each and asks again.
         await wait_for(lambda: phase("running_tools"))
         await asyncio.sleep(1.0)
         worker.send_signal(signal.SIGKILL)
         worker.wait(10)
         worker = start_worker_process(temporal_server, llm, task_queue, log)
-        assert (await wait_answer(client, handle.id, 1)).output == "one"
+        gaps: list[str] = []
+        with monkeypatch.context() as patch:
+            patch.setattr(session, "READ_TIMEOUT", timedelta(seconds=2))
+            answer = await wait_answer(client, handle.id, 1, on_gap=lambda said, _: gaps.append(said))
+        assert answer.output == "one"
+        assert gaps, "every read was answered within 2 s: the sticky-queue wait did not happen"
 
         # Killed between messages; the message sent while no worker runs is taken once one does.
         await wait_for(lambda: phase("waiting_for_message"))
