@@ -70,6 +70,7 @@ from activities.executor import ToolThreads
 from activities.hook_feed import HookFeed, state_dir_from_env
 from activities.hooks import HookActivities
 from activities.lifecycle import HookCaller, RunHooks, hooks_in_modules
+from activities.log_relay import log_to_stderr
 from activities.model import ModelActivities, new_http_client
 from activities.payload_store import PayloadStoreError
 from activities.prices import PriceTable
@@ -546,15 +547,18 @@ def event_loop(env: Mapping[str, str] | None = None) -> Callable[[], asyncio.Abs
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    relay = log_to_stderr(args.log_level)  # written by a thread: an unread stderr never stalls the worker
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         loop = event_loop()
     except ValueError as err:
         print(f"worker.py: error: {err}", file=sys.stderr)
         return 2
-    with asyncio.Runner(loop_factory=loop) as runner:
-        return runner.run(serve(args))
+    try:
+        with asyncio.Runner(loop_factory=loop) as runner:
+            return runner.run(serve(args))
+    finally:
+        relay.close()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import sys
 
 from activities import Registry
 from activities.connection import connect
+from activities.log_relay import log_to_stderr
 from activities.model import new_http_client
 from activities.settings import LLMSettings
 from bench import timeline
@@ -66,9 +67,12 @@ async def serve(config: dict[str, object]) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    with asyncio.Runner(loop_factory=event_loop()) as runner:  # the loop `python worker.py` runs on
-        runner.run(serve(json.loads(sys.argv[1])))
+    relay = log_to_stderr(logging.WARNING)  # as `python worker.py` logs
+    try:
+        with asyncio.Runner(loop_factory=event_loop()) as runner:  # the loop `python worker.py` runs on
+            runner.run(serve(json.loads(sys.argv[1])))
+    finally:
+        relay.close()
 
 
 if __name__ == "__main__":
