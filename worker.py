@@ -550,11 +550,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     relay = log_to_stderr(args.log_level)  # written by a thread: an unread stderr never stalls the worker
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
-        loop = event_loop()
-    except ValueError as err:
-        print(f"worker.py: error: {err}", file=sys.stderr)
-        return 2
-    try:
+        try:
+            loop = event_loop()
+        except ValueError as err:
+            print(f"worker.py: error: {err}", file=sys.stderr)
+            return 2
         with asyncio.Runner(loop_factory=loop) as runner:
             return runner.run(serve(args))
     finally:

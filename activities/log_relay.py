@@ -77,8 +77,9 @@ class RelayHandler(logging.Handler):
 
 
 def log_to_stderr(level: int | str) -> RelayHandler:
-    """The root logger at `level`, through one RelayHandler (close it before the process exits)."""
+    """The root logger at `level`, through one RelayHandler (close it before the process exits);
+    as `logging.basicConfig`, nothing changes if the root logger has handlers already."""
     handler = RelayHandler()
     handler.setFormatter(logging.Formatter(FORMAT))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.basicConfig(level=level, handlers=[handler])
     return handler
