@@ -43,16 +43,28 @@ class RelayHandler(logging.Handler):
 
     def _write(self) -> None:
         while (line := self._lines.get()) is not None:
-            try:
+            self._say(line)
+            if self._lines.empty():
+                self._caught_up()
+        self._caught_up()
+
+    def _caught_up(self) -> None:
+        """Say what was dropped meanwhile, and flush."""
+        with self._count:
+            dropped, self._dropped = self._dropped, 0
+        if dropped:
+            self._say(self._dropped_line(dropped))
+        self._say(None)
+
+    def _say(self, line: str | None) -> None:
+        """One line (None: flush); a closed standard error leaves nowhere to say it."""
+        try:
+            if line is None:
+                self._stream.flush()
+            else:
                 self._stream.write(line + "\n")
-                if self._lines.empty():  # caught up: flush, and say what was lost meanwhile
-                    with self._count:
-                        dropped, self._dropped = self._dropped, 0
-                    if dropped:
-                        self._stream.write(self._dropped_line(dropped) + "\n")
-                    self._stream.flush()
-            except (OSError, ValueError):  # a closed standard error: nowhere left to say it
-                pass
+        except (OSError, ValueError):
+            pass
 
     def _dropped_line(self, dropped: int) -> str:
         note = logging.makeLogRecord(
