@@ -547,9 +547,8 @@ def event_loop(env: Mapping[str, str] | None = None) -> Callable[[], asyncio.Abs
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    relay = log_to_stderr(args.log_level)  # written by a thread: an unread stderr never stalls the worker
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    try:
+    with log_to_stderr(args.log_level):  # written by a thread: an unread stderr never stalls the worker
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         try:
             loop = event_loop()
         except ValueError as err:
@@ -557,8 +556,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         with asyncio.Runner(loop_factory=loop) as runner:
             return runner.run(serve(args))
-    finally:
-        relay.close()
 
 
 if __name__ == "__main__":

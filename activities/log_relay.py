@@ -8,10 +8,12 @@ and dropped, and once the writer has caught up it says how many were.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TextIO
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -88,10 +90,14 @@ class RelayHandler(logging.Handler):
         super().close()
 
 
-def log_to_stderr(level: int | str) -> RelayHandler:
-    """The root logger at `level`, through one RelayHandler (close it before the process exits);
-    as `logging.basicConfig`, nothing changes if the root logger has handlers already."""
+@contextlib.contextmanager
+def log_to_stderr(level: int | str) -> Iterator[RelayHandler]:
+    """The root logger at `level`, through one RelayHandler, closed on the way out; as
+    `logging.basicConfig`, nothing changes if the root logger has handlers already."""
     handler = RelayHandler()
     handler.setFormatter(logging.Formatter(FORMAT))
     logging.basicConfig(level=level, handlers=[handler])
-    return handler
+    try:
+        yield handler
+    finally:
+        handler.close()

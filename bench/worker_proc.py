@@ -67,12 +67,11 @@ async def serve(config: dict[str, object]) -> None:
 
 
 def main() -> None:
-    relay = log_to_stderr(logging.WARNING)  # as `python worker.py` logs
-    try:
-        with asyncio.Runner(loop_factory=event_loop()) as runner:  # the loop `python worker.py` runs on
-            runner.run(serve(json.loads(sys.argv[1])))
-    finally:
-        relay.close()
+    with (
+        log_to_stderr(logging.WARNING),  # as `python worker.py` logs
+        asyncio.Runner(loop_factory=event_loop()) as runner,  # the loop `python worker.py` runs on
+    ):
+        runner.run(serve(json.loads(sys.argv[1])))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeGuard
 
 from temporalio.client import (
     Client,
@@ -164,7 +164,7 @@ async def wait_answer(
             await asyncio.sleep(GAP_PAUSE)
             continue
         gaps = 0
-        if exchange is not None and _answered(exchange):
+        if _answered(exchange):
             return exchange
         if ended is not None:
             exchange = await get_exchange(client, run_id, message, READ_TIMEOUT)  # answered just before the end?
@@ -184,5 +184,5 @@ async def _ended_quietly(handle: WorkflowHandle[Any, Any]) -> bool:
         raise
 
 
-def _answered(exchange: t.Exchange | None) -> bool:
+def _answered(exchange: t.Exchange | None) -> TypeGuard[t.Exchange]:
     return exchange is not None and (exchange.output is not None or exchange.error is not None)
