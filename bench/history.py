@@ -19,7 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
-from bench.variant_types import INLINE_MODEL_ACTIVITY, RIVAL_MODEL_ACTIVITY
+from bench.variant_types import BARE_MODEL_ACTIVITY, INLINE_MODEL_ACTIVITY, RIVAL_MODEL_ACTIVITY
 from workflows.types import MODEL_CALL_ACTIVITY, TOOL_CALL_ACTIVITY
 
 E = EventType
@@ -74,7 +74,7 @@ def _marker_activity(e: HistoryEvent) -> str | None:
 def starts_turn(e: HistoryEvent) -> bool:
     if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         name = e.activity_task_scheduled_event_attributes.activity_type.name
-        return name in (MODEL_CALL_ACTIVITY, INLINE_MODEL_ACTIVITY, RIVAL_MODEL_ACTIVITY)
+        return name in (MODEL_CALL_ACTIVITY, INLINE_MODEL_ACTIVITY, RIVAL_MODEL_ACTIVITY, BARE_MODEL_ACTIVITY)
     return _marker_activity(e) in (MODEL_CALL_ACTIVITY, INLINE_MODEL_ACTIVITY)  # a local model call
 
 

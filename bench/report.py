@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bench.sections import FLOOR, OURS, OURS_ACTIVITY, OURS_LOCAL_MODEL, RIVAL
+from bench.sections import BARE, FLOOR, OURS, OURS_ACTIVITY, OURS_LOCAL_MODEL, RIVAL
 
 # Against Temporal's OpenAI Agents integration on the same server: ours ≤ this × the rival's.
 TARGETS = {"time per turn": 0.35, "worker CPU per turn": 0.30, "server CPU per turn": 0.70}
@@ -223,11 +223,13 @@ def comparison(per: dict[str, Any], hist: dict[str, Any] | None) -> str:
         lines.append(f"  no ratios against the rival: {per['rival_error']}")
     for latency in sorted({r["latency_ms"] for r in rows}):
         floor, rival = _find(rows, FLOOR, latency), _find(rows, RIVAL, latency)
-        for name in (OURS, OURS_LOCAL_MODEL, OURS_ACTIVITY):
+        for name in (OURS, OURS_LOCAL_MODEL, OURS_ACTIVITY, BARE):
             ours = _find(rows, name, latency)
             if ours is None:
                 continue
             lines.append(f"  at {latency:g} ms model latency, {name.removeprefix('durable (').removesuffix(')')}:")
+            if name == BARE:
+                lines.append(f"    the least a loop of this shape costs here; {_above_bare(rows, latency)}")
             t_ours, t_floor = ours["ms_per_turn_median"], _get(floor, "ms_per_turn_median")
             lines.append(f"    time per turn: {fmt(t_ours)} ms = {fmt_x(ratio(t_ours, t_floor))} the raw-httpx floor's "
                          f"{fmt(t_floor)} ms")  # fmt: skip
@@ -244,6 +246,16 @@ def comparison(per: dict[str, Any], hist: dict[str, Any] | None) -> str:
     if hist is not None:
         lines += _history_lines(hist)
     return "\n".join(lines)
+
+
+def _above_bare(rows: list[dict[str, Any]], latency: float) -> str:
+    ours, bare = _find(rows, OURS, latency), _find(rows, BARE, latency)
+    above = ", ".join(
+        f"{_signed(_get(ours, key), _get(bare, key))} {label}"
+        for label, key in (("ms a turn", "ms_per_turn_median"), ("ms worker CPU", "worker_cpu_ms"),
+                           ("ms server CPU", "server_cpu_ms"))
+    )  # fmt: skip
+    return f"AgentRun with a local tool: {above} above it"
 
 
 def _history_lines(hist: dict[str, Any]) -> list[str]:

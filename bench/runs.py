@@ -20,7 +20,16 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 
 from bench.stack import Stack, WorkerHandle, cpu_seconds
-from bench.variant_types import RIVAL_WORKFLOW, VARIANT_WORKFLOW, RivalInput, RivalResult, VariantInput
+from bench.variant_types import (
+    BARE_WORKFLOW,
+    RIVAL_WORKFLOW,
+    VARIANT_WORKFLOW,
+    BareInput,
+    BareResult,
+    RivalInput,
+    RivalResult,
+    VariantInput,
+)
 from workflows import types as t
 
 AGENT = "looper_local"  # bench/agents.py: its tool a local activity, one dispatch a turn
@@ -71,20 +80,25 @@ def percentile(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
-Variant = VariantInput | RivalInput | None  # None: the product's AgentRun
+Variant = VariantInput | RivalInput | BareInput | None  # None: the product's AgentRun
 
 
 async def start(
     client: Client, queue: str, model: str, turns: int, prompt: str, variant: Variant = None, agent: str = AGENT
 ) -> WorkflowHandle[Any, Any]:
-    """Starts one run of the loop: AgentRun, the bench-only variant, or the rival (its result
-    is a RivalResult, which counts turns as RunResult does)."""
+    """Starts one run of the loop: AgentRun, the bench-only variant, Temporal's floor or the
+    rival (their results count turns as RunResult does)."""
     run = t.RunInput(prompt=prompt, agent=agent, model=model, max_turns=turns + 1)
     workflow_id = f"bench-{uuid.uuid4().hex[:12]}"
     if isinstance(variant, RivalInput):
         rival = RivalInput(prompt=prompt, model=model, max_turns=turns + 1)
         return await client.start_workflow(
             RIVAL_WORKFLOW, rival, id=workflow_id, task_queue=queue, result_type=RivalResult
+        )
+    if isinstance(variant, BareInput):
+        bare = BareInput(prompt=prompt, model=model, max_turns=turns + 1)
+        return await client.start_workflow(
+            BARE_WORKFLOW, bare, id=workflow_id, task_queue=queue, result_type=BareResult
         )
     if variant is None:
         return await client.start_workflow(
@@ -98,7 +112,7 @@ def run_timeout(turns: int, latency_ms: float) -> float:
     return 60 + turns * (2.0 + latency_ms / 1000)
 
 
-async def wait_result(handle: WorkflowHandle[Any, Any], limit_s: float) -> t.RunResult | RivalResult:
+async def wait_result(handle: WorkflowHandle[Any, Any], limit_s: float) -> t.RunResult | RivalResult | BareResult:
     """The run's result; fails fast if its workflow task keeps failing (e.g. product code that
     does not import, mid-edit) instead of waiting out the whole timeout."""
     deadline = time.monotonic() + limit_s
@@ -108,7 +122,7 @@ async def wait_result(handle: WorkflowHandle[Any, Any], limit_s: float) -> t.Run
             remaining = deadline - time.monotonic()
             done, _ = await asyncio.wait({task}, timeout=max(0.0, min(5.0, remaining)))
             if done:
-                result: t.RunResult | RivalResult = task.result()
+                result: t.RunResult | RivalResult | BareResult = task.result()
                 return result
             if remaining <= 5.0:
                 raise TimeoutError(f"run {handle.id} did not finish within {limit_s:.0f} s")

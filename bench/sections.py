@@ -18,7 +18,7 @@ from bench.floor import floor_run
 from bench.knobs import experiments
 from bench.plan import Plan
 from bench.stack import Stack, WorkerHandle, WorkerSpec, cpu_seconds
-from bench.variant_types import RivalInput, VariantInput
+from bench.variant_types import BareInput, RivalInput, VariantInput
 from workflows import types as t
 
 # Bench-only variants: what changes against the product's AgentRun (see bench.local_variant).
@@ -32,6 +32,7 @@ OURS = "durable (AgentRun, local tool)"
 OURS_ACTIVITY = "durable (AgentRun, tool as activity)"
 OURS_LOCAL_MODEL = "durable (AgentRun, local model call + tool)"
 RIVAL = "OpenAI Agents integration"
+BARE = "Temporal's floor: a bare loop, model activity + local tool"  # bench.bare
 FLOOR = "floor (no Temporal)"
 RIVAL_MISSING = "the rival needs the bench extra: pip install -e '.[bench]'"
 
@@ -88,19 +89,20 @@ async def per_turn(stack: Stack, plan: Plan, log: Any) -> dict[str, Any]:
     """The same loop on every row, runs interleaved round-robin (floor, ours, the rival, ...) so
     drifting background load hits all rows alike: the floor in-process, AgentRun on the product's
     worker, the rival on the OpenAI Agents integration's worker, all on one dev server."""
-    specs = [WorkerSpec(), WorkerSpec(variant="rival")]
+    specs = [WorkerSpec(), WorkerSpec(variant="rival"), WorkerSpec(variant="bare")]
     if plan.inproc_reps:
         specs.append(WorkerSpec(mode="inproc"))
     if plan.variant_reps:
         specs.append(WorkerSpec(variant="variant"))
     async with stack.workers(specs, tolerant=True) as handles:
-        product, rival = handles[0], handles[1]
-        if product.error is not None:
-            raise RuntimeError(f"the product's worker did not start: {product.error}")
-        inproc = handles[2] if plan.inproc_reps else None
+        product, rival, bare = handles[0], handles[1], handles[2]
+        for name, h in (("the product's", product), ("the bare loop's", bare)):
+            if h.error is not None:
+                raise RuntimeError(f"{name} worker did not start: {h.error}")
+        inproc = handles[3] if plan.inproc_reps else None
         variant = handles[-1] if plan.variant_reps else None
         rival_ok = rival.error is None
-        jobs: list[tuple[WorkerHandle, runs.Variant]] = [(product, None)]
+        jobs: list[tuple[WorkerHandle, runs.Variant]] = [(product, None), (bare, BareInput())]
         jobs += [(rival, RivalInput())] if rival_ok else []
         jobs += [(inproc, None)] if inproc is not None else []
         jobs += [(variant, v) for _, v in VARIANTS] if variant is not None else []
@@ -113,6 +115,8 @@ async def per_turn(stack: Stack, plan: Plan, log: Any) -> dict[str, Any]:
         for latency in plan.latencies:
             series.append(_Series(FLOOR, latency, plan.reps, partial(_floor, stack, plan, latency)))
             series.append(_Series(OURS, latency, plan.reps, partial(durable, product, plan.turns, plan.size, latency)))
+            once = partial(durable, bare, plan.turns, plan.size, latency, BareInput())
+            series.append(_Series(BARE, latency, plan.reps, once))
             once = partial(durable, product, plan.turns, plan.size, latency, agent=runs.LOCAL_MODEL_AGENT)
             series.append(_Series(OURS_LOCAL_MODEL, latency, plan.reps, once))
             if plan.activity_row:

@@ -67,7 +67,7 @@ def _quiet_disconnects(llm: FakeLLMServer) -> None:
 @dataclass(frozen=True)
 class WorkerSpec:
     options: Spec = field(default_factory=dict)
-    variant: str = "product"  # or "variant": the bench-only workflow (bench.local_variant)
+    variant: str = "product"  # or "variant" (bench.local_variant), "rival" (bench.rival), "bare" (bench.bare)
     stream: bool = False
     mode: str | None = None  # "subprocess" | "inproc"; None: the stack's default
 

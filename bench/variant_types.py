@@ -50,3 +50,18 @@ class RivalInput(BaseModel):
 class RivalResult(BaseModel):
     output: str
     turns: int  # model calls, as RunResult.turns counts them
+
+
+# Temporal's own floor: the least loop of AgentRun's shape (bench.bare).
+BARE_WORKFLOW = "bench.BareLoop"
+BARE_MODEL_ACTIVITY = "bench.bare_model"
+
+
+class BareInput(BaseModel):
+    prompt: str = ""
+    model: str = "demo"
+    max_turns: int = 10
+
+
+class BareResult(BaseModel):
+    turns: int  # model calls, as RunResult.turns counts them

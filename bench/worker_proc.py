@@ -1,7 +1,8 @@
 """A bench worker in its own process: `python -m bench.worker_proc CONFIG_JSON`.
 
-The config names the dev server, task queue, model server, variant ("product", "variant" or
-"rival": bench.rival), tuning knobs and the pipe (`ready_fd`) it writes READY to once polling.
+The config names the dev server, task queue, model server, variant ("product", "variant",
+"rival": bench.rival, or "bare": bench.bare), tuning knobs and the pipe (`ready_fd`) it writes
+READY to once polling.
 Stops on SIGTERM/SIGINT or when its stdin closes, so it never outlives the bench, however the
 bench ended.
 """
@@ -14,6 +15,7 @@ import logging
 import os
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from activities import Registry
 from activities.connection import connect
@@ -51,6 +53,17 @@ async def serve(config: dict[str, object]) -> None:
         async with await rival_worker(str(config["target"]), str(config["queue"]), str(config["base_url"])):
             ready(config)
             await stop.wait()
+        return
+    if config["variant"] == "bare":  # Temporal's own floor (bench.bare)
+        from bench.bare import bare_worker
+
+        settings = LLMSettings(base_url=str(config["base_url"]), model="demo")
+        target, queue = str(config["target"]), str(config["queue"])
+        with ThreadPoolExecutor(max_workers=16, thread_name_prefix="tool") as tools:
+            async with new_http_client(settings) as http:
+                async with await bare_worker(target, queue, settings.base_url, http, tools):
+                    ready(config)
+                    await stop.wait()
         return
     client = await connect(str(config["target"]), "default")
     settings = LLMSettings(base_url=str(config["base_url"]), model="demo", stream=bool(config.get("stream")))
