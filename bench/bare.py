@@ -3,9 +3,10 @@ shape can cost on this SDK and server. A workflow that calls the model as an act
 eagerly, as AgentRun's model call is) and runs the tool as a local activity, and does nothing
 else: no run state but the turn count, no validation, approvals, events, search attributes or
 bookkeeping, no sandbox (`UnsandboxedWorkflowRunner`), plain dataclasses on temporalio's pydantic
-converter. The model activity keeps each run's conversation in this process, as AgentRun's
-context cache does, so no transcript enters history; the request carries the same messages and
-tool schema as AgentRun's, as plain dicts.
+converter. History keeps what a durable loop needs (each reply's text and call, each tool's
+result); the model activity keeps each run's conversation in this process, as AgentRun's context
+cache does, so the transcript is not sent back through history every turn. The request carries
+the same messages and tool schema as AgentRun's, as plain dicts.
 
 What AgentRun's "local tool" row costs above this row is AgentRun's; what this row costs is
 temporalio's and the server's, with the worker settings AgentRun keeps too (workflow activations
@@ -48,6 +49,9 @@ class ModelCall:
 
 @dataclass
 class ModelAnswer:
+    """The reply as history must keep it for the loop to be durable: its text and its call."""
+
+    content: str | None
     call_id: str | None  # None: the final answer
     arguments: str = ""
 
@@ -94,8 +98,8 @@ class BareActivities:
         calls = message.get("tool_calls") or []
         if not calls:
             del self._conversations[call.run_id]
-            return ModelAnswer(call_id=None)
-        return ModelAnswer(call_id=calls[0]["id"], arguments=calls[0]["function"]["arguments"])
+            return ModelAnswer(message.get("content"), call_id=None)
+        return ModelAnswer(message.get("content"), call_id=calls[0]["id"], arguments=calls[0]["function"]["arguments"])
 
     @activity.defn(name=TOOL_ACTIVITY)
     def tool(self, arguments: str) -> str:
