@@ -16,6 +16,7 @@ The product never runs it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ class BareLoop:
             output = await workflow.execute_local_activity(
                 TOOL_ACTIVITY, answer.arguments, result_type=str, start_to_close_timeout=TIMEOUT
             )
-            call = ModelCall(call.run_id, call.prompt, call.model, answer.call_id, output)
+            call = dataclasses.replace(call, call_id=answer.call_id, output=output)
         raise ApplicationError(f"no answer in {input.max_turns} turns", non_retryable=True)
 
 
