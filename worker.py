@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import signal
@@ -37,7 +36,6 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from types import CodeType
 from typing import Any
 
 import httpx
@@ -45,7 +43,7 @@ from temporalio.bridge import worker as bridge_worker
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.client import Client
-from temporalio.converter import DataConverter, SerializationContext, StorageDriverStoreContext
+from temporalio.converter import DataConverter
 from temporalio.converter import _extstore as extstore
 from temporalio.converter._extstore import StorageOperationMetrics
 from temporalio.plugin import SimplePlugin
@@ -53,14 +51,7 @@ from temporalio.worker import (
     PollerBehaviorSimpleMaximum,
     Worker,
     WorkerConfig,
-    WorkflowInstance,
-    WorkflowInstanceDetails,
-    WorkflowRunner,
 )
-from temporalio.worker._command_aware_visitor import CommandInfo
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
-from temporalio.worker.workflow_sandbox import _runner as sandbox_runner
-from temporalio.worker.workflow_sandbox._in_sandbox import InSandbox
 
 from activities import Registry, executor
 from activities.compaction import CompactionActivities
@@ -84,54 +75,6 @@ from workflows.types import agent_task_queue
 
 log = logging.getLogger("worker")
 DEFAULT_TOOLS = ["examples.demo_agent"]
-
-# Workflow code runs in temporalio's sandbox, with our own modules passed through: all of
-# workflows/ (AgentRun included) is imported once per process, not afresh for every run, which
-# cost more CPU than a short run's turns (README: "The benchmark"). What the sandbox would check
-# in them is enforced before they run: workflows/ruff.toml bans clocks, randomness, I/O and
-# threads there (scripts/test.sh runs ruff before the tests), and every checked-in history
-# replays in this sandbox (tests/test_workflow.py). They keep no state between runs: a run's
-# state is its AgentRun instance.
-SANDBOX_PASSTHROUGH = (
-    "pydantic",  # validation only, and slow to import: once per run would cost more than the turn
-    "workflows",  # the runs' contracts, pure decisions, state and the AgentRun workflow itself
-)
-
-
-@functools.cache
-def _compiled(code: str) -> CodeType:
-    return compile(code, "<temporal sandbox>", "exec")
-
-
-class _SandboxInstance(sandbox_runner._Instance):
-    """One run in the sandbox, entered more cheaply (see SandboxRunner). Uses temporalio 1.35's
-    private `_Instance`: an SDK that changes it fails here, at import, not in a run."""
-
-    def _run_code(self, code: str, **extra_globals: Any) -> None:
-        super()._run_code(_compiled(code), **extra_globals)  # type: ignore[arg-type]  # exec takes code objects
-
-    def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
-        return self._in_sandbox.get_serialization_context(command_info)
-
-    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
-        return self._in_sandbox.get_external_store_context(command_info)
-
-    @property
-    def _in_sandbox(self) -> InSandbox:
-        return self.globals_and_locals["__temporal_in_sandbox"]  # type: ignore[return-value]  # set by _create_instance
-
-
-class SandboxRunner(SandboxedWorkflowRunner):
-    """temporalio's sandbox without two costs that guard nothing, and took more of a worker's
-    Python time than the workflow code itself (README: "The benchmark"). The SDK enters the
-    sandbox by `exec` of source text, compiled anew each time, and does so for nearly every payload
-    of an activation (about 20 a turn) only to ask which serialization context applies: SDK code
-    reading the run's own bookkeeping, no workflow code. Here the entry code is compiled once and
-    those questions are asked directly; activations, and so all workflow code, still run inside."""
-
-    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
-        return _SandboxInstance(det, self.runner_class, self.restrictions)
-
 
 # What marks a payload stored elsewhere: its encoding, its message type or its marker key
 # (temporalio 1.35's converter._extstore). An activation that holds none of them has no reference
@@ -191,11 +134,8 @@ def _may_hold_references(activation: WorkflowActivation) -> bool:
     return any(mark in data for mark in _REFERENCE_MARKS)
 
 
-WORKFLOW_RUNNER = SandboxRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH))
-
 # build_worker's own Worker settings; `**options` overrides them.
 WORKER_DEFAULTS: dict[str, object] = {
-    "workflow_runner": WORKFLOW_RUNNER,
     "graceful_shutdown_timeout": timedelta(seconds=10),
     # Streamed text reaches watchers through heartbeat details: send them promptly.
     "max_heartbeat_throttle_interval": timedelta(milliseconds=100),
@@ -281,15 +221,6 @@ class WorkerGroup:
         await self._stop(self.workers)
 
 
-def _runner(given: WorkflowRunner | None) -> WorkflowRunner:
-    """The runner's own sandbox settings (WORKER_DEFAULTS) in place of the SDK's default one; a
-    worker that chose another runner keeps it."""
-    ours = WORKER_DEFAULTS.get("workflow_runner")
-    if isinstance(ours, WorkflowRunner) and (given is None or type(given) is SandboxedWorkflowRunner):
-        return ours
-    return given or SandboxedWorkflowRunner()
-
-
 class AgentPlugin(SimplePlugin):
     """Durable agents in a worker and a client a team already has, in two lines:
 
@@ -297,8 +228,9 @@ class AgentPlugin(SimplePlugin):
         worker = Worker(client, task_queue="my-queue")  # runs the agents: workflows, model calls, tools
 
     On the client: the runner's data converter (pydantic; large payloads and encryption when
-    configured). On a worker: the AgentRun workflow in the runner's sandbox; the model, tool,
-    resolve, hook and compaction activities; the masking (and, given `telemetry`, tracing)
+    configured). On a worker: the AgentRun workflow (outside the sandbox, by its own definition:
+    workflows/agent.py; the worker's other workflows keep theirs); the model, tool, resolve, hook
+    and compaction activities; the masking (and, given `telemetry`, tracing)
     interceptors; and, while the worker runs, the per-agent workers that routing needs (a run's
     tool calls go only to workers holding its agent's version: `agent_task_queue`), the tool
     threads, the loop watchdog and the lifecycle hooks' feed. `python worker.py` runs the same.
@@ -329,7 +261,6 @@ class AgentPlugin(SimplePlugin):
             "durable-agent-runner",
             data_converter=lambda _: data_converter(),
             workflows=[AgentRun],
-            workflow_runner=_runner,
             run_context=self._running,
         )
 
@@ -359,7 +290,7 @@ class AgentPlugin(SimplePlugin):
         ]  # fmt: skip
         config["activities"] = [*config.get("activities", []), *served]
         for key, value in WORKER_DEFAULTS.items():
-            if key != "workflow_runner" and config.get(key) is None:
+            if config.get(key) is None:
                 config[key] = value  # type: ignore[literal-required]  # Worker's tuning knobs, by name
         per_agent: dict[str, Any] = {
             **WORKER_DEFAULTS, **AGENT_WORKER_DEFAULTS, **self._agent_worker_options, "interceptors": interceptors

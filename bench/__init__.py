@@ -13,8 +13,9 @@ that one server. Sections: 1 time and CPU per turn (with bench-only workflow var
 latency, 6 where a turn's time goes (`bench.timeline`); then every figure as a ratio against the
 floor and the rival.
 
-Workflow code is re-imported from disk for every run, so benchmark a tree nobody is editing
+Workers import the code as it is on disk when they start, so benchmark a tree nobody is editing
 (e.g. `git archive HEAD | tar -x -C DIR`, copy bench/ in, run from DIR).
 
-Kept free of heavy imports: `bench.local_variant` is imported inside the workflow sandbox.
+Kept free of heavy imports: a worker in the sandboxed tuning rows imports `bench.local_variant`
+and `bench.variant_types` inside the workflow sandbox.
 """

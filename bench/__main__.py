@@ -59,7 +59,7 @@ def environment(plan: Plan, worker: str) -> dict[str, Any]:
 def fixed_knobs() -> dict[str, str]:
     from worker import WORKER_DEFAULTS
 
-    return {k: type(v).__name__ if k == "workflow_runner" else str(v) for k, v in WORKER_DEFAULTS.items()}
+    return {k: str(v) for k, v in WORKER_DEFAULTS.items()}
 
 
 async def run(stack: Stack, plan: Plan, only: set[str], results: dict[str, Any], t0: float) -> None:

@@ -3,7 +3,7 @@ becomes keyword arguments of temporalio 1.35's `Worker`.
 
 A spec maps a Worker argument to a plain value: durations in seconds, poller behaviours as
 "max:N" (PollerBehaviorSimpleMaximum) or "auto[:min:max:initial]" (PollerBehaviorAutoscaling),
-the workflow runner by name (`runner`). "patch:MODULE.NAME" keys set a module attribute in the
+AgentRun's runner by name (`runner`). "patch:MODULE.NAME" keys set a module attribute in the
 worker's process instead (bench-only what-ifs).
 The deprecated `max_concurrent_workflow_task_polls` / `max_concurrent_activity_task_polls` are
 "max:N" of the `*_poller_behavior` arguments, so only the latter are used.
@@ -34,33 +34,18 @@ def poller(text: str) -> object:
     raise ValueError(f"poller behaviour must be max:N or auto[:min:max:initial], not {text!r}")
 
 
-# What worker.py passed through before all of workflows/ was: AgentRun's own module (and the
-# package) were imported afresh for every run.
-PER_RUN_PASSTHROUGH = ("pydantic", "workflows.types", "workflows.turn", "workflows.state", "workflows.session",
-                       "workflows.edits", "workflows.memory", "workflows.approvals", "workflows.steps")  # fmt: skip
-
-
 def runner(name: str) -> object:
-    """A workflow runner by name: "sdk" (temporalio's sandbox as it comes, no pass-through list;
-    a subclass, so build_worker keeps it), "per-run" (worker.py's, with AgentRun's module
-    imported afresh for every run, as before) or "none" (no sandbox)."""
-    from temporalio.worker import UnsandboxedWorkflowRunner
+    """The runner AgentRun runs in, by name (as the Worker's `unsandboxed_workflow_runner`, since
+    AgentRun is `sandboxed=False`): "passthrough" (temporalio's sandbox with pydantic and all of
+    workflows/ passed through, as before AgentRun left the sandbox; without the cheaper entry
+    worker.py had then) or "sandbox" (temporalio's sandbox with only pydantic passed through, as
+    the tests replay: workflows/ imported afresh for every run)."""
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    import worker
-
-    class SdkSandbox(SandboxedWorkflowRunner):
-        pass
-
-    if name == "sdk":
-        return SdkSandbox()
-    if name == "per-run":
-        return worker.SandboxRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules(*PER_RUN_PASSTHROUGH)
-        )
-    if name == "none":
-        return UnsandboxedWorkflowRunner()
-    raise ValueError(f"workflow runner must be sdk, per-run or none, not {name!r}")
+    passed = {"passthrough": ("pydantic", "workflows"), "sandbox": ("pydantic",)}
+    if name not in passed:
+        raise ValueError(f"AgentRun's runner must be passthrough or sandbox, not {name!r}")
+    return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*passed[name]))
 
 
 def patch(target: str, value: object) -> None:
@@ -76,7 +61,7 @@ def worker_kwargs(spec: Spec) -> dict[str, Any]:
     for name, value in spec.items():
         if name.startswith("patch:"):
             patch(name.removeprefix("patch:"), value)
-        elif name == "workflow_runner":
+        elif name == RUNNER:
             out[name] = runner(str(value))
         elif name.endswith("_poller_behavior"):
             out[name] = poller(str(value))
@@ -108,14 +93,16 @@ class Experiment:
     why: str = ""
 
 
+RUNNER = "unsandboxed_workflow_runner"  # the Worker argument AgentRun's runner is (see runner)
+
+
 def experiments(quick: bool) -> list[Experiment]:
     """Most telling first: later rounds, and a short budget, favour the top of the list."""
     sandbox = "workflow sandbox"
     base = [
         Experiment("baseline", "default"),
-        Experiment(sandbox, "temporalio's sandbox as it comes (before)", {"workflow_runner": "sdk"}),
-        Experiment(sandbox, "AgentRun's module imported per run (before)", {"workflow_runner": "per-run"}),
-        Experiment(sandbox, "no sandbox", {"workflow_runner": "none"}),
+        Experiment(sandbox, "sandboxed, workflows/ passed through (before)", {RUNNER: "passthrough"}),
+        Experiment(sandbox, "sandboxed, workflows/ imported per run", {RUNNER: "sandbox"}),
         Experiment("sticky cache", "max_cached_workflows=0", {"max_cached_workflows": 0}),
     ]
     if quick:

@@ -28,7 +28,7 @@ SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60))
 
 
-@workflow.defn(name=VARIANT_WORKFLOW)
+@workflow.defn(name=VARIANT_WORKFLOW, sandboxed=False)  # as AgentRun
 class AgentRunVariant:
     def __init__(self) -> None:
         self._agent: t.AgentSpec | None = None

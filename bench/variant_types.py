@@ -1,5 +1,5 @@
-"""Contracts of the bench-only workflow variant (`bench.local_variant`). Pure data, passed
-through the workflow sandbox like `workflows.types`."""
+"""Contracts of the bench-only workflow variant (`bench.local_variant`). Pure data, like
+`workflows.types`."""
 
 from __future__ import annotations
 

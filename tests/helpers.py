@@ -8,10 +8,23 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.connection import DATA_CONVERTER
 from workflows import AgentRun
 from workflows import types as t
+
+# AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
+# nothing of ours passed through, so workflows/ is imported afresh in the sandbox and a clock,
+# random number, environment variable, file or restricted module reached while replaying fails the
+# replay. pydantic is passed through: it validates, and importing it per replay is slow.
+STRICT_SANDBOX = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic"))
+
+
+def strict_replayer() -> Replayer:
+    """A replayer of AgentRun in STRICT_SANDBOX (AgentRun is `sandboxed=False`, so it runs in
+    the replayer's unsandboxed runner: that is the one given the sandbox)."""
+    return Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER, unsandboxed_workflow_runner=STRICT_SANDBOX)
 
 
 def script(llm: Any, *steps: dict[str, Any]) -> str:
@@ -45,11 +58,7 @@ async def transcript(handle: WorkflowHandle[Any, Any]) -> list[t.Message]:
 async def replay(handle: WorkflowHandle[Any, Any]) -> None:
     """Replays the run's own history under the current code; raises on non-determinism."""
     history = await handle.fetch_history()
-    # Replayed in the worker's own sandbox settings, as a worker would replay it.
-    from worker import WORKFLOW_RUNNER
-
-    replayer = Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER, workflow_runner=WORKFLOW_RUNNER)
-    await replayer.replay_workflow(history)
+    await strict_replayer().replay_workflow(history)
 
 
 async def bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:

@@ -21,6 +21,7 @@ from tests.helpers import (
     replay,
     script,
     start,
+    strict_replayer,
     transcript,
 )
 from workflows import steps
@@ -271,16 +272,12 @@ async def test_a_finished_run_replays_under_the_current_code(client, task_queue,
 async def test_checked_in_histories_still_replay():
     """Histories recorded by earlier code must replay: a change that breaks them breaks runs in flight."""
     from temporalio.client import WorkflowHistory
-    from temporalio.worker import Replayer
 
     from activities.connection import DATA_CONVERTER
-    from workflows import AgentRun
 
     files = sorted((Path(__file__).parent / "histories").glob("*.json"))
     assert files, "no recorded histories in tests/histories"
-    from worker import WORKFLOW_RUNNER
-
-    replayer = Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER, workflow_runner=WORKFLOW_RUNNER)
+    replayer = strict_replayer()
     for path in files:
         await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
     # every kind of run is among them: approvals checked by the tool activity (v1) and by the hook

@@ -17,34 +17,31 @@ import asyncio
 from datetime import timedelta
 from typing import Literal, NoReturn
 
+import pydantic
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
-with workflow.unsafe.imports_passed_through():
-    # pydantic is heavy and deterministic; pass it through instead of re-importing per run.
-    import pydantic
-
-    import workflows.types as t
-    from workflows import edits, memory
-    from workflows.approvals import DecisionRefused
-    from workflows.session import Refused, SessionState
-    from workflows.steps import SA_AGENT, SA_VERSION, Steps, model_call_bounds
-    from workflows.turn import (
-        HANDOFF_FILTERS,
-        Done,
-        Final,
-        PlannedCall,
-        Retry,
-        RunTools,
-        Stop,
-        after_output,
-        after_tools,
-        decide,
-        describe_call,
-        tripwire,
-        without_dropped,
-    )
+import workflows.types as t
+from workflows import edits, memory
+from workflows.approvals import DecisionRefused
+from workflows.session import Refused, SessionState
+from workflows.steps import SA_AGENT, SA_VERSION, Steps, model_call_bounds
+from workflows.turn import (
+    HANDOFF_FILTERS,
+    Done,
+    Final,
+    PlannedCall,
+    Retry,
+    RunTools,
+    Stop,
+    after_output,
+    after_tools,
+    decide,
+    describe_call,
+    tripwire,
+    without_dropped,
+)
 
 # Bugs and bad data in workflow code fail the run with their message, instead of failing the
 # workflow task forever (a run only `terminate` could end). A fixed run can be reset.
@@ -61,7 +58,13 @@ SESSION_HISTORY_BYTES = 1_000_000
 SESSION_HISTORY_EVENTS = 2_000
 
 
-@workflow.defn(name=t.WORKFLOW_NAME, failure_exception_types=RUN_FAILURE_TYPES)
+# Outside temporalio's sandbox: it checked nothing here (every module of workflows/ was passed
+# through, so clocks, randomness and the environment were the real ones) and cost a turn about
+# 1 ms of worker CPU. Determinism is checked where it can be: workflows/ruff.toml bans clocks,
+# randomness, I/O and threads in this package, and the tests replay every run they make and every
+# checked-in history in temporalio's sandbox with nothing of ours passed through
+# (tests/helpers.py: STRICT_SANDBOX), which fails on any of them at run time.
+@workflow.defn(name=t.WORKFLOW_NAME, failure_exception_types=RUN_FAILURE_TYPES, sandboxed=False)
 class AgentRun(Steps):
     @workflow.init
     def __init__(self, input: t.RunInput) -> None:

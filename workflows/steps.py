@@ -27,11 +27,10 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
-with workflow.unsafe.imports_passed_through():
-    import workflows.types as t
-    from workflows.approvals import edited_note, rejection_text
-    from workflows.state import RunState, excerpt
-    from workflows.turn import PlannedCall, checked, describe_call, json_object
+import workflows.types as t
+from workflows.approvals import edited_note, rejection_text
+from workflows.state import RunState, excerpt
+from workflows.turn import PlannedCall, checked, describe_call, json_object
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
