@@ -738,6 +738,14 @@ async def dispatch(args: argparse.Namespace) -> int:
             fail(f"a run with that id already exists ({err.message})", 2, as_json)
         if err.status == RPCStatusCode.INVALID_ARGUMENT:
             fail(f"Temporal refused the request: {err.message}", 2, as_json)
+        if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):  # our deadline passed
+            fail(
+                f"no answer in time (Temporal said: {err.message}). Reading a run needs a worker on its task "
+                "queue: is `python worker.py` running? A worker that has just stopped holds its runs' reads "
+                "for about 10 s; ask again.",
+                1,
+                as_json,
+            )
         fail(f"Temporal said: {err.message}", 1, as_json)
     except Exception as err:  # never a traceback: one line that says what went wrong
         fail(f"{type(err).__name__}: {err}", 1, as_json)

@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from cli.session import SessionError, update
+from cli.session import READ_TIMEOUT, SessionError, update
 from workflows import types as t
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
@@ -37,7 +37,7 @@ async def _update(client: Client, run_id: str, name: str, body: Any, result_type
 async def _query(client: Client, run_id: str, name: str, *args: Any, result_type: type[Any]) -> Any:
     handle = client.get_workflow_handle(run_id)
     try:
-        return await handle.query(name, *args, result_type=result_type)
+        return await handle.query(name, *args, result_type=result_type, rpc_timeout=READ_TIMEOUT)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise Refused(f"no run with id '{run_id}'") from None

@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import calls, script
 from tests.test_agents import requests_for
-from tests.test_client import Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
+from tests.test_client import Cli, cli, one_clean_line, started  # noqa: F401  (cli is a fixture)
 from workflows import types as t
 
 pytestmark = pytest.mark.asyncio
@@ -74,3 +74,13 @@ async def test_break_edit_resume_and_fork_from_the_command_line(
         assert bad.code == 2 and "cannot fork before model call 9" in one_clean_line(bad.err), str(bad)
         first_fork_request = json.dumps(requests_for(llm, model)[-1]["messages"])
         assert "and now subtract" in first_fork_request
+
+
+async def test_inspect_with_no_worker_to_answer_is_one_clear_line_in_bounded_time(cli: Cli) -> None:
+    # no worker polls this task queue: nobody can answer the run's query
+    run_id = await started(cli, "hello")
+    done = await cli("inspect", run_id)
+    line = one_clean_line(done.err)
+    assert done.code == 1 and "no answer in time" in line and "worker.py" in line, str(done)
+    assert done.seconds < 30, str(done)
+    assert (await cli("cancel", run_id)).code == 0
