@@ -395,6 +395,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def startup_error(message: str) -> None:
+    """One line on standard error for a worker that cannot start, with any key it may echo (a
+    user module's error, a malformed URL with credentials in it) masked: settings that failed to
+    parse never built the log filter, so the keys come straight from the environment."""
+    keys = (os.environ.get(name) for name in ("LLM_API_KEY", "OPENAI_API_KEY", "TEMPORAL_API_KEY"))
+    print(f"worker.py: error: {Redactor(*keys).text(message)}", file=sys.stderr)
+
+
 async def serve(args: argparse.Namespace) -> int:
     try:
         registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
@@ -404,7 +412,7 @@ async def serve(args: argparse.Namespace) -> int:
         threads = executor.size_from_env()
         tracing = Telemetry.from_env("agent-worker")  # None without OTEL_EXPORTER_OTLP_ENDPOINT
     except Exception as err:  # a user's module: any import error is a usage error here
-        print(f"worker.py: error: {err}", file=sys.stderr)
+        startup_error(str(err))
         return 2
     _, log_filter = redaction_for(settings)
     for handler in logging.getLogger().handlers:  # on handlers: a logger's filters miss propagated records
@@ -412,10 +420,10 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         client = await connect()
     except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
-        print(f"worker.py: error: {err}", file=sys.stderr)
+        startup_error(str(err))
         return 2
     except Exception as err:
-        print(f"worker.py: error: cannot reach Temporal at {address()} ({err})", file=sys.stderr)
+        startup_error(f"cannot reach Temporal at {address()} ({err})")
         return 1
     try:
         added = await ensure_search_attributes(client)
@@ -483,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             loop = event_loop()
         except ValueError as err:
-            print(f"worker.py: error: {err}", file=sys.stderr)
+            startup_error(str(err))
             return 2
         with asyncio.Runner(loop_factory=loop) as runner:
             return runner.run(serve(args))

@@ -160,3 +160,19 @@ def test_a_base_url_without_a_scheme_stops_the_worker_at_once():
     assert done.stderr.strip() == (
         "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, not 'localhost:8000/v1'"
     )
+
+
+def test_a_startup_error_that_echoes_the_key_prints_it_masked():
+    key = "sk-live-0123456789abcdefSECRET"
+    env = {
+        **os.environ,
+        "LLM_API_KEY": key,
+        "LLM_BASE_URL": f"localhost:8000/v1?key={key}",
+        "TEMPORAL_ADDRESS": "127.0.0.1:1",
+    }
+    done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert key not in done.stderr and "0123456789abcdef" not in done.stderr, done.stderr
+    assert done.stderr.strip() == (
+        "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, not 'localhost:8000/v1?key=***'"
+    )
