@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -10,6 +11,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.settings import LLMSettings
+from tests.fixtures.team_workflow import TeamClockReader
 from tests.helpers import replay
 from worker import AgentPlugin
 from workflows import types as t
@@ -48,3 +50,28 @@ async def test_one_plugin_serves_one_worker(temporal_server: Any, llm: Any) -> N
     Worker(client, task_queue=f"a-{uuid.uuid4().hex[:8]}")
     with pytest.raises(ValueError, match="serves one worker"):
         Worker(client, task_queue=f"b-{uuid.uuid4().hex[:8]}")
+
+
+async def test_the_teams_own_workflows_stay_in_the_sandbox(temporal_server: Any, llm: Any) -> None:
+    plugin = AgentPlugin(["examples.demo_agent"], settings=LLMSettings(base_url=llm.base_url, model="demo"))
+    client = await Client.connect(temporal_server.target, namespace="default", plugins=[plugin])
+    queue = f"team-{uuid.uuid4().hex[:8]}"
+    async with Worker(client, task_queue=queue, workflows=[TeamClockReader]):
+        agent = await client.start_workflow(
+            t.WORKFLOW_NAME, t.RunInput(prompt="Weather in Tokyo?"), id=f"plugin-{uuid.uuid4().hex[:8]}",
+            task_queue=queue, result_type=t.RunResult,
+        )  # fmt: skip
+        team = await client.start_workflow(TeamClockReader.run, id=f"team-{uuid.uuid4().hex[:8]}", task_queue=queue)
+        assert "Tokyo" in (await agent.result()).output  # AgentRun, outside the sandbox, runs
+
+        async def refused() -> str:
+            async for event in team.fetch_history_events():
+                if event.HasField("workflow_task_failed_event_attributes"):
+                    return event.workflow_task_failed_event_attributes.failure.message
+            return ""
+
+        async with asyncio.timeout(20):
+            while not (message := await refused()):
+                await asyncio.sleep(0.2)
+        await team.terminate("test done")
+    assert "Cannot access datetime.datetime.now" in message  # the team's workflow is still sandboxed
