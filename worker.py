@@ -66,7 +66,7 @@ from activities.model import ModelActivities, new_http_client
 from activities.payload_store import PayloadStoreError
 from activities.prices import PriceTable
 from activities.redact import Redactor, redaction_for
-from activities.settings import LLMSettings
+from activities.settings import API_KEY_VARIABLES, LLMSettings
 from activities.telemetry import Telemetry
 from activities.tool_activities import ToolActivities
 from activities.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
@@ -399,7 +399,7 @@ def startup_error(message: str) -> None:
     """One line on standard error for a worker that cannot start, with any key it may echo (a
     user module's error, a malformed URL with credentials in it) masked: settings that failed to
     parse never built the log filter, so the keys come straight from the environment."""
-    keys = (os.environ.get(name) for name in ("LLM_API_KEY", "OPENAI_API_KEY", "TEMPORAL_API_KEY"))
+    keys = (os.environ.get(name) for name in (*API_KEY_VARIABLES, "TEMPORAL_API_KEY"))
     print(f"worker.py: error: {Redactor(*keys).text(message)}", file=sys.stderr)
 
 

@@ -32,6 +32,9 @@ DEFAULT_MODEL = "gpt-4.1-mini"
 DEFAULT_STREAM = True  # replies over SSE, so watchers see text as it is written; LLM_STREAM=0 turns it off
 
 
+API_KEY_VARIABLES = ("LLM_API_KEY", "OPENAI_API_KEY")  # the model's key: the first one set
+
+
 class LLMSettings(BaseModel):
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_MODEL
@@ -52,7 +55,7 @@ class LLMSettings(BaseModel):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
         env = os.environ if env is None else env
-        key = env.get("LLM_API_KEY") or env.get("OPENAI_API_KEY")
+        key = next((env[name] for name in API_KEY_VARIABLES if env.get(name)), None)
         api = env.get("LLM_API", "chat")
         if api not in ("chat", "responses"):
             raise ValueError(f"LLM_API must be 'chat' or 'responses', not {api!r}")
