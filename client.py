@@ -738,7 +738,7 @@ async def dispatch(args: argparse.Namespace) -> int:
             fail(f"a run with that id already exists ({err.message})", 2, as_json)
         if err.status == RPCStatusCode.INVALID_ARGUMENT:
             fail(f"Temporal refused the request: {err.message}", 2, as_json)
-        if err.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):  # our deadline passed
+        if err.status in session.DEADLINE:  # no answer in time
             fail(
                 f"no answer in time (Temporal said: {err.message}). Reading a run needs a worker on its task "
                 "queue: is `python worker.py` running? A worker that has just stopped holds its runs' reads "

@@ -31,12 +31,9 @@ POLL = 0.2  # seconds between reads of an answer in progress
 # the sticky queue's 10 s before a new worker is asked), a worker is starting, the server restarts.
 READ_TIMEOUT = timedelta(seconds=20)
 GAP_PAUSE = 1.0  # seconds before asking again after such a read
-PASSING = (
-    RPCStatusCode.CANCELLED,  # the client's deadline ("Timeout expired")
-    RPCStatusCode.DEADLINE_EXCEEDED,
-    RPCStatusCode.UNAVAILABLE,
-    RPCStatusCode.RESOURCE_EXHAUSTED,
-)
+# A deadline that passed: the client's ("Timeout expired") or the server's.
+DEADLINE = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
+PASSING = (*DEADLINE, RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED)
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 LIVE = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
