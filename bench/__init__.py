@@ -16,6 +16,6 @@ floor and the rival.
 Workers import the code as it is on disk when they start, so benchmark a tree nobody is editing
 (e.g. `git archive HEAD | tar -x -C DIR`, copy bench/ in, run from DIR).
 
-Kept free of heavy imports: a worker in the sandboxed tuning rows imports `bench.local_variant`
-and `bench.variant_types` inside the workflow sandbox.
+`bench.local_variant` and `bench.variant_types` are workflow code: deterministic, and kept free of
+heavy imports.
 """
