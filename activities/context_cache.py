@@ -44,9 +44,22 @@ class ContextCache:
                 digest = chain_digest(digest, message)
         self._runs[run] = _Entry(agent, [*messages, reply], chain_digest(digest, reply))
         self._runs.move_to_end(run)
+        self._evict()
+
+    def _evict(self) -> None:
         while len(self._runs) > self._max:
             gone, _ = self._runs.popitem(last=False)
             self._tools = {k: v for k, v in self._tools.items() if k[0] != gone}
+
+    def seed(self, run: str, agent: AgentSpec, messages: list[Message]) -> None:
+        """A run's context before its first model call (its agent, resolved here, and its
+        prompt): the call finds it like any other, if the workflow's hash agrees."""
+        digest = ""
+        for message in messages:
+            digest = chain_digest(digest, message)
+        self._runs[run] = _Entry(agent, list(messages), digest)
+        self._runs.move_to_end(run)
+        self._evict()
 
     def remember_tool(self, run: str, result: ToolResult) -> None:
         if run in self._runs and not result.needs_approval:

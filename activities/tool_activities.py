@@ -26,6 +26,7 @@ from activities.registry import Registry
 from activities.settings import LLMSettings
 from activities.tools import Tool, ToolContext, ToolRetryableError
 from workflows.types import (
+    AGENT_NOT_HERE,
     RESOLVE_AGENT_ACTIVITY,
     TOOL_CALL_ACTIVITY,
     TOOL_NOT_HERE,
@@ -34,6 +35,7 @@ from workflows.types import (
     ResolveAgentInput,
     ToolCallInput,
     ToolResult,
+    UserMessage,
 )
 
 
@@ -157,8 +159,18 @@ class ToolActivities:
         frozen into the run's history: max_turns for the run (its first agent's), the model and
         model settings for every member (as the Agents SDK's RunConfig does), the worker's
         defaults wherever an agent leaves one open, and the tools its MCP servers list now.
-        A server that cannot be reached fails the attempt (retried)."""
+        A server that cannot be reached fails the attempt (retried).
+
+        Run locally, on the run's own worker, it resolves only agents this worker serves whose
+        team has no MCP servers (no I/O while the run's workflow task is open), else says so
+        (AGENT_NOT_HERE) and the run resolves routed; and it leaves the first model call's
+        context (the agent and the prompt) in the worker's cache."""
         agent = self.registry.agent(input.agent)
+        info = activity.info()
+        if info.is_local and (agent is None or any(a.mcp_servers for a in (agent, *agent.team()))):
+            why = "does not serve it" if agent is None else "would have to reach its MCP servers"
+            message = f"agent '{input.agent}' is not resolved here: this worker {why}"
+            raise ApplicationError(message, type=AGENT_NOT_HERE, non_retryable=True)
         if agent is None:
             known = ", ".join(self.registry.agent_names()) or "no agents"
             raise ApplicationError(
@@ -175,7 +187,10 @@ class ToolActivities:
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
         except ToolRetryableError as exc:  # an MCP server down: the run cannot know its tools yet
             raise ApplicationError(str(exc), type="McpServerUnavailable") from None
-        return frozen[0].model_copy(update={"team": frozen[1:]})
+        spec = frozen[0].model_copy(update={"team": frozen[1:]})
+        if info.is_local and input.prompt is not None and self.cache is not None and info.workflow_run_id:
+            self.cache.seed(info.workflow_run_id, spec, [UserMessage(content=input.prompt)])
+        return spec
 
     def _filled(self, agent: Agent, spec: AgentSpec, settings: ModelSettings | None) -> AgentSpec:
         """`spec` with the run's model settings on top of its own and the worker's defaults in

@@ -141,9 +141,13 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             elif name == t.COMPACT_ACTIVITY:
                 compacted = await _decode(converter, done.result, t.CompactResult)
                 yield {"type": "compaction", "turn": value.turn, "upto": value.upto, "summary": compacted.summary}
-        elif kind == E.EVENT_TYPE_MARKER_RECORDED:
-            local = await _local_tool(converter, e)
-            if local is not None:  # a local tool call: its result is the marker's
+        elif kind == E.EVENT_TYPE_MARKER_RECORDED and (found := local_result(e)) is not None:
+            name, payloads = found  # a local activity: its result is the marker's
+            if name == t.RESOLVE_AGENT_ACTIVITY:
+                spec = await _decode(converter, payloads, t.AgentSpec)
+                yield {"type": "agent", "agent": spec.model_dump()}
+            elif name == t.TOOL_CALL_ACTIVITY:
+                local = await _decode(converter, payloads, t.ToolResult)
                 if local.call_id not in ran:
                     ran.append(local.call_id)
                 if not local.needs_approval:
@@ -171,18 +175,17 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             yield {"type": "decision", "turn": turn, "kind": "run_tools", "ran": ran}
 
 
-async def _local_tool(converter: DataConverter, e: HistoryEvent) -> t.ToolResult | None:
-    """A local tool call's result, from the marker the SDK records for a local activity (its
-    `data` is the SDK's own plain JSON; its `result`, our payload)."""
+def local_result(e: HistoryEvent) -> tuple[str, Payloads] | None:
+    """A completed local activity's type and result, from the marker the SDK records for it
+    (its `data` is the SDK's own plain JSON; its `result`, our payload); None for any other event."""
     marker = e.marker_recorded_event_attributes
     if marker.marker_name != LOCAL_ACTIVITY_MARKER or "result" not in marker.details:
         return None
     data = marker.details["data"].payloads
     about = json.loads(data[0].data) if data else {}
-    if about.get("activity_type") != t.TOOL_CALL_ACTIVITY or not marker.details["result"].payloads:
+    if not marker.details["result"].payloads:
         return None
-    result: t.ToolResult = await _decode(converter, marker.details["result"], t.ToolResult)
-    return result
+    return str(about.get("activity_type", "")), marker.details["result"]
 
 
 async def _message(

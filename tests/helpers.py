@@ -76,18 +76,21 @@ async def bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:
     return turns
 
 
-async def events_per_turn(handle: WorkflowHandle[Any, Any]) -> list[list[str]]:
+async def events_per_turn(handle: WorkflowHandle[Any, Any], start: bool = False) -> list[list[str]]:
     """Each turn's events (names without the EVENT_TYPE_ prefix), from one model call being
-    scheduled up to the next."""
+    scheduled up to the next; with `start`, first the events before the first model call. An
+    upsert the SDK makes for a patch marker (TemporalChangeVersion alone) is CHANGE_VERSION."""
     history = await handle.fetch_history()
-    turns: list[list[str]] = []
+    turns: list[list[str]] = [[]] if start else []
     for event in history.events:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
             event.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
         ):
             turns.append([])
         if turns:
-            turns[-1].append(EventType.Name(event.event_type).removeprefix("EVENT_TYPE_"))
+            name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+            turns[-1].append("CHANGE_VERSION" if set(fields) == {"TemporalChangeVersion"} else name)
     return turns
 
 

@@ -52,3 +52,15 @@ def test_the_cache_holds_a_bounded_number_of_runs():
     for run in ("a", "b", "c"):
         cache.remember(run, AGENT, list(state.messages), state.digest(), reply)
     assert len(cache._runs) == 2 and "a" not in cache._runs
+
+
+def test_a_seeded_start_answers_the_first_call_if_the_prompt_is_the_workflows():
+    """The resolve on the run's own worker leaves the agent and the prompt: the first model call
+    finds them, unless the workflow's first message is something else."""
+    state = RunState()
+    state.messages.append(t.UserMessage(content="hi"))
+    cache = ContextCache()
+    cache.seed("run", AGENT, [t.UserMessage(content="hi")])
+    assert cache.lookup("run", 1, state.digest()) == (AGENT, state.messages)
+    cache.seed("other", AGENT, [t.UserMessage(content="hello")])
+    assert cache.lookup("other", 1, state.digest()) is None and cache.misses == 1

@@ -331,6 +331,13 @@ async def test_a_run_calls_an_mcp_tool_over_stdio(client, task_queue, worker_fac
     offered = {f["function"]["name"]: f["function"]["parameters"] for f in sent}
     assert offered["fx_add"]["required"] == ["a", "b"] and "fx_whoami" in offered
     assert "turn 1 · tool: fx_add(a=2, b=3)" in await summaries(client, handle)
+    # Reaching the servers is I/O: never inside the run's workflow task, so the resolve is routed.
+    scheduled = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in (await handle.fetch_history()).events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert scheduled[0] == t.RESOLVE_AGENT_ACTIVITY
     await replay(handle)
 
 

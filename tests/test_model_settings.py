@@ -130,7 +130,8 @@ async def test_a_runs_agent_settings_handoffs_and_typed_output_reach_the_model_s
     client: Client, task_queue: str, llm: FakeLLMServer, api: str, stream: bool
 ):
     # The project's workflow and model activity; the agent comes from a stand-in resolve activity
-    # (same name and queue), so this holds whatever the registry does with settings.
+    # (same name, on both queues: the run's own worker resolves it locally when it can), so this
+    # holds whatever the registry does with settings.
     model = script(llm, {"json": {"city": "Rome"}})
     spec = triage(model, api)
 
@@ -142,7 +143,7 @@ async def test_a_runs_agent_settings_handoffs_and_typed_output_reach_the_model_s
     async with new_http_client(settings) as http:
         model_calls = ModelActivities(client, settings, http)
         async with (
-            Worker(client, task_queue=task_queue, workflows=[AgentRun], activities=[model_calls.call_model]),
+            Worker(client, task_queue=task_queue, workflows=[AgentRun], activities=[model_calls.call_model, resolve]),
             Worker(client, task_queue=t.agent_task_queue(task_queue, "triage"), activities=[resolve]),
         ):
             handle = await start(client, task_queue, "Where is the Colosseum?", agent="triage")

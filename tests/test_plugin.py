@@ -7,10 +7,14 @@ import uuid
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.settings import LLMSettings
+from cli.export import local_result
 from tests.fixtures.team_workflow import TeamClockReader
 from tests.helpers import replay
 from worker import AgentPlugin
@@ -33,15 +37,32 @@ async def test_two_lines_add_durable_agents_to_a_worker_and_client(temporal_serv
             result_type=t.RunResult,
         )
         result = await handle.result()
+        # The plugin runs the per-agent workers too: work only a worker holding the agent may do
+        # (a routed resolve, a tool of that very version) has pollers on their queues.
+        spec = await agent_spec(client, handle)
+        for agent_queue in (t.agent_task_queue(queue, "demo"), t.agent_task_queue(queue, "demo", spec.version)):
+            request = DescribeTaskQueueRequest(
+                namespace="default",
+                task_queue=TaskQueue(name=agent_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            )
+            described = await client.workflow_service.describe_task_queue(request)
+            assert described.pollers, f"nothing polls {agent_queue}"
     assert "Tokyo" in result.output and result.turns >= 2
     history = await handle.fetch_history()
-    resolved = [
-        e.activity_task_scheduled_event_attributes.task_queue.name
-        for e in history.events
-        if e.activity_task_scheduled_event_attributes.activity_type.name == t.RESOLVE_AGENT_ACTIVITY
-    ]
-    assert resolved == [t.agent_task_queue(queue, "demo")]  # routed: the plugin ran the per-agent workers
+    resolved = [found[0] for e in history.events if (found := local_result(e)) is not None]
+    assert resolved[0] == t.RESOLVE_AGENT_ACTIVITY  # the team's worker serves the agent: resolved there
     await replay(handle)
+
+
+async def agent_spec(client: Client, handle: Any) -> t.AgentSpec:
+    """The agent the run froze at its start."""
+    for e in (await handle.fetch_history()).events:
+        found = local_result(e)
+        if found is not None and found[0] == t.RESOLVE_AGENT_ACTIVITY:
+            (spec,) = await client.data_converter.decode(found[1].payloads, [t.AgentSpec])
+            return spec
+    raise AssertionError("no resolve in the run's history")
 
 
 async def test_one_plugin_serves_one_worker(temporal_server: Any, llm: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import threading
 import uuid
@@ -15,12 +16,15 @@ from temporalio.testing import ActivityEnvironment
 
 from activities import GuardrailContext, GuardrailResult, handoff, input_guardrail, output_guardrail
 from activities.agents import AgentToolInput
+from activities.context_cache import ContextCache
+from activities.mcp_tools import McpServer
 from activities.registry import Agent, Registry, RegistryError
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
 from activities.tools import Tool, ToolRetryableError, tool
 from tests.fixtures import sample_tools
 from workflows.types import (
+    AGENT_NOT_HERE,
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
     DEFAULT_MODEL_RETRY_SECONDS,
@@ -31,6 +35,7 @@ from workflows.types import (
     ToolCallInput,
     ToolResult,
     UserMessage,
+    chain_digest,
 )
 
 FIXTURE_FILE = Path(__file__).parent / "fixtures" / "sample_tools.py"
@@ -292,6 +297,42 @@ async def test_resolve_agent_invalid_override_is_non_retryable() -> None:
             ToolActivities(REGISTRY).resolve_agent, ResolveAgentInput(agent="weather", max_turns=0)
         )
     assert (info.value.type, info.value.non_retryable) == ("InvalidRunInput", True)
+
+
+def local_resolve(run: str = "run-1") -> ActivityEnvironment:
+    """An environment for the resolve as a local activity, on the run's own worker."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, is_local=True, workflow_run_id=run)
+    return env
+
+
+@pytest.mark.asyncio
+async def test_a_local_resolve_of_an_agent_this_worker_does_not_serve_says_so() -> None:
+    # the run then resolves routed, on a worker that polls the agent's queue
+    with pytest.raises(ApplicationError) as info:
+        await local_resolve().run(ToolActivities(REGISTRY).resolve_agent, ResolveAgentInput(agent="nope"))
+    assert (info.value.type, info.value.non_retryable) == (AGENT_NOT_HERE, True)
+    assert "this worker does not serve it" in info.value.message
+
+
+@pytest.mark.asyncio
+async def test_a_local_resolve_never_reaches_mcp_servers(tmp_path: Path) -> None:
+    never = McpServer(name="fx", command=[str(tmp_path / "would-fail-if-started")])
+    agents = Registry(agents=[Agent(name="lead", instructions="-", handoffs=[Agent(name="mcp", mcp_servers=[never])])])
+    with pytest.raises(ApplicationError) as info:
+        await local_resolve().run(ToolActivities(agents).resolve_agent, ResolveAgentInput(agent="lead"))
+    assert info.value.type == AGENT_NOT_HERE and "would have to reach its MCP servers" in info.value.message
+
+
+@pytest.mark.asyncio
+async def test_a_local_resolve_leaves_the_first_calls_context_in_the_cache() -> None:
+    cache = ContextCache()
+    activities = ToolActivities(REGISTRY, cache=cache)
+    spec = await local_resolve("run-1").run(activities.resolve_agent, ResolveAgentInput(agent="weather", prompt="hi"))
+    first = [UserMessage(content="hi")]
+    assert cache.lookup("run-1", 1, chain_digest("", first[0])) == (spec, first)
+    await ActivityEnvironment().run(activities.resolve_agent, ResolveAgentInput(agent="weather", prompt="hi"))
+    assert len(cache._runs) == 1  # routed, on another worker maybe: nothing to leave
 
 
 def test_versions_of_agents_without_the_new_fields_stay_as_released() -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 
 from activities import Agent, Registry, ToolContext, tool
@@ -146,3 +147,13 @@ async def test_a_run_of_an_agent_no_worker_serves_fails_clearly(client, task_que
         with pytest.raises(WorkflowFailureError) as info:
             await asyncio.wait_for(handle.result(), 30)
     assert "no worker serves agent 'only_old'" in str(info.value.cause)
+    # The run's own worker said it does not serve the agent; the routed resolve found no taker.
+    events = (await handle.fetch_history()).events
+    markers = [e.marker_recorded_event_attributes for e in events if e.HasField("marker_recorded_event_attributes")]
+    declined = [m.failure.application_failure_info.type for m in markers if m.HasField("failure")]
+    routed = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert (declined, routed) == ([t.AGENT_NOT_HERE], [t.RESOLVE_AGENT_ACTIVITY])

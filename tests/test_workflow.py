@@ -6,13 +6,16 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from activities.model import ModelActivities
 from activities.settings import LLMSettings
+from cli.export import local_result
 from tests.helpers import (
     activity_attempts,
     bytes_per_turn,
@@ -82,9 +85,38 @@ async def test_every_activity_has_a_readable_summary(client, task_queue, worker_
         for e in events
         if e.event_type in kinds and e.HasField("user_metadata")
     ]
-    assert summaries[0] == "resolve agent demo"
+    assert summaries[0] == "resolve agent demo (local)"  # the run's own worker serves the agent
     assert "turn 1 · model demo · 1 message" in summaries  # the worker's LLM_MODEL, pinned at the start
     assert "turn 1 · tool: get_weather(city=Tokyo) (local)" in summaries  # a local activity's marker
+
+
+async def test_a_run_starts_in_one_workflow_task_and_reads_no_context_by_query(
+    client, task_queue, worker_factory, llm, monkeypatch
+):
+    """The run's own worker serves the agent: it resolves it as a local activity and schedules
+    the first model call in the same workflow task, and every model call, the first too, finds
+    its context in the worker's cache instead of querying the workflow."""
+    queried: list[int] = []
+    original = ModelActivities.read_context
+
+    async def counted(self: ModelActivities, upto: int) -> Any:
+        queried.append(upto)
+        return await original(self, upto)
+
+    monkeypatch.setattr(ModelActivities, "read_context", counted)
+    async with worker_factory():
+        handle = await start(
+            client,
+            task_queue,
+            "go",
+            agent="quick",
+            model=script(llm, calls(("quick_add", {"a": 1, "b": 1})), {"content": "2"}),
+        )
+        assert (await handle.result()).output == "2"
+    assert queried == []
+    head = (await events_per_turn(handle, start=True))[0]  # up to the first model call
+    assert head.count("WORKFLOW_TASK_COMPLETED") == 1 and "ACTIVITY_TASK_SCHEDULED" not in head, head
+    await replay(handle)
 
 
 async def test_max_turns_fails_clearly_and_keeps_the_transcript(client, task_queue, worker_factory, llm):
@@ -219,8 +251,9 @@ async def test_the_agent_is_frozen_into_history_at_start(client, task_queue, wor
         handle = await start(client, task_queue, "Weather in Tokyo?")
         await handle.result()
     events = (await handle.fetch_history()).events
-    first = next(e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
-    spec = t.AgentSpec.model_validate_json(first.activity_task_completed_event_attributes.result.payloads[0].data)
+    first = next(e for e in events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and local_result(e))
+    assert local_result(first) == (t.RESOLVE_AGENT_ACTIVITY, first.marker_recorded_event_attributes.details["result"])
+    spec = t.AgentSpec.model_validate_json(first.marker_recorded_event_attributes.details["result"].payloads[0].data)
     assert spec.name == "demo" and "concise weather assistant" in spec.instructions
     assert [s.name for s in spec.tools] == ["get_weather", "get_forecast", "convert_temperature", "send_report"]
     assert spec.tools[-1].approval == "always"
@@ -250,7 +283,7 @@ async def test_search_attributes_are_written_at_most_once_a_turn_and_true_at_the
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="looper", model="loop:6:10")
         result = await handle.result()
-    turns = await events_per_turn(handle)
+    turns = await events_per_turn(handle, start=True)  # turns[0]: the start, up to the first model call
     upserts = [turn.count("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES") for turn in turns]
     assert upserts[0] == 1 and upserts[-1] == 1 and all(n <= 1 for n in upserts), upserts
     assert sum(upserts[1:-1]) < len(turns) - 2, upserts  # the run took well under 5 s a turn
@@ -297,6 +330,17 @@ async def test_checked_in_histories_still_replay():
     assert debugged.count(t.EDIT_UPDATE) >= 2 and t.RESUME_UPDATE in debugged
     # the demo's tools as local activities: their results live in markers
     assert recorded["local_tools_v1"].count("core_local_activity") >= 2
+    # a run of this code's start: one patch marker, the agent resolved locally, the first model
+    # call scheduled by the first workflow task
+    events = WorkflowHistory.from_json("one_task_start_v1", recorded["one_task_start_v1"]).events
+    first_call = next(i for i, e in enumerate(events) if e.HasField("activity_task_scheduled_event_attributes"))
+    head = events[:first_call]
+    assert sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in head) == 1
+    markers = [
+        e.marker_recorded_event_attributes.marker_name for e in head if e.HasField("marker_recorded_event_attributes")
+    ]
+    assert markers == ["core_patch", "core_local_activity"]
+    assert [found[0] for e in head if (found := local_result(e))] == [t.RESOLVE_AGENT_ACTIVITY]
     fork = WorkflowHistory.from_json("breakpoint_v1.fork", recorded["breakpoint_v1.fork"])
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])
@@ -368,6 +412,6 @@ async def test_a_local_model_call_needs_no_dispatch_and_no_stream(client, task_q
     assert turns == [], "no model-call activity is ever scheduled"
     history = await handle.fetch_history()
     kinds = [e.event_type for e in history.events]
-    assert kinds.count(EventType.EVENT_TYPE_MARKER_RECORDED) >= 7  # 4 model calls and 3 tool calls, as markers
-    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED in kinds  # resolve: the only activity
+    assert kinds.count(EventType.EVENT_TYPE_MARKER_RECORDED) >= 8  # resolve, 4 model calls, 3 tool calls
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds  # the agent was resolved locally too
     await replay(handle)

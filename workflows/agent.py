@@ -26,7 +26,7 @@ import workflows.types as t
 from workflows import edits, memory
 from workflows.approvals import DecisionRefused
 from workflows.session import Refused, SessionState
-from workflows.steps import SA_AGENT, SA_VERSION, Steps, model_call_bounds
+from workflows.steps import SA_AGENT, SA_VERSION, UNIQUE_CALL_IDS_PATCH, Steps, model_call_bounds
 from workflows.turn import (
     HANDOFF_FILTERS,
     Done,
@@ -81,6 +81,7 @@ class AgentRun(Steps):
 
     @workflow.run
     async def run(self, input: t.RunInput) -> t.RunResult:
+        self._begin()
         try:
             if self._s.session is None:
                 return await self._single(input)
@@ -155,7 +156,7 @@ class AgentRun(Steps):
                 guard = None
             else:
                 reply = await self._call_model(agent, input.capture)
-            if workflow.patched("run-unique-call-ids"):
+            if self._patched(UNIQUE_CALL_IDS_PATCH):
                 s.claim_call_ids(reply.message)
             s.messages.append(reply.message)
             s.add_usage(agent.name, reply.usage)

@@ -51,9 +51,16 @@ MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
 # The model activity heartbeats every 2 s (more often while streaming): a worker that dies
 # mid-call is noticed within 10 s and the call moves to another worker.
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+# Every execution started by this code asks this one patch first: recorded with it, it has
+# every change the patches below name (and resolves its agent on its own worker first, see
+# _resolve_here); recorded without it, it asks each of them, as it did. One marker (and the
+# TemporalChangeVersion upsert the SDK adds to each) a run instead of one for each change.
+CURRENT_PATCH = "agent-run-2026-11"
 # Runs whose approvals were checked by the tool activity (before the hook activity existed)
 # keep doing so on replay; new runs ask the hook.
 HOOKS_PATCH = "agent-hooks"
+# Runs recorded before gave each reply's calls the provider's ids; new runs make them unique.
+UNIQUE_CALL_IDS_PATCH = "run-unique-call-ids"
 # Runs recorded before wrote their search attributes at every phase change (two upserts a turn);
 # new runs write them when a person would filter on the change, and counters once a turn.
 SPARSE_SEARCH_PATCH = "sparse-search-attributes"
@@ -63,6 +70,7 @@ SPARSE_SEARCH_PATCH = "sparse-search-attributes"
 # `workflow.now()` is not replay-stable here (a worker that takes a run over from its full
 # history sees the previous task's time in its first activation, a replay the task's own).
 COUNTERS_PATCH = "search-counters-every-5s"
+RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # no I/O: the registry and the agent's own code
 COUNTERS_EVERY_SECONDS = 5.0
 FILTERED_PHASES: frozenset[t.Phase] = frozenset(
     {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled"}
@@ -108,6 +116,15 @@ class Steps:
         self._searched_at: datetime | None = None  # the reply clock when the counters were last written
         self._replied_at: datetime | None = None  # the last model reply's received_at
         self._counters_throttled: bool | None = None  # patched(COUNTERS_PATCH), asked once
+        self._current = False  # patched(CURRENT_PATCH), asked as the run starts (see _begin)
+
+    def _begin(self) -> None:
+        """First thing in every execution: which code recorded it (see CURRENT_PATCH)."""
+        self._current = workflow.patched(CURRENT_PATCH)
+
+    def _patched(self, patch: str) -> bool:
+        """Whether this execution has the change `patch` names."""
+        return self._current or workflow.patched(patch)
 
     # ---------------------------------------------------------------------------- failures
 
@@ -142,11 +159,16 @@ class Steps:
 
     async def _resolve(self, input: t.RunInput) -> t.AgentSpec:
         """Freeze the agent (and every agent it can reach) into history: later edits never touch
-        this run. Only a worker that serves the agent polls its queue."""
+        this run. The run's own worker does it when it serves the agent; otherwise a worker that
+        does, through the agent's queue, which only such workers poll."""
         queue = t.agent_task_queue(workflow.info().task_queue, input.agent)
         request = t.ResolveAgentInput(
             agent=input.agent, max_turns=input.max_turns, model=input.model, model_settings=input.model_settings
         )
+        if self._current:  # recorded before: routed only, as it was
+            here = await self._resolve_here(request.model_copy(update={"prompt": input.prompt}))
+            if here is not None:
+                return here
         try:
             spec: t.AgentSpec = await workflow.execute_activity(
                 t.RESOLVE_AGENT_ACTIVITY,
@@ -167,6 +189,28 @@ class Steps:
                 )
                 raise self._failure(message, "UnknownAgent") from err
             raise self._failed_activity(err, "ResolveAgentFailed", "") from err
+
+    async def _resolve_here(self, request: t.ResolveAgentInput) -> t.AgentSpec | None:
+        """The resolve as a local activity, in this workflow task: the first model call follows
+        without a round trip through the server, and reads its context from the worker's cache.
+        None when this worker does not serve the agent, would need the agent's MCP servers (no
+        I/O while the task is open), or fails in any way: the routed resolve then decides, with
+        its retries and its errors."""
+        try:
+            spec: t.AgentSpec = await workflow.execute_local_activity(
+                t.RESOLVE_AGENT_ACTIVITY,
+                request,
+                result_type=t.AgentSpec,
+                activity_id="resolve",
+                start_to_close_timeout=RESOLVE_HERE_TIMEOUT,
+                retry_policy=RetryPolicy(maximum_attempts=1),
+                summary=f"resolve agent {request.agent} (local)",
+            )
+            return spec
+        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
+            if isinstance(err.cause, CancelledError):  # the run is being cancelled
+                raise asyncio.CancelledError from err
+            return None
 
     # ------------------------------------------------------------------------------- model
 
@@ -249,7 +293,7 @@ class Steps:
         record: t.ApprovalRecord | None = None
         if planned.approval == "auto":
             record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
-        elif planned.approval == "check" and not workflow.patched(HOOKS_PATCH):
+        elif planned.approval == "check" and not self._patched(HOOKS_PATCH):
             return await self._legacy_checked_call(agent, call)
         elif planned.approval == "check":
             check = await self._hook(agent, "approval", call.name, call_id=call.call_id, arguments=call.arguments)
@@ -492,7 +536,7 @@ class Steps:
         if self._s.turn == self._searched_turn:
             return False
         if self._counters_throttled is None:
-            self._counters_throttled = workflow.patched(COUNTERS_PATCH)
+            self._counters_throttled = self._patched(COUNTERS_PATCH)
         if not self._counters_throttled or self._searched_turn < 0:
             return True  # never written
         if self._replied_at is None or self._searched_at is None:
@@ -515,5 +559,5 @@ class Steps:
 
     def _sparse(self) -> bool:
         if self._sparse_search is None:
-            self._sparse_search = workflow.patched(SPARSE_SEARCH_PATCH)
+            self._sparse_search = self._patched(SPARSE_SEARCH_PATCH)
         return self._sparse_search

@@ -774,6 +774,9 @@ class ResolveAgentInput(_Model):
     max_turns: int | None = None
     model: str | None = None
     model_settings: ModelSettings | None = None
+    # Set for a resolve on the run's own worker (a local activity): the run's prompt, so the
+    # worker's context cache holds the first model call's context and the call reads it there.
+    prompt: str | None = None
 
 
 HookKind = Literal["approval", "input_guardrail", "output_guardrail", "output_type", "input_filter", "breakpoint"]
@@ -868,6 +871,9 @@ class ToolCallInput(_Model):
 
 
 TOOL_NOT_HERE = "ToolNotHere"  # the error type of a local call on a worker without the agent's version
+# The error type of a resolve on the run's own worker when that worker does not serve the agent,
+# or would have to reach its MCP servers to freeze it: the run resolves it routed instead.
+AGENT_NOT_HERE = "AgentNotHere"
 
 
 class ToolResult(_Model):
