@@ -31,6 +31,8 @@ class Plan:
     stream_runs: int  # streamed replies per streaming setting
     stream_what_ifs: bool  # also the bench-only settings that say where streaming latency goes
     budget_s: float  # concurrency ends by half of it; no tuning round after the first starts past it
+    short_runs: int  # per row: short runs (loop:short_turns:size at 50 ms) timed at their ends
+    short_turns: int
 
 
 QUICK = Plan(
@@ -38,7 +40,7 @@ QUICK = Plan(
     variant_latencies=(50,), history_turns=31, rival_history_turns=31, history_variants=False,
     conc_levels=(200,), conc_turns=2, conc_size=100, conc_latency=50, conc_timeout=40,
     tune_turns=8, tune_runs=10, tune_conc_turns=3, tune_rounds=1,
-    stream_runs=1, stream_what_ifs=False, budget_s=60,
+    stream_runs=1, stream_what_ifs=False, budget_s=60, short_runs=3, short_turns=2,
 )  # fmt: skip
 
 FULL = Plan(
@@ -46,5 +48,5 @@ FULL = Plan(
     variant_latencies=(50,), history_turns=201, rival_history_turns=61, history_variants=False,
     conc_levels=(50, 200), conc_turns=10, conc_size=100, conc_latency=50, conc_timeout=120,
     tune_turns=20, tune_runs=20, tune_conc_turns=4, tune_rounds=3,
-    stream_runs=2, stream_what_ifs=True, budget_s=480,
+    stream_runs=2, stream_what_ifs=True, budget_s=480, short_runs=12, short_turns=2,
 )  # fmt: skip

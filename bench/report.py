@@ -86,6 +86,19 @@ def per_turn(data: dict[str, Any]) -> str:
                     f"{_signed(r.get('worker_cpu_ms'), mirror.get('worker_cpu_ms'))}, "
                     f"{_signed(r.get('server_cpu_ms'), mirror.get('server_cpu_ms'))}"
                 )
+    if short := data.get("short"):
+        rival = next((r for r in short["rows"] if r["name"] == RIVAL), None)
+        cells = ("first_request_ms", "result_ms", "wall_ms", "worker_cpu_ms", "server_cpu_ms")
+        head = ["", "runs", "start → 1st request ms", "last reply → result ms", "whole run ms", "worker CPU ms",
+                "server CPU ms", "whole run vs rival"]  # fmt: skip
+        lines = [
+            [r["name"], r["runs"], *(fmt(r[k]) for k in cells), fmt_x(ratio(r["wall_ms"], _get(rival, "wall_ms")))]
+            for r in short["rows"]
+        ]
+        text.append(
+            f"   a short run ({short['scenario']}, {short['latency_ms']:g} ms model latency; medians, CPU the mean "
+            f"a run): what a run costs besides its turns\n{table(head, lines)}"
+        )
     idle = data.get("idle") or {}
     text.append(
         f"   idle burn (worker up, no runs): dev server {fmt(idle.get('server_ms_per_s'))} ms CPU/s, "

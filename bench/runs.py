@@ -193,6 +193,39 @@ async def durable_run(
 
 
 @dataclass
+class ShortRun:
+    """A short run's start and end, on the client's and the model server's clocks (one machine)."""
+
+    first_request_ms: float  # the client's start call → the first model request arriving
+    result_ms: float  # the last reply leaving the model server → the client holding the result
+    wall_ms: float  # the start call → the result
+    worker_cpu_ms: float | None  # the whole run's
+    server_cpu_ms: float | None
+
+
+async def short_run(
+    stack: Stack, worker: WorkerHandle, turns: int, size: int, latency_ms: float, variant: Variant = None
+) -> ShortRun:
+    """One short run of the loop, timed at its ends: what a run costs besides its turns."""
+    assert stack.client is not None
+    stack.phase(latency_ms)
+    prompt = new_prompt("short")
+    cpu0 = worker.cpu(), cpu_seconds(stack.server_pid)
+    began = time.time()
+    handle = await start(stack.client, worker.queue, loop_model(turns, size), turns, prompt, variant)
+    await wait_result(handle, run_timeout(turns, latency_ms))
+    ended = time.time()
+    cpu1 = worker.cpu(), cpu_seconds(stack.server_pid)
+    times = request_times(stack).get(prompt, [])
+    if not times:
+        raise RuntimeError(f"run {handle.id}: no model request seen")
+    w = (cpu1[0] - cpu0[0]) * 1000 if cpu0[0] is not None and cpu1[0] is not None else None
+    s = (cpu1[1] - cpu0[1]) * 1000 if cpu0[1] is not None and cpu1[1] is not None else None
+    reply = times[-1] + latency_ms / 1000
+    return ShortRun((times[0] - began) * 1000, (ended - reply) * 1000, (ended - began) * 1000, w, s)
+
+
+@dataclass
 class Concurrent:
     runs: int
     completed: int

@@ -142,11 +142,51 @@ async def per_turn(stack: Stack, plan: Plan, log: Any) -> dict[str, Any]:
         for s in series:
             if s.results and s.results[-1].handle is not None:
                 s.per_turn_history = _history_per_turn(await _read(stack, s.results[-1]))
+        short: list[tuple[str, WorkerHandle, runs.Variant]] = [(OURS, product, None), (BARE, bare, BareInput())]
+        short += [(RIVAL, rival, RivalInput())] if rival_ok else []
+        shorts = await _short_runs(stack, plan, log, short)
     return {
         "scenario": runs.loop_model(plan.turns, plan.size),
         "rows": [s.row() for s in series],
         "idle": idle,
         "rival_error": None if rival_ok else f"{RIVAL_MISSING} ({rival.error})",
+        "short": shorts,
+    }
+
+
+SHORT_LATENCY = 50.0
+
+
+async def _short_runs(
+    stack: Stack, plan: Plan, log: Any, rows: list[tuple[str, WorkerHandle, runs.Variant]]
+) -> dict[str, Any]:
+    """What a run costs besides its turns: short runs, interleaved, timed at their ends (medians)
+    and their whole CPU (means: the CPU clocks tick in 10 ms)."""
+    got: dict[str, list[runs.ShortRun]] = {name: [] for name, _, _ in rows}
+    log(f"per-turn: {plan.short_runs} short runs a row")
+    for _ in range(plan.short_runs):
+        for name, worker, variant in rows:
+            got[name].append(await runs.short_run(stack, worker, plan.short_turns, plan.size, SHORT_LATENCY, variant))
+
+    def mean(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return sum(known) / len(known) if known else None
+
+    return {
+        "scenario": runs.loop_model(plan.short_turns, plan.size),
+        "latency_ms": SHORT_LATENCY,
+        "rows": [
+            {
+                "name": name,
+                "runs": len(rs),
+                "first_request_ms": median(r.first_request_ms for r in rs),
+                "result_ms": median(r.result_ms for r in rs),
+                "wall_ms": median(r.wall_ms for r in rs),
+                "worker_cpu_ms": mean([r.worker_cpu_ms for r in rs]),
+                "server_cpu_ms": mean([r.server_cpu_ms for r in rs]),
+            }
+            for name, rs in got.items()
+        ],
     }
 
 
