@@ -26,6 +26,7 @@ from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContex
 
 from activities import Registry
 from activities.connection import DATA_CONVERTER, MAX_FAILURE_TEXT
+from activities.model import ModelActivities
 from activities.payload_store import (
     DEFAULT_THRESHOLD,
     LazyS3Client,
@@ -115,8 +116,16 @@ async def test_a_3mb_model_reply_is_the_answer(client, task_queue, worker_factor
     assert await history_bytes(handle) < SMALL_HISTORY
 
 
-async def test_a_3mb_prompt_reaches_the_model(client, task_queue, worker_factory, llm, large_registry):
+async def test_a_3mb_prompt_reaches_the_model(client, task_queue, worker_factory, llm, large_registry, monkeypatch):
     prompt = blob_text("prompt", 3 * MB)
+    queried: list[int] = []  # a prompt this long is not copied into the resolve: the call reads it by query
+    original = ModelActivities.read_context
+
+    async def counted(self: ModelActivities, upto: int) -> Any:
+        queried.append(upto)
+        return await original(self, upto)
+
+    monkeypatch.setattr(ModelActivities, "read_context", counted)
     async with worker_factory(registry=large_registry):
         handle = await start(client, task_queue, prompt, agent="bulky", model=script(llm, {"content": "ok"}))
         result = await finish(handle)
@@ -125,6 +134,7 @@ async def test_a_3mb_prompt_reaches_the_model(client, task_queue, worker_factory
     (request,) = llm.requests()
     assert [m["content"] for m in request["body"]["messages"] if m["role"] == "user"] == [prompt]
     assert await history_bytes(handle) < SMALL_HISTORY
+    assert queried == [1]
 
 
 async def test_client_py_in_its_own_process_shares_the_store(

@@ -166,7 +166,8 @@ class Steps:
             agent=input.agent, max_turns=input.max_turns, model=input.model, model_settings=input.model_settings
         )
         if self._current:  # recorded before: routed only, as it was
-            here = await self._resolve_here(request.model_copy(update={"prompt": input.prompt}))
+            seed = input.prompt if len(input.prompt) < t.SEED_PROMPT_CHARS else None
+            here = await self._resolve_here(request.model_copy(update={"prompt": seed}))
             if here is not None:
                 return here
         try:

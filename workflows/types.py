@@ -776,7 +776,12 @@ class ResolveAgentInput(_Model):
     model_settings: ModelSettings | None = None
     # Set for a resolve on the run's own worker (a local activity): the run's prompt, so the
     # worker's context cache holds the first model call's context and the call reads it there.
+    # Not for a prompt of SEED_PROMPT_CHARS or more: copying it (to the payload store, past its
+    # threshold) would cost more than the query it spares.
     prompt: str | None = None
+
+
+SEED_PROMPT_CHARS = 64 * 1024
 
 
 HookKind = Literal["approval", "input_guardrail", "output_guardrail", "output_type", "input_filter", "breakpoint"]
