@@ -7,6 +7,9 @@ next request: the messages it sent, the reply, and the tool results. It rebuilds
 them against the hash the workflow puts in the activity's input (`ModelCallInput.digest`); only
 an exact match is used. Anything else (another worker ran a tool, a person edited arguments, a
 restart) falls back to the query. Bounded: the most recent runs only.
+
+Runs are keyed by workflow id, not run id: a run that continues as new carries its transcript
+on, so the new execution's first call finds it here too (the hash decides, as always).
 """
 
 from __future__ import annotations

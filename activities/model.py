@@ -199,7 +199,7 @@ class ModelActivities:
     @activity.defn(name=MODEL_CALL_ACTIVITY)
     async def call_model(self, input: ModelCallInput) -> ModelReply:
         began = time.monotonic()
-        run = activity.info().workflow_run_id or ""
+        run = activity.info().workflow_id or ""  # the run's id across continue-as-new: its transcript goes on
         cached = self._cache.lookup(run, input.transcript_len, input.digest) if self._cache else None
         if input.context is not None:  # a local call: the transcript came with it (never in history)
             cached = (input.context.agent, input.context.messages)

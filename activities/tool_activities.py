@@ -126,7 +126,7 @@ class ToolActivities:
         outcome = "error result" if result.is_error else "ok"
         activity.logger.info("%s: %s in %.2fs", what, outcome, time.monotonic() - started)
         if self.cache is not None:
-            self.cache.remember_tool(info.workflow_run_id or "", result)
+            self.cache.remember_tool(info.workflow_id or "", result)
         return result
 
     def _ask_policy(self, tool: Tool[..., Any] | McpTool, input: ToolCallInput) -> ToolResult | None:
@@ -188,8 +188,8 @@ class ToolActivities:
         except ToolRetryableError as exc:  # an MCP server down: the run cannot know its tools yet
             raise ApplicationError(str(exc), type="McpServerUnavailable") from None
         spec = frozen[0].model_copy(update={"team": frozen[1:]})
-        if info.is_local and input.prompt is not None and self.cache is not None and info.workflow_run_id:
-            self.cache.seed(info.workflow_run_id, spec, [UserMessage(content=input.prompt)])
+        if info.is_local and input.prompt is not None and self.cache is not None and info.workflow_id:
+            self.cache.seed(info.workflow_id, spec, [UserMessage(content=input.prompt)])
         return spec
 
     def _filled(self, agent: Agent, spec: AgentSpec, settings: ModelSettings | None) -> AgentSpec:

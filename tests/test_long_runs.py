@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
+from typing import Any
 
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from activities.model import ModelActivities
 from tests.helpers import replay, start, transcript
 from tests.test_approvals import decide, pending, update
 from tests.test_durability import effects
@@ -100,3 +102,24 @@ async def test_usage_is_reported_per_agent_in_the_result(client, task_queue, wor
         result = await (await start(client, task_queue, "Weather in Tokyo?")).result()
     assert set(result.usage_by_agent) == {"demo"}
     assert result.usage_by_agent["demo"] == result.usage and result.usage.requests == 3
+
+
+async def test_a_new_execution_reads_its_transcript_from_the_workers_cache(
+    client, task_queue, worker_factory, llm, monkeypatch
+):
+    """After continue-as-new the transcript goes on: the worker that ran the last turn still holds
+    it (by workflow id), so no model call of the run, the first of each execution included, queries
+    the workflow for its context."""
+    queried: list[int] = []
+    original = ModelActivities.read_context
+
+    async def counted(self: ModelActivities, upto: int) -> Any:
+        queried.append(upto)
+        return await original(self, upto)
+
+    monkeypatch.setattr(ModelActivities, "read_context", counted)
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="relay", model="loop:6:10")
+        result = await handle.result()
+        assert len(await executions(client, handle.id)) == 3  # continued as new every 2 turns
+    assert result.turns == 6 and queried == []
