@@ -111,3 +111,19 @@ async def activity_attempts(handle: WorkflowHandle[Any, Any], activity: str) -> 
             if scheduled.get(sid) == activity:
                 attempts.append(started[sid])
     return attempts
+
+
+def context_queries(monkeypatch: Any) -> list[int]:
+    """From now on in this test, the `upto` of every model call that read its context by query
+    (not from the worker's cache), in order."""
+    from activities.model import ModelActivities
+
+    queried: list[int] = []
+    original = ModelActivities.read_context
+
+    async def counted(self: ModelActivities, upto: int) -> Any:
+        queried.append(upto)
+        return await original(self, upto)
+
+    monkeypatch.setattr(ModelActivities, "read_context", counted)
+    return queried

@@ -26,7 +26,6 @@ from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContex
 
 from activities import Registry
 from activities.connection import DATA_CONVERTER, MAX_FAILURE_TEXT
-from activities.model import ModelActivities
 from activities.payload_store import (
     DEFAULT_THRESHOLD,
     LazyS3Client,
@@ -35,7 +34,7 @@ from activities.payload_store import (
     external_storage,
 )
 from tests.fixtures.large_payload_tools import blob_text
-from tests.helpers import calls, replay, script, start, transcript
+from tests.helpers import calls, context_queries, replay, script, start, transcript
 from tests.test_durability import effects
 from workflows import types as t
 
@@ -118,14 +117,7 @@ async def test_a_3mb_model_reply_is_the_answer(client, task_queue, worker_factor
 
 async def test_a_3mb_prompt_reaches_the_model(client, task_queue, worker_factory, llm, large_registry, monkeypatch):
     prompt = blob_text("prompt", 3 * MB)
-    queried: list[int] = []  # a prompt this long is not copied into the resolve: the call reads it by query
-    original = ModelActivities.read_context
-
-    async def counted(self: ModelActivities, upto: int) -> Any:
-        queried.append(upto)
-        return await original(self, upto)
-
-    monkeypatch.setattr(ModelActivities, "read_context", counted)
+    queried = context_queries(monkeypatch)  # a prompt this long is not copied into the resolve
     async with worker_factory(registry=large_registry):
         handle = await start(client, task_queue, prompt, agent="bulky", model=script(llm, {"content": "ok"}))
         result = await finish(handle)

@@ -5,14 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from typing import Any
 
 import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.model import ModelActivities
-from tests.helpers import replay, start, transcript
+from tests.helpers import context_queries, replay, start, transcript
 from tests.test_approvals import decide, pending, update
 from tests.test_durability import effects
 from workflows import types as t
@@ -110,14 +108,7 @@ async def test_a_new_execution_reads_its_transcript_from_the_workers_cache(
     """After continue-as-new the transcript goes on: the worker that ran the last turn still holds
     it (by workflow id), so no model call of the run, the first of each execution included, queries
     the workflow for its context."""
-    queried: list[int] = []
-    original = ModelActivities.read_context
-
-    async def counted(self: ModelActivities, upto: int) -> Any:
-        queried.append(upto)
-        return await original(self, upto)
-
-    monkeypatch.setattr(ModelActivities, "read_context", counted)
+    queried = context_queries(monkeypatch)
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="relay", model="loop:6:10")
         result = await handle.result()

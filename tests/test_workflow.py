@@ -6,20 +6,19 @@ import asyncio
 import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.model import ModelActivities
 from activities.settings import LLMSettings
 from cli.export import local_result
 from tests.helpers import (
     activity_attempts,
     bytes_per_turn,
     calls,
+    context_queries,
     events_per_turn,
     replay,
     script,
@@ -96,14 +95,7 @@ async def test_a_run_starts_in_one_workflow_task_and_reads_no_context_by_query(
     """The run's own worker serves the agent: it resolves it as a local activity and schedules
     the first model call in the same workflow task, and every model call, the first too, finds
     its context in the worker's cache instead of querying the workflow."""
-    queried: list[int] = []
-    original = ModelActivities.read_context
-
-    async def counted(self: ModelActivities, upto: int) -> Any:
-        queried.append(upto)
-        return await original(self, upto)
-
-    monkeypatch.setattr(ModelActivities, "read_context", counted)
+    queried = context_queries(monkeypatch)
     async with worker_factory():
         handle = await start(
             client,
