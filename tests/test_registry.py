@@ -300,9 +300,10 @@ async def test_resolve_agent_invalid_override_is_non_retryable() -> None:
 
 
 def local_resolve(run: str = "run-1") -> ActivityEnvironment:
-    """An environment for the resolve as a local activity, on the run's own worker."""
+    """An environment for the resolve as a local activity, on the run's own worker (`run`: its
+    workflow id)."""
     env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, is_local=True, workflow_run_id=run)
+    env.info = dataclasses.replace(env.info, is_local=True, workflow_id=run)
     return env
 
 
