@@ -41,6 +41,7 @@ SA_VERSION = SearchAttributeKey.for_keyword(t.SA_VERSION)
 SA_COST = SearchAttributeKey.for_float(t.SA_COST)
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
+RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # the local resolve: no I/O, the registry and the agent's code
 # Hooks run the agent author's code (guardrails may call a model themselves): retried a few
 # times for a worker that died, then the run fails with the hook's own error.
 HOOK_RETRY = RetryPolicy(maximum_attempts=3)
@@ -70,7 +71,6 @@ SPARSE_SEARCH_PATCH = "sparse-search-attributes"
 # `workflow.now()` is not replay-stable here (a worker that takes a run over from its full
 # history sees the previous task's time in its first activation, a replay the task's own).
 COUNTERS_PATCH = "search-counters-every-5s"
-RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # no I/O: the registry and the agent's own code
 COUNTERS_EVERY_SECONDS = 5.0
 FILTERED_PHASES: frozenset[t.Phase] = frozenset(
     {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled"}
@@ -165,7 +165,7 @@ class Steps:
         request = t.ResolveAgentInput(
             agent=input.agent, max_turns=input.max_turns, model=input.model, model_settings=input.model_settings
         )
-        if self._current:  # recorded before: routed only, as it was
+        if self._current:  # an execution recorded before this change resolves routed only, as it did
             seed = input.prompt if len(input.prompt) < t.SEED_PROMPT_CHARS else None
             here = await self._resolve_here(request.model_copy(update={"prompt": seed}))
             if here is not None:
