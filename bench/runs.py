@@ -169,27 +169,12 @@ async def durable_run(
     variant: Variant = None,
     agent: str = AGENT,
 ) -> SingleRun:
-    assert stack.client is not None
-    stack.phase(latency_ms)
-    prompt = new_prompt("single")
-    cpu0 = worker.cpu(), cpu_seconds(stack.server_pid)
-    t0 = time.perf_counter()
-    handle = await start(stack.client, worker.queue, loop_model(turns, size), turns, prompt, variant, agent)
-    try:
-        result = await wait_result(handle, run_timeout(turns, latency_ms))
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(handle.terminate("bench: timed out or interrupted"), 10)
-        raise
-    wall = time.perf_counter() - t0
-    cpu1 = worker.cpu(), cpu_seconds(stack.server_pid)
-    times = request_times(stack).get(prompt, [])
-    per = per_turn_ms(times, latency_ms)
-    if per is None or result.turns != turns:
-        raise RuntimeError(f"run {handle.id}: {result.turns} turns, {len(times)} model requests seen")
-    w = (cpu1[0] - cpu0[0]) * 1000 / turns if cpu0[0] is not None and cpu1[0] is not None else None
-    s = (cpu1[1] - cpu0[1]) * 1000 / turns if cpu0[1] is not None and cpu1[1] is not None else None
-    return SingleRun(handle, result.turns, wall, times, per, w, s)
+    run = await _timed(stack, worker, turns, size, latency_ms, variant, agent, "single")
+    per = per_turn_ms(run.times, latency_ms)
+    if per is None or run.result.turns != turns:
+        raise RuntimeError(f"run {run.handle.id}: {run.result.turns} turns, {len(run.times)} model requests seen")
+    worker_cpu, server_cpu = (None if ms is None else ms / turns for ms in run.cpu_ms)
+    return SingleRun(run.handle, run.result.turns, run.ended - run.began, run.times, per, worker_cpu, server_cpu)
 
 
 @dataclass
@@ -207,22 +192,52 @@ async def short_run(
     stack: Stack, worker: WorkerHandle, turns: int, size: int, latency_ms: float, variant: Variant = None
 ) -> ShortRun:
     """One short run of the loop, timed at its ends: what a run costs besides its turns."""
+    run = await _timed(stack, worker, turns, size, latency_ms, variant, AGENT, "short")
+    if not run.times:
+        raise RuntimeError(f"run {run.handle.id}: no model request seen")
+    reply = run.times[-1] + latency_ms / 1000
+    first, last, wall = run.times[0] - run.began, run.ended - reply, run.ended - run.began
+    return ShortRun(first * 1000, last * 1000, wall * 1000, *run.cpu_ms)
+
+
+@dataclass
+class _Timed:
+    handle: WorkflowHandle[Any, Any]
+    result: t.RunResult | RivalResult | BareResult
+    times: list[float]  # the model requests' arrivals
+    began: float  # time.time() of the start call
+    ended: float  # and of the result
+    cpu_ms: tuple[float | None, float | None]  # the worker's and the dev server's over the run
+
+
+async def _timed(
+    stack: Stack,
+    worker: WorkerHandle,
+    turns: int,
+    size: int,
+    latency_ms: float,
+    variant: Variant,
+    agent: str,
+    tag: str,
+) -> _Timed:
+    """One run of the loop, started and waited for, with its clocks and CPU; a run that does not
+    end in time (or whose bench is interrupted) is terminated."""
     assert stack.client is not None
     stack.phase(latency_ms)
-    prompt = new_prompt("short")
+    prompt = new_prompt(tag)
     cpu0 = worker.cpu(), cpu_seconds(stack.server_pid)
     began = time.time()
-    handle = await start(stack.client, worker.queue, loop_model(turns, size), turns, prompt, variant)
-    await wait_result(handle, run_timeout(turns, latency_ms))
+    handle = await start(stack.client, worker.queue, loop_model(turns, size), turns, prompt, variant, agent)
+    try:
+        result = await wait_result(handle, run_timeout(turns, latency_ms))
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(handle.terminate("bench: timed out or interrupted"), 10)
+        raise
     ended = time.time()
     cpu1 = worker.cpu(), cpu_seconds(stack.server_pid)
-    times = request_times(stack).get(prompt, [])
-    if not times:
-        raise RuntimeError(f"run {handle.id}: no model request seen")
-    w = (cpu1[0] - cpu0[0]) * 1000 if cpu0[0] is not None and cpu1[0] is not None else None
-    s = (cpu1[1] - cpu0[1]) * 1000 if cpu0[1] is not None and cpu1[1] is not None else None
-    reply = times[-1] + latency_ms / 1000
-    return ShortRun((times[0] - began) * 1000, (ended - reply) * 1000, (ended - began) * 1000, w, s)
+    cpu = tuple(None if a is None or b is None else (b - a) * 1000 for a, b in zip(cpu0, cpu1, strict=True))
+    return _Timed(handle, result, request_times(stack).get(prompt, []), began, ended, (cpu[0], cpu[1]))
 
 
 @dataclass
