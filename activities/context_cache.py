@@ -42,9 +42,7 @@ class ContextCache:
     ) -> None:
         """After a model call: the context it sent (whose hash the workflow gave) plus its reply.
         Only the reply is hashed here, so a turn's cost does not grow with the transcript."""
-        if not digest:  # a call scheduled by code older than the hash
-            for message in messages:
-                digest = chain_digest(digest, message)
+        digest = digest or _digest(messages)  # "": a call scheduled by code older than the hash
         self._runs[run] = _Entry(agent, [*messages, reply], chain_digest(digest, reply))
         self._runs.move_to_end(run)
         self._evict()
@@ -57,10 +55,7 @@ class ContextCache:
     def seed(self, run: str, agent: AgentSpec, messages: list[Message]) -> None:
         """A run's context before its first model call (its agent, resolved here, and its
         prompt): the call finds it like any other, if the workflow's hash agrees."""
-        digest = ""
-        for message in messages:
-            digest = chain_digest(digest, message)
-        self._runs[run] = _Entry(agent, list(messages), digest)
+        self._runs[run] = _Entry(agent, list(messages), _digest(messages))
         self._runs.move_to_end(run)
         self._evict()
 
@@ -97,3 +92,11 @@ class ContextCache:
         for call in calls:
             del self._tools[(run, call.call_id)]
         return entry.agent, [*entry.messages, *extra]
+
+
+def _digest(messages: list[Message]) -> str:
+    """The transcript hash of `messages`, as the workflow chains it (RunState.digest)."""
+    digest = ""
+    for message in messages:
+        digest = chain_digest(digest, message)
+    return digest
