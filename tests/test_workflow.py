@@ -333,6 +333,13 @@ async def test_checked_in_histories_still_replay():
     ]
     assert markers == ["core_patch", "core_local_activity"]
     assert [found[0] for e in head if (found := local_result(e))] == [t.RESOLVE_AGENT_ACTIVITY]
+    # the team and the session again, as this code starts them (one patch marker, a local resolve)
+    for name in ("support_team_v2", "session_v2"):
+        events = WorkflowHistory.from_json(name, recorded[name]).events
+        assert [found[0] for e in events if (found := local_result(e))][:1] == [t.RESOLVE_AGENT_ACTIVITY], name
+    assert "startChildWorkflowExecutionInitiatedEventAttributes" in recorded["support_team_v2"]
+    assert "support_team_v2.call_2_0" in recorded
+    assert t.SESSION_END_UPDATE in recorded["session_v2"] and t.COMPACT_ACTIVITY in recorded["session_v2"]
     fork = WorkflowHistory.from_json("breakpoint_v1.fork", recorded["breakpoint_v1.fork"])
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])
