@@ -12,16 +12,20 @@ from workflows.turn import (
     checked,
     decide,
     describe_call,
+    taken,
     tripwire,
+    with_reply,
 )
 from workflows.types import (
     AgentSpec,
     AssistantMessage,
+    Breakpoints,
     HandoffSpec,
     HookResult,
     ModelReply,
     ToolCall,
     ToolMessage,
+    ToolResult,
     ToolSpec,
     UserMessage,
 )
@@ -181,3 +185,58 @@ def test_describe_call_is_short_and_readable():
     assert describe_call(call("c", "f", '{"text": "' + "x" * 500 + '"}')) == "f(text=" + "x" * 39 + "…)"
     many = describe_call(call("c", "f", '{"a": "' + "y" * 30 + '", "b": "' + "z" * 30 + '"}'), limit=60)
     assert len(many) == 60 and many.endswith("…")
+
+
+# ------------------------------------------------------------------ calls run with the reply
+
+CHEAP = AgentSpec(
+    name="cheap",
+    version="v1",
+    tools=[
+        ToolSpec(name="add", local=True),
+        ToolSpec(name="convert", local=True),
+        ToolSpec(name="lookup"),  # not declared cheap: a tool activity of its own
+        ToolSpec(name="pay", local=True, approval="conditional"),  # a person may have to decide first
+        ToolSpec(name="research", local=True, agent="researcher"),  # a child run
+        ToolSpec(name="transfer_to_billing", local=True),  # a handoff's name wins
+    ],
+    handoffs=[HandoffSpec(agent="billing", tool_name="transfer_to_billing")],
+    max_turns=3,
+    token_budget=1000,
+    cost_budget_usd=0.5,
+)
+
+
+def test_only_cheap_calls_that_need_no_person_may_come_back_with_the_reply():
+    ahead = with_reply(CHEAP, 1, tokens_used=400, cost_used=0.2)
+    assert ahead is not None
+    assert ahead.version == "v1" and ahead.tools == ["add", "convert"] and ahead.pause_on == []
+    assert ahead.tokens_left == 600 and ahead.cost_left == 0.3
+    unbudgeted = with_reply(CHEAP.model_copy(update={"token_budget": None, "cost_budget_usd": None}), 1)
+    assert unbudgeted is not None and unbudgeted.tokens_left is None and unbudgeted.cost_left is None
+
+
+def test_no_call_comes_back_with_a_reply_the_turn_could_not_act_on():
+    assert with_reply(CHEAP, 2) is not None
+    assert with_reply(CHEAP, 3) is None  # the last turn: decide stops instead of running tools
+    later = CHEAP.model_copy(update={"max_turns": 2})  # the run's limits are its first agent's
+    assert with_reply(CHEAP.model_copy(update={"max_turns": 50}), 2, limits=later) is None
+    assert with_reply(CHEAP.model_copy(update={"version": None}), 1) is None  # no worker holds it for sure
+    assert with_reply(AGENT, 1) is None  # no cheap tools
+    assert with_reply(CHEAP, 1, breakpoints=Breakpoints(before_tools=True)) is None
+    named = with_reply(CHEAP, 1, breakpoints=Breakpoints(tools=["lookup", "add"]))
+    assert named is not None and named.pause_on == ["add", "lookup"]  # the worker runs none if one is called
+
+
+def result(call_id: str, tool: str, output: str) -> ToolResult:
+    return ToolResult(call_id=call_id, tool=tool, output=output)
+
+
+def test_the_turn_takes_a_result_only_for_the_call_it_was_run_for():
+    r = reply(None, call("c1", "add", '{"a": 1}'), call("c2", "add", '{"a": 2}'), call("c3", "convert"))
+    r.tool_results = [result("c1", "add", "1"), result("c2", "add", "2"), result("c3", "lookup", "?")]
+    asked = [c.call_id for c in r.message.tool_calls]
+    r.message.tool_calls[1].call_id = "call_4_1"  # the run renamed it: its key was built from "c2"
+    got = taken(asked, r)
+    assert got == {"c1": ('{"a": 1}', r.tool_results[0])}  # c3's result names another tool
+    assert taken([], reply("done")) == {}

@@ -1,6 +1,8 @@
 """One turn of an agent run, as a pure state machine; the workflow only carries out its steps.
 
     decide(reply)            → Final | RunTools(planned calls) | Stop
+    with_reply(agent, …)     → which cheap calls the model call may run with its reply
+    taken(asked, reply)      → the results of those the turn may use, by call id
     checked(call, approval)  → the call runs, waits for a person, or is answered at once
     after_tools(results)     → the tool messages, in the order the model asked for the calls
     after_output(check)      → Done | Retry(feedback for the model) | Stop
@@ -21,12 +23,15 @@ from pydantic import BaseModel
 from workflows.types import (
     AgentSpec,
     AssistantMessage,
+    Breakpoints,
     HookResult,
     Message,
     ModelReply,
     ToolCall,
     ToolMessage,
+    ToolResult,
     UserMessage,
+    WithReply,
 )
 
 StopKind = Literal[
@@ -157,6 +162,51 @@ def _plan(
     if spec.agent is not None:
         return PlannedCall(call=call, action="child", approval=approval, target=spec.agent)
     return PlannedCall(call=call, action="tool", approval=approval)
+
+
+def with_reply(
+    agent: AgentSpec,
+    turn: int,
+    *,
+    limits: AgentSpec | None = None,
+    tokens_used: int = 0,
+    cost_used: float = 0.0,
+    breakpoints: Breakpoints | None = None,
+) -> WithReply | None:
+    """Which calls the reply to model call number `turn` (as `decide` counts) may bring back
+    already run: the agent's cheap ones (`@tool(local=True)`, no approval, not a child run,
+    not named like a handoff), on a worker holding its version. None when the turn could not
+    run them: the run's last turn, or a breakpoint before every tool call. `tokens_used` and
+    `cost_used` count the replies so far; the worker checks the reply's own against the rest."""
+    limits = limits or agent
+    if not agent.version or turn >= limits.max_turns or (breakpoints is not None and breakpoints.before_tools):
+        return None
+    handoffs = {h.tool_name for h in agent.handoffs}
+    tools = [
+        s.name for s in agent.tools if s.local and s.approval == "never" and s.agent is None and s.name not in handoffs
+    ]
+    if not tools:
+        return None
+    tokens, dollars = limits.token_budget, limits.cost_budget_usd
+    return WithReply(
+        version=agent.version,
+        tools=tools,
+        pause_on=sorted(breakpoints.tools) if breakpoints is not None else [],
+        tokens_left=tokens - tokens_used if tokens is not None else None,
+        cost_left=dollars - cost_used if dollars is not None else None,
+    )
+
+
+def taken(asked: Sequence[str], reply: ModelReply) -> dict[str, tuple[str, ToolResult]]:
+    """The calls run with `reply` whose results the turn may use, by call id, with the
+    arguments they ran with: those whose call kept the id the model gave it (`asked`, the ids
+    before the run made them unique), the id the worker built the call's idempotency key from."""
+    ran = {r.call_id: r for r in reply.tool_results}
+    return {
+        call.call_id: (call.arguments, ran[call.call_id])
+        for before, call in zip(asked, reply.message.tool_calls, strict=True)
+        if before == call.call_id and call.call_id in ran and ran[call.call_id].tool == call.name
+    }
 
 
 def _target(agent: AgentSpec, call: ToolCall) -> str:

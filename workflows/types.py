@@ -842,6 +842,23 @@ class ModelCallInput(_Model):
     # Set for a local model call (AgentOptions.local_model_call): the context itself, since a
     # local activity's input never enters history and a query could not be answered meanwhile.
     context: ModelContext | None = None
+    # Which of the reply's calls the activity may run itself once the reply is whole (None: none).
+    with_reply: WithReply | None = None
+
+
+class WithReply(_Model):
+    """The cheap calls a model call may run with its reply, so the turn needs no dispatch of its
+    own for them: calls of `tools` (`@tool(local=True)`, no approval, no child run), on a worker
+    holding the agent's exact `version`, unless the reply also calls a tool of `pause_on` (a
+    breakpoint pauses before it) or its tokens or cost reach what the run has left (the turn
+    would stop). The turn still decides: it takes a result only for a call it runs as the model
+    asked it (same id, same arguments), and runs any other call as before."""
+
+    version: str
+    tools: list[str]
+    pause_on: list[str] = Field(default_factory=list)
+    tokens_left: int | None = None
+    cost_left: float | None = None
 
 
 class ModelReply(_Model):
@@ -854,6 +871,9 @@ class ModelReply(_Model):
     # When the reply arrived, by the worker's clock: recorded with the reply, so the run reads
     # the same time on every replay (the run's clock for its throttled search attributes).
     received_at: datetime | None = None
+    # The results of the calls the activity ran with the reply (ModelCallInput.with_reply), by
+    # the call ids the model gave; history records them here instead of a marker per call.
+    tool_results: list[ToolResult] = Field(default_factory=list)
 
 
 class ToolCallInput(_Model):
