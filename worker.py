@@ -277,9 +277,9 @@ class AgentPlugin(SimplePlugin):
         threads = ToolThreads(executor.size_from_env() if threads_n is None else threads_n)
         cache = ContextCache()
         caller = HookCaller(run_hooks, Redactor.for_settings(settings))
-        model = ModelActivities(client, settings, http, cache, hooks=caller, prices=prices)
-        compaction = CompactionActivities(model)
         tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads, hooks=caller)
+        model = ModelActivities(client, settings, http, cache, hooks=caller, prices=prices, tools=tools)
+        compaction = CompactionActivities(model)
         hooks = HookActivities(registry, client, settings, http, threads)
         masking, _ = redaction_for(settings)
         # Tracing outside masking: spans see masked values.

@@ -37,6 +37,7 @@ from activities.prices import PriceTable
 from activities.redact import FRAGMENT, Redactor
 from activities.settings import LLMSettings
 from activities.sse import LineTooLong, iter_lines
+from activities.tool_activities import ToolActivities
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
@@ -175,8 +176,10 @@ class ModelActivities:
         cache: ContextCache | None = None,
         hooks: HookCaller | None = None,
         prices: PriceTable | None = None,
+        tools: ToolActivities | None = None,
     ) -> None:
         self._client = client
+        self._tools = tools  # runs the cheap calls a turn lets come back with the reply (WithReply)
         self._prices = prices or PriceTable()
         self._settings = settings
         self._http = http
@@ -231,6 +234,14 @@ class ModelActivities:
             await self._hook(input.turn, "on_model_response", at, response)
         if self._cache is not None:
             self._cache.remember(run, agent, messages, input.digest, reply.message)
+        if input.with_reply is not None and reply.message.tool_calls and self._tools is not None:
+            # What the attempt has left, less a second for its reply to reach the server.
+            bound = _attempt_limit(agent) - (time.monotonic() - began) - 1.0
+            if bound > 0:
+                async with heartbeating(HEARTBEAT_EVERY, call.snapshot):
+                    reply.tool_results = await self._tools.run_with_reply(
+                        agent, input.turn, input.with_reply, reply, bound
+                    )
         if capture:
             attempt = call.progress.attempt
             record = {"api": path, "url": str(call.url), "turn": input.turn, "attempt": attempt, "stream": call.stream}

@@ -7,7 +7,8 @@ One trace per run, the same across workers, retries and continue-as-new::
     └─ invoke_agent demo              one per execution; continue-as-new adds a sibling
        ├─ turn 1                      every activity the run schedules for turn 1
        │  ├─ chat gpt-4.1-mini        one per attempt: a retried call shows each try
-       │  └─ execute_tool get_weather
+       │  │  └─ execute_tool get_weather   a cheap call run with the reply (tool_with_reply)
+       │  └─ execute_tool send_report   a tool activity, local or not
        └─ turn 2 …
 
 `temporalio.contrib.opentelemetry.OpenTelemetryInterceptor`, with its own spans off, carries the
@@ -34,7 +35,7 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, NoReturn, cast
@@ -76,6 +77,7 @@ from workflows.types import (
     AssistantMessage,
     Message,
     ModelReply,
+    ToolCallInput,
     ToolMessage,
     ToolResult,
     Usage,
@@ -284,9 +286,10 @@ def provider_name(base_url: str) -> str:
 class _ModelCall:
     """The span of one model-call attempt, reachable from the activity (see `model_request`)."""
 
-    def __init__(self, span: Span, content: _Content | None) -> None:
+    def __init__(self, span: Span, content: _Content | None, tracer: Tracer) -> None:
         self.span = span
         self.content = content
+        self.tracer = tracer  # for the spans of tools run with the reply
 
     def request(self, agent: AgentSpec, messages: Sequence[Message], api: str, stream: bool) -> None:
         attributes: Attributes = {"gen_ai.request.stream": stream, "agent.api": api}
@@ -418,7 +421,7 @@ class _ActivitySpans(ActivityInboundInterceptor):
         if compaction:
             attributes["agent.compaction"] = True
         with _span(root.tracer, f"chat {model}", SpanKind.CLIENT, attributes) as span:
-            call = _ModelCall(span, root.content)
+            call = _ModelCall(span, root.content, root.tracer)
             token = _model_call.set(call)
             try:
                 result = await super().execute_activity(input)
@@ -432,28 +435,52 @@ class _ActivitySpans(ActivityInboundInterceptor):
 
     async def _tool(self, input: ExecuteActivityInput, arg: object) -> Any:
         root = self._root
-        name = str(getattr(arg, "tool", ""))
-        attributes = self._common(arg) | {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": str(getattr(arg, "call_id", "")),
-            "gen_ai.tool.type": "function",
-        }
-        if root.content is not None:  # the object, or the model's text when it is not one
-            args = getattr(arg, "args", None)
-            attributes["gen_ai.tool.call.arguments"] = root.content.json(
-                args if args is not None else getattr(arg, "arguments", "")
-            )
-        with _span(root.tracer, f"execute_tool {name}", SpanKind.INTERNAL, attributes) as span:
+        attributes = self._common(arg) | _tool_attributes(arg, root.content)
+        name = f"execute_tool {getattr(arg, 'tool', '')}"
+        with _span(root.tracer, name, SpanKind.INTERNAL, attributes) as span:
             result = await super().execute_activity(input)
             if isinstance(result, ToolResult):
-                if result.needs_approval:
-                    span.set_attribute("agent.tool.needs_approval", True)
-                elif result.is_error:  # the model reads the error: the call itself went wrong
-                    _error(span, "tool_error")
-                if root.content is not None and not result.needs_approval:
-                    span.set_attribute("gen_ai.tool.call.result", root.content.json(result.output))
+                _tool_result(span, result, root.content)
             return result
+
+
+def _tool_attributes(arg: object, content: _Content | None) -> Attributes:
+    attributes: Attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": str(getattr(arg, "tool", "")),
+        "gen_ai.tool.call.id": str(getattr(arg, "call_id", "")),
+        "gen_ai.tool.type": "function",
+    }
+    if content is not None:  # the object, or the model's text when it is not one
+        args = getattr(arg, "args", None)
+        attributes["gen_ai.tool.call.arguments"] = content.json(
+            args if args is not None else getattr(arg, "arguments", "")
+        )
+    return attributes
+
+
+def _tool_result(span: Span, result: ToolResult, content: _Content | None) -> None:
+    if result.needs_approval:
+        span.set_attribute("agent.tool.needs_approval", True)
+    elif result.is_error:  # the model reads the error: the call itself went wrong
+        _error(span, "tool_error")
+    if content is not None and not result.needs_approval:
+        span.set_attribute("gen_ai.tool.call.result", content.json(result.output))
+
+
+@contextmanager
+def tool_with_reply(call: ToolCallInput) -> Iterator[Callable[[ToolResult], None]]:
+    """The span of a call the model activity runs with its reply (ToolActivities.run_with_reply),
+    inside the model call's: yields what records the result. Does nothing unless the worker traces."""
+    model = _model_call.get()
+    if model is None:
+        yield lambda result: None
+        return
+    attributes = _tool_attributes(call, model.content) | {"agent.turn": call.turn, "agent.tool.with_reply": True}
+    if call.agent:
+        attributes["gen_ai.agent.name"] = call.agent
+    with _span(model.tracer, f"execute_tool {call.tool}", SpanKind.INTERNAL, attributes) as span:
+        yield lambda result: _tool_result(span, result, model.content)
 
 
 # --------------------------------------------------------------------- workflow spans

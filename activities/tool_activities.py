@@ -16,7 +16,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire
+from activities import chat_wire, telemetry
 from activities.agents import Agent, approval_check
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
@@ -25,17 +25,21 @@ from activities.mcp_tools import FrozenTools, McpTool, freeze
 from activities.registry import Registry
 from activities.settings import LLMSettings
 from activities.tools import Tool, ToolContext, ToolRetryableError
+from workflows.turn import json_object
 from workflows.types import (
     AGENT_NOT_HERE,
     RESOLVE_AGENT_ACTIVITY,
     TOOL_CALL_ACTIVITY,
     TOOL_NOT_HERE,
     AgentSpec,
+    ModelReply,
     ModelSettings,
     ResolveAgentInput,
+    ToolCall,
     ToolCallInput,
     ToolResult,
     UserMessage,
+    WithReply,
 )
 
 
@@ -85,28 +89,37 @@ class ToolActivities:
         if tool is None:
             return ToolResult(call_id=input.call_id, tool=input.tool, output=str(found), is_error=True)
         info = activity.info()
-        ctx = ToolContext(
-            run_id=info.workflow_id or "",
-            call_id=input.call_id,
-            idempotency_key=input.idempotency_key,
-            turn=input.turn,
-            attempt=info.attempt,
-        )
         if input.check_approval:
             asked = self._ask_policy(tool, input)
             if asked is not None:
                 return asked
-        # Argument values may hold secrets, so only their size is logged.
-        what = (
-            f"tool {tool.name} call {input.call_id} (args {len(input.arguments_json())} chars, attempt {info.attempt})"
-        )
-        started = time.monotonic()
         heartbeat = asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
+        try:  # the hooks inside the heartbeat: a tool's heartbeat timeout may be shorter than theirs
+            result = await self._attempt(tool, input, info.workflow_id or "", info.attempt)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        if self.cache is not None:
+            self.cache.remember_tool(info.workflow_id or "", result)
+        return result
+
+    async def _attempt(
+        self, tool: Tool[..., Any] | McpTool, input: ToolCallInput, run: str, attempt: int
+    ) -> ToolResult:
+        """One attempt at a call, between the at-least-once lifecycle hooks; a failure worth a
+        retry comes out as Temporal's (ToolRetryableError's delay kept), any other as is."""
+        ctx = ToolContext(
+            run_id=run, call_id=input.call_id, idempotency_key=input.idempotency_key, turn=input.turn, attempt=attempt
+        )
+        # Argument values may hold secrets, so only their size is logged.
+        what = f"tool {tool.name} call {input.call_id} (args {len(input.arguments_json())} chars, attempt {attempt})"
+        started = time.monotonic()
         at = ToolAttempt(
-            run_id=ctx.run_id, agent=input.agent, turn=input.turn, attempt=info.attempt, tool=tool.name,
+            run_id=run, agent=input.agent, turn=input.turn, attempt=attempt, tool=tool.name,
             call_id=input.call_id, idempotency_key=input.idempotency_key,
         )  # fmt: skip
-        try:  # the hooks inside the heartbeat: a tool's heartbeat timeout may be shorter than theirs
+        try:
             if self.hooks.wants("on_tool_call"):
                 await self.hooks.call("on_tool_call", at, _arguments(input))
             result = await tool.invoke(input.arguments_json(), ctx, self.threads)
@@ -119,15 +132,54 @@ class ToolActivities:
         except Exception as exc:
             activity.logger.info("%s: %s, will be retried", what, type(exc).__name__)
             raise
-        finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
         outcome = "error result" if result.is_error else "ok"
         activity.logger.info("%s: %s in %.2fs", what, outcome, time.monotonic() - started)
-        if self.cache is not None:
-            self.cache.remember_tool(info.workflow_id or "", result)
         return result
+
+    async def run_with_reply(
+        self, agent: AgentSpec, turn: int, within: WithReply, reply: ModelReply, bound: float
+    ) -> list[ToolResult]:
+        """Inside a model call, once its reply is whole: the reply's calls it may run (`within`,
+        see WithReply), each one attempt bounded by its tool's timeout and by `bound` seconds (what
+        the model call's attempt has left), all at once. A call that fails, or runs out of time,
+        is left out: the turn runs it as before, with its retries. The results feed the context
+        cache as a tool activity's do."""
+        calls = reply.message.tool_calls
+        usage = reply.usage
+        if (
+            self._version_of(agent.name) != within.version
+            or any(c.name in within.pause_on for c in calls)
+            or len({c.call_id for c in calls}) != len(calls)  # the run renames them: keys would differ
+            or (within.tokens_left is not None and usage.total_tokens >= within.tokens_left)
+            or (within.cost_left is not None and usage.cost_usd >= within.cost_left)
+        ):
+            return []
+        run = activity.info().workflow_id or ""
+
+        async def one(call: ToolCall) -> ToolResult | None:
+            tool, spec = self.registry.find_tool(agent.name, call.name), agent.tool(call.name)
+            if isinstance(tool, str) or spec is None:
+                return None
+            args = json_object(call.arguments)
+            input = ToolCallInput(
+                call_id=call.call_id, tool=call.name, arguments="" if args is not None else call.arguments,
+                args=args, idempotency_key=f"{run}:{call.call_id}", turn=turn, agent=agent.name,
+            )  # fmt: skip
+            try:
+                async with asyncio.timeout(min(spec.timeout_seconds, bound)):
+                    with telemetry.tool_with_reply(input) as traced:
+                        result = await self._attempt(tool, input, run, 1)
+                        traced(result)
+                        return result
+            except Exception:  # a failure or the bound: logged by _attempt; the turn runs it as before
+                return None
+
+        results = await asyncio.gather(*(one(c) for c in calls if c.name in within.tools))
+        ran = [r for r in results if r is not None]
+        if self.cache is not None:
+            for result in ran:
+                self.cache.remember_tool(run, result)
+        return ran
 
     def _ask_policy(self, tool: Tool[..., Any] | McpTool, input: ToolCallInput) -> ToolResult | None:
         """Runs recorded before the hook activity: the check it now makes (`approval_check`),
