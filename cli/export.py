@@ -78,6 +78,13 @@ ENDINGS = {
     E.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: ("terminated", "workflow_execution_terminated_event_attributes"),
     E.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: ("timed_out", "workflow_execution_timed_out_event_attributes"),
 }
+# Where an execution's last turn ends, its decision written.
+TURN_ENDS = {
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+    *ENDINGS,
+}
 
 
 async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captures: CaptureStore) -> Any:
@@ -89,8 +96,30 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             outcomes[update.accepted_event_id] = update.outcome
     turn: int | None = None  # the turn whose decision is not yet written
     ran: list[str] = []
+    # Calls the last reply brought back already run: the turn took those it ran no tool for.
+    with_reply: dict[str, t.ToolResult] = {}
+    asked: list[str] = []  # the last reply's call ids, in the model's order
+
+    def run_tools() -> dict[str, Any]:
+        order = {call_id: i for i, call_id in enumerate(asked)}
+        return {
+            "type": "decision",
+            "turn": turn,
+            "kind": "run_tools",
+            "ran": sorted(ran, key=lambda c: order.get(c, len(order))),
+        }
+
+    def taken() -> Iterator[dict[str, Any]]:
+        for result in with_reply.values():
+            ran.append(result.call_id)
+            yield {"type": "tool_result", "turn": turn, **result.model_dump(mode="json")}
+        with_reply.clear()
+
     for e in events:
         kind = e.event_type
+        if with_reply and kind in TURN_ENDS:
+            for line in taken():
+                yield line
         if kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
             run_input = await _decode(converter, e.workflow_execution_started_event_attributes.input, t.RunInput)
             carried = run_input.carry.agent.model_dump() if run_input.carry else None
@@ -107,10 +136,13 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             value: Any = await _decode(converter, a.input, input_type) if input_type else None
             scheduled[e.event_id] = (name, value)
             if name == t.MODEL_CALL_ACTIVITY:
+                for line in taken():
+                    yield line
                 if turn is not None:
-                    yield {"type": "decision", "turn": turn, "kind": "run_tools", "ran": ran}
+                    yield run_tools()
                 turn, ran = value.turn, []
             elif name == t.TOOL_CALL_ACTIVITY and value.call_id not in ran:
+                with_reply.pop(value.call_id, None)  # run anew: the turn did not take that result
                 ran.append(value.call_id)
             elif name == t.HOOK_ACTIVITY and value.kind == "approval" and value.call_id not in ran:
                 ran.append(value.call_id)  # checked first; it ran, was rejected, or was told it was invalid
@@ -131,9 +163,11 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 yield {
                     "type": "model_call",
                     "turn": value.turn,
-                    "reply": reply.model_dump(mode="json"),
+                    "reply": reply.model_dump(mode="json", exclude={"tool_results"}),
                     "capture": capture,
                 }
+                with_reply = {r.call_id: r for r in reply.tool_results}
+                asked = [c.call_id for c in reply.message.tool_calls]
             elif name == t.TOOL_CALL_ACTIVITY:
                 result = await _decode(converter, done.result, t.ToolResult)
                 if not result.needs_approval:
@@ -148,6 +182,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 yield {"type": "agent", "agent": spec.model_dump()}
             elif name == t.TOOL_CALL_ACTIVITY:
                 local = await _decode(converter, payloads, t.ToolResult)
+                with_reply.pop(local.call_id, None)  # run anew: the turn did not take that result
                 if local.call_id not in ran:
                     ran.append(local.call_id)
                 if not local.needs_approval:
@@ -172,7 +207,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             yield {"type": "decision", "turn": turn, "kind": status}
             yield {"type": "result", "status": status, "error": detail or status}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW and turn is not None:
-            yield {"type": "decision", "turn": turn, "kind": "run_tools", "ran": ran}
+            yield run_tools()
 
 
 def local_result(e: HistoryEvent) -> tuple[str, Payloads] | None:

@@ -108,6 +108,51 @@ async def test_pause_before_a_tool_change_its_arguments_it_runs_once_with_them(
         await replay(handle)
 
 
+async def test_a_breakpoint_before_a_cheap_tool_keeps_it_from_running_with_the_reply(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Any
+) -> None:
+    """A cheap call comes back with the model's reply, unless the run pauses before it: then a
+    person sees it before it runs, and it runs once, as edited."""
+    model = script(llm, calls(("note", {"label": "old"})), {"content": "done"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model, agent="noter", breakpoints=t.Breakpoints(tools=["note"]))
+        (call,) = (await paused(handle)).pending_calls
+        assert not counter_file.exists()  # nothing ran with the reply
+        await edit(handle, op="args", call_id=call.call_id, arguments={"label": "new"})
+        await resume(handle)
+        assert (await handle.result()).output == "done"
+    assert [line.split()[0] for line in counter_file.read_text().splitlines()] == ["new"]
+    await replay(handle)
+
+
+async def test_a_cheap_call_run_with_the_reply_is_not_used_once_a_person_changed_it(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Any
+) -> None:
+    """A pause asked for while the model thinks comes too late for a cheap call the reply
+    brought back already run (its result is there): the person still sees the call before
+    the run takes it, and a call they change runs again, as changed, and only that result counts."""
+    llm.set_latency(1500)
+    model = script(llm, calls(("note", {"label": "old"})), {"content": "done"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model, agent="noter")
+        async with asyncio.timeout(20):
+            while (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).phase != "calling_model":
+                await asyncio.sleep(0.05)
+        await handle.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="bob"), result_type=t.RunStatus)
+        view = await paused(handle)
+        assert view.paused is not None and view.paused.where == "before_tools"
+        (call,) = view.pending_calls
+        assert [line.split()[0] for line in counter_file.read_text().splitlines()] == ["old"]
+        await edit(handle, op="args", call_id=call.call_id, arguments={"label": "new"})
+        llm.set_latency(0)
+        await resume(handle)
+        assert (await handle.result()).output == "done"
+        messages = await transcript(handle)
+    assert [line.split()[0] for line in counter_file.read_text().splitlines()] == ["old", "new"]
+    assert [m.content for m in messages if isinstance(m, t.ToolMessage)] == ["noted new"]
+    await replay(handle)
+
+
 async def test_invalid_edits_are_refused_and_nothing_is_recorded(
     client: Client, task_queue: str, worker_factory: Any, llm: Any
 ) -> None:

@@ -342,6 +342,29 @@ async def test_content_is_captured_only_when_asked_and_masked(
     assert leaks(spans, SECRET, SECRET[-12:]) == []
 
 
+async def test_a_cheap_call_run_with_the_reply_is_a_span_inside_its_model_call(
+    client, task_queue, worker_factory, llm, settings, receiver
+):
+    capturing = Telemetry.exporting(
+        OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces"), service_name="cheap", capture_content=True
+    )
+    model = script(llm, calls(("quick_add", {"a": 2, "b": 3})), {"content": "5"})
+    try:
+        async with worker_factory(telemetry=capturing):
+            handle = await start(client, task_queue, "add", agent="quick", model=model)
+            await handle.result()
+        flushed(capturing)
+    finally:
+        capturing.shutdown()
+    spans = receiver.trace_of(handle.id)
+    chat = one(spans, f"chat {model}", **{"agent.turn": 1})
+    tool = one(spans, "execute_tool quick_add")
+    assert tool.parent_id == chat.span_id and tool.kind == INTERNAL and tool.status != ERROR
+    a = tool.attributes
+    assert a["agent.tool.with_reply"] is True and a["agent.turn"] == 1 and a["gen_ai.agent.name"] == "quick"
+    assert a["gen_ai.tool.call.arguments"] == '{"a": 2, "b": 3}' and a["gen_ai.tool.call.result"] == '"5"'
+
+
 async def test_client_py_sends_the_root_span_and_warns_on_a_bad_setting(
     cli, task_queue, worker_factory, llm, telemetry, receiver
 ):

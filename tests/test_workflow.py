@@ -12,6 +12,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from activities.connection import DATA_CONVERTER
 from activities.settings import LLMSettings
 from cli.export import local_result
 from tests.helpers import (
@@ -85,8 +86,32 @@ async def test_every_activity_has_a_readable_summary(client, task_queue, worker_
         if e.event_type in kinds and e.HasField("user_metadata")
     ]
     assert summaries[0] == "resolve agent demo (local)"  # the run's own worker serves the agent
-    assert "turn 1 · model demo · 1 message" in summaries  # the worker's LLM_MODEL, pinned at the start
-    assert "turn 1 · tool: get_weather(city=Tokyo) (local)" in summaries  # a local activity's marker
+    # the worker's LLM_MODEL, pinned at the start; the demo's lookups may come back with the reply
+    assert "turn 1 · model demo · 1 message · local tools with the reply" in summaries
+    assert not any("tool:" in s for s in summaries)  # and they did: no activity of their own
+
+
+async def test_a_cheap_call_that_fails_with_the_reply_runs_as_a_local_activity(
+    client, task_queue, worker_factory, llm, counter_file
+):
+    """The call's one try with the reply fails (its backend is busy): the turn runs it as a local
+    activity in the task that handles the reply, with its own retries and summary."""
+    model = script(llm, calls(("shaky", {"label": "x"})), {"content": "done"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="noter", model=model)
+        assert (await handle.result()).output == "done"
+        messages = await transcript(handle)
+    (answer,) = [m for m in messages if isinstance(m, t.ToolMessage)]
+    assert answer.content == "noted x on try 2" and not answer.is_error
+    assert counter_file.read_text().splitlines() == [f"x {handle.id}:{answer.call_id}"] * 2
+    events = (await handle.fetch_history()).events
+    summaries = [
+        (await client.data_converter.decode([e.user_metadata.summary], [str]))[0]
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and e.HasField("user_metadata")
+    ]
+    assert summaries == ["resolve agent noter (local)", "turn 1 · tool: shaky(label=x) (local)"]
+    await replay(handle)
 
 
 async def test_a_run_starts_in_one_workflow_task_and_reads_no_context_by_query(
@@ -298,8 +323,6 @@ async def test_checked_in_histories_still_replay():
     """Histories recorded by earlier code must replay: a change that breaks them breaks runs in flight."""
     from temporalio.client import WorkflowHistory
 
-    from activities.connection import DATA_CONVERTER
-
     files = sorted((Path(__file__).parent / "histories").glob("*.json"))
     assert files, "no recorded histories in tests/histories"
     replayer = strict_replayer()
@@ -333,6 +356,12 @@ async def test_checked_in_histories_still_replay():
     ]
     assert markers == ["core_patch", "core_local_activity"]
     assert [found[0] for e in head if (found := local_result(e))] == [t.RESOLVE_AGENT_ACTIVITY]
+    # the demo's tools run with the model's replies: no marker, no activity of their own
+    events = WorkflowHistory.from_json("tools_with_reply_v1", recorded["tools_with_reply_v1"]).events
+    assert [found[0] for e in events if (found := local_result(e))] == [t.RESOLVE_AGENT_ACTIVITY]
+    assert t.TOOL_CALL_ACTIVITY not in recorded["tools_with_reply_v1"]
+    summaries = [e.user_metadata.summary.data.decode() for e in events if e.HasField("user_metadata")]
+    assert sum(s.endswith('local tools with the reply"') for s in summaries) == 3
     # the team and the session again, as this code starts them (one patch marker, a local resolve)
     for name in ("support_team_v2", "session_v2"):
         events = WorkflowHistory.from_json(name, recorded[name]).events
@@ -346,24 +375,50 @@ async def test_checked_in_histories_still_replay():
     assert fork_input.carry is not None and fork_input.carry.forked_from == t.ForkLink(run_id="breakpoint_v1", turn=2)
 
 
-async def test_a_local_tool_runs_in_the_same_workflow_task(client, task_queue, worker_factory, llm, counter_file):
-    """A cheap tool is a local activity: a turn with one adds at most 8 events, and a tool with
-    side effects in the same run stays an ordinary, routed activity."""
-    steps = [calls(("quick_add", {"a": i, "b": 1})) for i in range(4)]
-    model = script(llm, *steps, calls(("record", {"label": "side"})), {"content": "done"})
+async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, worker_factory, llm, counter_file):
+    """A cheap tool's calls run in the model activity, once its reply is whole: a turn of them
+    is the model activity and one workflow task, 6 events, no marker; each call ran once, with
+    the idempotency key the turn gives it. A tool with side effects stays a routed activity."""
+    model = script(
+        llm,
+        calls(("note", {"label": "a"}), ("note", {"label": "b"})),  # two at once
+        *[calls(("quick_add", {"a": i, "b": 1})) for i in range(2)],
+        calls(("record", {"label": "side"})),
+        {"content": "done"},
+    )
     async with worker_factory():
-        handle = await start(client, task_queue, "go", agent="quick", model=model)
+        handle = await start(client, task_queue, "go", agent="noter", model=model)
         result = await handle.result()
         messages = await transcript(handle)
     assert result.output == "done"
+    tool_messages = [m for m in messages if isinstance(m, t.ToolMessage)]
+    assert [m.content for m in tool_messages] == ["noted a", "noted b", "1", "2", "recorded side"]
+    lines = sorted(line for line in counter_file.read_text().splitlines() if line)
+    ids = {m.content.split()[-1]: m.call_id for m in tool_messages[:2]}
+    assert lines == [
+        f"a {handle.id}:{ids['a']}",
+        f"b {handle.id}:{ids['b']}",
+        f"side {handle.id}:{tool_messages[4].call_id}",
+    ]
     turns = await events_per_turn(handle)
-    assert all(len(turn) <= 8 for turn in turns[1:4]), [len(turn) for turn in turns]
-    assert all("MARKER_RECORDED" in turn for turn in turns[:4])
-    assert "ACTIVITY_TASK_SCHEDULED" in turns[4][1:]  # record: a routed activity
-    assert [m.content for m in messages if isinstance(m, t.ToolMessage)][:4] == ["1", "2", "3", "4"]
+    assert [len(turn) for turn in turns[:3]] == [6, 6, 6], turns  # the notes, the two additions
+    assert not any("MARKER_RECORDED" in turn for turn in turns[:3])
+    assert "ACTIVITY_TASK_SCHEDULED" in turns[3][1:]  # record: a routed activity
     history = await handle.fetch_history()
+    model_calls = {
+        e.event_id
+        for e in history.events
+        if e.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
+    }
+    replies = [
+        await DATA_CONVERTER.decode(e.activity_task_completed_event_attributes.result.payloads, [t.ModelReply])
+        for e in history.events
+        if e.activity_task_completed_event_attributes.scheduled_event_id in model_calls
+    ]
+    ran = [[r.output for r in reply.tool_results] for (reply,) in replies]
+    assert ran == [["noted a", "noted b"], ["1"], ["2"], [], []]  # the record call ran on its own
     summaries = [e.user_metadata.summary.data for e in history.events if e.HasField("user_metadata")]
-    assert any(b"tool: quick_add(a=0, b=1) (local)" in s for s in summaries)
+    assert any(b"model " in s and b"local tools with the reply" in s for s in summaries)
     await replay(handle)
 
 
@@ -411,6 +466,7 @@ async def test_a_local_model_call_needs_no_dispatch_and_no_stream(client, task_q
     assert turns == [], "no model-call activity is ever scheduled"
     history = await handle.fetch_history()
     kinds = [e.event_type for e in history.events]
-    assert kinds.count(EventType.EVENT_TYPE_MARKER_RECORDED) >= 8  # resolve, 4 model calls, 3 tool calls
+    # the patch, the resolve and 4 model calls; the tool calls came back with the replies
+    assert kinds.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 6
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds  # the agent was resolved locally too
     await replay(handle)

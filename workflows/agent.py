@@ -39,7 +39,9 @@ from workflows.turn import (
     after_tools,
     decide,
     describe_call,
+    taken,
     tripwire,
+    with_reply,
     without_dropped,
 )
 
@@ -151,13 +153,25 @@ class AgentRun(Steps):
                 await self._fit_memory(agent, first.memory)
             calls += 1
             s.mark()
-            if guard is not None:
+            if guard is not None:  # no tool runs before the input guardrails' verdict
                 reply = await self._first_call_guarded(agent, guard, input.capture)
                 guard = None
             else:
-                reply = await self._call_model(agent, input.capture)
+                ahead = None
+                if self._pause_requested() is None:
+                    ahead = with_reply(
+                        agent,
+                        s.turn - base,
+                        limits=first,
+                        tokens_used=s.usage.total_tokens,
+                        cost_used=s.usage.cost_usd,
+                        breakpoints=s.breakpoints,
+                    )
+                reply = await self._call_model(agent, input.capture, ahead)
+            asked = [c.call_id for c in reply.message.tool_calls]
             if self._patched(UNIQUE_CALL_IDS_PATCH):
                 s.claim_call_ids(reply.message)
+            self._ran_with_reply = taken(asked, reply)
             s.messages.append(reply.message)
             s.add_usage(agent.name, reply.usage)
             s.last_input_tokens = reply.usage.input_tokens

@@ -117,6 +117,8 @@ class Steps:
         self._replied_at: datetime | None = None  # the last model reply's received_at
         self._counters_throttled: bool | None = None  # patched(COUNTERS_PATCH), asked once
         self._current = False  # patched(CURRENT_PATCH), asked as the run starts (see _begin)
+        # The calls the last reply brought back already run (turn.taken): call id -> (arguments, result).
+        self._ran_with_reply: dict[str, tuple[str, t.ToolResult]] = {}
 
     def _begin(self) -> None:
         """First thing in every execution: which code recorded it (see CURRENT_PATCH)."""
@@ -215,7 +217,10 @@ class Steps:
 
     # ------------------------------------------------------------------------------- model
 
-    async def _call_model(self, agent: t.AgentSpec, capture: bool) -> t.ModelReply:
+    async def _call_model(
+        self, agent: t.AgentSpec, capture: bool, with_reply: t.WithReply | None = None
+    ) -> t.ModelReply:
+        """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply)."""
         s = self._s
         model = agent.model or "the worker's default model"
         self._set_phase("calling_model", f"turn {s.turn}: {agent.name} calling {model}")
@@ -228,8 +233,10 @@ class Steps:
             transcript_len=len(s.messages),
             capture=capture,
             digest=s.digest(),
+            with_reply=with_reply,
         )
         summary = f"turn {s.turn} · {self._who(agent)}model {model} · {n} message{'' if n == 1 else 's'}"
+        summary += " · local tools with the reply" if with_reply is not None else ""
         try:
             if agent.local_model_call:
                 context = t.ModelContext(agent=agent, messages=list(s.messages))
@@ -367,6 +374,9 @@ class Steps:
         return record
 
     async def _tool(self, agent: t.AgentSpec, call: t.ToolCall, arguments: str, suffix: str) -> t.ToolMessage:
+        ran = self._run_with_reply(call.call_id, arguments) if not suffix else None
+        if ran is not None:  # the model activity ran it with the reply: no dispatch of its own
+            return t.ToolMessage(call_id=call.call_id, name=call.name, content=ran.output, is_error=ran.is_error)
         message = await self._tool_activity(agent, call, arguments, False, suffix)
         assert message is not None  # only a policy check asks for a decision
         return message
@@ -428,6 +438,11 @@ class Steps:
             s.approvals.request(call.call_id, call.name, result.arguments or {}, s.turn, workflow.now())
             return None
         return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error)
+
+    def _run_with_reply(self, call_id: str, arguments: str) -> t.ToolResult | None:
+        """The result the model activity brought back for this call, if it ran it as it runs now."""
+        ran = self._ran_with_reply.pop(call_id, None)
+        return ran[1] if ran is not None and ran[0] == arguments else None
 
     async def _local_tool(
         self, agent: t.AgentSpec, spec: t.ToolSpec, request: t.ToolCallInput, activity_id: str, summary: str
