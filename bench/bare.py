@@ -1,22 +1,26 @@
 """BENCH-ONLY: Temporal's own floor for the bench's loop, the least a durable loop of AgentRun's
 shape can cost on this SDK and server. A workflow that calls the model as an activity (dispatched
-eagerly, as AgentRun's model call is) and runs the tool as a local activity, and does nothing
-else: no run state but the turn count, no validation, approvals, events, search attributes or
-bookkeeping, no sandbox (`UnsandboxedWorkflowRunner`), plain dataclasses on temporalio's pydantic
-converter. History keeps what a durable loop needs (each reply's text and call, each tool's
-result); the model activity keeps each run's conversation in this process, as AgentRun's context
-cache does, so the transcript is not sent back through history every turn. The request carries
-the same messages and tool schema as AgentRun's, as plain dicts.
+eagerly, as AgentRun's model call is), which runs the tool the reply asks for before it returns
+(as AgentRun's model call runs cheap tools with its reply), and does nothing else: no run state
+but the turn count, no validation, approvals, events, search attributes or bookkeeping, no
+sandbox (`UnsandboxedWorkflowRunner`), plain dataclasses on temporalio's pydantic converter.
+History keeps what a durable loop needs (each reply's text and call, and the tool's result); the
+model activity keeps each run's conversation in this process, as AgentRun's context cache does,
+so the transcript is not sent back through history every turn. The request carries the same
+messages and tool schema as AgentRun's, as plain dicts.
 
 What AgentRun's "local tool" row costs above this row is AgentRun's; what this row costs is
 temporalio's and the server's, with the worker settings AgentRun keeps too (workflow activations
 on a thread of their own, for the SDK's deadlock detector; sync tools in a thread pool; uvloop).
-The product never runs it.
+Before AgentRun ran cheap tools with the reply, this loop ran its tool as a local activity, in
+the workflow task that handled the reply. The product never runs it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,7 +39,6 @@ from bench.agents import looper_local
 from bench.variant_types import BARE_MODEL_ACTIVITY, BARE_WORKFLOW, BareInput, BareResult
 from tests.fixtures.agents import pad
 
-TOOL_ACTIVITY = "bench.bare_pad"
 TIMEOUT = timedelta(seconds=60)
 
 
@@ -50,11 +53,12 @@ class ModelCall:
 
 @dataclass
 class ModelAnswer:
-    """The reply as history must keep it for the loop to be durable: its text and its call."""
+    """The reply as history must keep it for the loop to be durable: its text, its call and
+    that call's result."""
 
     content: str | None
     call_id: str | None  # None: the final answer
-    arguments: str = ""
+    output: str = ""
 
 
 @workflow.defn(name=BARE_WORKFLOW)
@@ -69,16 +73,14 @@ class BareLoop:
             )
             if answer.call_id is None:
                 return BareResult(turns=turn)
-            output = await workflow.execute_local_activity(
-                TOOL_ACTIVITY, answer.arguments, result_type=str, start_to_close_timeout=TIMEOUT
-            )
-            call = dataclasses.replace(call, call_id=answer.call_id, output=output)
+            call = dataclasses.replace(call, call_id=answer.call_id, output=answer.output)
         raise ApplicationError(f"no answer in {input.max_turns} turns", non_retryable=True)
 
 
 class BareActivities:
-    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
+    def __init__(self, http: httpx.AsyncClient, base_url: str, tools: ThreadPoolExecutor) -> None:
         self._http = http
+        self._pool = tools
         self._url = f"{base_url}/chat/completions"
         # What AgentRun sends for looper_local's tool, built once.
         self._tools = chat_wire.build_request(looper_local.spec(max_turns=2, model=""), [], "", False)["tools"]
@@ -100,25 +102,21 @@ class BareActivities:
         if not calls:
             del self._conversations[call.run_id]
             return ModelAnswer(message.get("content"), call_id=None)
-        return ModelAnswer(message.get("content"), call_id=calls[0]["id"], arguments=calls[0]["function"]["arguments"])
-
-    @activity.defn(name=TOOL_ACTIVITY)
-    def tool(self, arguments: str) -> str:
-        return pad.fn(**json.loads(arguments))
+        arguments = json.loads(calls[0]["function"]["arguments"])
+        output = await asyncio.get_running_loop().run_in_executor(self._pool, functools.partial(pad.fn, **arguments))
+        return ModelAnswer(message.get("content"), call_id=calls[0]["id"], output=output)
 
 
 async def bare_worker(
     target: str, queue: str, base_url: str, http: httpx.AsyncClient, tools: ThreadPoolExecutor
 ) -> Worker:
-    """Its own client on temporalio's pydantic converter; sync activities in `tools`, as
-    temporalio's docs run them."""
+    """Its own client on temporalio's pydantic converter; the sync tool in `tools`."""
     client = await Client.connect(target, namespace="default", data_converter=pydantic_data_converter)
-    activities = BareActivities(http, base_url)
+    activities = BareActivities(http, base_url, tools)
     return Worker(
         client,
         task_queue=queue,
         workflows=[BareLoop],
-        activities=[activities.model, activities.tool],
-        activity_executor=tools,
+        activities=[activities.model],
         workflow_runner=UnsandboxedWorkflowRunner(),
     )

@@ -28,11 +28,11 @@ VARIANTS: list[tuple[str, VariantInput]] = [
     ("mirror: model as LOCAL activity", VariantInput(run=_RUN, model="local")),
     ("mirror: model + tool as LOCAL activities", VariantInput(run=_RUN, model="local", tools="local")),
 ]
-OURS = "durable (AgentRun, local tool)"
+OURS = "durable (AgentRun, local tool)"  # run with the reply (or as a local activity)
 OURS_ACTIVITY = "durable (AgentRun, tool as activity)"
 OURS_LOCAL_MODEL = "durable (AgentRun, local model call + tool)"
 RIVAL = "OpenAI Agents integration"
-BARE = "Temporal's floor: a bare loop, model activity + local tool"  # bench.bare
+BARE = "Temporal's floor: a bare loop, its tool run with the reply"  # bench.bare
 FLOOR = "floor (no Temporal)"
 RIVAL_MISSING = "the rival needs the bench extra: pip install -e '.[bench]'"
 
