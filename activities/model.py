@@ -97,6 +97,7 @@ MAX_REPLY_CHARS = 32 * 1024 * 1024
 # stream as ~25 MB).
 MAX_STREAM_CHARS = 256 * 1024 * 1024
 ERROR_BODY_CHARS = 64 * 1024  # read of an error body: its message is cut to a few hundred anyway
+WITH_REPLY_SECONDS = 30.0  # the most a model call spends on the cheap calls it runs with its reply
 
 
 @contextlib.asynccontextmanager
@@ -235,8 +236,9 @@ class ModelActivities:
         if self._cache is not None:
             self._cache.remember(run, agent, messages, input.digest, reply.message)
         if input.with_reply is not None and reply.message.tool_calls and self._tools is not None:
-            # What the attempt has left, less a second for its reply to reach the server.
-            bound = _attempt_limit(agent) - (time.monotonic() - began) - 1.0
+            # What the attempt has left (less a second for its reply to reach the server), at most
+            # WITH_REPLY_SECONDS: a call still running then is not cheap, and the turn runs it.
+            bound = min(WITH_REPLY_SECONDS, _attempt_limit(agent) - (time.monotonic() - began) - 1.0)
             if bound > 0:
                 async with heartbeating(HEARTBEAT_EVERY, call.snapshot):
                     reply.tool_results = await self._tools.run_with_reply(

@@ -422,6 +422,30 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
     await replay(handle)
 
 
+async def test_a_cheap_call_that_outlasts_the_model_calls_bound_runs_on_its_own(
+    client, task_queue, worker_factory, llm, counter_file, monkeypatch
+):
+    """A model call spends at most WITH_REPLY_SECONDS on the calls it runs with its reply: one
+    still running then is abandoned (it noted nothing), and the turn runs it as a local activity."""
+    from activities import model as model_activity
+
+    monkeypatch.setattr(model_activity, "WITH_REPLY_SECONDS", 0.3)
+    model = script(llm, calls(("slow_note", {"label": "x", "seconds": 1.0})), {"content": "done"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="noter", model=model)
+        assert (await handle.result()).output == "done"
+        messages = await transcript(handle)
+    (answer,) = [m for m in messages if isinstance(m, t.ToolMessage)]
+    assert answer.content == "noted x after 1.0s"
+    assert counter_file.read_text().splitlines() == [f"x {handle.id}:{answer.call_id}"]  # once, on its own
+    history = await handle.fetch_history()
+    assert [found[0] for e in history.events if (found := local_result(e))] == [
+        t.RESOLVE_AGENT_ACTIVITY,
+        t.TOOL_CALL_ACTIVITY,
+    ]
+    await replay(handle)
+
+
 async def test_a_local_tool_on_a_worker_without_the_agent_runs_routed(
     client, task_queue, worker_factory, llm, registry
 ):
