@@ -436,7 +436,7 @@ async def test_a_cheap_call_that_outlasts_the_model_calls_bound_runs_on_its_own(
         assert (await handle.result()).output == "done"
         messages = await transcript(handle)
     (answer,) = [m for m in messages if isinstance(m, t.ToolMessage)]
-    assert answer.content == "noted x after 1.0s"
+    assert answer.content == "recorded x after 1.0s"
     assert counter_file.read_text().splitlines() == [f"x {handle.id}:{answer.call_id}"]  # once, on its own
     history = await handle.fetch_history()
     assert [found[0] for e in history.events if (found := local_result(e))] == [
