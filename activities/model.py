@@ -42,6 +42,7 @@ from workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
     AgentSpec,
+    AssistantMessage,
     Message,
     ModelCallInput,
     ModelContext,
@@ -240,9 +241,10 @@ class ModelActivities:
             # WITH_REPLY_SECONDS: a call still running then is not cheap, and the turn runs it.
             bound = min(WITH_REPLY_SECONDS, _attempt_limit(agent) - (time.monotonic() - began) - 1.0)
             if bound > 0:
+                earlier = {c.call_id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
                 async with heartbeating(HEARTBEAT_EVERY, call.snapshot):
                     reply.tool_results = await self._tools.run_with_reply(
-                        agent, input.turn, input.with_reply, reply, bound
+                        agent, input.turn, input.with_reply, reply, bound, earlier
                     )
         if capture:
             attempt = call.progress.attempt

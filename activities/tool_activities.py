@@ -10,6 +10,7 @@ import contextlib
 import copy
 import json
 import time
+from collections.abc import Collection
 from datetime import timedelta
 from typing import Any
 
@@ -137,13 +138,20 @@ class ToolActivities:
         return result
 
     async def run_with_reply(
-        self, agent: AgentSpec, turn: int, within: WithReply, reply: ModelReply, bound: float
+        self,
+        agent: AgentSpec,
+        turn: int,
+        within: WithReply,
+        reply: ModelReply,
+        bound: float,
+        earlier: Collection[str] = (),
     ) -> list[ToolResult]:
         """Inside a model call, once its reply is whole: the reply's calls it may run (`within`,
         see WithReply), each one attempt bounded by its tool's timeout and by `bound` seconds (what
         the model call's attempt has left), all at once. A call that fails, or runs out of time,
-        is left out: the turn runs it as before, with its retries. The results feed the context
-        cache as a tool activity's do."""
+        is left out: the turn runs it as before, with its retries. So is a call whose id an
+        `earlier` reply of the run used: the run gives it a new id, and its idempotency key with
+        it. The results feed the context cache as a tool activity's do."""
         calls = reply.message.tool_calls
         usage = reply.usage
         if (
@@ -174,7 +182,7 @@ class ToolActivities:
             except Exception:  # a failure or the bound: logged by _attempt; the turn runs it as before
                 return None
 
-        results = await asyncio.gather(*(one(c) for c in calls if c.name in within.tools))
+        results = await asyncio.gather(*(one(c) for c in calls if c.name in within.tools and c.call_id not in earlier))
         ran = [r for r in results if r is not None]
         if self.cache is not None:
             for result in ran:

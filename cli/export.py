@@ -99,6 +99,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
     # Calls the last reply brought back already run: the turn took those it ran no tool for.
     with_reply: dict[str, t.ToolResult] = {}
     asked: list[str] = []  # the last reply's call ids, in the model's order
+    used: set[str] = set()  # every call id of the run's earlier replies: the run renames a repeat
 
     def run_tools() -> dict[str, Any]:
         order = {call_id: i for i, call_id in enumerate(asked)}
@@ -166,8 +167,10 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                     "reply": reply.model_dump(mode="json", exclude={"tool_results"}),
                     "capture": capture,
                 }
-                with_reply = {r.call_id: r for r in reply.tool_results}
+                # A renamed call's result is never taken (turn.taken): the turn ran it anew.
+                with_reply = {r.call_id: r for r in reply.tool_results if r.call_id not in used}
                 asked = [c.call_id for c in reply.message.tool_calls]
+                used.update(asked)
             elif name == t.TOOL_CALL_ACTIVITY:
                 result = await _decode(converter, done.result, t.ToolResult)
                 if not result.needs_approval:

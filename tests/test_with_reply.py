@@ -105,9 +105,15 @@ def env() -> ActivityEnvironment:
     return e
 
 
-async def run(r: ModelReply, ahead: WithReply | None = None, bound: float = 30.0, cache: ContextCache | None = None):
+async def run(
+    r: ModelReply,
+    ahead: WithReply | None = None,
+    bound: float = 30.0,
+    cache: ContextCache | None = None,
+    earlier: tuple[str, ...] = (),
+):
     tools = ToolActivities(Registry(agents=[AGENT]), cache=cache)
-    return await env().run(tools.run_with_reply, spec(), 3, ahead or within(), r, bound)
+    return await env().run(tools.run_with_reply, spec(), 3, ahead or within(), r, bound, earlier)
 
 
 @pytest.mark.asyncio
@@ -181,3 +187,13 @@ async def test_a_call_that_fails_or_outlasts_its_bound_is_left_to_the_turn() -> 
     assert time.monotonic() - began < 2.0
     assert [x.call_id for x in results] == ["c3"]  # the turn runs c1 and c2 as local activities, with retries
     assert "stall" not in ran
+
+
+@pytest.mark.asyncio
+async def test_a_call_whose_id_the_run_used_before_is_left_to_the_turn() -> None:
+    # The run would rename it (RunState.claim_call_ids), and its idempotency key with it. The wire
+    # already numbers calls by turn (call_TURN_I), so a run rarely renames one; when it does, the
+    # worker keeps to the run's rule.
+    r = reply(("c1", "add", '{"a": 1, "b": 1}'), ("c2", "add", '{"a": 2, "b": 2}'))
+    results = await run(r, earlier=("c1", "c0"))
+    assert [x.call_id for x in results] == ["c2"] and ran == [f"add 2+2 {RUN}:c2"]
