@@ -110,6 +110,14 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             "ran": sorted(ran, key=lambda c: order.get(c, len(order))),
         }
 
+    def brought_back(reply: t.ModelReply) -> tuple[dict[str, t.ToolResult], list[str]]:
+        """The results `reply` brought back that its turn may take, and its call ids. A renamed
+        call's result is never taken (turn.taken): the turn ran the call anew."""
+        results = {r.call_id: r for r in reply.tool_results if r.call_id not in used}
+        asked = [c.call_id for c in reply.message.tool_calls]
+        used.update(asked)
+        return results, asked
+
     def taken() -> Iterator[dict[str, Any]]:
         for result in with_reply.values():
             ran.append(result.call_id)
@@ -167,10 +175,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                     "reply": reply.model_dump(mode="json", exclude={"tool_results"}),
                     "capture": capture,
                 }
-                # A renamed call's result is never taken (turn.taken): the turn ran it anew.
-                with_reply = {r.call_id: r for r in reply.tool_results if r.call_id not in used}
-                asked = [c.call_id for c in reply.message.tool_calls]
-                used.update(asked)
+                with_reply, asked = brought_back(reply)
             elif name == t.TOOL_CALL_ACTIVITY:
                 result = await _decode(converter, done.result, t.ToolResult)
                 if not result.needs_approval:
@@ -183,6 +188,10 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             if name == t.RESOLVE_AGENT_ACTIVITY:
                 spec = await _decode(converter, payloads, t.AgentSpec)
                 yield {"type": "agent", "agent": spec.model_dump()}
+            elif name == t.MODEL_CALL_ACTIVITY:  # a local model call: only what it brought back
+                for line in taken():
+                    yield line
+                with_reply, asked = brought_back(await _decode(converter, payloads, t.ModelReply))
             elif name == t.TOOL_CALL_ACTIVITY:
                 local = await _decode(converter, payloads, t.ToolResult)
                 with_reply.pop(local.call_id, None)  # run anew: the turn did not take that result

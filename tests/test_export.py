@@ -10,7 +10,7 @@ import pytest
 from activities.capture import CaptureStore
 from activities.settings import LLMSettings
 from cli.export import export_run, read_jsonl, replay_decisions, write_jsonl
-from tests.helpers import bytes_per_turn, start
+from tests.helpers import bytes_per_turn, calls, script, start
 
 
 @pytest.mark.parametrize("api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)])
@@ -65,6 +65,20 @@ async def test_a_tampered_capture_replays_to_a_different_decision(client, task_q
     first["capture"]["response"] = json.dumps(body)
     decisions = list(await replay_decisions(lines))
     assert decisions[0][1] != decisions[0][2] and decisions[0][2] == "final: no tools today"
+
+
+async def test_an_export_keeps_the_tool_results_a_reply_brought_back(client, task_queue, worker_factory, llm, tmp_path):
+    """Cheap calls run with the model's reply have no event of their own: the export reads their
+    results from the reply, a local model call's too (its reply is a marker)."""
+    steps = [calls(("quick_add", {"a": i, "b": 1})) for i in range(2)]
+    async with worker_factory():
+        for agent in ("quick", "nimble"):  # the model call an activity, then a local activity
+            handle = await start(client, task_queue, "go", agent=agent, model=script(llm, *steps, {"content": "2"}))
+            await handle.result()
+            lines = await export_run(client, handle.id, CaptureStore(tmp_path / "captures"))
+            results = [(line["tool"], line["output"]) for line in lines if line["type"] == "tool_result"]
+            assert results == [("quick_add", "1"), ("quick_add", "2")], agent
+            assert not any("tool_results" in line.get("reply", {}) for line in lines)  # each result once
 
 
 async def test_captures_do_not_bloat_history(client, task_queue, worker_factory, llm, tmp_path):
