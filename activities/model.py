@@ -236,7 +236,12 @@ class ModelActivities:
             await self._hook(input.turn, "on_model_response", at, response)
         if self._cache is not None:
             self._cache.remember(run, agent, messages, input.digest, reply.message)
-        if input.with_reply is not None and reply.message.tool_calls and self._tools is not None:
+        ahead = input.with_reply
+        if (
+            ahead is not None
+            and self._tools is not None
+            and any(c.name in ahead.tools for c in reply.message.tool_calls)
+        ):
             # What the attempt has left (less a second for its reply to reach the server), at most
             # WITH_REPLY_SECONDS: a call still running then is not cheap, and the turn runs it.
             bound = min(WITH_REPLY_SECONDS, _attempt_limit(agent) - (time.monotonic() - began) - 1.0)
@@ -244,7 +249,7 @@ class ModelActivities:
                 earlier = {c.call_id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
                 async with heartbeating(HEARTBEAT_EVERY, call.snapshot):
                     reply.tool_results = await self._tools.run_with_reply(
-                        agent, input.turn, input.with_reply, reply, bound, earlier
+                        agent, input.turn, ahead, reply, bound, earlier
                     )
         if capture:
             attempt = call.progress.attempt
