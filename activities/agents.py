@@ -40,7 +40,7 @@ from activities.breakpoints import BreakpointFn
 from activities.guardrails import InputGuardrail, OutputGuardrail
 from activities.mcp_tools import McpServer, McpTool
 from activities.tools import TOOL_NAME, Tool, parameters_schema, tool_name_for, validate_arguments
-from workflows.turn import HANDOFF_FILTERS
+from workflows.memory import HANDOFF_FILTERS
 from workflows.types import (
     DEFAULT_MODEL_TIMEOUT,
     AgentOptions,

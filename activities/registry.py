@@ -38,7 +38,7 @@ from typing import Any, cast
 
 from activities.agents import Agent, AgentTool
 from activities.tools import Tool
-from workflows.turn import unknown_tool
+from workflows.calls import unknown_tool
 
 __all__ = ["Agent", "Registry", "RegistryError"]
 

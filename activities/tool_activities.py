@@ -18,7 +18,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import chat_wire, telemetry
-from activities.agents import Agent, approval_check
+from activities.agents import Agent
 from activities.context_cache import ContextCache
 from activities.executor import ToolThreads
 from activities.lifecycle import HookCaller, ToolAttempt
@@ -26,7 +26,7 @@ from activities.mcp_tools import FrozenTools, McpTool, freeze
 from activities.registry import Registry
 from activities.settings import LLMSettings
 from activities.tools import Tool, ToolContext, ToolRetryableError
-from workflows.turn import json_object
+from workflows.calls import budget_spent, json_object
 from workflows.types import (
     AGENT_NOT_HERE,
     RESOLVE_AGENT_ACTIVITY,
@@ -41,6 +41,7 @@ from workflows.types import (
     ToolResult,
     UserMessage,
     WithReply,
+    idempotency_key,
 )
 
 
@@ -90,10 +91,6 @@ class ToolActivities:
         if tool is None:
             return ToolResult(call_id=input.call_id, tool=input.tool, output=str(found), is_error=True)
         info = activity.info()
-        if input.check_approval:
-            asked = self._ask_policy(tool, input)
-            if asked is not None:
-                return asked
         heartbeat = asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
         try:  # the hooks inside the heartbeat: a tool's heartbeat timeout may be shorter than theirs
             result = await self._attempt(tool, input, info.workflow_id or "", info.attempt)
@@ -158,8 +155,7 @@ class ToolActivities:
             self._version_of(agent.name) != within.version
             or any(c.name in within.pause_on for c in calls)
             or len({c.call_id for c in calls}) != len(calls)  # the run renames them: keys would differ
-            or (within.tokens_left is not None and usage.total_tokens >= within.tokens_left)
-            or (within.cost_left is not None and usage.cost_usd >= within.cost_left)
+            or budget_spent(within.tokens_left, usage.total_tokens, within.cost_left, usage.cost_usd) is not None
         ):
             return []
         run = activity.info().workflow_id or ""
@@ -171,7 +167,7 @@ class ToolActivities:
             args = json_object(call.arguments)
             input = ToolCallInput(
                 call_id=call.call_id, tool=call.name, arguments="" if args is not None else call.arguments,
-                args=args, idempotency_key=f"{run}:{call.call_id}", turn=turn, agent=agent.name,
+                args=args, idempotency_key=idempotency_key(run, call.call_id), turn=turn, agent=agent.name,
             )  # fmt: skip
             try:
                 async with asyncio.timeout(min(spec.timeout_seconds, bound)):
@@ -188,18 +184,6 @@ class ToolActivities:
             for result in ran:
                 self.cache.remember_tool(run, result)
         return ran
-
-    def _ask_policy(self, tool: Tool[..., Any] | McpTool, input: ToolCallInput) -> ToolResult | None:
-        """Runs recorded before the hook activity: the check it now makes (`approval_check`),
-        made here. Invalid arguments go back to the model; None: run the call."""
-        checked = approval_check(self.registry.agent(input.agent), tool, input.arguments_json())
-        if checked.invalid is not None:
-            return ToolResult(call_id=input.call_id, tool=tool.name, output=checked.invalid, is_error=True)
-        if not checked.needs_approval:
-            return None
-        return ToolResult(
-            call_id=input.call_id, tool=tool.name, output="", needs_approval=True, arguments=checked.arguments
-        )
 
     async def _heartbeat(self, heartbeat_timeout: timedelta | None) -> None:
         """Heartbeat while the tool runs: a dead worker is then noticed within the heartbeat

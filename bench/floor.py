@@ -7,7 +7,8 @@ from __future__ import annotations
 from activities import Registry, ToolContext, chat_wire
 from activities.model import new_http_client
 from activities.settings import LLMSettings
-from workflows.turn import Final, RunTools, decide
+from workflows.calls import RunTools
+from workflows.turn import Final, decide
 from workflows.types import Message, ToolMessage, UserMessage
 
 

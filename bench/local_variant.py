@@ -21,7 +21,8 @@ with workflow.unsafe.imports_passed_through():
 
     import workflows.types as t
     from bench.variant_types import INLINE_MODEL_ACTIVITY, VARIANT_WORKFLOW, InlineModelCall, VariantInput
-    from workflows.turn import Final, RunTools, after_tools, decide
+    from workflows.calls import RunTools, after_tools
+    from workflows.turn import Final, decide
 
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)

@@ -32,7 +32,8 @@ from temporalio.converter import DataConverter
 from activities import chat_wire, responses_wire
 from activities.capture import CaptureStore
 from workflows import types as t
-from workflows.turn import Final, RunTools, decide
+from workflows.calls import RunTools
+from workflows.turn import Final, decide
 
 E = EventType
 

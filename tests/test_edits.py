@@ -1,5 +1,5 @@
 """Edits to a paused run and where a run pauses, as pure rules (workflows/edits.py), without Temporal;
-and `without_dropped`, which turns the calls a person dropped into answered ones (workflows/turn.py)."""
+and `without_dropped`, which turns the calls a person dropped into answered ones (workflows/calls.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from workflows import types as t
+from workflows.calls import RunTools, after_tools, without_dropped
 from workflows.edits import Editable, EditRefused, apply, before_model, before_tools
-from workflows.turn import RunTools, after_tools, decide, without_dropped
+from workflows.turn import decide
 
 BOOK = {
     "type": "object",

@@ -33,7 +33,6 @@ from workflows.types import (
     ModelSettings,
     ResolveAgentInput,
     ToolCallInput,
-    ToolResult,
     UserMessage,
     chain_digest,
 )
@@ -558,22 +557,3 @@ async def test_resolve_refuses_model_settings_no_wire_may_send() -> None:
         )
     assert (info.value.type, info.value.non_retryable) == ("InvalidRunInput", True)
     assert "agent 'triage': extra_body may not set messages" in info.value.message
-
-
-@pytest.mark.asyncio
-async def test_call_tool_still_checks_approval_for_runs_recorded_before_the_hook() -> None:
-    guarded = Agent(
-        name="guarded", tools=[sample_tools.get_weather], approvals={"get_weather": lambda a: a.city == "Oslo"}
-    )
-    activities = ToolActivities(Registry(agents=[guarded]))
-
-    async def checked(arguments: str) -> ToolResult:
-        legacy = call("get_weather", arguments, agent="guarded").model_copy(update={"check_approval": True})
-        return await ActivityEnvironment().run(activities.call_tool, legacy)
-
-    asked = await checked('{"city": "Oslo"}')
-    assert (asked.needs_approval, asked.arguments, asked.output) == (True, {"city": "Oslo", "unit": "C"}, "")
-    ran = await checked('{"city": "Paris"}')
-    assert (ran.needs_approval, ran.is_error) == (False, False) and '"Paris"' in ran.output
-    invalid = await checked('{"town": "Paris"}')
-    assert invalid.is_error and invalid.output.startswith("invalid arguments for tool 'get_weather'")

@@ -1,21 +1,8 @@
 """The whole turn as a pure state machine, without Temporal: decide, plan, merge, check output."""
 
-from workflows.turn import (
-    HANDOFF_FILTERS,
-    Done,
-    Final,
-    Retry,
-    RunTools,
-    Stop,
-    after_output,
-    after_tools,
-    checked,
-    decide,
-    describe_call,
-    taken,
-    tripwire,
-    with_reply,
-)
+from workflows.calls import RunTools, after_tools, checked, describe_call, taken, with_reply
+from workflows.memory import HANDOFF_FILTERS
+from workflows.turn import Done, Final, Retry, Stop, after_output, decide, tripwire
 from workflows.types import (
     AgentSpec,
     AssistantMessage,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from workflows import schema
 from workflows import types as t
-from workflows.turn import json_object
+from workflows.calls import json_object
 
 EXCERPT = 60
 

@@ -1,4 +1,5 @@
-"""When a session's transcript is compacted, and what it becomes. Pure, tested without a server.
+"""What the next model call sees of the transcript: a session's compaction, a handoff's filter.
+Pure, tested without a server.
 
 Before each model call of a session, `plan` checks the transcript against the agent's memory
 budget (`MemoryPolicy`): its size as JSON, and the input tokens the last model call reported.
@@ -10,6 +11,7 @@ in progress.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel
@@ -70,3 +72,31 @@ def compacted(messages: list[t.Message], upto: int, summary: str | None) -> list
     else:
         text = f"Summary of our conversation so far ({stands_for} earlier messages):\n{summary}"
     return [t.UserMessage(content=text, summary_of=stands_for), *messages[upto:]]
+
+
+# ---------------------------------------------------------------------------- handoff filters
+
+
+def _remove_tools(messages: list[t.Message]) -> list[t.Message]:
+    kept: list[t.Message] = []
+    for m in messages:
+        if isinstance(m, t.ToolMessage):
+            continue
+        if isinstance(m, t.AssistantMessage) and m.tool_calls:
+            if not m.content:
+                continue
+            m = t.AssistantMessage(content=m.content)
+        kept.append(m)
+    return kept
+
+
+def _last_user_message(messages: list[t.Message]) -> list[t.Message]:
+    users: list[t.Message] = [m for m in messages if isinstance(m, t.UserMessage)]
+    return users[-1:]
+
+
+# Built-in filters a handoff may name: what the next agent sees of the conversation so far.
+HANDOFF_FILTERS: dict[str, Callable[[list[t.Message]], list[t.Message]]] = {
+    "remove_tools": _remove_tools,
+    "last_user_message": _last_user_message,
+}

@@ -12,9 +12,9 @@ from datetime import datetime
 
 from workflows import types as t
 from workflows.approvals import Approvals
+from workflows.calls import describe_call, json_object
 from workflows.edits import Editable
 from workflows.session import SessionState
-from workflows.turn import describe_call, json_object
 
 EXCERPT = 300
 # Event texts (a reply, the answer) are kept whole up to this size; queries stay far below
@@ -77,6 +77,8 @@ class RunState:
         self.dropped_calls: dict[str, str] = {}
         self.marks: dict[int, int] = {}  # turn → transcript length before that model call
         self.forked_from: t.ForkLink | None = None
+        self.fork_base = 0  # a fork of a session's answer: the model calls before that answer
+        self.turns_here = 0  # model calls in this execution (not carried): when to continue as new
 
     @property
     def agent_now(self) -> t.AgentSpec:
@@ -85,6 +87,21 @@ class RunState:
         member = self.agent.member(self.current or self.agent.name)
         assert member is not None, f"agent {self.current} is not in this run's frozen team"
         return member
+
+    def answer_base(self) -> int:
+        """The model calls made before the answer in progress: a session's earlier messages, or
+        those of the session a fork was taken from. `max_turns` counts the calls after them."""
+        session = self.session
+        if session is not None:
+            return session.current.first_turn - 1 if session.current is not None else self.turn
+        return self.fork_base
+
+    def pause_reason(self) -> str | None:
+        """Why the run pauses at its next safe point, if a person asked it to."""
+        request = self.pause_request
+        if request is None:
+            return None
+        return f"paused by {request.by}" + (f": {request.reason}" if request.reason else "")
 
     def replace_messages(self, messages: list[t.Message]) -> None:
         """The one way to rewrite the transcript besides appending (a handoff's input filter, a
@@ -186,6 +203,7 @@ class RunState:
             marks=self.marks,
             forked_from=self.forked_from,
             dropped_calls=self.dropped_calls,
+            answer_base=self.fork_base,
         )
 
     def from_carry(self, carry: t.Carry) -> None:
@@ -209,6 +227,7 @@ class RunState:
         self.marks = dict(carry.marks)
         self.forked_from = carry.forked_from
         self.dropped_calls = dict(carry.dropped_calls)
+        self.fork_base = carry.answer_base
 
     # ------------------------------------------------------------------------------- views
 
@@ -334,13 +353,24 @@ class RunState:
                 f"cannot fork before model call {turn}: this run made {self.turn} model call(s), and its transcript "
                 f"as it was then is kept for {span}{later} (a handoff filter, compaction or edit rewrites it)"
             )
+        messages = self.messages[:upto]
+        last = messages[-1] if messages else None
+        if isinstance(last, t.AssistantMessage) and last.tool_calls:
+            raise ValueError(
+                f"cannot fork before model call {turn}: the calls of model call {turn - 1} have no results yet "
+                f"(this run made {self.turn} model call(s); fork at {turn - 1} or earlier)"
+            )
+        base = 0
+        if self.session is not None:  # the answer the fork continues: its turns count from its start
+            base = next((ex.first_turn - 1 for ex in reversed(self.session.exchanges) if ex.first_turn <= turn), 0)
         handoffs = [h for h in self.handoffs if h.turn < turn]
         return t.ForkPoint(
             agent=self.agent,
             current=handoffs[-1].to_agent if handoffs else None,
-            messages=self.messages[:upto],
+            messages=messages,
             turn=turn - 1,
             handoffs=handoffs,
+            answer_base=base,
         )
 
     def events_page(self, query: t.EventsQuery) -> t.EventsPage:

@@ -1,7 +1,9 @@
 """What an agent run carries out: the activities and child runs behind each step of a turn.
 
 `workflows.turn` decides; the methods here only execute (a model call, a tool, a hook, a child
-run, a wait for a person) and record what happened for status, watchers and the Web UI.
+run, a wait for a person) and record what happened for status, watchers and the Web UI. A call
+runs one way, chosen by `calls.runs` from the tool's settings: with the reply, as a local
+activity, as a routed activity, or as a child run.
 
 Determinism rules for this module, as for all of workflows/: no I/O, no clocks, no randomness,
 no threads. Time comes from `workflow.now()`; activities are called by their declared names.
@@ -14,6 +16,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+import pydantic
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
 from temporalio.exceptions import (
@@ -29,8 +32,8 @@ from temporalio.workflow import ParentClosePolicy
 
 import workflows.types as t
 from workflows.approvals import edited_note, rejection_text
+from workflows.calls import PlannedCall, checked, describe_call, json_object, runs
 from workflows.state import RunState, excerpt
-from workflows.turn import PlannedCall, checked, describe_call, json_object
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
@@ -41,6 +44,8 @@ SA_VERSION = SearchAttributeKey.for_keyword(t.SA_VERSION)
 SA_COST = SearchAttributeKey.for_float(t.SA_COST)
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
+# How long a parent waits for a cancelled child's usage (signalled as the child ends).
+CHILD_USAGE_WAIT = timedelta(seconds=30)
 RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # the local resolve: no I/O, the registry and the agent's code
 # Hooks run the agent author's code (guardrails may call a model themselves): retried a few
 # times for a worker that died, then the run fails with the hook's own error.
@@ -52,25 +57,11 @@ MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
 # The model activity heartbeats every 2 s (more often while streaming): a worker that dies
 # mid-call is noticed within 10 s and the call moves to another worker.
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-# Every execution started by this code asks this one patch first: recorded with it, it has
-# every change the patches below name (and resolves its agent on its own worker first, see
-# _resolve_here); recorded without it, it asks each of them, as it did. One marker (and the
-# TemporalChangeVersion upsert the SDK adds to each) a run instead of one for each change.
-CURRENT_PATCH = "agent-run-2026-11"
-# Runs whose approvals were checked by the tool activity (before the hook activity existed)
-# keep doing so on replay; new runs ask the hook.
-HOOKS_PATCH = "agent-hooks"
-# Runs recorded before gave each reply's calls the provider's ids; new runs make them unique.
-UNIQUE_CALL_IDS_PATCH = "run-unique-call-ids"
-# Runs recorded before wrote their search attributes at every phase change (two upserts a turn);
-# new runs write them when a person would filter on the change, and counters once a turn.
-SPARSE_SEARCH_PATCH = "sparse-search-attributes"
-# Runs recorded before wrote the counters once a turn; new runs at most every
-# COUNTERS_EVERY_SECONDS while the phase stays unfiltered, and always with a filtered phase
-# change. The seconds are read off the model replies' `received_at`, recorded in history:
-# `workflow.now()` is not replay-stable here (a worker that takes a run over from its full
-# history sees the previous task's time in its first activation, a replay the task's own).
-COUNTERS_PATCH = "search-counters-every-5s"
+# The counters (turn, tokens, pending, cost) are written at most every COUNTERS_EVERY_SECONDS
+# while the phase stays unfiltered, and always with a filtered phase change. The seconds are read
+# off the model replies' `received_at`, recorded in history: `workflow.now()` is not replay-stable
+# here (a worker that takes a run over from its full history sees the previous task's time in its
+# first activation, a replay the task's own).
 COUNTERS_EVERY_SECONDS = 5.0
 FILTERED_PHASES: frozenset[t.Phase] = frozenset(
     {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled"}
@@ -110,33 +101,23 @@ class Steps:
 
     def __init__(self) -> None:
         self._s = RunState()
-        self._sparse_search: bool | None = None  # patched(SPARSE_SEARCH_PATCH), asked once
         self._due: list[SearchAttributeUpdate[Any]] = []
         self._searched_turn = -1
         self._searched_at: datetime | None = None  # the reply clock when the counters were last written
         self._replied_at: datetime | None = None  # the last model reply's received_at
-        self._counters_throttled: bool | None = None  # patched(COUNTERS_PATCH), asked once
-        self._current = False  # patched(CURRENT_PATCH), asked as the run starts (see _begin)
-        # The calls the last reply brought back already run (turn.taken): call id -> (arguments, result).
-        self._ran_with_reply: dict[str, tuple[str, t.ToolResult]] = {}
-
-    def _begin(self) -> None:
-        """First thing in every execution: which code recorded it (see CURRENT_PATCH)."""
-        self._current = workflow.patched(CURRENT_PATCH)
-
-    def _patched(self, patch: str) -> bool:
-        """Whether this execution has the change `patch` names."""
-        return self._current or workflow.patched(patch)
+        self._child_usage: dict[str, t.ChildUsage] = {}  # signalled by cancelled child runs, by child id
 
     # ---------------------------------------------------------------------------- failures
 
     def _failure(self, message: str, kind: str) -> ApplicationError:
-        """Ends the run: recorded for status and watchers, then raised as a non-retryable error."""
+        """Ends the run: recorded for status and watchers, then raised as a non-retryable error
+        whose details hold the run's usage, so a parent run counts what a failed child spent."""
         self._s.error, self._s.error_type = message, kind
         session = self._s.session
         if session is None or session.current is None:  # in a session, only the answer fails
             self._end("failed", message)
-        return ApplicationError(message, type=kind, non_retryable=True)
+        ledger = t.ChildUsage(usage_by_agent=self._s.usage_by_agent)
+        return ApplicationError(message, ledger.model_dump(mode="json"), type=kind, non_retryable=True)
 
     def _end(self, phase: t.Phase, message: str) -> None:
         """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
@@ -167,11 +148,10 @@ class Steps:
         request = t.ResolveAgentInput(
             agent=input.agent, max_turns=input.max_turns, model=input.model, model_settings=input.model_settings
         )
-        if self._current:  # an execution recorded before this change resolves routed only, as it did
-            seed = input.prompt if len(input.prompt) < t.SEED_PROMPT_CHARS else None
-            here = await self._resolve_here(request.model_copy(update={"prompt": seed}))
-            if here is not None:
-                return here
+        seed = input.prompt if len(input.prompt) < t.SEED_PROMPT_CHARS else None
+        here = await self._resolve_here(request.model_copy(update={"prompt": seed}))
+        if here is not None:
+            return here
         try:
             spec: t.AgentSpec = await workflow.execute_activity(
                 t.RESOLVE_AGENT_ACTIVITY,
@@ -294,15 +274,13 @@ class Steps:
     # ------------------------------------------------------------------------------- calls
 
     async def _carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
-        """One planned call: asked about if the policy says so, then run (a tool or a child
-        run), or answered at once. Siblings run meanwhile."""
+        """One planned call: asked about if its approval says so, then run the one way its tool
+        runs (`calls.runs`). Siblings run meanwhile."""
         s, call = self._s, planned.call
         self._event("tool_started", call_id=call.call_id, tool=call.name, detail=describe_call(call))
         record: t.ApprovalRecord | None = None
         if planned.approval == "auto":
             record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
-        elif planned.approval == "check" and not self._patched(HOOKS_PATCH):
-            return await self._legacy_checked_call(agent, call)
         elif planned.approval == "check":
             check = await self._hook(agent, "approval", call.name, call_id=call.call_id, arguments=call.arguments)
             verdict = checked(planned, check)
@@ -318,10 +296,16 @@ class Steps:
                     return self._finished(message, record)
         edited = record is not None and record.arguments is not None
         arguments = json.dumps(record.arguments, ensure_ascii=False) if record and edited else call.arguments
-        if planned.action == "child":
+        how = runs(planned, agent, arguments)
+        if how == "child":
             message = await self._child(agent, planned, arguments)
+        elif how == "with_reply":  # the model activity ran it with the reply: no dispatch of its own
+            assert planned.ran is not None
+            message = t.ToolMessage(
+                call_id=call.call_id, name=call.name, content=planned.ran.output, is_error=planned.ran.is_error
+            )
         else:
-            message = await self._tool(agent, call, arguments, "")
+            message = await self._tool(agent, call, arguments, local=how == "local")
         if record is not None and edited:
             message.content = edited_note(record) + message.content
         return self._finished(message, record)
@@ -330,24 +314,6 @@ class Steps:
         message.approval = record
         self._event("tool_finished", call_id=message.call_id, tool=message.name, text=excerpt(message.content))
         return message
-
-    async def _legacy_checked_call(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ToolMessage:
-        """Replays runs recorded before the hook activity: the tool activity checked the policy
-        itself (ToolCallInput.check_approval), then ran again once approved."""
-        message = await self._tool_activity(agent, call, call.arguments, True, "")
-        record: t.ApprovalRecord | None = None
-        if message is None:
-            record = await self._await_decision(agent, call)
-            if not record.approved:
-                content = rejection_text(record)
-                message = t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
-            else:
-                edited = record.arguments is not None
-                arguments = json.dumps(record.arguments, ensure_ascii=False) if edited else call.arguments
-                message = await self._tool(agent, call, arguments, "-approved")
-                if edited:
-                    message.content = edited_note(record) + message.content
-        return self._finished(message, record)
 
     async def _await_decision(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ApprovalRecord:
         approvals = self._s.approvals
@@ -373,44 +339,28 @@ class Steps:
         self._refresh_phase()
         return record
 
-    async def _tool(self, agent: t.AgentSpec, call: t.ToolCall, arguments: str, suffix: str) -> t.ToolMessage:
-        ran = self._run_with_reply(call.call_id, arguments) if not suffix else None
-        if ran is not None:  # the model activity ran it with the reply: no dispatch of its own
-            return t.ToolMessage(call_id=call.call_id, name=call.name, content=ran.output, is_error=ran.is_error)
-        message = await self._tool_activity(agent, call, arguments, False, suffix)
-        assert message is not None  # only a policy check asks for a decision
-        return message
-
-    async def _tool_activity(
-        self, agent: t.AgentSpec, call: t.ToolCall, arguments: str, check: bool, suffix: str
-    ) -> t.ToolMessage | None:
-        """Runs the tool activity; None means the (legacy) policy check wants a person's decision."""
+    async def _tool(self, agent: t.AgentSpec, call: t.ToolCall, arguments: str, local: bool) -> t.ToolMessage:
+        """The tool activity: `local`, in this workflow task on a worker holding the agent's
+        version (on any other it says so, and the call runs routed); else routed to such a worker.
+        Once its retries are spent the run goes on and the model learns the tool failed."""
         s = self._s
         spec = agent.tool(call.name)
         assert spec is not None  # decide() answers unknown tools itself
-        run_id = workflow.info().workflow_id
         args = json_object(arguments)
-        what = describe_call(call)
         request = t.ToolCallInput(
             call_id=call.call_id,
             tool=call.name,
             arguments="" if args is not None else arguments,
             args=args,
-            idempotency_key=f"{run_id}:{call.call_id}",
+            idempotency_key=t.idempotency_key(workflow.info().workflow_id, call.call_id),
             turn=s.turn,
             agent=agent.name,
-            check_approval=check,
         )
-        activity_id = f"tool-{s.turn}-{call.call_id}{suffix}"
-        summary = (
-            f"turn {s.turn} · check approval: {what}"
-            if check
-            else f"turn {s.turn} · tool: {what}" + (" (approved)" if suffix else "")
-        )
-        retry = RetryPolicy(maximum_attempts=spec.max_attempts)
+        activity_id = f"tool-{s.turn}-{call.call_id}"
+        summary = f"turn {s.turn} · tool: {describe_call(call)}"
         try:
             result: t.ToolResult | None = None
-            if spec.local and not check and agent.version:
+            if local:
                 result = await self._local_tool(agent, spec, request, activity_id, summary)
             if result is None:
                 result = await workflow.execute_activity(
@@ -421,11 +371,10 @@ class Steps:
                     task_queue=agent_queue(agent),
                     start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
                     heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
-                    retry_policy=retry,
+                    retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
                     summary=summary,
                 )
         except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
-            # Retries are spent: the run goes on and the model learns the tool is unavailable.
             failure = err.cause if isinstance(err, ActivityError) else err
             cause = failure.message if isinstance(failure, FailureError) else str(err)
             return t.ToolMessage(
@@ -434,15 +383,7 @@ class Steps:
                 content=f"error: tool '{call.name}' failed after {spec.max_attempts} attempt(s): {cause}",
                 is_error=True,
             )
-        if result.needs_approval:
-            s.approvals.request(call.call_id, call.name, result.arguments or {}, s.turn, workflow.now())
-            return None
         return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error)
-
-    def _run_with_reply(self, call_id: str, arguments: str) -> t.ToolResult | None:
-        """The result the model activity brought back for this call, if it ran it as it runs now."""
-        ran = self._ran_with_reply.pop(call_id, None)
-        return ran[1] if ran is not None and ran[0] == arguments else None
 
     async def _local_tool(
         self, agent: t.AgentSpec, spec: t.ToolSpec, request: t.ToolCallInput, activity_id: str, summary: str
@@ -495,11 +436,32 @@ class Steps:
         except ChildWorkflowError as err:
             cause = err.cause
             why = cause.message if isinstance(cause, FailureError) else err.message
+            await self._count_child(child_id, cause)
             content = f"error: agent '{member.name}' (run {child_id}) failed: {why}"
             return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
         for name, usage in (result.usage_by_agent or {member.name: result.usage}).items():
             s.add_usage(name, usage)
         return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output)
+
+    async def _count_child(self, child_id: str, cause: BaseException | None) -> None:
+        """A child that failed or was cancelled spent tokens too: a failure carries its ledger in
+        its details; a cancelled child signals it as it ends (waited for, within a bound)."""
+        ledger: t.ChildUsage | None = None
+        if isinstance(cause, ApplicationError) and cause.details:
+            try:
+                ledger = t.ChildUsage.model_validate(cause.details[0])
+            except pydantic.ValidationError:
+                ledger = None  # a failure raised elsewhere (not the run's own): nothing counted
+        elif isinstance(cause, CancelledError):
+            try:
+                await workflow.wait_condition(
+                    lambda: child_id in self._child_usage, timeout=CHILD_USAGE_WAIT, timeout_summary="child usage"
+                )
+            except TimeoutError:
+                pass  # a child terminated, or of code before this: its usage is not known
+            ledger = self._child_usage.pop(child_id, None)
+        for name, usage in (ledger.usage_by_agent if ledger is not None else {}).items():
+            self._s.add_usage(name, usage)
 
     def _who(self, agent: t.AgentSpec) -> str:
         """`refunds · ` in a summary when the run has a team, so the UI says which agent acts."""
@@ -539,9 +501,6 @@ class Steps:
         ]
         if s.usage.cost_usd:  # priced calls only (runs recorded before prices upsert as they did)
             counters.append(SA_COST.value_set(s.usage.cost_usd))
-        if not self._sparse():  # runs recorded before: every phase change, as they did
-            workflow.upsert_search_attributes([SA_PHASE.value_set(phase), *counters])
-            return
         if phase in FILTERED_PHASES or before in FILTERED_PHASES or self._counters_due() or self._due:
             workflow.upsert_search_attributes([*self._due, SA_PHASE.value_set(phase), *counters])
             self._due, self._searched_turn, self._searched_at = [], s.turn, self._replied_at
@@ -551,9 +510,7 @@ class Steps:
         ago by the reply clock."""
         if self._s.turn == self._searched_turn:
             return False
-        if self._counters_throttled is None:
-            self._counters_throttled = self._patched(COUNTERS_PATCH)
-        if not self._counters_throttled or self._searched_turn < 0:
+        if self._searched_turn < 0:
             return True  # never written
         if self._replied_at is None or self._searched_at is None:
             return False  # no reply yet: nothing new to count
@@ -568,12 +525,4 @@ class Steps:
 
     def _search(self, *updates: SearchAttributeUpdate[Any]) -> None:
         """Search attributes written with the next phase change (the agent in charge, …)."""
-        if self._sparse():
-            self._due.extend(updates)
-        else:
-            workflow.upsert_search_attributes(list(updates))
-
-    def _sparse(self) -> bool:
-        if self._sparse_search is None:
-            self._sparse_search = self._patched(SPARSE_SEARCH_PATCH)
-        return self._sparse_search
+        self._due.extend(updates)

@@ -1,38 +1,41 @@
-"""One turn of an agent run, as a pure state machine; the workflow only carries out its steps.
+"""The whole turn as one pure state machine: the workflow carries out each step and feeds back
+what happened; `Turn.next` chooses the next step. No Temporal, no I/O, no clocks, no randomness:
+the time and what only Temporal knows come in as `Facts` (tests/test_turn.py).
 
-    decide(reply)            → Final | RunTools(planned calls) | Stop
-    with_reply(agent, …)     → which cheap calls the model call may run with its reply
-    taken(asked, reply)      → the results of those the turn may use, by call id
-    checked(call, approval)  → the call runs, waits for a person, or is answered at once
-    after_tools(results)     → the tool messages, in the order the model asked for the calls
-    after_output(check)      → Done | Retry(feedback for the model) | Stop
-    tripwire(guardrails)     → Stop | None
+    Ready ──▶ [Stop: budget] ─▶ [ContinueAsNew] ─▶ [Breakpoint] ─▶ [Pause before_model]
+          ──▶ [Steer] ─▶ [Compact] ─▶ CallModel
+    Replied ──▶ Stop | RunTools (after [Pause before_tools]) | CheckOutput | Guardrails | Done
+    ToolsRan ──▶ HandOff | Ready …        OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
 
-No Temporal, no I/O, no clocks, no randomness: each function is unit-tested on its own
-(tests/test_turn.py), and `cli/export.py` re-runs `decide` on captured replies offline.
+The steps form one union (`NextStep`); `decide` (a reply → final output, calls or stop) is the
+part `cli/export.py` re-runs offline on captured replies.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from workflows.types import (
-    AgentSpec,
-    AssistantMessage,
-    Breakpoints,
-    HookResult,
-    Message,
-    ModelReply,
-    ToolCall,
-    ToolMessage,
-    ToolResult,
-    UserMessage,
-    WithReply,
+from workflows import edits, memory
+from workflows.calls import (
+    PlannedCall,
+    RunTools,
+    answered,
+    budget_spent,
+    describe_call,
+    plan_calls,
+    taken,
+    with_ran,
+    with_reply,
+    without_dropped,
 )
+from workflows.state import RunState
+from workflows.types import AgentSpec, HookResult, ModelReply, PauseWhere, ToolMessage, UserMessage, WithReply
 
 StopKind = Literal[
     "MaxTurnsExceeded",
@@ -43,57 +46,391 @@ StopKind = Literal[
     "OutputGuardrailTripwireTriggered",
 ]
 
+# A session continues as new between messages once its history passes either bound, far below
+# Temporal's own limits, so no execution of a days-long conversation grows large.
+SESSION_HISTORY_BYTES = 1_000_000
+SESSION_HISTORY_EVENTS = 2_000
 
-class Final(BaseModel):
-    """The model answered without asking for tools: the candidate final output."""
 
-    kind: Literal["final"] = "final"
+# ------------------------------------------------------------------------------------- steps
+
+
+@dataclass(frozen=True)
+class ContinueAsNew:
+    """Carry the run's state into a new execution (history stays small)."""
+
+
+@dataclass(frozen=True)
+class Breakpoint:
+    """Run the agent's breakpoint function before model call `turn`; its edits apply."""
+
+    name: str
+    turn: int
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Hold still, durably, until a person resumes; edits apply meanwhile."""
+
+    where: PauseWhere
+    turn: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Steer:
+    """A session's queued messages join the answer in progress."""
+
+
+@dataclass(frozen=True)
+class Compact:
+    """A session's transcript nears its budget: compact the earlier exchanges."""
+
+    plan: memory.Compaction
+
+
+@dataclass(frozen=True)
+class CallModel:
+    """Call `agent`'s model; `guard`: the input its input guardrails check alongside (no tool runs
+    before their verdict); `with_reply`: the cheap calls it may run with its reply."""
+
+    agent: AgentSpec
+    guard: str | None
+    with_reply: WithReply | None
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """The next model call is the target's, with the conversation through the handoff's filter."""
+
+    call: PlannedCall
+
+
+@dataclass(frozen=True)
+class CheckOutput:
+    """Check the candidate final output against the agent's output type."""
+
     output: str
 
 
-class PlannedCall(BaseModel):
-    """What the run does with one call the model asked for.
+class Done(BaseModel):
+    """Step: the answer (its output checked and its guardrails passed, if any)."""
 
-    action: `tool` runs the tool activity; `child` runs the agent behind the tool as a child
-    run; `handoff` transfers the run to `target`; `answer` tells the model `answer` at once
-    (an unknown tool, a second handoff). approval: `check` asks the agent's policy (the hook
-    activity validates the arguments first); `auto` is approved by an earlier "always"."""
-
-    call: ToolCall
-    action: Literal["tool", "child", "handoff", "answer"]
-    approval: Literal["none", "check", "auto"] = "none"
-    target: str = ""
-    answer: str = ""
+    kind: Literal["done"] = "done"
+    output: str
+    output_object: Any = None
 
 
-class RunTools(BaseModel):
-    kind: Literal["run_tools"] = "run_tools"
-    calls: list[PlannedCall]
+@dataclass(frozen=True)
+class Guardrails:
+    """Run the agent's output guardrails on the answer."""
 
-    @property
-    def handoff(self) -> PlannedCall | None:
-        return next((c for c in self.calls if c.action == "handoff"), None)
+    answer: Done
 
 
 class Stop(BaseModel):
-    """The run ends as failed, with `error` as the failure's type."""
+    """Step: the run (in a session: the answer) ends as failed, with `error` as the failure's type."""
 
     kind: Literal["stop"] = "stop"
     error: StopKind
     message: str
 
 
-class Done(BaseModel):
-    kind: Literal["done"] = "done"
+NextStep = (
+    ContinueAsNew | Breakpoint | Pause | Steer | Compact | CallModel | RunTools | HandOff | CheckOutput | Guardrails
+    | Done | Stop
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------- outcomes
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What only the workflow knows when it feeds an outcome back: the time and history's size."""
+
+    now: datetime
+    continue_suggested: bool = False
+    history_bytes: int = 0
+    history_events: int = 0
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Begin (or go on to) the next model call."""
+
+
+@dataclass(frozen=True)
+class BreakpointRan:
+    why: str | None  # a reason to pause (the function asked to, or its edit was refused)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    pass
+
+
+@dataclass(frozen=True)
+class Steered:
+    pass
+
+
+@dataclass(frozen=True)
+class Compacted:
+    pass
+
+
+@dataclass(frozen=True)
+class Replied:
+    reply: ModelReply
+
+
+@dataclass(frozen=True)
+class ToolsRan:
+    results: dict[str, ToolMessage]  # by call id: the calls that ran (or were decided on)
+
+
+@dataclass(frozen=True)
+class HandedOff:
+    pass
+
+
+@dataclass(frozen=True)
+class OutputChecked:
+    check: HookResult
+
+
+@dataclass(frozen=True)
+class GuardrailsRan:
+    stop: Stop | None
+
+
+Outcome = (
+    Ready
+    | BreakpointRan
+    | Resumed
+    | Steered
+    | Compacted
+    | Replied
+    | ToolsRan
+    | HandedOff
+    | OutputChecked
+    | GuardrailsRan
+)
+
+
+class Final(BaseModel):
+    """`decide`: the model answered without asking for tools: the candidate final output."""
+
+    kind: Literal["final"] = "final"
     output: str
-    output_object: Any = None
 
 
 class Retry(BaseModel):
-    """The final output was refused: the model gets `feedback` and another turn."""
+    """`after_output`: the final output was refused: the model gets `feedback` and another turn."""
 
     kind: Literal["retry"] = "retry"
     feedback: str
+
+
+# ------------------------------------------------------------------------------------ machine
+
+
+class Turn:
+    """One answer's turns over the run's state: `next(outcome, facts)` is the only way on.
+    `guard`: the prompt the first call's input guardrails check (None: none)."""
+
+    def __init__(self, state: RunState, guard: str | None) -> None:
+        assert state.agent is not None
+        self.s = state
+        self.first = state.agent  # its limits (turns, budgets) and session settings hold for the run
+        self.guard = guard
+        self.base = state.answer_base()  # model calls before this answer (a session's earlier messages)
+        self.calls = state.turn - self.base  # model calls this answer has made (in earlier executions too)
+        self.plan: RunTools | None = None
+        self.candidate = ""  # the final output the output type is checking
+        self.answer: Done | None = None  # passed its output checks; its guardrails run
+        self._stage: Literal["begin", "model", "tools", "steered"] = "begin"
+
+    @property
+    def number(self) -> int:
+        """The model call's number within this answer (what max_turns counts)."""
+        return self.s.turn - self.base
+
+    def next(self, outcome: Outcome, facts: Facts) -> NextStep:
+        s = self.s
+        if isinstance(outcome, Ready):
+            return self._begin(facts)
+        if isinstance(outcome, BreakpointRan):
+            return Pause("before_model", s.turn + 1, outcome.why) if outcome.why else self._model_turn()
+        if isinstance(outcome, Resumed):
+            return self._replan() if self._stage == "tools" else self._model_turn()
+        if isinstance(outcome, Steered):
+            return self._fit_memory()
+        if isinstance(outcome, Compacted):
+            return self._call_model()
+        if isinstance(outcome, Replied):
+            return self._replied(outcome.reply, facts)
+        if isinstance(outcome, ToolsRan):
+            assert self.plan is not None
+            for m in self._merge(outcome.results, facts):
+                s.messages.append(m)
+            handoff, self.plan = self.plan.handoff, None
+            return HandOff(handoff) if handoff is not None else self._begin(facts)
+        if isinstance(outcome, HandedOff):
+            return self._begin(facts)
+        if isinstance(outcome, OutputChecked):
+            return self._output_checked(outcome.check, facts)
+        assert isinstance(outcome, GuardrailsRan)
+        assert self.answer is not None
+        return outcome.stop or self.answer
+
+    # ---------------------------------------------------------------------- before the model
+
+    def _begin(self, facts: Facts) -> NextStep:
+        s, first = self.s, self.first
+        spent = budget_spent(first.token_budget, s.usage.total_tokens, first.cost_budget_usd, s.usage.cost_usd)
+        if spent is not None and self.calls:  # child runs spent it: no model call after that
+            return Stop(error=spent, message=f"{_budget_words(first, s)} before model call {s.turn + 1}")
+        if should_continue(s, first, facts):
+            return ContinueAsNew()
+        self._stage = "begin"
+        why = edits.before_model(s.breakpoints, s.turn + 1) or s.pause_reason()
+        if why is not None:
+            return Pause("before_model", s.turn + 1, why)
+        agent = s.agent_now
+        if agent.breakpoint:
+            return Breakpoint(agent.breakpoint, s.turn + 1)
+        return self._model_turn()
+
+    def _model_turn(self) -> NextStep:
+        s = self.s
+        s.turn += 1
+        s.turns_here += 1
+        session = s.session
+        if session is not None and self.calls and self.first.mid_turn == "steer" and session.queue:
+            return Steer()
+        return self._fit_memory()
+
+    def _fit_memory(self) -> NextStep:
+        if self.s.session is not None:
+            plan = memory.plan(self.s.messages, self.first.memory, self.s.last_input_tokens)
+            if plan is not None:
+                return Compact(plan)
+        return self._call_model()
+
+    def _call_model(self) -> NextStep:
+        s, first = self.s, self.first
+        self.calls += 1
+        s.mark()
+        self._stage = "model"
+        guard, self.guard = self.guard, None
+        ahead = None
+        if guard is None and s.pause_request is None:
+            ahead = with_reply(
+                s.agent_now,
+                self.number,
+                limits=first,
+                tokens_used=s.usage.total_tokens,
+                cost_used=s.usage.cost_usd,
+                breakpoints=s.breakpoints,
+            )
+        return CallModel(s.agent_now, guard, ahead)
+
+    # ---------------------------------------------------------------------- after the model
+
+    def _replied(self, reply: ModelReply, facts: Facts) -> NextStep:
+        s, agent = self.s, self.s.agent_now
+        asked = [c.call_id for c in reply.message.tool_calls]
+        s.claim_call_ids(reply.message)
+        ran = taken(asked, reply)
+        s.messages.append(reply.message)
+        s.add_usage(agent.name, reply.usage)
+        s.last_input_tokens = reply.usage.input_tokens
+        names = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
+        s.event(facts.now, "model_finished", text=reply.message.content or "", detail=names, usage=reply.usage)
+        step = decide(
+            agent,
+            self.number,
+            reply,
+            limits=self.first,
+            tokens_used=s.usage.total_tokens,
+            always=s.approvals.always,
+            cost_used=s.usage.cost_usd,
+        )
+        if isinstance(step, Stop):
+            return step
+        if isinstance(step, Final):
+            return self._final(step.output, facts)
+        self.plan = with_ran(step, ran)
+        self._stage = "tools"
+        why = edits.before_tools(s.breakpoints, reply.message.tool_calls) or s.pause_reason()
+        if why is not None:
+            return Pause("before_tools", s.turn, why)
+        return self.plan
+
+    def _replan(self) -> NextStep:
+        """After a pause before tools: the calls as the person left them (edited, dropped)."""
+        s, plan = self.s, self.plan
+        assert plan is not None
+        edited = s.messages[-1]
+        calls = getattr(edited, "tool_calls", [])
+        if calls:  # the results brought back with the reply still count for unchanged arguments
+            ran = {p.call.call_id: (p.ran_arguments, p.ran) for p in plan.calls if p.ran is not None}
+            replan = with_ran(plan_calls(s.agent_now, calls, s.approvals.always), ran)
+            plan = self.plan = without_dropped(replan, s.dropped_calls)
+        return plan
+
+    def _merge(self, results: dict[str, ToolMessage], facts: Facts) -> list[ToolMessage]:
+        assert self.plan is not None
+        messages = [results.get(p.call.call_id) or answered(p) for p in self.plan.calls]
+        for m in messages:
+            if m.call_id not in results:  # answered without running anything
+                self.s.event(facts.now, "tool_finished", call_id=m.call_id, tool=m.name, text=m.content)
+        return messages
+
+    # ------------------------------------------------------------------------------ output
+
+    def _final(self, output: str, facts: Facts) -> NextStep:
+        agent = self.s.agent_now
+        if agent.output_schema is not None:
+            self.candidate = output
+            return CheckOutput(output)
+        return self._checked(after_output(agent, output, None, 0), facts)
+
+    def _output_checked(self, check: HookResult, facts: Facts) -> NextStep:
+        s, agent = self.s, self.s.agent_now
+        if check.invalid is not None:
+            s.refusals[agent.name] = s.refusals.get(agent.name, 0) + 1
+        return self._checked(after_output(agent, self.candidate, check, s.refusals.get(agent.name, 0)), facts)
+
+    def _checked(self, outcome: Done | Retry | Stop, facts: Facts) -> NextStep:
+        if isinstance(outcome, Retry):
+            self.s.messages.append(UserMessage(content=outcome.feedback))
+            self.s.event(facts.now, "output_refused", text=outcome.feedback)
+            return self._begin(facts)
+        if isinstance(outcome, Stop):
+            return outcome
+        self.answer = outcome
+        return Guardrails(outcome) if self.s.agent_now.output_guardrails else outcome
+
+
+def should_continue(s: RunState, first: AgentSpec, facts: Facts) -> bool:
+    """Whether the run continues as new before its next model call (or a session's next message)."""
+    if s.turns_here >= first.continue_as_new_after or facts.continue_suggested:
+        return True
+    return s.session is not None and (
+        facts.history_bytes > SESSION_HISTORY_BYTES or facts.history_events > SESSION_HISTORY_EVENTS
+    )
+
+
+def _budget_words(first: AgentSpec, s: RunState) -> str:
+    if first.token_budget is not None and s.usage.total_tokens >= first.token_budget:
+        return f"token budget spent: {s.usage.total_tokens} of {first.token_budget} tokens used (child runs included)"
+    return f"cost budget spent: ${s.usage.cost_usd:.4f} of ${first.cost_budget_usd or 0:.4f} used (child runs included)"
+
+
+# ---------------------------------------------------------------------------------- decisions
 
 
 def decide(
@@ -125,135 +462,20 @@ def decide(
     if turn >= limit:
         message = f"max_turns ({limit}) exceeded: turn {turn} still asked for tools ({names})"
         return Stop(error="MaxTurnsExceeded", message=message)
-    budget = limits.token_budget
-    if budget is not None and tokens_used >= budget:
+    spent = budget_spent(limits.token_budget, tokens_used, limits.cost_budget_usd, cost_used)
+    if spent == "TokenBudgetExceeded":
         message = (
-            f"token budget spent: {tokens_used} of {budget} tokens used by turn {turn}, "
+            f"token budget spent: {tokens_used} of {limits.token_budget} tokens used by turn {turn}, "
             f"which still asked for tools ({names})"
         )
-        return Stop(error="TokenBudgetExceeded", message=message)
-    dollars = limits.cost_budget_usd
-    if dollars is not None and cost_used >= dollars:
+        return Stop(error=spent, message=message)
+    if spent == "CostBudgetExceeded":
         message = (
-            f"cost budget spent: ${cost_used:.4f} of ${dollars:.4f} used by turn {turn}, "
+            f"cost budget spent: ${cost_used:.4f} of ${limits.cost_budget_usd or 0:.4f} used by turn {turn}, "
             f"which still asked for tools ({names})"
         )
-        return Stop(error="CostBudgetExceeded", message=message)
-    return RunTools(calls=[_plan(agent, call, always, i, calls) for i, call in enumerate(calls)])
-
-
-def _plan(
-    agent: AgentSpec, call: ToolCall, always: Collection[str], index: int, calls: Sequence[ToolCall]
-) -> PlannedCall:
-    handoff = next((h for h in agent.handoffs if h.tool_name == call.name), None)
-    if handoff is not None:
-        first = next(c for c in calls if any(h.tool_name == c.name for h in agent.handoffs))
-        if first is not call:
-            answer = f"error: only one handoff per turn; the run already went to '{_target(agent, first)}'"
-            return PlannedCall(call=call, action="answer", answer=answer)
-        return PlannedCall(call=call, action="handoff", target=handoff.agent)
-    spec = agent.tool(call.name)
-    if spec is None:
-        known = [*(t.name for t in agent.tools), *(h.tool_name for h in agent.handoffs)]
-        return PlannedCall(call=call, action="answer", answer=unknown_tool(call.name, known))
-    approval: Literal["none", "check", "auto"] = "none"
-    if spec.approval != "never":
-        approval = "auto" if call.name in always else "check"
-    if spec.agent is not None:
-        return PlannedCall(call=call, action="child", approval=approval, target=spec.agent)
-    return PlannedCall(call=call, action="tool", approval=approval)
-
-
-def with_reply(
-    agent: AgentSpec,
-    turn: int,
-    *,
-    limits: AgentSpec | None = None,
-    tokens_used: int = 0,
-    cost_used: float = 0.0,
-    breakpoints: Breakpoints | None = None,
-) -> WithReply | None:
-    """Which calls the reply to model call number `turn` (as `decide` counts) may bring back
-    already run: the agent's cheap ones (`@tool(local=True)`, no approval, not a child run,
-    not named like a handoff), on a worker holding its version. None when the turn could not
-    run them: the run's last turn, or a breakpoint before every tool call. `tokens_used` and
-    `cost_used` count the replies so far; the worker checks the reply's own against the rest."""
-    limits = limits or agent
-    if not agent.version or turn >= limits.max_turns or (breakpoints is not None and breakpoints.before_tools):
-        return None
-    handoffs = {h.tool_name for h in agent.handoffs}
-    tools = [
-        s.name for s in agent.tools if s.local and s.approval == "never" and s.agent is None and s.name not in handoffs
-    ]
-    if not tools:
-        return None
-    tokens, dollars = limits.token_budget, limits.cost_budget_usd
-    return WithReply(
-        version=agent.version,
-        tools=tools,
-        pause_on=sorted(breakpoints.tools) if breakpoints is not None else [],
-        tokens_left=tokens - tokens_used if tokens is not None else None,
-        cost_left=dollars - cost_used if dollars is not None else None,
-    )
-
-
-def taken(asked: Sequence[str], reply: ModelReply) -> dict[str, tuple[str, ToolResult]]:
-    """The calls run with `reply` whose results the turn may use, by call id, with the
-    arguments they ran with: those whose call kept the id the model gave it (`asked`, the ids
-    before the run made them unique), the id the worker built the call's idempotency key from."""
-    ran = {r.call_id: r for r in reply.tool_results}
-    return {
-        call.call_id: (call.arguments, ran[call.call_id])
-        for before, call in zip(asked, reply.message.tool_calls, strict=True)
-        if before == call.call_id and call.call_id in ran and ran[call.call_id].tool == call.name
-    }
-
-
-def _target(agent: AgentSpec, call: ToolCall) -> str:
-    return next(h.agent for h in agent.handoffs if h.tool_name == call.name)
-
-
-def unknown_tool(name: str, available: Sequence[str]) -> str:
-    """What the model is told about a tool it named that does not exist (workflow and worker alike)."""
-    shown = name if len(name) <= 64 else name[:63] + "…"
-    return f"error: unknown tool '{shown}'; available tools: {', '.join(available) or 'none'}"
-
-
-def checked(planned: PlannedCall, result: HookResult) -> Literal["run", "ask"] | ToolMessage:
-    """After the hook checked a call's arguments and the approval policy: run it, ask a
-    person, or tell the model its arguments are invalid (no person is asked about those)."""
-    if result.invalid is not None:
-        call = planned.call
-        return ToolMessage(call_id=call.call_id, name=call.name, content=result.invalid, is_error=True)
-    return "ask" if result.needs_approval else "run"
-
-
-def answered(planned: PlannedCall) -> ToolMessage:
-    """The tool message of a call that runs nothing: an error answer, or a handoff's receipt."""
-    call = planned.call
-    if planned.action == "handoff":
-        return ToolMessage(call_id=call.call_id, name=call.name, content=json.dumps({"assistant": planned.target}))
-    return ToolMessage(call_id=call.call_id, name=call.name, content=planned.answer, is_error=True)
-
-
-def without_dropped(step: RunTools, dropped: Mapping[str, str]) -> RunTools:
-    """The plan with each call a person dropped (while the run was paused) answered instead of run."""
-    return RunTools(
-        calls=[
-            PlannedCall(
-                call=p.call, action="answer", answer=f"error: {dropped[p.call.call_id]} dropped this call before it ran"
-            )
-            if p.call.call_id in dropped
-            else p
-            for p in step.calls
-        ]
-    )
-
-
-def after_tools(step: RunTools, results: dict[str, ToolMessage]) -> list[ToolMessage]:
-    """Every call's message, in the order the model asked for the calls, whatever order they
-    finished in; calls that ran nothing are answered here."""
-    return [results[p.call.call_id] if p.call.call_id in results else answered(p) for p in step.calls]
+        return Stop(error=spent, message=message)
+    return plan_calls(agent, calls, always)
 
 
 def after_output(agent: AgentSpec, output: str, check: HookResult | None, refusals: int) -> Done | Retry | Stop:
@@ -286,59 +508,3 @@ def tripwire(kind: Literal["input", "output"], results: Sequence[tuple[str, Hook
     info = info if len(info) <= 500 else info[:499] + "…"
     error: StopKind = "InputGuardrailTripwireTriggered" if kind == "input" else "OutputGuardrailTripwireTriggered"
     return Stop(error=error, message=f"{kind} guardrail '{name}' tripped: {info}")
-
-
-# ---------------------------------------------------------------------------- handoff filters
-
-
-def _remove_tools(messages: list[Message]) -> list[Message]:
-    kept: list[Message] = []
-    for m in messages:
-        if isinstance(m, ToolMessage):
-            continue
-        if isinstance(m, AssistantMessage) and m.tool_calls:
-            if not m.content:
-                continue
-            m = AssistantMessage(content=m.content)
-        kept.append(m)
-    return kept
-
-
-def _last_user_message(messages: list[Message]) -> list[Message]:
-    users: list[Message] = [m for m in messages if isinstance(m, UserMessage)]
-    return users[-1:]
-
-
-# Built-in filters a handoff may name: what the next agent sees of the conversation so far.
-HANDOFF_FILTERS: dict[str, Callable[[list[Message]], list[Message]]] = {
-    "remove_tools": _remove_tools,
-    "last_user_message": _last_user_message,
-}
-
-
-# ------------------------------------------------------------------------------------ helpers
-
-
-def json_object(text: str) -> dict[str, object] | None:
-    """`text` as a JSON object, or None when it is not one."""
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def describe_call(call: ToolCall, limit: int = 100) -> str:
-    """A one-line, human-readable rendering of a call for the UI: `get_weather(city=Tokyo)`."""
-    args = json_object(call.arguments)
-    if args is not None:
-        parts = [f"{k}={_short(v)}" for k, v in args.items()]
-        text = f"{call.name}({', '.join(parts)})"
-    else:
-        text = f"{call.name}({call.arguments[:limit]})"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _short(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= 40 else text[:39] + "…"

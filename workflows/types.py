@@ -47,6 +47,8 @@ EDIT_UPDATE = "agent.edit"
 INSPECT_QUERY = "agent.inspect"
 # The state just before model call N, read by `client.py fork` to start a new run from it.
 FORK_POINT_QUERY = "agent.fork_point"
+# A cancelled child run tells its parent what it spent (ChildUsage), so the parent's budget counts it.
+CHILD_USAGE_SIGNAL = "agent.child_usage"
 
 # Custom search attributes (registered by the dev server the setup starts, and by the worker).
 SA_AGENT = "AgentName"  # Keyword
@@ -522,6 +524,8 @@ class Carry(_Model):
     forked_from: ForkLink | None = None
     dropped_calls: dict[str, str] = Field(default_factory=dict)  # call id → who dropped it
     paused: PauseInfo | None = None
+    # A fork of a session's answer: the model calls made before that answer (max_turns counts after them).
+    answer_base: int = 0
 
 
 class RunInput(_Model):
@@ -739,6 +743,7 @@ class ForkPoint(_Model):
     messages: list[Message]
     turn: int  # model calls made before the fork point (turn - 1)
     handoffs: list[HandoffRecord] = Field(default_factory=list)
+    answer_base: int = 0  # of a session: the model calls before the answer the fork continues
 
 
 class TranscriptQuery(_Model):
@@ -876,6 +881,18 @@ class ModelReply(_Model):
     tool_results: list[ToolResult] = Field(default_factory=list)
 
 
+def idempotency_key(run_id: str, call_id: str) -> str:
+    """The key a tool gets for one call (ToolContext.idempotency_key): the same on every attempt."""
+    return f"{run_id}:{call_id}"
+
+
+class ChildUsage(_Model):
+    """What a child run spent, for its parent: in a failure's details, or signalled when cancelled."""
+
+    child_id: str = ""
+    usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+
+
 class ToolCallInput(_Model):
     call_id: str
     tool: str
@@ -883,9 +900,6 @@ class ToolCallInput(_Model):
     idempotency_key: str
     turn: int
     agent: str = ""
-    # Validate, then ask the agent's approval policy; if it says so, return `needs_approval`
-    # instead of running. False once a person approved (or the tool needs no approval).
-    check_approval: bool = False
     args: dict[str, Any] | None = None  # the arguments as an object, so the Web UI shows JSON
     # Set for a local call: the worker runs it only if it holds this very version of the agent,
     # else it says so (NOT_HERE) and the run makes it an ordinary, routed tool activity.

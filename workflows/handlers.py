@@ -1,0 +1,235 @@
+"""The run's handlers: the signals, updates and queries through which people and other runs reach
+it. Each takes one pydantic model; a decision, message or edit is checked by the update's
+validator (or, for the approval signal, by the handler) before anything is recorded.
+
+Determinism rules as for all of workflows/: no I/O, no clocks, no randomness, no threads.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
+
+import workflows.types as t
+from workflows import edits
+from workflows.approvals import DecisionRefused
+from workflows.session import Refused, SessionState
+from workflows.steps import Steps
+
+MAX_CHILD_LEDGERS = 100  # cancelled children's usage not yet counted (each is read once, then dropped)
+
+
+class Handlers(Steps):
+    """What reaches a run from outside while it runs; `AgentRun` adds the loop."""
+
+    def _agent_now(self) -> t.AgentSpec | None:
+        return self._s.agent_now if self._s.agent is not None else None
+
+    def _apply_edit(self, edit: t.Edit) -> t.EditRecord:
+        """An edit through the one validated path (a person's or a breakpoint function's)."""
+        s = self._s
+        state = s.editable()
+        summary = edits.apply(edit, state)  # raises EditRefused, before anything changes
+        s.take_edit(state)
+        record = t.EditRecord(edit=edit, at=workflow.now(), turn=s.turn, summary=summary)
+        s.edits.append(record)
+        self._event("edited", detail=summary)
+        workflow.set_current_details(s.details())
+        return record
+
+    @workflow.signal(name=t.CHILD_USAGE_SIGNAL, description="Internal: what a cancelled child run spent.")
+    def child_usage(self, ledger: t.ChildUsage) -> None:
+        mine = ledger.child_id.startswith(workflow.info().workflow_id + ".")  # only this run's children
+        if mine and len(self._child_usage) < MAX_CHILD_LEDGERS:
+            self._child_usage[ledger.child_id] = ledger
+
+    # ------------------------------------------------------------------------------ approvals
+
+    @workflow.signal(
+        name=t.APPROVAL_SIGNAL,
+        description='Decide on a pending tool call: {"call_id": "call_…", "approve": true, "by": "you"}; '
+        'reject with {"call_id": …, "approve": false, "reason": "…"}; edit with "arguments": {…}; '
+        '"always": true approves later calls of that tool. The pending calls are in the current details.',
+    )
+    def approval_signal(self, body: RawValue) -> None:
+        """For `temporal workflow signal` and the Web UI. A body that does not parse, or a refused
+        decision, is ignored and kept in the status so the sender can see why (the SDK would
+        otherwise drop an undecodable signal with only a worker log line); a repeated one counts once."""
+        try:
+            decision = workflow.payload_converter().from_payload(body.payload, t.ApprovalDecision)
+            self._s.approvals.check(decision, self._agent_now())
+        except DecisionRefused as refused:
+            return self._ignore(str(refused))
+        except Exception as bad:  # any undecodable body: the converter's errors vary by payload
+            return self._ignore(f"approval signal body is not a decision: {str(bad)[:300]}")
+        if self._s.done:
+            return self._ignore(f"call {decision.call_id}: the run has ended")
+        self._decide(decision)
+
+    def _ignore(self, reason: str) -> None:
+        workflow.logger.warning("approval signal ignored: %s", reason)
+        self._s.approvals.ignore(reason)
+
+    @workflow.update(
+        name=t.APPROVAL_UPDATE,
+        description="Like the approval signal, but a bad decision is refused before anything is recorded.",
+    )
+    def approval_update(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
+        return self._decide(decision)
+
+    @approval_update.validator
+    def _validate_approval(self, decision: t.ApprovalDecision) -> None:
+        try:
+            self._s.approvals.check(decision, self._agent_now())
+        except DecisionRefused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
+    def _decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
+        record = self._s.approvals.apply(decision, workflow.now())
+        self._record_decision(record)
+        return t.DecisionReceipt(call_id=decision.call_id, approved=record.approved, recorded_at=record.at)
+
+    # ------------------------------------------------------------------------- session updates
+
+    @workflow.update(
+        name=t.SESSION_SEND_UPDATE,
+        description='A message to a session: {"text": "…", "by": "alice", "message_id": "…"}. Answered after '
+        "the ones before it (or, for an agent that steers, within the answer in progress); refused once it has ended.",
+    )
+    def send_message(self, message: t.SessionMessage) -> t.MessageReceipt:
+        s, session = self._s, self._s.session
+        assert session is not None
+        steer = s.agent is not None and s.agent.mid_turn == "steer"
+        receipt = session.accept(message, workflow.now(), steer)
+        if not receipt.duplicate:
+            self._received(message, receipt)
+        return receipt
+
+    def _received(self, message: t.SessionMessage, receipt: t.MessageReceipt) -> None:
+        how = f" · {receipt.queued} ahead" if receipt.queued else ""
+        how = " · steers the answer in progress" if receipt.steer else how
+        self._event("message", text=message.text, detail=f"message {receipt.message} from {message.by}{how}")
+        workflow.set_current_details(self._s.details())
+
+    @send_message.validator
+    def _validate_send(self, message: t.SessionMessage) -> None:
+        try:
+            self._session().check(message, self._s.done)
+        except Refused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
+    @workflow.update(
+        name=t.SESSION_END_UPDATE,
+        description='Ends a session once the messages it has accepted are answered: {"by": "alice", "reason": "…"}.',
+    )
+    def end_session(self, end: t.EndSession) -> t.EndReceipt:
+        session = self._session()
+        session.ending = session.ending or end
+        return t.EndReceipt(messages=session.messages, unanswered=session.messages - session.answered)
+
+    @end_session.validator
+    def _validate_end(self, end: t.EndSession) -> None:
+        self._session()
+        if self._s.done:
+            raise ApplicationError("the session has ended", type="SessionEnded", non_retryable=True)
+
+    def _session(self) -> SessionState:
+        if self._s.session is None:
+            raise ApplicationError(
+                "this run is not a session: start one with `client.py chat`", type="NotASession", non_retryable=True
+            )
+        return self._s.session
+
+    # -------------------------------------------------------------------------- debug updates
+
+    @workflow.update(name=t.PAUSE_UPDATE, description='Pause at the next safe point: {"by": "alice", "reason": "…"}.')
+    def pause(self, request: t.PauseRequest) -> t.RunStatus:
+        self._s.pause_request = request
+        self._s.last_step = f"pause requested by {request.by}: the run pauses at its next safe point"
+        workflow.set_current_details(self._s.details())
+        return self.status()
+
+    @pause.validator
+    def _validate_pause(self, request: t.PauseRequest) -> None:
+        s = self._s
+        if s.done:
+            raise ApplicationError(
+                "the run has ended: fork it to go on from a turn", type="RunEnded", non_retryable=True
+            )
+        if s.paused is not None:
+            raise ApplicationError(
+                f"the run is already paused ({s.paused.why})", type="AlreadyPaused", non_retryable=True
+            )
+
+    @workflow.update(name=t.RESUME_UPDATE, description='Go on from a pause (with any edits): {"by": "alice"}.')
+    def resume(self, request: t.ResumeRequest) -> t.RunStatus:
+        s = self._s
+        if s.paused is not None:
+            s.resumed_by = request.by
+        else:  # paused only on request so far: the request is withdrawn
+            s.pause_request = None
+            self._event("resumed", detail=f"pause request withdrawn by {request.by}")
+        return self.status()
+
+    @resume.validator
+    def _validate_resume(self, request: t.ResumeRequest) -> None:
+        if self._s.paused is None and self._s.pause_request is None:
+            raise ApplicationError("the run is not paused", type="NotPaused", non_retryable=True)
+        if self._s.resumed_by is not None:
+            raise ApplicationError(f"already resumed by {self._s.resumed_by}", type="NotPaused", non_retryable=True)
+
+    @workflow.update(
+        name=t.EDIT_UPDATE, description='Edit a paused run: {"op": "text", "index": 3, "text": "…"} (see Edit).'
+    )
+    def edit(self, edit: t.Edit) -> t.EditReceipt:
+        record = self._apply_edit(edit)
+        return t.EditReceipt(summary=record.summary, items=len(self._s.messages))
+
+    @edit.validator
+    def _validate_edit(self, edit: t.Edit) -> None:
+        s = self._s
+        if s.paused is None or s.resumed_by is not None:
+            raise ApplicationError(
+                "the run is not paused: pause it first (client.py pause RUN_ID)", type="NotPaused", non_retryable=True
+            )
+        try:
+            edits.apply(edit, s.editable())
+        except edits.EditRefused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
+    # -------------------------------------------------------------------------------- queries
+
+    @workflow.query(name=t.STATUS_QUERY, description="Phase, turn, token usage, pending approvals and decisions.")
+    def status(self) -> t.RunStatus:
+        return self._s.status(workflow.info().workflow_id)
+
+    @workflow.query(name=t.TRANSCRIPT_QUERY, description='The conversation so far: {} for all, or {"start": N}.')
+    def transcript(self, query: t.TranscriptQuery) -> t.Transcript:
+        return t.Transcript(agent=self._s.agent, messages=self._s.messages[query.start :])
+
+    @workflow.query(name=t.EVENTS_QUERY, description='The run\'s numbered steps for watchers: {"since": N}.')
+    def events(self, query: t.EventsQuery) -> t.EventsPage:
+        return self._s.events_page(query)
+
+    @workflow.query(name=t.EXCHANGE_QUERY, description='A session\'s message K and its answer: {"message": K}.')
+    def exchange(self, query: t.ExchangeQuery) -> t.ExchangeAnswer:
+        return self._session().find(query.message)
+
+    @workflow.query(name=t.INSPECT_QUERY, description="A paused run's state: items with indexes, pending calls, edits.")
+    def inspect(self) -> t.Inspection:
+        return self._s.inspection(workflow.info().workflow_id)
+
+    @workflow.query(name=t.FORK_POINT_QUERY, description='The state just before model call N: {"turn": N}.')
+    def fork_point(self, query: t.ForkQuery) -> t.ForkPoint:
+        try:
+            return self._s.fork_point(query.turn)
+        except ValueError as err:
+            raise ApplicationError(str(err), type="CannotFork") from None
+
+    @workflow.query(name=t.MODEL_CONTEXT_QUERY, description="Internal: read by the model-call activity.")
+    def model_context(self, query: t.ModelContextQuery) -> t.ModelContext:
+        try:
+            return self._s.model_context(query)
+        except ValueError as err:
+            raise ApplicationError(str(err)) from None
