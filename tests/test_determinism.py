@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import STRICT_SANDBOX
 
 SOURCE = Path(__file__).resolve().parents[1]
-HISTORY = SOURCE / "tests" / "histories" / "demo_weather_v1.json"  # two tool calls: _plan runs
+HISTORY = SOURCE / "tests" / "histories" / "weather_1_0.json"  # two tool calls: calls._plan runs
 
 # Replays HISTORY with the workflows package found first on sys.path (a copy), in STRICT_SANDBOX.
 REPLAY = """
@@ -33,14 +33,14 @@ print("replayed")
 
 
 def replay_with(tmp_path: Path, injected: str | None) -> subprocess.CompletedProcess[str]:
-    """Replay HISTORY with a copy of workflows/ whose `turn._plan` (run for every tool call) first
+    """Replay HISTORY with a copy of workflows/ whose `calls._plan` (run for every tool call) first
     runs `injected`."""
     copy = tmp_path / "copy"
     shutil.copytree(SOURCE / "workflows", copy / "workflows", ignore=shutil.ignore_patterns("__pycache__"))
     if injected is not None:
-        turn = copy / "workflows" / "turn.py"
-        turn.write_text(
-            turn.read_text() + "\n\nimport datetime, os, random\n_checked_plan = _plan\n\n"
+        calls = copy / "workflows" / "calls.py"
+        calls.write_text(
+            calls.read_text() + "\n\nimport datetime, os, random\n_checked_plan = _plan\n\n"
             f"def _plan(*args, **kwargs):\n    {injected}\n    return _checked_plan(*args, **kwargs)\n"
         )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

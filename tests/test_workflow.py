@@ -320,7 +320,9 @@ async def test_a_finished_run_replays_under_the_current_code(client, task_queue,
 
 
 async def test_checked_in_histories_still_replay():
-    """Histories recorded by earlier code must replay: a change that breaks them breaks runs in flight."""
+    """Histories recorded by earlier code must replay: a change that breaks them breaks runs in flight.
+    Those of 1.0 were recorded with no patch marker: from 1.0 on, a change to workflow code is a
+    patch (`workflow.patched`) with a history of its own checked in beside them."""
     from temporalio.client import WorkflowHistory
 
     files = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -328,51 +330,38 @@ async def test_checked_in_histories_still_replay():
     replayer = strict_replayer()
     for path in files:
         await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
-    # every kind of run is among them: approvals checked by the tool activity (v1) and by the hook
-    # (v2); a handoff, an agent run as a child, typed output and an input guardrail (support_team)
     recorded = {path.stem: path.read_text() for path in files}
-    assert '"activityId": "tool-3-call_3_0-approved"' in recorded["approval_v1"]
-    assert t.HOOK_ACTIVITY in recorded["approval_v2"] and "approval_update" in recorded["approval_v2"]
-    team = recorded["support_team_v1"]
-    assert "startChildWorkflowExecutionInitiatedEventAttributes" in team and t.HOOK_ACTIVITY in team
-    assert "support_team_v1.call_2_0" in recorded
-    # a session: messages by update, answers, a compaction by the model, an end
-    conversation = recorded["session_v1"]
-    assert t.SESSION_SEND_UPDATE in conversation and t.SESSION_END_UPDATE in conversation
-    assert t.COMPACT_ACTIVITY in conversation
-    # a pause with edits, then a resume; and a fork of that run, started from its carried state
-    debugged = recorded["breakpoint_v1"]
-    assert debugged.count(t.EDIT_UPDATE) >= 2 and t.RESUME_UPDATE in debugged
-    # the demo's tools as local activities: their results live in markers
-    assert recorded["local_tools_v1"].count("core_local_activity") >= 2
-    # a run of this code's start: one patch marker, the agent resolved locally, the first model
-    # call scheduled by the first workflow task
-    events = WorkflowHistory.from_json("one_task_start_v1", recorded["one_task_start_v1"]).events
+    for name in ("weather_1_0", "approval_1_0", "breakpoint_1_0", "support_team_1_0", "session_1_0"):
+        assert "core_patch" not in recorded[name], f"{name}: 1.0 histories carry no patch marker"
+    # a run starts in one workflow task: the agent resolved locally, the first model call scheduled
+    events = WorkflowHistory.from_json("weather_1_0", recorded["weather_1_0"]).events
     first_call = next(i for i, e in enumerate(events) if e.HasField("activity_task_scheduled_event_attributes"))
     head = events[:first_call]
     assert sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED for e in head) == 1
-    markers = [
-        e.marker_recorded_event_attributes.marker_name for e in head if e.HasField("marker_recorded_event_attributes")
-    ]
-    assert markers == ["core_patch", "core_local_activity"]
     assert [found[0] for e in head if (found := local_result(e))] == [t.RESOLVE_AGENT_ACTIVITY]
-    # the demo's tools run with the model's replies: no marker, no activity of their own
-    events = WorkflowHistory.from_json("tools_with_reply_v1", recorded["tools_with_reply_v1"]).events
+    # the demo's cheap tools run with the model's replies: no marker, no activity of their own
     assert [found[0] for e in events if (found := local_result(e))] == [t.RESOLVE_AGENT_ACTIVITY]
-    assert t.TOOL_CALL_ACTIVITY not in recorded["tools_with_reply_v1"]
+    assert t.TOOL_CALL_ACTIVITY not in recorded["weather_1_0"]
     summaries = [e.user_metadata.summary.data.decode() for e in events if e.HasField("user_metadata")]
     assert sum(s.endswith('local tools with the reply"') for s in summaries) == 3
-    # the team and the session again, as this code starts them (one patch marker, a local resolve)
-    for name in ("support_team_v2", "session_v2"):
-        events = WorkflowHistory.from_json(name, recorded[name]).events
-        assert [found[0] for e in events if (found := local_result(e))][:1] == [t.RESOLVE_AGENT_ACTIVITY], name
-    assert "startChildWorkflowExecutionInitiatedEventAttributes" in recorded["support_team_v2"]
-    assert "support_team_v2.call_2_0" in recorded
-    assert t.SESSION_END_UPDATE in recorded["session_v2"] and t.COMPACT_ACTIVITY in recorded["session_v2"]
-    fork = WorkflowHistory.from_json("breakpoint_v1.fork", recorded["breakpoint_v1.fork"])
+    # an approval checked by the hook and decided by update, then a routed tool activity
+    approval = recorded["approval_1_0"]
+    assert t.HOOK_ACTIVITY in approval and t.APPROVAL_UPDATE in approval and t.TOOL_CALL_ACTIVITY in approval
+    # a handoff, an agent run as a child (recorded beside it), hooks
+    team = recorded["support_team_1_0"]
+    assert "startChildWorkflowExecutionInitiatedEventAttributes" in team and t.HOOK_ACTIVITY in team
+    assert "support_team_1_0.call_2_0" in recorded
+    # a session: messages by update, answers, a compaction by the model, an end
+    conversation = recorded["session_1_0"]
+    assert t.SESSION_SEND_UPDATE in conversation and t.SESSION_END_UPDATE in conversation
+    assert t.COMPACT_ACTIVITY in conversation
+    # a pause with edits, then a resume; and a fork of that run, started from its carried state
+    debugged = recorded["breakpoint_1_0"]
+    assert debugged.count(t.EDIT_UPDATE) >= 2 and t.RESUME_UPDATE in debugged
+    fork = WorkflowHistory.from_json("breakpoint_1_0.fork", recorded["breakpoint_1_0.fork"])
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])
-    assert fork_input.carry is not None and fork_input.carry.forked_from == t.ForkLink(run_id="breakpoint_v1", turn=2)
+    assert fork_input.carry is not None and fork_input.carry.forked_from == t.ForkLink(run_id="breakpoint_1_0", turn=2)
 
 
 async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, worker_factory, llm, counter_file):
