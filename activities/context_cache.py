@@ -60,7 +60,7 @@ class ContextCache:
         self._evict()
 
     def remember_tool(self, run: str, result: ToolResult) -> None:
-        if run in self._runs and not result.needs_approval:
+        if run in self._runs:
             message = ToolMessage(
                 call_id=result.call_id, name=result.tool, content=result.output, is_error=result.is_error
             )

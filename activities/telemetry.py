@@ -460,11 +460,9 @@ def _tool_attributes(arg: object, content: _Content | None) -> Attributes:
 
 
 def _tool_result(span: Span, result: ToolResult, content: _Content | None) -> None:
-    if result.needs_approval:
-        span.set_attribute("agent.tool.needs_approval", True)
-    elif result.is_error:  # the model reads the error: the call itself went wrong
+    if result.is_error:  # the model reads the error: the call itself went wrong
         _error(span, "tool_error")
-    if content is not None and not result.needs_approval:
+    if content is not None:
         span.set_attribute("gen_ai.tool.call.result", content.json(result.output))
 
 

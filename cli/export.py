@@ -179,8 +179,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 with_reply, asked = brought_back(reply)
             elif name == t.TOOL_CALL_ACTIVITY:
                 result = await _decode(converter, done.result, t.ToolResult)
-                if not result.needs_approval:
-                    yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json")}
+                yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json")}
             elif name == t.COMPACT_ACTIVITY:
                 compacted = await _decode(converter, done.result, t.CompactResult)
                 yield {"type": "compaction", "turn": value.turn, "upto": value.upto, "summary": compacted.summary}
@@ -198,8 +197,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 with_reply.pop(local.call_id, None)  # run anew: the turn did not take that result
                 if local.call_id not in ran:
                     ran.append(local.call_id)
-                if not local.needs_approval:
-                    yield {"type": "tool_result", "turn": turn, **local.model_dump(mode="json")}
+                yield {"type": "tool_result", "turn": turn, **local.model_dump(mode="json")}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
             request = e.workflow_execution_update_accepted_event_attributes.accepted_request
             if request.input.name == t.SESSION_SEND_UPDATE:
@@ -276,7 +274,7 @@ async def replay_decisions(lines: list[dict[str, Any]]) -> Iterator[tuple[int, s
     agent = t.AgentSpec.model_validate(lines[0]["agent"])
     recorded = {(d["turn"]): d for d in lines if d["type"] == "decision"}
     out: list[tuple[int, str, str]] = []
-    tokens = 0
+    tokens, cost = 0, 0.0
     for call in (line for line in lines if line["type"] == "model_call"):
         capture = call["capture"]
         if capture is None:
@@ -286,8 +284,8 @@ async def replay_decisions(lines: list[dict[str, Any]]) -> Iterator[tuple[int, s
             reply = await wire.parse_stream(_lines_of(capture["response"]), call["turn"])
         else:
             reply = wire.parse_response(json.loads(capture["response"]), call["turn"])
-        tokens += reply.usage.total_tokens
-        step = decide(agent, call["turn"], reply, tokens_used=tokens)
+        tokens, cost = tokens + reply.usage.total_tokens, cost + reply.usage.cost_usd
+        step = decide(agent, call["turn"], reply, tokens_used=tokens, cost_used=cost)  # as the turn machine asks
         want = recorded.get(call["turn"])
         if isinstance(step, Final):
             mine = f"final: {step.output}"

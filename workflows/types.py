@@ -920,5 +920,3 @@ class ToolResult(_Model):
     tool: str
     output: str
     is_error: bool = False
-    needs_approval: bool = False
-    arguments: dict[str, Any] | None = None  # the validated arguments, when needs_approval
