@@ -9,7 +9,11 @@
 # Temporal is found as the `temporal` CLI finds it (TEMPORAL_ADDRESS, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
 #   a profile): a dev server is started only when that is the default localhost:7233.
 # Encrypted payloads: PAYLOAD_CODEC_KEYS=... bash scripts/demo.sh also runs the codec server on :8234
-#   and starts the dev server with its UI wired to it (README: "Encrypted payloads").
+#   and starts the dev server with its UI wired to it (docs/production.md: "Encrypted payloads").
+# Ports, when the defaults are taken: TEMPORAL_PORT (7233), UI_PORT (8233), FAKE_LLM_PORT (8400),
+#   CODEC_PORT (8234), e.g. `TEMPORAL_PORT=17233 UI_PORT=18233 bash scripts/demo.sh`.
+# A run that needs a person's approval is not waited on: the demo prints the waiting call and the
+#   command that approves it, and leaves the run waiting (durably) for that command.
 source "$(dirname "$0")/common.sh"
 ensure_venv
 cd "$ROOT"
@@ -25,16 +29,33 @@ case "$EXAMPLE" in  # the worker's modules, the run's agent, the offline model's
     DEFAULT_PROMPT="What's the weather in Tokyo and Paris right now? Which is warmer, in Fahrenheit?" ;;
   support_team) WORKER_ARGS=(--tools examples.support_team) RUN_ARGS=(--agent triage) FAKE_MODEL=team
     DEFAULT_PROMPT="I was charged twice for order 1234, please refund" ;;
-  *) echo "error: unknown example '$EXAMPLE'; known: support_team" >&2; exit 2 ;;
+  mcp_agent) WORKER_ARGS=(--tools examples.mcp_agent) RUN_ARGS=(--agent mcp_weather) FAKE_MODEL=demo
+    DEFAULT_PROMPT="What's the weather in Tokyo and Paris right now? Which is warmer, in Fahrenheit?" ;;
+  *) echo "error: unknown example '$EXAMPLE'; known: support_team, mcp_agent" >&2; exit 2 ;;
 esac
 PROMPT="${1:-$DEFAULT_PROMPT}"
+port_var() {  # port_var NAME DEFAULT: the port in $NAME, checked, else DEFAULT
+  local value="${!1:-$2}"
+  if ! [[ "$value" =~ ^[0-9]{1,5}$ ]] || [ "$value" -lt 1 ] || [ "$value" -gt 65535 ]; then
+    echo "error: $1 must be a port number (1-65535), not '$value'" >&2
+    exit 2
+  fi
+  echo "$value"
+}
+TEMPORAL_PORT="$(port_var TEMPORAL_PORT 7233)"
+UI_PORT="$(port_var UI_PORT 8233)"
+FAKE_LLM_PORT="$(port_var FAKE_LLM_PORT 8400)"
+CODEC_PORT="$(port_var CODEC_PORT 8234)"
+# A chosen Temporal port is where the worker and client.py connect, unless TEMPORAL_ADDRESS says otherwise.
+if [ "$TEMPORAL_PORT" != 7233 ] && [ -z "${TEMPORAL_ADDRESS:-}" ]; then
+  export TEMPORAL_ADDRESS="localhost:$TEMPORAL_PORT"
+fi
 # Where Temporal is, as the worker and client.py resolve it (activities/connection.py); the CLI
 # resolves the same variables and profile itself, so none is exported over a profile's address.
 read -r ADDRESS NAMESPACE <<<"$("$PY" -c 'from activities.connection import address, namespace
 print(address(), namespace())')"
-export TEMPORAL_UI_URL="${TEMPORAL_UI_URL:-http://localhost:8233}"
+export TEMPORAL_UI_URL="${TEMPORAL_UI_URL:-http://localhost:$UI_PORT}"
 TEMPORAL="$VENV/bin/temporal"
-CODEC_PORT=8234
 
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   local seconds="$1" what="$2"; shift 2
@@ -51,7 +72,7 @@ CODEC_ARGS=()
 if [ -n "${PAYLOAD_CODEC_KEYS:-}" ]; then
   if alive "$STATE/codec.pid"; then kill -TERM "$(cat "$STATE/codec.pid")"; sleep 0.5; fi
   nohup "$PY" -m cli.codec_server --port "$CODEC_PORT" --origin "$TEMPORAL_UI_URL" \
-    --origin http://localhost:8233 --origin http://127.0.0.1:8233 >"$STATE/codec.log" 2>&1 &
+    --origin "http://localhost:$UI_PORT" --origin "http://127.0.0.1:$UI_PORT" >"$STATE/codec.log" 2>&1 &
   echo $! >"$STATE/codec.pid"
   wait_for 10 "the codec server" grep -q "codec server on" "$STATE/codec.log"
   CODEC_ARGS=(--ui-codec-endpoint "http://127.0.0.1:$CODEC_PORT")
@@ -67,16 +88,17 @@ if temporal_up; then
   fi
 else
   case "$ADDRESS" in
-    localhost:7233|127.0.0.1:7233) ;;
+    "localhost:$TEMPORAL_PORT"|"127.0.0.1:$TEMPORAL_PORT") ;;
     *) echo "error: cannot reach Temporal at $ADDRESS" >&2; exit 1 ;;
   esac
   # The run's search attributes (workflows/types.py), so "runs waiting for me" is a UI filter.
   read -r -a SA_ARGS <<<"$("$PY" -c 'from workflows.types import SEARCH_ATTRIBUTES as s
 print(" ".join(f"--search-attribute {k}={v}" for k, v in s.items()))')"
   # SQLite in WAL mode with synchronous=normal (survives a killed server, and is faster), and the
-  # transfer-queue poll limit lifted (README: "Tuning the server"): one list, in tests/devserver.py.
+  # transfer-queue poll limit lifted (docs/benchmark.md: "Tuning the server"): one list, in tests/devserver.py.
   read -r -a TUNING <<<"$("$PY" -c 'from tests.devserver import tuning_flags; print(" ".join(tuning_flags()))')"
-  nohup "$TEMPORAL" server start-dev --db-filename "$STATE/temporal.db" --ui-port 8233 "${CODEC_ARGS[@]}" \
+  nohup "$TEMPORAL" server start-dev --db-filename "$STATE/temporal.db" --port "$TEMPORAL_PORT" \
+    --ui-port "$UI_PORT" "${CODEC_ARGS[@]}" \
     "${TUNING[@]}" --log-level warn "${SA_ARGS[@]}" >"$STATE/temporal.log" 2>&1 &
   echo $! >"$STATE/temporal.pid"
   if [ ${#CODEC_ARGS[@]} -gt 0 ]; then touch "$STATE/temporal.codec"; else rm -f "$STATE/temporal.codec"; fi
@@ -86,11 +108,11 @@ fi
 
 # 2. The model: a real one if you named it, else the offline test double.
 if [ -z "${LLM_BASE_URL:-}" ] && [ -z "${LLM_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
-  export LLM_BASE_URL="http://127.0.0.1:8400/v1" LLM_MODEL="${LLM_MODEL:-$FAKE_MODEL}"
-  if ! http_up "http://127.0.0.1:8400/healthz"; then
-    nohup "$PY" -m fake_llm --host 127.0.0.1 --port 8400 >"$STATE/fake_llm.log" 2>&1 &
+  export LLM_BASE_URL="http://127.0.0.1:$FAKE_LLM_PORT/v1" LLM_MODEL="${LLM_MODEL:-$FAKE_MODEL}"
+  if ! http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"; then
+    nohup "$PY" -m fake_llm --host 127.0.0.1 --port "$FAKE_LLM_PORT" >"$STATE/fake_llm.log" 2>&1 &
     echo $! >"$STATE/fake_llm.pid"
-    wait_for 20 "fake_llm" http_up "http://127.0.0.1:8400/healthz"
+    wait_for 20 "fake_llm" http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"
   fi
   echo "✓ model: fake_llm, the offline test double, at $LLM_BASE_URL (set OPENAI_API_KEY for a real model)"
 else
@@ -111,18 +133,65 @@ echo $! >"$STATE/worker.pid"
 wait_for 30 "the worker" grep -q "worker polling" "$STATE/worker.log"
 echo "✓ worker running (log: .state/worker.log)"
 
-# 4. The demo run.
+# 4. The demo run: followed until it ends, or until it waits for a person.
 echo
 echo "› $PROMPT"
-RUN_ID="$("$PY" client.py run "${RUN_ARGS[@]}" "$PROMPT" 2>/dev/null)"
+# The run's id on stdout; its stderr (a "follow it" hint, or the one-line error) shown only if it fails.
+RUN_ID="$("$PY" client.py run "${RUN_ARGS[@]}" "$PROMPT" 2>"$STATE/run.err")" || {
+  code=$?; cat "$STATE/run.err" >&2; exit "$code"; }
+run_status() {  # the run's status word (running, awaiting_approval, paused, completed, ...), or "unknown"
+  "$PY" client.py status --json "$RUN_ID" 2>/dev/null |
+    "$PY" -c 'import json, sys; print(json.load(sys.stdin).get("status") or "unknown")' 2>/dev/null || echo unknown
+}
+WATCHER=""
+if [ -n "$EXAMPLE" ]; then  # the example's steps as they happen
+  "$PY" client.py watch "$RUN_ID" &
+  WATCHER=$!
+fi
+STATUS="$(run_status)"
+while [ "$STATUS" = running ]; do
+  sleep 1
+  STATUS="$(run_status)"
+done
+# What a waiting run waits for, and the exact commands that go on (status --json on stdin).
+read -r -d '' WAITING <<'PYTHON' || true
+import json, sys
+s, py = json.load(sys.stdin), sys.argv[1]
+run = s["run_id"]
+for p in s.get("pending_approvals", []):
+    print(f"  {p['call_id']}  {p['tool']}({json.dumps(p['arguments'], ensure_ascii=False)})")
+if s.get("paused"):
+    print(f"  paused: {s['paused']['why']}")
+    print(f"To go on:  {py} client.py inspect {run}   then   {py} client.py resume {run}")
+for p in s.get("pending_approvals", []):
+    print(f"To approve: {py} client.py approve {run} {p['call_id']}")
+    print(f"To reject:  {py} client.py reject {run} {p['call_id']} --reason 'not now'")
+print(f"Then the answer: {py} client.py result {run}   (or follow it: {py} client.py watch {run})")
+PYTHON
+SHOW_PY="${PY#"$ROOT"/}"  # .venv/bin/python: the commands below run from this directory
+links() {
+  echo
+  echo "run id:  $RUN_ID"
+  echo "web UI:  $TEMPORAL_UI_URL/namespaces/$NAMESPACE/workflows/$RUN_ID"
+  echo "status:  $SHOW_PY client.py status $RUN_ID"
+  if [ "$TEMPORAL_PORT" != 7233 ] || [ "$UI_PORT" != 8233 ]; then  # so later commands find this server
+    echo "(in another shell, first: export TEMPORAL_ADDRESS=$ADDRESS TEMPORAL_UI_URL=$TEMPORAL_UI_URL)"
+  fi
+}
+if [ "$STATUS" = awaiting_approval ] || [ "$STATUS" = paused ]; then
+  # The run waits, durably, for a person: say for what and how to go on, rather than block here.
+  if [ -n "$WATCHER" ]; then sleep 0.5; kill "$WATCHER" 2>/dev/null; wait "$WATCHER" 2>/dev/null || true; fi
+  echo
+  echo "The run is waiting for a person ($STATUS):"
+  "$PY" client.py status --json "$RUN_ID" | "$PY" -c "$WAITING" "$SHOW_PY" || true
+  links
+  exit 0
+fi
 OUTCOME=0  # a failed run (a tripped guardrail, say) still gets its links below
-if [ -n "$EXAMPLE" ]; then
-  "$PY" client.py watch "$RUN_ID" || OUTCOME=$?
+if [ -n "$WATCHER" ]; then
+  wait "$WATCHER" || OUTCOME=$?
 else
   "$PY" client.py result "$RUN_ID" || OUTCOME=$?
 fi
-echo
-echo "run id:  $RUN_ID"
-echo "web UI:  $TEMPORAL_UI_URL/namespaces/$NAMESPACE/workflows/$RUN_ID"
-echo "status:  $PY client.py status $RUN_ID"
+links
 exit "$OUTCOME"

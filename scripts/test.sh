@@ -19,4 +19,5 @@ if [ -z "${SKIP_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1 && [ "$(i
 fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy"
+"$VENV/bin/mkdocs" build --strict --quiet --site-dir "$(mktemp -d)"
 exec "$PY" -m pytest "$@"

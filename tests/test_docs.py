@@ -1,0 +1,52 @@
+"""The docs stay a short front door plus a site: README.md is short, every page in docs/ is in
+mkdocs.yml's nav (so none is orphaned), and every relative link in README.md leads to a file.
+Pure: reads files only. (`mkdocs build --strict` in scripts/test.sh checks the links between pages.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MAX_README_LINES = 320
+# [text](target) or [text](target "title"): the target, up to a space or ")".
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+
+
+def nav_pages(nav: Any) -> set[str]:
+    """Every page named in a mkdocs nav: a list of strings, {title: page} or {title: [nested]}."""
+    if isinstance(nav, str):
+        return {nav}
+    if isinstance(nav, list):
+        return {page for item in nav for page in nav_pages(item)}
+    if isinstance(nav, dict):
+        return {page for value in nav.values() for page in nav_pages(value)}
+    return set()
+
+
+def test_the_readme_is_short():
+    lines = README.read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_README_LINES, f"README.md has {lines} lines (at most {MAX_README_LINES}): move detail to docs/"
+
+
+def test_every_docs_page_is_in_the_nav():
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert config["docs_dir"] == "docs"
+    in_nav = nav_pages(config["nav"])
+    pages = {path.relative_to(DOCS).as_posix() for path in DOCS.rglob("*.md")}
+    assert pages, "docs/ has no pages"
+    assert not pages - in_nav, f"pages missing from mkdocs.yml's nav: {sorted(pages - in_nav)}"
+    assert not in_nav - pages, f"nav entries with no page: {sorted(in_nav - pages)}"
+
+
+def test_every_relative_link_in_the_readme_leads_to_a_file():
+    targets = LINK.findall(README.read_text(encoding="utf-8"))
+    relative = [t for t in targets if not re.match(r"^[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")]
+    assert relative, "README.md links to no file: has the pattern broken?"
+    missing = [t for t in relative if not (ROOT / t.split("#", 1)[0]).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
