@@ -39,13 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from temporalio.bridge import worker as bridge_worker
-from temporalio.bridge.proto.workflow_activation import WorkflowActivation
-from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.client import Client
-from temporalio.converter import DataConverter
-from temporalio.converter import _extstore as extstore
-from temporalio.converter._extstore import StorageOperationMetrics
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import (
     PollerBehaviorSimpleMaximum,
@@ -75,64 +69,6 @@ from workflows.types import agent_task_queue
 
 log = logging.getLogger("worker")
 DEFAULT_TOOLS = ["examples.demo_agent"]
-
-# What marks a payload stored elsewhere: its encoding, its message type or its marker key
-# (temporalio 1.35's converter._extstore). An activation that holds none of them has no reference
-# to resolve; a false alarm (the text in a prompt) only costs the walks it always took.
-_REFERENCE_MARKS = (
-    extstore._REFERENCE_ENCODING,
-    extstore._REFERENCE_MESSAGE_TYPE,
-    extstore._REFERENCE_MARKER_KEY.encode(),
-)
-
-
-def skip_idle_payload_walks() -> None:
-    """temporalio walks every activation and every completion three times each, in Python, to
-    hand their payloads to a codec, to external storage and to a codec of storage references:
-    about an eighth of a worker's main-thread Python time (README: "The benchmark"), also when no
-    walk can change anything, which without a codec is nearly always: external storage stores
-    only payloads of its threshold's size or more, and resolves only references. So, with no
-    codec, an activation is walked only when its bytes hold a reference's mark, and a completion
-    only when it is as large as the threshold; a codec gets every walk.
-    Replaces two functions of temporalio 1.35's bridge module once per process, each with a
-    wrapper of its own signature: the SDK calls them by their keyword names."""
-    if getattr(bridge_worker.decode_activation, "_skips_idle", False):
-        return
-    decode, encode = bridge_worker.decode_activation, bridge_worker.encode_completion
-
-    async def decode_activation(
-        activation: WorkflowActivation,
-        data_converter: DataConverter,
-        decode_headers: bool,
-        storage_concurrency_limit: int,
-    ) -> StorageOperationMetrics:
-        if data_converter.payload_codec is None and not _may_hold_references(activation):
-            return StorageOperationMetrics()
-        return await decode(activation, data_converter, decode_headers, storage_concurrency_limit)
-
-    async def encode_completion(
-        completion: WorkflowActivationCompletion,
-        data_converter: DataConverter,
-        encode_headers: bool,
-        storage_concurrency_limit: int,
-    ) -> StorageOperationMetrics:
-        storage = data_converter.external_storage
-        if data_converter.payload_codec is None and (
-            storage is None or completion.ByteSize() < storage.payload_size_threshold
-        ):
-            return StorageOperationMetrics()
-        return await encode(completion, data_converter, encode_headers, storage_concurrency_limit)
-
-    decode_activation._skips_idle = True  # type: ignore[attr-defined]  # once per process
-    bridge_worker.decode_activation, bridge_worker.encode_completion = decode_activation, encode_completion
-
-
-def _may_hold_references(activation: WorkflowActivation) -> bool:
-    """Whether a payload of the activation may be a reference to one stored elsewhere. Also
-    without storage: the full walk then fails naming the cause (TMPRL1105)."""
-    data = activation.SerializeToString()
-    return any(mark in data for mark in _REFERENCE_MARKS)
-
 
 # build_worker's own Worker settings; `**options` overrides them.
 WORKER_DEFAULTS: dict[str, object] = {
@@ -268,7 +204,6 @@ class AgentPlugin(SimplePlugin):
         config = super().configure_worker(config)
         if self.group is not None:
             raise ValueError("an AgentPlugin serves one worker: give each worker its own")
-        skip_idle_payload_walks()
         client, queue = config["client"], config["task_queue"]
         threads_n, stall, run_hooks, state_dir, prices, telemetry = self._options
         if self._http is None:
