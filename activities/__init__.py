@@ -1,8 +1,7 @@
 """Everything that touches the world: model calls, tools, and how user code defines them.
 
-User modules need only this package's public names::
-
-    from activities import Agent, McpServer, ToolContext, handoff, input_guardrail, tool
+User modules import these names from the public package, `durable_agent_runner`; they stay
+re-exported here for modules written before it existed.
 """
 
 from activities.agents import Agent, AgentTool, Handoff, handoff

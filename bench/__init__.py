@@ -5,7 +5,8 @@
     python -m bench --json out.json  # also write every figure as JSON
 
 It starts its own dev server (tests/devserver.py) and FakeLLMServer, runs workers built by
-`worker.build_worker` (in a subprocess by default, see `bench.stack`), and measures the same
+`durable_agent_runner.plugin.build_worker` (in a subprocess by default, see `bench.stack`), and
+measures the same
 scripted `loop:N:B` scenario durably, as a plain in-process loop (the floor), and through
 Temporal's OpenAI Agents integration (the rival, `bench.rival`; needs the `bench` extra), all on
 that one server. Sections: 1 time and CPU per turn (with bench-only workflow variants,

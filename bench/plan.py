@@ -13,6 +13,7 @@ class Plan:
     size: int
     latencies: tuple[float, ...]
     activity_row: bool  # also AgentRun with its tool as a regular activity (the earlier figures' loop)
+    walks_row: bool  # also AgentRun on a worker that skips temporalio's idle payload walks (bench.idle_walks)
     inproc_reps: int  # 0: skip the in-process worker row
     variant_reps: int  # 0: skip the bench-only variants
     variant_latencies: tuple[float, ...]  # 50 ms: at 0 ms the dev server's task pacing skews rows
@@ -36,7 +37,8 @@ class Plan:
 
 
 QUICK = Plan(
-    quick=True, reps=2, turns=10, size=200, latencies=(0, 50), activity_row=False, inproc_reps=0, variant_reps=0,
+    quick=True, reps=2, turns=10, size=200, latencies=(0, 50), activity_row=False, walks_row=False,
+    inproc_reps=0, variant_reps=0,
     variant_latencies=(50,), history_turns=31, rival_history_turns=31, history_variants=False,
     conc_levels=(200,), conc_turns=2, conc_size=100, conc_latency=50, conc_timeout=40,
     tune_turns=8, tune_runs=10, tune_conc_turns=3, tune_rounds=1,
@@ -44,7 +46,8 @@ QUICK = Plan(
 )  # fmt: skip
 
 FULL = Plan(
-    quick=False, reps=5, turns=40, size=200, latencies=(0, 50), activity_row=True, inproc_reps=0, variant_reps=0,
+    quick=False, reps=5, turns=40, size=200, latencies=(0, 50), activity_row=True, walks_row=True,
+    inproc_reps=0, variant_reps=0,
     variant_latencies=(50,), history_turns=201, rival_history_turns=61, history_variants=False,
     conc_levels=(50, 200), conc_turns=10, conc_size=100, conc_latency=50, conc_timeout=120,
     tune_turns=20, tune_runs=20, tune_conc_turns=4, tune_rounds=3,

@@ -8,7 +8,12 @@ from typing import Any
 from bench.sections import BARE, FLOOR, OURS, OURS_ACTIVITY, OURS_LOCAL_MODEL, RIVAL
 
 # Against Temporal's OpenAI Agents integration on the same server: ours ≤ this × the rival's.
-TARGETS = {"time per turn": 0.35, "worker CPU per turn": 0.30, "server CPU per turn": 0.70}
+TARGETS: dict[str, float | None] = {"time per turn": 0.35, "worker CPU per turn": 0.30, "server CPU per turn": 0.70}
+# A tool that is a regular activity costs its own task on the server: a looser bar (issue 24).
+ROW_TARGETS: dict[str, dict[str, float | None]] = {
+    OURS_ACTIVITY: {"time per turn": 0.5, "worker CPU per turn": None, "server CPU per turn": 0.8},
+}
+MAX_EVENTS_PER_TURN = 8
 FLAT = 1.10  # "flat": the last full turn adds at most 10% more history than turn 5
 
 
@@ -221,9 +226,11 @@ def streaming(data: dict[str, Any]) -> str:
     ])  # fmt: skip
 
 
-def _verdict(x: float | None, target: float) -> str:
+def _verdict(x: float | None, target: float | None) -> str:
     if x is None:
         return "-"
+    if target is None:
+        return f"{x:.2f}x"
     return f"{x:.2f}x (target <= {target:.2f}x: {'MEETS' if x <= target else 'MISSES'})"
 
 
@@ -252,10 +259,14 @@ def comparison(per: dict[str, Any], hist: dict[str, Any] | None) -> str:
                                ("server CPU per turn", "server_cpu_ms")):  # fmt: skip
                 x = ratio(_get(ours, key), _get(rival, key))
                 lines.append(f"    {label}: {fmt(_get(ours, key))} vs {fmt(_get(rival, key))} ms = "
-                             f"{_verdict(x, TARGETS[label])}")  # fmt: skip
+                             f"{_verdict(x, ROW_TARGETS.get(name, TARGETS)[label])}")  # fmt: skip
             for label, key in (("events per turn", "events_per_turn"), ("bytes per turn", "bytes_per_turn")):
                 lines.append(f"    {label}: {fmt(_get(ours, key), 1)} vs {fmt(_get(rival, key), 1)} = "
                              f"{fmt_x(ratio(_get(ours, key), _get(rival, key)))}")  # fmt: skip
+            events = _get(ours, "events_per_turn")
+            if events is not None and name != BARE:
+                verdict = "MEETS" if events <= MAX_EVENTS_PER_TURN else "MISSES"
+                lines[-2] += f" (target <= {MAX_EVENTS_PER_TURN} events: {verdict})"
     if hist is not None:
         lines += _history_lines(hist)
     return "\n".join(lines)

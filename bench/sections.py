@@ -13,7 +13,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 
-from bench import history, runs, streaming, timeline
+from bench import history, idle_walks, runs, streaming, timeline
 from bench.floor import floor_run
 from bench.knobs import experiments
 from bench.plan import Plan
@@ -32,6 +32,7 @@ OURS = "durable (AgentRun, local tool)"  # run with the reply (or as a local act
 OURS_ACTIVITY = "durable (AgentRun, tool as activity)"
 OURS_LOCAL_MODEL = "durable (AgentRun, local model call + tool)"
 RIVAL = "OpenAI Agents integration"
+OURS_NO_WALKS = "BENCH-ONLY durable (AgentRun, local tool), idle payload walks skipped"  # bench.idle_walks
 BARE = "Temporal's floor: a bare loop, its tool run with the reply"  # bench.bare
 FLOOR = "floor (no Temporal)"
 RIVAL_MISSING = "the rival needs the bench extra: pip install -e '.[bench]'"
@@ -94,18 +95,22 @@ async def per_turn(stack: Stack, plan: Plan, log: Any) -> dict[str, Any]:
         specs.append(WorkerSpec(mode="inproc"))
     if plan.variant_reps:
         specs.append(WorkerSpec(variant="variant"))
+    if plan.walks_row:
+        specs.append(WorkerSpec(options={idle_walks.OPTION: True}))
     async with stack.workers(specs, tolerant=True) as handles:
         product, rival, bare = handles[0], handles[1], handles[2]
         for name, h in (("the product's", product), ("the bare loop's", bare)):
             if h.error is not None:
                 raise RuntimeError(f"{name} worker did not start: {h.error}")
         inproc = handles[3] if plan.inproc_reps else None
-        variant = handles[-1] if plan.variant_reps else None
+        variant = handles[3 + bool(plan.inproc_reps)] if plan.variant_reps else None
+        no_walks = handles[-1] if plan.walks_row else None
         rival_ok = rival.error is None
         jobs: list[tuple[WorkerHandle, runs.Variant]] = [(product, None), (bare, BareInput())]
         jobs += [(rival, RivalInput())] if rival_ok else []
         jobs += [(inproc, None)] if inproc is not None else []
         jobs += [(variant, v) for _, v in VARIANTS] if variant is not None else []
+        jobs += [(no_walks, None)] if no_walks is not None else []
         await runs.warm_up(stack, jobs)
         for agent in (runs.ACTIVITY_AGENT, runs.LOCAL_MODEL_AGENT):
             await runs.warm_up(stack, [(product, None)], agent=agent)
@@ -122,6 +127,9 @@ async def per_turn(stack: Stack, plan: Plan, log: Any) -> dict[str, Any]:
             if plan.activity_row:
                 once = partial(durable, product, plan.turns, plan.size, latency, agent=runs.ACTIVITY_AGENT)
                 series.append(_Series(OURS_ACTIVITY, latency, plan.reps, once))
+            if no_walks is not None:
+                once = partial(durable, no_walks, plan.turns, plan.size, latency)
+                series.append(_Series(OURS_NO_WALKS, latency, plan.reps, once))
             if rival_ok:
                 once = partial(durable, rival, plan.turns, plan.size, latency, RivalInput())
                 series.append(_Series(RIVAL, latency, plan.reps, once))

@@ -22,7 +22,7 @@ from activities.connection import connect
 from activities.log_relay import log_to_stderr
 from activities.model import new_http_client
 from activities.settings import LLMSettings
-from bench import timeline
+from bench import idle_walks, timeline
 from bench.workers import MODULES, make_worker
 from worker import event_loop
 
@@ -72,6 +72,8 @@ async def serve(config: dict[str, object]) -> None:
     assert isinstance(spec, dict)
     if stamps := spec.pop(timeline.OPTION, None):  # BENCH-ONLY: section 6's stamps
         timeline.install(str(stamps))
+    if spec.pop(idle_walks.OPTION, False):  # BENCH-ONLY: the per-turn section's walks row
+        idle_walks.install()
     async with new_http_client(settings) as http:
         worker = make_worker(str(config["variant"]), client, str(config["queue"]), registry, settings, http, spec)
         async with worker:

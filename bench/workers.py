@@ -1,4 +1,4 @@
-"""The workers the bench runs: the product's, built by `worker.build_worker` with tuning knobs
+"""The workers the bench runs: the product's, built by `build_worker` with tuning knobs
 passed through, and the bench-only variant worker (see `bench.local_variant`)."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-import worker as product
 from activities import Registry, chat_wire
 from activities.model import ModelActivities
 from activities.settings import LLMSettings
@@ -19,6 +18,8 @@ from activities.tool_activities import ToolActivities
 from bench.knobs import Spec, worker_kwargs
 from bench.local_variant import AgentRunVariant
 from bench.variant_types import INLINE_MODEL_ACTIVITY, InlineModelCall
+from durable_agent_runner import plugin as product
+from durable_agent_runner.group import WorkerGroup
 from workflows.types import ModelReply
 
 MODULES = ["tests.fixtures.agents", "bench.agents"]  # `looper` (its `pad` an activity), `looper_local`
@@ -26,7 +27,7 @@ MODULES = ["tests.fixtures.agents", "bench.agents"]  # `looper` (its `pad` an ac
 
 def product_worker(
     client: Client, queue: str, registry: Registry, settings: LLMSettings, http: httpx.AsyncClient, spec: Spec
-) -> product.WorkerGroup:
+) -> WorkerGroup:
     """build_worker(**options): the knobs override build_worker's own defaults."""
     return product.build_worker(client, queue, registry, settings, http, **worker_kwargs(spec))
 
@@ -73,6 +74,6 @@ def make_worker(
     settings: LLMSettings,
     http: httpx.AsyncClient,
     spec: Spec,
-) -> Worker | product.WorkerGroup:
+) -> Worker | WorkerGroup:
     build = variant_worker if variant == "variant" else product_worker
     return build(client, queue, registry, settings, http, spec)

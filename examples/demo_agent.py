@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from activities import Agent, ToolContext, tool
+from durable_agent_runner import Agent, ToolContext, tool
 
 _KNOWN = {
     "tokyo": ("sunny", 22.0),

@@ -31,7 +31,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from activities import (
+from durable_agent_runner import (
     Agent,
     GuardrailContext,
     GuardrailResult,

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities import Registry
 from activities.connection import connect
 from activities.model import new_http_client
 from activities.settings import LLMSettings
+from durable_agent_runner import Registry
+from durable_agent_runner.group import WorkerGroup
+from durable_agent_runner.plugin import build_worker
 from fake_llm import FakeLLMServer
 from tests.devserver import DevServer
-from worker import WorkerGroup, build_worker
 
 TEST_MODULES = ["examples.demo_agent", "tests.fixtures.agents"]
 

@@ -20,14 +20,14 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from activities import Registry
 from activities.connection import connect
 from activities.model import new_http_client
 from activities.settings import LLMSettings
 from cli.session import end_session, send_message, wait_answer
+from durable_agent_runner import Registry
+from durable_agent_runner.plugin import build_worker
 from fake_llm import FakeLLMServer
 from tests.devserver import DevServer
-from worker import build_worker
 from workflows import types as t
 
 

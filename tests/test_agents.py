@@ -16,7 +16,7 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
-from activities import Agent, Registry, ToolContext, handoff, tool
+from durable_agent_runner import Agent, Registry, ToolContext, handoff, tool
 from tests.fixtures import team_agents
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_approvals import decide, pending, update

@@ -35,10 +35,10 @@ from activities.codec import ENCODING, KEY_ID, CodecConfigError, DecryptError, E
 from activities.connection import ENCODED_FAILURE, MAX_FAILURE_TEXT, connect, make_data_converter
 from activities.model import new_http_client
 from cli.codec_server import CodecServer
+from durable_agent_runner.plugin import build_worker
 from tests.devserver import temporal_cli
 from tests.helpers import calls, script, start
 from tests.test_approvals import decide, pending, update
-from worker import build_worker
 from workflows import AgentRun
 from workflows import types as t
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from activities import Agent, Registry
 from activities.prices import DEFAULT_PRICES, Price, PriceTable
+from durable_agent_runner import Agent, Registry
 from tests.helpers import calls, script, start
 from workflows import types as t
 

@@ -13,8 +13,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities import GuardrailContext, GuardrailResult, Registry, ToolContext, chat_wire, responses_wire
+from activities import chat_wire, responses_wire
 from activities.settings import LLMSettings
+from durable_agent_runner import GuardrailContext, GuardrailResult, Registry, ToolContext
 from examples import support_team as team
 from fake_llm import FakeLLMServer
 from fake_llm.conversation import parse_chat, parse_responses

@@ -14,7 +14,10 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import (
+from activities.hooks import HookActivities
+from activities.model import new_http_client
+from activities.settings import LLMSettings
+from durable_agent_runner import (
     Agent,
     GuardrailContext,
     GuardrailResult,
@@ -24,9 +27,6 @@ from activities import (
     output_guardrail,
     tool,
 )
-from activities.hooks import HookActivities
-from activities.model import new_http_client
-from activities.settings import LLMSettings
 from fake_llm import FakeLLMServer
 from tests.fixtures import team_agents
 from workflows.types import (

@@ -30,11 +30,12 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from activities import Agent, Registry, chat_wire, responses_wire, tool
+from activities import chat_wire, responses_wire
 from activities import model as model_module
 from activities.chat_wire import MAX_COUNT, MAX_LABEL, MAX_NAME, MAX_PROVIDER_ID, MalformedResponse, StreamFailed
 from activities.redact import RedactingFilter, Redactor, redaction_for
 from activities.settings import LLMSettings
+from durable_agent_runner import Agent, Registry, tool
 from fake_llm import FakeLLMServer
 from fake_llm.wire import Reply, chat_completion, chat_stream, response_object, response_stream
 from fake_llm.wire import ToolCall as FakeCall

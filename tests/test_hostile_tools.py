@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 
-from activities import Registry
+from durable_agent_runner import Registry
 from tests import test_durability as durability
 from tests.conftest import TEST_MODULES
 from tests.fixtures import hostile

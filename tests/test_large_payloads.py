@@ -24,7 +24,6 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
 from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContext, StorageDriverStoreContext
 
-from activities import Registry
 from activities.connection import DATA_CONVERTER, MAX_FAILURE_TEXT
 from activities.payload_store import (
     DEFAULT_THRESHOLD,
@@ -33,6 +32,7 @@ from activities.payload_store import (
     PayloadStoreError,
     external_storage,
 )
+from durable_agent_runner import Registry
 from tests.fixtures.large_payload_tools import blob_text
 from tests.helpers import calls, context_queries, replay, script, start, transcript
 from tests.test_durability import effects

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from activities import Registry
 from cli.watch import events_since
+from durable_agent_runner import Registry
 from tests.fixtures.lifecycle_hooks import Hanging, Raising, Recording
 from tests.helpers import calls, script, start
 from tests.test_durability import kill_and_replace, start_worker_process, tool_call, wait_for

@@ -21,9 +21,8 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 
-from activities import Agent, McpServer, Registry, tool
 from activities.mcp_tools import MAX_RESULT_CHARS, McpTool, freeze
-from activities.tools import ToolContext, ToolRetryableError
+from durable_agent_runner import Agent, McpServer, Registry, ToolContext, ToolRetryableError, tool
 from tests.devserver import free_port
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_approvals import decide, pending, update

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
+import textwrap
 import uuid
+from asyncio.subprocess import PIPE, STDOUT
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,9 +22,10 @@ from temporalio.worker import Worker
 
 from activities.settings import LLMSettings
 from cli.export import local_result
+from durable_agent_runner import AgentPlugin
+from durable_agent_runner import plugin as plugin_module
 from tests.fixtures.team_workflow import TeamClockReader
 from tests.helpers import replay
-from worker import AgentPlugin
 from workflows import types as t
 
 pytestmark = pytest.mark.asyncio
@@ -96,3 +104,74 @@ async def test_the_teams_own_workflows_stay_in_the_sandbox(temporal_server: Any,
                 await asyncio.sleep(0.2)
         await team.terminate("test done")
     assert "Cannot access datetime.datetime.now" in message  # the team's workflow is still sandboxed
+
+
+# A team's project: its own client.py, a module of the runner's name, which the runner must never
+# import in place of its own; its agents; and, as its worker.py, the plugin's documented snippet.
+TEAM_CLIENT = '''"""The team's own client: nothing to do with the agent runner."""
+raise SystemExit("the team's client.py was imported by the runner")
+'''
+TEAM_AGENTS = '''from durable_agent_runner import Agent, tool
+
+
+@tool
+def get_weather(city: str) -> dict[str, object]:
+    """The weather at the team's own station.
+
+    Args:
+        city: The city's name.
+    """
+    return {"city": city, "condition": "station drizzle", "temperature_c": 7.5}
+
+
+demo = Agent(name="demo", instructions="Answer from the station's readings.", tools=[get_weather])
+'''
+
+
+def snippet() -> str:
+    """The complete worker in durable_agent_runner.plugin's docstring, as a user would copy it."""
+    doc = plugin_module.__doc__ or ""
+    block = doc.split("::\n\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line)
+    return textwrap.dedent("\n".join(lines)).strip() + "\n"
+
+
+async def test_the_documented_worker_runs_an_agent_in_a_teams_project(
+    temporal_server: Any, llm: Any, client: Client, tmp_path: Path
+) -> None:
+    project = tmp_path / "team"
+    project.mkdir()
+    (project / "client.py").write_text(TEAM_CLIENT)
+    (project / "my_agents.py").write_text(TEAM_AGENTS)
+    (project / "worker.py").write_text(snippet())
+    queue = f"team-{uuid.uuid4().hex[:8]}"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the runner comes from its install
+    env |= {"TEMPORAL_ADDRESS": temporal_server.target, "TASK_QUEUE": queue,
+            "LLM_BASE_URL": llm.base_url, "LLM_MODEL": "demo", "LLM_API_KEY": ""}  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "worker.py", cwd=project, env=env, stdout=PIPE, stderr=STDOUT
+    )
+    try:
+        ask = asyncio.ensure_future(
+            client.execute_workflow(
+                "AskTheAgent", "Weather in Tokyo?", id=f"team-{uuid.uuid4().hex[:8]}", task_queue=queue,
+                result_type=str, execution_timeout=timedelta(seconds=60),
+            )
+        )  # fmt: skip
+        exited = asyncio.ensure_future(proc.wait())
+        done, _ = await asyncio.wait({ask, exited}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        if ask not in done:
+            ask.cancel()
+            output = (await proc.stdout.read()).decode() if exited in done and proc.stdout else ""
+            raise AssertionError(f"the team's worker gave no answer; it printed: {output[-2000:]}")
+        answer = ask.result()
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(30):  # the snippet stops on SIGTERM
+            await proc.wait()
+    assert answer == "Tokyo: station drizzle, 7.5°C."  # the team's own tool answered, through its agent

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from activities import Agent, Registry
 from activities.settings import LLMSettings
+from durable_agent_runner import Agent, Registry
 from tests.helpers import replay, start, transcript
 from tests.real_model import real_llama_server, real_model_skip_reason
 from workflows import types as t

@@ -14,14 +14,22 @@ from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import GuardrailContext, GuardrailResult, handoff, input_guardrail, output_guardrail
 from activities.agents import AgentToolInput
 from activities.context_cache import ContextCache
-from activities.mcp_tools import McpServer
 from activities.registry import Agent, Registry, RegistryError
 from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
-from activities.tools import Tool, ToolRetryableError, tool
+from durable_agent_runner import (
+    GuardrailContext,
+    GuardrailResult,
+    McpServer,
+    Tool,
+    ToolRetryableError,
+    handoff,
+    input_guardrail,
+    output_guardrail,
+    tool,
+)
 from tests.fixtures import sample_tools
 from workflows.types import (
     AGENT_NOT_HERE,
@@ -80,7 +88,7 @@ def write_agent_module(folder: Path, agent: str, answer: str) -> Path:
     path = folder / "tools.py"
     path.write_text(
         f"""
-from activities import Agent, tool
+from durable_agent_runner import Agent, tool
 import {helper}
 
 

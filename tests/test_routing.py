@@ -18,13 +18,14 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 
-from activities import Agent, Registry, ToolContext, tool
 from activities.connection import connect
 from activities.model import new_http_client
 from activities.settings import LLMSettings
+from durable_agent_runner import Agent, Registry, ToolContext, tool
+from durable_agent_runner.group import WorkerGroup
+from durable_agent_runner.plugin import build_worker
 from tests.devserver import DevServer
 from tests.helpers import calls, script, start, transcript
-from worker import WorkerGroup, build_worker
 from workflows import types as t
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import BaseModel, Field
 
-from activities import tool
+from durable_agent_runner import tool
 from workflows import schema
 
 

@@ -10,8 +10,8 @@ import uuid
 from typing import Any
 
 from activities.model import new_http_client
+from durable_agent_runner.plugin import build_worker
 from tests.helpers import script, start
-from worker import build_worker
 
 WORKERS = 8
 REFUSALS = ("rate limit exceeded", "Max QPS Reached")

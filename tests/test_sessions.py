@@ -207,7 +207,7 @@ async def test_memory_trimmed(client: Client, task_queue: str, worker_factory: A
 async def test_a_failed_answer_fails_that_message_not_the_session(
     client: Client, task_queue: str, worker_factory: Any
 ) -> None:
-    from activities import Registry
+    from durable_agent_runner import Registry
 
     async with worker_factory(registry=Registry.from_modules(["tests.fixtures.team_agents"])):
         handle = await open_session(client, task_queue, agent="gatekeeper", model="echo")

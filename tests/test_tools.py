@@ -14,7 +14,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from activities.executor import ToolThreads, size_from_env
-from activities.tools import Tool, ToolContext, ToolRetryableError, tool
+from durable_agent_runner import Tool, ToolContext, ToolRetryableError, tool
 
 CTX = ToolContext(run_id="wf-1", call_id="call-1", idempotency_key="wf-1/call-1", turn=1, attempt=1)
 

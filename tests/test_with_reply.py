@@ -14,9 +14,8 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.context_cache import ContextCache
-from activities.registry import Agent, Registry
 from activities.tool_activities import ToolActivities
-from activities.tools import ToolContext, tool
+from durable_agent_runner import Agent, Registry, ToolContext, tool
 from workflows.types import (
     AgentSpec,
     AssistantMessage,
