@@ -1,13 +1,26 @@
 """Start, follow and manage agent runs: `python client.py COMMAND ...` (see --help).
 
 Exit codes: 0 ok; 1 the run failed (or was cancelled), or Temporal could not be reached;
-2 a usage error: bad arguments, an unknown run id.
+2 a usage error: bad arguments, a bad environment variable, an unknown run id, a run that refused
+what was asked; 3 no worker took an approve, reject, send, end, pause or resume within --wait
+seconds (default 10).
+
+Those six are Temporal updates: a worker must take one before it is recorded in the run. One that
+no worker took in time is not recorded; the server may still hold it in memory, and a worker that
+polls the run before the server drops it (a restart, the run leaving its cache) applies it then,
+once; otherwise never. Sending the same again is safe: each is sent under an id that makes a
+repeat count once (approve/reject: the call; send: --message-id, which the line names; end: the
+run), except pause and resume, which change nothing when repeated. `status` shows what was applied.
+
+--json: every command that prints something takes it (errors too become a JSON object on
+standard output), except `export` (always JSON lines) and `codec-server` (a server).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -27,20 +40,20 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
-    WorkflowUpdateFailedError,
 )
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import chat_wire
+from activities import chat_wire, codec
 from activities.capture import CaptureStore
+from activities.config import ClientSettings, SettingsError
 from activities.connection import CORE_LOG, address, connect, namespace, task_queue
 from activities.payload_store import PayloadStoreError
-from activities.settings import LLMSettings
 from activities.telemetry import flush as flush_telemetry
 from activities.telemetry import traced
 from cli import chat, codec_server, debug, session
+from cli.args import json_object
 from cli.export import export_run, write_jsonl
 from cli.watch import watch
 from workflows import types as t
@@ -75,7 +88,7 @@ class RunFailed(Exception):
 
 
 def ui_url(run_id: str) -> str:
-    base = os.environ.get("TEMPORAL_UI_URL", "http://localhost:8233").rstrip("/")
+    base = str(ClientSettings.load().ui_url).rstrip("/")
     return f"{base}/namespaces/{quote(namespace(), safe='')}/workflows/{quote(run_id, safe='')}"
 
 
@@ -161,11 +174,9 @@ def model_settings(args: argparse.Namespace) -> t.ModelSettings | None:
     given: dict[str, Any] = {}
     if args.model_settings is not None:
         try:
-            given = json.loads(args.model_settings)
+            given = json_object(args.model_settings, "--model-settings", "a JSON object of model settings")
         except ValueError as err:
-            raise UsageError(f"--model-settings is not valid JSON: {err}") from None
-        if not isinstance(given, dict):
-            raise UsageError("--model-settings must be a JSON object of model settings")
+            raise UsageError(str(err)) from None
         unknown = sorted(set(given) - set(t.ModelSettings.model_fields))
         if unknown:
             known = ", ".join(t.ModelSettings.model_fields)
@@ -323,7 +334,9 @@ async def cmd_send(client: Client, args: argparse.Namespace) -> int:
     text = read_prompt(args)
     if len(text) > t.MAX_MESSAGE_CHARS:
         raise UsageError(f"the message is longer than {t.MAX_MESSAGE_CHARS:,} characters: give large inputs to a tool")
-    receipt = await session.send_message(client, args.run_id, text, by=args.by, message_id=args.message_id)
+    receipt = await session.send_message(
+        client, args.run_id, text, by=args.by, message_id=args.message_id, wait=args.worker_wait
+    )
     if not args.wait:
         how = (
             " (steers the answer in progress)"
@@ -339,7 +352,7 @@ async def cmd_send(client: Client, args: argparse.Namespace) -> int:
 
 
 async def cmd_end(client: Client, args: argparse.Namespace) -> int:
-    receipt = await session.end_session(client, args.run_id, by=args.by, reason=args.reason)
+    receipt = await session.end_session(client, args.run_id, by=args.by, reason=args.reason, wait=args.worker_wait)
     left = f"; {receipt.unanswered} message(s) still to answer first" if receipt.unanswered else ""
     emit(
         args.json,
@@ -526,11 +539,9 @@ async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
     edited = None
     if approve and args.args is not None:
         try:
-            edited = json.loads(args.args)
+            edited = json_object(args.args, "--args", "a JSON object of the tool's arguments")
         except ValueError as err:
-            raise UsageError(f"--args is not valid JSON: {err}") from None
-        if not isinstance(edited, dict):
-            raise UsageError("--args must be a JSON object of the tool's arguments")
+            raise UsageError(str(err)) from None
     decision = t.ApprovalDecision(
         call_id=args.call_id,
         approve=approve,
@@ -544,26 +555,24 @@ async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
         raise UsageError(f"run {args.run_id} has already finished: no call of it is pending")
     # The update id makes a repeated decision count once: Temporal answers it with the first's result.
     verdict = "approve" if approve else "reject"
-    try:
-        receipt: t.DecisionReceipt = await handle.execute_update(
-            t.APPROVAL_UPDATE, decision, id=f"{verdict}-{args.call_id}", result_type=t.DecisionReceipt
-        )
-    except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        if isinstance(cause, ApplicationError) and cause.type in REFUSALS:
-            raise UsageError(f"{verdict} refused: {cause.message}") from None
-        raise
+    receipt: t.DecisionReceipt = await session.update(  # a refusal: "run R refused it: why", exit code 2
+        handle,
+        t.APPROVAL_UPDATE,
+        decision,
+        t.DecisionReceipt,
+        "no call of it is pending",
+        wait=args.worker_wait,
+        update_id=f"{verdict}-{args.call_id}",
+    )
     done = "approved" if receipt.approved else "rejected"
-    print(f"{args.call_id} {done} by {args.by} at {receipt.recorded_at:%Y-%m-%d %H:%M:%S}")
+    text = f"{args.call_id} {done} by {args.by} at {receipt.recorded_at:%Y-%m-%d %H:%M:%S}"
+    emit(args.json, {"run_id": args.run_id, "call_id": args.call_id, **receipt.model_dump(mode="json")}, text)
     return 0
-
-
-REFUSALS = {"UnknownCall", "NotPending", "InvalidArguments", "InvalidDecision"}
 
 
 async def cmd_export(client: Client, args: argparse.Namespace) -> int:
     await existing(client, args.run_id)
-    captures = CaptureStore(args.captures or LLMSettings.from_env().capture_dir)
+    captures = CaptureStore(args.captures or Path(ClientSettings.load().capture_dir))
     lines = await export_run(client, args.run_id, captures)
     write_jsonl(lines, args.out)
     if args.out:
@@ -586,7 +595,7 @@ async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
             f"run {args.run_id} has already ended ({STATUS_NAMES.get(status, 'unknown') if status else '?'})"
         )
     await handle.cancel()
-    print(f"cancellation requested for {args.run_id}")
+    emit(args.json, {"run_id": args.run_id, "cancel_requested": True}, f"cancellation requested for {args.run_id}")
     return 0
 
 
@@ -658,8 +667,7 @@ def parser() -> argparse.ArgumentParser:
     ]:
         cmd = sub.add_parser(name, help=helptext)
         cmd.add_argument("run_id")
-        if name != "cancel":
-            cmd.add_argument("--json", action="store_true", help="print JSON")
+        cmd.add_argument("--json", action="store_true", help="print JSON")
         if name == "result":
             cmd.add_argument("--no-wait", action="store_true", help="exit 1 at once if the run is still going")
             cmd.add_argument("--message", type=positive_int, metavar="K", help="a session's answer to message K")
@@ -672,12 +680,16 @@ def parser() -> argparse.ArgumentParser:
     approve.add_argument("--args", metavar="JSON", help="run with these edited arguments (validated first)")
     approve.add_argument("--always", action="store_true", help="also approve later calls of this tool in this run")
     approve.add_argument("--by", default=who, help="who decides (default: %(default)s)")
+    approve.add_argument("--json", action="store_true", help="print JSON")
+    session.add_wait(approve)
     approve.set_defaults(fn=cmd_decide)
     reject = sub.add_parser("reject", help="reject a pending tool call; the model gets the reason")
     reject.add_argument("run_id")
     reject.add_argument("call_id")
     reject.add_argument("--reason", required=True, help="what the model is told")
     reject.add_argument("--by", default=who, help="who decides (default: %(default)s)")
+    reject.add_argument("--json", action="store_true", help="print JSON")
+    session.add_wait(reject)
     reject.set_defaults(fn=cmd_decide)
 
     chat.add_parser(sub)
@@ -691,12 +703,14 @@ def parser() -> argparse.ArgumentParser:
     send.add_argument("--by", default=who, help="who is talking (default: %(default)s)")
     send.add_argument("--message-id", metavar="ID", help="sending the same id again counts once (default: new)")
     send.add_argument("--json", action="store_true", help="print JSON")
+    session.add_wait(send, answer_flag=True)
     send.set_defaults(fn=cmd_send)
     end = sub.add_parser("end", help="end a session once the messages it has taken are answered")
     end.add_argument("run_id")
     end.add_argument("--reason", default="", help="kept in the run's result")
     end.add_argument("--by", default=who, help="who ends it (default: %(default)s)")
     end.add_argument("--json", action="store_true", help="print JSON")
+    session.add_wait(end)
     end.set_defaults(fn=cmd_end)
 
     w = sub.add_parser("watch", help="follow a run live: text as it streams, tool calls, approvals, answer")
@@ -705,7 +719,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--json", action="store_true", help="one JSON object per line, with event numbers")
     w.set_defaults(fn=cmd_watch)
 
-    ex = sub.add_parser("export", help="write a run as JSON lines: replies, wire captures, decisions, tool results")
+    ex = sub.add_parser(
+        "export", help="write a run as JSON lines (always JSON): replies, wire captures, decisions, tool results"
+    )
     ex.add_argument("run_id")
     ex.add_argument("--out", type=Path, help="file to write (default: standard output)")
     ex.add_argument("--captures", type=Path, help="capture directory (default: $LLM_CAPTURE_DIR or .state/captures)")
@@ -731,6 +747,8 @@ async def dispatch(args: argparse.Namespace) -> int:
         return int(await args.fn(client, args))
     except (UsageError, session.SessionError, debug.Refused) as err:
         fail(str(err), 2, as_json)
+    except session.NoWorker as err:
+        fail(str(err), session.NO_WORKER, as_json)
     except WorkflowAlreadyStartedError:
         fail(f"a run with id '{args.id}' is already running", 2, as_json)
     except RPCError as err:
@@ -747,8 +765,26 @@ async def dispatch(args: argparse.Namespace) -> int:
                 as_json,
             )
         fail(f"Temporal said: {err.message}", 1, as_json)
+    except BrokenPipeError:
+        raise  # the reader has gone (`client.py list | head`): main() ends quietly
     except Exception as err:  # never a traceback: one line that says what went wrong
+        if encrypted(err):
+            fail(
+                f"the run's payloads are encrypted and this client has no keys: set {codec.ENV} to the keys its "
+                "workers use (ID:BASE64KEY, comma-separated; activities/codec.py)",
+                2,
+                as_json,
+            )
         fail(f"{type(err).__name__}: {err}", 1, as_json)
+
+
+def encrypted(err: BaseException | None) -> bool:
+    """Whether reading failed on a payload our codec encrypted, for want of its keys."""
+    while err is not None:
+        if codec.ENCODING.decode() in str(err):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 def check_text(args: argparse.Namespace) -> None:
@@ -763,6 +799,10 @@ def check_text(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        ClientSettings.load()  # every variable the client reads, checked before anything else
+    except SettingsError as err:
+        fail(str(err), 2, "--json" in (sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(argv)
     try:
         check_text(args)
@@ -782,8 +822,11 @@ if __name__ == "__main__":
         code = main()
     except SystemExit as exit:  # fail() and argparse end this way
         code = exit.code if isinstance(exit.code, int) else 1
+    except BrokenPipeError:  # whoever read our output stopped reading (`| head`): nothing left to say
+        code = 0
     flush_telemetry()  # before os._exit, which skips the exporter's own exit hook
-    sys.stdout.flush()
+    with contextlib.suppress(BrokenPipeError):
+        sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: the Temporal SDK's native runtime can abort the process while
     # its threads wind down after an early exit, turning a clean exit code into SIGABRT.

@@ -33,8 +33,14 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
+
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities import Registry, executor
+from activities.config import SettingsError, WorkerSettings
 from activities.connection import address, connect, ensure_search_attributes, namespace, task_queue
 from activities.lifecycle import hooks_in_modules
 from activities.log_relay import log_to_stderr
@@ -72,11 +78,27 @@ def startup_error(message: str) -> None:
     print(f"worker.py: error: {Redactor(*keys).text(message)}", file=sys.stderr)
 
 
+async def missing_namespace(client: Client) -> str | None:
+    """Why the worker cannot poll at all, checked before it tries: its namespace does not exist.
+    (Found later, by the polls, it is a failing Worker that cancels the process's main task.)"""
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace), timeout=timedelta(seconds=10)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return (
+                f"namespace {client.namespace!r} does not exist on {address()}: set TEMPORAL_NAMESPACE "
+                "(or the profile's namespace) to one that does, or create it: temporal operator namespace create"
+            )
+    return None  # anything else (not allowed to describe it, a slow server): the polls will tell
+
+
 async def serve(args: argparse.Namespace) -> int:
     try:
         registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
         hooks = hooks_in_modules(args.tools or DEFAULT_TOOLS)
-        settings = LLMSettings.from_env()
+        settings = LLMSettings.of(args.settings)
         prices = PriceTable.from_env()
         threads = executor.size_from_env()
         tracing = Telemetry.from_env("agent-worker")  # None without OTEL_EXPORTER_OTLP_ENDPOINT
@@ -94,6 +116,10 @@ async def serve(args: argparse.Namespace) -> int:
     except Exception as err:
         startup_error(f"cannot reach Temporal at {address()} ({err})")
         return 1
+    missing = await missing_namespace(client)
+    if missing:
+        startup_error(missing)
+        return 2
     try:
         added = await ensure_search_attributes(client)
         if added:
@@ -123,9 +149,18 @@ async def serve(args: argparse.Namespace) -> int:
         log.info("lifecycle hooks: %s; %s", names, feed)
     if tracing:
         log.info("OpenTelemetry: exporting traces over OTLP (activities/telemetry.py)")
-    async with http, worker:
-        await stop.wait()
-        log.info("stopping: finishing in-flight tasks")
+    try:
+        async with http, worker:
+            await stop.wait()
+            log.info("stopping: finishing in-flight tasks")
+    except asyncio.CancelledError:  # a Worker cancels us when it cannot go on (its polls refused)
+        if stop.is_set():
+            raise
+        current = asyncio.current_task()
+        while current is not None and current.uncancel():
+            pass
+        startup_error(f"the worker stopped: Temporal at {address()} refused its polls (namespace {namespace()!r})")
+        return 1
     if tracing:
         tracing.shutdown()  # sends the spans still batched
     log.info("stopped")
@@ -158,8 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with log_to_stderr(args.log_level):  # written by a thread: an unread stderr never stalls the worker
         logging.getLogger("httpx").setLevel(logging.WARNING)
         try:
+            args.settings = WorkerSettings.load()  # every variable checked before anything starts
             loop = event_loop()
-        except ValueError as err:
+        except (SettingsError, ValueError) as err:
             startup_error(str(err))
             return 2
         with asyncio.Runner(loop_factory=loop) as runner:

@@ -35,6 +35,7 @@ from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, Tele
 from temporalio.service import TLSConfig
 
 from activities.codec import codec_from_env
+from activities.config import ClientSettings
 from activities.errors import cut
 from activities.payload_store import PayloadStoreError, external_storage
 from workflows.types import SEARCH_ATTRIBUTES
@@ -159,7 +160,8 @@ def namespace() -> str:
 
 
 def task_queue() -> str:
-    return os.environ.get("AGENT_TASK_QUEUE", DEFAULT_TASK_QUEUE)
+    """$AGENT_TASK_QUEUE, checked by the settings model (activities/config.py)."""
+    return str(ClientSettings.load().task_queue)
 
 
 async def connect(

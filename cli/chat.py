@@ -35,6 +35,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from cli import session
+from cli.args import json_object
 from cli.watch import GIVE_UP_AFTER, Closed, Gap, Printer, follow
 from workflows import types as t
 from workflows.state import EVENT_TEXT
@@ -122,13 +123,7 @@ def parse_choice(answer: str) -> Literal["y", "n", "e"] | None:
 
 def parse_arguments(text: str) -> dict[str, Any]:
     """Edited arguments: a JSON object, or ValueError saying what is wrong with the text."""
-    try:
-        value = json.loads(text)
-    except ValueError as err:
-        raise ValueError(f"not valid JSON: {err}") from None
-    if not isinstance(value, dict):
-        raise ValueError('the arguments must be a JSON object, e.g. {"label": "x"}')
-    return value
+    return json_object(text, "the arguments", 'a JSON object, e.g. {"label": "x"}')
 
 
 def message_number(detail: str) -> int | None:

@@ -18,20 +18,24 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from cli.session import READ_TIMEOUT, SessionError, update
+from cli.args import json_object
+from cli.session import READ_TIMEOUT, SessionError, add_wait, update
 from workflows import types as t
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
 SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 SA_FORKED_FROM = SearchAttributeKey.for_keyword(t.SA_FORKED_FROM)
+SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 
 
 Refused = SessionError  # the run refused, or there is no such run: one line, exit code 2
 
 
-async def _update(client: Client, run_id: str, name: str, body: Any, result_type: type[Any]) -> Any:
+async def _update(
+    client: Client, run_id: str, name: str, body: Any, result_type: type[Any], wait: float | None = None
+) -> Any:
     after_end = f"fork it to go on: client.py fork {run_id} --at-turn N"
-    return await update(client.get_workflow_handle(run_id), name, body, result_type, after_end)
+    return await update(client.get_workflow_handle(run_id), name, body, result_type, after_end, wait=wait)
 
 
 async def _query(client: Client, run_id: str, name: str, *args: Any, result_type: type[Any]) -> Any:
@@ -50,16 +54,26 @@ async def _query(client: Client, run_id: str, name: str, *args: Any, result_type
 
 
 async def cmd_pause(client: Client, args: argparse.Namespace) -> int:
-    status: t.RunStatus = await _update(
-        client, args.run_id, t.PAUSE_UPDATE, t.PauseRequest(by=args.by, reason=args.reason), t.RunStatus
-    )
-    print(f"{args.run_id} pauses at its next safe point (now: {status.phase}, turn {status.turn})")
+    request = t.PauseRequest(by=args.by, reason=args.reason)
+    status: t.RunStatus = await _update(client, args.run_id, t.PAUSE_UPDATE, request, t.RunStatus, args.worker_wait)
+    text = f"{args.run_id} pauses at its next safe point (now: {status.phase}, turn {status.turn})"
+    _emit(args, {"run_id": args.run_id, "pausing": True, "phase": status.phase, "turn": status.turn}, text)
     return 0
 
 
+def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    print(json.dumps(obj, ensure_ascii=False, default=str) if args.json else text)
+
+
 async def cmd_resume(client: Client, args: argparse.Namespace) -> int:
-    await _update(client, args.run_id, t.RESUME_UPDATE, t.ResumeRequest(by=args.by), t.RunStatus)
-    print(f"{args.run_id} resumed by {args.by}")
+    status: t.RunStatus = await _update(
+        client, args.run_id, t.RESUME_UPDATE, t.ResumeRequest(by=args.by), t.RunStatus, args.worker_wait
+    )
+    _emit(
+        args,
+        {"run_id": args.run_id, "resumed_by": args.by, "phase": status.phase},
+        f"{args.run_id} resumed by {args.by}",
+    )
     return 0
 
 
@@ -138,11 +152,9 @@ def edit_of(args: argparse.Namespace) -> t.Edit:
     if op == "args":
         call_id, raw = args.args
         try:
-            arguments = json.loads(raw)
+            arguments = json_object(raw, "--args", "a JSON object of the call's arguments")
         except ValueError as err:
-            raise Refused(f"--args: not valid JSON: {err}") from None
-        if not isinstance(arguments, dict):
-            raise Refused("--args: the arguments must be a JSON object")
+            raise Refused(str(err)) from None
         return t.Edit(op="args", call_id=call_id, arguments=arguments, by=args.by)
     if op == "drop_call":
         return t.Edit(op="drop_call", call_id=args.drop_call, by=args.by)
@@ -157,13 +169,23 @@ def _index(text: str) -> int:
 
 async def cmd_edit(client: Client, args: argparse.Namespace) -> int:
     receipt: t.EditReceipt = await _update(client, args.run_id, t.EDIT_UPDATE, edit_of(args), t.EditReceipt)
-    print(f"{receipt.summary} ({receipt.items} items now)")
+    _emit(
+        args,
+        {"run_id": args.run_id, **receipt.model_dump(mode="json")},
+        f"{receipt.summary} ({receipt.items} items now)",
+    )
     return 0
 
 
 async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
     if args.at_turn < 1:
         raise Refused("--at-turn N: model calls are numbered from 1")
+    made = await model_calls_made(client, args.run_id)
+    if args.at_turn > made:
+        where = f"fork before one of them (1-{made})" if made else "nothing to fork from yet"
+        raise Refused(
+            f"cannot fork before model call {args.at_turn}: run {args.run_id} has made {made} model call(s); {where}"
+        )
     point: t.ForkPoint = await _query(
         client, args.run_id, t.FORK_POINT_QUERY, t.ForkQuery(turn=args.at_turn), result_type=t.ForkPoint
     )
@@ -204,6 +226,30 @@ async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+async def model_calls_made(client: Client, run_id: str) -> int:
+    """How many model calls the run has recorded, from what Temporal holds (its turn search
+    attribute and its history's model activities), not from the workflow's own answer: forking
+    past the last one would hand the model a reply's tool calls without their results. Both are
+    lower bounds (the attribute is written at most once a turn; the history is this execution's),
+    so a fork is never let past a call the run made."""
+    handle = client.get_workflow_handle(run_id)
+    try:
+        desc = await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise Refused(f"no run with id '{run_id}'") from None
+        raise
+    counted = 0
+    name = t.MODEL_CALL_ACTIVITY.encode()
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            counted += event.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
+        elif event.HasField("marker_recorded_event_attributes"):  # a local activity's record names its type
+            data = event.marker_recorded_event_attributes.details.get("data")
+            counted += bool(data and any(name in p.data for p in data.payloads))
+    return max(counted, desc.typed_search_attributes.get(SA_TURN) or 0)
+
+
 async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:
     """The runs forked from `run_id` (the other direction of the link), newest first."""
     query = f"{t.SA_FORKED_FROM}={json.dumps(run_id)}"
@@ -220,10 +266,14 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     pause.add_argument("run_id")
     pause.add_argument("--reason", default="", help="shown in status and inspect")
     pause.add_argument("--by", default=who, help="who pauses it (default: %(default)s)")
+    pause.add_argument("--json", action="store_true", help="print JSON")
+    add_wait(pause)
     pause.set_defaults(fn=cmd_pause)
     resume = sub.add_parser("resume", help="resume a paused run, with any edits")
     resume.add_argument("run_id")
     resume.add_argument("--by", default=who, help="who resumes it (default: %(default)s)")
+    resume.add_argument("--json", action="store_true", help="print JSON")
+    add_wait(resume)
     resume.set_defaults(fn=cmd_resume)
     inspect = sub.add_parser(
         "inspect", help="a paused run's state: transcript items with indexes, pending calls, edits"
@@ -240,6 +290,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     edit.add_argument("--drop-call", metavar="CALL_ID", help="drop a pending call (the model is told)")
     edit.add_argument("--agent", metavar="NAME", help="switch the agent in charge to one the run froze")
     edit.add_argument("--by", default=who, help="who edits (default: %(default)s)")
+    edit.add_argument("--json", action="store_true", help="print JSON")
     edit.set_defaults(fn=cmd_edit)
     fork = sub.add_parser("fork", help="start a new run from the state just before model call N of a run")
     fork.add_argument("run_id")

@@ -1,0 +1,119 @@
+"""client.py gives a clear answer within a bound where it once gave none: no worker to take a
+decision, a fork past the last model call, JSON nested without end, a reader that went away,
+encrypted payloads without keys, and `--help` on every command."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import subprocess
+import sys
+
+import pytest
+
+import client as client_py
+from cli.args import json_object
+from tests.devserver import free_port
+from tests.helpers import calls, script, start
+from tests.test_approvals import pending, status
+from tests.test_client import ROOT, Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
+
+WAIT = 2.0
+
+
+async def test_approve_with_no_worker_is_bounded_then_applied_once(
+    cli: Cli, client, task_queue, worker_factory, llm, counter_file
+) -> None:
+    model = script(llm, calls(("send", {"label": "x"})), {"content": "sent it"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "send it", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+    # No worker polls the run's queue now: before, approve blocked for minutes.
+    for _ in range(2):  # and the same decision again, as a user would retry it
+        done = await cli("approve", handle.id, waiting.call_id, "--wait", str(WAIT))
+        assert done.code == 3, str(done)
+        line = one_clean_line(done.err)
+        assert f"no worker answered within {WAIT:g}s: is a worker running for task queue {task_queue}?" in line
+        assert done.seconds < WAIT + 3, str(done)
+    assert not counter_file.exists()
+    async with worker_factory():  # as documented: applied once by the next worker, or never; not twice
+        result = await handle.result()
+        decisions = (await status(handle)).decisions
+    assert result.output == "sent it"
+    assert counter_file.read_text().count("send:x ") == 1
+    assert len(decisions) == 1 and decisions[0].approved
+
+
+async def test_pause_and_end_with_no_worker_are_bounded(cli: Cli, client, task_queue, worker_factory, llm) -> None:
+    model = script(llm, calls(("send", {"label": "x"})), {"content": "sent it"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "send it", agent="guarded", model=model)
+        await pending(handle)
+    for command in (["pause", handle.id], ["resume", handle.id], ["end", handle.id], ["send", handle.id, "hi"]):
+        flag = "--wait-worker" if command[0] == "send" else "--wait"
+        done = await cli(*command, flag, str(WAIT), "--json")
+        assert done.code == 3 and done.seconds < WAIT + 3, f"{command}: {done}"
+        assert "no worker answered" in done.json()["error"], f"{command}: {done}"
+    await handle.terminate()
+
+
+async def test_fork_past_the_last_model_call_is_refused(cli: Cli, client, task_queue, worker_factory, llm) -> None:
+    model = script(llm, calls(("send", {"label": "x"})), {"content": "sent it"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "send it", agent="guarded", model=model)
+        await pending(handle)  # one model call made; its tool call waits for a person
+        past = await cli("fork", handle.id, "--at-turn", "2")
+        assert past.code == 2, str(past)
+        assert "has made 1 model call(s)" in one_clean_line(past.err)
+        ok = await cli("fork", handle.id, "--at-turn", "1", "--json")
+        assert ok.code == 0, str(ok)
+        await client.get_workflow_handle(ok.json()["run_id"]).terminate()
+        await handle.terminate()
+
+
+async def test_deeply_nested_json_arguments_are_one_line(cli: Cli) -> None:
+    deep = '{"extra_body": ' + "[" * 5000 + "]" * 5000 + "}"
+    down = {"TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    done = await cli("run", "--model-settings", deep, "hello", env=down)
+    assert done.code == 2, str(done)
+    assert "--model-settings is nested more than 32 levels deep" in one_clean_line(done.err)
+    with pytest.raises(ValueError, match="--args is larger than 1024 KiB"):  # past what a shell passes, too
+        json_object('{"a": "' + "x" * (1024 * 1024) + '"}', "--args")
+
+
+def test_list_into_a_closed_pipe_ends_quietly(temporal_server) -> None:
+    read, write = os.pipe()
+    os.close(read)  # `| head` that has already read its fill
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target}
+    try:
+        done = subprocess.run(
+            [sys.executable, "client.py", "list"], cwd=ROOT, env=env, stdout=write, stderr=subprocess.PIPE, timeout=60
+        )
+    finally:
+        os.close(write)
+    assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
+
+
+async def test_encrypted_payloads_without_keys_say_which_variable_to_set(cli: Cli, task_queue) -> None:
+    keys = {"PAYLOAD_CODEC_KEYS": "k1:" + base64.b64encode(b"0" * 32).decode()}
+    started = await cli("run", "a secret", env=keys)
+    assert started.code == 0, str(started)
+    run_id = started.out.strip()
+    done = await cli("export", run_id)
+    assert done.code == 2, str(done)
+    assert "PAYLOAD_CODEC_KEYS" in one_clean_line(done.err)
+
+
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = client_py.parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert len(commands.choices) >= 18
+    for name, sub in commands.choices.items():
+        with pytest.raises(SystemExit) as ended:
+            client_py.main([name, "--help"])
+        assert ended.value.code == 0, name
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: client.py {name}"), name
+        has_json = any("--json" in a.option_strings for a in sub._actions)
+        assert has_json or name in ("export", "codec-server"), f"{name} has no --json"

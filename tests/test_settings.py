@@ -1,0 +1,86 @@
+"""The one settings model (activities/config.py): every variable the product reads, bounded, and
+a bad one refused at start in one line that names it, quotes it and says what is allowed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from activities.config import ClientSettings, SettingsError, WorkerSettings
+from activities.settings import LLMSettings
+
+ROOT = Path(__file__).resolve().parent.parent
+OURS = ("LLM_", "OPENAI_", "TOOL_", "WORKER_", "PAYLOAD_", "AGENT_", "TEMPORAL_", "HOOKS_", "OTEL_")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(OURS)} | extra
+
+
+@pytest.mark.parametrize(
+    "name, value, allowed",
+    [
+        ("LLM_TIMEOUT", "1e308", "a number of seconds in (0, 3600]"),
+        ("LLM_READ_TIMEOUT", "3601", "a number of seconds in (0, 3600]"),
+        ("LLM_RETRY_SECONDS", "nan", "a number of seconds in (0, 86400]"),
+        ("LLM_MAX_ATTEMPTS", "1" * 23, "a whole number in [1, 100]"),
+        ("LLM_MAX_ATTEMPTS", "101", "a whole number in [1, 100]"),
+        ("TOOL_THREADS", "1e3", "a whole number in [1, 1024]"),
+        ("PAYLOAD_STORE_THRESHOLD", "-1", "a whole number of bytes in [0, 2.09715e+06]"),
+        ("LLM_STREAM", "maybe", "1, true, yes or on, or 0, false, no or off"),
+        ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "sure", "1, true, yes or on, or 0, false, no or off"),
+        ("WORKER_EVENT_LOOP", "trio", "one of uvloop or asyncio"),
+        ("LLM_BASE_URL", "localhost:8000", "an http:// or https:// URL with a host"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_it_and_what_is_allowed(name: str, value: str, allowed: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        WorkerSettings.load({name: value})
+    shown = value if len(value) <= 40 else value[:40] + "…"
+    assert str(caught.value) == f"{name} must be {allowed}, not {shown!r}"
+
+
+def test_values_in_range_and_defaults() -> None:
+    s = WorkerSettings.load({"LLM_TIMEOUT": "3600", "LLM_MAX_ATTEMPTS": "100", "LLM_STREAM": "OFF", "TOOL_THREADS": ""})
+    assert (s.llm_timeout, s.llm_max_attempts, s.llm_stream, s.tool_threads) == (3600.0, 100, False, 16)
+    assert ClientSettings.load({}).task_queue == "agent-runner"
+    assert LLMSettings.from_env({"OPENAI_API_KEY": "k"}).api_key is not None
+
+
+def test_a_long_value_is_cut_when_quoted() -> None:
+    with pytest.raises(SettingsError) as caught:
+        WorkerSettings.load({"LLM_TIMEOUT": "9" * 5000})
+    assert len(str(caught.value)) < 120 and "…" in str(caught.value)
+
+
+def test_the_process_environment_is_read_by_pydantic_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLM_TIMEOUT", "1e308")
+    with pytest.raises(SettingsError, match="LLM_TIMEOUT"):
+        WorkerSettings.load()
+
+
+@pytest.mark.parametrize(
+    "name, value", [("LLM_TIMEOUT", "1e308"), ("LLM_MAX_ATTEMPTS", "12345678901234567890123"), ("TOOL_THREADS", "0")]
+)
+def test_the_worker_refuses_a_value_out_of_range_at_start(name: str, value: str) -> None:
+    """Before: accepted at start, then every run failed its first workflow task (OverflowError)."""
+    env = clean_env(**{name: value, "TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"worker.py: error: {name} must be ") and line.endswith(f", not {value!r}"), line
+    assert "]" in line, line  # the allowed range
+
+
+def test_a_worker_whose_namespace_does_not_exist_stops_with_one_line(temporal_server) -> None:
+    env = clean_env(TEMPORAL_ADDRESS=temporal_server.target, TEMPORAL_NAMESPACE="nope")
+    done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "CancelledError" not in done.stderr, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "namespace 'nope' does not exist" in line and "TEMPORAL_NAMESPACE" in line
