@@ -181,8 +181,8 @@ async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
     if args.at_turn < 1:
         raise Refused("--at-turn N: model calls are numbered from 1")
     made = await model_calls_made(client, args.run_id)
-    if args.at_turn > made:
-        where = f"fork before one of them (1-{made})" if made else "nothing to fork from yet"
+    if args.at_turn > made + 1:  # made + 1: the call a paused run is about to make (the run checks the rest)
+        where = f"fork before one of them (1-{made}), or {made + 1} while it waits before that call"
         raise Refused(
             f"cannot fork before model call {args.at_turn}: run {args.run_id} has made {made} model call(s); {where}"
         )
@@ -201,6 +201,7 @@ async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
         turn=point.turn,
         usage=t.Usage(),
         forked_from=link,
+        answer_base=point.answer_base,  # a session's answer: its turns count from its start
     )
     new_id = args.id or f"{args.run_id[:200]}-fork{args.at_turn}-{uuid.uuid4().hex[:6]}"
     await client.start_workflow(

@@ -65,7 +65,9 @@ async def test_fork_past_the_last_model_call_is_refused(cli: Cli, client, task_q
         await pending(handle)  # one model call made; its tool call waits for a person
         past = await cli("fork", handle.id, "--at-turn", "2")
         assert past.code == 2, str(past)
-        assert "has made 1 model call(s)" in one_clean_line(past.err)
+        assert "the calls of model call 1 have no results yet" in one_clean_line(past.err)
+        too_far = await cli("fork", handle.id, "--at-turn", "3")
+        assert too_far.code == 2 and "has made 1 model call(s)" in one_clean_line(too_far.err), str(too_far)
         ok = await cli("fork", handle.id, "--at-turn", "1", "--json")
         assert ok.code == 0, str(ok)
         await client.get_workflow_handle(ok.json()["run_id"]).terminate()
