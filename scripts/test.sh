@@ -19,4 +19,4 @@ if [ -z "${SKIP_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1 && [ "$(i
 fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy"
-exec "$PY" -m pytest "$@"
+exec "$PY" -m pytest --durations=25 "$@"
