@@ -58,19 +58,30 @@ class Redactor:
         return cls(settings.api_key.get_secret_value() if settings.api_key else None)
 
     def text(self, s: str) -> str:
-        if self._piece is None or not any(b in s for b in self._blocks):
-            return s
+        return self._masked(s, 0, len(s))
+
+    def _spans(self, s: str) -> list[list[int]]:
+        """Where `s` holds keys: [start, end) of each run of overlapping key pieces."""
         spans: list[list[int]] = []
+        if self._piece is None or not any(b in s for b in self._blocks):
+            return spans
         for m in self._piece.finditer(s):
             if spans and m.start() <= spans[-1][1]:
                 spans[-1][1] = m.start() + FRAGMENT
             else:
                 spans.append([m.start(), m.start() + FRAGMENT])
-        out, at = [], 0
-        for start, end in spans:
+        return spans
+
+    def _masked(self, s: str, lo: int, hi: int) -> str:
+        """`s` masked, without its characters outside [lo, hi) that no mask covers (a mask
+        across `lo` or `hi` stays: it hides what is on both sides)."""
+        out, at = [], lo
+        for start, end in self._spans(s):
+            if end <= lo or start >= hi:
+                continue
             out += [s[at:start], MASK]
-            at = end
-        return "".join([*out, s[at:]])
+            at = max(at, end)
+        return "".join([*out, s[at:hi]])
 
     def leaks(self, s: str) -> bool:
         return self._piece is not None and self._piece.search(s) is not None
@@ -78,13 +89,11 @@ class Redactor:
     def visible(self, s: str, *, cut_before: bool = False, cut_after: bool = False) -> str:
         """`s` masked, when it is a piece cut out of a longer text: a secret the cut split is
         no longer recognized, so whatever could be its part at a cut edge is dropped too."""
-        out = self.text(s)
-        for secret in self.secrets:
-            if cut_before:  # starts with the end of a secret?
-                out = out[_overlap(secret, out, len(secret) - 1) :]
-            if cut_after:  # ends with the start of a secret?
-                out = out[: len(out) - _overlap(out, secret, len(secret) - 1)]
-        return out
+        # Found in `s`, not in its masked form: a mask may swallow part of a split key's edge
+        # (when the key's piece runs into another key), and leave the rest no longer like a key.
+        lo = max((_overlap(k, s, len(k) - 1) for k in self.secrets), default=0) if cut_before else 0  # a key's end?
+        tail = max((_overlap(s, k, len(k) - 1) for k in self.secrets), default=0) if cut_after else 0  # a key's start?
+        return self._masked(s, lo, len(s) - tail)
 
     def scrub(self, value: T) -> T:
         return value if self._piece is None else cast(T, self._scrub(value))

@@ -20,4 +20,4 @@ fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy"
 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$(mktemp -d)"
-exec "$PY" -m pytest "$@"
+exec "$PY" -m pytest --durations=25 "$@"

@@ -1,5 +1,9 @@
 """Shared fixtures: one real Temporal dev server and one fake_llm server per session, a fresh
-task queue per test, and a way to run the project's own worker against them."""
+task queue per test, and a way to run the project's own worker against them.
+
+Every test is marked `server` or `pure` (`pytest -m pure`: the fast half, which starts no
+server). A test is `server` when it needs one of SERVER_FIXTURES, even through other fixtures,
+or its module marks it (`pytestmark = pytest.mark.server`: it starts a server of its own)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,39 @@ from fake_llm import FakeLLMServer
 from tests.devserver import DevServer
 
 TEST_MODULES = ["examples.demo_agent", "tests.fixtures.agents"]
+# Fixtures that start a server: the session's Temporal dev server and fake model, and what some
+# modules start for themselves (a fake model of their own, the codec server). A module whose
+# tests start servers inline says so with `pytestmark = pytest.mark.server`.
+SERVER_FIXTURES = frozenset({"temporal_server", "fake_llm", "server", "codec_server"})
+_COUNTS = pytest.StashKey[dict[str, int]]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it selects by these marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    counts = {"pure": 0, "server": 0}
+    for item in items:
+        needs = SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+        kind = "server" if needs or item.get_closest_marker("server") else "pure"
+        if item.get_closest_marker(kind) is None:
+            item.add_marker(kind)
+        counts[kind] += 1
+    config.stash[_COUNTS] = counts
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> str:
+    counts = config.stash.get(_COUNTS, {})
+    return f"markers: {counts.get('pure', 0)} pure, {counts.get('server', 0)} server (before -m selects)"
+
+
+@pytest.fixture(autouse=True)
+def _pure_starts_no_server(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A `pure` test that reaches a server fixture anyway (request.getfixturevalue) fails: its
+    mark would be a lie, and `pytest -m pure` would start the server after all."""
+    yield
+    if request.node.get_closest_marker("pure") is not None:
+        used = sorted(SERVER_FIXTURES.intersection(request.fixturenames))
+        if used:
+            pytest.fail(f"a test marked pure used {', '.join(used)}: mark its module `server`")
 
 
 @pytest.fixture(scope="session")

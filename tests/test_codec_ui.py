@@ -27,6 +27,7 @@ from tests.test_codec import codec, encrypted_run, env_with
 from workflows.types import SEARCH_ATTRIBUTES
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
+pytestmark = pytest.mark.server  # it starts a Temporal dev server of its own, with the Web UI
 SETTLE_MS = 4000  # the UI fetches history, then posts its payloads to the codec server
 
 

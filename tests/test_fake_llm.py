@@ -20,6 +20,7 @@ import pytest
 
 from fake_llm import FakeLLMServer
 
+pytestmark = pytest.mark.server  # every test serves the fake model: a fixture's, its own or the CLI's
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_TOOLS = ("get_weather", "get_forecast", "convert_temperature")
 CHAT_TOOLS: list[dict[str, Any]] = [

@@ -28,6 +28,7 @@ from tests.helpers import calls, replay, script, start, transcript
 from tests.test_approvals import decide, pending, update
 from workflows import types as t
 
+pytestmark = pytest.mark.server  # its tests start MCP servers (over stdio or HTTP) themselves
 FIXTURE = str(Path(__file__).parent / "fixtures" / "mcp_server.py")
 TOKEN = "tok-7f3c9a1e-secret-header"
 CTX = ToolContext(run_id="r", call_id="call_1_0", idempotency_key="r:call_1_0", turn=1, attempt=1)

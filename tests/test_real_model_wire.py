@@ -52,6 +52,7 @@ from tests.real_model import (
 httpx = pytest.importorskip("httpx")
 
 pytestmark = [
+    pytest.mark.server,  # a llama.cpp server
     pytest.mark.real_model,
     pytest.mark.skipif(not real_model_available(), reason=str(real_model_skip_reason())),
 ]
