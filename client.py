@@ -40,6 +40,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
 )
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
@@ -55,6 +56,7 @@ from activities.telemetry import traced
 from cli import chat, codec_server, debug, session
 from cli.args import json_object
 from cli.export import export_run, write_jsonl
+from cli.stuck import stuck
 from cli.watch import watch
 from workflows import types as t
 
@@ -414,8 +416,12 @@ async def gather_status(
             out["session"] = live.session.model_dump(mode="json")
             if out["status"] == "running" and live.status == "waiting":
                 out["status"] = "waiting"
-    except RPCError:
+    except (RPCError, WorkflowQueryFailedError):
         out["note"] = "live details unavailable (is a worker running?); showing search attributes"
+    held = await stuck(client, desc) if out["status"] == "running" else None
+    if held is not None:  # a worker answers, but its workflow code fails on this run
+        out["status"], out["stuck"] = "stuck", held
+        out.pop("note", None)
     forks = await debug.forks_of(client, handle.id)
     if forks:
         out["forks"] = forks
@@ -456,6 +462,10 @@ def render_status(s: dict[str, Any]) -> str:
         f"turn:    {turn}",
         f"tokens:  {tokens}",
     ]
+    if s.get("stuck"):
+        held = s["stuck"]
+        lines.append(f"stuck:   its workflow task failed {held['attempts']} times: {held['error']}")
+        lines.append(f"         {held['what_to_do']}")
     if s.get("last_step"):
         lines.append(f"last:    {s['last_step']}")
     if s.get("paused"):

@@ -13,6 +13,7 @@ from temporalio.worker import Worker
 
 from cli.stuck import stuck
 from tests.helpers import start
+from tests.test_client import cli  # noqa: F401  (the fixture)
 from workflows import types as t
 from workflows.agent import AgentRun
 
@@ -30,7 +31,7 @@ class BuggyRun(AgentRun):
 
 
 async def test_a_bug_in_workflow_code_holds_the_run_and_a_fixed_worker_carries_it_on(
-    client, task_queue, worker_factory, llm
+    client, task_queue, worker_factory, llm, cli
 ):
     async with Worker(client, task_queue=task_queue, workflows=[BuggyRun]):
         handle = await start(client, task_queue, "Weather in Tokyo and Paris?")
@@ -38,9 +39,14 @@ async def test_a_bug_in_workflow_code_holds_the_run_and_a_fixed_worker_carries_i
         while (found := await stuck(client, await handle.describe())) is None:
             assert time.monotonic() < deadline, "the failing workflow task was never retried"
             await asyncio.sleep(0.3)
+        shown = await cli("status", handle.id)
+        as_json = await cli("status", handle.id, "--json")
     assert found["attempts"] >= 2
     assert "bug in workflow code: _start broke" in found["error"] and "fix it and deploy" in found["what_to_do"]
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING  # held, not failed
+    assert shown.code == 0 and "status:  stuck" in shown.out, str(shown)
+    assert "_start broke" in shown.out and "fix it and deploy the worker" in shown.out
+    assert as_json.json()["status"] == "stuck" and as_json.json()["stuck"]["attempts"] >= 2
     async with worker_factory():  # the fixed deploy
         result = await asyncio.wait_for(handle.result(), 90)
     assert "Tokyo" in result.output
