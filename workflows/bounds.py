@@ -69,7 +69,7 @@ def clean_text(text: str) -> str:
 
 def escapes_surrogates(text: str) -> bool:
     """Whether JSON `text` may decode to a lone surrogate (it escapes one, perhaps in a pair)."""
-    return _SURROGATE_ESCAPE.search(text) is not None
+    return "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None
 
 
 def parse_json(
@@ -84,7 +84,7 @@ def parse_json(
     text = clean_text(text)
     _scan(text, max_depth, max_items)
     try:
-        value = json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
+        value = _DECODER.decode(text)
     except RecursionError:  # not reachable past the scan; kept so no caller ever meets one
         raise OutsideDataError(f"nested deeper than {max_depth} levels", "MAX_DEPTH") from None
     except json.JSONDecodeError as err:
@@ -169,6 +169,10 @@ def _float(literal: str) -> float:
 
 def _constant(literal: str) -> object:
     raise OutsideDataError(f"{literal} is not JSON", "text")
+
+
+# Built once: json.loads with hooks builds a decoder per call, which costs more than the parse.
+_DECODER = json.JSONDecoder(parse_int=_int, parse_float=_float, parse_constant=_constant)
 
 
 def _cleaned(value: object) -> object:
