@@ -16,7 +16,10 @@ own server (since 2026-02) read `max_completion_tokens`; servers that read only 
 
 Every byte of a reply is untrusted: whatever arrives, parsing ends in a `ModelReply` or in
 `MalformedResponse` / `StreamFailed`, never in another exception that would be retried blindly.
-`Reader` is how both wires take in a server's values (shared with activities.responses_wire).
+`Reader` is how both wires take in a server's values (shared with activities.responses_wire);
+bodies and events are parsed by `parse_body`, within workflows.bounds. A call's arguments past
+those bounds (too deep, too long, a number too long) are replaced by text saying why
+(`bounds.refused`): the workflow treats it as any unparseable arguments, and the model is told.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from activities.sse import iter_events
+from workflows import bounds
 from workflows.types import (
     EMPTY_PARAMETERS,
     AgentSpec,
@@ -48,6 +52,9 @@ MAX_PROVIDER_ID = 64
 MAX_COUNT = 10**9  # a token count above this is a lie
 MAX_TOOL_CALLS = 128  # per reply: more is a server gone wrong, not a plan
 SAMPLE = 200  # characters of an offending value quoted in an error
+# A body's or event's own nesting is under ten: the rest is room for arguments sent as an object,
+# which are then bounded as text are (`Reader.arguments`), so that the model hears why.
+BODY_DEPTH = 2 * bounds.MAX_DEPTH
 
 
 class MalformedResponse(ValueError):
@@ -172,13 +179,21 @@ class Reader:
         return self.text(text)[:limit]
 
     def arguments(self, raw: object) -> str:
-        """A tool call's arguments as JSON text: servers send text, objects or nothing."""
+        """A tool call's arguments as JSON text: servers send text, objects or nothing. Text
+        past the bounds becomes `bounds.refused(why)`; text that is merely not JSON stays."""
         if raw is None or raw == "":
             return "{}"
         try:
-            return self.text(raw if isinstance(raw, str) else json.dumps(raw))
+            text = self.text(raw if isinstance(raw, str) else json.dumps(raw))
         except (ValueError, RecursionError) as err:
             raise MalformedResponse(f"tool-call arguments cannot be read: {self.sample(raw)}") from err
+        try:
+            value = bounds.parse_json(text)
+        except bounds.OutsideDataError as err:
+            return text if err.bound in (None, "refused") else bounds.refused(str(err))
+        # A "\ud800" escape would come out of the workflow's own parse as a lone surrogate,
+        # which no payload can carry: such text is written again from the clean value.
+        return json.dumps(value, ensure_ascii=False) if bounds.escapes_surrogates(text) else text
 
     def content(self, raw: object) -> str | None:
         """Text from a string, or from a list of content parts (their text joined)."""
@@ -203,18 +218,24 @@ class Reader:
 
     def json_object(self, data: str) -> dict[str, Any]:
         """One stream event's JSON object."""
-        try:
-            event = json.loads(data)
-        except (ValueError, RecursionError) as err:
-            raise MalformedResponse(f"stream event is not JSON: {self.sample(data)}") from err
+        event = parse_body(data, "stream event", self.mask)
         if not isinstance(event, dict):
             raise MalformedResponse("stream event is not a JSON object")
         return event
 
 
+def parse_body(text: str, what: str = "body", mask: Mask | None = None) -> object:
+    """A reply's body or one stream event, parsed within the bounds (its size is the caller's:
+    it bounds what it reads), or MalformedResponse saying why not."""
+    try:
+        return bounds.parse_json(text, max_chars=len(text), max_depth=BODY_DEPTH, max_items=None)
+    except bounds.OutsideDataError as err:
+        raise MalformedResponse(f"{what} is not JSON ({err}): {Reader(mask).sample(text)!r}") from None
+
+
 def utf8(text: str) -> str:
     """`text` as valid UTF-8: JSON can carry lone surrogates, which no payload can."""
-    return text if text.isascii() else text.encode("utf-8", "replace").decode("utf-8")
+    return bounds.clean_text(text)
 
 
 def _part_text(part: object) -> str:
@@ -364,7 +385,9 @@ async def parse_stream(
 ) -> ModelReply:
     """Assemble a streamed completion; `on_delta` sees each piece of text as it arrives (raw:
     a secret may span pieces, so the caller masks what it shows). Only a stream that reached
-    `[DONE]` counts as an answer; one whose text and arguments pass `limit` characters is none."""
+    `[DONE]` counts as an answer; one whose text and arguments pass `limit` characters is none,
+    nor one with nothing in it (no text, no call, no finish_reason: a body without choices),
+    nor one that sends a call's arguments after the reply's finish_reason."""
     r = Reader(mask)
     budget = Budget(limit)
     content: list[str] = []
@@ -386,6 +409,7 @@ async def parse_stream(
         for choice in choices if isinstance(choices, list) else []:
             if not isinstance(choice, dict):
                 continue
+            finished = bool(finish)  # in an earlier chunk: this one's deltas come before its own
             finish = _latest(choice.get("finish_reason"), finish)
             delta = choice.get("delta")
             if not isinstance(delta, dict):
@@ -398,6 +422,8 @@ async def parse_stream(
             deltas = delta.get("tool_calls") or []
             if not isinstance(deltas, list):
                 raise MalformedResponse(f"streamed tool_calls is not a list: {r.sample(deltas)}")
+            if deltas and finished:
+                raise MalformedResponse(f"a tool-call delta after the finish_reason: {r.sample(deltas)}")
             for d in deltas:
                 if not isinstance(d, dict):
                     raise MalformedResponse(f"streamed tool call is not an object: {r.sample(d)}")
@@ -415,6 +441,8 @@ async def parse_stream(
                     slot.arguments += budget.take(args if isinstance(args, str) else r.arguments(args) if args else "")
     else:
         raise StreamFailed("stream ended before [DONE]")
+    if not (content or slots or finish):
+        raise MalformedResponse("the stream carried no text, no tool call and no finish_reason")
     calls = [r.call(s.provider_id, s.name, s.arguments) for _, s in sorted(slots.items())]
     return ModelReply(
         message=AssistantMessage(content=r.text("".join(content)) or None, tool_calls=run_ids(calls, turn)),

@@ -12,7 +12,6 @@ visible in the workflow's history and the UI.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 from email.utils import parsedate_to_datetime
 from time import time
@@ -21,6 +20,7 @@ import httpx
 from temporalio.exceptions import ApplicationError
 
 from activities.redact import Redactor
+from workflows import bounds
 
 RETRYABLE_STATUS = {408, 409, 429}
 MALFORMED_ATTEMPTS = 5  # a server that keeps sending garbage is broken, not busy
@@ -48,14 +48,14 @@ def provider_message(body: str, redactor: Redactor, *, cut: bool = False) -> tup
         return redactor.visible(text.strip(), cut_after=cut)[:EXCERPT]
 
     try:
-        parsed = json.loads(body)
-        error = parsed.get("error") if isinstance(parsed, dict) else None
-        if isinstance(error, dict):
-            code = error.get("code") or error.get("type")
-            return excerpt(str(error.get("message") or body)), excerpt(str(code)) if code else None
-        return excerpt(error if isinstance(error, str) else body), None
-    except (ValueError, RecursionError):  # not JSON, or nested too deep to show
+        parsed = bounds.parse_json(body, max_chars=len(body), max_items=None)
+    except bounds.OutsideDataError:  # not JSON, or past the bounds: its text is all there is
         return excerpt(body), None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict):
+        code = error.get("code") or error.get("type")
+        return excerpt(str(error.get("message") or body)), excerpt(str(code)) if code else None
+    return excerpt(error if isinstance(error, str) else body), None
 
 
 def retry_after(headers: httpx.Headers) -> float | None:

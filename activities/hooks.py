@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import functools
 import inspect
-import json
 import logging
 import re
 from collections.abc import Iterator
@@ -39,7 +38,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import errors, executor
+from activities import chat_wire, errors, executor
 from activities.agents import Agent, approval_check
 from activities.breakpoints import BreakpointState, verdict
 from activities.guardrails import GuardrailContext, ModelCaller
@@ -182,8 +181,8 @@ class HookActivities:
         except httpx.TransportError as err:
             raise errors.from_transport(err, s.base_url, self._redactor) from None
         try:
-            reply = wire.parse_response(json.loads(text), 0, mask=mask)
-        except (ValueError, RecursionError) as err:  # MalformedResponse is a ValueError too
+            reply = wire.parse_response(chat_wire.parse_body(text, mask=mask), 0, mask=mask)
+        except ValueError as err:  # MalformedResponse is a ValueError too
             raise errors.malformed(mask(str(err))[:500], 1) from None
         return reply.message.content or ""
 

@@ -23,11 +23,12 @@ server process. The price is a stdio server's start-up (a Python server: ~0.7 s)
 
 Who hears about a failure:
 - Temporal, which retries within the tool's bounds (`ToolRetryableError`): a server that cannot
-  be started or reached, that closes the connection, answers an internal error, or takes longer
-  than `connect_timeout_seconds` to start or `timeout_seconds` to answer;
-- the model, as the call's error result: a result with `isError`, any other error the server
-  answers with, a tool the server no longer lists; and, once retries are spent, the workflow
-  tells it the tool is unavailable.
+  be started or reached, that closes the connection, answers HTTP 5xx without a JSON-RPC error,
+  or takes longer than `connect_timeout_seconds` to start or `timeout_seconds` to answer;
+- the model, as the call's error result: a result with `isError`, any error the server answers
+  with (a JSON-RPC error, internal ones included: an answer, not a lost connection, and the same
+  call would only get it again), arguments the frozen schema refuses, a tool the server no longer
+  lists; and, once retries are spent, the workflow tells it the tool is unavailable.
 
 `headers` and `env` stay on the worker: never frozen, logged or digested (their names are, in
 the agent's version), and masked wherever a server echoes them back.
@@ -103,6 +104,9 @@ STDERR_LINE_BYTES = 2000  # a longer line is cut
 # A run starts by listing its servers' tools in one resolve attempt: start, list and stop fit in it,
 # with 10 s to spare (30 s), so a slow server fails with its own bound, not the attempt's timeout.
 MAX_CONNECT_SECONDS = RESOLVE_SECONDS - LIST_SECONDS - CLEANUP_SECONDS - 10.0
+# What the mcp package's HTTP client says of a non-2xx reply without a JSON-RPC error in it (a
+# proxy's 502, a busy server's 503): the server's trouble, retried as a lost connection is.
+HTTP_ERROR_REPLY = "Server returned an error response"
 QUERY_TIMEOUT = timedelta(seconds=10)  # reading a run's frozen MCP tools; a busy server is retried
 
 
@@ -287,7 +291,9 @@ class McpTool:
             try:
                 result = await client.call_tool(original, args)
             except MCPError as exc:
-                if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT, INTERNAL_ERROR):  # the server's trouble
+                if exc.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):  # the session's own codes: nothing answered
+                    raise
+                if exc.code == INTERNAL_ERROR and exc.message == HTTP_ERROR_REPLY:  # a 5xx, not an answer
                     raise
                 output = f"error: MCP server '{server.name}' refused the call: {excerpt(exc.message, mask)}"
                 return ToolResult(call_id=ctx.call_id, tool=self.name, output=output, is_error=True)

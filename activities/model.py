@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -339,11 +338,7 @@ class ModelActivities:
                 if cut:
                     raise chat_wire.MalformedResponse(f"reply longer than {MAX_REPLY_CHARS} characters")
                 call.raw.append(text)
-                try:
-                    payload = json.loads(text)
-                except (ValueError, RecursionError) as err:
-                    sample = chat_wire.Reader(mask).sample(text)
-                    raise chat_wire.MalformedResponse(f"body is not JSON: {sample!r}") from err
+                payload = chat_wire.parse_body(text, mask=mask)
                 call.payload = payload
                 return call.wire.parse_response(payload, call.turn, mask=mask)
             try:

@@ -8,6 +8,9 @@ Pure functions, no I/O, the same shape as chat_wire (and its errors):
 - `reasoning` items are dropped: the transcript has no place for them;
 - a stream is an answer only once `response.completed` (or `.incomplete`) arrives, and the
   response it carries is parsed exactly like a plain body, so both paths give equal replies;
+  an argument delta for a call already done is malformed, as a Chat delta after finish_reason;
+- a response cut short by its output limit says `finish_reason="length"`, as Chat Completions
+  says it (a content filter: "content_filter"; another reason: "incomplete:<reason>");
 - untrusted values go through chat_wire's `Reader`, and tool calls get the run's own ids.
 
 Model settings go out under their Responses names (`max_output_tokens`, `reasoning.effort`,
@@ -166,7 +169,7 @@ def parse_response(body: object, turn: int, *, mask: Mask | None = None) -> Mode
         # `reasoning` and any other item type carry nothing the transcript keeps.
     details = body.get("incomplete_details")
     reason = details.get("reason") if isinstance(details, dict) else None
-    finish = f"{status}:{r.sample(reason, 100)}" if status != "completed" and reason else str(status)
+    finish = _finish(str(status), r.sample(reason, 100) if reason else None)
     return ModelReply(
         message=AssistantMessage(
             content=r.text("".join(texts)) if saw_message else None, tool_calls=run_ids(calls, turn)
@@ -176,6 +179,16 @@ def parse_response(body: object, turn: int, *, mask: Mask | None = None) -> Mode
         model=r.label(body.get("model")),
         response_id=r.label(body.get("id")),
     )
+
+
+# Chat Completions' names for why a reply stopped short, so that one check reads either wire.
+_CHAT_FINISH = {"max_output_tokens": "length", "content_filter": "content_filter"}
+
+
+def _finish(status: str, reason: str | None) -> str:
+    if status == "completed" or reason is None:
+        return status
+    return _CHAT_FINISH.get(reason) or f"{status}:{reason}"
 
 
 def _assembled(
@@ -221,6 +234,7 @@ async def parse_stream(
     items: dict[int, dict[str, Any]] = {}
     texts: dict[tuple[int, int], list[str]] = {}
     args: dict[int, list[str]] = {}
+    done: set[int] = set()  # output items whose arguments are whole
     index = 0
     async for sse in iter_events(lines):
         if sse.data.strip() == "[DONE]":
@@ -239,7 +253,8 @@ async def parse_stream(
             body = {**head, **final} if isinstance(final, dict) else dict(head)
             if not body.get("output"):
                 body["output"] = _assembled(items, texts, args)
-            body.setdefault("status", _TERMINAL[kind])
+            if kind == "response.incomplete" or body.get("status") in (None, "", "queued", "in_progress"):
+                body["status"] = _TERMINAL[kind]  # how it ended is the event's to say, not the head's
             return parse_response(body, turn, mask=mask)
         if kind in ("response.created", "response.in_progress") and isinstance(event.get("response"), dict):
             head = event["response"]
@@ -248,6 +263,7 @@ async def parse_stream(
         ):
             items[index] = dict(event["item"])
             if kind.endswith(".done"):  # the finished item is authoritative over its deltas
+                done.add(index)
                 args.pop(index, None)
                 texts = {k: v for k, v in texts.items() if k[0] != index}
         elif kind == "response.output_text.delta":
@@ -258,10 +274,13 @@ async def parse_stream(
         elif kind == "response.output_text.done":
             texts[part] = [_piece(event.get("text"))]
         elif kind == "response.function_call_arguments.delta":
+            if index in done:
+                raise MalformedResponse(f"an argument delta for output item {index} after it was done")
             args.setdefault(index, []).append(budget.take(_piece(event.get("delta"))))
         elif kind == "response.function_call_arguments.done":
-            done = event.get("arguments")
-            args[index] = [done if isinstance(done, str) else r.arguments(done)]
+            done.add(index)
+            whole = event.get("arguments")
+            args[index] = [whole if isinstance(whole, str) else r.arguments(whole)]
             if event.get("name"):
                 items.setdefault(index, {"type": "function_call"})["name"] = event["name"]
     raise StreamFailed("stream ended before response.completed")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import json
 import time
 from collections.abc import Collection
 from datetime import timedelta
@@ -26,7 +25,9 @@ from activities.mcp_tools import FrozenTools, McpTool, freeze
 from activities.registry import Registry
 from activities.settings import LLMSettings
 from activities.tools import Tool, ToolContext, ToolRetryableError
-from workflows.calls import budget_spent, json_object
+from workflows import bounds
+from workflows.bounds import json_object
+from workflows.calls import budget_spent
 from workflows.types import (
     AGENT_NOT_HERE,
     RESOLVE_AGENT_ACTIVITY,
@@ -121,12 +122,15 @@ class ToolActivities:
             if self.hooks.wants("on_tool_call"):
                 await self.hooks.call("on_tool_call", at, _arguments(input))
             result = await tool.invoke(input.arguments_json(), ctx, self.threads)
+            # Where a result enters: a lone surrogate in it would fail the next model request.
+            result.output = bounds.clean_text(result.output)
             if self.hooks.wants("on_tool_result"):
                 await self.hooks.call("on_tool_result", at, result.output, result.is_error)
         except ToolRetryableError as exc:
             activity.logger.info("%s: retryable failure %s", what, exc)
             delay = timedelta(seconds=exc.retry_after) if exc.retry_after is not None else None
-            raise ApplicationError(str(exc), type="ToolRetryableError", next_retry_delay=delay) from exc
+            message = bounds.clean_text(str(exc))  # a failure's text is a protobuf string: valid text only
+            raise ApplicationError(message, type="ToolRetryableError", next_retry_delay=delay) from exc
         except Exception as exc:
             activity.logger.info("%s: %s, will be retried", what, type(exc).__name__)
             raise
@@ -259,8 +263,8 @@ def _arguments(input: ToolCallInput) -> dict[str, Any] | str:
     if input.args is not None:
         return copy.deepcopy(input.args)
     try:
-        parsed = json.loads(input.arguments or "{}")
-    except ValueError:
+        parsed = bounds.parse_json(input.arguments or "{}")
+    except bounds.OutsideDataError:
         return input.arguments
     return parsed if isinstance(parsed, dict) else input.arguments
 

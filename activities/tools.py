@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import logging
 import re
 import types
@@ -44,6 +43,7 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
 from activities import executor
+from workflows import bounds
 from workflows.types import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -187,11 +187,13 @@ def tool_name_for(text: str) -> str:
 def parse_arguments(tool: str, arguments_json: str) -> dict[str, Any] | str:
     """The model's raw JSON arguments for `tool` as an object, or a message for the model saying
     why they are not one (shared by every kind of tool, MCP tools included)."""
-    try:
-        raw: object = json.loads(arguments_json) if arguments_json.strip() else {}
-    except json.JSONDecodeError as exc:
-        where = f"{exc.msg} at position {exc.pos}"
-        return f"invalid JSON in arguments for tool '{tool}': {where}; got {_excerpt(arguments_json)}"
+    try:  # within workflows.bounds: too deep, too long or a number too long is a bound, not a crash
+        raw: object = bounds.parse_json(arguments_json) if arguments_json.strip() else {}
+    except bounds.OutsideDataError as exc:
+        if exc.bound is None:
+            return f"invalid JSON in arguments for tool '{tool}': {exc}; got {_excerpt(arguments_json)}"
+        got = "" if exc.bound == "refused" else f"; got {_excerpt(arguments_json)}"  # refused: the text is why
+        return f"arguments for tool '{tool}' refused: {exc}{got}"
     if not isinstance(raw, dict):
         return f"arguments for tool '{tool}' must be a JSON object, got {_excerpt(arguments_json)}"
     return typing.cast(dict[str, Any], raw)

@@ -9,6 +9,9 @@ every reply, streamed or not, on both APIs:
   same-id    every tool call of every reply has the id "call_1"
   odd        negative, huge and string token counts, 10 KB ids, model and finish_reason, an
              extra tool call named by a number, Chat stream indexes sent as strings
+  deep       every tool call's arguments nested 5,000 levels deep (`[[[…]]]`), past any
+             recursion limit
+  digits     every tool call's arguments hold a 5,000-digit integer, past Python's int limit
 
 Error bodies, non-JSON bodies, error events that echo the key, and stalls are faults (see
 fake_llm.faults: `echo_key`, `size`, `raw`, and the `stall` kind).
@@ -25,8 +28,9 @@ from typing import Any
 from fake_llm.conversation import as_dict, as_list
 from fake_llm.wire import ApiError, JSONDict, Reply, ToolCall
 
-CASES = ("echo", "reuse-ids", "same-id", "odd")
+CASES = ("echo", "reuse-ids", "same-id", "odd", "deep", "digits")
 BIG = 10_000  # characters of an odd id, model or finish_reason
+DEPTH = DIGITS = 5_000  # of `deep` arguments' nesting, of the `digits` integer
 NUMBER_NAME = "__number__"  # a tool name rendered as the JSON number 7
 _ID_FIELDS = ("id", "call_id", "item_id", "system_fingerprint", "model")
 
@@ -71,6 +75,10 @@ def bend_reply(case: str, reply: Reply, key: str) -> Reply:
         calls = [replace(c, call_id=f"{i}" + "x" * BIG) for i, c in enumerate(calls)]
         if calls:
             calls.append(ToolCall("7", NUMBER_NAME, "{}"))
+    elif case == "deep":
+        calls = [replace(c, arguments="[" * DEPTH + "]" * DEPTH) for c in calls]
+    elif case == "digits":
+        calls = [replace(c, arguments='{"city": ' + "9" * DIGITS + "}") for c in calls]
     return replace(reply, tool_calls=tuple(calls))
 
 

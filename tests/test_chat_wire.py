@@ -10,6 +10,7 @@ from activities import chat_wire, errors
 from activities.redact import Redactor
 from activities.settings import LLMSettings
 from activities.sse import LineTooLong, iter_events, iter_lines
+from workflows import bounds
 from workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -457,3 +458,84 @@ def test_settings_read_the_bounds_on_a_model_call():
 def test_bad_settings_are_refused_naming_the_variable(name: str, value: str):
     with pytest.raises(ValueError, match=name):
         LLMSettings.from_env({name: value})
+
+
+# ------------------------------------------------------------------- arguments past the bounds
+
+DEEP = "[" * 5000 + "]" * 5000
+DIGITS = '{"n": ' + "7" * 5000 + "}"
+
+
+def body_with(arguments: object) -> dict[str, object]:
+    call = {"id": "a", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    return {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}, "finish_reason": "tool_calls"}]}
+
+
+def stream_with(arguments: str) -> list[str]:
+    head = {"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}}
+    pieces = [arguments[i : i + 1000] for i in range(0, len(arguments), 1000)]
+    deltas = [line for p in pieces for line in (chunk(tool_calls=[{"index": 0, "function": {"arguments": p}}]), "\n")]
+    return [chunk(tool_calls=[head]), "\n", *deltas, "data: [DONE]\n", "\n"]
+
+
+@pytest.mark.parametrize(
+    "arguments, why",
+    [
+        (DEEP, "nested deeper than 64 levels"),
+        (DIGITS, "a number longer than 100 characters"),
+        ('{"s": "' + "x" * (bounds.MAX_CHARS + 1) + '"}', "longer than 1,048,576 characters"),
+        ("[NaN]", "NaN is not JSON"),
+    ],
+)
+async def test_arguments_past_the_bounds_are_replaced_by_why_streamed_or_not(arguments, why):
+    """What the workflow gets can never make it recurse, nor any later parse raise: the call
+    stays (the model is told why through it), its arguments say why they were refused."""
+    plain = chat_wire.parse_response(body_with(arguments), 1).message.tool_calls[0].arguments
+    streamed = (await chat_wire.parse_stream(lines(*stream_with(arguments)), 1)).message.tool_calls[0].arguments
+    assert plain == streamed == bounds.refused(why)
+    with pytest.raises(bounds.OutsideDataError, match=why) as caught:
+        bounds.parse_json(plain)
+    assert caught.value.bound == "refused"
+
+
+async def test_arguments_escaping_a_lone_surrogate_are_written_again_clean():
+    arguments = '{"city": "Tok\\ud800yo", "face": "\\ud83d\\ude00"}'
+    plain = chat_wire.parse_response(body_with(arguments), 1).message.tool_calls[0].arguments
+    streamed = (await chat_wire.parse_stream(lines(*stream_with(arguments)), 1)).message.tool_calls[0].arguments
+    assert plain == streamed == '{"city": "Tok\ufffdyo", "face": "\U0001f600"}'
+    assert json.loads(plain)["city"].encode("utf-8")  # no lone surrogate reaches a payload
+
+
+async def test_arguments_that_are_only_not_json_pass_as_they_are():
+    """Not JSON is not a bound: the tool says what is wrong with them, as it always has."""
+    assert chat_wire.parse_response(body_with('{"a": 1,'), 1).message.tool_calls[0].arguments == '{"a": 1,'
+    object_args = chat_wire.parse_response(body_with(json.loads(DEEP[4900:5100])), 1)  # 100 deep, as an object
+    assert object_args.message.tool_calls[0].arguments == bounds.refused("nested deeper than 64 levels")
+
+
+async def test_a_stream_with_nothing_in_it_is_malformed_as_a_body_without_choices_is():
+    empty = [chunk(role="assistant"), "\n", 'data: {"id":"c","choices":[],"usage":{}}\n', "\n", "data: [DONE]\n"]
+    with pytest.raises(chat_wire.MalformedResponse, match="no text, no tool call and no finish_reason"):
+        await chat_wire.parse_stream(lines(*empty), 1)
+    finished = 'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n'
+    reply = await chat_wire.parse_stream(lines(chunk(role="assistant"), "\n", finished, "\n", "data: [DONE]\n"), 1)
+    assert reply.message.content is None and reply.finish_reason == "stop"  # an empty answer, said so
+
+
+async def test_a_tool_call_delta_after_the_finish_reason_is_malformed():
+    head = chunk(tool_calls=[{"index": 0, "id": "a", "function": {"name": "f", "arguments": '{"a":'}}])
+    fin = {"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}}
+    last = "data: " + json.dumps({"id": "c", "choices": [{**fin, "finish_reason": "tool_calls"}]}) + "\n"
+    reply = await chat_wire.parse_stream(lines(head, "\n", last, "\n", "data: [DONE]\n"), 1)
+    assert reply.message.tool_calls[0].arguments == '{"a":1}'  # the last delta may come with the finish
+    late = chunk(tool_calls=[{"index": 0, "function": {"arguments": ', "b": 2'}}])
+    with pytest.raises(chat_wire.MalformedResponse, match="tool-call delta after the finish_reason"):
+        await chat_wire.parse_stream(lines(head, "\n", last, "\n", late, "\n", "data: [DONE]\n"), 1)
+
+
+@pytest.mark.parametrize("text", ["[" * 5000, '{"n": ' + "1" * 5000 + "}", '{"a": NaN}'])
+async def test_bodies_and_events_past_the_bounds_are_malformed(text):
+    with pytest.raises(chat_wire.MalformedResponse, match="is not JSON"):
+        chat_wire.parse_body(text)
+    with pytest.raises(chat_wire.MalformedResponse, match="stream event is not JSON"):
+        await chat_wire.parse_stream(lines(f"data: {text}\n", "\n", "data: [DONE]\n"), 1)

@@ -277,6 +277,19 @@ async def test_the_codec_server_names_an_unknown_key_and_refuses_other_paths(cod
     assert http(codec_server, "POST", "/decode", {"payloads": "nope"})[0] == 400
 
 
+def test_the_codec_server_answers_a_hostile_body_with_a_400(codec_server: CodecServer):
+    """A body nested 10,000 deep, or not UTF-8, is one clear 400: no traceback in the server."""
+    for raw in (b'{"payloads": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", b"\xff\xfe{}", b"[]"):
+        request = urllib.request.Request(
+            codec_server.url + "/decode", data=raw, method="POST", headers={"Content-Type": "application/json"}
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 400
+        assert json.loads(refused.value.read())["error"].startswith('expected {"payloads": [...]}')
+    assert http(codec_server, "POST", "/decode", {"payloads": []})[0] == 200  # and it still serves
+
+
 def test_the_codec_server_refuses_a_bad_length_and_drops_a_body_that_never_comes(
     codec_server: CodecServer, monkeypatch: pytest.MonkeyPatch
 ):

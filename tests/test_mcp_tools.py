@@ -137,7 +137,7 @@ async def test_freeze_lists_the_tools_over_stdio(calls_file):
     a = Agent(name="a", mcp_servers=[server], approvals={"fx_add": "always", "fx_count": lambda args: True})
     spec = await freeze(a, a.spec())
     by_name = {s.name: s for s in spec.tools}
-    listed = ("add", "shout_loud", "fail", "picture", "big", "slow", "whoami", "count")
+    listed = ("add", "shout_loud", "fail", "crash", "picture", "big", "slow", "whoami", "count")
     assert set(by_name) == {f"fx_{n}" for n in listed}
     add = by_name["fx_add"]
     assert add.mcp_server == "fx" and add.description == "Add two integers." and add.approval == "always"
@@ -183,6 +183,25 @@ async def test_calls_over_stdio_return_text_errors_and_summaries_of_other_conten
     )
     big = await tools["fx_big"].invoke(json.dumps({"chars": MAX_RESULT_CHARS + 5000}), CTX)
     assert len(big.output) < MAX_RESULT_CHARS + 100 and big.output.endswith("(cut: 5,000 more characters)")
+
+
+async def test_an_error_the_server_answers_is_the_models_to_hear_not_a_retry(calls_file):
+    """A JSON-RPC error, an internal one included, is an answer: the same call would get it again.
+    Only a server that does not answer (closed, timed out, a bare 5xx) is retried."""
+    tools = await frozen_tools(stdio(calls_file))
+    crashed = await tools["fx_crash"].invoke('{"reason": "disk on fire"}', CTX)
+    assert crashed.is_error and crashed.output == (
+        "error: MCP server 'fx' refused the call: internal error: disk on fire"
+    )
+
+
+async def test_arguments_past_the_bounds_never_reach_the_server(calls_file):
+    tools = await frozen_tools(stdio(calls_file))
+    deep = await tools["fx_count"].invoke('{"label": ' + "[" * 5000 + "]" * 5000 + "}", CTX)
+    assert deep.is_error and deep.output.startswith("arguments for tool 'fx_count' refused: nested deeper than 64")
+    digits = await tools["fx_count"].invoke('{"label": ' + "9" * 5000 + "}", CTX)
+    assert digits.is_error and "refused: a number longer than 100 characters" in digits.output
+    assert reached(calls_file) == []
 
 
 async def test_invalid_arguments_never_reach_the_server(calls_file):

@@ -12,6 +12,7 @@ import pytest
 from activities import chat_wire
 from activities import responses_wire as rw
 from fake_llm import FakeLLMServer
+from workflows import bounds
 from workflows.types import (
     AgentSpec,
     AssistantMessage,
@@ -252,9 +253,13 @@ def test_incomplete_response_carries_its_reason_and_refusals_are_text():
         incomplete_details={"reason": "max_output_tokens"},
     )
     reply = rw.parse_response(body, 1)
-    assert reply.finish_reason == "incomplete:max_output_tokens"
+    assert reply.finish_reason == "length"  # cut short by the output limit: as Chat Completions says it
     assert reply.message.content == "I can't help with that."
     assert rw.parse_response({**body, "incomplete_details": None}, 1).finish_reason == "incomplete"
+    filtered = {**body, "incomplete_details": {"reason": "content_filter"}}
+    assert rw.parse_response(filtered, 1).finish_reason == "content_filter"
+    other = {**body, "incomplete_details": {"reason": "something_new"}}
+    assert rw.parse_response(other, 1).finish_reason == "incomplete:something_new"
 
 
 @pytest.mark.parametrize(
@@ -347,7 +352,28 @@ async def test_stream_ending_incomplete_is_an_answer_with_its_reason():
     final = response_body([text_item("Trunc")], status="incomplete", incomplete_details={"reason": "max_output_tokens"})
     events = stream_events("Trunc", call_item("c", "f", "{}"), None)[:8]
     reply = await rw.parse_stream(lines(*render([*events, {"type": "response.incomplete", "response": final}])), 1)
-    assert reply.message.content == "Trunc" and reply.finish_reason == "incomplete:max_output_tokens"
+    assert reply.message.content == "Trunc" and reply.finish_reason == "length"
+
+
+async def test_a_stream_ending_incomplete_is_truncated_whatever_status_its_events_carried():
+    """The terminal event says how the response ended: a `response.incomplete` that carries no
+    response, or one still marked in_progress, is a truncated answer, not a malformed one."""
+    events = stream_events("Trunc", call_item("c", "f", "{}"), None)[:8]
+    bare = await rw.parse_stream(lines(*render([*events, {"type": "response.incomplete"}])), 1)
+    assert bare.message.content == "Trunc" and bare.finish_reason == "incomplete"
+    cut = {"reason": "max_output_tokens"}
+    stale = response_body([text_item("Trunc")], status="in_progress", incomplete_details=cut)
+    final = {"type": "response.incomplete", "response": stale}
+    assert (await rw.parse_stream(lines(*render([*events, final])), 1)).finish_reason == "length"
+
+
+async def test_an_argument_delta_for_a_call_already_done_is_malformed():
+    events = [*stream_events("Hi", call_item("c", "f", '{"a":1}'), None), {"type": "response.completed"}]
+    at = next(i for i, e in enumerate(events) if e["type"] == "response.function_call_arguments.done")
+    late = {**events[at], "type": "response.function_call_arguments.delta", "delta": ', "b": 2}'}
+    assert (await rw.parse_stream(lines(*render(events)), 1)).message.tool_calls[0].arguments == '{"a":1}'
+    with pytest.raises(rw.MalformedResponse, match="after it was done"):
+        await rw.parse_stream(lines(*render([*events[: at + 1], late, *events[at + 1 :]])), 1)
 
 
 async def test_a_stream_assembling_more_than_the_limit_is_malformed():
@@ -548,3 +574,16 @@ async def test_scripted_reply_with_usage_details_over_http(srv: FakeLLMServer):
         assert reply.message.content == "Done." and calls(reply) == [("call_0_0", "get_weather", '{"city": "Rome"}')]
         u = reply.usage
         assert (u.input_tokens, u.cached_tokens, u.output_tokens, u.reasoning_tokens) == (2000, 1024, 9, 3)
+
+
+@pytest.mark.parametrize(
+    "arguments, why",
+    [("[" * 5000 + "]" * 5000, "nested deeper than 64 levels"), ('{"n": ' + "7" * 5000 + "}", "a number longer")],
+)
+async def test_arguments_past_the_bounds_are_replaced_by_why_streamed_or_not(arguments, why):
+    call = call_item("c", "f", arguments)
+    plain = rw.parse_response(response_body([call]), 1).message.tool_calls[0].arguments
+    final = {"type": "response.completed"}  # no output listed: the deltas are assembled
+    events = [e for e in stream_events("Hi", call, None) if not e["type"].endswith(".done") or e["output_index"] == 0]
+    streamed = (await rw.parse_stream(lines(*render([*events, final])), 1)).message.tool_calls[0].arguments
+    assert plain == streamed and plain.startswith(bounds.REFUSED) and why in plain

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from activities.executor import ToolThreads, size_from_env
 from durable_agent_runner import Tool, ToolContext, ToolRetryableError, tool
+from workflows import bounds
 
 CTX = ToolContext(run_id="wf-1", call_id="call-1", idempotency_key="wf-1/call-1", turn=1, attempt=1)
 
@@ -193,6 +194,23 @@ async def test_invalid_json_is_an_error_result_quoting_the_input() -> None:
 
     result = await get_weather.invoke('["Paris"]', CTX)
     assert result.is_error and "must be a JSON object" in result.output
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "arguments, why",
+    [
+        ('{"city": ' + "[" * 5000 + "]" * 5000 + "}", "nested deeper than 64 levels"),
+        ('{"city": "Paris", "days": ' + "1" * 5000 + "}", "a number longer than 100 characters"),
+        ('{"city": "Paris", "days": NaN}', "NaN is not JSON"),
+        (bounds.refused("nested deeper than 64 levels"), "nested deeper than 64 levels"),
+    ],
+)
+async def test_arguments_past_the_bounds_are_an_error_result_never_a_raise(arguments: str, why: str) -> None:
+    """A deterministic argument error is the model's to hear: raised, Temporal would retry it."""
+    result = await get_weather.invoke(arguments, CTX)
+    assert result.is_error and result.output.startswith(f"arguments for tool 'get_weather' refused: {why}")
+    assert len(result.output) < 300
 
 
 @pytest.mark.asyncio

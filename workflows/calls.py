@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from workflows.bounds import json_object
 from workflows.types import (
     AgentSpec,
     Breakpoints,
@@ -218,15 +219,6 @@ def after_tools(step: RunTools, results: dict[str, ToolMessage]) -> list[ToolMes
 
 
 # ------------------------------------------------------------------------------------ helpers
-
-
-def json_object(text: str) -> dict[str, object] | None:
-    """`text` as a JSON object, or None when it is not one."""
-    try:
-        value = json.loads(text or "{}")
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def describe_call(call: ToolCall, limit: int = 100) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from workflows import schema
 from workflows import types as t
-from workflows.calls import json_object
+from workflows.bounds import json_object
 
 EXCERPT = 60
 

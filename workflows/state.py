@@ -12,7 +12,8 @@ from datetime import datetime
 
 from workflows import types as t
 from workflows.approvals import Approvals
-from workflows.calls import describe_call, json_object
+from workflows.bounds import json_object
+from workflows.calls import describe_call
 from workflows.edits import Editable
 from workflows.session import SessionState
 

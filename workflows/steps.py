@@ -32,7 +32,8 @@ from temporalio.workflow import ParentClosePolicy
 
 import workflows.types as t
 from workflows.approvals import edited_note, rejection_text
-from workflows.calls import PlannedCall, checked, describe_call, json_object, runs
+from workflows.bounds import json_object
+from workflows.calls import PlannedCall, checked, describe_call, runs
 from workflows.state import RunState, excerpt
 
 SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)

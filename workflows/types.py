@@ -11,7 +11,9 @@ import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from workflows import bounds
 
 # ---------------------------------------------------------------------------------------------
 # Names are contracts: renaming a Python function must never break a run already in flight.
@@ -385,6 +387,19 @@ class ResumeRequest(_Model):
 EditOp = Literal["text", "drop", "insert", "args", "drop_call", "agent"]
 
 
+def _bounded(arguments: dict[str, Any]) -> dict[str, Any]:
+    """A person's arguments meet the bounds a model's do (workflows.bounds)."""
+    try:
+        bounds.check_value(arguments)
+    except bounds.OutsideDataError as err:
+        raise ValueError(f"arguments refused: {err}") from None
+    return arguments
+
+
+# Arguments from a person (an edit, an edited approval): refused at decoding, before any handler.
+BoundedArguments = Annotated[dict[str, Any], AfterValidator(_bounded)]
+
+
 class Edit(_Model):
     """One change to a paused run's state. `index` is an item's stable index in `inspect`.
     text: {"op": "text", "index": 3, "text": "…"}       drop: {"op": "drop", "index": 3}
@@ -397,7 +412,7 @@ class Edit(_Model):
     text: str | None = Field(default=None, max_length=MAX_MESSAGE_CHARS)
     role: Literal["user", "assistant"] | None = None
     call_id: str | None = Field(default=None, max_length=200)
-    arguments: dict[str, Any] | None = None
+    arguments: BoundedArguments | None = None
     agent: str | None = Field(default=None, max_length=200)
     by: str = Field(default="someone", max_length=200)
 
@@ -647,7 +662,7 @@ class ApprovalDecision(_Model):
 
     call_id: str = Field(max_length=200)
     approve: bool
-    arguments: dict[str, Any] | None = None
+    arguments: BoundedArguments | None = None
     always: bool = False
     reason: str = Field(default="", max_length=4000)
     by: str = Field(default="someone", max_length=200)
