@@ -426,7 +426,11 @@ class _Call:
         text = "".join(self._pieces)
         excess = len(text) - (TAIL_CHARS + SLACK_CHARS)
         if excess > 0:
-            at, self._cut = self._cut_at(text, excess)
+            at, forced = self._cut_at(text, excess)
+            # After a forced cut the text starts inside a key; a cut within a key's length of
+            # that start may still be inside it, where `leaks` cannot see what is left of it.
+            longest = len(self.redactor.secrets[0]) if self.redactor.secrets else 0
+            self._cut = forced or (self._cut and at < longest)
             self._dropped += len(self.redactor.text(text[:at]))
             text = text[at:]
         self._pieces, self._size = [text], len(text)

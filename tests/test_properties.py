@@ -225,12 +225,6 @@ def test_the_heartbeated_tail_never_shows_a_key_wherever_deltas_and_snapshots_fa
             assert shot.offset + len(shot.text) <= len(Redactor(*keys).text(sent))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="activities/model.py _Call._compact: after a forced cut through a key, a later cut that "
-    "is clean by `leaks` (the key's remains are shorter than FRAGMENT) resets `_cut`, so snapshot() "
-    "no longer hides the key's end at the tail's start: up to FRAGMENT-1 characters of it show",
-)
 def test_the_heartbeated_tail_shows_no_key_after_a_forced_cut_either():
     key = "0" * 14 + "1"  # found by the property above: keys back to back, a character at a time
     for sent, shot, _ in heartbeats([key], key * 8, [1], []):
