@@ -42,7 +42,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
 )
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -69,11 +69,6 @@ STATUS_NAMES = {
     WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
     WorkflowExecutionStatus.TIMED_OUT: "timed_out",
 }
-SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
-SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
-SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
-SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
-SA_COST = SearchAttributeKey.for_float(t.SA_COST)
 QUERY_TIMEOUT = timedelta(seconds=3)
 MAX_PROMPT_BYTES = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a chat turn
 MAX_RUN_ID = 255
@@ -219,7 +214,7 @@ async def cmd_run(client: Client, args: argparse.Namespace) -> int:
         task_queue=args.task_queue,
         result_type=t.RunResult,
         search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(SA_AGENT, args.agent), SearchAttributePair(SA_PHASE, "starting")]
+            [SearchAttributePair(t.SA_AGENT, args.agent), SearchAttributePair(t.SA_PHASE, "starting")]
         ),
         # The prompt itself travels once, in the run's input; the UI's summary shows an excerpt.
         static_summary=f"{args.agent}: {prompt[:120]}",
@@ -371,11 +366,11 @@ async def gather_status(
     out: dict[str, Any] = {
         "run_id": handle.id,
         "status": STATUS_NAMES.get(desc.status, "unknown") if desc.status else "unknown",
-        "agent": sa.get(SA_AGENT),
-        "phase": sa.get(SA_PHASE),
-        "turn": sa.get(SA_TURN) or 0,
-        "usage": {"total_tokens": sa.get(SA_TOKENS) or 0},
-        "cost_usd": sa.get(SA_COST) or 0.0,
+        "agent": sa.get(t.SA_AGENT),
+        "phase": sa.get(t.SA_PHASE),
+        "turn": sa.get(t.SA_TURN) or 0,
+        "usage": {"total_tokens": sa.get(t.SA_TOKENS) or 0},
+        "cost_usd": sa.get(t.SA_COST) or 0.0,
         "last_step": None,
         "started_at": desc.start_time.isoformat() if desc.start_time else None,
         "closed_at": desc.close_time.isoformat() if desc.close_time else None,
@@ -527,10 +522,10 @@ async def cmd_list(client: Client, args: argparse.Namespace) -> int:
             {
                 "run_id": wf.id,
                 "status": STATUS_NAMES.get(wf.status, "unknown") if wf.status else "unknown",
-                "agent": sa.get(SA_AGENT),
-                "phase": sa.get(SA_PHASE),
-                "turn": sa.get(SA_TURN) or 0,
-                "total_tokens": sa.get(SA_TOKENS) or 0,
+                "agent": sa.get(t.SA_AGENT),
+                "phase": sa.get(t.SA_PHASE),
+                "turn": sa.get(t.SA_TURN) or 0,
+                "total_tokens": sa.get(t.SA_TOKENS) or 0,
                 "started_at": wf.start_time.isoformat(),
             }
         )

@@ -32,7 +32,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
@@ -167,16 +167,12 @@ async def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-EVENT_LOOPS = ("uvloop", "asyncio")  # WORKER_EVENT_LOOP's values; the first is the default
-
-
-def event_loop(env: Mapping[str, str] | None = None) -> Callable[[], asyncio.AbstractEventLoop]:
-    """The worker's event loop, by $WORKER_EVENT_LOOP: uvloop's by default, which costs about a
-    tenth less worker CPU a turn than asyncio's (README: "The benchmark"); asyncio's when asked
-    for, or by default where uvloop is not installed (Windows, which it does not support)."""
-    raw = (os.environ if env is None else env).get("WORKER_EVENT_LOOP", "").strip().lower()
-    if raw not in ("", *EVENT_LOOPS):
-        raise ValueError(f"WORKER_EVENT_LOOP must be {' or '.join(EVENT_LOOPS)}, not {raw!r}")
+def event_loop(choice: str | None = None) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The worker's event loop, by $WORKER_EVENT_LOOP (`WorkerSettings.event_loop`, checked
+    there): uvloop's by default, which costs about a tenth less worker CPU a turn than asyncio's
+    (docs/benchmark.md); asyncio's when asked for, or by default where uvloop is not installed
+    (Windows, which it does not support)."""
+    raw = choice or ""
     if raw == "asyncio":
         return asyncio.new_event_loop
     try:
@@ -194,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         try:
             args.settings = WorkerSettings.load()  # every variable checked before anything starts
-            loop = event_loop()
+            loop = event_loop(args.settings.event_loop)
         except (SettingsError, ValueError) as err:
             startup_error(str(err))
             return 2

@@ -114,6 +114,11 @@ def _url(raw: object) -> object:
     return url
 
 
+def _word(raw: object) -> object:
+    """A choice among words: any case, blanks around it ignored."""
+    return raw.strip().lower() if isinstance(raw, str) else raw
+
+
 Switch = Annotated[bool, BeforeValidator(_switch)]
 Url = Annotated[str, BeforeValidator(_url)]
 Text = Annotated[str, BeforeValidator(_text)]
@@ -178,7 +183,9 @@ class WorkerSettings(ClientSettings):
     llm_retry_seconds: CallSeconds = Field(DEFAULT_MODEL_RETRY_SECONDS, validation_alias=_env("LLM_RETRY_SECONDS"))
     llm_prices: Text | None = Field(None, validation_alias=_env("LLM_PRICES"))  # read by activities/prices.py
     tool_threads: Threads = Field(16, validation_alias=_env("TOOL_THREADS"))
-    event_loop: Literal["uvloop", "asyncio"] | None = Field(None, validation_alias=_env("WORKER_EVENT_LOOP"))
+    event_loop: Annotated[Literal["uvloop", "asyncio"], BeforeValidator(_word)] | None = Field(
+        None, validation_alias=_env("WORKER_EVENT_LOOP")
+    )
     hooks_state_dir: Text | None = Field(None, validation_alias=_env("HOOKS_STATE_DIR"))
 
 

@@ -13,7 +13,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -24,8 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.calls import RunTools, after_tools
     from workflows.turn import Final, decide
 
-SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
-SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
 MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60))
 
 
@@ -113,7 +111,7 @@ class AgentRunVariant:
     def _phase(self, input: VariantInput, phase: str, turn: int) -> None:
         if input.upsert_phase:
             workflow.set_current_details(f"**{phase}** · turn {turn}")
-            workflow.upsert_search_attributes([SA_PHASE.value_set(phase), SA_TURN.value_set(turn)])
+            workflow.upsert_search_attributes([t.SA_PHASE.value_set(phase), t.SA_TURN.value_set(turn)])
 
     @workflow.query(name=t.MODEL_CONTEXT_QUERY)
     def model_context(self, query: t.ModelContextQuery) -> t.ModelContext:

@@ -18,6 +18,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from activities import Registry
+from activities.config import WorkerSettings
 from activities.connection import connect
 from activities.log_relay import log_to_stderr
 from activities.model import new_http_client
@@ -84,7 +85,9 @@ async def serve(config: dict[str, object]) -> None:
 def main() -> None:
     with (
         log_to_stderr(logging.WARNING),  # as `python worker.py` logs
-        asyncio.Runner(loop_factory=event_loop()) as runner,  # the loop `python worker.py` runs on
+        asyncio.Runner(
+            loop_factory=event_loop(WorkerSettings.load().event_loop)
+        ) as runner,  # the loop `python worker.py` runs on
     ):
         runner.run(serve(json.loads(sys.argv[1])))
 

@@ -15,18 +15,12 @@ import uuid
 from typing import Any
 
 from temporalio.client import Client, WorkflowQueryFailedError
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from cli.args import json_object
 from cli.session import READ_TIMEOUT, SessionError, add_wait, update
 from workflows import types as t
-
-SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
-SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
-SA_FORKED_FROM = SearchAttributeKey.for_keyword(t.SA_FORKED_FROM)
-SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
-
 
 Refused = SessionError  # the run refused, or there is no such run: one line, exit code 2
 
@@ -212,9 +206,9 @@ async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
         result_type=t.RunResult,
         search_attributes=TypedSearchAttributes(
             [
-                SearchAttributePair(SA_AGENT, point.current or point.agent.name),
-                SearchAttributePair(SA_PHASE, "starting"),
-                SearchAttributePair(SA_FORKED_FROM, args.run_id),
+                SearchAttributePair(t.SA_AGENT, point.current or point.agent.name),
+                SearchAttributePair(t.SA_PHASE, "starting"),
+                SearchAttributePair(t.SA_FORKED_FROM, args.run_id),
             ]
         ),
         memo={"forked_from": link.model_dump()},
@@ -248,12 +242,12 @@ async def model_calls_made(client: Client, run_id: str) -> int:
         elif event.HasField("marker_recorded_event_attributes"):  # a local activity's record names its type
             data = event.marker_recorded_event_attributes.details.get("data")
             counted += bool(data and any(name in p.data for p in data.payloads))
-    return max(counted, desc.typed_search_attributes.get(SA_TURN) or 0)
+    return max(counted, desc.typed_search_attributes.get(t.SA_TURN) or 0)
 
 
 async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:
     """The runs forked from `run_id` (the other direction of the link), newest first."""
-    query = f"{t.SA_FORKED_FROM}={json.dumps(run_id)}"
+    query = f"{t.SA_FORKED_FROM.name}={json.dumps(run_id)}"
     out = []
     async for wf in client.list_workflows(query, limit=limit):
         memo = await wf.memo()

@@ -24,7 +24,7 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -38,8 +38,6 @@ GAP_PAUSE = 1.0  # seconds before asking again after such a read
 # A deadline that passed: the client's ("Timeout expired") or the server's.
 DEADLINE = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
 PASSING = (*DEADLINE, RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED)
-SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
-SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
 LIVE = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
 
@@ -77,7 +75,7 @@ async def start_session(
         task_queue=task_queue,
         result_type=t.RunResult,
         search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(SA_AGENT, agent), SearchAttributePair(SA_PHASE, "starting")]
+            [SearchAttributePair(t.SA_AGENT, agent), SearchAttributePair(t.SA_PHASE, "starting")]
         ),
         static_summary=f"{agent}: a conversation (client.py chat {run_id})",
     )

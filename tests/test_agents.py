@@ -12,7 +12,6 @@ import pytest
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
@@ -24,7 +23,7 @@ from tests.test_client import cli  # noqa: F401  (the fixture)
 from workflows import types as t
 
 TEAM = ["tests.fixtures.team_agents"]
-AGENT_NAME = SearchAttributeKey.for_keyword(t.SA_AGENT)
+AGENT_NAME = t.SA_AGENT
 
 
 @pytest.fixture(scope="module")

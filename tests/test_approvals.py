@@ -77,11 +77,10 @@ async def test_approve_runs_the_tool_and_records_who(client, task_queue, worker_
 
 
 def t_sa(name: str):
-    from temporalio.common import SearchAttributeKey
 
     return {
-        "phase": SearchAttributeKey.for_keyword(t.SA_PHASE),
-        "pending": SearchAttributeKey.for_int(t.SA_PENDING),
+        "phase": t.SA_PHASE,
+        "pending": t.SA_PENDING,
     }[name]
 
 

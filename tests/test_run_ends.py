@@ -12,7 +12,6 @@ import time
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
-from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.capture import CaptureStore
@@ -24,8 +23,8 @@ from tests.test_approvals import decide, pending, status, update
 from tests.test_client import ROOT, cli  # noqa: F401  (the fixture)
 from workflows import types as t
 
-PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
-PENDING = SearchAttributeKey.for_int(t.SA_PENDING)
+PHASE = t.SA_PHASE
+PENDING = t.SA_PENDING
 
 impatient = Agent(name="impatient", tools=_guarded_tools, approvals=_guarded_policy, model_max_attempts=3)
 
@@ -174,5 +173,6 @@ def test_a_startup_error_that_echoes_the_key_prints_it_masked():
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert key not in done.stderr and "0123456789abcdef" not in done.stderr, done.stderr
     assert done.stderr.strip() == (
-        "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, not 'localhost:8000/v1?key=***'"
+        "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, "
+        "not 'localhost:8000/v1?key=***…'"
     )

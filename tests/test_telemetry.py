@@ -5,7 +5,6 @@ prompt, no completion unless content capture is asked for."""
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import threading
 import uuid
@@ -410,7 +409,7 @@ def test_worker_refuses_a_bad_setting_in_one_line(monkeypatch, capsys):
     import worker
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "localhost:4318")
-    assert asyncio.run(worker.serve(worker.parse_args([]))) == 2
+    assert worker.main([]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
         "worker.py: error: OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL with a host, "

@@ -27,7 +27,6 @@ from tests.helpers import (
     strict_replayer,
     transcript,
 )
-from workflows import steps
 from workflows import types as t
 
 
@@ -306,9 +305,9 @@ async def test_search_attributes_are_written_at_most_once_a_turn_and_true_at_the
     assert sum(upserts[1:-1]) < len(turns) - 2, upserts  # the run took well under 5 s a turn
     assert all(len(turn) <= 12 for turn in turns[1:-1] if "UPSERT_WORKFLOW_SEARCH_ATTRIBUTES" not in turn), turns
     found = (await handle.describe()).typed_search_attributes
-    assert found.get(steps.SA_PHASE) == "completed"
-    assert found.get(steps.SA_TURN) == result.turns == 6
-    assert found.get(steps.SA_TOKENS) == result.usage.total_tokens > 0
+    assert found.get(t.SA_PHASE) == "completed"
+    assert found.get(t.SA_TURN) == result.turns == 6
+    assert found.get(t.SA_TOKENS) == result.usage.total_tokens > 0
     await replay(handle)
 
 

@@ -24,7 +24,7 @@ from workflows import edits, memory
 from workflows.calls import RunTools, describe_call
 from workflows.handlers import Handlers
 from workflows.session import SessionState
-from workflows.steps import SA_AGENT, SA_VERSION, model_call_bounds
+from workflows.steps import model_call_bounds
 from workflows.turn import (
     Breakpoint,
     BreakpointRan,
@@ -99,7 +99,7 @@ class AgentRun(Handlers):
         s = self._s
         if input.carry is None:
             s.agent = input.frozen or await self._resolve(input)
-            self._search(SA_AGENT.value_set(s.agent.name), SA_VERSION.value_set(s.agent.version))
+            self._search(t.SA_AGENT.value_set(s.agent.name), t.SA_VERSION.value_set(s.agent.version))
         assert s.agent is not None
         return s.agent
 
@@ -417,7 +417,7 @@ class AgentRun(Handlers):
         s.handoffs.append(record)
         s.current = target.name
         self._event("handoff", detail=f"{agent.name} → {target.name}", call_id=record.call_id)
-        self._search(SA_AGENT.value_set(target.name), SA_VERSION.value_set(target.version))
+        self._search(t.SA_AGENT.value_set(target.name), t.SA_VERSION.value_set(target.version))
         self._set_phase("running_tools", f"turn {s.turn}: {agent.name} handed off to {target.name}")
 
     # ------------------------------------------------------------------------------ guardrails

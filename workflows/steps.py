@@ -18,7 +18,7 @@ from typing import Any
 
 import pydantic
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
+from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -35,14 +35,6 @@ from workflows.approvals import edited_note, rejection_text
 from workflows.bounds import json_object
 from workflows.calls import PlannedCall, checked, describe_call, runs
 from workflows.state import RunState, excerpt
-
-SA_AGENT = SearchAttributeKey.for_keyword(t.SA_AGENT)
-SA_PHASE = SearchAttributeKey.for_keyword(t.SA_PHASE)
-SA_TURN = SearchAttributeKey.for_int(t.SA_TURN)
-SA_TOKENS = SearchAttributeKey.for_int(t.SA_TOKENS)
-SA_PENDING = SearchAttributeKey.for_int(t.SA_PENDING)
-SA_VERSION = SearchAttributeKey.for_keyword(t.SA_VERSION)
-SA_COST = SearchAttributeKey.for_float(t.SA_COST)
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
@@ -496,14 +488,14 @@ class Steps:
         s.last_step = step
         workflow.set_current_details(s.details())
         counters: list[SearchAttributeUpdate[Any]] = [
-            SA_TURN.value_set(s.turn),
-            SA_TOKENS.value_set(s.usage.total_tokens),
-            SA_PENDING.value_set(len(s.approvals.pending)),
+            t.SA_TURN.value_set(s.turn),
+            t.SA_TOKENS.value_set(s.usage.total_tokens),
+            t.SA_PENDING.value_set(len(s.approvals.pending)),
         ]
         if s.usage.cost_usd:  # priced calls only (runs recorded before prices upsert as they did)
-            counters.append(SA_COST.value_set(s.usage.cost_usd))
+            counters.append(t.SA_COST.value_set(s.usage.cost_usd))
         if phase in FILTERED_PHASES or before in FILTERED_PHASES or self._counters_due() or self._due:
-            workflow.upsert_search_attributes([*self._due, SA_PHASE.value_set(phase), *counters])
+            workflow.upsert_search_attributes([*self._due, t.SA_PHASE.value_set(phase), *counters])
             self._due, self._searched_turn, self._searched_at = [], s.turn, self._replied_at
 
     def _counters_due(self) -> bool:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 
 from workflows import bounds
 
@@ -52,24 +53,22 @@ FORK_POINT_QUERY = "agent.fork_point"
 # A cancelled child run tells its parent what it spent (ChildUsage), so the parent's budget counts it.
 CHILD_USAGE_SIGNAL = "agent.child_usage"
 
-# Custom search attributes (registered by the dev server the setup starts, and by the worker).
-SA_AGENT = "AgentName"  # Keyword
-SA_PHASE = "AgentPhase"  # Keyword: one of PHASES
-SA_TURN = "AgentTurn"  # Int
-SA_TOKENS = "AgentTotalTokens"  # Int
-SA_PENDING = "AgentPendingApprovals"  # Int
-SA_VERSION = "AgentVersion"  # Keyword: the frozen agent's version, to find runs an old deploy must finish
-SA_COST = "AgentCostUsd"  # Double: what the run has cost so far, sub-agents included
-SA_FORKED_FROM = "AgentForkedFrom"  # Keyword: the run a fork started from (its forks: AgentForkedFrom="ID")
+# The run's search attributes, each key with its type, defined once: the workflow writes them,
+# the CLI filters on them, and the dev server, the worker and docker-compose.yml register
+# SEARCH_ATTRIBUTES (the compose file's copy is checked against it by tests/test_compose.py).
+SA_AGENT = SearchAttributeKey.for_keyword("AgentName")
+SA_PHASE = SearchAttributeKey.for_keyword("AgentPhase")  # one of Phase
+SA_TURN = SearchAttributeKey.for_int("AgentTurn")
+SA_TOKENS = SearchAttributeKey.for_int("AgentTotalTokens")
+SA_PENDING = SearchAttributeKey.for_int("AgentPendingApprovals")
+SA_VERSION = SearchAttributeKey.for_keyword("AgentVersion")  # the frozen agent's: runs an old deploy must finish
+SA_COST = SearchAttributeKey.for_float("AgentCostUsd")  # what the run has cost so far, sub-agents included
+SA_FORKED_FROM = SearchAttributeKey.for_keyword("AgentForkedFrom")  # the run a fork started from
+_KINDS = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.INT: "Int",
+          SearchAttributeIndexedValueType.DOUBLE: "Double"}  # fmt: skip
 SEARCH_ATTRIBUTES: dict[str, str] = {
-    SA_AGENT: "Keyword",
-    SA_PHASE: "Keyword",
-    SA_TURN: "Int",
-    SA_TOKENS: "Int",
-    SA_PENDING: "Int",
-    SA_VERSION: "Keyword",
-    SA_FORKED_FROM: "Keyword",
-    SA_COST: "Double",
+    k.name: _KINDS[k.indexed_value_type]
+    for k in (SA_AGENT, SA_PHASE, SA_TURN, SA_TOKENS, SA_PENDING, SA_VERSION, SA_FORKED_FROM, SA_COST)
 }
 
 # A run's phase: the AgentPhase search attribute and `status`. The last three are final.
