@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
+import pytest
 from temporalio import workflow
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
 from cli.stuck import stuck
@@ -58,3 +61,30 @@ async def test_a_run_that_is_not_stuck_says_nothing(client, task_queue, worker_f
         handle = await start(client, task_queue, "Weather in Tokyo and Paris?")
         await handle.result()
     assert await stuck(client, await handle.describe()) is None
+
+
+@workflow.defn(name=t.WORKFLOW_NAME, sandboxed=False)
+class BuggyAfterWaiting(AgentRun):
+    """A bug past a wait, as most are (after a model reply, a tool result, a decision)."""
+
+    @workflow.run
+    async def run(self, input: t.RunInput) -> t.RunResult:
+        return await super().run(input)
+
+    async def _start(self, input: t.RunInput) -> t.AgentSpec:
+        await workflow.sleep(timedelta(milliseconds=10))
+        raise ValueError("bug in workflow code: after the wait")
+
+
+async def test_cancel_still_ends_a_stuck_run(client, task_queue):
+    async with Worker(client, task_queue=task_queue, workflows=[BuggyAfterWaiting]):
+        handle = await start(client, task_queue, "Weather in Tokyo and Paris?")
+        deadline = time.monotonic() + 60
+        while await stuck(client, await handle.describe()) is None:
+            assert time.monotonic() < deadline, "the failing workflow task was never retried"
+            await asyncio.sleep(0.3)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as ended:
+            await asyncio.wait_for(handle.result(), 60)
+    assert isinstance(ended.value.cause, CancelledError)
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
