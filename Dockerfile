@@ -14,9 +14,7 @@ COPY pyproject.toml README* LICENSE* ./
 COPY durable_agent_runner/ durable_agent_runner/
 COPY workflows/ workflows/
 COPY activities/ activities/
-COPY fake_llm/ fake_llm/
 COPY examples/ examples/
-COPY cli/ cli/
 COPY worker.py client.py ./
 
 # Installs the declared dependencies (temporalio, httpx, pydantic); the code itself runs from
@@ -24,7 +22,7 @@ COPY worker.py client.py ./
 # here, once: PYTHONDONTWRITEBYTECODE keeps the running containers from caching it themselves.
 RUN pip install --no-cache-dir . \
     && rm -rf build ./*.egg-info \
-    && python -m compileall -q durable_agent_runner workflows activities fake_llm examples cli worker.py client.py \
+    && python -m compileall -q durable_agent_runner workflows activities examples worker.py client.py \
     && mkdir -p /payloads \
     && chown app:app /app /payloads
 

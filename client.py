@@ -46,18 +46,19 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import chat_wire, codec
+from activities import chat_wire
 from activities.capture import CaptureStore
-from activities.config import ClientSettings, SettingsError
-from activities.connection import CORE_LOG, address, connect, namespace, task_queue
-from activities.payload_store import PayloadStoreError
-from activities.telemetry import flush as flush_telemetry
-from activities.telemetry import traced
-from cli import chat, codec_server, debug, session
-from cli.args import json_object
-from cli.export import export_run, write_jsonl
-from cli.stuck import stuck
-from cli.watch import watch
+from durable_agent_runner.cli import chat, codec_server, debug, session
+from durable_agent_runner.cli.args import json_object
+from durable_agent_runner.cli.export import export_run, write_jsonl
+from durable_agent_runner.cli.stuck import stuck
+from durable_agent_runner.cli.watch import watch
+from durable_agent_runner.config.connection import CORE_LOG, address, connect, namespace, task_queue
+from durable_agent_runner.config.env import ClientSettings, SettingsError
+from durable_agent_runner.payloads import codec
+from durable_agent_runner.payloads.store import PayloadStoreError
+from durable_agent_runner.telemetry import flush as flush_telemetry
+from durable_agent_runner.telemetry import traced
 from workflows import types as t
 
 STATUS_NAMES = {
@@ -776,7 +777,7 @@ async def dispatch(args: argparse.Namespace) -> int:
         if encrypted(err):
             fail(
                 f"the run's payloads are encrypted and this client has no keys: set {codec.ENV} to the keys its "
-                "workers use (ID:BASE64KEY, comma-separated; activities/codec.py)",
+                "workers use (ID:BASE64KEY, comma-separated; durable_agent_runner/payloads/codec.py)",
                 2,
                 as_json,
             )

@@ -1,10 +1,10 @@
 """Run a worker: `python worker.py [--tools MODULE_OR_FILE ...] [--task-queue Q]`.
 
 Connects to Temporal as the `temporal` CLI does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a profile: activities/connection.py), loads the agents and
+TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a profile: durable_agent_runner/config/connection.py), loads the agents and
 tools from the given modules (default: the demo), registers the workflow and activities, and stops
 cleanly on SIGINT or SIGTERM. With PAYLOAD_CODEC_KEYS every payload is encrypted
-(activities/codec.py). Model settings come from LLM_BASE_URL, LLM_MODEL and LLM_API_KEY; sync
+(durable_agent_runner/payloads/codec.py). Model settings come from LLM_BASE_URL, LLM_MODEL and LLM_API_KEY; sync
 tools share TOOL_THREADS threads (default 16).
 
 On SIGTERM or SIGINT the worker stops taking work and gives calls in flight a grace period of
@@ -19,8 +19,8 @@ rolling deploy a run's tool calls only reach workers that hold the exact agent t
 Agents reached through handoffs or used as tools are served as well.
 
 A `RunHooks` instance defined at module level in a --tools module is the worker's lifecycle
-hooks (activities/lifecycle.py): the at-least-once ones run inside the activities, the
-exactly-once ones from the hook feed (activities/hook_feed.py), which this process runs beside
+hooks (durable_agent_runner/agents/lifecycle.py): the at-least-once ones run inside the activities, the
+exactly-once ones from the hook feed (durable_agent_runner/worker/hook_feed.py), which this process runs beside
 its workers, with its checkpoints in HOOKS_STATE_DIR (default .state/hooks).
 """
 
@@ -39,18 +39,19 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import Registry, executor
-from activities.config import SettingsError, WorkerSettings
-from activities.connection import address, connect, ensure_search_attributes, namespace, task_queue
-from activities.lifecycle import hooks_in_modules
-from activities.log_relay import log_to_stderr
 from activities.model import new_http_client
-from activities.payload_store import PayloadStoreError
 from activities.prices import PriceTable
-from activities.redact import Redactor, redaction_for
-from activities.settings import API_KEY_VARIABLES, LLMSettings
-from activities.telemetry import Telemetry
-from durable_agent_runner.plugin import DEFAULT_TOOLS, build_worker
+from durable_agent_runner import Registry
+from durable_agent_runner.agents import executor
+from durable_agent_runner.agents.lifecycle import hooks_in_modules
+from durable_agent_runner.config.connection import address, connect, ensure_search_attributes, namespace, task_queue
+from durable_agent_runner.config.env import SettingsError, WorkerSettings
+from durable_agent_runner.config.llm import API_KEY_VARIABLES, LLMSettings
+from durable_agent_runner.payloads.store import PayloadStoreError
+from durable_agent_runner.redact import Redactor, redaction_for
+from durable_agent_runner.telemetry import Telemetry
+from durable_agent_runner.worker.log_relay import log_to_stderr
+from durable_agent_runner.worker.plugin import DEFAULT_TOOLS, build_worker
 
 log = logging.getLogger("worker")
 
@@ -148,7 +149,7 @@ async def serve(args: argparse.Namespace) -> int:
         feed = f"exactly-once ones fed from the runs' events (state in {where})" if where else "no exactly-once ones"
         log.info("lifecycle hooks: %s; %s", names, feed)
     if tracing:
-        log.info("OpenTelemetry: exporting traces over OTLP (activities/telemetry.py)")
+        log.info("OpenTelemetry: exporting traces over OTLP (durable_agent_runner/telemetry.py)")
     try:
         async with http, worker:
             await stop.wait()

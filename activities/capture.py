@@ -7,9 +7,9 @@ Workers that should share captures with `client.py export` share the directory.
 
 What is written: the request body exactly as sent (it never holds the key: that travels in a
 header, which is not captured) and the response body exactly as received (for a stream, every
-SSE line), with the key masked (activities.redact) should a server echo it.
+SSE line), with the key masked (durable_agent_runner.redact) should a server echo it.
 
-With PAYLOAD_CODEC_KEYS set (activities/codec.py) a capture is encrypted like the payloads of
+With PAYLOAD_CODEC_KEYS set (durable_agent_runner/payloads/codec.py) a capture is encrypted like the payloads of
 history: `<sha256>.enc` holds an encrypted payload, named by the hash of those bytes (so the name
 says nothing of the content; a retried write leaves a second file, not a changed one). Reading
 takes either form, so captures written before the codec was turned on still export.
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.api.common.v1 import Payload
 
-from activities.codec import ENV as CODEC_ENV
-from activities.codec import EncryptionCodec, Keyring, keyring_from_env
+from durable_agent_runner.payloads.codec import ENV as CODEC_ENV
+from durable_agent_runner.payloads.codec import EncryptionCodec, Keyring, keyring_from_env
 
-if TYPE_CHECKING:  # activities.redact imports the settings, which import this module
-    from activities.redact import Redactor
+if TYPE_CHECKING:  # durable_agent_runner.redact imports the settings, which import this module
+    from durable_agent_runner.redact import Redactor
 
 DEFAULT_DIR = ".state/captures"
 

@@ -44,7 +44,7 @@ from workflows.types import (
     Usage,
 )
 
-Mask = Callable[[str], str]  # hides secrets in a server's text (activities.redact.Redactor.text)
+Mask = Callable[[str], str]  # hides secrets in a server's text (durable_agent_runner.redact.Redactor.text)
 
 MAX_LABEL = 200  # finish_reason, model, response_id
 MAX_NAME = 128  # a longer tool name is cut: the workflow answers unknown names with an error

@@ -19,7 +19,7 @@ from time import time
 import httpx
 from temporalio.exceptions import ApplicationError
 
-from activities.redact import Redactor
+from durable_agent_runner.redact import Redactor
 from workflows import bounds
 
 RETRYABLE_STATUS = {408, 409, 429}

@@ -38,16 +38,17 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, errors, executor
-from activities.agents import Agent, approval_check
-from activities.breakpoints import BreakpointState, verdict
-from activities.guardrails import GuardrailContext, ModelCaller
+from activities import chat_wire, errors
 from activities.mcp_tools import FrozenTools
 from activities.model import read_context, wire_for
-from activities.redact import Redactor
-from activities.registry import Registry
-from activities.settings import LLMSettings
-from activities.tools import RETRYABLE, describe_errors, describe_exception
+from durable_agent_runner.agents import executor
+from durable_agent_runner.agents.agent import Agent, approval_check
+from durable_agent_runner.agents.breakpoints import BreakpointState, verdict
+from durable_agent_runner.agents.guardrails import GuardrailContext, ModelCaller
+from durable_agent_runner.agents.registry import Registry
+from durable_agent_runner.agents.tools import RETRYABLE, describe_errors, describe_exception
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.redact import Redactor
 from workflows.types import HOOK_ACTIVITY, AgentSpec, HookInput, HookResult, Message, UserMessage
 
 log = logging.getLogger(__name__)

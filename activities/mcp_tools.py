@@ -1,11 +1,5 @@
-"""MCP servers' tools as an agent's tools: listed when a run starts, frozen, then called like any tool.
-
-    from activities import Agent, McpServer
-
-    Agent(name="files", instructions="...", mcp_servers=[
-        McpServer(name="fs", command=["python", "server.py"]),                       # stdio
-        McpServer(name="web", url="http://host/mcp", headers={"Authorization": "Bearer ..."}),  # streamable HTTP
-    ])
+"""MCP servers' tools as an agent's tools (`McpServer`: durable_agent_runner/agents/mcp.py): listed
+when a run starts, frozen, then called like any tool.
 
 The resolve activity lists each server's tools (`freeze`) and freezes them into the run as
 ordinary `ToolSpec`s with `mcp_server` set: the schema the model sees is the server's
@@ -42,7 +36,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import sys
 import threading
 from collections import OrderedDict
@@ -53,24 +46,21 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 import anyio
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from temporalio import activity
 from temporalio.client import Client as TemporalClient
 
-from activities import executor
 from activities.errors import excerpt
-from activities.redact import Redactor
-from activities.tools import (
-    TOOL_NAME,
+from durable_agent_runner.agents import executor
+from durable_agent_runner.agents.mcp import CLEANUP_SECONDS, LIST_SECONDS, McpServer
+from durable_agent_runner.agents.tools import (
     ToolContext,
     ToolRetryableError,
     describe_exception,
     parse_arguments,
-    tool_name_for,
 )
+from durable_agent_runner.redact import Redactor
 from workflows.schema import check
 from workflows.types import (
-    RESOLVE_SECONDS,
     TRANSCRIPT_QUERY,
     AgentSpec,
     ToolResult,
@@ -85,81 +75,24 @@ if TYPE_CHECKING:  # `mcp` itself is imported where a session needs it: it takes
     from mcp.types import CallToolResult, ContentBlock
     from mcp.types import Tool as ListedTool
 
-    from activities.agents import Agent
+    from durable_agent_runner.agents.agent import Agent
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 1_000_000  # of a result's text: a server is not the author's code, so it is bounded
-LIST_SECONDS = 10.0  # to list the tools once a session is up
 # What a server's listing may put into a run's history and into every model request.
 MAX_LISTED_TOOLS = 128  # a server's tools (OpenAI takes at most 128 in a request)
 MAX_LIST_PAGES = 100
 MAX_DESCRIPTION_CHARS = 1024  # longer descriptions are cut
 MAX_SCHEMA_BYTES = 64 * 1024  # of a tool's inputSchema, as JSON
-CLEANUP_SECONDS = 10.0  # to stop a stdio server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the mcp package's)
 HEARTBEAT_SECONDS = 15.0
 STDERR_LINES = 200  # of a stdio server's stderr logged per session; the rest are counted
 STDERR_LINE_BYTES = 2000  # a longer line is cut
-# A run starts by listing its servers' tools in one resolve attempt: start, list and stop fit in it,
-# with 10 s to spare (30 s), so a slow server fails with its own bound, not the attempt's timeout.
-MAX_CONNECT_SECONDS = RESOLVE_SECONDS - LIST_SECONDS - CLEANUP_SECONDS - 10.0
 # What the mcp package's HTTP client says of a non-2xx reply without a JSON-RPC error in it (a
 # proxy's 502, a busy server's 503): the server's trouble, retried as a lost connection is.
 HTTP_ERROR_REPLY = "Server returned an error response"
 QUERY_TIMEOUT = timedelta(seconds=10)  # reading a run's frozen MCP tools; a busy server is retried
-
-
-class McpServer(BaseModel):
-    """An MCP server an agent's tools come from: a command run over stdio, or a streamable HTTP URL."""
-
-    # A validation error never quotes the input: its headers and env hold secrets.
-    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
-
-    name: str  # in the frozen spec and in tool names; letters, digits, '_' and '-'
-    command: list[str] | None = None  # stdio: the program and its arguments
-    url: str | None = None  # streamable HTTP, e.g. http://host:8000/mcp
-    # Worker-held and secret: sent to an HTTP server / set in a stdio server's environment (which
-    # otherwise gets only HOME, PATH, SHELL, TERM, USER, LOGNAME), never frozen, logged or shown.
-    headers: dict[str, str] = Field(default_factory=dict, repr=False)
-    env: dict[str, str] = Field(default_factory=dict, repr=False)
-    cwd: str | None = None  # stdio: the server's working directory
-    prefix: str | None = None  # of its tools' names; None: "<name>_"
-    # to start or reach it, handshake included
-    connect_timeout_seconds: float = Field(default=10.0, gt=0, le=MAX_CONNECT_SECONDS)
-    timeout_seconds: float = Field(default=60.0, gt=0)  # to answer one call, once connected
-    max_attempts: int = Field(default=3, ge=1)  # per call, as a function tool's
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServer:
-        if not TOOL_NAME.match(self.name):
-            raise ValueError(f"MCP server name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
-        if (self.command is None) == (self.url is None):
-            raise ValueError(f"MCP server '{self.name}': give either command=[...] (stdio) or url=... (HTTP)")
-        if self.command is not None and not (self.command and self.command[0]):
-            raise ValueError(f"MCP server '{self.name}': command must name a program")
-        if self.url is not None and not re.match(r"^https?://[^/\s]+", self.url):
-            raise ValueError(f"MCP server '{self.name}': url must be http:// or https:// and a host")
-        if self.url is not None and self.env:
-            raise ValueError(f"MCP server '{self.name}': env is for stdio servers; an HTTP one takes headers")
-        return self
-
-    @property
-    def tool_prefix(self) -> str:
-        return f"{self.name}_" if self.prefix is None else self.prefix
-
-    def tool_name(self, listed: str) -> str:
-        """The name the model calls a tool this server lists as `listed`."""
-        return tool_name_for(self.tool_prefix + listed)
-
-    def authored(self) -> dict[str, object]:
-        """What the agent's version covers: all but the secrets' values (their names count)."""
-        fields = self.model_dump(mode="json", exclude={"headers", "env"}, exclude_defaults=True)
-        return fields | {k: sorted(getattr(self, k)) for k in ("headers", "env") if getattr(self, k)}
-
-    @property
-    def redactor(self) -> Redactor:
-        return Redactor(*self.headers.values(), *self.env.values())
 
 
 # ------------------------------------------------------------------------------ freezing

@@ -28,15 +28,16 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, errors, responses_wire, telemetry
+from activities import chat_wire, errors, responses_wire
 from activities.capture import CaptureStore
 from activities.context_cache import ContextCache
-from activities.lifecycle import HookCaller, ModelAttempt, ModelResponse
 from activities.prices import PriceTable
-from activities.redact import FRAGMENT, Redactor
-from activities.settings import LLMSettings
 from activities.sse import LineTooLong, iter_lines
 from activities.tool_activities import ToolActivities
+from durable_agent_runner import telemetry
+from durable_agent_runner.agents.lifecycle import HookCaller, ModelAttempt, ModelResponse
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.redact import FRAGMENT, Redactor
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
@@ -185,7 +186,7 @@ class ModelActivities:
         self._settings = settings
         self._http = http
         self._cache = cache
-        self._hooks = hooks or HookCaller()  # the at-least-once lifecycle hooks (activities/lifecycle.py)
+        self._hooks = hooks or HookCaller()  # the at-least-once lifecycle hooks (agents/lifecycle.py)
         # Masks the key in everything built from a server's bytes, with or without the worker's
         # RedactingInterceptor: some servers and proxies echo the key they were sent.
         self._redactor = Redactor.for_settings(settings)

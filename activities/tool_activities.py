@@ -16,15 +16,16 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, telemetry
-from activities.agents import Agent
+from activities import chat_wire
 from activities.context_cache import ContextCache
-from activities.executor import ToolThreads
-from activities.lifecycle import HookCaller, ToolAttempt
 from activities.mcp_tools import FrozenTools, McpTool, freeze
-from activities.registry import Registry
-from activities.settings import LLMSettings
-from activities.tools import Tool, ToolContext, ToolRetryableError
+from durable_agent_runner import telemetry
+from durable_agent_runner.agents.agent import Agent
+from durable_agent_runner.agents.executor import ToolThreads
+from durable_agent_runner.agents.lifecycle import HookCaller, ToolAttempt
+from durable_agent_runner.agents.registry import Registry
+from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError
+from durable_agent_runner.config.llm import LLMSettings
 from workflows import bounds
 from workflows.bounds import json_object
 from workflows.calls import budget_spent
@@ -60,7 +61,7 @@ class ToolActivities:
         hooks: HookCaller | None = None,
     ) -> None:
         self.registry = registry
-        self.hooks = hooks or HookCaller()  # the at-least-once lifecycle hooks (activities/lifecycle.py)
+        self.hooks = hooks or HookCaller()  # the at-least-once lifecycle hooks (agents/lifecycle.py)
         self.heartbeat_interval = heartbeat_interval
         self.cache = cache  # shared with the model activity: tool results feed the next turn
         # The worker's LLM_MODEL, pinned into runs that name none.

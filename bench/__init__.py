@@ -5,7 +5,7 @@
     python -m bench --json out.json  # also write every figure as JSON
 
 It starts its own dev server (tests/devserver.py) and FakeLLMServer, runs workers built by
-`durable_agent_runner.plugin.build_worker` (in a subprocess by default, see `bench.stack`), and
+`durable_agent_runner.worker.plugin.build_worker` (in a subprocess by default, see `bench.stack`), and
 measures the same
 scripted `loop:N:B` scenario durably, as a plain in-process loop (the floor), and through
 Temporal's OpenAI Agents integration (the rival, `bench.rival`; needs the `bench` extra), all on

@@ -57,7 +57,7 @@ def environment(plan: Plan, worker: str) -> dict[str, Any]:
 
 
 def fixed_knobs() -> dict[str, str]:
-    from durable_agent_runner.plugin import WORKER_DEFAULTS
+    from durable_agent_runner.worker.plugin import WORKER_DEFAULTS
 
     return {k: str(v) for k, v in WORKER_DEFAULTS.items()}
 

@@ -6,7 +6,7 @@ activity (the `local_model_call` opt-in: one workflow task a turn, no streaming)
 
 from __future__ import annotations
 
-from activities import Agent, tool
+from durable_agent_runner import Agent, tool
 from tests.fixtures import agents as fixtures
 
 pad_local = tool(fixtures.pad.fn, name="pad_local", local=True)  # `pad`'s function, run locally

@@ -4,9 +4,10 @@ the only difference from a durable run is durability."""
 
 from __future__ import annotations
 
-from activities import Registry, ToolContext, chat_wire
+from activities import chat_wire
 from activities.model import new_http_client
-from activities.settings import LLMSettings
+from durable_agent_runner import Registry, ToolContext
+from durable_agent_runner.config.llm import LLMSettings
 from workflows.calls import RunTools
 from workflows.turn import Final, decide
 from workflows.types import Message, ToolMessage, UserMessage

@@ -31,7 +31,7 @@ from temporalio.bridge.proto.workflow_commands import QueryResult, QuerySuccess,
 from temporalio.bridge.proto.workflow_completion import Success, WorkflowActivationCompletion
 from temporalio.converter import DataConverter
 
-from activities.connection import make_data_converter
+from durable_agent_runner.config.connection import make_data_converter
 
 
 def turn_messages(to_payload: Callable[[object], Payload]) -> list[WorkflowActivation | WorkflowActivationCompletion]:

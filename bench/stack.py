@@ -23,13 +23,13 @@ from typing import Any, BinaryIO
 
 from temporalio.client import Client
 
-from activities import Registry
-from activities.connection import connect
 from activities.model import new_http_client
-from activities.settings import LLMSettings
 from bench.knobs import Spec
 from bench.workers import MODULES, make_worker
-from fake_llm import FakeLLMServer
+from durable_agent_runner import Registry
+from durable_agent_runner.config.connection import connect
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from tests.devserver import DYNAMIC_CONFIG, DevServer
 
 ROOT = Path(__file__).resolve().parent.parent

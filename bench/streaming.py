@@ -1,13 +1,13 @@
 """Streaming latency: from the model server sending a piece of text to a watcher printing it.
 
 fake_llm streams a long reply in paced SSE frames and records when each frame left; a watcher
-(`cli.watch.watch`, as `client.py watch` runs it) prints into a stream that timestamps every
+(`durable_agent_runner.cli.watch.watch`, as `client.py watch` runs it) prints into a stream that timestamps every
 write. For each piece of text, latency = first print that covers it − its frame's send time.
 
 Text reaches a watcher by three hops, each with its own clock: the model activity heartbeats its
 progress every PROGRESS_EVERY (0.05 s) while text streams in; the SDK sends a run's heartbeats to
 the server at most every `max_heartbeat_throttle_interval` (worker.py: 0.1 s); the watcher
-reads the streamed text every `cli.watch.STREAM_POLL` (0.05 s; its events every `POLL`, 0.1 s).
+reads the streamed text every `durable_agent_runner.cli.watch.STREAM_POLL` (0.05 s; its events every `POLL`, 0.1 s).
 The bench-only settings below shorten one hop each, to show which of them the latency is made
 of; the product is measured as shipped in the first row.
 """
@@ -23,11 +23,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import cli.watch
+import durable_agent_runner.cli.watch as watching
 from bench.knobs import Spec, overriding
 from bench.stack import Stack
-from cli.watch import watch
-from fake_llm.wire import pieces, text_pieces
+from durable_agent_runner.cli.watch import watch
+from durable_agent_runner.testing.fake_llm.wire import pieces, text_pieces
 from tests.helpers import start
 
 TEXT = " ".join(f"word{i}" for i in range(240))  # ~1.9 KB: ~120 pieces of ~16 characters
@@ -114,10 +114,10 @@ async def _one(stack: Stack, queue: str) -> list[float]:
 
 async def measure(stack: Stack, setting: Setting, runs: int) -> dict[str, Any]:
     """`runs` streamed replies on a streaming worker of the bench's dev server, after one to warm it."""
-    poll = cli.watch.STREAM_POLL if setting.poll_s is None else setting.poll_s
+    poll = watching.STREAM_POLL if setting.poll_s is None else setting.poll_s
     seconds: list[float] = []
     errors: list[str] = []
-    with overriding(cli.watch, "STREAM_POLL", lambda _: poll):
+    with overriding(watching, "STREAM_POLL", lambda _: poll):
         async with stack.worker(setting.worker, stream=True) as worker:
             for n in range(runs + 1):  # the first run on a worker imports the workflow: not counted
                 try:

@@ -37,7 +37,8 @@ def install(path: str) -> None:
     import temporalio.bridge.worker as bridge
     import temporalio.worker._workflow as workflow_worker
 
-    from activities import executor, model
+    from activities import model
+    from durable_agent_runner.agents import executor
 
     def stamp(name: str) -> None:
         _stamps.append((time.time(), name))

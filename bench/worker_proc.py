@@ -17,14 +17,14 @@ import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from activities import Registry
-from activities.config import WorkerSettings
-from activities.connection import connect
-from activities.log_relay import log_to_stderr
 from activities.model import new_http_client
-from activities.settings import LLMSettings
 from bench import idle_walks, timeline
 from bench.workers import MODULES, make_worker
+from durable_agent_runner import Registry
+from durable_agent_runner.config.connection import connect
+from durable_agent_runner.config.env import WorkerSettings
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.worker.log_relay import log_to_stderr
 from worker import event_loop
 
 

@@ -11,15 +11,16 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities import Registry, chat_wire
+from activities import chat_wire
 from activities.model import ModelActivities
-from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
 from bench.knobs import Spec, worker_kwargs
 from bench.local_variant import AgentRunVariant
 from bench.variant_types import INLINE_MODEL_ACTIVITY, InlineModelCall
-from durable_agent_runner import plugin as product
-from durable_agent_runner.group import WorkerGroup
+from durable_agent_runner import Registry
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.worker import plugin as product
+from durable_agent_runner.worker.group import WorkerGroup
 from workflows.types import ModelReply
 
 MODULES = ["tests.fixtures.agents", "bench.agents"]  # `looper` (its `pad` an activity), `looper_local`

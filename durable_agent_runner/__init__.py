@@ -1,47 +1,103 @@
 """Durable Agent Runner: LLM agents as Temporal workflows that cannot lose their place.
 
 The one package a user imports: agents and tools in the user's own modules, and the plugin that
-runs them in a worker (see `durable_agent_runner.plugin` for a complete worker)::
+runs them in a worker (see `durable_agent_runner.worker.plugin` for a complete worker)::
 
     from durable_agent_runner import Agent, AgentPlugin, ToolContext, tool
 
 What sits behind these names (`workflows/`, `activities/`) is free to move.
 """
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
-from activities.agents import Agent, AgentTool, Handoff, handoff
-from activities.breakpoints import BreakpointState, Pause
-from activities.guardrails import (
-    GuardrailContext,
-    GuardrailResult,
-    InputGuardrail,
-    OutputGuardrail,
-    input_guardrail,
-    output_guardrail,
-)
-from activities.lifecycle import ModelAttempt, ModelResponse, RunHooks, Step, ToolAttempt
-from activities.mcp_tools import McpServer
-from activities.registry import Registry
-from activities.tools import Tool, ToolContext, ToolRetryableError, tool
-from durable_agent_runner.plugin import AgentPlugin
-from workflows.types import (
-    WORKFLOW_NAME,
-    AssistantMessage,
-    Edit,
-    MemoryPolicy,
-    Message,
-    ModelSettings,
-    RunInput,
-    RunResult,
-    ToolMessage,
-    UserMessage,
-)
+if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imported when first used
+    from durable_agent_runner.agents.agent import Agent, AgentTool, Handoff, handoff
+    from durable_agent_runner.agents.breakpoints import BreakpointState, Pause
+    from durable_agent_runner.agents.guardrails import (
+        GuardrailContext,
+        GuardrailResult,
+        InputGuardrail,
+        OutputGuardrail,
+        input_guardrail,
+        output_guardrail,
+    )
+    from durable_agent_runner.agents.lifecycle import ModelAttempt, ModelResponse, RunHooks, Step, ToolAttempt
+    from durable_agent_runner.agents.mcp import McpServer
+    from durable_agent_runner.agents.registry import Registry
+    from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError, tool
+    from durable_agent_runner.worker.plugin import AgentPlugin
+    from workflows.types import (
+        WORKFLOW_NAME,
+        AssistantMessage,
+        Edit,
+        MemoryPolicy,
+        Message,
+        ModelSettings,
+        RunInput,
+        RunResult,
+        ToolMessage,
+        UserMessage,
+    )
+
+# Where each public name lives. Imported on first use (PEP 562), so importing one part of the
+# package (a worker's activities, the CLI) never imports all of it, and no import cycle forms.
+_EXPORTS = {
+    "Agent": "durable_agent_runner.agents.agent",
+    "AgentTool": "durable_agent_runner.agents.agent",
+    "Handoff": "durable_agent_runner.agents.agent",
+    "handoff": "durable_agent_runner.agents.agent",
+    "BreakpointState": "durable_agent_runner.agents.breakpoints",
+    "Pause": "durable_agent_runner.agents.breakpoints",
+    "GuardrailContext": "durable_agent_runner.agents.guardrails",
+    "GuardrailResult": "durable_agent_runner.agents.guardrails",
+    "InputGuardrail": "durable_agent_runner.agents.guardrails",
+    "OutputGuardrail": "durable_agent_runner.agents.guardrails",
+    "input_guardrail": "durable_agent_runner.agents.guardrails",
+    "output_guardrail": "durable_agent_runner.agents.guardrails",
+    "ModelAttempt": "durable_agent_runner.agents.lifecycle",
+    "ModelResponse": "durable_agent_runner.agents.lifecycle",
+    "RunHooks": "durable_agent_runner.agents.lifecycle",
+    "Step": "durable_agent_runner.agents.lifecycle",
+    "ToolAttempt": "durable_agent_runner.agents.lifecycle",
+    "McpServer": "durable_agent_runner.agents.mcp",
+    "Registry": "durable_agent_runner.agents.registry",
+    "Tool": "durable_agent_runner.agents.tools",
+    "ToolContext": "durable_agent_runner.agents.tools",
+    "ToolRetryableError": "durable_agent_runner.agents.tools",
+    "tool": "durable_agent_runner.agents.tools",
+    "AgentPlugin": "durable_agent_runner.worker.plugin",
+    "WORKFLOW_NAME": "workflows.types",
+    "AssistantMessage": "workflows.types",
+    "Edit": "workflows.types",
+    "MemoryPolicy": "workflows.types",
+    "Message": "workflows.types",
+    "ModelSettings": "workflows.types",
+    "RunInput": "workflows.types",
+    "RunResult": "workflows.types",
+    "ToolMessage": "workflows.types",
+    "UserMessage": "workflows.types",
+}
 
 try:
     __version__ = version("durable-agent-runner")  # pyproject.toml's, the one place it is set
 except PackageNotFoundError:  # a source tree on sys.path, not installed
     __version__ = "0+unknown"
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'durable_agent_runner' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "WORKFLOW_NAME",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from activities import Agent, McpServer
+from durable_agent_runner import Agent, McpServer
 
 SERVER = Path(__file__).with_name("mcp_server.py")
 

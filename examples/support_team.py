@@ -15,9 +15,10 @@ is set:
 
     bash scripts/demo.sh --example support_team "I was charged twice for order 1234, please refund"
 
-or by hand: `python worker.py --tools examples.support_team` (offline: with `python -m fake_llm
---port 8400` running, LLM_BASE_URL=http://127.0.0.1:8400/v1 and LLM_MODEL=team, the scenario that
-plays this team), then `python client.py run --follow --agent triage "..."`. The data is made up
+or by hand: `python worker.py --tools examples.support_team` (offline: with
+`python -m durable_agent_runner.testing.fake_llm --port 8400` running, LLM_BASE_URL=http://127.0.0.1:8400/v1
+and LLM_MODEL=team, the scenario that plays this team), then
+`python client.py run --follow --agent triage "..."`. The data is made up
 and deterministic: order 1234 was charged twice, 5678 once, other numbers are invented from their
 digits.
 """

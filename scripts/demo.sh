@@ -50,9 +50,9 @@ CODEC_PORT="$(port_var CODEC_PORT 8234)"
 if [ "$TEMPORAL_PORT" != 7233 ] && [ -z "${TEMPORAL_ADDRESS:-}" ]; then
   export TEMPORAL_ADDRESS="localhost:$TEMPORAL_PORT"
 fi
-# Where Temporal is, as the worker and client.py resolve it (activities/connection.py); the CLI
+# Where Temporal is, as the worker and client.py resolve it (durable_agent_runner/config/connection.py); the CLI
 # resolves the same variables and profile itself, so none is exported over a profile's address.
-read -r ADDRESS NAMESPACE <<<"$("$PY" -c 'from activities.connection import address, namespace
+read -r ADDRESS NAMESPACE <<<"$("$PY" -c 'from durable_agent_runner.config.connection import address, namespace
 print(address(), namespace())')"
 export TEMPORAL_UI_URL="${TEMPORAL_UI_URL:-http://localhost:$UI_PORT}"
 TEMPORAL="$VENV/bin/temporal"
@@ -71,7 +71,7 @@ http_up() { "$PY" -c "import httpx,sys; sys.exit(httpx.get(sys.argv[1], timeout=
 CODEC_ARGS=()
 if [ -n "${PAYLOAD_CODEC_KEYS:-}" ]; then
   if alive "$STATE/codec.pid"; then kill -TERM "$(cat "$STATE/codec.pid")"; sleep 0.5; fi
-  nohup "$PY" -m cli.codec_server --port "$CODEC_PORT" --origin "$TEMPORAL_UI_URL" \
+  nohup "$PY" -m durable_agent_runner.cli.codec_server --port "$CODEC_PORT" --origin "$TEMPORAL_UI_URL" \
     --origin "http://localhost:$UI_PORT" --origin "http://127.0.0.1:$UI_PORT" >"$STATE/codec.log" 2>&1 &
   echo $! >"$STATE/codec.pid"
   wait_for 10 "the codec server" grep -q "codec server on" "$STATE/codec.log"
@@ -110,7 +110,7 @@ fi
 if [ -z "${LLM_BASE_URL:-}" ] && [ -z "${LLM_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
   export LLM_BASE_URL="http://127.0.0.1:$FAKE_LLM_PORT/v1" LLM_MODEL="${LLM_MODEL:-$FAKE_MODEL}"
   if ! http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"; then
-    nohup "$PY" -m fake_llm --host 127.0.0.1 --port "$FAKE_LLM_PORT" >"$STATE/fake_llm.log" 2>&1 &
+    nohup "$PY" -m durable_agent_runner.testing.fake_llm --host 127.0.0.1 --port "$FAKE_LLM_PORT" >"$STATE/fake_llm.log" 2>&1 &
     echo $! >"$STATE/fake_llm.pid"
     wait_for 20 "fake_llm" http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"
   fi

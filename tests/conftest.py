@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.connection import connect
 from activities.model import new_http_client
-from activities.settings import LLMSettings
 from durable_agent_runner import Registry
-from durable_agent_runner.group import WorkerGroup
-from durable_agent_runner.plugin import build_worker
-from fake_llm import FakeLLMServer
+from durable_agent_runner.config.connection import connect
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
+from durable_agent_runner.worker.group import WorkerGroup
+from durable_agent_runner.worker.plugin import build_worker
 from tests.devserver import DevServer
 
 TEST_MODULES = ["examples.demo_agent", "tests.fixtures.agents"]

@@ -10,7 +10,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.connection import DATA_CONVERTER
+from durable_agent_runner.config.connection import DATA_CONVERTER
 from workflows import AgentRun
 from workflows import types as t
 

@@ -20,13 +20,13 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from activities.connection import connect
 from activities.model import new_http_client
-from activities.settings import LLMSettings
-from cli.session import end_session, send_message, wait_answer
 from durable_agent_runner import Registry
-from durable_agent_runner.plugin import build_worker
-from fake_llm import FakeLLMServer
+from durable_agent_runner.cli.session import end_session, send_message, wait_answer
+from durable_agent_runner.config.connection import connect
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
+from durable_agent_runner.worker.plugin import build_worker
 from tests.devserver import DevServer
 from workflows import types as t
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from activities.tools import validate_arguments
+from durable_agent_runner.agents.tools import validate_arguments
 from workflows import bounds
 from workflows.bounds import MAX_DEPTH, MAX_NUMBER_CHARS, OutsideDataError, check_value, clean_text, parse_json
 

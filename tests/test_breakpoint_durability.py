@@ -56,7 +56,7 @@ async def test_fork_of_a_long_finished_run_carries_only_what_it_needs(
         assert point.turn == 9 and sum(isinstance(m, t.AssistantMessage) for m in point.messages) == 9
         import argparse
 
-        from cli.debug import cmd_fork
+        from durable_agent_runner.cli.debug import cmd_fork
 
         args = argparse.Namespace(run_id=source.id, at_turn=10, prompt=None, id=None, json=True, task_queue=task_queue)
         assert await cmd_fork(client, args) == 0

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
-from cli.debug import cmd_fork
+from durable_agent_runner.cli.debug import cmd_fork
 from tests.helpers import calls, replay, script, transcript
 from tests.test_agents import requests_for
 from workflows import types as t

@@ -18,8 +18,7 @@ from pathlib import Path
 
 from temporalio.client import WorkflowExecutionStatus
 
-from activities.settings import LLMSettings
-from cli.chat import (
+from durable_agent_runner.cli.chat import (
     Awaited,
     ChatPrinter,
     Command,
@@ -30,6 +29,7 @@ from cli.chat import (
     render_status,
     wants_colour,
 )
+from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import calls, script
 from tests.test_client import Done, one_clean_line
 from workflows import types as t

@@ -7,9 +7,9 @@ import httpx
 import pytest
 
 from activities import chat_wire, errors
-from activities.redact import Redactor
-from activities.settings import LLMSettings
 from activities.sse import LineTooLong, iter_events, iter_lines
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.redact import Redactor
 from workflows import bounds
 from workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,

@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities import Agent, Registry
+from durable_agent_runner import Agent, Registry
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_agents import first_child, research_team, slow_fact, status
 from workflows import types as t

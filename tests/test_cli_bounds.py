@@ -13,7 +13,7 @@ import sys
 import pytest
 
 import client as client_py
-from cli.args import json_object
+from durable_agent_runner.cli.args import json_object
 from tests.devserver import free_port
 from tests.helpers import calls, script, start
 from tests.test_approvals import pending, status

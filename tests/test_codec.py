@@ -1,4 +1,4 @@
-"""Encrypted payloads (activities/codec.py): the codec alone, inside the data converter (with the
+"""Encrypted payloads (durable_agent_runner/payloads/codec.py): the codec alone, inside the data converter (with the
 payload store and failures), on wire captures, behind the codec server, and on a real run that
 `temporal workflow show` can only print as ciphertext."""
 
@@ -31,11 +31,18 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from activities.capture import CaptureStore
-from activities.codec import ENCODING, KEY_ID, CodecConfigError, DecryptError, EncryptionCodec, Keyring
-from activities.connection import ENCODED_FAILURE, MAX_FAILURE_TEXT, connect, make_data_converter
 from activities.model import new_http_client
-from cli.codec_server import CodecServer
-from durable_agent_runner.plugin import build_worker
+from durable_agent_runner.cli.codec_server import CodecServer
+from durable_agent_runner.config.connection import ENCODED_FAILURE, MAX_FAILURE_TEXT, connect, make_data_converter
+from durable_agent_runner.payloads.codec import (
+    ENCODING,
+    KEY_ID,
+    CodecConfigError,
+    DecryptError,
+    EncryptionCodec,
+    Keyring,
+)
+from durable_agent_runner.worker.plugin import build_worker
 from tests.devserver import temporal_cli
 from tests.helpers import calls, script, start
 from tests.test_approvals import decide, pending, update
@@ -305,7 +312,7 @@ def test_the_codec_server_refuses_a_bad_length_and_drops_a_body_that_never_comes
         assert response.status == 400 and "Content-Length" in json.loads(response.read())["error"], length
         conn.close()
     # A client that promises a body and sends none is dropped after the handler's timeout.
-    monkeypatch.setattr("cli.codec_server._Handler.timeout", 0.5)
+    monkeypatch.setattr("durable_agent_runner.cli.codec_server._Handler.timeout", 0.5)
     with socket.create_connection(codec_server.server_address[:2], timeout=10) as silent:
         silent.sendall(b"POST /decode HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
         started = time.monotonic()
@@ -322,7 +329,7 @@ def test_the_codec_server_refuses_a_bad_length_and_drops_a_body_that_never_comes
     [
         ["worker.py"],
         ["client.py", "status", "some-run"],
-        ["-m", "cli.codec_server", "--port", "0"],
+        ["-m", "durable_agent_runner.cli.codec_server", "--port", "0"],
     ],
 )
 def test_bad_keys_stop_each_command_with_one_line(command: list[str], tmp_path: Path):

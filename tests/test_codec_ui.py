@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from activities.connection import connect, make_data_converter
-from cli.codec_server import CodecServer
+from durable_agent_runner.cli.codec_server import CodecServer
+from durable_agent_runner.config.connection import connect, make_data_converter
 from tests.devserver import DevServer, free_port, temporal_cli, tuning_flags
 from tests.test_codec import codec, encrypted_run, env_with
 from workflows.types import SEARCH_ATTRIBUTES

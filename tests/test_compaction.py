@@ -27,8 +27,8 @@ from activities.compaction import (
     render,
 )
 from activities.model import new_http_client
-from activities.settings import LLMSettings
-from fake_llm import FakeLLMServer, scenarios
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing.fake_llm import FakeLLMServer, scenarios
 from tests.test_model_activity import AGENT, FixedContext, free_port, leaks, llm_settings
 from workflows.types import (
     COMPACT_ACTIVITY,

@@ -157,7 +157,7 @@ def test_worker_built_from_repo_and_wired_to_temporal_and_fake_llm(services: dic
     assert url.hostname == "fake-llm"
     fake_cmd = services["fake-llm"]["command"]
     fake_cmd = fake_cmd.split() if isinstance(fake_cmd, str) else fake_cmd
-    assert fake_cmd[:3] == ["python", "-m", "fake_llm"]
+    assert fake_cmd[:3] == ["python", "-m", "durable_agent_runner.testing.fake_llm"]
     assert str(url.port) == fake_cmd[fake_cmd.index("--port") + 1]
     assert default_of(worker_env["LLM_MODEL"]) is not None
 
@@ -276,7 +276,7 @@ def test_dockerfile_runs_the_worker_as_non_root() -> None:
     assert values["USER"] not in ("root", "0")
     assert "PYTHONUNBUFFERED=1" in " ".join(a for i, a in instructions if i == "ENV")
     assert any(i == "RUN" and "pip install --no-cache-dir ." in a for i, a in instructions)
-    needed = {"pyproject.toml", "workflows", "activities", "fake_llm", "worker.py", "client.py"}
+    needed = {"pyproject.toml", "durable_agent_runner", "workflows", "activities", "worker.py", "client.py"}
     assert needed <= set(_copy_sources())
 
 
@@ -284,7 +284,8 @@ def test_the_image_holds_and_compiles_every_package_and_module_pyproject_declare
     import tomllib
 
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    declared = set(setuptools["packages"]) | {f"{m}.py" for m in setuptools["py-modules"]}
+    top = {name.rstrip("*") for name in setuptools["packages"]["find"]["include"] if "." not in name}
+    declared = top | {f"{m}.py" for m in setuptools["py-modules"]}
     assert declared <= set(_copy_sources()), declared - set(_copy_sources())
     # Compiled at build: the containers run with PYTHONDONTWRITEBYTECODE and cache no bytecode.
     compiled = next(a for i, a in _dockerfile_instructions() if i == "RUN" and "compileall" in a)

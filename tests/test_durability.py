@@ -14,7 +14,7 @@ from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 
-from activities.connection import CORE_LOG
+from durable_agent_runner.config.connection import CORE_LOG
 from tests.helpers import activity_attempts, replay, script, start
 from workflows import types as t
 

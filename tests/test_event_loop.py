@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import uvloop
 
-from activities.config import SettingsError, WorkerSettings
+from durable_agent_runner.config.env import SettingsError, WorkerSettings
 from worker import event_loop
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,13 +14,13 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from activities import chat_wire, responses_wire
-from activities.settings import LLMSettings
 from durable_agent_runner import GuardrailContext, GuardrailResult, Registry, ToolContext
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
+from durable_agent_runner.testing.fake_llm.conversation import parse_chat, parse_responses
+from durable_agent_runner.testing.fake_llm.scenarios import reply_for
+from durable_agent_runner.testing.fake_llm.wire import chat_completion, response_object
 from examples import support_team as team
-from fake_llm import FakeLLMServer
-from fake_llm.conversation import parse_chat, parse_responses
-from fake_llm.scenarios import reply_for
-from fake_llm.wire import chat_completion, response_object
 from tests.helpers import replay, start, transcript
 from workflows import types as t
 

@@ -31,9 +31,9 @@ from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.exceptions import ApplicationError
 
 from activities.capture import CaptureStore
-from activities.connection import data_converter
-from cli.export import _lines, export_run
-from cli.session import end_session, send_message, wait_answer
+from durable_agent_runner.cli.export import _lines, export_run
+from durable_agent_runner.cli.session import end_session, send_message, wait_answer
+from durable_agent_runner.config.connection import data_converter
 from tests.helpers import transcript
 from workflows import types as t
 

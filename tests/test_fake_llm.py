@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_llm import FakeLLMServer
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
 
 pytestmark = pytest.mark.server  # every test serves the fake model: a fixture's, its own or the CLI's
 ROOT = Path(__file__).resolve().parent.parent
@@ -854,7 +854,7 @@ def test_cli_serves_until_sigterm() -> None:
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fake_llm", "--host", "127.0.0.1", "--port", str(port)],
+        [sys.executable, "-m", "durable_agent_runner.testing.fake_llm", "--host", "127.0.0.1", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,
@@ -891,7 +891,7 @@ def test_cli_serves_until_sigterm() -> None:
 @pytest.mark.parametrize("args", [["--port", "notaport"], ["--port", "70000"], ["--bogus"]])
 def test_cli_rejects_bad_arguments(args: list[str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "fake_llm", *args],
+        [sys.executable, "-m", "durable_agent_runner.testing.fake_llm", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_llm import FakeLLMServer
-from fake_llm.scenarios import MAX_SUMMARY_CHARS
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
+from durable_agent_runner.testing.fake_llm.scenarios import MAX_SUMMARY_CHARS
 
 SUMMARIZE = "Summarize the conversation in the user message below."
 TRANSCRIPT = "\n".join(

@@ -16,7 +16,6 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.hooks import HookActivities
 from activities.model import new_http_client
-from activities.settings import LLMSettings
 from durable_agent_runner import (
     Agent,
     GuardrailContext,
@@ -27,7 +26,8 @@ from durable_agent_runner import (
     output_guardrail,
     tool,
 )
-from fake_llm import FakeLLMServer
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from tests.fixtures import team_agents
 from workflows.types import (
     MODEL_CONTEXT_QUERY,

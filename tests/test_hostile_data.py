@@ -12,9 +12,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 
-from activities import Agent, Registry, tool
-from activities.settings import LLMSettings
-from fake_llm import FakeLLMServer
+from durable_agent_runner import Agent, Registry, tool
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from tests.conftest import TEST_MODULES
 from tests.helpers import calls, script, start, transcript
 from workflows import types as t

@@ -33,13 +33,19 @@ from temporalio.exceptions import ApplicationError
 from activities import chat_wire, responses_wire
 from activities import model as model_module
 from activities.chat_wire import MAX_COUNT, MAX_LABEL, MAX_NAME, MAX_PROVIDER_ID, MalformedResponse, StreamFailed
-from activities.redact import RedactingFilter, Redactor, redaction_for
-from activities.settings import LLMSettings
 from durable_agent_runner import Agent, Registry, tool
-from fake_llm import FakeLLMServer
-from fake_llm.wire import Reply, chat_completion, chat_stream, response_object, response_stream
-from fake_llm.wire import ToolCall as FakeCall
-from fake_llm.wire import Usage as FakeUsage
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.redact import RedactingFilter, Redactor, redaction_for
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
+from durable_agent_runner.testing.fake_llm.wire import (
+    Reply,
+    chat_completion,
+    chat_stream,
+    response_object,
+    response_stream,
+)
+from durable_agent_runner.testing.fake_llm.wire import ToolCall as FakeCall
+from durable_agent_runner.testing.fake_llm.wire import Usage as FakeUsage
 from tests.helpers import script, start, transcript
 from tests.test_model_activity import AFTER_TOOLS, ASK, call, failure, llm_settings
 from workflows import types as t

@@ -125,7 +125,7 @@ async def test_with_every_tool_thread_hung_sync_calls_wait_and_the_rest_goes_on(
 async def test_an_async_tool_blocking_the_loop_is_named_in_the_log(
     client, task_queue, worker_factory, llm, caplog: pytest.LogCaptureFixture
 ):
-    caplog.set_level(logging.WARNING, logger="activities.watchdog")
+    caplog.set_level(logging.WARNING, logger="durable_agent_runner.worker.watchdog")
     async with worker_factory(registry=REGISTRY, stall_seconds=0.5):
         handle = await start(
             client,

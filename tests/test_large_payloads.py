@@ -24,15 +24,15 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
 from temporalio.converter import StorageDriverClaim, StorageDriverRetrieveContext, StorageDriverStoreContext
 
-from activities.connection import DATA_CONVERTER, MAX_FAILURE_TEXT
-from activities.payload_store import (
+from durable_agent_runner import Registry
+from durable_agent_runner.config.connection import DATA_CONVERTER, MAX_FAILURE_TEXT
+from durable_agent_runner.payloads.store import (
     DEFAULT_THRESHOLD,
     LazyS3Client,
     LocalDirectoryDriver,
     PayloadStoreError,
     external_storage,
 )
-from durable_agent_runner import Registry
 from tests.fixtures.large_payload_tools import blob_text
 from tests.helpers import calls, context_queries, replay, script, start, transcript
 from tests.test_durability import effects

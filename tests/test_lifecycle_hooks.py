@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from cli.watch import events_since
 from durable_agent_runner import Registry
+from durable_agent_runner.cli.watch import events_since
 from tests.fixtures.lifecycle_hooks import Hanging, Raising, Recording
 from tests.helpers import calls, script, start
 from tests.test_durability import kill_and_replace, start_worker_process, tool_call, wait_for
@@ -252,8 +252,8 @@ async def test_hooks_that_raise_or_hang_break_and_stall_nothing(
 
 
 def test_only_the_methods_a_class_overrides_are_called():
-    from activities.lifecycle import AT_LEAST_ONCE, HookCaller, RunHooks
-    from activities.lifecycle import EXACTLY_ONCE as FEED
+    from durable_agent_runner.agents.lifecycle import AT_LEAST_ONCE, HookCaller, RunHooks
+    from durable_agent_runner.agents.lifecycle import EXACTLY_ONCE as FEED
 
     class OnlyTools(RunHooks):
         def on_tool_result(self, call, result, is_error):

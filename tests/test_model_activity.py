@@ -30,9 +30,9 @@ from temporalio.testing import ActivityEnvironment
 from activities import chat_wire, errors
 from activities import model as model_module
 from activities.model import ModelActivities, new_http_client
-from activities.redact import Redactor
-from activities.settings import LLMSettings
-from fake_llm import FakeLLMServer
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.redact import Redactor
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from tests.helpers import script
 from workflows.types import (
     MODEL_CALL_ACTIVITY,

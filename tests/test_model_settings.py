@@ -21,8 +21,8 @@ from temporalio.worker import Worker
 
 from activities import chat_wire, responses_wire
 from activities.model import ModelActivities, new_http_client
-from activities.settings import LLMSettings
-from fake_llm import FakeLLMServer
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from tests.helpers import script, start
 from tests.test_client import Done, one_clean_line
 from workflows import AgentRun

@@ -20,10 +20,10 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.settings import LLMSettings
-from cli.export import local_result
 from durable_agent_runner import AgentPlugin
-from durable_agent_runner import plugin as plugin_module
+from durable_agent_runner.cli.export import local_result
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.worker import plugin as plugin_module
 from tests.fixtures.team_workflow import TeamClockReader
 from tests.helpers import replay
 from workflows import types as t
@@ -129,7 +129,7 @@ demo = Agent(name="demo", instructions="Answer from the station's readings.", to
 
 
 def snippet() -> str:
-    """The complete worker in durable_agent_runner.plugin's docstring, as a user would copy it."""
+    """The complete worker in durable_agent_runner.worker.plugin's docstring, as a user would copy it."""
     doc = plugin_module.__doc__ or ""
     block = doc.split("::\n\n", 1)[1]
     lines = []

@@ -25,9 +25,18 @@ from hypothesis import strategies as st
 
 from activities import chat_wire, responses_wire
 from activities import model as model_module
-from activities.redact import FRAGMENT, MIN_SECRET, Redactor
 from activities.sse import ServerSentEvent, iter_events, iter_lines
-from fake_llm.wire import SSE, Reply, ToolCall, Usage, chat_completion, chat_stream, response_object, response_stream
+from durable_agent_runner.redact import FRAGMENT, MIN_SECRET, Redactor
+from durable_agent_runner.testing.fake_llm.wire import (
+    SSE,
+    Reply,
+    ToolCall,
+    Usage,
+    chat_completion,
+    chat_stream,
+    response_object,
+    response_stream,
+)
 from workflows import types as t
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from activities.settings import LLMSettings
 from durable_agent_runner import Agent, Registry
+from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import replay, start, transcript
 from tests.real_model import real_llama_server, real_model_skip_reason
 from workflows import types as t

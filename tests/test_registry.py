@@ -14,10 +14,7 @@ from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.agents import AgentToolInput
 from activities.context_cache import ContextCache
-from activities.registry import Agent, Registry, RegistryError
-from activities.settings import LLMSettings
 from activities.tool_activities import ToolActivities
 from durable_agent_runner import (
     GuardrailContext,
@@ -30,6 +27,9 @@ from durable_agent_runner import (
     output_guardrail,
     tool,
 )
+from durable_agent_runner.agents.agent import AgentToolInput
+from durable_agent_runner.agents.registry import Agent, Registry, RegistryError
+from durable_agent_runner.config.llm import LLMSettings
 from tests.fixtures import sample_tools
 from workflows.types import (
     AGENT_NOT_HERE,

@@ -11,7 +11,7 @@ import pytest
 
 from activities import chat_wire
 from activities import responses_wire as rw
-from fake_llm import FakeLLMServer
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from workflows import bounds
 from workflows.types import (
     AgentSpec,

@@ -15,8 +15,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from activities.capture import CaptureStore
-from cli.export import export_run
 from durable_agent_runner import Agent, Registry
+from durable_agent_runner.cli.export import export_run
 from tests.fixtures.agents import _guarded_policy, _guarded_tools
 from tests.helpers import calls, replay, script, start
 from tests.test_approvals import decide, pending, status, update

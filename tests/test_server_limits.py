@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 from activities.model import new_http_client
-from durable_agent_runner.plugin import build_worker
+from durable_agent_runner.worker.plugin import build_worker
 from tests.helpers import script, start
 
 WORKERS = 8

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from cli import session
-from cli.session import end_session, get_exchange, send_message, wait_answer
+from durable_agent_runner.cli import session
+from durable_agent_runner.cli.session import end_session, get_exchange, send_message, wait_answer
 from tests.helpers import replay, script, transcript
 from tests.test_durability import effects, start_worker_process, tool_call, wait_for
 from tests.test_sessions import open_session, status

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from cli.session import SessionError, end_session, get_exchange, send_message, wait_answer
+from durable_agent_runner.cli.session import SessionError, end_session, get_exchange, send_message, wait_answer
 from tests.helpers import calls, replay, script, transcript
 from workflows import types as t
 

@@ -1,4 +1,4 @@
-"""The one settings model (activities/config.py): every variable the product reads, bounded, and
+"""The one settings model (durable_agent_runner/config/env.py): every variable the product reads, bounded, and
 a bad one refused at start in one line that names it, quotes it and says what is allowed."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from activities.config import ClientSettings, SettingsError, WorkerSettings
-from activities.settings import LLMSettings
+from durable_agent_runner.config.env import ClientSettings, SettingsError, WorkerSettings
+from durable_agent_runner.config.llm import LLMSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("LLM_", "OPENAI_", "TOOL_", "WORKER_", "PAYLOAD_", "AGENT_", "TEMPORAL_", "HOOKS_", "OTEL_")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from activities.settings import LLMSettings
+from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import script
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
-from cli.stuck import stuck
+from durable_agent_runner.cli.stuck import stuck
 from tests.helpers import start
 from tests.test_client import cli  # noqa: F401  (the fixture)
 from workflows import types as t

@@ -1,4 +1,4 @@
-"""OpenTelemetry (activities/telemetry.py): spans as a collector receives them, over OTLP/HTTP
+"""OpenTelemetry (durable_agent_runner/telemetry.py): spans as a collector receives them, over OTLP/HTTP
 from the project's worker and a traced client, for runs on the dev server: one trace per run
 across a retried model call, continue-as-new and a second worker; GenAI attributes; no key, no
 prompt, no completion unless content capture is asked for."""
@@ -23,8 +23,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from pydantic import SecretStr
 from temporalio.worker import Replayer
 
-from activities.connection import DATA_CONVERTER
-from activities.telemetry import Telemetry, TelemetryConfigError, enabled, exporter_from_env
+from durable_agent_runner.config.connection import DATA_CONVERTER
+from durable_agent_runner.telemetry import Telemetry, TelemetryConfigError, enabled, exporter_from_env
 from tests.helpers import calls, script, start
 from tests.test_agents import research_team
 from tests.test_approvals import decide, pending, update

@@ -1,7 +1,7 @@
 """Temporal behind TLS, as on Temporal Cloud or a TLS-fronted cluster: the session's dev server
 behind a TLS-terminating proxy (tests/tls_proxy.py) with certificates made here, reached by
 worker.py and client.py in their own processes, configured only as the `temporal` CLI is:
-TEMPORAL_* variables or a profile file (activities/connection.py, through temporalio.envconfig)."""
+TEMPORAL_* variables or a profile file (durable_agent_runner/config/connection.py, through temporalio.envconfig)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.connection import ConnectionConfigError, address, connect_config, namespace
+from durable_agent_runner.config.connection import ConnectionConfigError, address, connect_config, namespace
 from tests.tls_proxy import Pki, TLSProxy, make_pki
 
 ROOT = Path(__file__).resolve().parent.parent

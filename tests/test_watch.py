@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from activities.model import TAIL_CHARS
-from activities.settings import LLMSettings
-from cli.watch import Printer, watch
+from durable_agent_runner.cli.watch import Printer, watch
+from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import script, start
 from workflows import types as t
 from workflows.state import EVENT_TEXT, event_text
@@ -194,7 +194,7 @@ async def test_events_since_never_skips_an_earlier_execution_with_more_than_a_pa
     """An execution of 1,200 events, then a new one from seq 1,200: a watcher from 0 reads all."""
     from datetime import datetime
 
-    from cli.watch import events_since
+    from durable_agent_runner.cli.watch import events_since
 
     def ev(seq: int) -> t.RunEvent:
         return t.RunEvent(seq=seq, at=datetime.now(UTC), kind="tool_finished", turn=1)
@@ -234,8 +234,8 @@ async def test_a_run_that_closes_between_its_events_and_its_status_still_shows_i
 
     from temporalio.client import WorkflowExecutionStatus
 
-    from cli.watch import Closed
-    from cli.watch import follow as follow_story
+    from durable_agent_runner.cli.watch import Closed
+    from durable_agent_runner.cli.watch import follow as follow_story
 
     final = t.RunEvent(seq=1, at=datetime.now(UTC), kind="final", turn=1, text="done")
     state = {"closed": False, "reads": 0}

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.log_relay import CLOSE_SECONDS, FORMAT, RelayHandler
+from durable_agent_runner.worker.log_relay import CLOSE_SECONDS, FORMAT, RelayHandler
 from tests.helpers import start
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -82,7 +82,7 @@ def test_a_full_queue_drops_records_and_says_how_many_once_written_again() -> No
     lines = stream.getvalue().splitlines()
     assert lines[0].endswith("line 0") and lines[-1].endswith("log records dropped: standard error was not being read")
     written = sum("tests.relay: line" in line for line in lines)
-    assert re.search(rf"WARNING activities.log_relay: {20 - written} log records dropped", lines[-1])
+    assert re.search(rf"WARNING durable_agent_runner.worker.log_relay: {20 - written} log records dropped", lines[-1])
 
 
 def test_closing_over_a_stream_that_never_takes_a_line_returns_in_bounded_time() -> None:

@@ -12,9 +12,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities.connection import DATA_CONVERTER
-from activities.settings import LLMSettings
-from cli.export import local_result
+from durable_agent_runner.cli.export import local_result
+from durable_agent_runner.config.connection import DATA_CONVERTER
+from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import (
     activity_attempts,
     bytes_per_turn,

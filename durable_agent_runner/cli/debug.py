@@ -1,0 +1,296 @@
+"""`client.py pause | resume | inspect | edit | fork`: a debugger for agent runs.
+
+A run pauses at a safe point (before a model call, or before the tool calls a reply asked for),
+holds still durably, and can be inspected and edited (each edit validated by the run, refused
+with a reason and nothing recorded when invalid) before it resumes. `fork` starts a new run from
+the state just before model call N of any run, finished or not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import uuid
+from typing import Any
+
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent_runner.cli.args import json_object
+from durable_agent_runner.cli.session import READ_TIMEOUT, SessionError, add_wait, update
+from workflows import types as t
+
+Refused = SessionError  # the run refused, or there is no such run: one line, exit code 2
+
+
+async def _update(
+    client: Client, run_id: str, name: str, body: Any, result_type: type[Any], wait: float | None = None
+) -> Any:
+    after_end = f"fork it to go on: client.py fork {run_id} --at-turn N"
+    return await update(client.get_workflow_handle(run_id), name, body, result_type, after_end, wait=wait)
+
+
+async def _query(client: Client, run_id: str, name: str, *args: Any, result_type: type[Any]) -> Any:
+    handle = client.get_workflow_handle(run_id)
+    try:
+        return await handle.query(name, *args, result_type=result_type, rpc_timeout=READ_TIMEOUT)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise Refused(f"no run with id '{run_id}'") from None
+        raise
+    except WorkflowQueryFailedError as err:
+        raise Refused(str(err.message)) from None
+
+
+# -------------------------------------------------------------------------------- commands
+
+
+async def cmd_pause(client: Client, args: argparse.Namespace) -> int:
+    request = t.PauseRequest(by=args.by, reason=args.reason)
+    status: t.RunStatus = await _update(client, args.run_id, t.PAUSE_UPDATE, request, t.RunStatus, args.worker_wait)
+    text = f"{args.run_id} pauses at its next safe point (now: {status.phase}, turn {status.turn})"
+    _emit(args, {"run_id": args.run_id, "pausing": True, "phase": status.phase, "turn": status.turn}, text)
+    return 0
+
+
+def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
+    print(json.dumps(obj, ensure_ascii=False, default=str) if args.json else text)
+
+
+async def cmd_resume(client: Client, args: argparse.Namespace) -> int:
+    status: t.RunStatus = await _update(
+        client, args.run_id, t.RESUME_UPDATE, t.ResumeRequest(by=args.by), t.RunStatus, args.worker_wait
+    )
+    _emit(
+        args,
+        {"run_id": args.run_id, "resumed_by": args.by, "phase": status.phase},
+        f"{args.run_id} resumed by {args.by}",
+    )
+    return 0
+
+
+async def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
+    view: t.Inspection = await _query(client, args.run_id, t.INSPECT_QUERY, result_type=t.Inspection)
+    if args.json:
+        print(json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        return 0
+    print(render(view))
+    return 0
+
+
+def render(view: t.Inspection) -> str:
+    where = "not paused"
+    if view.paused is not None:
+        point = "model call" if view.paused.where == "before_model" else "the tool calls of turn"
+        where = (
+            f"paused before {point} {view.paused.turn}: {view.paused.why} (since {view.paused.at:%Y-%m-%d %H:%M:%S})"
+        )
+    lines = [f"run:     {view.run_id}", f"agent:   {view.agent} (may switch to: {', '.join(view.agents)})"]
+    lines += [f"turn:    {view.turn} · {view.phase}", f"state:   {where}", "", "transcript:"]
+    for item in view.items:
+        lines.append(f"  [{item.index}] {_item(item.message)}")
+    if view.pending_calls:
+        lines += ["", "pending calls (run when resumed):"]
+        for call in view.pending_calls:
+            args = (
+                json.dumps(call.arguments, ensure_ascii=False)
+                if not isinstance(call.arguments, str)
+                else call.arguments
+            )
+            dropped = f"  (dropped by {call.dropped_by})" if call.dropped_by else ""
+            lines.append(f"  {call.call_id}  {call.tool}({args}){dropped}")
+    if view.edits:
+        lines += ["", "edits:"]
+        lines += [f"  {e.at:%Y-%m-%d %H:%M:%S} turn {e.turn}: {e.summary}" for e in view.edits]
+    lines += ["", "edit: client.py edit RUN_ID --text I TEXT | --drop I | --insert I ROLE TEXT | --args CALL_ID JSON |"]
+    lines += ["      --drop-call CALL_ID | --agent NAME        then: client.py resume RUN_ID"]
+    return "\n".join(lines)
+
+
+def _item(m: t.Message) -> str:
+    def cut(text: str | None, limit: int = 200) -> str:
+        text = (text or "").replace("\n", " ")
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    if isinstance(m, t.ToolMessage):
+        return f"tool      {m.name} ({m.call_id}){' error' if m.is_error else ''}: {cut(m.content)}"
+    if isinstance(m, t.AssistantMessage):
+        calls = ", ".join(f"{c.name}({cut(c.arguments, 80)}) [{c.call_id}]" for c in m.tool_calls)
+        return f"assistant {cut(m.content)}" + (f"  → {calls}" if calls else "")
+    note = f" (summary of {m.summary_of} messages)" if m.summary_of else ""
+    return f"user{note}      {cut(m.content)}"
+
+
+def edit_of(args: argparse.Namespace) -> t.Edit:
+    """The one edit the flags ask for; several, or none, is a usage error."""
+    chosen = [
+        name
+        for name in ("text", "drop", "insert", "args", "drop_call", "agent")
+        if getattr(args, name) not in (None, [])
+    ]
+    if len(chosen) != 1:
+        raise Refused("give exactly one edit: --text, --drop, --insert, --args, --drop-call or --agent")
+    op = chosen[0]
+    if op == "text":
+        index, text = args.text
+        return t.Edit(op="text", index=_index(index), text=text, by=args.by)
+    if op == "drop":
+        return t.Edit(op="drop", index=args.drop, by=args.by)
+    if op == "insert":
+        index, role, text = args.insert
+        if role not in ("user", "assistant"):
+            raise Refused(f"--insert ROLE must be user or assistant, not {role!r}")
+        return t.Edit(op="insert", index=_index(index), role=role, text=text, by=args.by)
+    if op == "args":
+        call_id, raw = args.args
+        try:
+            arguments = json_object(raw, "--args", "a JSON object of the call's arguments")
+        except ValueError as err:
+            raise Refused(str(err)) from None
+        return t.Edit(op="args", call_id=call_id, arguments=arguments, by=args.by)
+    if op == "drop_call":
+        return t.Edit(op="drop_call", call_id=args.drop_call, by=args.by)
+    return t.Edit(op="agent", agent=args.agent, by=args.by)
+
+
+def _index(text: str) -> int:
+    if not re.fullmatch(r"\d{1,9}", text):
+        raise Refused(f"an item index is a whole number from 0, not {text!r}")
+    return int(text)
+
+
+async def cmd_edit(client: Client, args: argparse.Namespace) -> int:
+    receipt: t.EditReceipt = await _update(client, args.run_id, t.EDIT_UPDATE, edit_of(args), t.EditReceipt)
+    _emit(
+        args,
+        {"run_id": args.run_id, **receipt.model_dump(mode="json")},
+        f"{receipt.summary} ({receipt.items} items now)",
+    )
+    return 0
+
+
+async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
+    if args.at_turn < 1:
+        raise Refused("--at-turn N: model calls are numbered from 1")
+    made = await model_calls_made(client, args.run_id)
+    if args.at_turn > made + 1:  # made + 1: the call a paused run is about to make (the run checks the rest)
+        where = f"fork before one of them (1-{made}), or {made + 1} while it waits before that call"
+        raise Refused(
+            f"cannot fork before model call {args.at_turn}: run {args.run_id} has made {made} model call(s); {where}"
+        )
+    point: t.ForkPoint = await _query(
+        client, args.run_id, t.FORK_POINT_QUERY, t.ForkQuery(turn=args.at_turn), result_type=t.ForkPoint
+    )
+    messages = list(point.messages)
+    if args.prompt:
+        messages.append(t.UserMessage(content=args.prompt))
+    link = t.ForkLink(run_id=args.run_id, turn=args.at_turn)
+    carry = t.Carry(
+        agent=point.agent,
+        current=point.current,
+        handoffs=point.handoffs,
+        messages=messages,
+        turn=point.turn,
+        usage=t.Usage(),
+        forked_from=link,
+        answer_base=point.answer_base,  # a session's answer: its turns count from its start
+    )
+    new_id = args.id or f"{args.run_id[:200]}-fork{args.at_turn}-{uuid.uuid4().hex[:6]}"
+    await client.start_workflow(
+        t.WORKFLOW_NAME,
+        t.RunInput(prompt="", agent=point.agent.name, carry=carry),
+        id=new_id,
+        task_queue=args.task_queue,
+        result_type=t.RunResult,
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(t.SA_AGENT, point.current or point.agent.name),
+                SearchAttributePair(t.SA_PHASE, "starting"),
+                SearchAttributePair(t.SA_FORKED_FROM, args.run_id),
+            ]
+        ),
+        memo={"forked_from": link.model_dump()},
+        static_summary=f"fork of {args.run_id} before model call {args.at_turn}",
+    )
+    if args.json:
+        print(json.dumps({"run_id": new_id, "forked_from": link.model_dump(), "messages": len(messages)}))
+    else:
+        print(new_id)
+    return 0
+
+
+async def model_calls_made(client: Client, run_id: str) -> int:
+    """How many model calls the run has recorded, from what Temporal holds (its turn search
+    attribute and its history's model activities), not from the workflow's own answer: forking
+    past the last one would hand the model a reply's tool calls without their results. Both are
+    lower bounds (the attribute is written at most once a turn; the history is this execution's),
+    so a fork is never let past a call the run made."""
+    handle = client.get_workflow_handle(run_id)
+    try:
+        desc = await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise Refused(f"no run with id '{run_id}'") from None
+        raise
+    counted = 0
+    name = t.MODEL_CALL_ACTIVITY.encode()
+    async for event in handle.fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            counted += event.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
+        elif event.HasField("marker_recorded_event_attributes"):  # a local activity's record names its type
+            data = event.marker_recorded_event_attributes.details.get("data")
+            counted += bool(data and any(name in p.data for p in data.payloads))
+    return max(counted, desc.typed_search_attributes.get(t.SA_TURN) or 0)
+
+
+async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The runs forked from `run_id` (the other direction of the link), newest first."""
+    query = f"{t.SA_FORKED_FROM.name}={json.dumps(run_id)}"
+    out = []
+    async for wf in client.list_workflows(query, limit=limit):
+        memo = await wf.memo()
+        turn = (memo.get("forked_from") or {}).get("turn")
+        out.append({"run_id": wf.id, "turn": turn, "started_at": wf.start_time.isoformat()})
+    return out
+
+
+def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
+    pause = sub.add_parser("pause", help="pause a run at its next safe point (before a model or tool call)")
+    pause.add_argument("run_id")
+    pause.add_argument("--reason", default="", help="shown in status and inspect")
+    pause.add_argument("--by", default=who, help="who pauses it (default: %(default)s)")
+    pause.add_argument("--json", action="store_true", help="print JSON")
+    add_wait(pause)
+    pause.set_defaults(fn=cmd_pause)
+    resume = sub.add_parser("resume", help="resume a paused run, with any edits")
+    resume.add_argument("run_id")
+    resume.add_argument("--by", default=who, help="who resumes it (default: %(default)s)")
+    resume.add_argument("--json", action="store_true", help="print JSON")
+    add_wait(resume)
+    resume.set_defaults(fn=cmd_resume)
+    inspect = sub.add_parser(
+        "inspect", help="a paused run's state: transcript items with indexes, pending calls, edits"
+    )
+    inspect.add_argument("run_id")
+    inspect.add_argument("--json", action="store_true", help="print JSON")
+    inspect.set_defaults(fn=cmd_inspect)
+    edit = sub.add_parser("edit", help="edit a paused run (one edit; validated, recorded with who and when)")
+    edit.add_argument("run_id")
+    edit.add_argument("--text", nargs=2, metavar=("INDEX", "TEXT"), help="replace an item's text")
+    edit.add_argument("--drop", type=int, metavar="INDEX", help="drop an item (a call's message takes its results)")
+    edit.add_argument("--insert", nargs=3, metavar=("INDEX", "ROLE", "TEXT"), help="insert a user or assistant message")
+    edit.add_argument("--args", nargs=2, metavar=("CALL_ID", "JSON"), help="change a pending call's arguments")
+    edit.add_argument("--drop-call", metavar="CALL_ID", help="drop a pending call (the model is told)")
+    edit.add_argument("--agent", metavar="NAME", help="switch the agent in charge to one the run froze")
+    edit.add_argument("--by", default=who, help="who edits (default: %(default)s)")
+    edit.add_argument("--json", action="store_true", help="print JSON")
+    edit.set_defaults(fn=cmd_edit)
+    fork = sub.add_parser("fork", help="start a new run from the state just before model call N of a run")
+    fork.add_argument("run_id")
+    fork.add_argument("--at-turn", type=int, required=True, metavar="N", help="fork just before model call N")
+    fork.add_argument("--prompt", help="add this user message at the fork point")
+    fork.add_argument("--id", help="the new run's id (default: generated)")
+    fork.add_argument("--json", action="store_true", help="print JSON")
+    fork.set_defaults(fn=cmd_fork)

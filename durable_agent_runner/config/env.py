@@ -1,0 +1,214 @@
+"""Every environment variable the product reads itself, as one typed settings model.
+
+`ClientSettings` holds what `client.py` reads; `WorkerSettings` adds what only a worker reads.
+Each is read once, at start, by pydantic-settings; a bad value stops the process there with one
+line, `NAME must be <what is allowed>, not '<value>'` (exit code 2), instead of being discovered
+by the first run that uses it. Numbers are parsed here and nowhere else, finite and bounded;
+switches take one set of spellings.
+
+Not here: the TEMPORAL_* connection variables and the profile file, which temporalio's envconfig
+reads as the `temporal` CLI does (durable_agent_runner/config/connection.py); the OTEL_* variables the
+OpenTelemetry SDK reads itself (durable_agent_runner/telemetry.py decides only whether tracing is on).
+
+Variables (default in brackets):
+  AGENT_TASK_QUEUE [agent-runner]   the workers' task queue
+  TEMPORAL_UI_URL [http://localhost:8233]   where `client.py` links runs
+  LLM_CAPTURE_DIR [.state/captures]   wire captures (activities/capture.py)
+  PAYLOAD_CODEC_KEYS, PAYLOAD_STORE, PAYLOAD_STORE_DIR, PAYLOAD_STORE_THRESHOLD   payloads
+  OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT [off]   message text in spans
+  LLM_BASE_URL, LLM_MODEL, LLM_API_KEY / OPENAI_API_KEY, LLM_API_KEY_HEADER, LLM_API [chat],
+  LLM_STREAM [on], LLM_CAPTURE [off], LLM_READ_TIMEOUT, LLM_TIMEOUT, LLM_MAX_ATTEMPTS,
+  LLM_RETRY_SECONDS   the model (durable_agent_runner/config/llm.py)
+  LLM_PRICES, TOOL_THREADS [16], WORKER_EVENT_LOOP [uvloop], HOOKS_STATE_DIR [.state/hooks]
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
+from workflows.types import (
+    DEFAULT_MODEL_MAX_ATTEMPTS,
+    DEFAULT_MODEL_READ_TIMEOUT,
+    DEFAULT_MODEL_RETRY_SECONDS,
+    DEFAULT_MODEL_TIMEOUT,
+)
+
+SHOWN = 40  # characters of a bad value quoted back
+MAX_TEXT = 4096  # characters of a name, a path or a URL
+
+
+class SettingsError(ValueError):
+    """A bad environment variable: one line naming it, the value and what is allowed."""
+
+
+# ---------------------------------------------------------------------------------- parsers
+
+
+def _switch(raw: object) -> object:
+    """The one boolean parser: 1/true/yes/on, 0/false/no/off (any case); anything else is refused."""
+    if isinstance(raw, str):
+        word = raw.strip().lower()
+        if word in ("1", "true", "yes", "on"):
+            return True
+        if word in ("0", "false", "no", "off"):
+            return False
+        raise ValueError("1, true, yes or on, or 0, false, no or off")
+    return raw
+
+
+def number(
+    kind: type[float] | type[int], low: float, high: float, *, open_low: bool = False, unit: str = ""
+) -> Callable[..., Any]:
+    """The one number parser: a finite `kind` in [low, high] (or (low, high])."""
+    what = ("a whole number" if kind is int else "a number") + (f" of {unit}" if unit else "")
+    allowed = f"{what} in {'(' if open_low else '['}{low:g}, {high:g}]"
+
+    def parse(raw: object) -> float | int:
+        value: float | int
+        try:
+            if isinstance(raw, str):
+                text = raw.strip()
+                if kind is int and not (text.isascii() and text.lstrip("+-").isdigit() and len(text) <= 20):
+                    raise ValueError
+                value = kind(text)
+            elif isinstance(raw, bool) or not isinstance(raw, int | float):
+                raise ValueError
+            else:
+                value = raw
+        except (ValueError, OverflowError):
+            raise ValueError(allowed) from None
+        ok = math.isfinite(value) and (low < value if open_low else low <= value) and value <= high
+        if not ok or (kind is int and value != int(value)):
+            raise ValueError(allowed)
+        return kind(value)
+
+    return parse
+
+
+def _text(raw: object) -> object:
+    if isinstance(raw, str) and len(raw) > MAX_TEXT:
+        raise ValueError(f"at most {MAX_TEXT} characters")
+    return raw
+
+
+def _url(raw: object) -> object:
+    """An http(s) URL with a host, without its trailing slash."""
+    if not isinstance(raw, str):
+        return raw
+    url = _text(raw.strip().rstrip("/"))
+    try:
+        parts = urlsplit(str(url))
+        host = parts.hostname
+    except ValueError:  # e.g. an unclosed IPv6 bracket
+        host = None
+    if not host or parts.scheme not in ("http", "https"):
+        raise ValueError("an http:// or https:// URL with a host")
+    return url
+
+
+def _word(raw: object) -> object:
+    """A choice among words: any case, blanks around it ignored."""
+    return raw.strip().lower() if isinstance(raw, str) else raw
+
+
+Switch = Annotated[bool, BeforeValidator(_switch)]
+Url = Annotated[str, BeforeValidator(_url)]
+Text = Annotated[str, BeforeValidator(_text)]
+# Bounds on a model call: Temporal's timers and retry policies take these, and an hour per attempt,
+# a day per call and a hundred attempts are beyond any model call a run should wait for.
+AttemptSeconds = Annotated[float, BeforeValidator(number(float, 0, 3600, open_low=True, unit="seconds"))]
+CallSeconds = Annotated[float, BeforeValidator(number(float, 0, 86400, open_low=True, unit="seconds"))]
+Attempts = Annotated[int, BeforeValidator(number(int, 1, 100))]
+Threads = Annotated[int, BeforeValidator(number(int, 1, 1024))]
+Bytes = Annotated[
+    int, BeforeValidator(number(int, 0, 2 * 1024 * 1024, unit="bytes"))
+]  # Temporal refuses a payload past 2 MB
+
+
+def _env(name: str, *more: str) -> Any:
+    return AliasChoices(name, *more) if more else name
+
+
+# ---------------------------------------------------------------------------------- models
+
+
+class ClientSettings(BaseSettings):
+    """What `client.py` (and so also a worker) reads from the environment."""
+
+    # Empty means unset, as a shell's `VAR=` does; names are exact; other variables are not ours.
+    model_config = SettingsConfigDict(case_sensitive=True, env_ignore_empty=True, extra="ignore")
+
+    task_queue: Text = Field("agent-runner", validation_alias=_env("AGENT_TASK_QUEUE"), min_length=1)
+    ui_url: Text = Field("http://localhost:8233", validation_alias=_env("TEMPORAL_UI_URL"))
+    capture_dir: Text = Field(DEFAULT_CAPTURE_DIR, validation_alias=_env("LLM_CAPTURE_DIR"))
+    codec_keys: SecretStr | None = Field(None, validation_alias=_env("PAYLOAD_CODEC_KEYS"))  # payloads/codec.py
+    payload_store: Text = Field("local", validation_alias=_env("PAYLOAD_STORE"))
+    payload_store_dir: Text | None = Field(None, validation_alias=_env("PAYLOAD_STORE_DIR"))
+    payload_store_threshold: Bytes | None = Field(None, validation_alias=_env("PAYLOAD_STORE_THRESHOLD"))
+    capture_content: Switch = Field(False, validation_alias=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"))
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None) -> Any:
+        """The settings from `env` (default: the process's environment); SettingsError if one is bad."""
+        try:
+            if env is None:
+                return cls()
+            names = _names(cls)
+            return cls.model_validate({k: v for k, v in env.items() if k in names and v != ""})
+        except ValidationError as err:
+            raise SettingsError(describe(err, env if env is not None else os.environ)) from None
+
+
+class WorkerSettings(ClientSettings):
+    """Everything a worker reads: the client's settings, the model's and the worker's own."""
+
+    llm_base_url: Url = Field("https://api.openai.com/v1", validation_alias=_env("LLM_BASE_URL"))
+    llm_model: Text = Field("gpt-4.1-mini", validation_alias=_env("LLM_MODEL"))
+    llm_api_key: SecretStr | None = Field(None, validation_alias=_env("LLM_API_KEY", "OPENAI_API_KEY"))
+    llm_api_key_header: Text = Field("Authorization", validation_alias=_env("LLM_API_KEY_HEADER"))
+    llm_api: Literal["chat", "responses"] = Field("chat", validation_alias=_env("LLM_API"))
+    llm_stream: Switch = Field(True, validation_alias=_env("LLM_STREAM"))
+    llm_capture: Switch = Field(False, validation_alias=_env("LLM_CAPTURE"))
+    llm_read_timeout: AttemptSeconds = Field(DEFAULT_MODEL_READ_TIMEOUT, validation_alias=_env("LLM_READ_TIMEOUT"))
+    llm_timeout: AttemptSeconds = Field(DEFAULT_MODEL_TIMEOUT, validation_alias=_env("LLM_TIMEOUT"))
+    llm_max_attempts: Attempts = Field(DEFAULT_MODEL_MAX_ATTEMPTS, validation_alias=_env("LLM_MAX_ATTEMPTS"))
+    llm_retry_seconds: CallSeconds = Field(DEFAULT_MODEL_RETRY_SECONDS, validation_alias=_env("LLM_RETRY_SECONDS"))
+    llm_prices: Text | None = Field(None, validation_alias=_env("LLM_PRICES"))  # read by activities/prices.py
+    tool_threads: Threads = Field(16, validation_alias=_env("TOOL_THREADS"))
+    event_loop: Annotated[Literal["uvloop", "asyncio"], BeforeValidator(_word)] | None = Field(
+        None, validation_alias=_env("WORKER_EVENT_LOOP")
+    )
+    hooks_state_dir: Text | None = Field(None, validation_alias=_env("HOOKS_STATE_DIR"))
+
+
+def _names(cls: type[BaseSettings]) -> set[str]:
+    names: set[str] = set()
+    for field in cls.model_fields.values():
+        alias = field.validation_alias
+        names.update(alias.choices if isinstance(alias, AliasChoices) else [alias])  # type: ignore[list-item,arg-type]
+    return {n for n in names if isinstance(n, str)}
+
+
+def describe(err: ValidationError, env: Mapping[str, str]) -> str:
+    """pydantic's errors as one line: `NAME must be <allowed>, not '<value>'` for each bad one."""
+    parts = []
+    for e in err.errors():
+        name = str(e["loc"][0]) if e["loc"] else "?"
+        ctx = e.get("ctx") or {}
+        allowed = str(ctx["error"]) if e["type"] == "value_error" and "error" in ctx else e["msg"]
+        if e["type"] == "literal_error":
+            allowed = "one of " + str(ctx.get("expected", "")).replace("'", "")
+        elif e["type"] == "string_too_short":
+            allowed = "not empty"
+        raw = env.get(name, str(e.get("input", "")))
+        shown = raw if len(raw) <= SHOWN else raw[:SHOWN] + "…"
+        parts.append(f"{name} must be {allowed}, not {shown!r}")
+    return "; ".join(parts)

@@ -1,0 +1,80 @@
+"""Worker-side model settings, read from the environment through the one settings model
+(durable_agent_runner/config/env.py), which parses and bounds every value.
+
+The API key lives only here, in the worker process: it is never part of an activity input or
+result, so it never reaches workflow history, payloads or the UI. Its repr is masked.
+
+A bad value is refused at start-up with a SettingsError naming the variable, the value and what
+is allowed (worker.py exits 2), never discovered mid-run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, SecretStr
+
+from activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
+from durable_agent_runner.config.env import Attempts, AttemptSeconds, CallSeconds, WorkerSettings
+from workflows.types import (
+    DEFAULT_MODEL_MAX_ATTEMPTS,
+    DEFAULT_MODEL_READ_TIMEOUT,
+    DEFAULT_MODEL_RETRY_SECONDS,
+    DEFAULT_MODEL_TIMEOUT,
+)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_MODEL = "gpt-4.1-mini"
+DEFAULT_STREAM = True  # replies over SSE, so watchers see text as it is written; LLM_STREAM=0 turns it off
+
+
+API_KEY_VARIABLES = ("LLM_API_KEY", "OPENAI_API_KEY")  # the model's key: the first one set
+
+
+class LLMSettings(BaseModel):
+    base_url: str = DEFAULT_BASE_URL
+    model: str = DEFAULT_MODEL
+    api_key: SecretStr | None = None
+    # "Authorization" sends "Bearer KEY"; any other name (Azure's "api-key") sends the bare key.
+    api_key_header: str = "Authorization"
+    api: Literal["chat", "responses"] = "chat"
+    stream: bool = DEFAULT_STREAM
+    connect_timeout: float = 10.0
+    # Defaults for agents that set no bounds of their own (AgentSpec.model_*_seconds, _attempts).
+    read_timeout: AttemptSeconds = DEFAULT_MODEL_READ_TIMEOUT  # seconds without a byte from the server
+    timeout: AttemptSeconds = DEFAULT_MODEL_TIMEOUT  # one attempt, start to finish
+    max_attempts: Attempts = DEFAULT_MODEL_MAX_ATTEMPTS
+    retry_seconds: CallSeconds = DEFAULT_MODEL_RETRY_SECONDS  # from a call's first attempt to giving up
+    capture: bool = False  # keep every call's raw request and response (activities/capture.py)
+    capture_dir: Path = Path(DEFAULT_CAPTURE_DIR)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
+        return cls.of(WorkerSettings.load(env))
+
+    @classmethod
+    def of(cls, s: WorkerSettings) -> LLMSettings:
+        return cls(
+            base_url=s.llm_base_url,
+            model=s.llm_model,
+            api_key=s.llm_api_key,
+            api_key_header=s.llm_api_key_header,
+            api=s.llm_api,
+            stream=s.llm_stream,
+            read_timeout=s.llm_read_timeout,
+            timeout=s.llm_timeout,
+            max_attempts=s.llm_max_attempts,
+            retry_seconds=s.llm_retry_seconds,
+            capture=s.llm_capture,
+            capture_dir=Path(s.capture_dir),
+        )
+
+    def auth_headers(self) -> dict[str, str]:
+        if self.api_key is None:
+            return {}
+        key = self.api_key.get_secret_value()
+        if self.api_key_header.lower() == "authorization":
+            return {"Authorization": f"Bearer {key}"}
+        return {self.api_key_header: key}

@@ -1,0 +1,1 @@
+"""What payloads become on the way to Temporal: encrypted (codec), or stored outside history (store)."""
