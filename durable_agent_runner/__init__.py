@@ -10,6 +10,8 @@ What sits behind these names (`workflows/`, `activities/`) is free to move.
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from importlib.util import find_spec
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imported when first used
@@ -79,6 +81,26 @@ _EXPORTS = {
     "ToolMessage": "workflows.types",
     "UserMessage": "workflows.types",
 }
+
+
+
+def _check_engine() -> None:
+    """The engine is the top-level packages `workflows` and `activities`, installed beside this one.
+    A module of either name that comes first on sys.path (a project's own `workflows.py`) hides it;
+    say so here, before anything imports the wrong one."""
+    home = Path(__file__).resolve().parent.parent
+    for name in ("workflows", "activities"):
+        spec = find_spec(name)
+        found = Path(spec.origin).resolve() if spec is not None and spec.origin else None
+        if found is None or found.parent != home / name:
+            where = f"'{found}'" if found is not None else "nothing"
+            raise ImportError(
+                f"durable_agent_runner's engine package '{name}' is hidden: '{name}' is {where}, not "
+                f"'{home / name}'. Rename your project's '{name}' module (for example 'my_{name}')."
+            )
+
+
+_check_engine()
 
 try:
     __version__ = version("durable-agent-runner")  # pyproject.toml's, the one place it is set

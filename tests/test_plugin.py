@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 import uuid
@@ -175,3 +176,22 @@ async def test_the_documented_worker_runs_an_agent_in_a_teams_project(
         async with asyncio.timeout(30):  # the snippet stops on SIGTERM
             await proc.wait()
     assert answer == "Tokyo: station drizzle, 7.5°C."  # the team's own tool answered, through its agent
+
+
+@pytest.mark.parametrize("name", ["workflows", "activities"])
+async def test_a_project_module_that_hides_the_engine_is_named_at_import(tmp_path: Path, name: str) -> None:
+    """The engine is the top-level `workflows` and `activities`: a project's own module of either
+    name, first on sys.path, would hide it. Importing the package says so, naming both paths."""
+    (tmp_path / f"{name}.py").write_text("TEAM_CODE = True\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "from durable_agent_runner import AgentPlugin"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"ImportError: durable_agent_runner's engine package '{name}' is hidden")
+    assert str(tmp_path / f"{name}.py") in last and f"'my_{name}'" in last
