@@ -1,0 +1,100 @@
+"""The layout is a contract: what is installed, which way imports go, how large a module grows."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+from setuptools import find_packages
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = ("durable_agent_runner", "workflows", "activities", "worker", "client")
+MAX_LINES = 420  # "a module a reader holds in mind": about 400 lines
+
+
+def test_the_installed_top_level_names_are_the_engine_the_entry_points_and_the_package():
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = find_packages(str(ROOT), include=setuptools["packages"]["find"]["include"])
+    top = {p.split(".")[0] for p in packages} | set(setuptools["py-modules"])
+    assert top == set(OURS)
+    assert "durable_agent_runner.testing.fake_llm" in packages and "durable_agent_runner.cli" in packages
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.glob("*.py"):
+        if path.stem in OURS:
+            found[path.stem] = path
+    for package in OURS[:3]:
+        for path in (ROOT / package).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _imports(path: Path, module: str, known: set[str]) -> set[str]:
+    """The modules of ours that `module` imports when it is imported (not under TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip |= {id(n) for child in node.body for n in ast.walk(child)}
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name in known}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            base = node.module
+            out |= {f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known}
+            if base in known and not all(f"{base}.{a.name}" in known for a in node.names):
+                out.add(base)
+    out.discard(module)
+    return out
+
+
+def test_no_module_of_ours_imports_itself_back_through_others():
+    modules = _modules()
+    known = set(modules)
+    graph = {m: _imports(p, m, known) for m, p in modules.items()}
+    # Tarjan's strongly connected components: any of more than one module is a cycle
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
+
+
+def test_no_module_grows_past_what_a_reader_holds_in_mind():
+    long = {
+        str(p.relative_to(ROOT)): n for p in _modules().values() if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, long
