@@ -3,3 +3,6 @@ hook and compaction activities, MCP sessions, the context cache, prices and capt
 
 Nothing here is public: user code imports `durable_agent_runner`.
 """
+
+# durable_agent_runner looks for this line: a project's own `activities` module would hide this one.
+ENGINE = "durable-agent-runner"

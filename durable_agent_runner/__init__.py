@@ -83,6 +83,9 @@ _EXPORTS = {
 }
 
 
+# What the engine packages' __init__ files say, so a project's own module of their name is told apart.
+ENGINE_MARK = 'ENGINE = "durable-agent-runner"'
+
 
 def _check_engine() -> None:
     """The engine is the top-level packages `workflows` and `activities`, installed beside this one.
@@ -92,7 +95,7 @@ def _check_engine() -> None:
     for name in ("workflows", "activities"):
         spec = find_spec(name)
         found = Path(spec.origin).resolve() if spec is not None and spec.origin else None
-        if found is None or found.parent != home / name:
+        if found is None or ENGINE_MARK not in found.read_text(encoding="utf-8", errors="replace")[:4096]:
             where = f"'{found}'" if found is not None else "nothing"
             raise ImportError(
                 f"durable_agent_runner's engine package '{name}' is hidden: '{name}' is {where}, not "

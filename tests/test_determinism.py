@@ -76,7 +76,7 @@ def test_a_nondeterministic_call_in_workflow_code_fails_its_replay(tmp_path: Pat
 
 def test_no_module_of_workflows_is_passed_through_the_strict_sandbox() -> None:
     """A module passed through is imported outside the sandbox, so nothing in it is checked."""
-    for path in (SOURCE / "workflows").glob("*.py"):
+    for path in (SOURCE / "workflows").rglob("*.py"):
         assert "imports_passed_through" not in path.read_text(), f"{path.name} passes its imports through"
     passed = STRICT_SANDBOX.restrictions.passthrough_modules
     assert not [m for m in passed if m == "workflows" or m.startswith("workflows.")]

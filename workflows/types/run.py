@@ -1,0 +1,227 @@
+"""The run's input and result, its carry across continue-as-new, its events and status.
+
+Pure data, safe inside the workflow sandbox. A field added after a release carries a default, so
+histories recorded by older code still decode and replay."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from workflows.types.agents import AgentSpec, MidTurn, ModelSettings, SessionState
+from workflows.types.control import (
+    BoundedArguments,
+    Breakpoints,
+    EditRecord,
+    ForkLink,
+    HandoffRecord,
+    PauseInfo,
+)
+from workflows.types.names import DEFAULT_AGENT
+from workflows.types.session import Exchange, SessionCarry
+from workflows.types.transcript import (
+    ApprovalRecord,
+    AssistantMessage,
+    Contract,
+    Message,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+
+
+class Carry(Contract):
+    """What a run takes with it when it continues as new: everything but the history."""
+
+    agent: AgentSpec  # the run's first agent, with its frozen team
+    current: str | None = None  # the agent in charge now; None: the first
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
+    refusals: dict[str, int] = Field(default_factory=dict)  # refused final outputs, per agent
+    messages: list[Message]
+    turn: int
+    usage: Usage
+    usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    decisions: list[ApprovalRecord] = Field(default_factory=list)  # "always" approvals among them
+    next_event: int = 0
+    previous_run_id: str | None = None
+    executions: int = 1
+    session: SessionCarry | None = None
+    breakpoints: Breakpoints | None = None
+    edits: list[EditRecord] = Field(default_factory=list)
+    # Transcript length before each model call, by turn, where the transcript since is only appended
+    # to; a rewrite (handoff filter, compaction, edit) drops the marks before it. Read by fork.
+    marks: dict[int, int] = Field(default_factory=dict)
+    forked_from: ForkLink | None = None
+    dropped_calls: dict[str, str] = Field(default_factory=dict)  # call id → who dropped it
+    paused: PauseInfo | None = None
+    # A fork of a session's answer: the model calls made before that answer (max_turns counts after them).
+    answer_base: int = 0
+
+
+class RunInput(Contract):
+    prompt: str
+    agent: str = DEFAULT_AGENT
+    max_turns: int | None = None  # overrides the agent's
+    model: str | None = None  # overrides the agent's
+    carry: Carry | None = None  # set only by the run itself, when it continues as new (prompt is then "")
+    capture: bool = False  # keep each model call's raw request and response (see activities/capture.py)
+    # How long the run waits for a worker that serves its agent before failing with a clear error.
+    agent_wait_seconds: float = Field(default=120.0, gt=0)
+    model_settings: ModelSettings | None = None  # overrides the agent's, frozen into the run
+    # A child run (an agent run as a tool): its agent comes frozen from the parent, never resolved.
+    frozen: AgentSpec | None = None
+    # A conversation: the run answers `prompt` (if any), then each message sent to it, until
+    # `client.py end`, its agent's idle timeout, or a cancel.
+    session: bool = False
+    breakpoints: Breakpoints | None = None
+
+
+class RunResult(Contract):
+    run_id: str
+    agent: str  # the agent that gave the final answer
+    output: str  # the final answer's text (for typed output: its JSON)
+    turns: int
+    usage: Usage
+    usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    output_object: Any = None  # typed output: the validated object
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
+    messages: int = 0  # sessions: messages answered; the output is the last answer
+    ended_by: str = ""  # sessions: "end by alice", "idle for 3600s"
+
+
+EventKind = Literal[
+    "model_started",  # detail: model name
+    "model_finished",  # text: the reply's text; detail: the tool calls asked for
+    "tool_started",  # detail: get_weather(city=Tokyo)
+    "tool_finished",  # text: an excerpt of the result
+    "approval_requested",
+    "approval_decided",  # detail: approved by alice / rejected by bob: reason
+    "final",  # text: the final answer
+    "failed",  # text: why
+    "cancelled",  # text: what was in flight
+    "handoff",  # detail: from → to
+    "guardrail",  # detail: which guardrail, and whether its tripwire fired
+    "output_refused",  # text: why the final output was refused, as told to the model
+    "message",  # sessions: text: the message; detail: "message K from BY" (+ " · steers the answer")
+    "answered",  # sessions: text: the answer to message K (detail: "message K"); follows "final"
+    "compacted",  # sessions: detail: what was summarized or dropped
+    "waiting",  # sessions: answered everything; waiting for the next message
+    "ended",  # sessions: text: why the session ended
+    "paused",  # detail: where and why (before model call 3: breakpoint; by alice)
+    "edited",  # detail: what an edit changed, and who made it
+    "resumed",  # detail: who resumed the run
+]
+
+
+class RunEvent(Contract):
+    """One step of a run, for watchers. Kept in workflow state (so rebuilt from history);
+    `seq` keeps counting across continue-as-new, so a watcher resumes without gaps."""
+
+    seq: int
+    at: datetime
+    kind: EventKind
+    turn: int
+    text: str = ""
+    detail: str = ""
+    call_id: str | None = None
+    tool: str | None = None
+    usage: Usage | None = None
+
+
+class EventsQuery(Contract):
+    since: int = 0
+    limit: int = 500
+
+
+class EventsPage(Contract):
+    events: list[RunEvent]
+    next: int  # the `since` to ask for next
+    first: int  # the oldest seq this execution holds; older ones are in `previous_run_id`
+    previous_run_id: str | None = None
+    done: bool = False  # the run has ended: no events will follow
+
+
+def chain_digest(previous: str, message: UserMessage | AssistantMessage | ToolMessage) -> str:
+    """The transcript hash extended by one message (only what the model sees counts)."""
+    seen = json.dumps(message.model_dump(mode="json", exclude={"approval"}), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(f"{previous}\n{seen}".encode()).hexdigest()
+
+
+class ModelProgress(Contract):
+    """The model activity's heartbeat details: the streamed text so far, read live by watchers
+    through `describe()`, and how many malformed replies earlier attempts got (heartbeat details
+    outlive a failed attempt). Never written to history: a completed activity's heartbeats
+    leave no event."""
+
+    turn: int
+    attempt: int
+    text: str = ""  # the tail of the text so far (bounded): characters from `offset` on
+    offset: int = 0  # how many characters of the text came before `text`
+    tool_calls: list[str] = Field(default_factory=list)
+    malformed: int = 0
+
+
+class PendingApproval(Contract):
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    since: datetime
+    turn: int
+
+
+class ApprovalDecision(Contract):
+    """The body of the `approval` signal and update, e.g.
+    {"call_id": "call_abc", "approve": true, "by": "alice"}
+    {"call_id": "call_abc", "approve": true, "arguments": {"amount": 50}, "always": true}
+    {"call_id": "call_abc", "approve": false, "reason": "wrong account"}"""
+
+    call_id: str = Field(max_length=200)
+    approve: bool
+    arguments: BoundedArguments | None = None
+    always: bool = False
+    reason: str = Field(default="", max_length=4000)
+    by: str = Field(default="someone", max_length=200)
+    turn: int | None = None  # when set, the call must be waiting in this turn (what the person saw)
+
+
+class DecisionReceipt(Contract):
+    call_id: str
+    approved: bool
+    recorded_at: datetime
+
+
+class RunStatus(Contract):
+    run_id: str
+    agent: str | None = None
+    status: str  # running | awaiting_approval | completed | failed | ...
+    phase: str
+    turn: int
+    max_turns: int | None = None
+    usage: Usage
+    last_step: str = ""
+    output: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    decisions: list[ApprovalRecord] = Field(default_factory=list)
+    ignored_signals: list[str] = Field(default_factory=list)
+    usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    handoffs: list[HandoffRecord] = Field(default_factory=list)
+    session: SessionStatus | None = None  # set for a session run
+    paused: PauseInfo | None = None
+    forked_from: ForkLink | None = None
+
+
+class SessionStatus(Contract):
+    messages: int  # received
+    answered: int
+    state: SessionState
+    queued: int = 0
+    last: Exchange | None = None  # the last exchange (the one in progress while answering)
+    idle_deadline: datetime | None = None  # while waiting: when the session ends unless a message comes
+    compactions: int = 0
+    mid_turn: MidTurn = "queue"

@@ -1,0 +1,101 @@
+"""The transcript, API-neutral: Chat Completions and the Responses API map to and from it.
+
+Pure data, safe inside the workflow sandbox. A field added after a release carries a default, so
+histories recorded by older code still decode and replay."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Contract(BaseModel):
+    """The base of every contract: unknown fields are ignored, so older code reads newer payloads."""
+
+    model_config = ConfigDict(extra="ignore", frozen=False)
+
+
+# --------------------------------------------------------------------------------- transcript
+# One API-neutral transcript: Chat Completions and the Responses API map to and from it.
+
+
+class ToolCall(Contract):
+    """A function call the model asked for. `arguments` is the model's raw JSON text.
+
+    `call_id` is the run's own id for the call, unique across the whole run: providers reuse
+    theirs across turns, so an approval or an idempotency key must never be bound to them.
+    `provider_id` is what the server called it (an excerpt), for the record only."""
+
+    call_id: str
+    name: str
+    arguments: str = "{}"
+    provider_id: str = ""
+
+
+class UserMessage(Contract):
+    role: Literal["user"] = "user"
+    content: str
+    # Set on the message that replaced earlier ones when a session compacted its memory: how
+    # many messages it stands for (the model reads it as an ordinary message).
+    summary_of: int = 0
+
+
+class AssistantMessage(Contract):
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ApprovalRecord(Contract):
+    """A person's decision on one tool call: who, when, what."""
+
+    call_id: str
+    tool: str
+    approved: bool
+    by: str
+    at: datetime
+    reason: str = ""
+    arguments: dict[str, Any] | None = None  # edited arguments, when the approver changed them
+    always: bool = False
+    automatic: bool = False  # made by the run itself: an approval timeout, or an earlier --always
+
+
+class ToolMessage(Contract):
+    """A tool call's result as the model will read it (errors included, flagged)."""
+
+    role: Literal["tool"] = "tool"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    approval: ApprovalRecord | None = None  # never sent to the model; kept for the record
+
+
+Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
+
+
+class Usage(Contract):
+    requests: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0  # from the worker's price table (activities/prices.py)
+    unpriced: int = 0  # model calls to a model the price table lacks (their cost is not in cost_usd)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost_usd=round(self.cost_usd + other.cost_usd, 8),
+            unpriced=self.unpriced + other.unpriced,
+        )
