@@ -9,7 +9,7 @@ from activities.model import new_http_client
 from durable_agent_runner import Registry, ToolContext
 from durable_agent_runner.config.llm import LLMSettings
 from workflows.calls import RunTools
-from workflows.turn import Final, decide
+from workflows.rules import Final, decide
 from workflows.types import Message, ToolMessage, UserMessage
 
 

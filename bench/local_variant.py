@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     import workflows.types as t
     from bench.variant_types import INLINE_MODEL_ACTIVITY, VARIANT_WORKFLOW, InlineModelCall, VariantInput
     from workflows.calls import RunTools, after_tools
-    from workflows.turn import Final, decide
+    from workflows.rules import Final, decide
 
 MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60))
 

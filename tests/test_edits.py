@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from workflows import types as t
 from workflows.calls import RunTools, after_tools, without_dropped
 from workflows.edits import Editable, EditRefused, apply, before_model, before_tools
-from workflows.turn import decide
+from workflows.rules import decide
 
 BOOK = {
     "type": "object",

@@ -2,7 +2,7 @@
 
 from workflows.calls import RunTools, after_tools, checked, describe_call, taken, with_reply
 from workflows.memory import HANDOFF_FILTERS
-from workflows.turn import Done, Final, Retry, Stop, after_output, decide, tripwire
+from workflows.rules import Done, Final, Retry, Stop, after_output, decide, tripwire
 from workflows.types import (
     AgentSpec,
     AssistantMessage,

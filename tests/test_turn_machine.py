@@ -6,6 +6,7 @@ import pytest
 
 from workflows import types as t
 from workflows.calls import RunTools
+from workflows.rules import Done, Stop
 from workflows.session import SessionState
 from workflows.state import RunState
 from workflows.turn import (
@@ -13,7 +14,6 @@ from workflows.turn import (
     CheckOutput,
     Compacted,
     ContinueAsNew,
-    Done,
     Facts,
     HandedOff,
     HandOff,
@@ -24,7 +24,6 @@ from workflows.turn import (
     Resumed,
     Steer,
     Steered,
-    Stop,
     ToolsRan,
     Turn,
 )

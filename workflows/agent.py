@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Literal, NoReturn
+from typing import NoReturn
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, FailureError
+from temporalio.exceptions import ApplicationError
 
 import workflows.types as t
-from workflows import edits, memory
-from workflows.calls import RunTools, describe_call
-from workflows.handlers import Handlers
+from workflows.calls import RunTools
+from workflows.rules import Done, Stop
 from workflows.session import SessionState
-from workflows.steps import model_call_bounds
 from workflows.turn import (
     Breakpoint,
     BreakpointRan,
@@ -33,7 +31,6 @@ from workflows.turn import (
     Compact,
     Compacted,
     ContinueAsNew,
-    Done,
     Facts,
     Guardrails,
     GuardrailsRan,
@@ -48,20 +45,16 @@ from workflows.turn import (
     Resumed,
     Steer,
     Steered,
-    Stop,
     ToolsRan,
     Turn,
     should_continue,
-    tripwire,
 )
+from workflows.turn_steps import TurnSteps
 
 # Only the project's own errors fail a run from workflow code: every failure it means is an
 # ApplicationError (which always fails the run). A bug in this code holds the workflow task, as
 # Temporal intends, so a fixed deploy carries the run on; `client.py status` says it is stuck.
 RUN_FAILURE_TYPES: list[type[BaseException]] = []
-
-# A paused run waits this long for a resume, then fails (its state stays forkable).
-PAUSE_LIMIT = timedelta(days=30)
 
 
 # Outside temporalio's sandbox: it checked nothing here (every module of workflows/ was passed
@@ -71,7 +64,7 @@ PAUSE_LIMIT = timedelta(days=30)
 # checked-in history in temporalio's sandbox with nothing of ours passed through
 # (tests/helpers.py: STRICT_SANDBOX), which fails on any of them at run time.
 @workflow.defn(name=t.WORKFLOW_NAME, failure_exception_types=RUN_FAILURE_TYPES, sandboxed=False)
-class AgentRun(Handlers):
+class AgentRun(TurnSteps):
     @workflow.init
     def __init__(self, input: t.RunInput) -> None:
         # State exists before any handler runs: a message may arrive with the start itself.
@@ -211,47 +204,6 @@ class AgentRun(Handlers):
             t.RunInput(prompt="", agent=s.agent.name, carry=carry, capture=input.capture, session=input.session)
         )
 
-    # --------------------------------------------------------------------------- breakpoints
-
-    async def _breakpoint(self, step: Breakpoint) -> str | None:
-        """The agent's breakpoint function, before model call `step.turn`: its edits apply; why
-        the run pauses, if it asked to or an edit of it was refused."""
-        agent = self._s.agent_now
-        result = await self._hook(agent, "breakpoint", step.name, transcript_len=len(self._s.messages))
-        for edit in result.edits:
-            try:
-                self._apply_edit(edit.model_copy(update={"by": f"breakpoint function {step.name}"}))
-            except edits.EditRefused as refused:
-                return f"breakpoint function {step.name}: its edit was refused: {refused}"
-        if result.pause is not None:
-            return f"breakpoint function {step.name}: {result.pause or 'pause'}"
-        return None
-
-    async def _pause(self, step: Pause) -> None:
-        """Holds the run still, durably, until `client.py resume`; edits apply meanwhile."""
-        s = self._s
-        s.pause_request, s.resumed_by = None, None
-        s.paused = t.PauseInfo(where=step.where, turn=step.turn, why=step.why, at=workflow.now())
-        point = (
-            f"before model call {step.turn}"
-            if step.where == "before_model"
-            else f"before the tool calls of turn {step.turn}"
-        )
-        self._event("paused", detail=f"{point}: {step.why}")
-        self._set_phase("paused", f"paused {point}: {step.why}")
-        try:
-            await workflow.wait_condition(
-                lambda: s.resumed_by is not None, timeout=PAUSE_LIMIT, timeout_summary="pause limit"
-            )
-        except TimeoutError:
-            s.paused = None
-            message = f"paused {point} for {PAUSE_LIMIT.days} days without a resume (fork it to go on)"
-            raise self._failure(message, "PausedTooLong") from None
-        self._event("resumed", detail=f"by {s.resumed_by}")
-        s.paused = None
-        phase: t.Phase = "running_tools" if step.where == "before_tools" else "calling_model"
-        self._set_phase(phase, f"resumed by {s.resumed_by}")
-
     # ------------------------------------------------------------------------------ sessions
 
     async def _conversation(self, input: t.RunInput) -> t.RunResult:
@@ -324,126 +276,3 @@ class AgentRun(Handlers):
         self._set_phase("completed", f"session ended: {why}")
         output, output_object = (last.output or "", last.output_object) if last else ("", None)
         return self._result(output, output_object, messages=session.answered, ended_by=why)
-
-    def _steer(self) -> None:
-        session = self._s.session
-        assert session is not None
-        for queued in session.steer():
-            self._s.messages.append(t.UserMessage(content=queued.text))
-            detail = f"message {queued.message} from {queued.by} · steers the answer"
-            self._event("message", text=queued.text, detail=detail)
-
-    async def _compact(self, plan: memory.Compaction) -> None:
-        """Compacts a session's transcript as the machine planned: a visible step of its own."""
-        s, session = self._s, self._s.session
-        assert session is not None and s.agent is not None
-        agent, policy = s.agent_now, s.agent.memory
-        size = memory.transcript_bytes(s.messages[: plan.upto])
-        self._set_phase("compacting", f"turn {s.turn}: compacting {plan.upto} earlier messages ({plan.reason})")
-        summary, how = None, f"dropped {plan.upto} earlier messages ({size:,} bytes)"
-        if plan.strategy == "summarize":
-            result = await self._summarize(agent, plan.upto, policy, session.compactions + 1)
-            if isinstance(result, str):
-                how += f": summarizing failed ({result})"
-            else:
-                summary = result.summary
-                s.add_usage(agent.name, result.usage)
-                how = f"summarized {plan.upto} earlier messages ({size:,} bytes) in {len(summary):,} characters"
-        s.replace_messages(memory.compacted(s.messages, plan.upto, summary))
-        s.last_input_tokens = 0
-        session.compactions += 1
-        self._event("compacted", text=summary or "", detail=f"{how}; {plan.reason}")
-
-    async def _summarize(
-        self, agent: t.AgentSpec, upto: int, policy: t.MemoryPolicy, number: int
-    ) -> t.CompactResult | str:
-        """The model's summary of messages[:upto] (read by query, like a model call), or why not."""
-        s = self._s
-        model = agent.model or "the worker's default model"
-        try:
-            result: t.CompactResult = await workflow.execute_activity(
-                t.COMPACT_ACTIVITY,
-                t.CompactInput(
-                    agent=agent.name,
-                    model=agent.model,
-                    turn=s.turn,
-                    upto=upto,
-                    instructions=policy.summary_instructions,
-                ),
-                result_type=t.CompactResult,
-                activity_id=f"compact-{number}",
-                **model_call_bounds(agent),
-                summary=f"turn {s.turn} · {self._who(agent)}compact {upto} messages · {model}",
-            )
-            return result
-        except ActivityError as err:
-            cause = err.cause
-            return cause.message if isinstance(cause, FailureError) else err.message
-
-    # --------------------------------------------------------------------------------- calls
-
-    async def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
-        runs = [p for p in step.calls if p.action in ("tool", "child")]
-        names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"
-        self._set_phase("running_tools", f"turn {self._s.turn}: running {names}")
-        tasks = [asyncio.create_task(self._carry_out(agent, p)) for p in runs]
-        try:
-            return {m.call_id: m for m in await asyncio.gather(*tasks)}
-        except BaseException:
-            for task in tasks:  # one call ended the answer: its siblings stop too
-                task.cancel()
-            raise
-
-    async def _hand_off(self, agent: t.AgentSpec, step: HandOff) -> None:
-        """The next turn runs the target, frozen at the start like every agent this run can
-        reach, with the conversation so far (through the handoff's input filter, if any)."""
-        s, planned = self._s, step.call
-        assert s.agent is not None
-        target = s.agent.member(planned.target)
-        spec = next((h for h in agent.handoffs if h.agent == planned.target), None)
-        if target is None or spec is None:  # impossible by construction: resolve froze them all
-            raise self._failure(f"cannot hand off to '{planned.target}': not part of this run", "UnknownAgent")
-        if spec.input_filter in memory.HANDOFF_FILTERS:
-            s.replace_messages(memory.HANDOFF_FILTERS[spec.input_filter](s.messages))
-        elif spec.input_filter:
-            name = spec.input_filter.removeprefix("hook:")
-            filtered = await self._hook(agent, "input_filter", name, transcript_len=len(s.messages))
-            if filtered.messages is None:
-                raise self._failure(f"handoff filter '{name}' returned no messages", "AgentHookFailed")
-            s.replace_messages(filtered.messages)
-        record = t.HandoffRecord(
-            from_agent=agent.name, to_agent=target.name, turn=s.turn, at=workflow.now(), call_id=planned.call.call_id
-        )
-        s.handoffs.append(record)
-        s.current = target.name
-        self._event("handoff", detail=f"{agent.name} → {target.name}", call_id=record.call_id)
-        self._search(t.SA_AGENT.value_set(target.name), t.SA_VERSION.value_set(target.version))
-        self._set_phase("running_tools", f"turn {s.turn}: {agent.name} handed off to {target.name}")
-
-    # ------------------------------------------------------------------------------ guardrails
-
-    async def _first_call_guarded(self, agent: t.AgentSpec, text: str, capture: bool) -> t.ModelReply:
-        """The first model call, with the agent's input guardrails running alongside it (as the
-        Agents SDK does). A tripwire ends the run before any tool runs, and cancels the call."""
-        model = asyncio.create_task(self._call_model(agent, capture))
-        guards = asyncio.create_task(self._guardrails(agent, "input", text))
-        await workflow.wait([model, guards], return_when=asyncio.FIRST_COMPLETED)
-        if model.done() and model.exception() is not None:
-            guards.cancel()
-            return await model  # raises the model call's failure
-        stop = await guards  # a reply that came first still waits: no tool runs before the verdict
-        if stop is not None:
-            model.cancel()
-            raise self._failure(stop.message, stop.error)
-        return await model
-
-    async def _guardrails(self, agent: t.AgentSpec, kind: Literal["input", "output"], text: str) -> Stop | None:
-        names = agent.input_guardrails if kind == "input" else agent.output_guardrails
-        if not names:
-            return None
-        hook: t.HookKind = "input_guardrail" if kind == "input" else "output_guardrail"
-        results = await asyncio.gather(*(self._hook(agent, hook, name, text=text) for name in names))
-        for name, result in zip(names, results, strict=True):
-            verdict = "tripped" if result.tripwire else "passed"
-            self._event("guardrail", detail=f"{kind} guardrail {name}: {verdict}")
-        return tripwire(kind, list(zip(names, results, strict=True)))

@@ -14,13 +14,13 @@ from temporalio.exceptions import ApplicationError
 import workflows.types as t
 from workflows import edits
 from workflows.approvals import DecisionRefused
+from workflows.call_steps import CallSteps
 from workflows.session import Refused, SessionState
-from workflows.steps import Steps
 
 MAX_CHILD_LEDGERS = 100  # cancelled children's usage not yet counted (each is read once, then dropped)
 
 
-class Handlers(Steps):
+class Handlers(CallSteps):
     """What reaches a run from outside while it runs; `AgentRun` adds the loop."""
 
     def _agent_now(self) -> t.AgentSpec | None:

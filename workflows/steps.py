@@ -1,9 +1,8 @@
 """What an agent run carries out: the activities and child runs behind each step of a turn.
 
 `workflows.turn` decides; the methods here only execute (a model call, a tool, a hook, a child
-run, a wait for a person) and record what happened for status, watchers and the Web UI. A call
-runs one way, chosen by `calls.runs` from the tool's settings: with the reply, as a local
-activity, as a routed activity, or as a child run.
+run, a wait for a person) and record what happened for status, watchers and the Web UI. The
+calls of a turn are carried out by `workflows.call_steps`.
 
 Determinism rules for this module, as for all of workflows/: no I/O, no clocks, no randomness,
 no threads. Time comes from `workflow.now()`; activities are called by their declared names.
@@ -12,33 +11,24 @@ no threads. Time comes from `workflow.now()`; activities are called by their dec
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import datetime, timedelta
 from typing import Any
 
-import pydantic
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeUpdate
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     CancelledError,
-    ChildWorkflowError,
     FailureError,
     TimeoutType,
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
-from temporalio.workflow import ParentClosePolicy
 
 import workflows.types as t
-from workflows.approvals import edited_note, rejection_text
-from workflows.bounds import json_object
-from workflows.calls import PlannedCall, checked, describe_call, runs
-from workflows.state import RunState, excerpt
+from workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
-# How long a parent waits for a cancelled child's usage (signalled as the child ends).
-CHILD_USAGE_WAIT = timedelta(seconds=30)
 RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # the local resolve: no I/O, the registry and the agent's code
 # Hooks run the agent author's code (guardrails may call a model themselves): retried a few
 # times for a worker that died, then the run fails with the hook's own error.
@@ -263,198 +253,6 @@ class Steps:
             return result
         except ActivityError as err:
             raise self._failed_activity(err, "AgentHookFailed", f"{kind.replace('_', ' ')} '{name}' failed: ") from err
-
-    # ------------------------------------------------------------------------------- calls
-
-    async def _carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
-        """One planned call: asked about if its approval says so, then run the one way its tool
-        runs (`calls.runs`). Siblings run meanwhile."""
-        s, call = self._s, planned.call
-        self._event("tool_started", call_id=call.call_id, tool=call.name, detail=describe_call(call))
-        record: t.ApprovalRecord | None = None
-        if planned.approval == "auto":
-            record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
-        elif planned.approval == "check":
-            check = await self._hook(agent, "approval", call.name, call_id=call.call_id, arguments=call.arguments)
-            verdict = checked(planned, check)
-            if isinstance(verdict, t.ToolMessage):
-                return self._finished(verdict, None)
-            if verdict == "ask":
-                s.approvals.request(call.call_id, call.name, check.arguments or {}, s.turn, workflow.now())
-                record = await self._await_decision(agent, call)
-                if not record.approved:
-                    message = t.ToolMessage(
-                        call_id=call.call_id, name=call.name, content=rejection_text(record), is_error=True
-                    )
-                    return self._finished(message, record)
-        edited = record is not None and record.arguments is not None
-        arguments = json.dumps(record.arguments, ensure_ascii=False) if record and edited else call.arguments
-        how = runs(planned, agent, arguments)
-        if how == "child":
-            message = await self._child(agent, planned, arguments)
-        elif how == "with_reply":  # the model activity ran it with the reply: no dispatch of its own
-            assert planned.ran is not None
-            message = t.ToolMessage(
-                call_id=call.call_id, name=call.name, content=planned.ran.output, is_error=planned.ran.is_error
-            )
-        else:
-            message = await self._tool(agent, call, arguments, local=how == "local")
-        if record is not None and edited:
-            message.content = edited_note(record) + message.content
-        return self._finished(message, record)
-
-    def _finished(self, message: t.ToolMessage, record: t.ApprovalRecord | None) -> t.ToolMessage:
-        message.approval = record
-        self._event("tool_finished", call_id=message.call_id, tool=message.name, text=excerpt(message.content))
-        return message
-
-    async def _await_decision(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ApprovalRecord:
-        approvals = self._s.approvals
-        self._event("approval_requested", call_id=call.call_id, tool=call.name, detail=describe_call(call))
-        self._refresh_phase()
-        timeout = agent.approval_timeout_seconds
-        try:
-            await workflow.wait_condition(
-                lambda: approvals.decided(call.call_id) is not None,
-                timeout=timedelta(seconds=timeout) if timeout else None,
-                timeout_summary=f"approval timeout for {call.name} {call.call_id}",
-            )
-        except TimeoutError:
-            if agent.approval_timeout_outcome == "fail":
-                message = f"no decision on {describe_call(call)} ({call.call_id}) within {timeout:g}s"
-                raise self._failure(message, "ApprovalTimedOut") from None
-            timed_out = t.ApprovalDecision(
-                call_id=call.call_id, approve=False, by="timeout", reason=agent.approval_timeout_reason
-            )
-            self._record_decision(approvals.apply(timed_out, workflow.now(), automatic=True))
-        record = approvals.decided(call.call_id)
-        assert record is not None
-        self._refresh_phase()
-        return record
-
-    async def _tool(self, agent: t.AgentSpec, call: t.ToolCall, arguments: str, local: bool) -> t.ToolMessage:
-        """The tool activity: `local`, in this workflow task on a worker holding the agent's
-        version (on any other it says so, and the call runs routed); else routed to such a worker.
-        Once its retries are spent the run goes on and the model learns the tool failed."""
-        s = self._s
-        spec = agent.tool(call.name)
-        assert spec is not None  # decide() answers unknown tools itself
-        args = json_object(arguments)
-        request = t.ToolCallInput(
-            call_id=call.call_id,
-            tool=call.name,
-            arguments="" if args is not None else arguments,
-            args=args,
-            idempotency_key=t.idempotency_key(workflow.info().workflow_id, call.call_id),
-            turn=s.turn,
-            agent=agent.name,
-        )
-        activity_id = f"tool-{s.turn}-{call.call_id}"
-        summary = f"turn {s.turn} · tool: {describe_call(call)}"
-        try:
-            result: t.ToolResult | None = None
-            if local:
-                result = await self._local_tool(agent, spec, request, activity_id, summary)
-            if result is None:
-                result = await workflow.execute_activity(
-                    t.TOOL_CALL_ACTIVITY,
-                    request,
-                    result_type=t.ToolResult,
-                    activity_id=activity_id,
-                    task_queue=agent_queue(agent),
-                    start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
-                    heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
-                    retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
-                    summary=summary,
-                )
-        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
-            failure = err.cause if isinstance(err, ActivityError) else err
-            cause = failure.message if isinstance(failure, FailureError) else str(err)
-            return t.ToolMessage(
-                call_id=call.call_id,
-                name=call.name,
-                content=f"error: tool '{call.name}' failed after {spec.max_attempts} attempt(s): {cause}",
-                is_error=True,
-            )
-        return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error)
-
-    async def _local_tool(
-        self, agent: t.AgentSpec, spec: t.ToolSpec, request: t.ToolCallInput, activity_id: str, summary: str
-    ) -> t.ToolResult | None:
-        """A cheap tool as a local activity, in this workflow task: one dispatch per turn. Only a
-        worker holding the agent's exact version runs it; on any other, None (run it routed)."""
-        try:
-            result: t.ToolResult = await workflow.execute_local_activity(
-                t.TOOL_CALL_ACTIVITY,
-                request.model_copy(update={"local_version": agent.version}),
-                result_type=t.ToolResult,
-                activity_id=activity_id,
-                start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
-                retry_policy=RetryPolicy(
-                    maximum_attempts=spec.max_attempts, non_retryable_error_types=[t.TOOL_NOT_HERE]
-                ),
-                summary=f"{summary} (local)",
-            )
-            return result
-        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
-            cause = err.cause if isinstance(err, ActivityError) else err
-            if isinstance(cause, ApplicationError) and cause.type == t.TOOL_NOT_HERE:
-                return None
-            raise
-
-    async def _child(self, agent: t.AgentSpec, planned: PlannedCall, arguments: str) -> t.ToolMessage:
-        """An agent run as a tool: a child run of the frozen member, with its own history,
-        approvals and retries. Its answer is the tool's result; its tokens count here too."""
-        s, call = self._s, planned.call
-        assert s.agent is not None
-        member = s.agent.member(planned.target)
-        if member is None:  # impossible by construction: resolve froze every reachable agent
-            raise self._failure(f"agent '{planned.target}' is not part of this run", "UnknownAgent")
-        args = json_object(arguments) or {}
-        prompt = args.get("input")
-        if not isinstance(prompt, str) or not prompt.strip():
-            content = f"error: tool '{call.name}' needs a non-empty string argument 'input'"
-            return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
-        team = [a for a in [s.agent.model_copy(update={"team": []}), *s.agent.team] if a.name != member.name]
-        child_id = f"{workflow.info().workflow_id}.{call.call_id}"
-        try:
-            result: t.RunResult = await workflow.execute_child_workflow(
-                t.WORKFLOW_NAME,
-                t.RunInput(prompt=prompt, agent=member.name, frozen=member.model_copy(update={"team": team})),
-                id=child_id,
-                result_type=t.RunResult,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"{member.name} for {agent.name}: {prompt[:100]}",
-            )
-        except ChildWorkflowError as err:
-            cause = err.cause
-            why = cause.message if isinstance(cause, FailureError) else err.message
-            await self._count_child(child_id, cause)
-            content = f"error: agent '{member.name}' (run {child_id}) failed: {why}"
-            return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
-        for name, usage in (result.usage_by_agent or {member.name: result.usage}).items():
-            s.add_usage(name, usage)
-        return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output)
-
-    async def _count_child(self, child_id: str, cause: BaseException | None) -> None:
-        """A child that failed or was cancelled spent tokens too: a failure carries its ledger in
-        its details; a cancelled child signals it as it ends (waited for, within a bound)."""
-        ledger: t.ChildUsage | None = None
-        if isinstance(cause, ApplicationError) and cause.details:
-            try:
-                ledger = t.ChildUsage.model_validate(cause.details[0])
-            except pydantic.ValidationError:
-                ledger = None  # a failure raised elsewhere (not the run's own): nothing counted
-        elif isinstance(cause, CancelledError):
-            try:
-                await workflow.wait_condition(
-                    lambda: child_id in self._child_usage, timeout=CHILD_USAGE_WAIT, timeout_summary="child usage"
-                )
-            except TimeoutError:
-                pass  # a child terminated, or of code before this: its usage is not known
-            ledger = self._child_usage.pop(child_id, None)
-        for name, usage in (ledger.usage_by_agent if ledger is not None else {}).items():
-            self._s.add_usage(name, usage)
 
     def _who(self, agent: t.AgentSpec) -> str:
         """`refunds · ` in a summary when the run has a team, so the UI says which agent acts."""

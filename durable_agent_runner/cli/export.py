@@ -33,7 +33,7 @@ from activities import chat_wire, responses_wire
 from activities.capture import CaptureStore
 from workflows import types as t
 from workflows.calls import RunTools
-from workflows.turn import Final, decide
+from workflows.rules import Final, decide
 
 E = EventType
 
