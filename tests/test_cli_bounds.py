@@ -80,7 +80,7 @@ async def test_deeply_nested_json_arguments_are_one_line(cli: Cli) -> None:
     done = await cli("run", "--model-settings", deep, "hello", env=down)
     assert done.code == 2, str(done)
     assert "--model-settings is nested deeper than 32 levels" in one_clean_line(done.err)
-    with pytest.raises(ValueError, match="--args is larger than 1024 KiB"):  # past what a shell passes, too
+    with pytest.raises(ValueError, match="--args is longer than 1,048,576 characters"):  # past what a shell passes, too
         json_object('{"a": "' + "x" * (1024 * 1024) + '"}', "--args")
 
 
