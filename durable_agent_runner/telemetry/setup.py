@@ -17,11 +17,11 @@ from temporalio.client import Client
 from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, ReplaySafeTracerProvider, create_tracer_provider
 from temporalio.worker import Interceptor
 
+from durable_agent_runner.config.env import ClientSettings, SettingsError
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.telemetry.interceptors import RunTracing, StartSpans
 
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
-CAPTURE_VAR = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 TRACER_NAME = "durable-agent-runner"
 
 
@@ -64,8 +64,13 @@ def exporter_from_env(env: Mapping[str, str]) -> SpanExporter:
     raise TelemetryConfigError(f"{name} must be http/protobuf or grpc, not {protocol!r}")
 
 
-def _yes(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+def _capture() -> bool:
+    """OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT as the settings model reads it, with the
+    project's one yes/no parser (worker.py and client.py have already refused a bad value)."""
+    try:
+        return bool(ClientSettings.load().capture_content)
+    except SettingsError as err:
+        raise TelemetryConfigError(str(err)) from None
 
 
 def _resource(service_name: str) -> Resource:
@@ -87,9 +92,7 @@ class Telemetry:
         """None unless tracing is on (see `enabled`); TelemetryConfigError for a bad setting."""
         if not enabled(os.environ):
             return None
-        return cls.exporting(
-            exporter_from_env(os.environ), service_name=service_name, capture_content=_yes(os.environ.get(CAPTURE_VAR))
-        )
+        return cls.exporting(exporter_from_env(os.environ), service_name=service_name, capture_content=_capture())
 
     @classmethod
     def exporting(cls, exporter: SpanExporter, *, service_name: str, capture_content: bool = False) -> Telemetry:
