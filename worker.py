@@ -149,7 +149,7 @@ async def serve(args: argparse.Namespace) -> int:
         feed = f"exactly-once ones fed from the runs' events (state in {where})" if where else "no exactly-once ones"
         log.info("lifecycle hooks: %s; %s", names, feed)
     if tracing:
-        log.info("OpenTelemetry: exporting traces over OTLP (durable_agent_runner/telemetry.py)")
+        log.info("OpenTelemetry: exporting traces over OTLP (durable_agent_runner/telemetry/)")
     try:
         async with http, worker:
             await stop.wait()

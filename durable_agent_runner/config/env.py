@@ -8,7 +8,7 @@ switches take one set of spellings.
 
 Not here: the TEMPORAL_* connection variables and the profile file, which temporalio's envconfig
 reads as the `temporal` CLI does (durable_agent_runner/config/connection.py); the OTEL_* variables the
-OpenTelemetry SDK reads itself (durable_agent_runner/telemetry.py decides only whether tracing is on).
+OpenTelemetry SDK reads itself (durable_agent_runner/telemetry/ decides only whether tracing is on).
 
 Variables (default in brackets):
   AGENT_TASK_QUEUE [agent-runner]   the workers' task queue

@@ -232,7 +232,7 @@ def build_worker(
     Every worker masks the API key in whatever its activities return, heartbeat or raise.
     `run_hooks`: the lifecycle hooks (durable_agent_runner/agents/lifecycle.py); when one has an exactly-once method,
     a hook feed follows `queue`'s runs, checkpointing in `hooks_state_dir` (default
-    $HOOKS_STATE_DIR or .state/hooks). `telemetry`: trace runs (durable_agent_runner/telemetry.py)."""
+    $HOOKS_STATE_DIR or .state/hooks). `telemetry`: trace runs (durable_agent_runner/telemetry/)."""
     extra = options.pop("interceptors", None)
     plugin = AgentPlugin(
         registry,

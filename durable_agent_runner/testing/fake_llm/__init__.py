@@ -16,7 +16,7 @@ In-process:
 As a process: python -m durable_agent_runner.testing.fake_llm --host 127.0.0.1 --port 8400
 
 Replies are a pure function of the request (see `scenarios` here); faults are a FIFO queue (see
-`faults`); the control API lives under /_control/ (see `server`).
+`faults`); the control API lives under /_control/ (see `handler`).
 Models named `hostile:<case>` and the `echo_key` and `stall` faults attack the client instead:
 they echo its key back, reuse tool-call ids, send odd fields, and stall (see `hostile`).
 """
