@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import pydantic_core
@@ -34,6 +34,7 @@ from activities.context_cache import ContextCache
 from activities.prices import PriceTable
 from activities.sse import LineTooLong, iter_lines
 from activities.tool_activities import ToolActivities
+from activities.wire import BadSettings, MalformedResponse, StreamFailed, Wire, parse_body
 from durable_agent_runner import telemetry
 from durable_agent_runner.agents.lifecycle import HookCaller, ModelAttempt, ModelResponse
 from durable_agent_runner.config.llm import LLMSettings
@@ -54,22 +55,6 @@ from workflows.types import (
 log = logging.getLogger(__name__)
 
 
-class Wire(Protocol):
-    """What activities.chat_wire and activities.responses_wire both provide."""
-
-    def build_request(self, agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]: ...
-    def parse_response(self, body: object, turn: int, *, mask: chat_wire.Mask | None = None) -> ModelReply: ...
-    async def parse_stream(
-        self,
-        lines: AsyncIterator[str],
-        turn: int,
-        *,
-        on_delta: Callable[[str], None] | None = None,
-        mask: chat_wire.Mask | None = None,
-        limit: int | None = None,
-    ) -> ModelReply: ...
-
-
 def wire_for(api: str) -> tuple[Wire, str]:
     """The wire module for an API and its path under the base URL: one place for the choice."""
     return (responses_wire, "responses") if api == "responses" else (chat_wire, "chat/completions")
@@ -80,7 +65,7 @@ def build_request(wire: Wire, agent: AgentSpec, messages: list[Message], model: 
     the agent's author must fix them and no retry will."""
     try:
         return wire.build_request(agent, messages, model, stream)
-    except chat_wire.BadSettings as err:
+    except BadSettings as err:
         raise ApplicationError(f"agent {agent.name}: {err}", type="ModelSettingsInvalid", non_retryable=True) from None
 
 
@@ -314,13 +299,13 @@ class ModelActivities:
                 raise errors.attempt_timeout(limit) from None
             except httpx.TransportError as err:
                 raise errors.from_transport(err, settings.base_url, self._redactor) from None
-            except chat_wire.MalformedResponse as err:
+            except MalformedResponse as err:
                 # Count bad bodies, not attempts: 429s and crashes before it must not use up
                 # the few retries a garbage-sending server gets. The next attempt reads this.
                 call.progress.malformed += 1
                 activity.heartbeat(call.reset())
                 raise errors.malformed(mask(str(err)), call.progress.malformed) from None
-            except chat_wire.StreamFailed as err:
+            except StreamFailed as err:
                 raise ApplicationError(mask(str(err)), type="ModelStreamFailed") from None
         reply.usage = self._prices.priced(reply.usage, str(body.get("model") or reply.model or ""))
         return reply, call
@@ -337,9 +322,9 @@ class ModelActivities:
             if not call.stream:
                 text, cut = await _read(response, MAX_REPLY_CHARS)
                 if cut:
-                    raise chat_wire.MalformedResponse(f"reply longer than {MAX_REPLY_CHARS} characters")
+                    raise MalformedResponse(f"reply longer than {MAX_REPLY_CHARS} characters")
                 call.raw.append(text)
-                payload = chat_wire.parse_body(text, mask=mask)
+                payload = parse_body(text, mask=mask)
                 call.payload = payload
                 return call.wire.parse_response(payload, call.turn, mask=mask)
             try:
@@ -352,11 +337,11 @@ class ModelActivities:
                     limit=MAX_REPLY_CHARS,
                 )
             except LineTooLong as err:
-                raise chat_wire.MalformedResponse(str(err)) from None
+                raise MalformedResponse(str(err)) from None
             except httpx.TimeoutException:
                 raise
             except httpx.TransportError as err:  # the connection dropped mid-stream
-                raise chat_wire.StreamFailed(f"stream cut off mid-way: {err}") from err
+                raise StreamFailed(f"stream cut off mid-way: {err}") from err
 
 
 async def _read(response: httpx.Response, limit: int) -> tuple[str, bool]:
@@ -472,7 +457,7 @@ class _Call:
         async for chunk in chunks:
             self.received += len(chunk)
             if self.received > MAX_STREAM_CHARS:
-                raise chat_wire.MalformedResponse(f"stream longer than {MAX_STREAM_CHARS} characters")
+                raise MalformedResponse(f"stream longer than {MAX_STREAM_CHARS} characters")
             yield chunk
 
     async def tee(self, lines: AsyncIterator[str]) -> AsyncIterator[str]:

@@ -32,7 +32,15 @@ from temporalio.exceptions import ApplicationError
 
 from activities import chat_wire, responses_wire
 from activities import model as model_module
-from activities.chat_wire import MAX_COUNT, MAX_LABEL, MAX_NAME, MAX_PROVIDER_ID, MalformedResponse, StreamFailed
+from activities.wire import (
+    MAX_COUNT,
+    MAX_LABEL,
+    MAX_NAME,
+    MAX_PROVIDER_ID,
+    MAX_TOOL_CALLS,
+    MalformedResponse,
+    StreamFailed,
+)
 from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import RedactingFilter, Redactor, redaction_for
@@ -274,7 +282,7 @@ async def test_streamed_tool_call_indexes_may_be_strings_missing_or_huge():
 
 
 def test_too_many_tool_calls_in_one_reply_is_malformed():
-    calls = [{"function": {"name": "f"}} for _ in range(chat_wire.MAX_TOOL_CALLS + 1)]
+    calls = [{"function": {"name": "f"}} for _ in range(MAX_TOOL_CALLS + 1)]
     with pytest.raises(MalformedResponse, match="tool calls in one reply"):
         chat_wire.parse_response({"choices": [{"message": {"tool_calls": calls}}]}, 1)
 
