@@ -30,7 +30,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, responses_wire
+from activities import chat_wire, model_call, responses_wire
 from activities import model as model_module
 from activities.wire import (
     MAX_COUNT,
@@ -427,13 +427,13 @@ async def test_streamed_text_in_heartbeats_is_only_its_tail(llm: FakeLLMServer, 
     reply = await call(hostile_settings(llm, model=model, stream=True), on_heartbeat=lambda *d: beats.append(d))
     assert reply.message.content == f"{filler}***{filler}"
     texts = [b[0].text for b in beats if b]
-    assert texts and max(map(len, texts)) <= model_module.TAIL_CHARS  # however long the reply
+    assert texts and max(map(len, texts)) <= model_call.TAIL_CHARS  # however long the reply
     assert_no_key(repr(beats), "heartbeats")
 
 
 def test_the_streamed_tail_never_shows_part_of_a_key_wherever_the_pieces_fall():
     progress = t.ModelProgress(turn=1, attempt=1)
-    call = model_module._Call(chat_wire, "", {}, {}, True, 1, httpx.Timeout(1), Redactor(KEY), progress)
+    call = model_call.Call(chat_wire, "", {}, {}, True, 1, httpx.Timeout(1), Redactor(KEY), progress)
     text = ("lorem ipsum " * 2000 + KEY) * 8  # 190 KB: the tail is cut, keys cross its edges
     keys = [i for i in range(len(text)) if text.startswith(KEY, i)]
     rng, at, shown = random.Random(SEED), 0, []
@@ -443,7 +443,7 @@ def test_the_streamed_tail_never_shows_part_of_a_key_wherever_the_pieces_fall():
         at += n
         if rng.random() < 0.01 or any(k - 100 < at < k + len(KEY) + 100 for k in keys):
             shown.append(call.snapshot().text)
-    assert all(len(s) <= model_module.TAIL_CHARS for s in shown) and shown[-1].endswith("***")
+    assert all(len(s) <= model_call.TAIL_CHARS for s in shown) and shown[-1].endswith("***")
     for s in shown:
         assert_no_key(s, "a heartbeat")
         assert not any(KEY.startswith(s[-n:]) for n in range(1, 8))  # no key streaming in yet
