@@ -46,7 +46,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import chat_wire
+from activities import wire
 from activities.capture import CaptureStore
 from durable_agent_runner.cli import chat, codec_server, debug, session
 from durable_agent_runner.cli.args import json_object
@@ -184,13 +184,13 @@ def model_settings(args: argparse.Namespace) -> t.ModelSettings | None:
         return None
     try:
         settings = t.ModelSettings.model_validate({**given, **flags})
-        chat_wire.check_extra_body(settings.extra_body)
+        wire.check_extra_body(settings.extra_body)
     except ValidationError as err:
         first = err.errors()[0]
         field = str(first["loc"][0]) if first["loc"] else ""
         where = f"--{field.replace('_', '-')}" if field in flags else f"--model-settings {field}".rstrip()
         raise UsageError(f"{where}: {first['msg']}") from None
-    except chat_wire.BadSettings as err:
+    except wire.BadSettings as err:
         raise UsageError(f"--model-settings: {err}") from None
     return settings
 

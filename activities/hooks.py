@@ -38,9 +38,10 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, errors
+from activities import errors
 from activities.mcp_tools import FrozenTools
 from activities.model import read_context, wire_for
+from activities.wire import parse_body
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.agent import Agent, approval_check
 from durable_agent_runner.agents.breakpoints import BreakpointState, verdict
@@ -182,7 +183,7 @@ class HookActivities:
         except httpx.TransportError as err:
             raise errors.from_transport(err, s.base_url, self._redactor) from None
         try:
-            reply = wire.parse_response(chat_wire.parse_body(text, mask=mask), 0, mask=mask)
+            reply = wire.parse_response(parse_body(text, mask=mask), 0, mask=mask)
         except ValueError as err:  # MalformedResponse is a ValueError too
             raise errors.malformed(mask(str(err))[:500], 1) from None
         return reply.message.content or ""

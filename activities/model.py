@@ -7,7 +7,8 @@ the workflow's state, rebuilt from history, so this is exactly as durable as Tem
 
 Every wait has a bound: a read timeout per request (no byte for that long ends the attempt,
 streamed or not), the agent's model timeout per attempt, and caps on what a server may send.
-Everything built from the server's bytes is masked with the worker's `Redactor`.
+Everything built from the server's bytes is masked with the worker's `Redactor`. One attempt's
+state, with the streamed text watchers see, is activities.model_call's `Call`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import pydantic_core
@@ -31,13 +31,15 @@ from temporalio.exceptions import ApplicationError
 from activities import chat_wire, errors, responses_wire
 from activities.capture import CaptureStore
 from activities.context_cache import ContextCache
+from activities.model_call import Call
 from activities.prices import PriceTable
 from activities.sse import LineTooLong, iter_lines
 from activities.tool_activities import ToolActivities
+from activities.wire import BadSettings, MalformedResponse, StreamFailed, Wire, parse_body
 from durable_agent_runner import telemetry
 from durable_agent_runner.agents.lifecycle import HookCaller, ModelAttempt, ModelResponse
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.redact import FRAGMENT, Redactor
+from durable_agent_runner.redact import Redactor
 from workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
@@ -54,22 +56,6 @@ from workflows.types import (
 log = logging.getLogger(__name__)
 
 
-class Wire(Protocol):
-    """What activities.chat_wire and activities.responses_wire both provide."""
-
-    def build_request(self, agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]: ...
-    def parse_response(self, body: object, turn: int, *, mask: chat_wire.Mask | None = None) -> ModelReply: ...
-    async def parse_stream(
-        self,
-        lines: AsyncIterator[str],
-        turn: int,
-        *,
-        on_delta: Callable[[str], None] | None = None,
-        mask: chat_wire.Mask | None = None,
-        limit: int | None = None,
-    ) -> ModelReply: ...
-
-
 def wire_for(api: str) -> tuple[Wire, str]:
     """The wire module for an API and its path under the base URL: one place for the choice."""
     return (responses_wire, "responses") if api == "responses" else (chat_wire, "chat/completions")
@@ -80,23 +66,15 @@ def build_request(wire: Wire, agent: AgentSpec, messages: list[Message], model: 
     the agent's author must fix them and no retry will."""
     try:
         return wire.build_request(agent, messages, model, stream)
-    except chat_wire.BadSettings as err:
+    except BadSettings as err:
         raise ApplicationError(f"agent {agent.name}: {err}", type="ModelSettingsInvalid", non_retryable=True) from None
 
 
 HEARTBEAT_EVERY = 2.0  # the model call's heartbeat timeout is 10 s: a dead worker is noticed in seconds
 PROGRESS_EVERY = 0.05  # seconds between progress heartbeats while a reply streams in
-TAIL_CHARS = 64 * 1024  # of streamed text in heartbeat details: watchers only need the tail
-SLACK_CHARS = 4096  # kept beyond the tail, so masking sees a key that crosses the tail's start
 # A reply larger than this is a server gone wrong: a body, one line of a stream, or the text and
 # arguments a stream assembles. It bounds what the worker holds.
 MAX_REPLY_CHARS = 32 * 1024 * 1024
-# A whole stream, framing included: each delta of a few characters comes wrapped in 100-250
-# characters of JSON, so a stream is many times its text (fake_llm streams a 3 MB reply as ~40 MB;
-# OpenAI's per-token deltas make it ~50 times). Lines are dropped once parsed (unless captured),
-# so this bounds time spent rather than memory, far past any model's output limit (128 k tokens
-# stream as ~25 MB).
-MAX_STREAM_CHARS = 256 * 1024 * 1024
 ERROR_BODY_CHARS = 64 * 1024  # read of an error body: its message is cut to a few hundred anyway
 WITH_REPLY_SECONDS = 30.0  # the most a model call spends on the cheap calls it runs with its reply
 
@@ -280,14 +258,14 @@ class ModelActivities:
         turn: int,
         began: float,
         capture: bool = False,
-    ) -> tuple[ModelReply, _Call]:
+    ) -> tuple[ModelReply, Call]:
         """One attempt at one request (`body`, streamed when it says so) to the model server at
         `path`, within the agent's bounds: its read timeout, and its model timeout counted from
         `began`. Heartbeats all along (streamed text as progress); failures come out as retryable
-        or not (activities/errors.py), masked. The `_Call` keeps the raw reply when `capture`."""
+        or not (activities/errors.py), masked. The `Call` keeps the raw reply when `capture`."""
         settings = self._settings
         read = agent.model_read_timeout_seconds or settings.read_timeout
-        call = _Call(
+        call = Call(
             wire=wire,
             url=self._urls.get(path) or self._urls.setdefault(path, httpx.URL(f"{settings.base_url}/{path}")),
             body=body,
@@ -314,18 +292,18 @@ class ModelActivities:
                 raise errors.attempt_timeout(limit) from None
             except httpx.TransportError as err:
                 raise errors.from_transport(err, settings.base_url, self._redactor) from None
-            except chat_wire.MalformedResponse as err:
+            except MalformedResponse as err:
                 # Count bad bodies, not attempts: 429s and crashes before it must not use up
                 # the few retries a garbage-sending server gets. The next attempt reads this.
                 call.progress.malformed += 1
                 activity.heartbeat(call.reset())
                 raise errors.malformed(mask(str(err)), call.progress.malformed) from None
-            except chat_wire.StreamFailed as err:
+            except StreamFailed as err:
                 raise ApplicationError(mask(str(err)), type="ModelStreamFailed") from None
         reply.usage = self._prices.priced(reply.usage, str(body.get("model") or reply.model or ""))
         return reply, call
 
-    async def _send(self, call: _Call) -> ModelReply:
+    async def _send(self, call: Call) -> ModelReply:
         mask = self._redactor.text
         content = pydantic_core.to_json(call.body)  # Rust's encoder: a quarter of the CPU of httpx's json= (json.dumps)
         async with self._http.stream(
@@ -337,9 +315,9 @@ class ModelActivities:
             if not call.stream:
                 text, cut = await _read(response, MAX_REPLY_CHARS)
                 if cut:
-                    raise chat_wire.MalformedResponse(f"reply longer than {MAX_REPLY_CHARS} characters")
+                    raise MalformedResponse(f"reply longer than {MAX_REPLY_CHARS} characters")
                 call.raw.append(text)
-                payload = chat_wire.parse_body(text, mask=mask)
+                payload = parse_body(text, mask=mask)
                 call.payload = payload
                 return call.wire.parse_response(payload, call.turn, mask=mask)
             try:
@@ -352,11 +330,11 @@ class ModelActivities:
                     limit=MAX_REPLY_CHARS,
                 )
             except LineTooLong as err:
-                raise chat_wire.MalformedResponse(str(err)) from None
+                raise MalformedResponse(str(err)) from None
             except httpx.TimeoutException:
                 raise
             except httpx.TransportError as err:  # the connection dropped mid-stream
-                raise chat_wire.StreamFailed(f"stream cut off mid-way: {err}") from err
+                raise StreamFailed(f"stream cut off mid-way: {err}") from err
 
 
 async def _read(response: httpx.Response, limit: int) -> tuple[str, bool]:
@@ -388,94 +366,3 @@ def _earlier_malformed() -> int:
         return ModelProgress.model_validate(details[0]).malformed
     except ValueError:
         return 0
-
-
-@dataclass
-class _Call:
-    """One attempt at a model call: what is sent, what came back raw (kept only to capture it),
-    and the streamed text shown to watchers: a masked tail, and where it starts in the whole
-    masked text (`ModelProgress.offset`), so that a watcher keeps up past the tail's size."""
-
-    wire: Wire
-    url: httpx.URL
-    body: dict[str, Any]
-    headers: httpx.Headers
-    stream: bool
-    turn: int
-    timeout: httpx.Timeout
-    redactor: Redactor
-    progress: ModelProgress
-    capture: bool = False  # keep the raw reply, for the wire capture (or a lifecycle hook)
-    raw: list[str] = field(default_factory=lambda: list[str]())
-    payload: object = None  # the parsed body of a reply that was not streamed
-    received: int = 0  # characters of the body so far
-    # The streamed text's tail: pieces since the last snapshot, after what is kept of earlier ones.
-    _pieces: list[str] = field(default_factory=lambda: list[str]())
-    _size: int = 0
-    _dropped: int = 0  # characters of the masked text before the kept pieces
-    _cut: bool = False  # the kept pieces start inside a key (a forced cut): hide what is left of it
-    _fresh: bool = False  # text arrived since the last snapshot
-
-    def delta(self, text: str) -> None:
-        self._pieces.append(text)
-        self._size += len(text)
-        self._fresh = True
-        if self._size > 4 * TAIL_CHARS:  # between snapshots, a fast server may send a lot
-            self._compact()
-
-    def _compact(self) -> None:
-        text = "".join(self._pieces)
-        excess = len(text) - (TAIL_CHARS + SLACK_CHARS)
-        if excess > 0:
-            at, forced = self._cut_at(text, excess)
-            # After a forced cut the text starts inside a key; a cut within a key's length of
-            # that start may still be inside it, where `leaks` cannot see what is left of it.
-            longest = len(self.redactor.secrets[0]) if self.redactor.secrets else 0
-            self._cut = forced or (self._cut and at < longest)
-            self._dropped += len(self.redactor.text(text[:at]))
-            text = text[at:]
-        self._pieces, self._size = [text], len(text)
-
-    def _cut_at(self, text: str, at: int) -> tuple[int, bool]:
-        """Where to drop the text before: `at`, or a little earlier so that no key is cut or
-        touched (masking each side alone then gives what masking the whole gives, and offsets
-        in the masked text stay exact). Forced at `at`, and said so, when keys fill the slack."""
-        if not self.redactor.secrets:
-            return at, False
-        for cut in range(at, max(at - SLACK_CHARS, 0), -1):
-            if not self.redactor.leaks(text[max(cut - FRAGMENT, 0) : cut + FRAGMENT]):
-                return cut, False
-        return at, True
-
-    def snapshot(self) -> ModelProgress:
-        """The progress to heartbeat: the last TAIL_CHARS of the text, masked first, and with
-        no part of a key at either edge (one still streaming in, or one a forced cut split);
-        `offset` counts the masked characters before it."""
-        if self._fresh:
-            self._compact()
-            text = self._pieces[0]
-            shown = self.redactor.visible(text, cut_before=self._cut, cut_after=True)
-            front = 0
-            if self._cut:  # after a forced cut, visible() hides what is left of a key: count it as dropped
-                front = len(self.redactor.text(text)) - len(self.redactor.visible(text, cut_before=True))
-            tail = shown[-TAIL_CHARS:]
-            self.progress.text, self.progress.offset = tail, self._dropped + front + len(shown) - len(tail)
-            self._fresh = False
-        return self.progress
-
-    def reset(self) -> ModelProgress:
-        self._pieces, self._size, self._dropped, self._cut, self._fresh = [], 0, 0, False, False
-        self.progress.text, self.progress.offset = "", 0
-        return self.progress
-
-    async def count(self, chunks: AsyncIterator[str]) -> AsyncIterator[str]:
-        async for chunk in chunks:
-            self.received += len(chunk)
-            if self.received > MAX_STREAM_CHARS:
-                raise chat_wire.MalformedResponse(f"stream longer than {MAX_STREAM_CHARS} characters")
-            yield chunk
-
-    async def tee(self, lines: AsyncIterator[str]) -> AsyncIterator[str]:
-        async for line in lines:
-            self.raw.append(line)
-            yield line

@@ -1,6 +1,6 @@
 """The OpenAI Responses API on the wire: the transcript to a request body, a response to a reply.
 
-Pure functions, no I/O, the same shape as chat_wire (and its errors):
+Pure functions, no I/O, the same shape as chat_wire (and the errors of activities.wire):
 - `store: false` and the whole transcript on every call: the workflow owns the state, so a
   retried or replayed call never depends on a server-side `previous_response_id`;
 - tools go out with `strict: false`: left out, OpenAI normalizes a schema into strict mode
@@ -11,13 +11,14 @@ Pure functions, no I/O, the same shape as chat_wire (and its errors):
   an argument delta for a call already done is malformed, as a Chat delta after finish_reason;
 - a response cut short by its output limit says `finish_reason="length"`, as Chat Completions
   says it (a content filter: "content_filter"; another reason: "incomplete:<reason>");
-- untrusted values go through chat_wire's `Reader`, and tool calls get the run's own ids.
+- untrusted values go through activities.wire's `Reader`, and tool calls get the run's own ids.
 
 Model settings go out under their Responses names (`max_output_tokens`, `reasoning.effort`,
 a named `tool_choice` as `{"type": "function", "name": ...}`). `seed` and `stop` are not
 Responses parameters and OpenAI refuses unknown ones, so they are left out here; a compatible
 server that takes them can get them through `extra_body`, merged last (never over `OWNED`).
-Handoff tools and the typed output's schema are chat_wire's (`function_tools`, `output_format`).
+Handoff tools and the typed output's schema are activities.wire's (`function_tools`,
+`output_format`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from activities.chat_wire import (
+from activities.sse import iter_events
+from activities.wire import (
     TOOL_CHOICES,
     Budget,
     MalformedResponse,
@@ -40,7 +42,6 @@ from activities.chat_wire import (
     settings_for,
     utf8,
 )
-from activities.sse import iter_events
 from workflows.types import (
     AgentSpec,
     AssistantMessage,

@@ -16,7 +16,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire
+from activities import wire
 from activities.context_cache import ContextCache
 from activities.mcp_tools import FrozenTools, McpTool, freeze
 from durable_agent_runner import telemetry
@@ -232,7 +232,7 @@ class ToolActivities:
             members += [(member, member.spec(model=input.model)) for member in agent.team()]
             filled = [self._filled(a, spec, input.model_settings) for a, spec in members]
             frozen = await asyncio.gather(*(freeze(a, spec) for (a, _), spec in zip(members, filled, strict=True)))
-        except ValueError as exc:  # chat_wire.BadSettings among them
+        except ValueError as exc:  # wire.BadSettings among them
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
         except ToolRetryableError as exc:  # an MCP server down: the run cannot know its tools yet
             raise ApplicationError(str(exc), type="McpServerUnavailable") from None
@@ -253,8 +253,8 @@ class ToolActivities:
             fill["settings"] = settings.over(spec.settings)
         filled = spec.model_copy(update=fill)
         try:
-            chat_wire.check_extra_body(filled.settings.extra_body)
-        except chat_wire.BadSettings as exc:
+            wire.check_extra_body(filled.settings.extra_body)
+        except wire.BadSettings as exc:
             raise ValueError(f"agent '{agent.name}': {exc}") from None
         return filled
 

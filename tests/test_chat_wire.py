@@ -6,7 +6,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
-from activities import chat_wire, errors
+from activities import chat_wire, errors, wire
 from activities.sse import LineTooLong, iter_events, iter_lines
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import Redactor
@@ -138,16 +138,16 @@ def test_extra_body_is_merged_last_and_may_add_max_tokens_for_servers_that_read_
     assert body["temperature"] == 1.0  # a provider's own option wins over ours
 
 
-@pytest.mark.parametrize("key", sorted(chat_wire.OWNED))
+@pytest.mark.parametrize("key", sorted(wire.OWNED))
 def test_extra_body_may_not_set_what_the_runner_owns(key):
-    with pytest.raises(chat_wire.BadSettings, match=f"extra_body may not set {key}:"):
+    with pytest.raises(wire.BadSettings, match=f"extra_body may not set {key}:"):
         chat_wire.build_request(with_settings(extra_body={key: "x", "top_k": 5}), HI, "m", stream=False)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), {"deep": [float("-inf")]}, {1, 2}])
 def test_extra_body_must_be_plain_json(value):
     # The body goes out through a Rust encoder that would write NaN as a bare word no server parses.
-    with pytest.raises(chat_wire.BadSettings, match="extra_body must be plain JSON"):
+    with pytest.raises(wire.BadSettings, match="extra_body must be plain JSON"):
         chat_wire.build_request(with_settings(extra_body={"top_k": value}), HI, "m", stream=False)
 
 
@@ -242,7 +242,7 @@ def test_response_parses_text_tool_calls_and_usage():
     ],
 )
 def test_malformed_responses_are_named(body, detail):
-    with pytest.raises(chat_wire.MalformedResponse, match=detail):
+    with pytest.raises(wire.MalformedResponse, match=detail):
         chat_wire.parse_response(body, 1)
 
 
@@ -304,7 +304,7 @@ async def test_a_stream_assembling_more_than_the_limit_is_malformed_whatever_its
     calls = [chunk(tool_calls=[{"index": 0, "id": "t", "function": {"name": "f", "arguments": "y" * 10}}]), "\n"]
     done = ["data: [DONE]\n", "\n"]
     assert (await chat_wire.parse_stream(lines(*deltas, *calls, *done), 1, limit=40)).message.content == "x" * 30
-    with pytest.raises(chat_wire.MalformedResponse, match="reply longer than 39 characters"):
+    with pytest.raises(wire.MalformedResponse, match="reply longer than 39 characters"):
         await chat_wire.parse_stream(lines(*deltas, *calls, *done), 1, limit=39)
 
 
@@ -325,12 +325,12 @@ async def test_a_line_longer_than_the_limit_is_refused_as_soon_as_it_passes_it()
 
 
 async def test_stream_cut_before_done_is_never_an_answer():
-    with pytest.raises(chat_wire.StreamFailed, match="before \\[DONE\\]"):
+    with pytest.raises(wire.StreamFailed, match="before \\[DONE\\]"):
         await chat_wire.parse_stream(lines(chunk(content="half an ans"), "\n"), 1)
 
 
 async def test_stream_error_event_fails_the_call():
-    with pytest.raises(chat_wire.StreamFailed, match="error event"):
+    with pytest.raises(wire.StreamFailed, match="error event"):
         await chat_wire.parse_stream(
             lines(chunk(content="x"), "\n", 'data: {"error": {"message": "overloaded"}}\n', "\n"), 1
         )
@@ -515,7 +515,7 @@ async def test_arguments_that_are_only_not_json_pass_as_they_are():
 
 async def test_a_stream_with_nothing_in_it_is_malformed_as_a_body_without_choices_is():
     empty = [chunk(role="assistant"), "\n", 'data: {"id":"c","choices":[],"usage":{}}\n', "\n", "data: [DONE]\n"]
-    with pytest.raises(chat_wire.MalformedResponse, match="no text, no tool call and no finish_reason"):
+    with pytest.raises(wire.MalformedResponse, match="no text, no tool call and no finish_reason"):
         await chat_wire.parse_stream(lines(*empty), 1)
     finished = 'data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n'
     reply = await chat_wire.parse_stream(lines(chunk(role="assistant"), "\n", finished, "\n", "data: [DONE]\n"), 1)
@@ -529,13 +529,13 @@ async def test_a_tool_call_delta_after_the_finish_reason_is_malformed():
     reply = await chat_wire.parse_stream(lines(head, "\n", last, "\n", "data: [DONE]\n"), 1)
     assert reply.message.tool_calls[0].arguments == '{"a":1}'  # the last delta may come with the finish
     late = chunk(tool_calls=[{"index": 0, "function": {"arguments": ', "b": 2'}}])
-    with pytest.raises(chat_wire.MalformedResponse, match="tool-call delta after the finish_reason"):
+    with pytest.raises(wire.MalformedResponse, match="tool-call delta after the finish_reason"):
         await chat_wire.parse_stream(lines(head, "\n", last, "\n", late, "\n", "data: [DONE]\n"), 1)
 
 
 @pytest.mark.parametrize("text", ["[" * 5000, '{"n": ' + "1" * 5000 + "}", '{"a": NaN}'])
 async def test_bodies_and_events_past_the_bounds_are_malformed(text):
-    with pytest.raises(chat_wire.MalformedResponse, match="is not JSON"):
-        chat_wire.parse_body(text)
-    with pytest.raises(chat_wire.MalformedResponse, match="stream event is not JSON"):
+    with pytest.raises(wire.MalformedResponse, match="is not JSON"):
+        wire.parse_body(text)
+    with pytest.raises(wire.MalformedResponse, match="stream event is not JSON"):
         await chat_wire.parse_stream(lines(f"data: {text}\n", "\n", "data: [DONE]\n"), 1)

@@ -30,9 +30,17 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, responses_wire
+from activities import chat_wire, model_call, responses_wire
 from activities import model as model_module
-from activities.chat_wire import MAX_COUNT, MAX_LABEL, MAX_NAME, MAX_PROVIDER_ID, MalformedResponse, StreamFailed
+from activities.wire import (
+    MAX_COUNT,
+    MAX_LABEL,
+    MAX_NAME,
+    MAX_PROVIDER_ID,
+    MAX_TOOL_CALLS,
+    MalformedResponse,
+    StreamFailed,
+)
 from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import RedactingFilter, Redactor, redaction_for
@@ -274,7 +282,7 @@ async def test_streamed_tool_call_indexes_may_be_strings_missing_or_huge():
 
 
 def test_too_many_tool_calls_in_one_reply_is_malformed():
-    calls = [{"function": {"name": "f"}} for _ in range(chat_wire.MAX_TOOL_CALLS + 1)]
+    calls = [{"function": {"name": "f"}} for _ in range(MAX_TOOL_CALLS + 1)]
     with pytest.raises(MalformedResponse, match="tool calls in one reply"):
         chat_wire.parse_response({"choices": [{"message": {"tool_calls": calls}}]}, 1)
 
@@ -419,13 +427,13 @@ async def test_streamed_text_in_heartbeats_is_only_its_tail(llm: FakeLLMServer, 
     reply = await call(hostile_settings(llm, model=model, stream=True), on_heartbeat=lambda *d: beats.append(d))
     assert reply.message.content == f"{filler}***{filler}"
     texts = [b[0].text for b in beats if b]
-    assert texts and max(map(len, texts)) <= model_module.TAIL_CHARS  # however long the reply
+    assert texts and max(map(len, texts)) <= model_call.TAIL_CHARS  # however long the reply
     assert_no_key(repr(beats), "heartbeats")
 
 
 def test_the_streamed_tail_never_shows_part_of_a_key_wherever_the_pieces_fall():
     progress = t.ModelProgress(turn=1, attempt=1)
-    call = model_module._Call(chat_wire, "", {}, {}, True, 1, httpx.Timeout(1), Redactor(KEY), progress)
+    call = model_call.Call(chat_wire, "", {}, {}, True, 1, httpx.Timeout(1), Redactor(KEY), progress)
     text = ("lorem ipsum " * 2000 + KEY) * 8  # 190 KB: the tail is cut, keys cross its edges
     keys = [i for i in range(len(text)) if text.startswith(KEY, i)]
     rng, at, shown = random.Random(SEED), 0, []
@@ -435,7 +443,7 @@ def test_the_streamed_tail_never_shows_part_of_a_key_wherever_the_pieces_fall():
         at += n
         if rng.random() < 0.01 or any(k - 100 < at < k + len(KEY) + 100 for k in keys):
             shown.append(call.snapshot().text)
-    assert all(len(s) <= model_module.TAIL_CHARS for s in shown) and shown[-1].endswith("***")
+    assert all(len(s) <= model_call.TAIL_CHARS for s in shown) and shown[-1].endswith("***")
     for s in shown:
         assert_no_key(s, "a heartbeat")
         assert not any(KEY.startswith(s[-n:]) for n in range(1, 8))  # no key streaming in yet

@@ -27,7 +27,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import chat_wire, errors
+from activities import chat_wire, errors, model_call
 from activities import model as model_module
 from activities.model import ModelActivities, new_http_client
 from durable_agent_runner.config.llm import LLMSettings
@@ -416,7 +416,7 @@ async def test_a_streamed_3_mb_reply_completes_and_its_heartbeats_keep_up(llm: F
     assert reply.message.content == big and reply.finish_reason in ("stop", "completed")
     # Each heartbeat is a tail of the text at its offset: a watcher follows it to the end.
     assert all(b.text == big[b.offset : b.offset + len(b.text)] for b in beats)
-    assert max(b.offset for b in beats) > 1_000_000 and all(len(b.text) <= model_module.TAIL_CHARS for b in beats)
+    assert max(b.offset for b in beats) > 1_000_000 and all(len(b.text) <= model_call.TAIL_CHARS for b in beats)
     assert [b.offset for b in beats] == sorted(b.offset for b in beats)
 
 
@@ -424,7 +424,7 @@ def test_heartbeat_offsets_count_the_masked_text_so_tails_line_up_around_keys():
     key = "sk-test-0123456789abcdefSECRET"
     redactor = Redactor(key)
     progress = ModelProgress(turn=1, attempt=1)
-    stream = model_module._Call(chat_wire, "", {}, {}, True, 1, httpx.Timeout(1), redactor, progress)
+    stream = model_call.Call(chat_wire, "", {}, {}, True, 1, httpx.Timeout(1), redactor, progress)
     rng, at, beats = random.Random(7), 0, []
     text = "".join("lorem ipsum " * rng.randint(1, 30) + key for _ in range(3000))  # ~600 KB, a key every ~200
     whole = redactor.text(text)  # what the reply will hold, and watchers see
@@ -443,10 +443,10 @@ def test_heartbeat_offsets_count_the_masked_text_so_tails_line_up_around_keys():
 @pytest.mark.parametrize("api", ["chat", "responses"])
 async def test_a_stream_past_the_caps_is_malformed(llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, api: str):
     model = script(llm, {"content": "x" * 10_000})
-    monkeypatch.setattr(model_module, "MAX_STREAM_CHARS", 50_000)  # framing counts here: ~130 KB in all
+    monkeypatch.setattr(model_call, "MAX_STREAM_CHARS", 50_000)  # framing counts here: ~130 KB in all
     err = await failure(llm_settings(llm, stream=True, model=model, api=api))
     assert err.type == "MalformedModelResponse" and "stream longer than 50000 characters" in err.message
-    monkeypatch.setattr(model_module, "MAX_STREAM_CHARS", 1_000_000)
+    monkeypatch.setattr(model_call, "MAX_STREAM_CHARS", 1_000_000)
     monkeypatch.setattr(model_module, "MAX_REPLY_CHARS", 5_000)  # and here only text and arguments
     err = await failure(llm_settings(llm, stream=True, model=model, api=api))
     assert err.type == "MalformedModelResponse" and "reply longer than 5000 characters" in err.message

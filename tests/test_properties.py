@@ -23,8 +23,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from activities import chat_wire, responses_wire
-from activities import model as model_module
+from activities import chat_wire, model_call, responses_wire
 from activities.sse import ServerSentEvent, iter_events, iter_lines
 from durable_agent_runner.redact import FRAGMENT, MIN_SECRET, Redactor
 from durable_agent_runner.testing.fake_llm.wire import (
@@ -189,26 +188,26 @@ def test_a_piece_cut_out_of_a_text_shows_no_character_of_a_key(case: tuple[list[
 def heartbeats(
     keys: list[str], text: str, sizes: list[int], snaps: list[bool]
 ) -> Iterator[tuple[str, t.ModelProgress, bool]]:
-    """The model activity's streamed text (`_Call.delta` / `snapshot`) with a tail of 24 and a
+    """The model activity's streamed text (`Call.delta` / `snapshot`) with a tail of 24 and a
     slack of 64 characters (the worker's are 64 Ki and 4 Ki; a key is shorter than the slack in
     both): `text` arrives in deltas of `sizes`, a snapshot after each delta `snaps` allows. Yields
     the text so far, the snapshot, and whether a cut so far was forced (keys back to back filled
     the slack, so the activity had to cut through one)."""
     forced: list[bool] = []
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(model_module, "TAIL_CHARS", 24)
-        mp.setattr(model_module, "SLACK_CHARS", 64)
-        cut_at = model_module._Call._cut_at
+        mp.setattr(model_call, "TAIL_CHARS", 24)
+        mp.setattr(model_call, "SLACK_CHARS", 64)
+        cut_at = model_call.Call._cut_at
 
         def spy(self: Any, text: str, at: int) -> tuple[int, bool]:
             where = cut_at(self, text, at)
             forced.append(where[1])
             return where
 
-        mp.setattr(model_module._Call, "_cut_at", spy)
+        mp.setattr(model_call.Call, "_cut_at", spy)
         progress = t.ModelProgress(turn=1, attempt=1)
         url, timeout, redactor = httpx.URL("http://x"), httpx.Timeout(1), Redactor(*keys)
-        call = model_module._Call(chat_wire, url, {}, httpx.Headers(), True, 1, timeout, redactor, progress)
+        call = model_call.Call(chat_wire, url, {}, httpx.Headers(), True, 1, timeout, redactor, progress)
         at = 0
         for i in range(len(text)):
             if at >= len(text):

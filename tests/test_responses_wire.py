@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from activities import chat_wire
 from activities import responses_wire as rw
+from activities import wire
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from workflows import bounds
 from workflows.types import (
@@ -191,7 +191,7 @@ def test_tool_settings_go_only_beside_tools_and_extra_body_carries_what_response
 
 @pytest.mark.parametrize("key", ["input", "instructions", "store", "text", "previous_response_id", "stream", "tools"])
 def test_extra_body_may_not_set_what_the_runner_owns(key: str):
-    with pytest.raises(chat_wire.BadSettings, match=key):
+    with pytest.raises(wire.BadSettings, match=key):
         rw.build_request(with_settings(extra_body={key: None}), HI, "m", stream=False)
 
 

@@ -10,7 +10,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from activities.model import TAIL_CHARS
+from activities.model_call import TAIL_CHARS
 from durable_agent_runner.cli.watch import Printer, watch
 from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import script, start

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
-from activities import chat_wire
+from activities import wire
 from activities.mcp_tools import McpTool
 from durable_agent_runner.agents.breakpoints import BreakpointFn
 from durable_agent_runner.agents.guardrails import InputGuardrail, OutputGuardrail
@@ -221,8 +221,8 @@ class Agent(AgentOptions):
             raise ValueError(f"agent '{self.name}' sets approval for tools it does not have: {', '.join(unknown)}")
         if self.model_settings is not None:
             try:
-                chat_wire.check_extra_body(self.model_settings.extra_body)
-            except chat_wire.BadSettings as exc:
+                wire.check_extra_body(self.model_settings.extra_body)
+            except wire.BadSettings as exc:
                 raise ValueError(f"agent '{self.name}': {exc}") from None
         for kind, guards in (("input", self.input_guardrails), ("output", self.output_guardrails)):
             if dupes := _repeated([g.name for g in guards]):
