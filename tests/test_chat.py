@@ -18,8 +18,8 @@ from pathlib import Path
 
 from temporalio.client import WorkflowExecutionStatus
 
-from durable_agent_runner.cli.chat import (
-    Awaited,
+from durable_agent_runner.cli.chat import Awaited
+from durable_agent_runner.cli.chat_view import (
     ChatPrinter,
     Command,
     Style,

@@ -1,1 +1,1 @@
-"""client.py's larger commands: following a run live, and exporting one."""
+"""client.py's commands, one module per role (runs, status, messages, decisions, chat, watch, export, debug)."""

@@ -16,6 +16,7 @@ run can be replayed offline, and must make the same decisions.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC
@@ -31,11 +32,25 @@ from temporalio.converter import DataConverter
 
 from activities import chat_wire, responses_wire
 from activities.capture import CaptureStore
+from durable_agent_runner.cli.common import existing
+from durable_agent_runner.config.env import ClientSettings
 from workflows import types as t
 from workflows.calls import RunTools
 from workflows.rules import Final, decide
 
 E = EventType
+
+
+async def cmd_export(client: Client, args: argparse.Namespace) -> int:
+    await existing(client, args.run_id)
+    captures = CaptureStore(args.captures or Path(ClientSettings.load().capture_dir))
+    lines = await export_run(client, args.run_id, captures)
+    write_jsonl(lines, args.out)
+    if args.out:
+        calls = sum(1 for line in lines if line["type"] == "model_call")
+        kept = sum(1 for line in lines if line["type"] == "model_call" and line["capture"])
+        print(f"wrote {len(lines)} lines to {args.out}: {calls} model calls, {kept} with wire captures")
+    return 0
 
 
 async def export_run(client: Client, run_id: str, captures: CaptureStore) -> list[dict[str, Any]]:

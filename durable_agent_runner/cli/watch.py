@@ -15,6 +15,7 @@ shown, and says so when text streamed by faster than it polls.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -26,6 +27,7 @@ from typing import Any, TextIO
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from durable_agent_runner.cli.common import existing
 from workflows import types as t
 from workflows.state import EVENT_TEXT
 
@@ -285,3 +287,8 @@ async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = Fal
                     printer.emit({"type": "end", "outcome": item.kind, "next": since}, None)
                     return 0 if item.kind in ("final", "ended") else 1
     return 1  # not reached: the story ends with Closed
+
+
+async def cmd_watch(client: Client, args: argparse.Namespace) -> int:
+    await existing(client, args.run_id)
+    return await watch(client, args.run_id, args.since, args.json)

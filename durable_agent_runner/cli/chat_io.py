@@ -1,0 +1,245 @@
+"""A chat's link to the person and to the run: standard input read off the event loop, calls
+retried through server gaps, lines said on the right stream, the run's status, and the tool calls
+that wait for approval (asked on a terminal, announced with the commands that decide them through
+a pipe). durable_agent_runner/cli/chat.py builds the conversation on it."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, BinaryIO, TextIO, TypeVar
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent_runner.cli import session
+from durable_agent_runner.cli.chat_view import ChatPrinter, parse_arguments, parse_choice
+from durable_agent_runner.cli.watch import GIVE_UP_AFTER
+from workflows import types as t
+
+APPROVAL_WAIT = 600.0  # seconds a piped chat waits for someone to decide a call, by default
+QUERY_TIMEOUT = timedelta(seconds=3)
+ASK_AGAIN = {"InvalidArguments", "InvalidDecision"}  # refusals a person can fix by deciding again
+T = TypeVar("T")
+
+
+class Detached(Exception):
+    """The person left (end of input, /quit): the session goes on."""
+
+
+class Lines:
+    """Standard input, line by line, read in a daemon thread so the event loop stays free and
+    leaving never waits for a read to return. b"" is the end of input."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.eof = False
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._read, args=(stream, loop), daemon=True, name="chat-input").start()
+
+    def _read(self, stream: BinaryIO, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            try:
+                line = stream.readline()
+            except (OSError, ValueError):
+                line = b""
+            try:
+                loop.call_soon_threadsafe(self.queue.put_nowait, line)
+            except RuntimeError:  # the loop has closed: the chat is over
+                return
+            if not line:
+                return
+
+    async def next(self) -> bytes:
+        if self.eof:
+            return b""
+        line = await self.queue.get()
+        self.eof = not line
+        return line
+
+
+async def patiently(fn: Callable[[], Awaitable[T]], note: Callable[[str], None]) -> T:
+    """fn(), retried through server gaps (a restarted dev server, a worker gap) for about as long
+    as `watch` keeps trying; an unknown run or a refused request is not retried."""
+    for attempt in range(1, GIVE_UP_AFTER + 1):
+        try:
+            return await fn()
+        except RPCError as err:
+            if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT) or attempt == GIVE_UP_AFTER:
+                raise
+            note(f"(chat: {err.message}; retrying)")
+            await asyncio.sleep(1.0)
+    raise AssertionError("not reached")
+
+
+@dataclass
+class ChatIO:
+    """The state a chat keeps, its output and input, and its approvals; `Chat` adds the rest."""
+
+    client: Client
+    run_id: str
+    by: str
+    tty: bool  # a person at a terminal: a prompt, streamed replies, approvals asked
+    as_json: bool
+    printer: ChatPrinter
+    approval_wait: float = APPROVAL_WAIT
+    since: int = 0  # the next event to show
+    waiting_on: str | None = None  # a call that waits for a decision, for the note on leaving
+    failures: int = 0  # piped messages whose answer failed: the exit code is 1
+    lines: Lines | None = None
+
+    @property
+    def out(self) -> TextIO:
+        return self.printer.out
+
+    @property
+    def info(self) -> TextIO:
+        return self.printer.info
+
+    def say(self, text: str) -> None:
+        print(text, file=self.info, flush=True)
+
+    def error(self, text: str) -> None:
+        if self.printer.open:
+            print(file=self.out)
+            self.printer.open = False
+        print(self.printer.style.red(text), file=sys.stderr, flush=True)
+
+    def emit_json(self, obj: dict[str, Any]) -> None:
+        print(json.dumps(obj, ensure_ascii=False, default=str), file=self.out, flush=True)
+
+    async def read(self, prompt: str = "") -> str | None:
+        """The next line, without its newline; None at the end of input."""
+        assert self.lines is not None
+        while True:
+            if prompt and self.tty:
+                print(prompt, end="", file=self.out, flush=True)
+            raw = await self.lines.next()
+            if not raw:
+                return None
+            try:
+                return raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as err:
+                self.error(f"that line is not UTF-8 text ({err.reason} at byte {err.start}); it was not sent")
+
+    async def status(self) -> t.RunStatus:
+        handle = self.client.get_workflow_handle(self.run_id)
+        status: t.RunStatus = await patiently(
+            lambda: handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT), self.say
+        )
+        return status
+
+    async def pending(self, call_id: str | None) -> t.PendingApproval | None:
+        status = await self.status()
+        return next((p for p in status.pending_approvals if p.call_id == call_id), None)
+
+    async def ask(self, ev: t.RunEvent) -> None:
+        """On a terminal: ask the person about a call that waits, until a decision is recorded."""
+        pending = await self.pending(ev.call_id)
+        if pending is None:
+            return  # decided already (someone was quicker, or this is a replay): its decision follows
+        s = self.printer.style
+        args = json.dumps(pending.arguments, ensure_ascii=False)
+        self.say(s.yellow(f"  ⏸ {pending.tool}({args}) needs your approval") + s.dim(f"  [{pending.call_id}]"))
+        self.waiting_on = pending.call_id
+        while True:
+            answer = await self.read("  approve? [y]es / [n]o / [e]dit: ")
+            if answer is None:
+                raise Detached
+            choice = parse_choice(answer)
+            decision = t.ApprovalDecision(call_id=pending.call_id, approve=True, by=self.by, turn=pending.turn)
+            if choice is None:
+                self.say("  answer y, n or e")
+                continue
+            if choice == "n":
+                reason = await self.read("  reason, for the model (Enter: none): ")
+                if reason is None:
+                    raise Detached
+                decision = decision.model_copy(update={"approve": False, "reason": reason.strip()[:4000]})
+            if choice == "e":
+                edited = await self.edit(pending)
+                if edited is None:
+                    continue
+                decision = decision.model_copy(update={"arguments": edited})
+            if await self.decide(decision) is not False:
+                self.waiting_on = None
+                return
+
+    async def edit(self, pending: t.PendingApproval) -> dict[str, Any] | None:
+        self.say(self.printer.style.dim(f"  arguments now: {json.dumps(pending.arguments, ensure_ascii=False)}"))
+        while True:
+            text = await self.read("  new arguments as a JSON object (Enter: back): ")
+            if text is None:
+                raise Detached
+            if not text.strip():
+                return None
+            try:
+                return parse_arguments(text)
+            except ValueError as err:
+                self.say(self.printer.style.red(f"  {err}"))
+
+    async def decide(self, decision: t.ApprovalDecision) -> bool | None:
+        """Send a decision through the validated update: True when recorded, False when refused in
+        a way deciding again can fix, None when the call is no longer waiting."""
+        if decision.arguments is not None:
+            digest = hashlib.sha256(json.dumps(decision.arguments, sort_keys=True).encode()).hexdigest()[:12]
+            update_id = f"edit-{decision.call_id}-{digest}"
+        else:  # the ids `client.py approve` and `reject` use: the same decision from both counts once
+            update_id = f"{'approve' if decision.approve else 'reject'}-{decision.call_id}"
+        handle = self.client.get_workflow_handle(self.run_id)
+        try:
+            await handle.execute_update(t.APPROVAL_UPDATE, decision, id=update_id, result_type=t.DecisionReceipt)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            self.say(self.printer.style.red(f"  refused: {message}"))
+            return False if isinstance(cause, ApplicationError) and cause.type in ASK_AGAIN else None
+        except RPCError as err:
+            self.say(self.printer.style.red(f"  the decision did not get through ({err.message}); decide again"))
+            return False
+        return True
+
+    async def announce(self, ev: t.RunEvent) -> bool:
+        """Through a pipe: say which call waits and how to decide it. False if it no longer waits."""
+        pending = await self.pending(ev.call_id)
+        if pending is None:
+            return False
+        self.waiting_on = pending.call_id
+        args = json.dumps(pending.arguments, ensure_ascii=False)
+        run, call = self.run_id, pending.call_id
+        self.say(
+            f"⏸ {pending.tool}({args}) needs approval; decide from another shell:\n"
+            f"    python client.py approve {run} {call}        (--args JSON runs it with edited arguments)\n"
+            f"    python client.py reject {run} {call} --reason TEXT\n"
+            f"  waiting up to {self.approval_wait:g} s for a decision"
+        )
+        return True
+
+
+async def joinable(client: Client, run_id: str, note: Callable[[str], None]) -> t.RunStatus:
+    """The status of a session one can join; SessionError (a usage error) for anything else."""
+    handle = client.get_workflow_handle(run_id)
+    try:
+        desc = await patiently(handle.describe, note)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise session.SessionError(f"no run with id '{run_id}'") from None
+        raise
+    if desc.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
+        how = desc.status.name.lower() if desc.status else "ended"
+        raise session.SessionError(f"run {run_id} has ended ({how}); start a new chat with: python client.py chat")
+    status: t.RunStatus = await patiently(
+        lambda: handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT), note
+    )
+    if status.session is None:
+        raise session.SessionError(
+            f"run {run_id} is not a session (it answers one prompt): follow it with python client.py watch {run_id}"
+        )
+    return status

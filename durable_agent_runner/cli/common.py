@@ -1,0 +1,106 @@
+"""What client.py's commands share: the usage error, a run looked up by id, output as text or
+JSON, the run's status names and UI link, how a run ended without an answer, and the prompt read
+from words, standard input or a file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent_runner.config.connection import namespace
+from durable_agent_runner.config.env import ClientSettings
+from workflows import types as t
+
+STATUS_NAMES = {
+    WorkflowExecutionStatus.RUNNING: "running",
+    WorkflowExecutionStatus.COMPLETED: "completed",
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+    WorkflowExecutionStatus.TERMINATED: "terminated",
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
+    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
+}
+MAX_PROMPT_BYTES = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a chat turn
+ENDED = {"failed", "cancelled", "terminated", "timed_out", "completed"}
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for: exit code 2."""
+
+
+def ui_url(run_id: str) -> str:
+    base = str(ClientSettings.load().ui_url).rstrip("/")
+    return f"{base}/namespaces/{quote(namespace(), safe='')}/workflows/{quote(run_id, safe='')}"
+
+
+def emit(as_json: bool, obj: dict[str, Any], text: str, error: bool = False) -> None:
+    """JSON always goes to stdout; in text mode, an error message goes to stderr."""
+    if as_json:
+        print(json.dumps(obj, indent=2, default=str))
+    else:
+        print(text, file=sys.stderr if error else sys.stdout)
+
+
+async def existing(client: Client, run_id: str) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
+    """The run's handle and its description; an unknown id is a usage error."""
+    handle = client.get_workflow_handle(run_id, result_type=t.RunResult)
+    try:
+        desc = await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise UsageError(f"no run with id '{run_id}'") from None
+        raise
+    return handle, desc
+
+
+def failure(err: WorkflowFailureError) -> tuple[str, dict[str, str]]:
+    """How a run ended without an answer: its status, and the error as {type, message} — the
+    type a guardrail, a limit or the provider gave (`InputGuardrailTripwireTriggered`, …)."""
+    cause = err.cause
+    message = getattr(cause, "message", None) or str(cause or err)
+    kinds = {"CancelledError": "cancelled", "TerminatedError": "terminated", "TimeoutError": "timed_out"}
+    status = kinds.get(type(cause).__name__, "failed")
+    kind = cause.type if isinstance(cause, ApplicationError) and cause.type else type(cause).__name__
+    return status, {"type": kind, "message": message}
+
+
+def read_prompt(args: argparse.Namespace) -> str:
+    """The prompt: the words given, `-` for standard input, or `--prompt-file F`."""
+    if args.prompt_file is not None and args.prompt:
+        raise UsageError("give the prompt as words, '-' or --prompt-file, not several")
+    if args.prompt_file is not None or args.prompt == ["-"]:
+        source = "standard input" if args.prompt_file is None else str(args.prompt_file)
+        try:
+            raw = sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1) if args.prompt_file is None else _read(args.prompt_file)
+            prompt = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UsageError(f"the prompt in {source} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+        if len(raw) > MAX_PROMPT_BYTES:
+            raise UsageError(f"the prompt in {source} is larger than {MAX_PROMPT_BYTES // 2**20} MiB")
+    else:
+        prompt = " ".join(args.prompt)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty")
+    return prompt
+
+
+def _read(path: Path) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(MAX_PROMPT_BYTES + 1)
+    except OSError as err:
+        raise UsageError(f"cannot read --prompt-file {path}: {err.strerror or err}") from None
