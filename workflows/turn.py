@@ -7,8 +7,8 @@ the time and what only Temporal knows come in as `Facts` (tests/test_turn.py).
     Replied ──▶ Stop | RunTools (after [Pause before_tools]) | CheckOutput | Guardrails | Done
     ToolsRan ──▶ HandOff | Ready …        OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
 
-The steps form one union (`NextStep`); `decide` (a reply → final output, calls or stop) is the
-part `durable_agent_runner/durable_agent_runner/cli/export.py` re-runs offline on captured replies.
+The steps form one union (`NextStep`; `Done` and `Stop` come from `workflows.rules`, whose
+`decide` `client.py export` re-runs offline on captured replies).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ metadata says `encoding: binary/encrypted` and names the key (`encryption-key-id
 bound into the seal, so a payload cannot be passed off as another key's. Payloads that are not
 encrypted (written before the codec was on, or external-storage references) pass through.
 
-The codec sits in the one data converter (durable_agent_runner/config/connection.py), so it covers every payload
-the SDK writes; the codec server (durable_agent_runner/durable_agent_runner/cli/codec_server.py) lets the Web UI read them; wire captures
+The codec sits in the one data converter (config/connection.py), so it covers every payload the SDK
+writes; the codec server (cli/codec_server.py) lets the Web UI read them; wire captures
 (activities/capture.py) use `Keyring` directly. Keys are never logged or shown in a repr.
 """
 
