@@ -84,11 +84,16 @@ class DevServer:
         while time.monotonic() < deadline:
             if self._proc is not None and self._proc.poll() is not None:
                 raise RuntimeError(f"temporal dev server exited: see {self.log}")
-            check = subprocess.run(
-                [temporal_cli(), "operator", "namespace", "describe", "-n", "default", "--address", self.target],
-                capture_output=True,
+            # Describe reads the namespace from the database; a list goes through the namespace
+            # registry a start goes through too, which after a restart knows it a moment later.
+            ready = all(
+                subprocess.run([temporal_cli(), *args, "--address", self.target], capture_output=True).returncode == 0
+                for args in (
+                    ["operator", "namespace", "describe", "-n", "default"],
+                    ["workflow", "list", "-n", "default", "--limit", "1"],
+                )
             )
-            if check.returncode == 0:
+            if ready:
                 return
             time.sleep(0.3)
         raise RuntimeError(f"temporal dev server not ready after {timeout}s: see {self.log}")

@@ -210,10 +210,8 @@ async def send_message(
 ) -> t.MessageReceipt:
     body = t.SessionMessage(text=text, by=by, message_id=message_id or uuid.uuid4().hex)
     handle = client.get_workflow_handle(run_id)
-    try:  # the message id is the update id too: sent again, a message that arrived late counts once
-        receipt: t.MessageReceipt = await update(
-            handle, t.SESSION_SEND_UPDATE, body, t.MessageReceipt, wait=wait, update_id=f"send-{body.message_id}"
-        )
+    try:  # sent again with its message id, a message that arrived late counts once (the run keeps the ids)
+        receipt: t.MessageReceipt = await update(handle, t.SESSION_SEND_UPDATE, body, t.MessageReceipt, wait=wait)
     except NoWorker as err:
         raise NoWorker(f"{err} with --message-id {body.message_id}") from None
     return receipt
