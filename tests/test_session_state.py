@@ -62,10 +62,21 @@ def test_a_repeated_message_id_gets_the_first_number_back_and_records_nothing_ne
     send(s, "b")
     s.open(0, NOW, "run-1")
     queue, ids = list(s.queue), list(s.recent_ids)
-    s.check(msg("a again", "id-1"), ended=False)  # a repeat always passes the check
-    again = s.accept(msg("a again", "id-1"), NOW, False)
+    s.check(msg("a", "id-1"), ended=True)  # a repeat passes the check, even once the session ended
+    again = s.accept(msg("a", "id-1"), NOW, False)
     assert (again.message, again.duplicate) == (first.message, True) == (1, True)
     assert s.messages == 2 and s.queue == queue and s.recent_ids == ids
+
+
+def test_a_message_id_used_again_for_other_text_is_refused_and_survives_continue_as_new():
+    s = SessionState()
+    s.accept(msg("pay the invoice", "id-1"), NOW, False)
+    for state in (s, SessionState(s.to_carry("run-1"))):
+        with pytest.raises(Refused) as refused:
+            state.check(msg("cancel the invoice", "id-1"), ended=False)
+        assert refused.value.kind == "MessageIdReused"
+        assert str(refused.value).startswith("message id 'id-1' was already used for message 1, with other text")
+        state.check(msg("pay the invoice", "id-1"), ended=False)  # the same text is a repeat
 
 
 def test_a_repeat_keeps_the_steer_of_its_first_receipt():

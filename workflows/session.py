@@ -9,6 +9,7 @@ exchange it opens or, when the agent steers, by the exchange in progress that it
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime, timedelta
 
 from workflows import types as t
@@ -28,6 +29,11 @@ class Refused(Exception):
         self.kind = kind
 
 
+def text_digest(text: str) -> str:
+    """A short digest of a message's text: enough to tell a repeat from another message."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def excerpt(text: str, limit: int = EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -40,6 +46,7 @@ class SessionState:
         self.exchanges = list(c.exchanges)
         self.spans = list(c.spans)
         self.recent = dict(c.recent)  # message_id → its number, the latest RECENT_IDS of them
+        self.recent_texts = dict(c.recent_texts)  # message_id → text_digest(its text)
         self.ending = c.ending
         self.compactions = c.compactions
         self.idle_since = c.idle_since
@@ -62,8 +69,17 @@ class SessionState:
         return self.messages - len(self.queue) - (1 + len(self.current.steered) if self.current else 0)
 
     def check(self, message: t.SessionMessage, ended: bool) -> None:
-        """Raises Refused unless `message` can be accepted now (a repeat always can)."""
+        """Raises Refused unless `message` can be accepted now (a repeat always can; an id used
+        for another text never can: that is a client's mistake, not a repeat)."""
         if message.message_id in self.recent:
+            known = self.recent_texts.get(message.message_id)
+            if known is not None and known != text_digest(message.text):
+                number = self.recent[message.message_id]
+                raise Refused(
+                    f"message id '{message.message_id}' was already used for message {number}, with other text: "
+                    "send this one with a new id",
+                    "MessageIdReused",
+                )
             return
         if ended:
             raise Refused("the session has ended: it takes no more messages", "SessionEnded")
@@ -91,8 +107,10 @@ class SessionState:
         receipt = t.MessageReceipt(message=self.messages, queued=ahead, steer=steer and self.current is not None)
         if message.message_id:
             self.recent[message.message_id] = receipt.message
+            self.recent_texts[message.message_id] = text_digest(message.text)
             for old in list(self.recent)[: max(len(self.recent) - RECENT_IDS, 0)]:
                 del self.recent[old]
+                self.recent_texts.pop(old, None)
             self.receipts[message.message_id] = receipt
         return receipt
 
@@ -185,6 +203,7 @@ class SessionState:
             exchanges=self.exchanges[-KEEP_EXCHANGES:],
             spans=spans,
             recent=self.recent,
+            recent_texts=self.recent_texts,
             ending=self.ending,
             compactions=self.compactions,
             idle_since=self.idle_since,

@@ -88,6 +88,7 @@ class SessionCarry(Contract):
     exchanges: list[Exchange] = Field(default_factory=list)
     spans: list[ExchangeSpan] = Field(default_factory=list)
     recent: dict[str, int] = Field(default_factory=dict)  # message_id → K, for the latest ids (bounded)
+    recent_texts: dict[str, str] = Field(default_factory=dict)  # message_id → a digest of its text
     ending: EndSession | None = None
     compactions: int = 0
     idle_since: datetime | None = None
