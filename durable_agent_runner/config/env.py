@@ -39,6 +39,7 @@ from workflows.types import (
     DEFAULT_MODEL_READ_TIMEOUT,
     DEFAULT_MODEL_RETRY_SECONDS,
     DEFAULT_MODEL_TIMEOUT,
+    WireName,
 )
 
 SHOWN = 40  # characters of a bad value quoted back
@@ -174,7 +175,7 @@ class WorkerSettings(ClientSettings):
     llm_model: Text = Field("gpt-4.1-mini", validation_alias=_env("LLM_MODEL"))
     llm_api_key: SecretStr | None = Field(None, validation_alias=_env("LLM_API_KEY", "OPENAI_API_KEY"))
     llm_api_key_header: Text = Field("Authorization", validation_alias=_env("LLM_API_KEY_HEADER"))
-    llm_api: Literal["chat", "responses"] = Field("chat", validation_alias=_env("LLM_API"))
+    llm_api: WireName = Field("chat", validation_alias=_env("LLM_API"))
     llm_stream: Switch = Field(True, validation_alias=_env("LLM_STREAM"))
     llm_capture: Switch = Field(False, validation_alias=_env("LLM_CAPTURE"))
     llm_read_timeout: AttemptSeconds = Field(DEFAULT_MODEL_READ_TIMEOUT, validation_alias=_env("LLM_READ_TIMEOUT"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, SecretStr
 
@@ -23,6 +22,7 @@ from workflows.types import (
     DEFAULT_MODEL_READ_TIMEOUT,
     DEFAULT_MODEL_RETRY_SECONDS,
     DEFAULT_MODEL_TIMEOUT,
+    WireName,
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -39,7 +39,7 @@ class LLMSettings(BaseModel):
     api_key: SecretStr | None = None
     # "Authorization" sends "Bearer KEY"; any other name (Azure's "api-key") sends the bare key.
     api_key_header: str = "Authorization"
-    api: Literal["chat", "responses"] = "chat"
+    api: WireName = "chat"
     stream: bool = DEFAULT_STREAM
     connect_timeout: float = 10.0
     # Defaults for agents that set no bounds of their own (AgentSpec.model_*_seconds, _attempts).

@@ -95,6 +95,7 @@ from workflows.types.names import (
     TRANSCRIPT_QUERY,
     WORKFLOW_NAME,
     Phase,
+    WireName,
     agent_task_queue,
 )
 from workflows.types.run import (
@@ -251,6 +252,7 @@ __all__ = [
     "TranscriptQuery",
     "Usage",
     "UserMessage",
+    "WireName",
     "WithReply",
     "agent_task_queue",
     "chain_digest",

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.types.names import DEFAULT_MODEL_TIMEOUT, EMPTY_PARAMETERS
+from workflows.types.names import DEFAULT_MODEL_TIMEOUT, EMPTY_PARAMETERS, WireName
 from workflows.types.transcript import Contract
 
 # ------------------------------------------------------------------------------------- agents
@@ -100,7 +100,7 @@ class AgentOptions(Contract):
     model_read_timeout_seconds: float | None = Field(default=None, gt=0)
     model_max_attempts: int | None = Field(default=None, ge=1)
     model_retry_seconds: float | None = Field(default=None, gt=0)
-    api: Literal["chat", "responses"] | None = None  # None: the worker's LLM_API
+    api: WireName | None = None  # None: the worker's LLM_API
     approval_timeout_seconds: float | None = Field(default=None, gt=0)  # None: wait as long as it takes
     approval_timeout_outcome: Literal["reject", "fail"] = "reject"
     approval_timeout_reason: str = "no one decided on this call in time"

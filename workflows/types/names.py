@@ -72,6 +72,10 @@ Phase = Literal[
 ]  # fmt: skip
 FINAL_PHASES: tuple[Phase, ...] = ("completed", "failed", "cancelled")
 
+# The two wires a model is reached over: Chat Completions and the Responses API (one name each,
+# for the agent's `api`, LLM_API and the wire chosen per call).
+WireName = Literal["chat", "responses"]
+
 DEFAULT_AGENT = "demo"
 EMPTY_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
 
