@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imp
     from durable_agent_runner.agents.mcp import McpServer
     from durable_agent_runner.agents.registry import Registry
     from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError, tool
-    from durable_agent_runner.worker.plugin import AgentPlugin
+    from durable_agent_runner.worker.plugin import AgentPlugin, PluginOptions
     from workflows.types import (
         WORKFLOW_NAME,
         AssistantMessage,
@@ -70,6 +70,7 @@ _EXPORTS = {
     "ToolRetryableError": "durable_agent_runner.agents.tools",
     "tool": "durable_agent_runner.agents.tools",
     "AgentPlugin": "durable_agent_runner.worker.plugin",
+    "PluginOptions": "durable_agent_runner.worker.plugin",
     "WORKFLOW_NAME": "workflows.types",
     "AssistantMessage": "workflows.types",
     "Edit": "workflows.types",
@@ -144,6 +145,7 @@ __all__ = [
     "ModelSettings",
     "OutputGuardrail",
     "Pause",
+    "PluginOptions",
     "Registry",
     "RunHooks",
     "RunInput",

@@ -170,7 +170,7 @@ async def test_max_turns_exceeded_fails_with_a_clear_message(cli, worker_factory
 
 
 async def test_status_and_result_of_a_run_mid_tool(cli, worker_factory, llm):
-    model = script(llm, slow(15), {"content": "slow work done"})
+    model = script(llm, slow(8), {"content": "slow work done"})
     async with worker_factory():
         run_id = await started(cli, "--agent", "scripted", "--model", model, "do the slow thing")
 

@@ -36,6 +36,7 @@ from durable_agent_runner.testing.fake_llm.wire import (
     response_object,
     response_stream,
 )
+from workflows import bounds
 from workflows import types as t
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -285,7 +286,18 @@ async def test_a_streamed_chat_completion_parses_to_the_plain_ones_reply(
     assert streamed == parsed
     assert "".join(deltas) == (reply.content or "")
     assert [c.name for c in parsed.message.tool_calls] == [c.name for c in reply.tool_calls]
-    assert [c.arguments for c in parsed.message.tool_calls] == [c.arguments or "{}" for c in reply.tool_calls]
+    assert [c.arguments for c in parsed.message.tool_calls] == [sent(c.arguments) for c in reply.tool_calls]
+
+
+def sent(arguments: str) -> str:
+    """What a call's arguments become where they enter: as sent, "{}" for none, or the refusal that
+    replaces arguments past the bounds (`NaN`, too deep, …); text that is not JSON at all stays."""
+    text = arguments or "{}"
+    try:
+        bounds.parse_json(text)
+    except bounds.OutsideDataError as err:
+        return text if err.bound in (None, "refused") else bounds.refused(str(err))
+    return text
 
 
 # What a stream may leave out: nothing; the output in its terminal event (rebuilt from the rest);

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, fields
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,20 @@ AGENT_WORKER_DEFAULTS: dict[str, object] = {
 }
 
 
+@dataclass(frozen=True)
+class PluginOptions:
+    """What an AgentPlugin takes besides its tools, settings and HTTP client, defined once:
+    `AgentPlugin(tools, options=PluginOptions(...))`; `build_worker` and `python worker.py` pass
+    them by these names."""
+
+    tool_threads: int | None = None  # threads for sync tools; None: $TOOL_THREADS or 16
+    stall_seconds: float = DEFAULT_STALL_SECONDS  # the event loop blocked this long: the watchdog names the culprit
+    run_hooks: Sequence[RunHooks] = ()  # lifecycle hooks (agents/lifecycle.py); exactly-once ones get a feed
+    hooks_state_dir: Path | None = None  # the feed's checkpoints; None: $HOOKS_STATE_DIR or .state/hooks
+    prices: PriceTable | None = None  # None: the shipped table ($LLM_PRICES over it)
+    telemetry: Telemetry | None = None  # trace runs (telemetry/)
+
+
 class AgentPlugin(SimplePlugin):
     """Durable agents in a worker and a client a team already has, in two lines:
 
@@ -117,18 +132,13 @@ class AgentPlugin(SimplePlugin):
         *,
         settings: LLMSettings | None = None,
         http: httpx.AsyncClient | None = None,
-        tool_threads: int | None = None,
-        stall_seconds: float = DEFAULT_STALL_SECONDS,
-        run_hooks: Sequence[RunHooks] = (),
-        hooks_state_dir: Path | None = None,
-        prices: PriceTable | None = None,
-        telemetry: Telemetry | None = None,
+        options: PluginOptions | None = None,
         agent_worker_options: dict[str, object] | None = None,
     ) -> None:
         self.registry = tools if isinstance(tools, Registry) else Registry.from_modules(list(tools))
         self.settings = settings or LLMSettings.from_env()
         self._http, self._owns_http = http, http is None
-        self._options = (tool_threads, stall_seconds, run_hooks, hooks_state_dir, prices, telemetry)
+        self.options = options or PluginOptions()
         self._agent_worker_options = agent_worker_options or {}
         self.group: WorkerGroup | None = None  # the per-agent workers and shared parts, once configured
         self.runs_group = True  # False when build_worker starts the group itself
@@ -144,7 +154,15 @@ class AgentPlugin(SimplePlugin):
         if self.group is not None:
             raise ValueError("an AgentPlugin serves one worker: give each worker its own")
         client, queue = config["client"], config["task_queue"]
-        threads_n, stall, run_hooks, state_dir, prices, telemetry = self._options
+        o = self.options
+        threads_n, stall, run_hooks, state_dir, prices, telemetry = (
+            o.tool_threads,
+            o.stall_seconds,
+            o.run_hooks,
+            o.hooks_state_dir,
+            o.prices,
+            o.telemetry,
+        )
         if self._http is None:
             self._http = new_http_client(self.settings)
         settings, http, registry = self.settings, self._http, self.registry
@@ -214,37 +232,19 @@ def build_worker(
     registry: Registry,
     settings: LLMSettings,
     http: httpx.AsyncClient,
-    *,
-    tool_threads: int | None = None,
-    stall_seconds: float = DEFAULT_STALL_SECONDS,
-    run_hooks: Sequence[RunHooks] = (),
-    hooks_state_dir: Path | None = None,
-    prices: PriceTable | None = None,
-    telemetry: Telemetry | None = None,
     **options: object,
 ) -> WorkerGroup:
     """The workers, as `python worker.py` runs them; tests build theirs with this too: a Worker
     on `queue` with the AgentPlugin, and the plugin's per-agent workers, started and stopped as one.
-    `tool_threads`: default $TOOL_THREADS or 16. `stall_seconds`: how long the event loop may be
-    blocked before the watchdog names the culprit. `prices`: default the shipped table (the
-    worker reads $LLM_PRICES over it). `options` override WORKER_DEFAULTS for every
-    Worker. The caller owns `http` (see `new_http_client`) and closes it after the workers stop.
-    Every worker masks the API key in whatever its activities return, heartbeat or raise.
-    `run_hooks`: the lifecycle hooks (durable_agent_runner/agents/lifecycle.py); when one has an exactly-once method,
-    a hook feed follows `queue`'s runs, checkpointing in `hooks_state_dir` (default
-    $HOOKS_STATE_DIR or .state/hooks). `telemetry`: trace runs (durable_agent_runner/telemetry/)."""
+    `options` are the plugin's (`PluginOptions`, by name) and Worker settings, which override
+    WORKER_DEFAULTS for every Worker. The caller owns `http` (see `new_http_client`) and closes it
+    after the workers stop. Every worker masks the API key in whatever its activities return,
+    heartbeat or raise."""
+    names = {f.name for f in fields(PluginOptions)}
+    chosen: dict[str, Any] = {k: options.pop(k) for k in list(options) if k in names}
     extra = options.pop("interceptors", None)
     plugin = AgentPlugin(
-        registry,
-        settings=settings,
-        http=http,
-        tool_threads=tool_threads,
-        stall_seconds=stall_seconds,
-        run_hooks=run_hooks,
-        hooks_state_dir=hooks_state_dir,
-        prices=prices,
-        telemetry=telemetry,
-        agent_worker_options=dict(options),
+        registry, settings=settings, http=http, options=PluginOptions(**chosen), agent_worker_options=dict(options)
     )
     plugin.runs_group = False  # the group below starts every worker itself, at once
     base = {**WORKER_DEFAULTS, **options, "interceptors": list(extra) if isinstance(extra, list | tuple) else []}
