@@ -12,6 +12,7 @@ import argparse
 import json
 import re
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WorkflowQueryFailedError
@@ -19,7 +20,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli.args import json_object
-from durable_agent_runner.cli.session import READ_TIMEOUT, SessionError, add_wait, update
+from durable_agent_runner.cli.session import DEFAULT_WAIT, READ_TIMEOUT, SessionError, add_wait, update, wait_seconds
 from workflows import types as t
 
 Refused = SessionError  # the run refused, or there is no such run: one line, exit code 2
@@ -32,10 +33,12 @@ async def _update(
     return await update(client.get_workflow_handle(run_id), name, body, result_type, after_end, wait=wait)
 
 
-async def _query(client: Client, run_id: str, name: str, *args: Any, result_type: type[Any]) -> Any:
+async def _query(
+    client: Client, run_id: str, name: str, *args: Any, result_type: type[Any], wait: timedelta = READ_TIMEOUT
+) -> Any:
     handle = client.get_workflow_handle(run_id)
     try:
-        return await handle.query(name, *args, result_type=result_type, rpc_timeout=READ_TIMEOUT)
+        return await handle.query(name, *args, result_type=result_type, rpc_timeout=wait)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise Refused(f"no run with id '{run_id}'") from None
@@ -72,7 +75,8 @@ async def cmd_resume(client: Client, args: argparse.Namespace) -> int:
 
 
 async def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
-    view: t.Inspection = await _query(client, args.run_id, t.INSPECT_QUERY, result_type=t.Inspection)
+    wait = timedelta(seconds=args.worker_wait)
+    view: t.Inspection = await _query(client, args.run_id, t.INSPECT_QUERY, result_type=t.Inspection, wait=wait)
     if args.json:
         print(json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=False))
         return 0
@@ -275,6 +279,14 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     )
     inspect.add_argument("run_id")
     inspect.add_argument("--json", action="store_true", help="print JSON")
+    inspect.add_argument(
+        "--wait",
+        dest="worker_wait",
+        type=wait_seconds,
+        default=DEFAULT_WAIT,
+        metavar="SECONDS",
+        help="give up when no worker answers within this long: one line, exit code 1 (default: %(default)g)",
+    )
     inspect.set_defaults(fn=cmd_inspect)
     edit = sub.add_parser("edit", help="edit a paused run (one edit; validated, recorded with who and when)")
     edit.add_argument("run_id")

@@ -92,7 +92,7 @@ def add_wait(cmd: argparse.ArgumentParser, *, answer_flag: bool = False) -> None
     cmd.add_argument(
         *names,
         dest="worker_wait",
-        type=_seconds,
+        type=wait_seconds,
         default=DEFAULT_WAIT,
         metavar="SECONDS",
         help=f"give up when no worker takes it within this long: one line, exit code {NO_WORKER} "
@@ -101,7 +101,7 @@ def add_wait(cmd: argparse.ArgumentParser, *, answer_flag: bool = False) -> None
     )
 
 
-def _seconds(text: str) -> float:
+def wait_seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
