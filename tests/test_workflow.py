@@ -330,7 +330,14 @@ async def test_checked_in_histories_still_replay():
     for path in files:
         await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
     recorded = {path.stem: path.read_text() for path in files}
-    for name in ("weather_1_0", "approval_1_0", "breakpoint_1_0", "support_team_1_0", "session_1_0"):
+    for name in (
+        "weather_1_0",
+        "approval_1_0",
+        "breakpoint_1_0",
+        "support_team_1_0",
+        "session_1_0",
+        "child_failed_1_0",
+    ):
         assert "core_patch" not in recorded[name], f"{name}: 1.0 histories carry no patch marker"
     # a run starts in one workflow task: the agent resolved locally, the first model call scheduled
     events = WorkflowHistory.from_json("weather_1_0", recorded["weather_1_0"]).events
@@ -357,6 +364,11 @@ async def test_checked_in_histories_still_replay():
     # a pause with edits, then a resume; and a fork of that run, started from its carried state
     debugged = recorded["breakpoint_1_0"]
     assert debugged.count(t.EDIT_UPDATE) >= 2 and t.RESUME_UPDATE in debugged
+    # a child that failed (its failure carries its usage) and one that was cancelled (it signals it)
+    assert "childWorkflowExecutionFailedEventAttributes" in recorded["child_failed_1_0"]
+    assert "childWorkflowExecutionCanceledEventAttributes" in recorded["child_cancelled_1_0"]
+    assert t.CHILD_USAGE_SIGNAL in recorded["child_cancelled_1_0"]
+    assert t.CHILD_USAGE_SIGNAL in recorded["child_cancelled_1_0.call_1_0"]
     fork = WorkflowHistory.from_json("breakpoint_1_0.fork", recorded["breakpoint_1_0.fork"])
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])
