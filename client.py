@@ -46,7 +46,7 @@ from durable_agent_runner.payloads import codec
 from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.telemetry import flush as flush_telemetry
 from durable_agent_runner.telemetry import traced
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 CORE_LOG.setLevel(logging.ERROR)  # the SDK core's own logs (gRPC retries while a server restarts): errors only
 

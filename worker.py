@@ -39,9 +39,9 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.model import new_http_client
-from activities.prices import PriceTable
 from durable_agent_runner import Registry
+from durable_agent_runner.activities.model import new_http_client
+from durable_agent_runner.activities.prices import PriceTable
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.lifecycle import hooks_in_modules
 from durable_agent_runner.config.connection import address, connect, ensure_search_attributes, namespace, task_queue

@@ -4,5 +4,7 @@ hook and compaction activities, MCP sessions, the context cache, prices and capt
 Nothing here is public: user code imports `durable_agent_runner`.
 """
 
-# durable_agent_runner looks for this line: a project's own `activities` module would hide this one.
-ENGINE = "durable-agent-runner"
+# One identity: the engine is `durable_agent_runner.activities` (a link in that package), never a top-level
+# `activities`, so a user's own `activities` package and ours never meet, and no class is loaded twice.
+if __name__ != "durable_agent_runner.activities":
+    raise ImportError(f"import durable_agent_runner.activities, not {__name__}: the engine is no top-level package")

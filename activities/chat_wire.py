@@ -24,8 +24,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from activities.sse import iter_events
-from activities.wire import (
+from durable_agent_runner.activities.sse import iter_events
+from durable_agent_runner.activities.wire import (
     MAX_TOOL_CALLS,
     TOOL_CHOICES,
     Budget,
@@ -42,7 +42,7 @@ from activities.wire import (
     settings_for,
     utf8,
 )
-from workflows.types import (
+from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,
     Message,

@@ -24,9 +24,9 @@ import time
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import errors
-from activities.model import ModelActivities, build_request, wire_for
-from workflows.types import (
+from durable_agent_runner.activities import errors
+from durable_agent_runner.activities.model import ModelActivities, build_request, wire_for
+from durable_agent_runner.workflows.types import (
     COMPACT_ACTIVITY,
     AssistantMessage,
     CompactInput,

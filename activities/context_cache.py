@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from workflows.types import AgentSpec, AssistantMessage, Message, ToolMessage, ToolResult, chain_digest
+from durable_agent_runner.workflows.types import (
+    AgentSpec,
+    AssistantMessage,
+    Message,
+    ToolMessage,
+    ToolResult,
+    chain_digest,
+)
 
 MAX_RUNS = 256
 

@@ -20,7 +20,7 @@ import httpx
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.redact import Redactor
-from workflows import bounds
+from durable_agent_runner.workflows import bounds
 
 RETRYABLE_STATUS = {408, 409, 429}
 MALFORMED_ATTEMPTS = 5  # a server that keeps sending garbage is broken, not busy

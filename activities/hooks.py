@@ -38,10 +38,10 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import errors
-from activities.mcp_tools import FrozenTools
-from activities.model import read_context, wire_for
-from activities.wire import parse_body
+from durable_agent_runner.activities import errors
+from durable_agent_runner.activities.mcp_tools import FrozenTools
+from durable_agent_runner.activities.model import read_context, wire_for
+from durable_agent_runner.activities.wire import parse_body
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.agent import Agent, approval_check
 from durable_agent_runner.agents.breakpoints import BreakpointState, verdict
@@ -50,7 +50,7 @@ from durable_agent_runner.agents.registry import Registry
 from durable_agent_runner.agents.tools import RETRYABLE, describe_errors, describe_exception
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import Redactor
-from workflows.types import HOOK_ACTIVITY, AgentSpec, HookInput, HookResult, Message, UserMessage
+from durable_agent_runner.workflows.types import HOOK_ACTIVITY, AgentSpec, HookInput, HookResult, Message, UserMessage
 
 log = logging.getLogger(__name__)
 

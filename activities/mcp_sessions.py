@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TextIO, TypeVar
 
 import anyio
 
-from activities.errors import excerpt
+from durable_agent_runner.activities.errors import excerpt
 from durable_agent_runner.agents.mcp import CLEANUP_SECONDS, McpServer
 from durable_agent_runner.agents.tools import ToolRetryableError, describe_exception
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mcp import Client
 
 T = TypeVar("T")
-log = logging.getLogger("activities.mcp_tools")
+log = logging.getLogger("durable_agent_runner.activities.mcp_tools")
 
 STDERR_LINES = 200  # of a stdio server's stderr logged per session; the rest are counted
 STDERR_LINE_BYTES = 2000  # a longer line is cut

@@ -45,8 +45,8 @@ from jsonschema.exceptions import SchemaError
 from temporalio import activity
 from temporalio.client import Client as TemporalClient
 
-from activities.errors import excerpt
-from activities.mcp_sessions import in_session, isolated
+from durable_agent_runner.activities.errors import excerpt
+from durable_agent_runner.activities.mcp_sessions import in_session, isolated
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.mcp import CLEANUP_SECONDS, LIST_SECONDS, McpServer
 from durable_agent_runner.agents.tools import (
@@ -56,8 +56,8 @@ from durable_agent_runner.agents.tools import (
     parse_arguments,
 )
 from durable_agent_runner.redact import Redactor
-from workflows.schema import check
-from workflows.types import (
+from durable_agent_runner.workflows.schema import check
+from durable_agent_runner.workflows.types import (
     TRANSCRIPT_QUERY,
     AgentSpec,
     ToolResult,

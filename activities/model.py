@@ -28,19 +28,19 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, errors, responses_wire
-from activities.capture import CaptureStore
-from activities.context_cache import ContextCache
-from activities.model_call import Call
-from activities.prices import PriceTable
-from activities.sse import LineTooLong, iter_lines
-from activities.tool_activities import ToolActivities
-from activities.wire import BadSettings, MalformedResponse, StreamFailed, Wire, parse_body
 from durable_agent_runner import telemetry
+from durable_agent_runner.activities import chat_wire, errors, responses_wire
+from durable_agent_runner.activities.capture import CaptureStore
+from durable_agent_runner.activities.context_cache import ContextCache
+from durable_agent_runner.activities.model_call import Call
+from durable_agent_runner.activities.prices import PriceTable
+from durable_agent_runner.activities.sse import LineTooLong, iter_lines
+from durable_agent_runner.activities.tool_activities import ToolActivities
+from durable_agent_runner.activities.wire import BadSettings, MalformedResponse, StreamFailed, Wire, parse_body
 from durable_agent_runner.agents.lifecycle import HookCaller, ModelAttempt, ModelResponse
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import Redactor
-from workflows.types import (
+from durable_agent_runner.workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
     AgentSpec,

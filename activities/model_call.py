@@ -12,9 +12,9 @@ from typing import Any
 
 import httpx
 
-from activities.wire import MalformedResponse, Wire
+from durable_agent_runner.activities.wire import MalformedResponse, Wire
 from durable_agent_runner.redact import FRAGMENT, Redactor
-from workflows.types import ModelProgress
+from durable_agent_runner.workflows.types import ModelProgress
 
 TAIL_CHARS = 64 * 1024  # of streamed text in heartbeat details: watchers only need the tail
 SLACK_CHARS = 4096  # kept beyond the tail, so masking sees a key that crosses the tail's start

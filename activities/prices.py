@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from workflows.types import Usage
+from durable_agent_runner.workflows.types import Usage
 
 
 class Price(BaseModel):

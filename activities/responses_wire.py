@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from activities.sse import iter_events
-from activities.wire import (
+from durable_agent_runner.activities.sse import iter_events
+from durable_agent_runner.activities.wire import (
     TOOL_CHOICES,
     Budget,
     MalformedResponse,
@@ -42,7 +42,7 @@ from activities.wire import (
     settings_for,
     utf8,
 )
-from workflows.types import (
+from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,
     Message,

@@ -16,20 +16,20 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import wire
-from activities.context_cache import ContextCache
-from activities.mcp_tools import FrozenTools, McpTool, freeze
 from durable_agent_runner import telemetry
+from durable_agent_runner.activities import wire
+from durable_agent_runner.activities.context_cache import ContextCache
+from durable_agent_runner.activities.mcp_tools import FrozenTools, McpTool, freeze
 from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.agents.executor import ToolThreads
 from durable_agent_runner.agents.lifecycle import HookCaller, ToolAttempt
 from durable_agent_runner.agents.registry import Registry
 from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError
 from durable_agent_runner.config.llm import LLMSettings
-from workflows import bounds
-from workflows.bounds import json_object
-from workflows.calls import budget_spent
-from workflows.types import (
+from durable_agent_runner.workflows import bounds
+from durable_agent_runner.workflows.bounds import json_object
+from durable_agent_runner.workflows.calls import budget_spent
+from durable_agent_runner.workflows.types import (
     AGENT_NOT_HERE,
     RESOLVE_AGENT_ACTIVITY,
     TOOL_CALL_ACTIVITY,

@@ -18,8 +18,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from workflows import bounds
-from workflows.types import (
+from durable_agent_runner.workflows import bounds
+from durable_agent_runner.workflows.types import (
     EMPTY_PARAMETERS,
     AgentSpec,
     Message,

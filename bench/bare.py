@@ -34,9 +34,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities import chat_wire
 from bench.agents import looper_local
 from bench.variant_types import BARE_MODEL_ACTIVITY, BARE_WORKFLOW, BareInput, BareResult
+from durable_agent_runner.activities import chat_wire
 from tests.fixtures.agents import pad
 
 TIMEOUT = timedelta(seconds=60)

@@ -4,13 +4,13 @@ the only difference from a durable run is durability."""
 
 from __future__ import annotations
 
-from activities import chat_wire
-from activities.model import new_http_client
 from durable_agent_runner import Registry, ToolContext
+from durable_agent_runner.activities import chat_wire
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.llm import LLMSettings
-from workflows.calls import RunTools
-from workflows.rules import Final, decide
-from workflows.types import Message, ToolMessage, UserMessage
+from durable_agent_runner.workflows.calls import RunTools
+from durable_agent_runner.workflows.rules import Final, decide
+from durable_agent_runner.workflows.types import Message, ToolMessage, UserMessage
 
 
 async def floor_run(settings: LLMSettings, registry: Registry, agent: str, model: str, prompt: str, turns: int) -> int:

@@ -20,7 +20,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 from bench.variant_types import BARE_MODEL_ACTIVITY, INLINE_MODEL_ACTIVITY, RIVAL_MODEL_ACTIVITY
-from workflows.types import MODEL_CALL_ACTIVITY, TOOL_CALL_ACTIVITY
+from durable_agent_runner.workflows.types import MODEL_CALL_ACTIVITY, TOOL_CALL_ACTIVITY
 
 E = EventType
 MAX_EXECUTIONS = 100

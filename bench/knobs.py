@@ -42,7 +42,7 @@ def runner(name: str) -> object:
     the tests replay: workflows/ imported afresh for every run)."""
     from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-    passed = {"passthrough": ("pydantic", "workflows"), "sandbox": ("pydantic",)}
+    passed = {"passthrough": ("pydantic", "durable_agent_runner.workflows"), "sandbox": ("pydantic",)}
     if name not in passed:
         raise ValueError(f"AgentRun's runner must be passthrough or sandbox, not {name!r}")
     return SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules(*passed[name]))

@@ -19,10 +19,10 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     import pydantic  # noqa: F401
 
-    import workflows.types as t
     from bench.variant_types import INLINE_MODEL_ACTIVITY, VARIANT_WORKFLOW, InlineModelCall, VariantInput
-    from workflows.calls import RunTools, after_tools
-    from workflows.rules import Final, decide
+    from durable_agent_runner.workflows import types as t
+    from durable_agent_runner.workflows.calls import RunTools, after_tools
+    from durable_agent_runner.workflows.rules import Final, decide
 
 MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60))
 

@@ -30,7 +30,7 @@ from bench.variant_types import (
     RivalResult,
     VariantInput,
 )
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 AGENT = "looper_local"  # bench/agents.py: its tool a local activity, one dispatch a turn
 ACTIVITY_AGENT = "looper"  # tests/fixtures/agents.py: its tool a regular activity

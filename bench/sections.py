@@ -19,7 +19,7 @@ from bench.knobs import experiments
 from bench.plan import Plan
 from bench.stack import Stack, WorkerHandle, WorkerSpec, cpu_seconds
 from bench.variant_types import BareInput, RivalInput, VariantInput
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 # Bench-only variants: what changes against the product's AgentRun (see bench.local_variant).
 _RUN = t.RunInput(prompt="")

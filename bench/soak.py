@@ -43,6 +43,7 @@ from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, Telemetr
 
 from bench.soak_chaos import Log, disrupt, inject, schedule
 from bench.stack import Stack
+from durable_agent_runner.workflows import types as t
 from tests.fixtures.fault_agents import attempts_path
 from tests.helpers import replay
 from tests.test_fault_suite import (
@@ -57,7 +58,6 @@ from tests.test_fault_suite import (
     retrying,
     shape,
 )
-from workflows import types as t
 
 CHECK_SECONDS = 120.0  # kept back from the deadline for reading histories, transcripts and replays
 UNFINISHED = "unfinished at the deadline"

@@ -23,9 +23,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import durable_agent_runner.cli.watch as watching
 from bench.knobs import Spec, overriding
 from bench.stack import Stack
+from durable_agent_runner.cli import watch as watching
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.testing.fake_llm.wire import pieces, text_pieces
 from tests.helpers import start

@@ -37,7 +37,7 @@ def install(path: str) -> None:
     import temporalio.bridge.worker as bridge
     import temporalio.worker._workflow as workflow_worker
 
-    from activities import model
+    from durable_agent_runner.activities import model
     from durable_agent_runner.agents import executor
 
     def stamp(name: str) -> None:

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from workflows.types import AgentSpec, Message, RunInput
+from durable_agent_runner.workflows.types import AgentSpec, Message, RunInput
 
 VARIANT_WORKFLOW = "bench.AgentRunVariant"
 INLINE_MODEL_ACTIVITY = "bench.inline_model_call"

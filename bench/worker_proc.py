@@ -17,10 +17,10 @@ import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from activities.model import new_http_client
 from bench import idle_walks, timeline
 from bench.workers import MODULES, make_worker
 from durable_agent_runner import Registry
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.config.env import WorkerSettings
 from durable_agent_runner.config.llm import LLMSettings

@@ -11,17 +11,17 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities import chat_wire
-from activities.model import ModelActivities
-from activities.tool_activities import ToolActivities
 from bench.knobs import Spec, worker_kwargs
 from bench.local_variant import AgentRunVariant
 from bench.variant_types import INLINE_MODEL_ACTIVITY, InlineModelCall
 from durable_agent_runner import Registry
+from durable_agent_runner.activities import chat_wire
+from durable_agent_runner.activities.model import ModelActivities
+from durable_agent_runner.activities.tool_activities import ToolActivities
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.worker import plugin as product
 from durable_agent_runner.worker.group import WorkerGroup
-from workflows.types import ModelReply
+from durable_agent_runner.workflows.types import ModelReply
 
 MODULES = ["tests.fixtures.agents", "bench.agents"]  # `looper` (its `pad` an activity), `looper_local`
 

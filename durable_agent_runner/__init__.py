@@ -10,8 +10,6 @@ What sits behind these names (`workflows/`, `activities/`) is free to move.
 
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
-from importlib.util import find_spec
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imported when first used
@@ -30,7 +28,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imp
     from durable_agent_runner.agents.registry import Registry
     from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError, tool
     from durable_agent_runner.worker.plugin import AgentPlugin, PluginOptions
-    from workflows.types import (
+    from durable_agent_runner.workflows.types import (
         WORKFLOW_NAME,
         AssistantMessage,
         Edit,
@@ -71,40 +69,18 @@ _EXPORTS = {
     "tool": "durable_agent_runner.agents.tools",
     "AgentPlugin": "durable_agent_runner.worker.plugin",
     "PluginOptions": "durable_agent_runner.worker.plugin",
-    "WORKFLOW_NAME": "workflows.types",
-    "AssistantMessage": "workflows.types",
-    "Edit": "workflows.types",
-    "MemoryPolicy": "workflows.types",
-    "Message": "workflows.types",
-    "ModelSettings": "workflows.types",
-    "RunInput": "workflows.types",
-    "RunResult": "workflows.types",
-    "ToolMessage": "workflows.types",
-    "UserMessage": "workflows.types",
+    "WORKFLOW_NAME": "durable_agent_runner.workflows.types",
+    "AssistantMessage": "durable_agent_runner.workflows.types",
+    "Edit": "durable_agent_runner.workflows.types",
+    "MemoryPolicy": "durable_agent_runner.workflows.types",
+    "Message": "durable_agent_runner.workflows.types",
+    "ModelSettings": "durable_agent_runner.workflows.types",
+    "RunInput": "durable_agent_runner.workflows.types",
+    "RunResult": "durable_agent_runner.workflows.types",
+    "ToolMessage": "durable_agent_runner.workflows.types",
+    "UserMessage": "durable_agent_runner.workflows.types",
 }
 
-
-# What the engine packages' __init__ files say, so a project's own module of their name is told apart.
-ENGINE_MARK = 'ENGINE = "durable-agent-runner"'
-
-
-def _check_engine() -> None:
-    """The engine is the top-level packages `workflows` and `activities`, installed beside this one.
-    A module of either name that comes first on sys.path (a project's own `workflows.py`) hides it;
-    say so here, before anything imports the wrong one."""
-    home = Path(__file__).resolve().parent.parent
-    for name in ("workflows", "activities"):
-        spec = find_spec(name)
-        found = Path(spec.origin).resolve() if spec is not None and spec.origin else None
-        if found is None or ENGINE_MARK not in found.read_text(encoding="utf-8", errors="replace")[:4096]:
-            where = f"'{found}'" if found is not None else "nothing"
-            raise ImportError(
-                f"durable_agent_runner's engine package '{name}' is hidden: '{name}' is {where}, not "
-                f"'{home / name}'. Rename your project's '{name}' module (for example 'my_{name}')."
-            )
-
-
-_check_engine()
 
 try:
     __version__ = version("durable-agent-runner")  # pyproject.toml's, the one place it is set

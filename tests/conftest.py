@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.model import new_http_client
 from durable_agent_runner import Registry
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from workflows.types import SEARCH_ATTRIBUTES
+from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
 
 # Write-ahead logging with synchronous=NORMAL: durable across a killed server process (what the
 # tests do to it), and about 20% less time per turn than SQLite's default rollback journal.

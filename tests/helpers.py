@@ -11,8 +11,8 @@ from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent_runner.config.connection import DATA_CONVERTER
-from workflows import AgentRun
-from workflows import types as t
+from durable_agent_runner.workflows import AgentRun
+from durable_agent_runner.workflows import types as t
 
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
 # nothing of ours passed through, so workflows/ is imported afresh in the sandbox and a clock,
@@ -116,7 +116,7 @@ async def activity_attempts(handle: WorkflowHandle[Any, Any], activity: str) -> 
 def context_queries(monkeypatch: Any) -> list[int]:
     """From now on in this test, the `upto` of every model call that read its context by query
     (not from the worker's cache), in order."""
-    from activities.model import ModelActivities
+    from durable_agent_runner.activities.model import ModelActivities
 
     queried: list[int] = []
     original = ModelActivities.read_context

@@ -13,16 +13,16 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.model import new_http_client
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.agents.registry import Registry
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.worker.plugin import build_worker
+from durable_agent_runner.workflows import types as t
 from tests.devserver import DevServer
 from tests.helpers import calls
 from tests.test_agents import first_child, research_team, slow_fact, status
-from workflows import types as t
 
 SPENT = {"usage": {"prompt_tokens": 400, "completion_tokens": 20}}
 

@@ -20,15 +20,15 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from activities.model import new_http_client
 from durable_agent_runner import Registry
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.cli.session import end_session, send_message, wait_answer
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.worker.plugin import build_worker
+from durable_agent_runner.workflows import types as t
 from tests.devserver import DevServer
-from workflows import types as t
 
 
 async def approve_all(handle: WorkflowHandle[Any, Any]) -> None:

@@ -16,11 +16,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from durable_agent_runner import Agent, Registry, ToolContext, handoff, tool
+from durable_agent_runner.workflows import types as t
 from tests.fixtures import team_agents
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_approvals import decide, pending, update
 from tests.test_client import cli  # noqa: F401  (the fixture)
-from workflows import types as t
 
 TEAM = ["tests.fixtures.team_agents"]
 AGENT_NAME = t.SA_AGENT

@@ -14,10 +14,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
+from durable_agent_runner.workflows import types as t
 from tests.devserver import temporal_cli
 from tests.helpers import activity_attempts, calls, replay, script, start, transcript
 from tests.test_durability import effects, start_worker_process
-from workflows import types as t
 
 
 async def status(handle) -> t.RunStatus:

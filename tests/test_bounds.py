@@ -11,8 +11,15 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from durable_agent_runner.agents.tools import validate_arguments
-from workflows import bounds
-from workflows.bounds import MAX_DEPTH, MAX_NUMBER_CHARS, OutsideDataError, check_value, clean_text, parse_json
+from durable_agent_runner.workflows import bounds
+from durable_agent_runner.workflows.bounds import (
+    MAX_DEPTH,
+    MAX_NUMBER_CHARS,
+    OutsideDataError,
+    check_value,
+    clean_text,
+    parse_json,
+)
 
 # JSON values within the bounds: text without lone surrogates, finite floats, short integers,
 # nesting well under MAX_DEPTH.

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, replay, script
 from tests.test_breakpoints import begin, edit, paused, resume
 from tests.test_durability import effects, start_worker_process
-from workflows import types as t
 
 pytestmark = pytest.mark.asyncio
 

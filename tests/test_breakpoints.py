@@ -12,9 +12,9 @@ import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from durable_agent_runner.cli.debug import cmd_fork
+from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, replay, script, transcript
 from tests.test_agents import requests_for
-from workflows import types as t
 
 pytestmark = pytest.mark.asyncio
 

@@ -30,9 +30,9 @@ from durable_agent_runner.cli.chat_view import (
     wants_colour,
 )
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, script
 from tests.test_client import Done, one_clean_line
-from workflows import types as t
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT = "client.py"

@@ -11,9 +11,9 @@ from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner import Agent, Registry
+from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_agents import first_child, research_team, slow_fact, status
-from workflows import types as t
 
 SPENT = {"usage": {"prompt_tokens": 400, "completion_tokens": 20}}
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
+from durable_agent_runner.workflows import types as t
 from tests.devserver import free_port
-from workflows import types as t
 
 ROOT = Path(__file__).resolve().parent.parent
 STATUSES = {"running", "completed", "failed", "cancelled"}

@@ -30,8 +30,8 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from activities.capture import CaptureStore
-from activities.model import new_http_client
+from durable_agent_runner.activities.capture import CaptureStore
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.cli.codec_server import CodecServer
 from durable_agent_runner.config.connection import ENCODED_FAILURE, MAX_FAILURE_TEXT, connect, make_data_converter
 from durable_agent_runner.payloads.codec import (
@@ -43,11 +43,11 @@ from durable_agent_runner.payloads.codec import (
     Keyring,
 )
 from durable_agent_runner.worker.plugin import build_worker
+from durable_agent_runner.workflows import AgentRun
+from durable_agent_runner.workflows import types as t
 from tests.devserver import temporal_cli
 from tests.helpers import calls, script, start
 from tests.test_approvals import decide, pending, update
-from workflows import AgentRun
-from workflows import types as t
 
 ROOT = Path(__file__).resolve().parent.parent
 K1 = base64.b64encode(bytes(range(32))).decode()

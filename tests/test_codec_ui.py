@@ -22,9 +22,9 @@ from temporalio.api.enums.v1 import EventType
 
 from durable_agent_runner.cli.codec_server import CodecServer
 from durable_agent_runner.config.connection import connect, make_data_converter
+from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
 from tests.devserver import DevServer, free_port, temporal_cli, tuning_flags
 from tests.test_codec import codec, encrypted_run, env_with
-from workflows.types import SEARCH_ATTRIBUTES
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
 pytestmark = pytest.mark.server  # it starts a Temporal dev server of its own, with the Web UI

@@ -17,8 +17,8 @@ from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import compaction
-from activities.compaction import (
+from durable_agent_runner.activities import compaction
+from durable_agent_runner.activities.compaction import (
     DEFAULT_GUIDANCE,
     HEAD,
     MAX_SUMMARY_CHARS,
@@ -26,11 +26,10 @@ from activities.compaction import (
     CompactionActivities,
     render,
 )
-from activities.model import new_http_client
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer, scenarios
-from tests.test_model_activity import AGENT, FixedContext, free_port, leaks, llm_settings
-from workflows.types import (
+from durable_agent_runner.workflows.types import (
     COMPACT_ACTIVITY,
     AgentSpec,
     AssistantMessage,
@@ -42,6 +41,7 @@ from workflows.types import (
     ToolMessage,
     UserMessage,
 )
+from tests.test_model_activity import AGENT, FixedContext, free_port, leaks, llm_settings
 
 KEY = "sk-test-0123456789abcdefSECRET"
 SESSION: list[Message] = [

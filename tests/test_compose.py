@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
 from tests.devserver import DYNAMIC_CONFIG
-from workflows.types import SEARCH_ATTRIBUTES
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -240,7 +240,7 @@ def test_setup_job_registers_the_search_attributes(services: dict[str, Any]) -> 
 
 
 def test_registered_search_attributes_cover_the_workflow_contract(services: dict[str, Any]) -> None:
-    types = pytest.importorskip("workflows.types", reason="workflows/types.py not importable")
+    types = pytest.importorskip("durable_agent_runner.workflows.types", reason="workflows/types.py not importable")
     contract: dict[str, str] = getattr(types, "SEARCH_ATTRIBUTES", {})
     registered = dict(pair.split("=", 1) for pair in env(services[SETUP_JOB])["SEARCH_ATTRIBUTES"].split())
     for name, kind in contract.items():

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.prices import DEFAULT_PRICES, Price, PriceTable
 from durable_agent_runner import Agent, Registry
+from durable_agent_runner.activities.prices import DEFAULT_PRICES, Price, PriceTable
+from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, script, start
-from workflows import types as t
 
 
 def test_prices_match_dated_and_prefixed_names_and_count_cached_and_reasoning_tokens() -> None:

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, script
 from tests.test_agents import requests_for
 from tests.test_client import Cli, cli, one_clean_line, started  # noqa: F401  (cli is a fixture)
-from workflows import types as t
 
 pytestmark = pytest.mark.asyncio
 

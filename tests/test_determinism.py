@@ -18,12 +18,12 @@ from tests.helpers import STRICT_SANDBOX
 SOURCE = Path(__file__).resolve().parents[1]
 HISTORY = SOURCE / "tests" / "histories" / "weather_1_0.json"  # two tool calls: calls._plan runs
 
-# Replays HISTORY with the workflows package found first on sys.path (a copy), in STRICT_SANDBOX.
+# Replays HISTORY with the package found first on sys.path (a copy), in STRICT_SANDBOX.
 REPLAY = """
 import asyncio, sys
 copy, source, history = sys.argv[1:]
 sys.path[:0] = [copy, source]
-import workflows
+from durable_agent_runner import workflows as workflows
 assert workflows.__file__.startswith(copy), f"the copy was not imported: {workflows.__file__}"
 from temporalio.client import WorkflowHistory
 from tests.helpers import strict_replayer
@@ -36,7 +36,8 @@ def replay_with(tmp_path: Path, injected: str | None) -> subprocess.CompletedPro
     """Replay HISTORY with a copy of workflows/ whose `calls._plan` (run for every tool call) first
     runs `injected`."""
     copy = tmp_path / "copy"
-    shutil.copytree(SOURCE / "workflows", copy / "workflows", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("durable_agent_runner", "workflows", "activities"):  # the package's links to the engine kept
+        shutil.copytree(SOURCE / name, copy / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     if injected is not None:
         calls = copy / "workflows" / "calls.py"
         calls.write_text(
@@ -79,4 +80,4 @@ def test_no_module_of_workflows_is_passed_through_the_strict_sandbox() -> None:
     for path in (SOURCE / "workflows").rglob("*.py"):
         assert "imports_passed_through" not in path.read_text(), f"{path.name} passes its imports through"
     passed = STRICT_SANDBOX.restrictions.passthrough_modules
-    assert not [m for m in passed if m == "workflows" or m.startswith("workflows.")]
+    assert not [m for m in passed if m.startswith(("durable_agent_runner.workflows", "workflows"))]

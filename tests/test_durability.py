@@ -15,8 +15,8 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 
 from durable_agent_runner.config.connection import CORE_LOG
+from durable_agent_runner.workflows import types as t
 from tests.helpers import activity_attempts, replay, script, start
-from workflows import types as t
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,10 +9,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from workflows import types as t
-from workflows.calls import RunTools, after_tools, without_dropped
-from workflows.edits import Editable, EditRefused, apply, before_model, before_tools
-from workflows.rules import decide
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.calls import RunTools, after_tools, without_dropped
+from durable_agent_runner.workflows.edits import Editable, EditRefused, apply, before_model, before_tools
+from durable_agent_runner.workflows.rules import decide
 
 BOOK = {
     "type": "object",

@@ -13,16 +13,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, responses_wire
 from durable_agent_runner import GuardrailContext, GuardrailResult, Registry, ToolContext
+from durable_agent_runner.activities import chat_wire, responses_wire
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.testing.fake_llm.conversation import parse_chat, parse_responses
 from durable_agent_runner.testing.fake_llm.scenarios import reply_for
 from durable_agent_runner.testing.fake_llm.wire import chat_completion, response_object
+from durable_agent_runner.workflows import types as t
 from examples import support_team as team
 from tests.helpers import replay, start, transcript
-from workflows import types as t
 
 REFUND = "I was charged twice for order 1234, please refund"
 BILLING = "Which card paid for order 5678?"

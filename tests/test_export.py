@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from activities.capture import CaptureStore
+from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.export import export_run, read_jsonl, replay_decisions, write_jsonl
 from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import bytes_per_turn, calls, script, start

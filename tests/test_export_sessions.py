@@ -30,12 +30,12 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.exceptions import ApplicationError
 
-from activities.capture import CaptureStore
+from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.export import _lines, export_run
 from durable_agent_runner.cli.session import end_session, send_message, wait_answer
 from durable_agent_runner.config.connection import data_converter
+from durable_agent_runner.workflows import types as t
 from tests.helpers import transcript
-from workflows import types as t
 
 E = EventType
 AT = datetime(2026, 5, 4, 12, 30, tzinfo=UTC)

@@ -37,9 +37,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError
 
+from durable_agent_runner.workflows import types as t
 from tests.fixtures.fault_agents import attempts_path
 from tests.helpers import replay
-from workflows import types as t
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = int(os.environ.get("FAULT_SUITE_SEED", "20250611"))

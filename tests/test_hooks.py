@@ -14,8 +14,6 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.hooks import HookActivities
-from activities.model import new_http_client
 from durable_agent_runner import (
     Agent,
     GuardrailContext,
@@ -26,10 +24,11 @@ from durable_agent_runner import (
     output_guardrail,
     tool,
 )
+from durable_agent_runner.activities.hooks import HookActivities
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from tests.fixtures import team_agents
-from workflows.types import (
+from durable_agent_runner.workflows.types import (
     MODEL_CONTEXT_QUERY,
     AgentSpec,
     AssistantMessage,
@@ -43,6 +42,7 @@ from workflows.types import (
     ToolMessage,
     UserMessage,
 )
+from tests.fixtures import team_agents
 
 
 @tool

@@ -15,9 +15,9 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
+from durable_agent_runner.workflows import types as t
 from tests.conftest import TEST_MODULES
 from tests.helpers import calls, script, start, transcript
-from workflows import types as t
 
 BOUND = 60.0  # seconds a run may take here; each takes a few
 

@@ -30,9 +30,10 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from activities import chat_wire, model_call, responses_wire
-from activities import model as model_module
-from activities.wire import (
+from durable_agent_runner import Agent, Registry, tool
+from durable_agent_runner.activities import chat_wire, model_call, responses_wire
+from durable_agent_runner.activities import model as model_module
+from durable_agent_runner.activities.wire import (
     MAX_COUNT,
     MAX_LABEL,
     MAX_NAME,
@@ -41,7 +42,6 @@ from activities.wire import (
     MalformedResponse,
     StreamFailed,
 )
-from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import RedactingFilter, Redactor, redaction_for
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
@@ -54,9 +54,9 @@ from durable_agent_runner.testing.fake_llm.wire import (
 )
 from durable_agent_runner.testing.fake_llm.wire import ToolCall as FakeCall
 from durable_agent_runner.testing.fake_llm.wire import Usage as FakeUsage
+from durable_agent_runner.workflows import types as t
 from tests.helpers import script, start, transcript
 from tests.test_model_activity import AFTER_TOOLS, ASK, call, failure, llm_settings
-from workflows import types as t
 
 KEY = "sk-hostile-5f0c2a9e7d3b41c8a6e2f9d0b7c4a1e3"
 WINDOWS = [KEY[i : i + 12] for i in range(len(KEY) - 11)]  # any 12 characters of it

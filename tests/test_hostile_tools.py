@@ -17,11 +17,11 @@ import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 
 from durable_agent_runner import Registry
+from durable_agent_runner.workflows import types as t
 from tests import test_durability as durability
 from tests.conftest import TEST_MODULES
 from tests.fixtures import hostile
 from tests.helpers import activity_attempts, calls, script, start, transcript
-from workflows import types as t
 
 ROOT = Path(__file__).resolve().parent.parent
 GRACE = 10.0  # worker.py's graceful_shutdown_timeout

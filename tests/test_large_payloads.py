@@ -33,10 +33,10 @@ from durable_agent_runner.payloads.store import (
     PayloadStoreError,
     external_storage,
 )
+from durable_agent_runner.workflows import types as t
 from tests.fixtures.large_payload_tools import blob_text
 from tests.helpers import calls, context_queries, replay, script, start, transcript
 from tests.test_durability import effects
-from workflows import types as t
 
 ROOT = Path(__file__).resolve().parent.parent
 MB = 1024 * 1024

@@ -9,16 +9,32 @@ from pathlib import Path
 from setuptools import find_packages
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("durable_agent_runner", "workflows", "activities", "worker", "client")
+OURS = ("durable_agent_runner", "worker", "client")  # what is installed at the top level
+ENGINE = ("workflows", "activities")  # the repo's top-level folders, installed inside durable_agent_runner
 MAX_LINES = 420  # "a module a reader holds in mind": about 400 lines
 
 
-def test_the_installed_top_level_names_are_the_engine_the_entry_points_and_the_package():
+def test_the_installed_top_level_names_are_the_package_and_the_entry_points():
+    """A user's project keeps its own `workflows` and `activities`: ours install inside the package."""
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = find_packages(str(ROOT), include=setuptools["packages"]["find"]["include"])
     top = {p.split(".")[0] for p in packages} | set(setuptools["py-modules"])
     assert top == set(OURS)
+    assert {"durable_agent_runner.workflows", "durable_agent_runner.activities"} <= set(packages)
     assert "durable_agent_runner.testing.fake_llm" in packages and "durable_agent_runner.cli" in packages
+    for name in ENGINE:  # the folders at the top of the repo are the code; the package links to them
+        assert (ROOT / "durable_agent_runner" / name).resolve() == ROOT / name
+
+
+def test_nothing_imports_the_engine_by_a_top_level_name():
+    """`import workflows` would load a second copy of every class; the engine's __init__ refuses it."""
+    for path in [*ROOT.glob("*.py"), *(p for d in ("durable_agent_runner", *ENGINE, "tests", "examples", "bench")
+                                          for p in (ROOT / d).rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            assert not [n for n in names if n.split(".")[0] in ENGINE], f"{path}: imports {names}"
 
 
 def _modules() -> dict[str, Path]:
@@ -26,9 +42,11 @@ def _modules() -> dict[str, Path]:
     for path in ROOT.glob("*.py"):
         if path.stem in OURS:
             found[path.stem] = path
-    for package in OURS[:3]:
-        for path in (ROOT / package).rglob("*.py"):
+    for package in ("durable_agent_runner", *ENGINE):
+        for path in (ROOT / package).rglob("*.py"):  # rglob does not follow the package's links
             parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[0] in ENGINE:
+                parts = ("durable_agent_runner", *parts)
             found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 

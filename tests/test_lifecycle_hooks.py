@@ -17,10 +17,10 @@ from pydantic import SecretStr
 
 from durable_agent_runner import Registry
 from durable_agent_runner.cli.watch import events_since
+from durable_agent_runner.workflows import types as t
 from tests.fixtures.lifecycle_hooks import Hanging, Raising, Recording
 from tests.helpers import calls, script, start
 from tests.test_durability import kill_and_replace, start_worker_process, tool_call, wait_for
-from workflows import types as t
 
 FIXTURE = "tests/fixtures/lifecycle_hooks.py"
 KEY = "sk-lifecycle-0123456789abcdef"

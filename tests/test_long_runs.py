@@ -10,10 +10,10 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from durable_agent_runner.workflows import types as t
 from tests.helpers import context_queries, replay, start, transcript
 from tests.test_approvals import decide, pending, update
 from tests.test_durability import effects
-from workflows import types as t
 
 MIB = 1024 * 1024
 

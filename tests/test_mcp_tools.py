@@ -21,12 +21,12 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 
-from activities.mcp_tools import MAX_RESULT_CHARS, McpTool, freeze
 from durable_agent_runner import Agent, McpServer, Registry, ToolContext, ToolRetryableError, tool
+from durable_agent_runner.activities.mcp_tools import MAX_RESULT_CHARS, McpTool, freeze
+from durable_agent_runner.workflows import types as t
 from tests.devserver import free_port
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_approvals import decide, pending, update
-from workflows import types as t
 
 pytestmark = pytest.mark.server  # its tests start MCP servers (over stdio or HTTP) themselves
 FIXTURE = str(Path(__file__).parent / "fixtures" / "mcp_server.py")
@@ -248,7 +248,7 @@ async def test_a_stdio_servers_stderr_is_logged_masked(calls_file, caplog):
     secret = "env-5ecret-value-1234"
     server = stdio(calls_file, "fx", "--say-env", "API_TOKEN")
     server = server.model_copy(update={"env": {**server.env, "API_TOKEN": secret}})
-    caplog.set_level(logging.INFO, logger="activities.mcp_tools")
+    caplog.set_level(logging.INFO, logger="durable_agent_runner.activities.mcp_tools")
     tools = await frozen_tools(server)
     assert (await tools["fx_add"].invoke('{"a": 2, "b": 2}', CTX)).output == "2 + 2 = 4"
     for _ in range(100):  # the relay thread logs as the server writes, and may trail the call
@@ -510,7 +510,7 @@ async def test_freeze_bounds_what_a_server_lists(monkeypatch: pytest.MonkeyPatch
     or a huge schema refuse the run, saying why; a long description is cut."""
     from mcp.types import Tool as Listed
 
-    from activities import mcp_tools
+    from durable_agent_runner.activities import mcp_tools
 
     def listed(n: int, description: str = "d", schema: dict[str, Any] | None = None) -> list[Listed]:
         shape = schema or {"type": "object", "properties": {}}

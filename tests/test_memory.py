@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from workflows import types as t
-from workflows.memory import Compaction, compacted, plan, transcript_bytes
-from workflows.state import RunState
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.memory import Compaction, compacted, plan, transcript_bytes
+from durable_agent_runner.workflows.state import RunState
 
 BIG = t.MemoryPolicy(budget_bytes=1_000_000, keep_exchanges=2)
 

@@ -27,14 +27,13 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import chat_wire, errors, model_call
-from activities import model as model_module
-from activities.model import ModelActivities, new_http_client
+from durable_agent_runner.activities import chat_wire, errors, model_call
+from durable_agent_runner.activities import model as model_module
+from durable_agent_runner.activities.model import ModelActivities, new_http_client
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import Redactor
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from tests.helpers import script
-from workflows.types import (
+from durable_agent_runner.workflows.types import (
     MODEL_CALL_ACTIVITY,
     AgentSpec,
     AssistantMessage,
@@ -49,6 +48,7 @@ from workflows.types import (
     ToolSpec,
     UserMessage,
 )
+from tests.helpers import script
 
 KEY = "sk-test"
 WEATHER_PARAMS: dict[str, object] = {

@@ -19,15 +19,23 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from activities import chat_wire, responses_wire
-from activities.model import ModelActivities, new_http_client
+from durable_agent_runner.activities import chat_wire, responses_wire
+from durable_agent_runner.activities.model import ModelActivities, new_http_client
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
+from durable_agent_runner.workflows import AgentRun
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types import (
+    AgentSpec,
+    AssistantMessage,
+    ModelSettings,
+    ToolCall,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
 from tests.helpers import script, start
 from tests.test_client import Done, one_clean_line
-from workflows import AgentRun
-from workflows import types as t
-from workflows.types import AgentSpec, AssistantMessage, ModelSettings, ToolCall, ToolMessage, ToolSpec, UserMessage
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,9 +25,9 @@ from durable_agent_runner import AgentPlugin
 from durable_agent_runner.cli.export import local_result
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.worker import plugin as plugin_module
+from durable_agent_runner.workflows import types as t
 from tests.fixtures.team_workflow import TeamClockReader
 from tests.helpers import replay
-from workflows import types as t
 
 pytestmark = pytest.mark.asyncio
 
@@ -178,20 +178,27 @@ async def test_the_documented_worker_runs_an_agent_in_a_teams_project(
     assert answer == "Tokyo: station drizzle, 7.5°C."  # the team's own tool answered, through its agent
 
 
-@pytest.mark.parametrize("name", ["workflows", "activities"])
-async def test_a_project_module_that_hides_the_engine_is_named_at_import(tmp_path: Path, name: str) -> None:
-    """The engine is the top-level `workflows` and `activities`: a project's own module of either
-    name, first on sys.path, would hide it. Importing the package says so, naming both paths."""
-    (tmp_path / f"{name}.py").write_text("TEAM_CODE = True\n")
+async def test_a_project_with_its_own_workflows_and_activities_imports_both(tmp_path: Path) -> None:
+    """A project laid out as Temporal teams lay one out keeps its own `workflows` and `activities`:
+    the engine is `durable_agent_runner.workflows`, and the two never meet."""
+    for name in ("workflows", "activities"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f"TEAM = {name!r}\n")
+    script = (
+        "import workflows, activities\n"
+        "from durable_agent_runner import AgentPlugin, RunInput\n"
+        "import durable_agent_runner.workflows as engine\n"
+        "assert (workflows.TEAM, activities.TEAM) == ('workflows', 'activities')\n"
+        "assert engine.AgentRun and AgentPlugin and RunInput\n"
+        "print('both')\n"
+    )
     done = subprocess.run(
-        [sys.executable, "-c", "from durable_agent_runner import AgentPlugin"],
+        [sys.executable, "-c", script],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=60,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
-    assert done.returncode != 0
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"ImportError: durable_agent_runner's engine package '{name}' is hidden")
-    assert str(tmp_path / f"{name}.py") in last and f"'my_{name}'" in last
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "both"

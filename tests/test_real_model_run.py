@@ -14,9 +14,9 @@ import pytest
 
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.workflows import types as t
 from tests.helpers import replay, start, transcript
 from tests.real_model import real_llama_server, real_model_skip_reason
-from workflows import types as t
 
 pytestmark = [
     pytest.mark.real_model,

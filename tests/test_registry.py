@@ -14,8 +14,6 @@ from pydantic import BaseModel
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.context_cache import ContextCache
-from activities.tool_activities import ToolActivities
 from durable_agent_runner import (
     GuardrailContext,
     GuardrailResult,
@@ -27,11 +25,12 @@ from durable_agent_runner import (
     output_guardrail,
     tool,
 )
+from durable_agent_runner.activities.context_cache import ContextCache
+from durable_agent_runner.activities.tool_activities import ToolActivities
 from durable_agent_runner.agents.agent import AgentToolInput
 from durable_agent_runner.agents.registry import Agent, Registry, RegistryError
 from durable_agent_runner.config.llm import LLMSettings
-from tests.fixtures import sample_tools
-from workflows.types import (
+from durable_agent_runner.workflows.types import (
     AGENT_NOT_HERE,
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -44,6 +43,7 @@ from workflows.types import (
     UserMessage,
     chain_digest,
 )
+from tests.fixtures import sample_tools
 
 FIXTURE_FILE = Path(__file__).parent / "fixtures" / "sample_tools.py"
 

@@ -9,11 +9,11 @@ from typing import Any
 import httpx
 import pytest
 
-from activities import responses_wire as rw
-from activities import wire
+from durable_agent_runner.activities import responses_wire as rw
+from durable_agent_runner.activities import wire
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from workflows import bounds
-from workflows.types import (
+from durable_agent_runner.workflows import bounds
+from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,
     HandoffSpec,

@@ -18,15 +18,15 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.model import new_http_client
 from durable_agent_runner import Agent, Registry, ToolContext, tool
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.worker.group import WorkerGroup
 from durable_agent_runner.worker.plugin import build_worker
+from durable_agent_runner.workflows import types as t
 from tests.devserver import DevServer
 from tests.helpers import calls, script, start, transcript
-from workflows import types as t
 
 
 def _where(version: str) -> Any:

@@ -14,14 +14,14 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from activities.capture import CaptureStore
 from durable_agent_runner import Agent, Registry
+from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.export import export_run
+from durable_agent_runner.workflows import types as t
 from tests.fixtures.agents import _guarded_policy, _guarded_tools
 from tests.helpers import calls, replay, script, start
 from tests.test_approvals import decide, pending, status, update
 from tests.test_client import ROOT, cli  # noqa: F401  (the fixture)
-from workflows import types as t
 
 PHASE = t.SA_PHASE
 PENDING = t.SA_PENDING

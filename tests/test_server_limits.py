@@ -9,7 +9,7 @@ import contextlib
 import uuid
 from typing import Any
 
-from activities.model import new_http_client
+from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.worker.plugin import build_worker
 from tests.helpers import script, start
 

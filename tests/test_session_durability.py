@@ -13,10 +13,10 @@ from temporalio.client import Client
 
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.session import end_session, get_exchange, send_message, wait_answer
+from durable_agent_runner.workflows import types as t
 from tests.helpers import replay, script, transcript
 from tests.test_durability import effects, start_worker_process, tool_call, wait_for
 from tests.test_sessions import open_session, status
-from workflows import types as t
 
 pytestmark = pytest.mark.asyncio
 

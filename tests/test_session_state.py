@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from workflows import types as t
-from workflows.session import KEEP_EXCHANGES, MAX_QUEUED, MAX_QUEUED_CHARS, Refused, SessionState
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.session import KEEP_EXCHANGES, MAX_QUEUED, MAX_QUEUED_CHARS, Refused, SessionState
 
 NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 USAGE = t.Usage(requests=1, input_tokens=10, output_tokens=5)
@@ -104,7 +104,7 @@ def test_messages_without_an_id_are_never_duplicates():
 
 
 def test_recent_ids_are_bounded_and_keep_the_latest():
-    from workflows.session import RECENT_IDS
+    from durable_agent_runner.workflows.session import RECENT_IDS
 
     s = SessionState(t.SessionCarry(recent={f"old-{i}": i + 1 for i in range(RECENT_IDS)}))
     s.accept(msg("a", "new"), NOW, False)

@@ -10,8 +10,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from durable_agent_runner.cli.session import SessionError, end_session, get_exchange, send_message, wait_answer
+from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, replay, script, transcript
-from workflows import types as t
 
 pytestmark = pytest.mark.asyncio
 

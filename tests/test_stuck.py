@@ -15,10 +15,10 @@ from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
 from durable_agent_runner.cli.stuck import stuck
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.agent import AgentRun
 from tests.helpers import start
 from tests.test_client import cli  # noqa: F401  (the fixture)
-from workflows import types as t
-from workflows.agent import AgentRun
 
 
 @workflow.defn(name=t.WORKFLOW_NAME, sandboxed=False)

@@ -25,11 +25,11 @@ from temporalio.worker import Replayer
 
 from durable_agent_runner.config.connection import DATA_CONVERTER
 from durable_agent_runner.telemetry import Telemetry, TelemetryConfigError, enabled, exporter_from_env
+from durable_agent_runner.workflows import AgentRun
 from tests.helpers import calls, script, start
 from tests.test_agents import research_team
 from tests.test_approvals import decide, pending, update
 from tests.test_client import cli  # noqa: F401  (the fixture)
-from workflows import AgentRun
 
 SECRET = "sk-otel-test-4f9c2a7be1d04c3a"
 PROMPT = "Add two and three for the ledger PROMPT-7f3a"

@@ -1,9 +1,9 @@
 """The whole turn as a pure state machine, without Temporal: decide, plan, merge, check output."""
 
-from workflows.calls import RunTools, after_tools, checked, describe_call, taken, with_reply
-from workflows.memory import HANDOFF_FILTERS
-from workflows.rules import Done, Final, Retry, Stop, after_output, decide, tripwire
-from workflows.types import (
+from durable_agent_runner.workflows.calls import RunTools, after_tools, checked, describe_call, taken, with_reply
+from durable_agent_runner.workflows.memory import HANDOFF_FILTERS
+from durable_agent_runner.workflows.rules import Done, Final, Retry, Stop, after_output, decide, tripwire
+from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,
     Breakpoints,

@@ -4,12 +4,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from workflows import types as t
-from workflows.calls import RunTools
-from workflows.rules import Done, Stop
-from workflows.session import SessionState
-from workflows.state import RunState
-from workflows.turn import (
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.calls import RunTools
+from durable_agent_runner.workflows.rules import Done, Stop
+from durable_agent_runner.workflows.session import SessionState
+from durable_agent_runner.workflows.state import RunState
+from durable_agent_runner.workflows.turn import (
     CallModel,
     CheckOutput,
     Compacted,

@@ -10,12 +10,12 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from activities.model_call import TAIL_CHARS
+from durable_agent_runner.activities.model_call import TAIL_CHARS
 from durable_agent_runner.cli.watch import Printer, watch
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.state import EVENT_TEXT, event_text
 from tests.helpers import script, start
-from workflows import types as t
-from workflows.state import EVENT_TEXT, event_text
 
 ROOT = Path(__file__).resolve().parent.parent
 STORY = (

@@ -13,10 +13,10 @@ import time
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.context_cache import ContextCache
-from activities.tool_activities import ToolActivities
 from durable_agent_runner import Agent, Registry, ToolContext, tool
-from workflows.types import (
+from durable_agent_runner.activities.context_cache import ContextCache
+from durable_agent_runner.activities.tool_activities import ToolActivities
+from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,
     ModelReply,

@@ -15,6 +15,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agent_runner.cli.export import local_result
 from durable_agent_runner.config.connection import DATA_CONVERTER
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.workflows import types as t
 from tests.helpers import (
     activity_attempts,
     bytes_per_turn,
@@ -27,7 +28,6 @@ from tests.helpers import (
     strict_replayer,
     transcript,
 )
-from workflows import types as t
 
 
 @pytest.mark.parametrize("api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)])
@@ -427,7 +427,7 @@ async def test_a_cheap_call_that_outlasts_the_model_calls_bound_runs_on_its_own(
 ):
     """A model call spends at most WITH_REPLY_SECONDS on the calls it runs with its reply: one
     still running then is abandoned (it noted nothing), and the turn runs it as a local activity."""
-    from activities import model as model_activity
+    from durable_agent_runner.activities import model as model_activity
 
     monkeypatch.setattr(model_activity, "WITH_REPLY_SECONDS", 0.3)
     model = script(llm, calls(("slow_note", {"label": "x", "seconds": 1.0})), {"content": "done"})
@@ -453,7 +453,7 @@ async def test_a_local_tool_on_a_worker_without_the_agent_runs_routed(
     so, and the run makes it an ordinary activity on that version's own queue."""
     from temporalio.worker import Worker
 
-    from activities.tool_activities import ToolActivities
+    from durable_agent_runner.activities.tool_activities import ToolActivities
 
     model = script(llm, calls(("quick_add", {"a": 2, "b": 2})), {"content": "four"})
     frozen = registry.agent("quick").spec().model_copy(update={"version": "elsewhere", "model": model})

@@ -1,9 +1,11 @@
 """Deterministic orchestration only: the turn machine (turn.py, calls.py) and the AgentRun workflow
 that carries it out (agent.py). Nothing here is public: user code imports `durable_agent_runner`."""
 
-from workflows.agent import AgentRun
+# One identity: the engine is `durable_agent_runner.workflows` (a link in that package), never a top-level
+# `workflows`, so a user's own `workflows` package and ours never meet, and no class is loaded twice.
+if __name__ != "durable_agent_runner.workflows":
+    raise ImportError(f"import durable_agent_runner.workflows, not {__name__}: the engine is no top-level package")
 
-# durable_agent_runner looks for this line: a project's own `workflows` module would hide this one.
-ENGINE = "durable-agent-runner"
+from durable_agent_runner.workflows.agent import AgentRun
 
 __all__ = ["AgentRun"]

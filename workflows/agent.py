@@ -19,11 +19,11 @@ from typing import NoReturn
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-import workflows.types as t
-from workflows.calls import RunTools
-from workflows.rules import Done, Stop
-from workflows.session import SessionState
-from workflows.turn import (
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.calls import RunTools
+from durable_agent_runner.workflows.rules import Done, Stop
+from durable_agent_runner.workflows.session import SessionState
+from durable_agent_runner.workflows.turn import (
     Breakpoint,
     BreakpointRan,
     CallModel,
@@ -49,7 +49,7 @@ from workflows.turn import (
     Turn,
     should_continue,
 )
-from workflows.turn_steps import TurnSteps
+from durable_agent_runner.workflows.turn_steps import TurnSteps
 
 # Only the project's own errors fail a run from workflow code: every failure it means is an
 # ApplicationError (which always fails the run). A bug in this code holds the workflow task, as

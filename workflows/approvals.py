@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from workflows import schema
-from workflows.types import AgentSpec, ApprovalDecision, ApprovalRecord, PendingApproval
+from durable_agent_runner.workflows import schema
+from durable_agent_runner.workflows.types import AgentSpec, ApprovalDecision, ApprovalRecord, PendingApproval
 
 MAX_IGNORED = 20
 

@@ -17,12 +17,12 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError, FailureError
 from temporalio.workflow import ParentClosePolicy
 
-import workflows.types as t
-from workflows.approvals import edited_note, rejection_text
-from workflows.bounds import json_object
-from workflows.calls import PlannedCall, checked, describe_call, runs
-from workflows.state import excerpt
-from workflows.steps import Steps, agent_queue
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.approvals import edited_note, rejection_text
+from durable_agent_runner.workflows.bounds import json_object
+from durable_agent_runner.workflows.calls import PlannedCall, checked, describe_call, runs
+from durable_agent_runner.workflows.state import excerpt
+from durable_agent_runner.workflows.steps import Steps, agent_queue
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)

@@ -18,8 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from workflows.bounds import json_object
-from workflows.types import (
+from durable_agent_runner.workflows.bounds import json_object
+from durable_agent_runner.workflows.types import (
     AgentSpec,
     Breakpoints,
     HookResult,

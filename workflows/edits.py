@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from workflows import schema
-from workflows import types as t
-from workflows.bounds import json_object
+from durable_agent_runner.workflows import schema
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.bounds import json_object
 
 EXCERPT = 60
 

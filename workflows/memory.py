@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 
 class Compaction(BaseModel):

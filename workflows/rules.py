@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from workflows.calls import RunTools, budget_spent, plan_calls
-from workflows.types import AgentSpec, HookResult, ModelReply
+from durable_agent_runner.workflows.calls import RunTools, budget_spent, plan_calls
+from durable_agent_runner.workflows.types import AgentSpec, HookResult, ModelReply
 
 StopKind = Literal[
     "MaxTurnsExceeded",

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from workflows import types as t
-from workflows.approvals import Approvals
-from workflows.bounds import json_object
-from workflows.calls import describe_call
-from workflows.edits import Editable
-from workflows.session import SessionState
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.approvals import Approvals
+from durable_agent_runner.workflows.bounds import json_object
+from durable_agent_runner.workflows.calls import describe_call
+from durable_agent_runner.workflows.edits import Editable
+from durable_agent_runner.workflows.session import SessionState
 
 EXCERPT = 300
 # Event texts (a reply, the answer) are kept whole up to this size; queries stay far below

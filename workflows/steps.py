@@ -25,8 +25,8 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-import workflows.types as t
-from workflows.state import RunState
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # the local resolve: no I/O, the registry and the agent's code

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from workflows import edits, memory
-from workflows.calls import (
+from durable_agent_runner.workflows import edits, memory
+from durable_agent_runner.workflows.calls import (
     PlannedCall,
     RunTools,
     answered,
@@ -30,9 +30,17 @@ from workflows.calls import (
     with_reply,
     without_dropped,
 )
-from workflows.rules import Done, Final, Retry, Stop, after_output, decide
-from workflows.state import RunState
-from workflows.types import AgentSpec, HookResult, ModelReply, PauseWhere, ToolMessage, UserMessage, WithReply
+from durable_agent_runner.workflows.rules import Done, Final, Retry, Stop, after_output, decide
+from durable_agent_runner.workflows.state import RunState
+from durable_agent_runner.workflows.types import (
+    AgentSpec,
+    HookResult,
+    ModelReply,
+    PauseWhere,
+    ToolMessage,
+    UserMessage,
+    WithReply,
+)
 
 # A session continues as new between messages once its history passes either bound, far below
 # Temporal's own limits, so no execution of a days-long conversation grows large.

@@ -15,13 +15,13 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
-import workflows.types as t
-from workflows import edits, memory
-from workflows.calls import RunTools, describe_call
-from workflows.handlers import Handlers
-from workflows.rules import Stop, tripwire
-from workflows.steps import model_call_bounds
-from workflows.turn import (
+from durable_agent_runner.workflows import edits, memory
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.calls import RunTools, describe_call
+from durable_agent_runner.workflows.handlers import Handlers
+from durable_agent_runner.workflows.rules import Stop, tripwire
+from durable_agent_runner.workflows.steps import model_call_bounds
+from durable_agent_runner.workflows.turn import (
     Breakpoint,
     HandOff,
     Pause,

@@ -35,14 +35,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
 
-from activities import wire
-from activities.mcp_tools import McpTool
+from durable_agent_runner.activities import wire
+from durable_agent_runner.activities.mcp_tools import McpTool
 from durable_agent_runner.agents.breakpoints import BreakpointFn
 from durable_agent_runner.agents.guardrails import InputGuardrail, OutputGuardrail
 from durable_agent_runner.agents.mcp import McpServer
 from durable_agent_runner.agents.tools import TOOL_NAME, Tool, parameters_schema, tool_name_for, validate_arguments
-from workflows.memory import HANDOFF_FILTERS
-from workflows.types import (
+from durable_agent_runner.workflows.memory import HANDOFF_FILTERS
+from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_TIMEOUT,
     AgentOptions,
     AgentSpec,

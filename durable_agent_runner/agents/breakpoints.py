@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Union
 
-from workflows.types import Edit, HookResult, Message
+from durable_agent_runner.workflows.types import Edit, HookResult, Message
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from durable_agent_runner.agents.registry import (
     _import as import_module_ref,  # the Registry's loader: a module is imported once
 )
 from durable_agent_runner.redact import Redactor
-from workflows.types import ModelReply, RunEvent, Usage
+from durable_agent_runner.workflows.types import ModelReply, RunEvent, Usage
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from durable_agent_runner.agents.tools import TOOL_NAME, tool_name_for
 from durable_agent_runner.redact import Redactor
-from workflows.types import RESOLVE_SECONDS
+from durable_agent_runner.workflows.types import RESOLVE_SECONDS
 
 LIST_SECONDS = 10.0  # to list the tools once a session is up
 CLEANUP_SECONDS = 10.0  # to stop a stdio server: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL (the mcp package's)

@@ -43,8 +43,8 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
 from durable_agent_runner.agents import executor
-from workflows import bounds
-from workflows.types import ToolResult, ToolSpec
+from durable_agent_runner.workflows import bounds
+from durable_agent_runner.workflows.types import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
 

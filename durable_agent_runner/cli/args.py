@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workflows.bounds import OutsideDataError, parse_json
+from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_DEPTH = 32
 

@@ -45,8 +45,8 @@ from durable_agent_runner.cli.chat_view import (
     wants_colour,
 )
 from durable_agent_runner.cli.watch import GIVE_UP_AFTER, Closed, Gap, follow
-from workflows import types as t
-from workflows.state import EVENT_TEXT
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.state import EVENT_TEXT
 
 HELP = """\
   /status   messages, answering or waiting, the last exchange, tokens

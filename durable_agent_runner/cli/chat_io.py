@@ -22,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.chat_view import ChatPrinter, parse_arguments, parse_choice
 from durable_agent_runner.cli.watch import GIVE_UP_AFTER
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 APPROVAL_WAIT = 600.0  # seconds a piped chat waits for someone to decide a call, by default
 QUERY_TIMEOUT = timedelta(seconds=3)

@@ -13,7 +13,7 @@ from typing import Any, Literal, TextIO
 
 from durable_agent_runner.cli.args import json_object
 from durable_agent_runner.cli.watch import Printer
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 SHOWN_LINES = 6  # of the last answer, when rejoining
 # Steps shown as `watch` shows them, dimmed.

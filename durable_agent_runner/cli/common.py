@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.config.connection import namespace
 from durable_agent_runner.config.env import ClientSettings
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 STATUS_NAMES = {
     WorkflowExecutionStatus.RUNNING: "running",

@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli.args import json_object
 from durable_agent_runner.cli.session import DEFAULT_WAIT, READ_TIMEOUT, SessionError, add_wait, update, wait_seconds
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 Refused = SessionError  # the run refused, or there is no such run: one line, exit code 2
 

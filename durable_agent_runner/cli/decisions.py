@@ -10,7 +10,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.args import json_object
 from durable_agent_runner.cli.common import UsageError, emit, existing
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 
 async def cmd_decide(client: Client, args: argparse.Namespace) -> int:

@@ -30,13 +30,13 @@ from temporalio.api.update.v1 import Outcome
 from temporalio.client import Client
 from temporalio.converter import DataConverter
 
-from activities import chat_wire, responses_wire
-from activities.capture import CaptureStore
+from durable_agent_runner.activities import chat_wire, responses_wire
+from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.common import existing
 from durable_agent_runner.config.env import ClientSettings
-from workflows import types as t
-from workflows.calls import RunTools
-from workflows.rules import Final, decide
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.calls import RunTools
+from durable_agent_runner.workflows.rules import Final, decide
 
 E = EventType
 

@@ -12,7 +12,7 @@ from temporalio.client import Client
 
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.common import UsageError, emit, read_prompt
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 
 def gap_note(run_id: str) -> Callable[[str, int], None]:

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from activities import wire
+from durable_agent_runner.activities import wire
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.args import json_object
 from durable_agent_runner.cli.common import (
@@ -28,7 +28,7 @@ from durable_agent_runner.cli.common import (
 )
 from durable_agent_runner.cli.messages import gap_note, print_exchange
 from durable_agent_runner.cli.watch import watch
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 MAX_RUN_ID = 255
 

@@ -28,7 +28,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 POLL = 0.2  # seconds between reads of an answer in progress
 # A read that no worker answers in time: the run's sticky worker was killed (the server waits out

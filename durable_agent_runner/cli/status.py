@@ -21,7 +21,7 @@ from temporalio.service import RPCError
 from durable_agent_runner.cli import debug
 from durable_agent_runner.cli.common import ENDED, STATUS_NAMES, emit, existing, failure, ui_url
 from durable_agent_runner.cli.stuck import stuck
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 QUERY_TIMEOUT = timedelta(seconds=3)
 

@@ -28,8 +28,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from durable_agent_runner.cli.common import existing
-from workflows import types as t
-from workflows.state import EVENT_TEXT
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.state import EVENT_TEXT
 
 ENDINGS = ("final", "failed", "cancelled")  # events after which a run calls no model
 POLL = 0.1  # seconds between polls while a run is live

@@ -34,11 +34,11 @@ from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
 from temporalio.service import TLSConfig
 
-from activities.errors import cut
+from durable_agent_runner.activities.errors import cut
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.payloads.codec import codec_from_env
 from durable_agent_runner.payloads.store import PayloadStoreError, external_storage
-from workflows.types import SEARCH_ATTRIBUTES
+from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
 
 DEFAULT_ADDRESS = "localhost:7233"
 DEFAULT_NAMESPACE = "default"

@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
-from workflows.types import (
+from durable_agent_runner.activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
+from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
     DEFAULT_MODEL_RETRY_SECONDS,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, SecretStr
 
-from activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
+from durable_agent_runner.activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
 from durable_agent_runner.config.env import Attempts, AttemptSeconds, CallSeconds, WorkerSettings
-from workflows.types import (
+from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
     DEFAULT_MODEL_RETRY_SECONDS,

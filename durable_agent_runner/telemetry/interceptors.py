@@ -44,7 +44,14 @@ from durable_agent_runner.telemetry.spans import (
     tool_attributes,
     usage_attributes,
 )
-from workflows.types import COMPACT_ACTIVITY, MODEL_CALL_ACTIVITY, TOOL_CALL_ACTIVITY, ModelReply, ToolResult, Usage
+from durable_agent_runner.workflows.types import (
+    COMPACT_ACTIVITY,
+    MODEL_CALL_ACTIVITY,
+    TOOL_CALL_ACTIVITY,
+    ModelReply,
+    ToolResult,
+    Usage,
+)
 
 if TYPE_CHECKING:
     from durable_agent_runner.telemetry.setup import Telemetry

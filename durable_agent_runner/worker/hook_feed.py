@@ -36,7 +36,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.agents.lifecycle import HookCaller, Step
-from workflows import types as t
+from durable_agent_runner.workflows import types as t
 
 log = logging.getLogger(__name__)
 

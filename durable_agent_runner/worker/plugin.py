@@ -61,12 +61,12 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig
 
-from activities.compaction import CompactionActivities
-from activities.context_cache import ContextCache
-from activities.hooks import HookActivities
-from activities.model import ModelActivities, new_http_client
-from activities.prices import PriceTable
-from activities.tool_activities import ToolActivities
+from durable_agent_runner.activities.compaction import CompactionActivities
+from durable_agent_runner.activities.context_cache import ContextCache
+from durable_agent_runner.activities.hooks import HookActivities
+from durable_agent_runner.activities.model import ModelActivities, new_http_client
+from durable_agent_runner.activities.prices import PriceTable
+from durable_agent_runner.activities.tool_activities import ToolActivities
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.executor import ToolThreads
 from durable_agent_runner.agents.lifecycle import HookCaller, RunHooks
@@ -78,8 +78,8 @@ from durable_agent_runner.telemetry import Telemetry
 from durable_agent_runner.worker.group import WorkerGroup
 from durable_agent_runner.worker.hook_feed import HookFeed, state_dir_from_env
 from durable_agent_runner.worker.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
-from workflows import AgentRun
-from workflows.types import agent_task_queue
+from durable_agent_runner.workflows import AgentRun
+from durable_agent_runner.workflows.types import agent_task_queue
 
 DEFAULT_TOOLS = ["examples.demo_agent"]
 

@@ -3,7 +3,7 @@ one module per subject; every name is reachable here as `workflows.types.NAME` (
 
 from __future__ import annotations
 
-from workflows.types.activities import (
+from durable_agent_runner.workflows.types.activities import (
     AGENT_NOT_HERE,
     SEED_PROMPT_CHARS,
     TOOL_NOT_HERE,
@@ -23,7 +23,7 @@ from workflows.types.activities import (
     WithReply,
     idempotency_key,
 )
-from workflows.types.agents import (
+from durable_agent_runner.workflows.types.agents import (
     AgentOptions,
     AgentSpec,
     HandoffSpec,
@@ -33,7 +33,7 @@ from workflows.types.agents import (
     SessionState,
     ToolSpec,
 )
-from workflows.types.control import (
+from durable_agent_runner.workflows.types.control import (
     MAX_MESSAGE_CHARS,
     BoundedArguments,
     Breakpoints,
@@ -55,7 +55,7 @@ from workflows.types.control import (
     Transcript,
     TranscriptQuery,
 )
-from workflows.types.names import (
+from durable_agent_runner.workflows.types.names import (
     APPROVAL_SIGNAL,
     APPROVAL_UPDATE,
     CHILD_USAGE_SIGNAL,
@@ -98,7 +98,7 @@ from workflows.types.names import (
     WireName,
     agent_task_queue,
 )
-from workflows.types.run import (
+from durable_agent_runner.workflows.types.run import (
     ApprovalDecision,
     Carry,
     DecisionReceipt,
@@ -114,7 +114,7 @@ from workflows.types.run import (
     SessionStatus,
     chain_digest,
 )
-from workflows.types.session import (
+from durable_agent_runner.workflows.types.session import (
     EndReceipt,
     EndSession,
     Exchange,
@@ -126,7 +126,7 @@ from workflows.types.session import (
     SessionCarry,
     SessionMessage,
 )
-from workflows.types.transcript import (
+from durable_agent_runner.workflows.types.transcript import (
     ApprovalRecord,
     AssistantMessage,
     Contract,

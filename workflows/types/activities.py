@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.types.agents import AgentSpec, ModelSettings
-from workflows.types.control import Edit
-from workflows.types.transcript import AssistantMessage, Contract, Message, Usage
+from durable_agent_runner.workflows.types.agents import AgentSpec, ModelSettings
+from durable_agent_runner.workflows.types.control import Edit
+from durable_agent_runner.workflows.types.transcript import AssistantMessage, Contract, Message, Usage
 
 # ------------------------------------------------------------------------ activity contracts
 

@@ -9,8 +9,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.types.names import DEFAULT_MODEL_TIMEOUT, EMPTY_PARAMETERS, WireName
-from workflows.types.transcript import Contract
+from durable_agent_runner.workflows.types.names import DEFAULT_MODEL_TIMEOUT, EMPTY_PARAMETERS, WireName
+from durable_agent_runner.workflows.types.transcript import Contract
 
 # ------------------------------------------------------------------------------------- agents
 

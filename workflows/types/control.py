@@ -10,9 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from workflows import bounds
-from workflows.types.agents import AgentSpec
-from workflows.types.transcript import Contract, Message
+from durable_agent_runner.workflows import bounds
+from durable_agent_runner.workflows.types.agents import AgentSpec
+from durable_agent_runner.workflows.types.transcript import Contract, Message
 
 # ------------------------------------------------------------------------- workflow contracts
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from workflows.types.agents import AgentSpec, MidTurn, ModelSettings, SessionState
-from workflows.types.control import (
+from durable_agent_runner.workflows.types.agents import AgentSpec, MidTurn, ModelSettings, SessionState
+from durable_agent_runner.workflows.types.control import (
     BoundedArguments,
     Breakpoints,
     EditRecord,
@@ -21,9 +21,9 @@ from workflows.types.control import (
     HandoffRecord,
     PauseInfo,
 )
-from workflows.types.names import DEFAULT_AGENT
-from workflows.types.session import Exchange, SessionCarry
-from workflows.types.transcript import (
+from durable_agent_runner.workflows.types.names import DEFAULT_AGENT
+from durable_agent_runner.workflows.types.session import Exchange, SessionCarry
+from durable_agent_runner.workflows.types.transcript import (
     ApprovalRecord,
     AssistantMessage,
     Contract,

@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import Field
 
-from workflows.types.control import MAX_MESSAGE_CHARS
-from workflows.types.transcript import Contract, Usage
+from durable_agent_runner.workflows.types.control import MAX_MESSAGE_CHARS
+from durable_agent_runner.workflows.types.transcript import Contract, Usage
 
 
 class SessionMessage(Contract):
