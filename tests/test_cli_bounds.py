@@ -20,6 +20,7 @@ from tests.test_approvals import pending, status
 from tests.test_client import ROOT, Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
 
 WAIT = 2.0
+STARTUP = 8.0  # the interpreter and its imports, on a busy 2-core machine: a bound, not a speed goal
 
 
 async def test_approve_with_no_worker_is_bounded_then_applied_once(
@@ -35,7 +36,7 @@ async def test_approve_with_no_worker_is_bounded_then_applied_once(
         assert done.code == 3, str(done)
         line = one_clean_line(done.err)
         assert f"no worker answered within {WAIT:g}s: is a worker running for task queue {task_queue}?" in line
-        assert done.seconds < WAIT + 3, str(done)
+        assert done.seconds < WAIT + STARTUP, str(done)
     assert not counter_file.exists()
     async with worker_factory():  # as documented: applied once by the next worker, or never; not twice
         result = await handle.result()
@@ -53,7 +54,7 @@ async def test_pause_and_end_with_no_worker_are_bounded(cli: Cli, client, task_q
     for command in (["pause", handle.id], ["resume", handle.id], ["end", handle.id], ["send", handle.id, "hi"]):
         flag = "--wait-worker" if command[0] == "send" else "--wait"
         done = await cli(*command, flag, str(WAIT), "--json")
-        assert done.code == 3 and done.seconds < WAIT + 3, f"{command}: {done}"
+        assert done.code == 3 and done.seconds < WAIT + STARTUP, f"{command}: {done}"
         assert "no worker answered" in done.json()["error"], f"{command}: {done}"
     await handle.terminate()
 
