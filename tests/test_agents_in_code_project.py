@@ -26,14 +26,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "agents-in-code.md"
 AGENTS = ("outline", "writer", "facts", "style", "legal")
 # Offline, each agent gets a fake_llm script of its own (its model), so requests count per agent.
-OFFLINE_MODELS = '''
+OFFLINE_MODELS = """
 import os as _os
 
 outline, writer, facts, style, legal = (
     a.model_copy(update={"model": f"script:{_os.environ['SCRIPTS']}-{a.name}"})
     for a in (outline, writer, facts, style, legal)
 )
-'''
+"""
 
 pytestmark = pytest.mark.asyncio
 
