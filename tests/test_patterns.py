@@ -3,6 +3,7 @@ examples.patterns.NAME` runs it: its workflow, child AgentRuns, its offline mode
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,8 +26,12 @@ async def children(client: Client, capsys: pytest.CaptureFixture[str]) -> list[s
     printed = capsys.readouterr().out
     run_id = printed.split("workflow: ", 1)[1].split()[0]
     history = await client.get_workflow_handle(run_id).fetch_history()
-    return [e.start_child_workflow_execution_initiated_event_attributes.workflow_id.removeprefix(run_id + "/")
-            for e in history.events if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]  # fmt: skip
+    started = EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    return [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id.removeprefix(run_id + "/")
+        for e in history.events
+        if e.event_type == started
+    ]
 
 
 async def test_sequential_feeds_the_outline_to_the_writer(client: Client, capsys: Any) -> None:
@@ -75,3 +80,13 @@ async def test_routing_follows_the_classifiers_typed_output(client: Client, caps
         "tech: Update the app; version 4.2 fixes the crash at login."
     )
     assert await children(client, capsys) == ["classifier-1", "tech-1"]
+
+
+@pytest.mark.parametrize("name", ["sequential", "concurrent", "handoff", "manager", "judge", "routing"])
+def test_the_docs_show_each_examples_code_as_it_is(name: str) -> None:
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "examples" / "patterns" / f"{name}.py").read_text()
+    start = source.index("\n\n", source.index("from durable_agent_runner.workflow import")) + 2
+    code = source[start : source.index("\n\nasync def main(")].strip()
+    assert code in (root / "docs" / "patterns.md").read_text()
+    assert len(source.splitlines()) <= 70  # an example stays short

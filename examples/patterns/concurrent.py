@@ -10,6 +10,7 @@ import asyncio
 import sys
 
 from temporalio import workflow
+from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
     from durable_agent_runner import Agent
@@ -27,7 +28,7 @@ class Concurrent:
     async def run(self, question: str) -> str:
         answers = await asyncio.gather(*(run_agent(a, question) for a in analysts))  # three children at once
         views = "\n\n".join(f"{a.name}: {text}" for a, text in zip(analysts, answers, strict=True))
-        return await run_agent(merger, f"Question: {question}\n\n{views}")
+        return await run_agent(merger, f"Question: {question}\n\n{views}", output_type=str)
 
 
 OFFLINE = ScriptedModel(
@@ -42,10 +43,10 @@ OFFLINE = ScriptedModel(
 )
 
 
-async def main(question: str, **options: object) -> str:
+async def main(question: str, client: Client | None = None) -> str:
     from examples.patterns._run import run_pattern
 
-    answer: str = await run_pattern(Concurrent, question, [*analysts, merger], OFFLINE, **options)
+    answer: str = await run_pattern(Concurrent, question, [*analysts, merger], OFFLINE, client=client)
     print(answer)
     return answer
 

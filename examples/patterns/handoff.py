@@ -10,6 +10,7 @@ import asyncio
 import sys
 
 from temporalio import workflow
+from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
     from durable_agent_runner import Agent
@@ -40,10 +41,10 @@ def offline(request: ModelRequest) -> Step:
 OFFLINE = FunctionModel(offline)
 
 
-async def main(message: str, **options: object) -> str:
+async def main(message: str, client: Client | None = None) -> str:
     from examples.patterns._run import run_pattern
 
-    answer: str = await run_pattern(Support, message, [triage, billing, tech], OFFLINE, **options)
+    answer: str = await run_pattern(Support, message, [triage, billing, tech], OFFLINE, client=client)
     print(answer)
     return answer
 

@@ -10,6 +10,7 @@ import asyncio
 import sys
 
 from temporalio import workflow
+from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
     from pydantic import BaseModel
@@ -53,10 +54,10 @@ def offline(request: ModelRequest) -> Step:
 OFFLINE = FunctionModel(offline)
 
 
-async def main(topic: str, **options: object) -> str:
+async def main(topic: str, client: Client | None = None) -> str:
     from examples.patterns._run import run_pattern
 
-    answer: str = await run_pattern(JudgeLoop, topic, [author, judge], OFFLINE, **options)
+    answer: str = await run_pattern(JudgeLoop, topic, [author, judge], OFFLINE, client=client)
     print(answer)
     return answer
 

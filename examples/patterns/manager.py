@@ -10,6 +10,7 @@ import asyncio
 import sys
 
 from temporalio import workflow
+from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
     from durable_agent_runner import Agent
@@ -32,7 +33,7 @@ manager = Agent(
 class Manager:
     @workflow.run
     async def run(self, question: str) -> str:
-        return await run_agent(manager, question)  # the model decides which specialist to ask
+        return await run_agent(manager, question, output_type=str)  # the model decides which specialist to ask
 
 
 OFFLINE = ScriptedModel(
@@ -47,10 +48,10 @@ OFFLINE = ScriptedModel(
 )
 
 
-async def main(question: str, **options: object) -> str:
+async def main(question: str, client: Client | None = None) -> str:
     from examples.patterns._run import run_pattern
 
-    answer: str = await run_pattern(Manager, question, [manager, researcher, critic], OFFLINE, **options)
+    answer: str = await run_pattern(Manager, question, [manager, researcher, critic], OFFLINE, client=client)
     print(answer)
     return answer
 

@@ -11,6 +11,7 @@ import sys
 from typing import Literal
 
 from temporalio import workflow
+from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
     from pydantic import BaseModel
@@ -50,10 +51,10 @@ def offline(request: ModelRequest) -> Step:
 OFFLINE = FunctionModel(offline)
 
 
-async def main(message: str, **options: object) -> str:
+async def main(message: str, client: Client | None = None) -> str:
     from examples.patterns._run import run_pattern
 
-    answer: str = await run_pattern(Routing, message, [classifier, *specialists.values()], OFFLINE, **options)
+    answer: str = await run_pattern(Routing, message, [classifier, *specialists.values()], OFFLINE, client=client)
     print(answer)
     return answer
 

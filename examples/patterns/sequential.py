@@ -9,6 +9,7 @@ import asyncio
 import sys
 
 from temporalio import workflow
+from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
     from durable_agent_runner import Agent
@@ -24,7 +25,7 @@ class Sequential:
     @workflow.run
     async def run(self, topic: str) -> str:
         outline = await run_agent(outliner, topic)  # a child AgentRun: {this id}/outliner-1
-        return await run_agent(writer, f"Topic: {topic}\nOutline:\n{outline}")
+        return await run_agent(writer, f"Topic: {topic}\nOutline:\n{outline}", output_type=str)
 
 
 OFFLINE = ScriptedModel(
@@ -35,10 +36,10 @@ OFFLINE = ScriptedModel(
 )
 
 
-async def main(topic: str, **options: object) -> str:
+async def main(topic: str, client: Client | None = None) -> str:
     from examples.patterns._run import run_pattern
 
-    answer: str = await run_pattern(Sequential, topic, [outliner, writer], OFFLINE, **options)
+    answer: str = await run_pattern(Sequential, topic, [outliner, writer], OFFLINE, client=client)
     print(answer)
     return answer
 
