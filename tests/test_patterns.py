@@ -12,8 +12,6 @@ from temporalio.client import Client
 
 from durable_agent_runner.config.llm import API_KEY_VARIABLES
 
-pytestmark = pytest.mark.asyncio
-
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
