@@ -5,6 +5,9 @@ runs them in a worker (see `durable_agent_runner.worker.plugin` for a complete w
 
     from durable_agent_runner import Agent, AgentPlugin, ToolContext, tool
 
+and, inside a user's own Temporal workflow, agents as durable steps: `durable_agent_runner.workflow`
+(`run_agent`), imported only when asked for, so a client never imports temporalio's workflow API.
+
 What sits behind these names (`workflows/`, `activities/`) is free to move.
 """
 
@@ -89,6 +92,8 @@ except PackageNotFoundError:  # a source tree on sys.path, not installed
 
 
 def __getattr__(name: str) -> Any:
+    if name == "workflow":  # agents inside a user's workflow; imports temporalio.workflow, so only when asked
+        return import_module("durable_agent_runner.workflow")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'durable_agent_runner' has no attribute {name!r}")

@@ -16,11 +16,12 @@ import copy
 import json
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, TypeGuard
 
-from durable_agent_runner.testing.fake_llm.conversation import as_list
+from durable_agent_runner.testing.fake_llm.conversation import Conversation, as_list
 from durable_agent_runner.testing.fake_llm.faults import FaultQueue, parse_fault
-from durable_agent_runner.testing.fake_llm.scenarios import ScriptStep, parse_steps
+from durable_agent_runner.testing.fake_llm.scenarios import Answer, ScriptStep, parse_steps
 
 
 class State:
@@ -37,6 +38,9 @@ class State:
         self.log: deque[dict[str, Any]] = deque(maxlen=max_log)
         self.seq = 0
         self.stopping = threading.Event()  # wakes sleeping handlers when the server stops
+        # An offline model (durable_agent_runner.testing) answering every model call, whatever
+        # the model name; set once, before the server starts, and kept across resets.
+        self.responder: Callable[[Conversation], Answer] | None = None
 
     def sleep(self, ms: float) -> None:
         if ms > 0:

@@ -228,7 +228,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             scripts = dict(self.state.scripts)
         case = hostile.case_of(conv.model)
-        reply = reply_for(conv, scripts)
+        reply = reply_for(conv, scripts, self.state.responder)
         if case is not None:
             reply = hostile.bend_reply(case, reply, key)
         self.state.update(entry, status=200)

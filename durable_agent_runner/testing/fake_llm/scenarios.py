@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,10 @@ from durable_agent_runner.testing.fake_llm.wire import ApiError, Reply, ToolCall
 
 CITIES = ("Tokyo", "Paris", "London", "New York", "Berlin", "Sydney", "Madrid", "Rome", "Cairo", "Toronto")
 DEFAULT_CITIES = ("Tokyo", "Paris")
+
+
+# (text, [(tool name, JSON arguments)]): one reply, before it is rendered on a wire.
+Answer = tuple[str | None, list[tuple[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -325,14 +329,21 @@ def _usage(
     )
 
 
-def reply_for(conv: Conversation, scripts: Mapping[str, Sequence[ScriptStep]]) -> Reply:
-    """The scenario's reply to this request. Raises ApiError (404) for an unknown model."""
+def reply_for(
+    conv: Conversation,
+    scripts: Mapping[str, Sequence[ScriptStep]],
+    responder: Callable[[Conversation], Answer] | None = None,
+) -> Reply:
+    """The scenario's reply to this request (the `responder`'s, when one is set: an offline
+    model of durable_agent_runner.testing). Raises ApiError (404) for an unknown model."""
     override: Mapping[str, int] = {}
     keepalive = False
     delta_chars: int | None = None
     ids: tuple[str, ...] = ()
     if conv.instructions.lstrip().startswith(SUMMARY_MARKER):
         content, calls = _summarize(conv)
+    elif responder is not None:
+        content, calls = responder(conv)
     elif conv.model.startswith("script:"):
         content, calls, step = _script(conv, scripts)
         override, keepalive, delta_chars, ids = step.usage, step.keepalive, step.delta_chars, step.ids

@@ -1,0 +1,90 @@
+"""Each pattern of examples/patterns runs offline against the dev server, as `python -m
+examples.patterns.NAME` runs it: its workflow, child AgentRuns, its offline model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from durable_agent_runner.config.llm import API_KEY_VARIABLES
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*API_KEY_VARIABLES, "LLM_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+async def children(client: Client, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """The child workflows the example's workflow started, from the id it printed."""
+    printed = capsys.readouterr().out
+    run_id = printed.split("workflow: ", 1)[1].split()[0]
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    started = EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    return [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id.removeprefix(run_id + "/")
+        for e in history.events
+        if e.event_type == started
+    ]
+
+
+async def test_sequential_feeds_the_outline_to_the_writer(client: Client, capsys: Any) -> None:
+    from examples.patterns import sequential
+
+    answer = await sequential.main("rivers", client=client)
+    assert answer == "Rivers start in the hills, run through the plains and end in the sea."
+    assert await children(client, capsys) == ["outliner-1", "writer-1"]
+
+
+async def test_concurrent_asks_three_at_once_and_a_fourth_merges(client: Client, capsys: Any) -> None:
+    from examples.patterns import concurrent
+
+    answer = await concurrent.main("tram?", client=client)
+    assert answer.startswith("Build it:")
+    assert await children(client, capsys) == ["economist-1", "engineer-1", "historian-1", "merger-1"]
+
+
+async def test_handoff_triage_hands_to_the_right_specialist(client: Client, capsys: Any) -> None:
+    from examples.patterns import handoff
+
+    assert (await handoff.main("I was charged twice", client=client)).startswith("billing: I see two charges")
+    assert (await handoff.main("The app shows an error", client=client)).startswith("tech: Clear the app's cache")
+
+
+async def test_manager_calls_its_specialists_as_tools(client: Client, capsys: Any) -> None:
+    from examples.patterns import manager
+
+    answer = await manager.main("heat pump?", client=client)
+    assert answer.startswith("Yes: it cuts heating costs")
+    assert await children(client, capsys) == ["manager-1"]  # the specialists are the manager's own children
+
+
+async def test_judge_loop_revises_until_the_judge_passes(client: Client, capsys: Any) -> None:
+    from examples.patterns import judge
+
+    answer = await judge.main("rivers", client=client)
+    assert answer == "The rivers run to meet the sea,\nas every river longs to be.\n(passed after 2 round(s))"
+    assert await children(client, capsys) == ["author-1", "judge-1", "author-2", "judge-2"]
+
+
+async def test_routing_follows_the_classifiers_typed_output(client: Client, capsys: Any) -> None:
+    from examples.patterns import routing
+
+    assert await routing.main("The app crashes", client=client) == (
+        "tech: Update the app; version 4.2 fixes the crash at login."
+    )
+    assert await children(client, capsys) == ["classifier-1", "tech-1"]
+
+
+@pytest.mark.parametrize("name", ["sequential", "concurrent", "handoff", "manager", "judge", "routing"])
+def test_the_docs_show_each_examples_code_as_it_is(name: str) -> None:
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "examples" / "patterns" / f"{name}.py").read_text()
+    start = source.index("\n\n", source.index("from durable_agent_runner.workflow import")) + 2
+    code = source[start : source.index("\n\nasync def main(")].strip()
+    assert code in (root / "docs" / "patterns.md").read_text()
+    assert len(source.splitlines()) <= 70  # an example stays short

@@ -1,0 +1,93 @@
+"""durable_agent_runner.testing: scripted and function models, on both wires, driving real runs."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from temporalio.client import Client, WorkflowFailureError
+
+from durable_agent_runner import Agent, Registry, tool
+from durable_agent_runner.activities.model import new_http_client
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.testing import FunctionModel, ModelRequest, ScriptedModel, call, hand_off, output, reply
+from durable_agent_runner.worker.plugin import build_worker
+from durable_agent_runner.workflows import types as t
+
+pytestmark = pytest.mark.server
+
+
+@tool
+def refund(order: str) -> str:
+    """Refund an order.
+
+    Args:
+        order: The order's number.
+    """
+    return f"refunded order {order}"
+
+
+class Verdict(BaseModel):
+    passed: bool
+    why: str = ""
+
+
+billing = Agent(name="billing", instructions="You handle billing.", tools=[refund])
+triage = Agent(name="triage", instructions="Route the customer.", handoffs=[billing])
+judge = Agent(name="judge", instructions="Judge the answer.", output_type=Verdict)
+
+
+async def run(
+    client: Client, model: Any, agent: Agent, prompt: str, api: str = "chat", stream: bool = True
+) -> t.RunResult:
+    queue = f"tq-{uuid.uuid4().hex}"
+    async with model.serve(agents=[agent]) as server:
+        settings = LLMSettings(base_url=server.base_url, model="any-model", api=api, stream=stream)
+        async with (
+            new_http_client(settings) as http,
+            build_worker(client, queue, Registry(agents=[agent]), settings, http),
+        ):
+            handle = await client.start_workflow(
+                t.WORKFLOW_NAME,
+                t.RunInput(prompt=prompt, agent=agent.name),
+                id=f"kit-{uuid.uuid4().hex[:10]}",
+                task_queue=queue,
+                result_type=t.RunResult,
+            )
+            result = await handle.result()
+        run.server = server  # type: ignore[attr-defined]
+    return result
+
+
+@pytest.mark.parametrize(("api", "stream"), [("chat", True), ("responses", False)])
+async def test_scripted_handoff_tool_call_and_answer(client: Client, api: str, stream: bool) -> None:
+    model = ScriptedModel(
+        {"triage": [hand_off("billing")], "billing": [call("refund", order="42"), reply("Refunded.")]}
+    )
+    result = await run(client, model, triage, "refund order 42", api, stream)
+    assert (result.agent, result.output) == ("billing", "Refunded.")
+    server = run.server  # type: ignore[attr-defined]
+    assert [r.turn for r in server.requests_for("billing")] == [0, 1]
+    assert server.requests_for("billing")[1].result_of("refund") == "refunded order 42"
+
+
+async def test_typed_output(client: Client) -> None:
+    model = ScriptedModel({judge: [output(Verdict(passed=True, why="fine"))]})
+    result = await run(client, model, judge, "judge this")
+    assert (
+        result.output_object == {"passed": True, "why": "fine"} or Verdict.model_validate(result.output_object).passed
+    )
+
+
+async def test_function_model_and_script_end(client: Client) -> None:
+    async def fn(request: ModelRequest) -> Any:
+        return f"{request.agent} turn {request.turn}: {request.prompt}"
+
+    result = await run(client, FunctionModel(fn), billing, "hi")
+    assert result.output == "billing turn 0: hi"
+    model = ScriptedModel({"billing": [call("refund", order="1")]})
+    with pytest.raises(WorkflowFailureError) as failed:
+        await run(client, model, billing, "refund")
+    assert "billing" in str(failed.value.cause) or "turn 1" in repr(failed.value)
