@@ -40,25 +40,26 @@ class Reran:
 
 
 def recorded(state: RunState) -> list[RerunRecorded]:
-    """The calls to run again, a step per recorded reply that has any, oldest first. A reply's
-    turn is its place among the transcript's replies; the agent is the one in charge then (the
-    run's first, until a recorded handoff call moved the run on)."""
-    assert state.agent is not None
-    team = state.agent
-    handed = {h.call_id: h.to_agent for h in state.handoffs if h.call_id}
+    """The calls to run again, a step per recorded reply that has any, oldest first. The replies
+    are numbered back from the fork point (the last is model call `state.turn`: a handoff's
+    input filter may have dropped earlier ones), each run by the agent in charge at its turn."""
+    replies = [m for m in state.messages if isinstance(m, AssistantMessage)]
     results = {m.call_id: m for m in state.messages if isinstance(m, ToolMessage)}
-    agent, steps, turn = team, [], 0
-    for message in state.messages:
-        if not isinstance(message, AssistantMessage):
-            continue
-        turn += 1
-        plan = plan_calls(agent, message.tool_calls, ())
+    steps = []
+    for turn, reply in enumerate(replies, start=max(state.turn - len(replies) + 1, 1)):
+        agent = in_charge(state, turn)
+        plan = plan_calls(agent, reply.tool_calls, ())
         again = [p for p in plan.calls if p.action in ("tool", "child") and _ran(results.get(p.call.call_id))]
         if again:
             steps.append(RerunRecorded(turn=turn, agent=agent, plan=RunTools(calls=again)))
-        target = next((handed[c.call_id] for c in message.tool_calls if c.call_id in handed), None)
-        agent = (team.member(target) if target else None) or agent
     return steps
+
+
+def in_charge(state: RunState, turn: int) -> AgentSpec:
+    """The agent that made model call `turn`: the run's first, or the last one handed to before it."""
+    assert state.agent is not None
+    to = [h.to_agent for h in state.handoffs if h.turn < turn]
+    return (state.agent.member(to[-1]) if to else None) or state.agent
 
 
 def _ran(result: ToolMessage | None) -> bool:
