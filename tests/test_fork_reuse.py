@@ -16,12 +16,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from durable_agent_runner import Agent, Registry, ToolContext, tool
+from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.debug import cmd_fork
+from durable_agent_runner.cli.export import export_run
 from durable_agent_runner.workflows import rerun
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.state import RunState
 from tests.helpers import calls, replay, script, start, strict_replayer, transcript
 from tests.test_agents import requests_for
+from tests.test_approvals import decide, pending, update
 from tests.test_client import cli  # noqa: F401  (the fixture)
 
 E = EventType
@@ -104,7 +107,7 @@ async def test_a_fork_reuses_the_tool_calls_and_child_runs_before_its_fork_point
 
 
 async def test_live_tools_runs_the_recorded_calls_again_then_goes_on_live(
-    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Path
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Path, tmp_path: Path
 ) -> None:
     registry, model = team(llm)
     async with worker_factory(registry=registry):
@@ -125,7 +128,34 @@ async def test_live_tools_runs_the_recorded_calls_again_then_goes_on_live(
     assert tool_results(requests_for(llm, model)[-1]) == ["t1 #2", "Tides follow the moon."]  # the fresh results
     assert result.usage_by_agent["scholar"].requests == 1  # the child's usage counts in the fork
     assert status.forked_from is not None and status.forked_from.live_tools
+    exported = await export_run(client, forked.id, CaptureStore(tmp_path))  # the rerun, turn by turn
+    assert [(line["turn"], line["output"]) for line in exported if line["type"] == "tool_result"] == [(1, "t1 #2")]
+    assert [line["turn"] for line in exported if line["type"] == "model_call"] == [3]
     await replay(forked)
+
+
+async def test_live_tools_asks_again_for_a_call_that_needs_approval_and_skips_a_rejected_one(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Path
+) -> None:
+    model = script(
+        llm, calls(("send", {"label": "x"})), calls(("transfer", {"amount": 500, "to": "b"})), {"content": "ok"}
+    )
+    async with worker_factory():
+        origin = await start(client, task_queue, "go", agent="guarded", model=model)
+        (first,) = await pending(origin)
+        await update(origin, decide(first.call_id, by="alice"))
+        (second,) = await pending(origin)
+        await update(origin, decide(second.call_id, approve=False, by="alice", reason="too much"))
+        await origin.result()
+        asked = len(requests_for(llm, model))
+        forked = await fork(client, task_queue, origin.id, 3, live_tools=True)
+        (again,) = await pending(forked)  # the approved call asks a person again, before any model call
+        assert again.tool == "send" and len(requests_for(llm, model)) == asked
+        await update(forked, decide(again.call_id, by="bob"))
+        assert (await forked.result()).output == "ok"
+    effects = [line.split()[0] for line in counter_file.read_text().splitlines()]
+    assert effects == ["send:x", "send:x"]  # the rejected transfer did not run, in either run
+    assert len(requests_for(llm, model)) == asked + 1
 
 
 async def test_diff_shows_the_turn_a_fork_changed(
