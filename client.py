@@ -32,7 +32,7 @@ from typing import NoReturn, get_args
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent_runner.cli import chat, codec_server, debug, session
+from durable_agent_runner.cli import chat, codec_server, debug, diff, session
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.cli.decisions import cmd_decide
 from durable_agent_runner.cli.export import cmd_export
@@ -157,6 +157,7 @@ def parser() -> argparse.ArgumentParser:
     chat.add_parser(sub)
     codec_server.add_parser(sub)
     debug.add_parsers(sub, who)
+    diff.add_parser(sub)
     send = sub.add_parser("send", help="send a message to a session (see chat)")
     send.add_argument("run_id")
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")

@@ -2,7 +2,8 @@
 `python -m tests.record_history NAME "PROMPT" [--approve] [--tools MODULE --agent A --model M]`,
 or a session: `... NAME "" --session "MESSAGE" --session "MESSAGE" …` (each answered in turn, then ended),
 or a pause: `... NAME "PROMPT" --break-at N --edit '{"op": "text", …}' …` (edited, then resumed),
-and `--fork-at N` records a fork of the run, started before model call N, as NAME.fork.json.
+and `--fork-at N` records a fork of the run, started before model call N, as NAME.fork.json
+(with `--live-tools`, a fork that runs the calls of the turns before N again first).
 With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
 (the replay test replays each file under its name), so its child runs (agents used as tools) are
 recorded beside it under theirs, NAME.CALL_ID.json. Re-record only on purpose: a
@@ -67,6 +68,7 @@ async def record(
     break_at: int | None = None,
     edits: list[str] | None = None,
     fork_at: int | None = None,
+    live_tools: bool = False,
 ) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         server = DevServer(Path(tmp))
@@ -111,7 +113,9 @@ async def record(
                         messages=point.messages,
                         turn=point.turn,
                         usage=t.Usage(),
-                        forked_from=t.ForkLink(run_id=name, turn=fork_at),
+                        forked_from=t.ForkLink(run_id=name, turn=fork_at, live_tools=live_tools),
+                        answer_base=point.answer_base,
+                        live_tools=live_tools,
                     )
                     forked = await client.start_workflow(
                         t.WORKFLOW_NAME,
@@ -125,9 +129,10 @@ async def record(
             history = await handle.fetch_history()
             children = [
                 await client.get_workflow_handle(child).fetch_history()
+                for parent in [history, *forks]
                 for child in (
                     e.start_child_workflow_execution_initiated_event_attributes.workflow_id
-                    for e in history.events
+                    for e in parent.events
                     if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
                 )
             ]
@@ -153,6 +158,7 @@ def main() -> None:
     parser.add_argument("--break-at", type=int, metavar="N", help="pause before model call N, edit, resume")
     parser.add_argument("--edit", action="append", metavar="JSON", help="an edit to make while paused")
     parser.add_argument("--fork-at", type=int, metavar="N", help="then fork it before model call N (NAME.fork)")
+    parser.add_argument("--live-tools", action="store_true", help="the fork runs the earlier turns' calls again")
     args = parser.parse_args()
     paths = asyncio.run(
         record(
@@ -166,6 +172,7 @@ def main() -> None:
             args.break_at,
             args.edit,
             args.fork_at,
+            args.live_tools,
         )
     )
     print("\n".join(map(str, paths)))

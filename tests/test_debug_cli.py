@@ -64,7 +64,7 @@ async def test_break_edit_resume_and_fork_from_the_command_line(
         forked = await client.get_workflow_handle(fork_id, result_type=t.RunResult).result()
         assert forked.turns >= 2
         fork_status = (await cli("status", fork_id, "--json")).json()
-        assert fork_status["forked_from"] == {"run_id": run_id, "turn": 2}
+        assert fork_status["forked_from"] == {"run_id": run_id, "turn": 2, "live_tools": False}
         async with asyncio.timeout(20):  # visibility catches up
             while not (await cli("status", run_id, "--json")).json().get("forks"):
                 await asyncio.sleep(0.3)

@@ -28,8 +28,10 @@ def test_the_installed_top_level_names_are_the_package_and_the_entry_points():
 
 def test_nothing_imports_the_engine_by_a_top_level_name():
     """`import workflows` would load a second copy of every class; the engine's __init__ refuses it."""
-    for path in [*ROOT.glob("*.py"), *(p for d in ("durable_agent_runner", *ENGINE, "tests", "examples", "bench")
-                                          for p in (ROOT / d).rglob("*.py"))]:
+    for path in [
+        *ROOT.glob("*.py"),
+        *(p for d in ("durable_agent_runner", *ENGINE, "tests", "examples", "bench") for p in (ROOT / d).rglob("*.py")),
+    ]:
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

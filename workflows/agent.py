@@ -21,6 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.calls import RunTools
+from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Stop
 from durable_agent_runner.workflows.session import SessionState
 from durable_agent_runner.workflows.turn import (
@@ -103,6 +104,8 @@ class AgentRun(TurnSteps):
         if input.carry is None:
             s.messages.append(t.UserMessage(content=input.prompt))
         guard = input.prompt if input.carry is None and first.input_guardrails else None
+        if s.live_tools:  # a fork made with --live-tools (workflows/rerun.py); older histories have none
+            s.live_tools = workflow.patched(t.FORK_LIVE_TOOLS_PATCH)
         done = await self._answer(input, guard)
         s.output = done.output
         self._event("final", text=done.output)
@@ -167,6 +170,8 @@ class AgentRun(TurnSteps):
             return Replied(await self._call_model(step.agent, input.capture, step.with_reply))
         if isinstance(step, RunTools):
             return ToolsRan(await self._run_tools(s.agent_now, step))
+        if isinstance(step, RerunRecorded):  # a --live-tools fork: a recorded turn's calls, run again
+            return Reran(await self._run_tools(step.agent, step.plan))
         if isinstance(step, HandOff):
             await self._hand_off(s.agent_now, step)
             return HandedOff()

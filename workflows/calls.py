@@ -33,6 +33,8 @@ from durable_agent_runner.workflows.types import (
 # How one planned call runs, read in one place (`runs`): its result came with the model's reply,
 # a local activity in the workflow task (`@tool(local=True)`), a routed tool activity, a child run.
 Runs = Literal["with_reply", "local", "activity", "child"]
+# The end of what the model is told of a call a person dropped while the run was paused.
+DROPPED = "dropped this call before it ran"
 
 
 class PlannedCall(BaseModel):
@@ -202,9 +204,7 @@ def without_dropped(step: RunTools, dropped: Mapping[str, str]) -> RunTools:
     """The plan with each call a person dropped (while the run was paused) answered instead of run."""
     return RunTools(
         calls=[
-            PlannedCall(
-                call=p.call, action="answer", answer=f"error: {dropped[p.call.call_id]} dropped this call before it ran"
-            )
+            PlannedCall(call=p.call, action="answer", answer=f"error: {dropped[p.call.call_id]} {DROPPED}")
             if p.call.call_id in dropped
             else p
             for p in step.calls

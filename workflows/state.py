@@ -79,6 +79,7 @@ class RunState:
         self.marks: dict[int, int] = {}  # turn → transcript length before that model call
         self.forked_from: t.ForkLink | None = None
         self.fork_base = 0  # a fork of a session's answer: the model calls before that answer
+        self.live_tools = False  # a fork that runs its carried calls again first (workflows/rerun.py)
         self.turns_here = 0  # model calls in this execution (not carried): when to continue as new
 
     @property
@@ -229,6 +230,7 @@ class RunState:
         self.forked_from = carry.forked_from
         self.dropped_calls = dict(carry.dropped_calls)
         self.fork_base = carry.answer_base
+        self.live_tools = carry.live_tools
 
     # ------------------------------------------------------------------------------- views
 
@@ -262,7 +264,8 @@ class RunState:
         if self.edits:
             lines += ["", f"**edits:** {len(self.edits)}; last: {excerpt(self.edits[-1].summary, 200)}"]
         if self.forked_from is not None:
-            lines += ["", f"**fork of** {self.forked_from.run_id} before model call {self.forked_from.turn}"]
+            live = ", its earlier calls run again" if self.forked_from.live_tools else ""
+            lines += ["", f"**fork of** {self.forked_from.run_id} before model call {self.forked_from.turn}{live}"]
         for p in self.approvals.pending.values():
             body = json.dumps({"call_id": p.call_id, "approve": True, "by": "your-name"})
             lines += [

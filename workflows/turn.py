@@ -2,10 +2,10 @@
 what happened; `Turn.next` chooses the next step. No Temporal, no I/O, no clocks, no randomness:
 the time and what only Temporal knows come in as `Facts` (tests/test_turn.py).
 
-    Ready ──▶ [Stop: budget] ─▶ [ContinueAsNew] ─▶ [Breakpoint] ─▶ [Pause before_model]
-          ──▶ [Steer] ─▶ [Compact] ─▶ CallModel
+    Ready ──▶ [RerunRecorded: a --live-tools fork's calls] ─▶ [Stop: budget] ─▶ [ContinueAsNew]
+          ──▶ [Breakpoint] ─▶ [Pause before_model] ─▶ [Steer] ─▶ [Compact] ─▶ CallModel
     Replied ──▶ Stop | RunTools (after [Pause before_tools]) | CheckOutput | Guardrails | Done
-    ToolsRan ──▶ HandOff | Ready …        OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
+    ToolsRan ──▶ HandOff | Ready …   Reran ──▶ Ready …   OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
 
 The steps form one union (`NextStep`; `Done` and `Stop` come from `workflows.rules`, whose
 `decide` `client.py export` re-runs offline on captured replies).
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from durable_agent_runner.workflows import edits, memory
+from durable_agent_runner.workflows import edits, memory, rerun
 from durable_agent_runner.workflows.calls import (
     PlannedCall,
     RunTools,
@@ -30,6 +30,7 @@ from durable_agent_runner.workflows.calls import (
     with_reply,
     without_dropped,
 )
+from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Final, Retry, Stop, after_output, decide
 from durable_agent_runner.workflows.state import RunState
 from durable_agent_runner.workflows.types import (
@@ -118,7 +119,7 @@ class Guardrails:
 
 NextStep = (
     ContinueAsNew | Breakpoint | Pause | Steer | Compact | CallModel | RunTools | HandOff | CheckOutput | Guardrails
-    | Done | Stop
+    | Done | Stop | RerunRecorded
 )  # fmt: skip
 
 
@@ -196,6 +197,7 @@ Outcome = (
     | HandedOff
     | OutputChecked
     | GuardrailsRan
+    | Reran
 )
 
 
@@ -217,6 +219,7 @@ class Turn:
         self.candidate = ""  # the final output the output type is checking
         self.answer: Done | None = None  # passed its output checks; its guardrails run
         self._stage: Literal["begin", "model", "tools", "steered"] = "begin"
+        self.reruns: rerun.Reruns | None = None  # a fork's recorded calls, run again first (--live-tools)
 
     @property
     def number(self) -> int:
@@ -245,6 +248,9 @@ class Turn:
             return HandOff(handoff) if handoff is not None else self._begin(facts)
         if isinstance(outcome, HandedOff):
             return self._begin(facts)
+        if isinstance(outcome, Reran):
+            s.replace_messages(rerun.merged(s.messages, outcome.results))
+            return self._begin(facts)
         if isinstance(outcome, OutputChecked):
             return self._output_checked(outcome.check, facts)
         assert isinstance(outcome, GuardrailsRan)
@@ -255,6 +261,13 @@ class Turn:
 
     def _begin(self, facts: Facts) -> NextStep:
         s, first = self.s, self.first
+        if s.live_tools:  # a fork made with --live-tools: its recorded calls run again, before any model call
+            s.live_tools, self.reruns = False, rerun.Reruns(s)
+        if self.reruns is not None:
+            again = self.reruns.next(s)
+            if again is not None:
+                return again
+            self.reruns = None
         spent = budget_spent(first.token_budget, s.usage.total_tokens, first.cost_budget_usd, s.usage.cost_usd)
         if spent is not None and self.calls:  # child runs spent it: no model call after that
             return Stop(error=spent, message=f"{_budget_words(first, s)} before model call {s.turn + 1}")

@@ -1,9 +1,11 @@
-"""`client.py pause | resume | inspect | edit | fork`: a debugger for agent runs.
+"""`client.py pause | resume | inspect | edit | fork`: a debugger for agent runs (`diff`: diff.py).
 
 A run pauses at a safe point (before a model call, or before the tool calls a reply asked for),
 holds still durably, and can be inspected and edited (each edit validated by the run, refused
 with a reason and nothing recorded when invalid) before it resumes. `fork` starts a new run from
-the state just before model call N of any run, finished or not.
+the state just before model call N of any run, finished or not: it reuses the results of the
+turns before N from the transcript (nothing runs again), unless `--live-tools` asks it to run
+their tool calls and child runs again first (workflows/rerun.py).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ async def _update(
     return await update(client.get_workflow_handle(run_id), name, body, result_type, after_end, wait=wait)
 
 
-async def _query(
+async def query_run(
     client: Client, run_id: str, name: str, *args: Any, result_type: type[Any], wait: timedelta = READ_TIMEOUT
 ) -> Any:
     handle = client.get_workflow_handle(run_id)
@@ -76,7 +78,7 @@ async def cmd_resume(client: Client, args: argparse.Namespace) -> int:
 
 async def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
     wait = timedelta(seconds=args.worker_wait)
-    view: t.Inspection = await _query(client, args.run_id, t.INSPECT_QUERY, result_type=t.Inspection, wait=wait)
+    view: t.Inspection = await query_run(client, args.run_id, t.INSPECT_QUERY, result_type=t.Inspection, wait=wait)
     if args.json:
         print(json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=False))
         return 0
@@ -94,7 +96,7 @@ def render(view: t.Inspection) -> str:
     lines = [f"run:     {view.run_id}", f"agent:   {view.agent} (may switch to: {', '.join(view.agents)})"]
     lines += [f"turn:    {view.turn} · {view.phase}", f"state:   {where}", "", "transcript:"]
     for item in view.items:
-        lines.append(f"  [{item.index}] {_item(item.message)}")
+        lines.append(f"  [{item.index}] {item_line(item.message)}")
     if view.pending_calls:
         lines += ["", "pending calls (run when resumed):"]
         for call in view.pending_calls:
@@ -113,7 +115,7 @@ def render(view: t.Inspection) -> str:
     return "\n".join(lines)
 
 
-def _item(m: t.Message) -> str:
+def item_line(m: t.Message) -> str:
     def cut(text: str | None, limit: int = 200) -> str:
         text = (text or "").replace("\n", " ")
         return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -184,13 +186,14 @@ async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
         raise Refused(
             f"cannot fork before model call {args.at_turn}: run {args.run_id} has made {made} model call(s); {where}"
         )
-    point: t.ForkPoint = await _query(
+    point: t.ForkPoint = await query_run(
         client, args.run_id, t.FORK_POINT_QUERY, t.ForkQuery(turn=args.at_turn), result_type=t.ForkPoint
     )
     messages = list(point.messages)
     if args.prompt:
         messages.append(t.UserMessage(content=args.prompt))
-    link = t.ForkLink(run_id=args.run_id, turn=args.at_turn)
+    live = bool(getattr(args, "live_tools", False))  # run the calls before the fork point again
+    link = t.ForkLink(run_id=args.run_id, turn=args.at_turn, live_tools=live)
     carry = t.Carry(
         agent=point.agent,
         current=point.current,
@@ -200,6 +203,7 @@ async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
         usage=t.Usage(),
         forked_from=link,
         answer_base=point.answer_base,  # a session's answer: its turns count from its start
+        live_tools=live,
     )
     new_id = args.id or f"{args.run_id[:200]}-fork{args.at_turn}-{uuid.uuid4().hex[:6]}"
     await client.start_workflow(
@@ -216,7 +220,8 @@ async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
             ]
         ),
         memo={"forked_from": link.model_dump()},
-        static_summary=f"fork of {args.run_id} before model call {args.at_turn}",
+        static_summary=f"fork of {args.run_id} before model call {args.at_turn}"
+        + (", its earlier tool calls run again" if live else ""),
     )
     if args.json:
         print(json.dumps({"run_id": new_id, "forked_from": link.model_dump(), "messages": len(messages)}))
@@ -304,5 +309,11 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     fork.add_argument("--at-turn", type=int, required=True, metavar="N", help="fork just before model call N")
     fork.add_argument("--prompt", help="add this user message at the fork point")
     fork.add_argument("--id", help="the new run's id (default: generated)")
+    fork.add_argument(
+        "--live-tools",
+        action="store_true",
+        help="run the tool calls and child runs of turns 1..N-1 again (their SIDE EFFECTS happen again) "
+        "and use the fresh results; default: reuse the recorded ones",
+    )
     fork.add_argument("--json", action="store_true", help="print JSON")
     fork.set_defaults(fn=cmd_fork)

@@ -136,7 +136,8 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"paused:  before {point} {p['turn']}: {p['why']} (inspect, edit, then resume)")
     if s.get("forked_from"):
         f = s["forked_from"]
-        lines.append(f"fork of: {f['run_id']} before model call {f['turn']}")
+        live = " (its earlier tool calls and child runs ran again: --live-tools)" if f.get("live_tools") else ""
+        lines.append(f"fork of: {f['run_id']} before model call {f['turn']}{live}")
     for f in s.get("forks", []):
         lines.append(f"forked:  {f['run_id']} from model call {f['turn']} at {f['started_at'][:19]}")
     if s.get("session"):

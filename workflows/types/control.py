@@ -111,6 +111,7 @@ class EditReceipt(Contract):
 class ForkLink(Contract):
     run_id: str
     turn: int  # the new run started just before this model call of `run_id`
+    live_tools: bool = False  # it ran the calls of the turns before that again (`fork --live-tools`)
 
 
 class Item(Contract):

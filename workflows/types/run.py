@@ -60,6 +60,9 @@ class Carry(Contract):
     paused: PauseInfo | None = None
     # A fork of a session's answer: the model calls made before that answer (max_turns counts after them).
     answer_base: int = 0
+    # A fork made with --live-tools: before its first model call, the run runs the calls of the
+    # carried replies again (tools and child runs) and takes their fresh results (workflows/rerun.py).
+    live_tools: bool = False
 
 
 class RunInput(Contract):
