@@ -50,7 +50,7 @@ async def cmd_console(client: Client, args: argparse.Namespace) -> int:
     check(args)
     secret = token()
     app = build_app(client, by=args.by, task_queue=args.task_queue, token=secret, loopback=is_loopback(args.host))
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     print(f"console: {link(args.host, args.port, secret)}", flush=True)
     await server.serve()
