@@ -85,7 +85,6 @@ if (stream) {
     const part = JSON.parse(e.data);
     const el = document.getElementById(part.id);
     if (el) el.innerHTML = part.html;
-    if (part.id === 'story' && live) live.textContent = '';
   });
   src.addEventListener('end', () => { src.close(); document.body.dataset.ended = '1'; });
 }

@@ -276,12 +276,23 @@ async def run_view(client: Client, run_id: str) -> RunView:
         messages=messages,
         hidden=hidden,
         events=events,
-        next_event=events[-1].seq + 1 if events else 0,
+        next_event=follow_from(events),
         children=await children_of(client, run_id),
         parent=desc.parent_id,
         waiting=waiting,
         live=live,
     )
+
+
+def follow_from(events: list[t.RunEvent]) -> int:
+    """Where a live page follows the run from: after its last event, or at the model call still in
+    flight (the follower learns from that event that text streams)."""
+    for ev in reversed(events):
+        if ev.kind == "model_finished":
+            break
+        if ev.kind == "model_started":
+            return ev.seq
+    return events[-1].seq + 1 if events else 0
 
 
 async def read_events(client: Client, run_id: str, since: int) -> list[t.RunEvent]:
