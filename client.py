@@ -33,6 +33,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import chat, codec_server, debug, diff, session
+from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.cli.decisions import cmd_decide
 from durable_agent_runner.cli.export import cmd_export
@@ -158,6 +159,7 @@ def parser() -> argparse.ArgumentParser:
     codec_server.add_parser(sub)
     debug.add_parsers(sub, who)
     diff.add_parser(sub)
+    console_cli.add_parser(sub, who)
     send = sub.add_parser("send", help="send a message to a session (see chat)")
     send.add_argument("run_id")
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
@@ -273,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.settings = model_settings(args)
         if args.command == "codec-server":  # needs only the keys, not Temporal
             return codec_server.cmd_codec_server(args)
+        if args.command == "console":  # refused before connecting when it would be open without a token
+            console_cli.check(args)
         return asyncio.run(dispatch(args))
     except UsageError as err:
         fail(str(err), 2, bool(getattr(args, "json", False)))

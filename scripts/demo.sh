@@ -11,7 +11,7 @@
 # Encrypted payloads: PAYLOAD_CODEC_KEYS=... bash scripts/demo.sh also runs the codec server on :8234
 #   and starts the dev server with its UI wired to it (docs/production.md: "Encrypted payloads").
 # Ports, when the defaults are taken: TEMPORAL_PORT (7233), UI_PORT (8233), FAKE_LLM_PORT (8400),
-#   CODEC_PORT (8234), e.g. `TEMPORAL_PORT=17233 UI_PORT=18233 bash scripts/demo.sh`.
+#   CODEC_PORT (8234), CONSOLE_PORT (8237: the web console, docs/console.md), e.g. `TEMPORAL_PORT=17233 UI_PORT=18233 bash scripts/demo.sh`.
 # A run that needs a person's approval is not waited on: the demo prints the waiting call and the
 #   command that approves it, and leaves the run waiting (durably) for that command.
 source "$(dirname "$0")/common.sh"
@@ -46,6 +46,7 @@ TEMPORAL_PORT="$(port_var TEMPORAL_PORT 7233)"
 UI_PORT="$(port_var UI_PORT 8233)"
 FAKE_LLM_PORT="$(port_var FAKE_LLM_PORT 8400)"
 CODEC_PORT="$(port_var CODEC_PORT 8234)"
+CONSOLE_PORT="$(port_var CONSOLE_PORT 8237)"
 # A chosen Temporal port is where the worker and client.py connect, unless TEMPORAL_ADDRESS says otherwise.
 if [ "$TEMPORAL_PORT" != 7233 ] && [ -z "${TEMPORAL_ADDRESS:-}" ]; then
   export TEMPORAL_ADDRESS="localhost:$TEMPORAL_PORT"
@@ -133,7 +134,15 @@ echo $! >"$STATE/worker.pid"
 wait_for 30 "the worker" grep -q "worker polling" "$STATE/worker.log"
 echo "✓ worker running (log: .state/worker.log)"
 
-# 4. The demo run: followed until it ends, or until it waits for a person.
+# 4. The web console (docs/console.md), fresh like the worker, on 127.0.0.1.
+if alive "$STATE/console.pid"; then kill -TERM "$(cat "$STATE/console.pid")"; sleep 0.5; fi
+nohup "$PY" client.py console --port "$CONSOLE_PORT" >"$STATE/console.log" 2>&1 &
+echo $! >"$STATE/console.pid"
+wait_for 30 "the web console" grep -q "^console: " "$STATE/console.log"
+CONSOLE_URL="http://127.0.0.1:$CONSOLE_PORT"
+echo "✓ web console at $CONSOLE_URL (log: .state/console.log)"
+
+# 5. The demo run: followed until it ends, or until it waits for a person.
 echo
 echo "› $PROMPT"
 # The run's id on stdout; its stderr (a "follow it" hint, or the one-line error) shown only if it fails.
@@ -173,6 +182,7 @@ links() {
   echo
   echo "run id:  $RUN_ID"
   echo "web UI:  $TEMPORAL_UI_URL/namespaces/$NAMESPACE/workflows/$RUN_ID"
+  echo "console: $CONSOLE_URL/runs/$RUN_ID   (inbox: $CONSOLE_URL/inbox)"
   echo "status:  $SHOW_PY client.py status $RUN_ID"
   if [ "$TEMPORAL_PORT" != 7233 ] || [ "$UI_PORT" != 8233 ]; then  # so later commands find this server
     echo "(in another shell, first: export TEMPORAL_ADDRESS=$ADDRESS TEMPORAL_UI_URL=$TEMPORAL_UI_URL)"

@@ -53,8 +53,7 @@ async def query_run(
 
 
 async def cmd_pause(client: Client, args: argparse.Namespace) -> int:
-    request = t.PauseRequest(by=args.by, reason=args.reason)
-    status: t.RunStatus = await _update(client, args.run_id, t.PAUSE_UPDATE, request, t.RunStatus, args.worker_wait)
+    status = await pause_run(client, args.run_id, by=args.by, reason=args.reason, wait=args.worker_wait)
     text = f"{args.run_id} pauses at its next safe point (now: {status.phase}, turn {status.turn})"
     _emit(args, {"run_id": args.run_id, "pausing": True, "phase": status.phase, "turn": status.turn}, text)
     return 0
@@ -65,9 +64,7 @@ def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
 
 
 async def cmd_resume(client: Client, args: argparse.Namespace) -> int:
-    status: t.RunStatus = await _update(
-        client, args.run_id, t.RESUME_UPDATE, t.ResumeRequest(by=args.by), t.RunStatus, args.worker_wait
-    )
+    status = await resume_run(client, args.run_id, by=args.by, wait=args.worker_wait)
     _emit(
         args,
         {"run_id": args.run_id, "resumed_by": args.by, "phase": status.phase},
@@ -168,7 +165,7 @@ def _index(text: str) -> int:
 
 
 async def cmd_edit(client: Client, args: argparse.Namespace) -> int:
-    receipt: t.EditReceipt = await _update(client, args.run_id, t.EDIT_UPDATE, edit_of(args), t.EditReceipt)
+    receipt = await edit_run(client, args.run_id, edit_of(args))
     _emit(
         args,
         {"run_id": args.run_id, **receipt.model_dump(mode="json")},
@@ -178,22 +175,65 @@ async def cmd_edit(client: Client, args: argparse.Namespace) -> int:
 
 
 async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
-    if args.at_turn < 1:
+    live = bool(getattr(args, "live_tools", False))
+    new_id, link, messages = await fork_run(
+        client, args.run_id, args.at_turn, args.prompt, args.id, args.task_queue, live_tools=live
+    )
+    if args.json:
+        print(json.dumps({"run_id": new_id, "forked_from": link.model_dump(), "messages": messages}))
+    else:
+        print(new_id)
+    return 0
+
+
+# ------------------------------------------------- the calls behind them (also the console's)
+
+
+async def pause_run(
+    client: Client, run_id: str, *, by: str, reason: str = "", wait: float | None = None
+) -> t.RunStatus:
+    status: t.RunStatus = await _update(
+        client, run_id, t.PAUSE_UPDATE, t.PauseRequest(by=by, reason=reason), t.RunStatus, wait
+    )
+    return status
+
+
+async def resume_run(client: Client, run_id: str, *, by: str, wait: float | None = None) -> t.RunStatus:
+    status: t.RunStatus = await _update(client, run_id, t.RESUME_UPDATE, t.ResumeRequest(by=by), t.RunStatus, wait)
+    return status
+
+
+async def edit_run(client: Client, run_id: str, edit: t.Edit) -> t.EditReceipt:
+    """One edit of a paused run, validated by the run (refused: Refused with its reason)."""
+    receipt: t.EditReceipt = await _update(client, run_id, t.EDIT_UPDATE, edit, t.EditReceipt)
+    return receipt
+
+
+async def fork_run(
+    client: Client,
+    run_id: str,
+    at_turn: int,
+    prompt: str | None,
+    new_id: str | None,
+    task_queue: str,
+    live_tools: bool = False,
+) -> tuple[str, t.ForkLink, int]:
+    """Start a new run from the state just before model call `at_turn` of `run_id` (with `prompt`
+    added as a user message, when given): its id, its link back, and how many messages it starts with.
+    `live_tools`: the calls before the fork point run again (side effects) instead of being reused."""
+    if at_turn < 1:
         raise Refused("--at-turn N: model calls are numbered from 1")
-    made = await model_calls_made(client, args.run_id)
-    if args.at_turn > made + 1:  # made + 1: the call a paused run is about to make (the run checks the rest)
+    made = await model_calls_made(client, run_id)
+    if at_turn > made + 1:  # made + 1: the call a paused run is about to make (the run checks the rest)
         where = f"fork before one of them (1-{made}), or {made + 1} while it waits before that call"
-        raise Refused(
-            f"cannot fork before model call {args.at_turn}: run {args.run_id} has made {made} model call(s); {where}"
-        )
+        raise Refused(f"cannot fork before model call {at_turn}: run {run_id} has made {made} model call(s); {where}")
     point: t.ForkPoint = await query_run(
-        client, args.run_id, t.FORK_POINT_QUERY, t.ForkQuery(turn=args.at_turn), result_type=t.ForkPoint
+        client, run_id, t.FORK_POINT_QUERY, t.ForkQuery(turn=at_turn), result_type=t.ForkPoint
     )
     messages = list(point.messages)
-    if args.prompt:
-        messages.append(t.UserMessage(content=args.prompt))
-    live = bool(getattr(args, "live_tools", False))  # run the calls before the fork point again
-    link = t.ForkLink(run_id=args.run_id, turn=args.at_turn, live_tools=live)
+    if prompt:
+        messages.append(t.UserMessage(content=prompt))
+    link = t.ForkLink(run_id=run_id, turn=at_turn, live_tools=live_tools)
     carry = t.Carry(
         agent=point.agent,
         current=point.current,
@@ -203,31 +243,27 @@ async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
         usage=t.Usage(),
         forked_from=link,
         answer_base=point.answer_base,  # a session's answer: its turns count from its start
-        live_tools=live,
+        live_tools=live_tools,
     )
-    new_id = args.id or f"{args.run_id[:200]}-fork{args.at_turn}-{uuid.uuid4().hex[:6]}"
+    new_id = new_id or f"{run_id[:200]}-fork{at_turn}-{uuid.uuid4().hex[:6]}"
     await client.start_workflow(
         t.WORKFLOW_NAME,
         t.RunInput(prompt="", agent=point.agent.name, carry=carry),
         id=new_id,
-        task_queue=args.task_queue,
+        task_queue=task_queue,
         result_type=t.RunResult,
         search_attributes=TypedSearchAttributes(
             [
                 SearchAttributePair(t.SA_AGENT, point.current or point.agent.name),
                 SearchAttributePair(t.SA_PHASE, "starting"),
-                SearchAttributePair(t.SA_FORKED_FROM, args.run_id),
+                SearchAttributePair(t.SA_FORKED_FROM, run_id),
             ]
         ),
         memo={"forked_from": link.model_dump()},
-        static_summary=f"fork of {args.run_id} before model call {args.at_turn}"
-        + (", its earlier tool calls run again" if live else ""),
+        static_summary=f"fork of {run_id} before model call {at_turn}"
+        + (", its earlier tool calls run again" if live_tools else ""),
     )
-    if args.json:
-        print(json.dumps({"run_id": new_id, "forked_from": link.model_dump(), "messages": len(messages)}))
-    else:
-        print(new_id)
-    return 0
+    return new_id, link, len(messages)
 
 
 async def model_calls_made(client: Client, run_id: str) -> int:

@@ -11,7 +11,13 @@ import uuid
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from durable_agent_runner.activities import wire
@@ -174,18 +180,7 @@ async def cmd_list(client: Client, args: argparse.Namespace) -> int:
         raise UsageError("--limit must be between 1 and 1000")
     rows: list[dict[str, Any]] = []
     async for wf in client.list_workflows(f'WorkflowType="{t.WORKFLOW_NAME}"', limit=args.limit):
-        sa = wf.typed_search_attributes
-        rows.append(
-            {
-                "run_id": wf.id,
-                "status": STATUS_NAMES.get(wf.status, "unknown") if wf.status else "unknown",
-                "agent": sa.get(t.SA_AGENT),
-                "phase": sa.get(t.SA_PHASE),
-                "turn": sa.get(t.SA_TURN) or 0,
-                "total_tokens": sa.get(t.SA_TOKENS) or 0,
-                "started_at": wf.start_time.isoformat(),
-            }
-        )
+        rows.append(run_row(wf))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -194,6 +189,22 @@ async def cmd_list(client: Client, args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4} {r['started_at'][:19]}")
     return 0
+
+
+def run_row(wf: WorkflowExecution) -> dict[str, Any]:
+    """One run as `list` shows it (and the console's runs page), from its visibility record alone."""
+    sa = wf.typed_search_attributes
+    return {
+        "run_id": wf.id,
+        "status": STATUS_NAMES.get(wf.status, "unknown") if wf.status else "unknown",
+        "agent": sa.get(t.SA_AGENT),
+        "phase": sa.get(t.SA_PHASE),
+        "turn": sa.get(t.SA_TURN) or 0,
+        "total_tokens": sa.get(t.SA_TOKENS) or 0,
+        "cost_usd": sa.get(t.SA_COST) or 0.0,
+        "pending_approvals": sa.get(t.SA_PENDING) or 0,
+        "started_at": wf.start_time.isoformat(),
+    }
 
 
 async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:

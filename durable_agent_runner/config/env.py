@@ -13,6 +13,7 @@ OpenTelemetry SDK reads itself (durable_agent_runner/telemetry/ decides only whe
 Variables (default in brackets):
   AGENT_TASK_QUEUE [agent-runner]   the workers' task queue
   TEMPORAL_UI_URL [http://localhost:8233]   where `client.py` links runs
+  CONSOLE_TOKEN   the web console's token: needed to serve it beyond 127.0.0.1 (durable_agent_runner/console/)
   LLM_CAPTURE_DIR [.state/captures]   wire captures (activities/capture.py)
   PAYLOAD_CODEC_KEYS, PAYLOAD_STORE, PAYLOAD_STORE_DIR, PAYLOAD_STORE_THRESHOLD   payloads
   OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT [off]   message text in spans
@@ -115,6 +116,12 @@ def _url(raw: object) -> object:
     return url
 
 
+def _token(raw: object) -> object:
+    if isinstance(raw, str) and not (16 <= len(raw) <= 256 and all(c.isalnum() or c in "-_.~" for c in raw)):
+        raise ValueError("16-256 characters of letters, digits and -_.~")
+    return raw
+
+
 def _word(raw: object) -> object:
     """A choice among words: any case, blanks around it ignored."""
     return raw.strip().lower() if isinstance(raw, str) else raw
@@ -129,6 +136,8 @@ AttemptSeconds = Annotated[float, BeforeValidator(number(float, 0, 3600, open_lo
 CallSeconds = Annotated[float, BeforeValidator(number(float, 0, 86400, open_low=True, unit="seconds"))]
 Attempts = Annotated[int, BeforeValidator(number(int, 1, 100))]
 Threads = Annotated[int, BeforeValidator(number(int, 1, 1024))]
+# Long enough not to be guessed, short enough for a header; printable, as it rides in a link and a cookie.
+ConsoleToken = Annotated[SecretStr, BeforeValidator(_token)]
 Bytes = Annotated[
     int, BeforeValidator(number(int, 0, 2 * 1024 * 1024, unit="bytes"))
 ]  # Temporal refuses a payload past 2 MB
@@ -155,6 +164,8 @@ class ClientSettings(BaseSettings):
     payload_store_dir: Text | None = Field(None, validation_alias=_env("PAYLOAD_STORE_DIR"))
     payload_store_threshold: Bytes | None = Field(None, validation_alias=_env("PAYLOAD_STORE_THRESHOLD"))
     capture_content: Switch = Field(False, validation_alias=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"))
+    # `client.py console`: every request must carry it (durable_agent_runner/console/security.py).
+    console_token: ConsoleToken | None = Field(None, validation_alias=_env("CONSOLE_TOKEN"))
 
     @classmethod
     def load(cls, env: Mapping[str, str] | None = None) -> Any:

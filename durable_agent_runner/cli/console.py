@@ -1,0 +1,57 @@
+"""`client.py console`: serve the web console (durable_agent_runner/console/) until stopped.
+
+On 127.0.0.1 by default; on any other host only with CONSOLE_TOKEN, whose link it prints."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import uvicorn
+from temporalio.client import Client
+
+from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.config.env import ClientSettings
+from durable_agent_runner.console.app import build_app
+from durable_agent_runner.console.security import check_start, is_loopback
+
+DEFAULT_PORT = 8237
+
+
+def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
+    cmd = sub.add_parser("console", help="serve the web console: runs, an inbox of approvals, each run's story")
+    cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
+    cmd.add_argument("--by", default=who, help="who decides, unless the page names someone (default: %(default)s)")
+    cmd.set_defaults(fn=cmd_console)
+
+
+def token() -> str | None:
+    secret = ClientSettings.load().console_token
+    return secret.get_secret_value() if secret is not None else None
+
+
+def check(args: argparse.Namespace) -> None:
+    """Before connecting to anything: a console beyond this machine needs its token."""
+    if not 0 < args.port < 65536:
+        raise UsageError("--port must be 1-65535")
+    try:
+        check_start(args.host, token())
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+
+
+def link(host: str, port: int, secret: str | None) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/" + (f"?token={secret}" if secret else "")
+
+
+async def cmd_console(client: Client, args: argparse.Namespace) -> int:
+    check(args)
+    secret = token()
+    app = build_app(client, by=args.by, task_queue=args.task_queue, token=secret, loopback=is_loopback(args.host))
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    print(f"console: {link(args.host, args.port, secret)}", flush=True)
+    await server.serve()
+    return 0

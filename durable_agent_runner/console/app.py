@@ -1,0 +1,296 @@
+"""The console's routes: pages (GET), live streams (GET, SSE) and actions (POST with the CSRF
+token). Every refusal is one line and a 4xx: an unknown run 404, a form that is too large 413,
+not UTF-8 or not valid 400, a call no longer waiting or a run that refused 409, no worker 503.
+Never a stack trace: anything unexpected is one line and a 500."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from temporalio.client import Client
+
+from durable_agent_runner.cli import debug
+from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.cli.session import NoWorker, SessionError
+from durable_agent_runner.console import data, sse, views, views_run
+from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
+
+MAX_ID = 1000
+MAX_ARG_DEPTH = 32
+
+
+class Console:
+    """The console's state: the Temporal client, who decides by default, the CSRF token."""
+
+    def __init__(self, client: Client, *, by: str, task_queue: str) -> None:
+        self.client = client
+        self.by = by
+        self.task_queue = task_queue
+        self.csrf = new_csrf()
+        self.inbox = data.Inbox()
+        self.streams = 0
+
+    def page(self, title: str, body: str, stream: str = "") -> HTMLResponse:
+        return HTMLResponse(views.page(title, body, self.csrf, self.by, stream))
+
+    def refusal(self, request: Request, status: int, message: str) -> Response:
+        if "application/json" in request.headers.get("accept", ""):
+            return JSONResponse({"ok": False, "message": message}, status)
+        return HTMLResponse(views.message_page("Refused", message, self.csrf, self.by), status)
+
+    # ------------------------------------------------------------------------------ pages
+
+    async def runs(self, request: Request) -> Response:
+        q = request.query_params
+        filters = {"phase": q.get("phase", ""), "agent": q.get("agent", ""), "waiting": q.get("waiting", "")}
+        query = data.runs_query(filters["phase"], filters["agent"], bool(filters["waiting"]))
+        rows, next_token = await data.runs_page(self.client, query, q.get("page", "")[:4096])
+        return self.page("Runs", views.runs_body(rows, filters, next_token))
+
+    async def inbox_page(self, request: Request) -> Response:
+        calls = await self.inbox.read(self.client)
+        return self.page("Inbox", views.inbox_body(calls), stream="/inbox/events")
+
+    async def run_page(self, request: Request) -> Response:
+        run_id = _run_id(request)
+        view = await data.run_view(self.client, run_id)
+        stream = "" if view.status["status"] in views_run.ENDED else f"{quote(run_id, safe='')}/events"
+        stream = f"/runs/{stream}?since={view.next_event}" if stream else ""
+        return self.page(f"Run {run_id}", views_run.run_body(view), stream=stream)
+
+    # ---------------------------------------------------------------------------- streams
+
+    def _stream(self, source: Any) -> Response:
+        if self.streams >= sse.MAX_STREAMS:
+            return Response("too many live pages open: close some and reload", 503)
+
+        async def counted() -> Any:
+            self.streams += 1
+            try:
+                async for chunk in source:
+                    yield chunk
+            finally:
+                self.streams -= 1
+
+        headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+        return StreamingResponse(counted(), media_type="text/event-stream", headers=headers)
+
+    async def inbox_events(self, request: Request) -> Response:
+        return self._stream(sse.inbox_stream(self.client, self.inbox))
+
+    async def run_events(self, request: Request) -> Response:
+        since = request.query_params.get("since", "0")
+        if not since.isdigit() or len(since) > 9:
+            raise Refused(400, "since must be a whole number")
+        return self._stream(sse.run_stream(self.client, _run_id(request), int(since)))
+
+    # ---------------------------------------------------------------------------- actions
+
+    async def decide(self, request: Request) -> Response:
+        form = await read_form(request, self.csrf)
+        verdict = form.get("verdict", "")
+        if verdict not in ("approve", "reject"):
+            raise Refused(400, "verdict must be approve or reject")
+        reason = form.get("reason", "").strip()
+        if verdict == "reject" and not reason:
+            raise Refused(400, "give a reason to reject: the model is told it")
+        receipt = await data.decide_call(
+            self.client,
+            _run_id(request),
+            _call_id(request),
+            approve=verdict == "approve",
+            by=self._by(form),
+            reason=reason,
+        )
+        self.inbox.forget()
+        return _done(f"{receipt.call_id} {'approved' if receipt.approved else 'rejected'} by {self._by(form)}")
+
+    async def edit_args(self, request: Request) -> Response:
+        form = await read_form(request, self.csrf)
+        arguments = edited_arguments(form)
+        receipt = await data.decide_call(
+            self.client, _run_id(request), _call_id(request), approve=True, by=self._by(form), arguments=arguments
+        )
+        self.inbox.forget()
+        return _done(f"{receipt.call_id} approved with edited arguments by {self._by(form)}")
+
+    async def send(self, request: Request) -> Response:
+        form = await read_form(request, self.csrf)
+        text = form.get("text", "")
+        if not text.strip():
+            raise Refused(400, "the message is empty")
+        if len(text) > t.MAX_MESSAGE_CHARS:
+            raise Refused(413, f"the message is longer than {t.MAX_MESSAGE_CHARS:,} characters")
+        receipt = await data.send(self.client, _run_id(request), text, self._by(form))
+        return _done(f"message {receipt.message} sent" + (f" ({receipt.queued} ahead)" if receipt.queued else ""))
+
+    async def pause(self, request: Request) -> Response:
+        form = await read_form(request, self.csrf)
+        status = await data.pause(self.client, _run_id(request), self._by(form), form.get("reason", "")[:1000])
+        return _done(f"pauses at its next safe point (now: {status.phase}, turn {status.turn})")
+
+    async def resume(self, request: Request) -> Response:
+        form = await read_form(request, self.csrf)
+        await data.resume(self.client, _run_id(request), self._by(form))
+        return _done(f"resumed by {self._by(form)}")
+
+    async def edit(self, request: Request) -> Response:
+        form = await read_form(request, self.csrf)
+        receipt = await data.edit(self.client, _run_id(request), run_edit(form, self._by(form)))
+        return _done(f"{receipt.summary} ({receipt.items} items now)")
+
+    async def fork(self, request: Request) -> Response:
+        form = await read_form(request, self.csrf)
+        at = form.get("at_turn", "")
+        if not at.isdigit() or len(at) > 9:
+            raise Refused(400, "fork at turn N: a whole number from 1")
+        new_id = await data.fork(self.client, _run_id(request), int(at), form.get("prompt", "")[:4000], self.task_queue)
+        return _done(f"forked as {new_id}", redirect=f"/runs/{quote(new_id, safe='')}")
+
+    def _by(self, form: dict[str, str]) -> str:
+        return (form.get("by") or "").strip()[:200] or self.by
+
+
+def _run_id(request: Request) -> str:
+    run_id = str(request.path_params["run_id"])
+    if not run_id or len(run_id) > MAX_ID or not run_id.isprintable():
+        raise Refused(400, f"a run id is 1-{MAX_ID} printable characters")
+    return run_id
+
+
+def _call_id(request: Request) -> str:
+    call_id = str(request.path_params["call_id"])
+    if not call_id or len(call_id) > 200 or not call_id.isprintable():
+        raise Refused(400, "a call id is 1-200 printable characters")
+    return call_id
+
+
+def _done(message: str, redirect: str | None = None) -> Response:
+    return JSONResponse({"ok": True, "message": message, "redirect": redirect})
+
+
+def _json(text: str, name: str) -> Any:
+    try:
+        return parse_json(text, max_depth=MAX_ARG_DEPTH)
+    except OutsideDataError as err:
+        raise Refused(400, f"{name}: not valid JSON ({err})") from None
+
+
+def edited_arguments(form: dict[str, str]) -> dict[str, Any]:
+    """The edit form's fields (`KIND.NAME`, views.PREFIX) as the call's arguments; an empty field
+    is left out. Whether they fit the tool's schema is the run's to say (its validator)."""
+    if "arguments" in form:
+        value = _json(form["arguments"], "arguments")
+        if not isinstance(value, dict):
+            raise Refused(400, "arguments must be a JSON object")
+        return value
+    out: dict[str, Any] = {}
+    for key, raw in form.items():
+        kind, _, name = key.partition(".")
+        if not name or kind not in ("int", "num", "str", "bool", "json") or (raw == "" and kind != "str"):
+            continue
+        if kind == "int":
+            try:
+                out[name] = int(raw.strip())
+            except ValueError:
+                raise Refused(400, f"{name}: {raw[:40]!r} is not a whole number") from None
+        elif kind == "num":
+            try:
+                number = float(raw.strip())
+            except ValueError:
+                number = math.nan
+            if not math.isfinite(number):
+                raise Refused(400, f"{name}: {raw[:40]!r} is not a number")
+            out[name] = number
+        elif kind == "bool":
+            out[name] = raw == "true"
+        elif kind == "json":
+            out[name] = _json(raw, name)
+        else:
+            out[name] = raw
+    return out
+
+
+def run_edit(form: dict[str, str], by: str) -> t.Edit:
+    """One edit of a paused run from the form, as `client.py edit` builds it (debug.edit_of)."""
+    op = form.get("op", "")
+    ns: dict[str, Any] = {name: None for name in ("text", "drop", "insert", "args", "drop_call", "agent")}
+    text, index, call_id = form.get("text", ""), form.get("index", "").strip(), form.get("call_id", "").strip()
+    if op == "text":
+        ns["text"] = [index, text]
+    elif op == "drop":
+        if not index.isdigit() or len(index) > 9:
+            raise Refused(400, "drop: an item index is a whole number from 0")
+        ns["drop"] = int(index)
+    elif op == "insert":
+        ns["insert"] = [index, form.get("role", "user"), text]
+    elif op == "args":
+        ns["args"] = [call_id, text]
+    elif op == "drop_call":
+        ns["drop_call"] = call_id
+    elif op == "agent":
+        ns["agent"] = form.get("agent", "").strip()
+    else:
+        raise Refused(400, "edit must be one of text, drop, insert, args, drop_call, agent")
+    return debug.edit_of(argparse.Namespace(**ns, by=by))
+
+
+def build_app(client: Client, *, by: str, task_queue: str, token: str | None, loopback: bool) -> Any:
+    console = Console(client, by=by, task_queue=task_queue)
+
+    def guarded(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            try:
+                return await fn(request)
+            except Refused as err:
+                return console.refusal(request, err.status, err.message)
+            except data.NotFound as err:
+                return console.refusal(request, 404, str(err))
+            except UsageError as err:
+                status = 404 if str(err).startswith("no run with id") else 409
+                return console.refusal(request, status, str(err))
+            except SessionError as err:
+                status = 404 if str(err).startswith("no run with id") else 409
+                return console.refusal(request, status, str(err))
+            except NoWorker as err:
+                return console.refusal(request, 503, str(err))
+            except ValidationError as err:
+                first = err.errors()[0]
+                where = ".".join(str(x) for x in first["loc"])
+                return console.refusal(request, 400, f"{where}: {first['msg']}")
+            except Exception as err:  # one line, never a trace
+                return console.refusal(
+                    request, 500, f"the console could not do that: {type(err).__name__}: {err}"[:500]
+                )
+
+        return handle
+
+    c = console
+    routes = [
+        Route("/", guarded(c.runs)),
+        Route("/inbox", guarded(c.inbox_page)),
+        Route("/inbox/events", guarded(c.inbox_events)),
+        Route("/runs/{run_id}", guarded(c.run_page)),
+        Route("/runs/{run_id}/events", guarded(c.run_events)),
+        Route("/runs/{run_id}/calls/{call_id}/decide", guarded(c.decide), methods=["POST"]),
+        Route("/runs/{run_id}/calls/{call_id}/edit", guarded(c.edit_args), methods=["POST"]),
+        Route("/runs/{run_id}/send", guarded(c.send), methods=["POST"]),
+        Route("/runs/{run_id}/pause", guarded(c.pause), methods=["POST"]),
+        Route("/runs/{run_id}/resume", guarded(c.resume), methods=["POST"]),
+        Route("/runs/{run_id}/edit", guarded(c.edit), methods=["POST"]),
+        Route("/runs/{run_id}/fork", guarded(c.fork), methods=["POST"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.console = console
+    return Guard(app, token=token, loopback=loopback)

@@ -1,0 +1,353 @@
+"""What the console reads and does, in one module: the same calls the CLI makes (its list row,
+its status, its decision, its session message, its pause / resume / edit / fork), so a person
+sees and does here exactly what `client.py` would. Another front end (the Python client API)
+can take this module's place later without touching the pages.
+
+Every read is bounded: the runs page asks the server's visibility store for one page, the inbox
+asks it for the runs whose AgentPendingApprovals is above zero and queries at most INBOX_RUNS of
+them, and a run's page shows at most MAX_MESSAGES messages and MAX_EVENTS events."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, get_args
+
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent_runner.cli import debug
+from durable_agent_runner.cli.common import UsageError, existing, ui_url
+from durable_agent_runner.cli.decisions import decide
+from durable_agent_runner.cli.runs import run_row
+from durable_agent_runner.cli.session import send_message
+from durable_agent_runner.cli.status import gather_status
+from durable_agent_runner.cli.watch import events_since
+from durable_agent_runner.workflows import types as t
+
+PHASES: tuple[str, ...] = get_args(t.Phase)
+PAGE_SIZE = 50  # runs per page
+INBOX_RUNS = 200  # runs with waiting calls the inbox reads, newest first
+QUERY_TIMEOUT = timedelta(seconds=2)  # one run's live state; a run no worker answers for is left out
+READERS = 8  # queries in flight at once
+MAX_MESSAGES = 300  # of a transcript, the last ones shown
+MAX_EVENTS = 2000  # of a run's events, read for its waterfall
+MAX_CHILDREN = 50
+INBOX_TTL = 0.3  # seconds an inbox read is shared by every open inbox
+WAIT = 10.0  # seconds a worker has to take an action
+
+
+class NotFound(Exception):
+    """No run with that id: 404."""
+
+
+@dataclass
+class Waiting:
+    """One call waiting for a person, with what the inbox shows of it."""
+
+    run_id: str
+    agent: str
+    call: t.PendingApproval
+    schema: dict[str, Any] = field(default_factory=dict)  # the tool's JSON schema: the edit form
+    timeout: float | None = None  # the agent's approval timeout, seconds
+    outcome: str = "reject"  # what the timeout does
+
+    @property
+    def key(self) -> str:
+        return f"{self.run_id}/{self.call.call_id}"
+
+    @property
+    def deadline(self) -> datetime | None:
+        return self.call.since + timedelta(seconds=self.timeout) if self.timeout else None
+
+
+# ------------------------------------------------------------------------------------ runs
+
+
+def runs_query(phase: str = "", agent: str = "", waiting: bool = False) -> str:
+    """The visibility query for the runs page's filters (each value checked, then quoted)."""
+    parts = [f'WorkflowType="{t.WORKFLOW_NAME}"']
+    if phase:
+        if phase not in PHASES:
+            raise UsageError(f"phase must be one of {', '.join(PHASES)}")
+        parts.append(f"{t.SA_PHASE.name}={json.dumps(phase)}")
+    if agent:
+        if len(agent) > 200 or not agent.isprintable():
+            raise UsageError("agent must be a name of at most 200 printable characters")
+        parts.append(f"{t.SA_AGENT.name}={json.dumps(agent)}")
+    if waiting:
+        parts.append(f'ExecutionStatus="Running" AND {t.SA_PENDING.name} > 0')
+    return " AND ".join(parts)
+
+
+def _token(text: str) -> bytes | None:
+    if not text:
+        return None
+    try:
+        token = base64.urlsafe_b64decode(text.encode("ascii"))
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise UsageError("that page link is not one this console made") from None
+    return token
+
+
+async def runs_page(
+    client: Client, query: str, token: str = "", page_size: int = PAGE_SIZE
+) -> tuple[list[dict[str, Any]], str]:
+    """One page of runs (the server's order) and the link token of the next page ("" if none)."""
+    pages = client.list_workflows(query, page_size=page_size, next_page_token=_token(token), rpc_timeout=QUERY_TIMEOUT)
+    try:
+        await pages.fetch_next_page()
+    except RPCError as err:
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise UsageError(f"Temporal refused the query: {err.message}") from None
+        raise
+    rows = []
+    for wf in pages.current_page or []:
+        row = run_row(wf)
+        row["ui_url"] = ui_url(wf.id)
+        rows.append(row)
+    await _waiting_calls(client, [r for r in rows if r["pending_approvals"] and r["status"] == "running"])
+    nxt = pages.next_page_token
+    return rows, base64.urlsafe_b64encode(nxt).decode() if nxt else ""
+
+
+async def _waiting_calls(client: Client, rows: list[dict[str, Any]]) -> None:
+    """Each row's waiting calls' names (`tool (call id)`), read live."""
+
+    async def one(row: dict[str, Any]) -> None:
+        status = await _status(client, row["run_id"])
+        row["waiting"] = [f"{p.tool} ({p.call_id})" for p in status.pending_approvals] if status else []
+
+    await _bounded([one(r) for r in rows])
+
+
+async def _bounded(jobs: list[Any]) -> None:
+    gate = asyncio.Semaphore(READERS)
+
+    async def run(job: Any) -> None:
+        async with gate:
+            await job
+
+    await asyncio.gather(*(run(j) for j in jobs))
+
+
+async def _status(client: Client, run_id: str) -> t.RunStatus | None:
+    try:
+        status: t.RunStatus = await client.get_workflow_handle(run_id).query(
+            t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT
+        )
+    except (RPCError, WorkflowQueryFailedError):
+        return None
+    return status
+
+
+# ----------------------------------------------------------------------------------- inbox
+
+_specs: OrderedDict[str, t.AgentSpec | None] = OrderedDict()  # run id → its frozen agent (with its team)
+
+
+async def agent_spec(client: Client, run_id: str) -> t.AgentSpec | None:
+    """The run's frozen first agent and team, read once per run (the transcript query from past
+    its end carries the agent and no message)."""
+    if run_id in _specs:
+        return _specs[run_id]
+    try:
+        answer: t.Transcript = await client.get_workflow_handle(run_id).query(
+            t.TRANSCRIPT_QUERY, t.TranscriptQuery(start=10**9), result_type=t.Transcript, rpc_timeout=QUERY_TIMEOUT
+        )
+    except (RPCError, WorkflowQueryFailedError):
+        return None
+    _specs[run_id] = answer.agent
+    while len(_specs) > 1000:
+        _specs.popitem(last=False)
+    return answer.agent
+
+
+def find_agent(spec: t.AgentSpec | None, name: str | None) -> t.AgentSpec | None:
+    if spec is None:
+        return None
+    return next((a for a in [spec, *spec.team] if a.name == name), spec)
+
+
+def find_tool(spec: t.AgentSpec | None, name: str) -> t.ToolSpec | None:
+    for agent in [spec, *spec.team] if spec else []:
+        for tool in agent.tools:
+            if tool.name == name:
+                return tool
+    return None
+
+
+async def waiting_in(client: Client, run_id: str, status: t.RunStatus | None = None) -> list[Waiting]:
+    """The calls waiting for a person in one run, with their tools' schemas and timeouts."""
+    status = status or await _status(client, run_id)
+    if status is None or not status.pending_approvals or status.status in ("completed", "failed", "cancelled"):
+        return []
+    spec = await agent_spec(client, run_id)
+    agent = find_agent(spec, status.agent)
+    out = []
+    for call in status.pending_approvals:
+        tool = find_tool(spec, call.tool)
+        out.append(
+            Waiting(
+                run_id=run_id,
+                agent=status.agent or "?",
+                call=call,
+                schema=tool.parameters if tool else {},
+                timeout=agent.approval_timeout_seconds if agent else None,
+                outcome=agent.approval_timeout_outcome if agent else "reject",
+            )
+        )
+    return out
+
+
+class Inbox:
+    """Every call waiting for a person, across runs, oldest first. One read serves every open
+    inbox for INBOX_TTL seconds; a decision made here makes the next read fresh."""
+
+    def __init__(self) -> None:
+        self._read: tuple[float, list[Waiting]] | None = None
+        self._lock: asyncio.Lock | None = None
+
+    async def read(self, client: Client) -> list[Waiting]:
+        self._lock = self._lock or asyncio.Lock()
+        async with self._lock:
+            if self._read is not None and time.monotonic() - self._read[0] < INBOX_TTL:
+                return self._read[1]
+            found: list[Waiting] = []
+            ids = [wf.id async for wf in client.list_workflows(runs_query(waiting=True), limit=INBOX_RUNS)]
+
+            async def one(run_id: str) -> None:
+                found.extend(await waiting_in(client, run_id))
+
+            await _bounded([one(i) for i in ids])
+            found.sort(key=lambda w: (w.call.since, w.key))
+            self._read = (time.monotonic(), found)
+            return found
+
+    def forget(self) -> None:
+        self._read = None
+
+
+# ------------------------------------------------------------------------------- a run
+
+
+@dataclass
+class RunView:
+    status: dict[str, Any]
+    messages: list[tuple[int, t.Message]]  # (index, message), the last MAX_MESSAGES
+    hidden: int  # earlier messages not shown
+    events: list[t.RunEvent]
+    next_event: int
+    children: list[dict[str, Any]]
+    parent: str | None
+    waiting: list[Waiting]
+    live: bool  # a worker answered its queries
+
+
+async def run_view(client: Client, run_id: str) -> RunView:
+    try:
+        handle, desc = await existing(client, run_id)
+    except UsageError:
+        raise NotFound(f"no run with id '{run_id}'") from None
+    status = await gather_status(client, handle, desc)
+    live = "note" not in status
+    messages: list[tuple[int, t.Message]] = []
+    hidden = 0
+    events: list[t.RunEvent] = []
+    if live:
+        try:
+            transcript: t.Transcript = await handle.query(
+                t.TRANSCRIPT_QUERY, t.TranscriptQuery(), result_type=t.Transcript, rpc_timeout=QUERY_TIMEOUT
+            )
+            hidden = max(len(transcript.messages) - MAX_MESSAGES, 0)
+            messages = list(enumerate(transcript.messages))[hidden:]
+            events = await read_events(client, run_id, 0)
+        except (RPCError, WorkflowQueryFailedError):
+            live = False
+    waiting = await waiting_in(client, run_id) if live and status.get("pending_approvals") else []
+    return RunView(
+        status=status,
+        messages=messages,
+        hidden=hidden,
+        events=events,
+        next_event=follow_from(events),
+        children=await children_of(client, run_id),
+        parent=desc.parent_id,
+        waiting=waiting,
+        live=live,
+    )
+
+
+def follow_from(events: list[t.RunEvent]) -> int:
+    """Where a live page follows the run from: after its last event, or at the model call still in
+    flight (the follower learns from that event that text streams)."""
+    for ev in reversed(events):
+        if ev.kind == "model_finished":
+            break
+        if ev.kind == "model_started":
+            return ev.seq
+    return events[-1].seq + 1 if events else 0
+
+
+async def read_events(client: Client, run_id: str, since: int) -> list[t.RunEvent]:
+    out: list[t.RunEvent] = []
+    while len(out) < MAX_EVENTS:
+        page = await events_since(client, run_id, since)
+        if not page.events:
+            break
+        out.extend(page.events)
+        since = page.events[-1].seq + 1
+    return out[:MAX_EVENTS]
+
+
+async def children_of(client: Client, run_id: str, depth: int = 2) -> list[dict[str, Any]]:
+    """The runs this one started (agents as tools), with theirs, `depth` levels down."""
+    query = f'ParentWorkflowId={json.dumps(run_id)} AND WorkflowType="{t.WORKFLOW_NAME}"'
+    out = []
+    try:
+        async for wf in client.list_workflows(query, limit=MAX_CHILDREN, rpc_timeout=QUERY_TIMEOUT):
+            row = run_row(wf)
+            row["children"] = await children_of(client, wf.id, depth - 1) if depth > 1 else []
+            out.append(row)
+    except RPCError:
+        return []
+    return out
+
+
+# ------------------------------------------------------------------------------ actions
+
+
+async def decide_call(
+    client: Client, run_id: str, call_id: str, *, approve: bool, by: str, reason: str = "", arguments: Any = None
+) -> t.DecisionReceipt:
+    decision = t.ApprovalDecision(
+        call_id=call_id, approve=approve, arguments=arguments, reason="" if approve else reason, by=by
+    )
+    return await decide(client, run_id, decision, WAIT)
+
+
+async def send(client: Client, run_id: str, text: str, by: str) -> t.MessageReceipt:
+    return await send_message(client, run_id, text, by=by, wait=WAIT)
+
+
+async def pause(client: Client, run_id: str, by: str, reason: str) -> t.RunStatus:
+    return await debug.pause_run(client, run_id, by=by, reason=reason, wait=WAIT)
+
+
+async def resume(client: Client, run_id: str, by: str) -> t.RunStatus:
+    return await debug.resume_run(client, run_id, by=by, wait=WAIT)
+
+
+async def edit(client: Client, run_id: str, change: t.Edit) -> t.EditReceipt:
+    return await debug.edit_run(client, run_id, change)
+
+
+async def fork(client: Client, run_id: str, at_turn: int, prompt: str, task_queue: str) -> str:
+    new_id, _, _ = await debug.fork_run(client, run_id, at_turn, prompt or None, None, task_queue)
+    return new_id

@@ -1,0 +1,148 @@
+"""Live updates by server-sent events: the inbox's waiting calls, and a run's story as it happens.
+
+Each stream polls on the server, every POLL seconds, and is bounded: at most MAX_STREAMS open at
+once, each at most LIFETIME seconds (the browser's EventSource then reconnects by itself). A
+call decided anywhere (here, the CLI, a signal) leaves every open page at the next poll.
+
+A run's stream follows it as `client.py watch` does (cli/watch.py: its events, and the streamed
+text of the model call in flight, with the same handling of retried calls), and re-renders the
+parts of the page that changed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from temporalio.client import Client
+
+from durable_agent_runner.cli.watch import Closed, Gap, Printer, follow
+from durable_agent_runner.console import data, views, views_run
+from durable_agent_runner.workflows import types as t
+
+POLL = 0.5  # seconds between reads
+LIFETIME = 1800.0  # seconds a stream stays open
+KEEPALIVE = 15.0  # seconds between comments on a quiet stream
+MAX_STREAMS = 64
+
+
+def frame(event: str, payload: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(payload, ensure_ascii=False, default=str)}\n\n"
+
+
+def calls_update(calls: list[data.Waiting], shown: set[str], with_run: bool) -> dict[str, Any]:
+    return {
+        "keys": [w.key for w in calls],
+        "rows": {w.key: views.call_row(w, with_run=with_run) for w in calls if w.key not in shown},
+    }
+
+
+async def inbox_stream(client: Client, inbox: data.Inbox) -> AsyncIterator[str]:
+    shown: list[str] | None = None
+    clock = asyncio.get_running_loop().time
+    began = quiet = clock()
+    while clock() - began < LIFETIME:
+        try:
+            calls = await inbox.read(client)
+        except Exception:  # Temporal restarting: keep the page as it is and ask again
+            calls = None
+        if calls is not None and [w.key for w in calls] != shown:
+            yield frame("calls", calls_update(calls, set(shown or []), with_run=True))
+            shown, quiet = [w.key for w in calls], clock()
+        elif clock() - quiet > KEEPALIVE:
+            yield ": still here\n\n"
+            quiet = clock()
+        await asyncio.sleep(POLL)
+
+
+async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[str]:
+    """The run page's updates from event `since` on, until the run ends (then `end`)."""
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
+
+    async def pump() -> None:
+        async for item in follow(client, run_id, since):
+            await queue.put(item)
+
+    follower = asyncio.create_task(pump())
+    printer = Printer(run_id, as_json=True, out=io.StringIO())
+    clock = asyncio.get_running_loop().time
+    began = polled = clock()
+    dirty, ended = False, False
+    shown_calls: list[str] = []
+    shown_controls = None
+    last: tuple[Any, ...] | None = None
+    try:
+        while clock() - began < LIFETIME and not ended:
+            try:
+                item = await asyncio.wait_for(queue.get(), POLL)
+            except TimeoutError:
+                item = None
+            if isinstance(item, t.ModelProgress):
+                for line in _printed(printer, lambda p=item: printer.delta(p)):
+                    yield frame(line["type"], {"text": line.get("text", "")})
+            elif isinstance(item, t.RunEvent):
+                printer.event(item)
+                dirty = True
+                if item.kind == "model_finished":
+                    yield frame("discard", {})
+                ended = item.kind in ("failed", "cancelled", "ended") or (item.kind == "final" and not _session(last))
+            elif isinstance(item, Closed):
+                dirty = ended = True
+            elif isinstance(item, Gap):
+                continue
+            if clock() - polled < POLL and not ended:
+                continue
+            polled = clock()
+            status = await data._status(client, run_id)
+            now = (
+                (status.status, status.phase, status.turn, bool(status.paused), status.session is not None)
+                if status
+                else None
+            )
+            if now != last:
+                dirty, last = True, now
+            if not dirty:
+                keys = [f"{run_id}/{p.call_id}" for p in status.pending_approvals] if status else shown_calls
+                if keys != shown_calls:
+                    calls = await data.waiting_in(client, run_id, status)
+                    yield frame("calls", calls_update(calls, set(shown_calls), with_run=False))
+                    shown_calls = [w.key for w in calls]
+                continue
+            dirty = False
+            try:
+                view = await data.run_view(client, run_id)
+            except Exception:  # a read that failed: the next poll tries again
+                dirty = True
+                continue
+            yield frame("calls", calls_update(view.waiting, set(shown_calls), with_run=False))
+            shown_calls = [w.key for w in view.waiting]
+            yield frame("section", {"id": "facts", "html": views_run.facts(view)})
+            yield frame("section", {"id": "story", "html": views_run.story(view)})
+            controls = views_run.controls(view)
+            if controls != shown_controls:  # only when they change: a half-typed edit stays
+                yield frame("section", {"id": "controls", "html": controls})
+                shown_controls = controls
+            ended = ended or view.status["status"] in views_run.ENDED
+        if ended:
+            yield frame("end", {})
+    finally:
+        follower.cancel()
+        with contextlib.suppress(BaseException):
+            await follower
+
+
+def _session(last: tuple[Any, ...] | None) -> bool:
+    return bool(last and last[4])
+
+
+def _printed(printer: Printer, act: Any) -> list[dict[str, Any]]:
+    """What the watcher's printer made of one step (its JSON lines), read back."""
+    out = printer.out
+    assert isinstance(out, io.StringIO)
+    out.seek(0)
+    out.truncate()
+    act()
+    return [json.loads(line) for line in out.getvalue().splitlines() if line]

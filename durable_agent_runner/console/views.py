@@ -1,0 +1,167 @@
+"""The console's pages, rendered on the server as HTML (no template engine, no Node build): the
+layout, the runs list and the inbox, with the controls of a waiting call that the run's page
+shares. Every value from a run passes through `h` (escaped) on its way into a page."""
+
+from __future__ import annotations
+
+import html
+import json
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from durable_agent_runner.console.assets import CSS, JS
+from durable_agent_runner.console.data import PHASES, Waiting
+
+FOLD = 300  # characters shown before a long text folds
+# An edited argument's form field is named `KIND.NAME`: how the console reads it back (see app.py).
+PREFIX = {"integer": "int", "number": "num", "string": "str", "boolean": "bool"}
+
+
+def h(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def run_link(run_id: str) -> str:
+    return f'<a href="/runs/{quote(run_id, safe="")}">{h(run_id)}</a>'
+
+
+def when(value: datetime | str | None) -> str:
+    if value is None:
+        return ""
+    stamp = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return stamp.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def folded(text: str, limit: int = FOLD) -> str:
+    """Text, folded into a <details> past `limit` characters."""
+    if len(text) <= limit:
+        return f'<pre class="text">{h(text)}</pre>'
+    head = f'<summary><pre class="text">{h(text[:limit])}…</pre></summary>'
+    return f'<details>{head}<pre class="text">{h(text)}</pre></details>'
+
+
+def pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def page(title: str, body: str, csrf: str, by: str, stream: str = "") -> str:
+    data = f' data-stream="{h(stream)}"' if stream else ""
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{h(title)} · agent console</title>
+<meta name="csrf" content="{h(csrf)}"><meta name="viewport" content="width=device-width">
+<style>{CSS}</style></head>
+<body{data}><header><nav><a href="/">Runs</a> <a href="/inbox">Inbox</a></nav>
+<label class="by">Deciding as <input id="by" name="by" value="{h(by)}" maxlength="200"></label></header>
+<main><h1>{h(title)}</h1>{body}</main><script>{JS}</script></body></html>"""
+
+
+def message_page(title: str, message: str, csrf: str, by: str, back: str = "/") -> str:
+    return page(title, f'<p class="refusal">{h(message)}</p><p><a href="{h(back)}">back</a></p>', csrf, by)
+
+
+# ------------------------------------------------------------------------------------ runs
+
+
+def runs_body(rows: list[dict[str, Any]], filters: dict[str, str], next_token: str) -> str:
+    phase = filters.get("phase", "")
+    options = "".join(f'<option value="{p}"{" selected" if p == phase else ""}>{p}</option>' for p in ("", *PHASES))
+    waiting = " checked" if filters.get("waiting") else ""
+    form = f"""<form class="filters" method="get" action="/">
+<label>Phase <select name="phase">{options}</select></label>
+<label>Agent <input name="agent" value="{h(filters.get("agent", ""))}" maxlength="200"></label>
+<label><input type="checkbox" name="waiting" value="1"{waiting}> Waiting for me</label>
+<button>Filter</button></form>"""
+    if not rows:
+        return form + '<p class="empty">No runs match.</p>'
+    head = "<tr><th>Run</th><th>Agent</th><th>Phase</th><th>Turn</th><th>Tokens</th><th>Cost</th>"
+    head += "<th>Started</th><th>Waiting</th><th></th></tr>"
+    body = "".join(_run_row(r) for r in rows)
+    more = ""
+    if next_token:
+        query = urlencode({**{k: v for k, v in filters.items() if v}, "page": next_token})
+        more = f'<p><a class="next" href="/?{h(query)}">Older runs →</a></p>'
+    return f'{form}<table class="runs">{head}{body}</table>{more}'
+
+
+def _run_row(r: dict[str, Any]) -> str:
+    waiting = ", ".join(r.get("waiting", [])) or (f"{r['pending_approvals']} call(s)" if r["pending_approvals"] else "")
+    if waiting and r["status"] == "running":
+        waiting = f'<a href="/inbox">{h(waiting)}</a>'
+    phase = r["phase"] or r["status"]
+    return (
+        f'<tr data-run="{h(r["run_id"])}"><td>{run_link(r["run_id"])}</td><td>{h(r["agent"] or "")}</td>'
+        f'<td><span class="phase {h(phase)}">{h(phase)}</span></td><td>{r["turn"]}</td><td>{r["total_tokens"]}</td>'
+        f"<td>${r['cost_usd']:.4f}</td><td>{when(r['started_at'])}</td>"
+        f"<td>{waiting if r['status'] == 'running' else ''}</td>"
+        f'<td><a href="{h(r["ui_url"])}" title="its history in the Temporal Web UI">Web UI</a></td></tr>'
+    )
+
+
+# ----------------------------------------------------------------------------------- inbox
+
+
+def inbox_body(calls: list[Waiting]) -> str:
+    rows = "".join(call_row(w, with_run=True) for w in calls)
+    empty = '<p class="empty" id="none"' + (" hidden" if calls else "") + ">Nothing is waiting for a person.</p>"
+    return f'{empty}<div class="calls" id="calls">{rows}</div>'
+
+
+def call_row(w: Waiting, with_run: bool = False) -> str:
+    """One waiting call with its controls: Approve, Reject with a Reason, Edit arguments."""
+    run = quote(w.run_id, safe="")
+    call = quote(w.call.call_id, safe="")
+    action = f"/runs/{run}/calls/{call}"
+    timeout = "waits as long as it takes"
+    if w.deadline is not None:
+        timeout = f"times out at {when(w.deadline)} ({w.outcome}s after {w.timeout:g} s)"
+    where = f"run {run_link(w.run_id)} · agent {h(w.agent)} · " if with_run else ""
+    return f"""<section class="call" data-call="{h(w.key)}">
+<h3><code>{h(w.call.tool)}</code> <small>{h(w.call.call_id)} · turn {w.call.turn}</small></h3>
+<p class="meta">{where}waiting since {when(w.call.since)} · {h(timeout)}</p>
+<pre class="args">{h(pretty(w.call.arguments))}</pre>
+<form class="act decide" method="post" action="{action}/decide">
+<label>Reason <input name="reason" maxlength="4000" placeholder="told to the model when you reject"></label>
+<button name="verdict" value="approve" class="approve">Approve</button>
+<button name="verdict" value="reject" class="reject">Reject</button>
+<span class="msg" role="status"></span></form>
+<details class="edit"><summary>Edit arguments</summary>{edit_form(w, action)}</details>
+</section>"""
+
+
+def edit_form(w: Waiting, action: str) -> str:
+    """A form built from the tool's JSON schema: a field per property, typed; others as JSON."""
+    props = w.schema.get("properties") if isinstance(w.schema.get("properties"), dict) else None
+    required = set(w.schema.get("required") or []) if isinstance(w.schema.get("required"), list) else set()
+    fields = []
+    if props:
+        for name, spec in props.items():
+            kind = spec.get("type") if isinstance(spec, dict) else None
+            value = w.call.arguments.get(name)
+            label = f"{h(name)}{' *' if name in required else ''}"
+            desc = spec.get("description", "") if isinstance(spec, dict) else ""
+            title = f' title="{h(desc)}"' if desc else ""
+            field = f"{PREFIX.get(str(kind), 'json')}.{h(name)}"
+            if kind == "boolean":
+                opts = "".join(
+                    f'<option value="{v}"{" selected" if str(value).lower() == v else ""}>{v}</option>'
+                    for v in ("", "true", "false")
+                )
+                fields.append(f'<label{title}>{label} <select name="{field}">{opts}</select></label>')
+            elif kind in ("integer", "number", "string"):
+                step = ' inputmode="numeric"' if kind != "string" else ""
+                shown = "" if value is None else value
+                fields.append(f'<label{title}>{label} <input name="{field}" value="{h(shown)}"{step}></label>')
+            else:
+                shown = "" if value is None else pretty(value)
+                fields.append(
+                    f'<label{title}>{label} (JSON) <textarea name="json.{h(name)}">{h(shown)}</textarea></label>'
+                )
+    else:
+        fields.append(
+            f'<label>arguments (JSON) <textarea name="arguments">{h(pretty(w.call.arguments))}</textarea></label>'
+        )
+    return (
+        f'<form class="act edit-args" method="post" action="{action}/edit">{"".join(fields)}'
+        '<button class="approve">Approve with these arguments</button><span class="msg" role="status"></span></form>'
+    )

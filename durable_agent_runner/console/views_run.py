@@ -1,0 +1,228 @@
+"""A run's page: its facts, the controls its state allows, its waiting calls, the live answer,
+a session's message box, and its story (the conversation, handoffs, a waterfall per turn, its
+child runs). The parts that change are rendered alone too, for the page's SSE stream."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote
+
+from durable_agent_runner.console.data import RunView
+from durable_agent_runner.console.views import call_row, folded, h, run_link, when
+from durable_agent_runner.workflows import types as t
+
+ENDED = ("completed", "failed", "cancelled", "terminated", "timed_out")
+
+
+def run_body(view: RunView) -> str:
+    s = view.status
+    session = ""
+    if s.get("session") is not None and s["status"] not in ENDED:
+        session = f"""<h2>Session</h2><form class="act clear" method="post" action="{_base(s)}/send">
+<label>Message <textarea name="text" maxlength="{t.MAX_MESSAGE_CHARS}" required></textarea></label>
+<button>Send</button><span class="msg" role="status"></span></form>"""
+    calls = "".join(call_row(w) for w in view.waiting)
+    note = "" if view.live else '<p class="refusal">No worker answers for this run: showing what Temporal holds.</p>'
+    return f"""{note}<div id="facts">{facts(view)}</div>
+<div id="controls" class="controls">{controls(view)}</div>
+<h2>Waiting for a person</h2><p class="empty" id="none"{" hidden" if calls else ""}>No call is waiting.</p>
+<div class="calls" id="calls">{calls}</div>
+<h2>Live</h2><pre id="live" aria-live="polite"></pre>{session}
+<div id="story">{story(view)}</div>"""
+
+
+def _base(s: dict[str, Any]) -> str:
+    return f"/runs/{quote(s['run_id'], safe='')}"
+
+
+def facts(view: RunView) -> str:
+    s = view.status
+    usage = s["usage"]
+    rows = [
+        (
+            "status",
+            f'<span class="phase {h(s["status"])}" id="status">{h(s["status"])}</span> ({h(s.get("phase") or "")})',
+        ),
+        ("agent", h(s.get("agent") or "?")),
+        ("turn", f"{s['turn']}" + (f" of {s['max_turns']}" if s.get("max_turns") else "")),
+        ("tokens", f"{usage['total_tokens']}" + (f" ({usage['requests']} model calls)" if "requests" in usage else "")),
+        ("cost", f"${s.get('cost_usd') or 0:.4f}"),
+        ("started", when(s.get("started_at"))),
+        ("history", f'<a href="{h(s["ui_url"])}">Temporal Web UI</a>'),
+    ]
+    if s.get("closed_at"):
+        rows.append(("ended", when(s["closed_at"])))
+    if view.parent:
+        rows.append(("parent", run_link(view.parent)))
+    if s.get("forked_from"):
+        rows.append(("fork of", f"{run_link(s['forked_from']['run_id'])} before model call {s['forked_from']['turn']}"))
+    for f in s.get("forks", []):
+        rows.append(("forked", f"{run_link(f['run_id'])} from model call {f['turn']}"))
+    if s.get("paused"):
+        p = s["paused"]
+        rows.append(("paused", h(f"before {p['where'].replace('_', ' ')} {p['turn']}: {p['why']}")))
+    if s.get("error"):
+        rows.append(("error", f'<span class="refusal">{h(s["error"]["type"])}: {h(s["error"]["message"])}</span>'))
+    if s.get("stuck"):
+        rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}")))
+    return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
+
+
+def controls(view: RunView) -> str:
+    s = view.status
+    base = _base(s)
+    out = []
+    running = s["status"] not in ENDED
+    if running and not s.get("paused"):
+        out.append(f"""<form class="act" method="post" action="{base}/pause"><label>Reason
+<input name="reason" maxlength="1000"></label><button>Pause</button><span class="msg" role="status"></span></form>""")
+    if running and s.get("paused"):
+        out.append(f"""<form class="act" method="post" action="{base}/resume"><button>Resume</button>
+<span class="msg" role="status"></span></form>""")
+        ops = "".join(
+            f'<option value="{o}">{o}</option>' for o in ("text", "drop", "insert", "args", "drop_call", "agent")
+        )
+        out.append(f"""<form class="act edit-run" method="post" action="{base}/edit"><b>Edit</b>
+<label>Edit <select name="op">{ops}</select></label><label>Index <input name="index" size="4"></label>
+<label>Role <select name="role"><option>user</option><option>assistant</option></select></label>
+<label>Call id <input name="call_id" size="12"></label><label>Agent <input name="agent" size="10"></label>
+<label>Text or JSON <textarea name="text" maxlength="{t.MAX_MESSAGE_CHARS}"></textarea></label>
+<button>Apply edit</button><span class="msg" role="status"></span></form>""")
+    if view.live:
+        out.append(f"""<form class="act" method="post" action="{base}/fork"><label>Fork at turn
+<input name="at_turn" size="4" value="{max(int(s["turn"]), 1)}" inputmode="numeric"></label>
+<label>with message <input name="prompt" maxlength="4000"></label><button>Fork</button>
+<span class="msg" role="status"></span></form>""")
+    return "".join(out)
+
+
+def story(view: RunView) -> str:
+    parts = ["<h2>Conversation</h2>", conversation(view)]
+    handoffs = view.status.get("handoffs") or []
+    if handoffs:
+        items = "".join(
+            f"<li>{h(x['from_agent'])} → {h(x['to_agent'])} in turn {x['turn']} at {when(x['at'])}</li>"
+            for x in handoffs
+        )
+        parts.append(f"<h2>Handoffs</h2><ul>{items}</ul>")
+    if view.children:
+        parts.append(f'<h2>Child runs</h2><div class="tree">{tree(view.children)}</div>')
+    parts.append(f"<h2>Turns</h2>{waterfall(view.events)}")
+    return "".join(parts)
+
+
+def conversation(view: RunView) -> str:
+    if not view.messages:
+        return '<p class="empty">No messages to show yet.</p>'
+    out = [f'<p class="empty">{view.hidden} earlier message(s) not shown.</p>'] if view.hidden else []
+    out.append('<div class="conv">')
+    for index, m in view.messages:
+        idx = f'<span class="idx">#{index}</span>'
+        if isinstance(m, t.UserMessage):
+            note = f" (summary of {m.summary_of} messages)" if m.summary_of else ""
+            out.append(f'<div class="m user"><div class="who">user{note} {idx}</div>{folded(m.content)}</div>')
+        elif isinstance(m, t.AssistantMessage):
+            calls = "".join(
+                f'<div class="tc">→ <code>{h(c.name)}</code> <small>{h(c.call_id)}</small>'
+                f"{folded(_args(c.arguments), 200)}</div>"
+                for c in m.tool_calls
+            )
+            text = folded(m.content) if m.content else ""
+            out.append(f'<div class="m assistant"><div class="who">assistant {idx}</div>{text}{calls}</div>')
+        elif isinstance(m, t.ToolMessage):
+            decided = ""
+            if m.approval is not None:
+                a = m.approval
+                verdict = "approved" if a.approved else f"rejected: {a.reason}"
+                decided = f'<div class="meta">{h(verdict)} by {h(a.by)} at {when(a.at)}</div>'
+            err = " error" if m.is_error else ""
+            out.append(
+                f'<div class="m tool{err}"><div class="who">tool <code>{h(m.name)}</code> {h(m.call_id)} {idx}</div>'
+                f"{decided}{folded(m.content)}</div>"
+            )
+    out.append("</div>")
+    return "".join(out)
+
+
+def _args(raw: str) -> str:
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        return raw
+
+
+def tree(children: list[dict[str, Any]]) -> str:
+    items = "".join(
+        f"<li>{run_link(c['run_id'])} · {h(c['agent'] or '?')} · {h(c['phase'] or c['status'])} · "
+        f"{c['total_tokens']} tokens{tree(c['children']) if c['children'] else ''}</li>"
+        for c in children
+    )
+    return f"<ul>{items}</ul>"
+
+
+@dataclass
+class Turn:
+    number: int
+    start: datetime | None = None
+    end: datetime | None = None
+    model: float = 0.0
+    tools: float = 0.0
+    waiting: float = 0.0
+    usage: t.Usage | None = None
+    open: dict[str, datetime] = field(default_factory=dict)
+
+    def span(self, at: datetime) -> None:
+        self.start = at if self.start is None or at < self.start else self.start
+        self.end = at if self.end is None or at > self.end else self.end
+
+
+def turns(events: list[t.RunEvent]) -> list[Turn]:
+    """Per turn: model time, tool time and time waiting for a person, from the run's events."""
+    by: dict[int, Turn] = {}
+    for ev in events:
+        if ev.turn < 1:
+            continue
+        turn = by.setdefault(ev.turn, Turn(ev.turn))
+        turn.span(ev.at)
+        key = f"{ev.kind.split('_')[0]}:{ev.call_id or ''}"
+        if ev.kind in ("model_started", "tool_started", "approval_requested"):
+            turn.open[key] = ev.at
+        elif ev.kind in ("model_finished", "tool_finished", "approval_decided"):
+            began = turn.open.pop(key, None)
+            seconds = (ev.at - began).total_seconds() if began else 0.0
+            if ev.kind == "model_finished":
+                turn.model += seconds
+                turn.usage = ev.usage
+            elif ev.kind == "tool_finished":
+                turn.tools += seconds
+            else:
+                turn.waiting += seconds
+    return [by[n] for n in sorted(by)]
+
+
+def waterfall(events: list[t.RunEvent]) -> str:
+    rows = turns(events)
+    if not rows:
+        return '<p class="empty">No turn yet.</p>'
+    longest = max((r.model + r.tools + r.waiting) for r in rows) or 1.0
+    out = [
+        '<div class="wf"><div class="legend">',
+        '<span class="model"></span>model',
+        '<span class="tool"></span>tools',
+    ]
+    out.append('<span class="wait"></span>waiting for a person</div>')
+    for r in rows:
+        u = r.usage
+        spend = f" · {u.total_tokens} tokens · ${u.cost_usd:.4f}" if u else ""
+        label = f"turn {r.number}: model {r.model:.2f} s · tools {r.tools:.2f} s · waiting {r.waiting:.2f} s{spend}"
+        bars = "".join(
+            f'<div class="{kind}" style="width:{100 * secs / longest:.2f}%" title="{kind} {secs:.2f} s"></div>'
+            for kind, secs in (("model", r.model), ("tool", r.tools), ("wait", r.waiting))
+            if secs > 0
+        )
+        out.append(f'<div data-turn="{r.number}">{h(label)}<div class="bar">{bars}</div></div>')
+    out.append("</div>")
+    return "".join(out)

@@ -1,0 +1,104 @@
+"""The web console over plain HTTP: who may use it (the token, the Host check, CSRF) and how it
+answers bad input (an unknown run, a decided call, oversized or non-UTF-8 forms): a clear line
+and a 4xx, never a stack trace. The browser's scenarios are in tests/test_console_ui.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from durable_agent_runner.console.security import MAX_FORM_BYTES
+from tests.console_helpers import pending, serve_console
+from tests.helpers import calls, script, start
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "console-test-token-0123456789"
+
+
+def csrf_of(page: str) -> str:
+    found = re.search(r'<meta name="csrf" content="([^"]+)"', page)
+    assert found, page[:500]
+    return found.group(1)
+
+
+def test_a_console_beyond_this_machine_refuses_to_start_without_a_token():
+    env = {k: v for k, v in os.environ.items() if k != "CONSOLE_TOKEN"}
+    done = subprocess.run(
+        [sys.executable, "client.py", "console", "--host", "0.0.0.0"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without CONSOLE_TOKEN" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_with_a_token_every_request_needs_it(client, task_queue):
+    async with serve_console(client, task_queue, token=TOKEN) as url, httpx.AsyncClient(base_url=url) as web:
+        refused = await web.get("/inbox")
+        assert refused.status_code == 401 and "needs its token" in refused.text
+        assert (await web.get("/inbox", headers={"X-Console-Token": "wrong" * 5})).status_code == 401
+        assert (await web.get("/inbox", headers={"X-Console-Token": TOKEN})).status_code == 200
+        assert (await web.get("/?token=nope")).status_code == 401
+        link = await web.get(f"/inbox?token={TOKEN}")  # the printed link sets a cookie, then drops the token
+        assert link.status_code == 303 and link.headers["location"] == "/inbox"
+        assert "console_token" in link.headers["set-cookie"] and "HttpOnly" in link.headers["set-cookie"]
+        assert (await web.get("/inbox")).status_code == 200  # the cookie now carries it
+
+
+async def test_host_check_and_csrf(client, task_queue):
+    async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url) as web:
+        rebound = await web.get("/", headers={"Host": "evil.example:8237"})
+        assert rebound.status_code == 421
+        page = (await web.get("/inbox")).text
+        action = "/runs/some-run/calls/call_1/decide"
+        no_csrf = await web.post(action, data={"verdict": "approve"})
+        assert no_csrf.status_code == 403 and "CSRF" in no_csrf.text
+        cross = await web.post(
+            action, data={"verdict": "approve", "csrf": csrf_of(page)}, headers={"Origin": "http://evil.example"}
+        )
+        assert cross.status_code == 403
+        unknown = await web.post(action, data={"verdict": "approve", "csrf": csrf_of(page)})
+        assert unknown.status_code == 404 and "no run with id &#x27;some-run&#x27;" in unknown.text
+        assert (await web.get("/runs/no-such-run")).status_code == 404
+        get_action = await web.get(action)
+        assert get_action.status_code == 405
+
+
+async def test_bad_input_gets_a_clear_4xx(client, task_queue, worker_factory, llm):
+    model = script(llm, calls(("send", {"label": "report"})), {"content": "sent it"})
+    async with worker_factory(), serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url) as web:
+        handle = await start(client, task_queue, "send it", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+        csrf = csrf_of((await web.get("/inbox")).text)
+        json_ = {"Accept": "application/json"}
+        action = f"/runs/{handle.id}/calls/{waiting.call_id}/decide"
+
+        big = await web.post(action, data={"verdict": "reject", "reason": "x" * MAX_FORM_BYTES, "csrf": csrf})
+        assert big.status_code == 413
+        raw = b"verdict=approve&reason=%FF%FE&csrf=" + csrf.encode()
+        bad_utf8 = await web.post(action, content=raw, headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert bad_utf8.status_code == 400 and "not UTF-8" in bad_utf8.text
+        no_reason = await web.post(action, data={"verdict": "reject", "csrf": csrf}, headers=json_)
+        assert no_reason.status_code == 400 and "give a reason" in no_reason.json()["message"]
+        edit = f"/runs/{handle.id}/calls/{waiting.call_id}/edit"
+        bad_json = await web.post(edit, data={"arguments": "{not json", "csrf": csrf}, headers=json_)
+        assert bad_json.status_code == 400 and "not valid JSON" in bad_json.json()["message"]
+
+        ok = await web.post(action, data={"verdict": "approve", "csrf": csrf, "by": "carol"}, headers=json_)
+        assert ok.status_code == 200 and ok.json() == {
+            "ok": True,
+            "message": f"{waiting.call_id} approved by carol",
+            "redirect": None,
+        }
+        await handle.result()
+        again = await web.post(action, data={"verdict": "reject", "reason": "late", "csrf": csrf}, headers=json_)
+        assert again.status_code == 409 and "no call of it is pending" in again.json()["message"]
+        for response in (big, bad_utf8, no_reason, bad_json, again):
+            assert "Traceback" not in response.text
+        page = await web.get(f"/runs/{handle.id}")
+        assert page.status_code == 200 and "approved by carol" in page.text and "sent it" in page.text

@@ -1,0 +1,164 @@
+"""The web console in a real browser (Debian's Chromium through Playwright), end to end against
+the dev server, a worker and fake_llm: approve from the inbox, edit arguments (refused, then
+accepted), reject with a reason, watch an answer stream, send a session message, pause / edit /
+resume / fork. Screenshots of the inbox and a run's page go to docs/img/.
+
+One browser for the module; each test opens its own page. Skips without playwright or Chromium."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.workflows import types as t
+from tests.console_helpers import pending, serve_console
+from tests.helpers import calls, script, start
+from tests.test_codec_ui import chromium
+
+playwright_api = pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
+IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+SECOND = 1000  # ms
+
+
+@pytest.fixture(scope="module")
+async def browser() -> Any:
+    async with playwright_api.async_playwright() as pw:
+        try:
+            launched = await pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        except Exception as err:
+            pytest.skip(f"no Chromium to drive: apt-get install chromium ({str(err).splitlines()[0]})")
+        yield launched
+        await launched.close()
+
+
+async def open_page(browser: Any, url: str) -> Any:
+    page = await browser.new_page(viewport={"width": 1280, "height": 900})
+    await page.goto(url)
+    return page
+
+
+async def test_approve_from_the_inbox_and_the_run_completes_on_screen(browser, client, task_queue, worker_factory, llm):
+    model = script(llm, calls(("send", {"label": "quarterly report"})), {"content": "sent the quarterly report"})
+    async with worker_factory(), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "send the report", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+        inbox, other = await open_page(browser, f"{url}/inbox"), await open_page(browser, f"{url}/inbox")
+        row = inbox.locator(f'[data-call="{handle.id}/{waiting.call_id}"]')
+        await row.get_by_text('"label": "quarterly report"').wait_for()
+        await inbox.screenshot(path=str(IMG / "console-inbox.png"), full_page=True)
+        await row.get_by_role("button", name="Approve", exact=True).click()
+        # Gone from this inbox and from the other one open, within a second or so.
+        await row.wait_for(state="detached", timeout=3 * SECOND)
+        await other.locator(f'[data-call="{handle.id}/{waiting.call_id}"]').wait_for(
+            state="detached", timeout=3 * SECOND
+        )
+        run = await open_page(browser, f"{url}/runs/{handle.id}")
+        await run.locator("#status", has_text="completed").wait_for(timeout=20 * SECOND)
+        await run.get_by_text("sent the quarterly report").first.wait_for()
+        assert "approved by console-test" in await run.inner_text("#story")
+    assert (await handle.result()).output == "sent the quarterly report"
+
+
+async def test_edit_arguments_refused_then_accepted(browser, client, task_queue, worker_factory, llm):
+    model = script(llm, calls(("transfer", {"amount": 500, "to": "acct-1"})), {"content": "paid"})
+    async with worker_factory(), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "pay", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+        page = await open_page(browser, f"{url}/runs/{handle.id}")
+        row = page.locator(f'[data-call="{handle.id}/{waiting.call_id}"]')
+        await row.get_by_text("Edit arguments").click()
+        form = row.locator("form.edit-args")
+        await form.locator('input[name="int.amount"]').fill("")  # left out: the tool's schema requires it
+        await form.get_by_role("button").click()
+        await form.locator(".msg.bad", has_text="'amount' is a required property").wait_for(timeout=10 * SECOND)
+        assert (await pending(handle))[0].arguments == {"amount": 500, "to": "acct-1"}  # nothing recorded
+        await form.locator('input[name="int.amount"]').fill("90")
+        await form.locator('input[name="str.to"]').fill("acct-2")
+        await form.get_by_role("button").click()
+        await page.locator("#status", has_text="completed").wait_for(timeout=20 * SECOND)
+    assert "transferred 90 to acct-2" in json.dumps(llm.requests()[-1]["body"]["messages"])
+
+
+async def test_reject_with_a_reason_reaches_the_model(browser, client, task_queue, worker_factory, llm):
+    model = script(llm, calls(("send", {"label": "invoice"})), {"content": "understood, not sending"})
+    async with worker_factory(), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "send the invoice", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+        page = await open_page(browser, f"{url}/inbox")
+        row = page.locator(f'[data-call="{handle.id}/{waiting.call_id}"]')
+        await page.locator("#by").fill("dana")
+        await row.get_by_label("Reason").fill("the invoice is not final yet")
+        await row.get_by_role("button", name="Reject").click()
+        await row.wait_for(state="detached", timeout=3 * SECOND)
+        await handle.result()
+        final: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+    assert "the invoice is not final yet" in json.dumps(llm.requests()[-1]["body"]["messages"])
+    assert final.decisions[0].by == "dana" and not final.decisions[0].approved
+
+
+STORY = (
+    "Tokyo is sunny and mild today at twenty two degrees, while Paris sits under low cloud at fifteen degrees; "
+    "if you are choosing where to walk this afternoon, Tokyo is the warmer and brighter choice by far, and the "
+    "evening there stays pleasant well after sunset."
+)
+
+
+async def test_an_answer_streams_onto_the_page(browser, client, task_queue, worker_factory, llm):
+    llm.set_latency(0, stream_event_ms=250)  # the reply takes several seconds
+    model = script(llm, {"content": STORY})
+    streaming = LLMSettings(base_url=llm.base_url, model="demo", stream=True)
+    async with worker_factory(settings=streaming), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
+        page = await open_page(browser, f"{url}/runs/{handle.id}")
+        seen = ""
+        for _ in range(200):  # part of the answer, before the run has it whole
+            seen = await page.inner_text("#live")
+            if seen and seen.strip() != STORY:
+                break
+            await asyncio.sleep(0.05)
+        assert seen and STORY.startswith(seen.strip()) and seen.strip() != STORY, seen
+        await page.locator("#status", has_text="completed").wait_for(timeout=20 * SECOND)
+        assert STORY in await page.inner_text("#story")
+        await page.screenshot(path=str(IMG / "console-run.png"), full_page=True)
+
+
+async def test_send_a_session_message(browser, client, task_queue, worker_factory, llm):
+    model = script(llm, {"content": "hello dana, nice to meet you"})
+    async with worker_factory(), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "", agent="chatter", model=model, session=True)
+        page = await open_page(browser, f"{url}/runs/{handle.id}")
+        await page.get_by_label("Message", exact=True).fill("hi, I am dana")
+        await page.get_by_role("button", name="Send").click()
+        await page.locator("#story", has_text="hello dana, nice to meet you").wait_for(timeout=20 * SECOND)
+        assert "hi, I am dana" in await page.inner_text("#story")
+
+
+async def test_pause_edit_resume_and_fork(browser, client, task_queue, worker_factory, llm):
+    model = script(
+        llm, calls(("slow_record", {"label": "a", "seconds": 2})), {"content": "done"}, {"content": "forked"}
+    )
+    async with worker_factory(), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "work", agent="scripted", model=model)
+        page = await open_page(browser, f"{url}/runs/{handle.id}")
+        await page.get_by_role("button", name="Pause").click()
+        await page.get_by_role("button", name="Resume").wait_for(timeout=20 * SECOND)  # paused before model call 2
+        edit = page.locator("form.edit-run")
+        await edit.locator('select[name="op"]').select_option("insert")
+        await edit.locator('input[name="index"]').fill("1")
+        await edit.locator('textarea[name="text"]').fill("be brief")
+        await edit.get_by_role("button", name="Apply edit").click()
+        await edit.locator(".msg.good").wait_for(timeout=10 * SECOND)
+        await page.get_by_role("button", name="Resume").click()
+        await page.locator("#status", has_text="completed").wait_for(timeout=20 * SECOND)
+        assert "be brief" in await page.inner_text("#story")
+        fork = page.locator('form[action$="/fork"]')
+        await fork.locator('input[name="at_turn"]').fill("2")
+        await fork.get_by_role("button", name="Fork").click()
+        await page.wait_for_url(f"{url}/runs/{handle.id}-fork2-*", timeout=10 * SECOND)
+        await page.locator("#status", has_text="completed").wait_for(timeout=20 * SECOND)
+        assert "fork of" in await page.inner_text("#facts")
