@@ -65,8 +65,10 @@ async def test_host_check_and_csrf(client, task_queue):
         unknown = await web.post(action, data={"verdict": "approve", "csrf": csrf_of(page)})
         assert unknown.status_code == 404 and "no run with id &#x27;some-run&#x27;" in unknown.text
         assert (await web.get("/runs/no-such-run")).status_code == 404
-        get_action = await web.get(action)
-        assert get_action.status_code == 405
+        slashed = await web.get("/runs/parent%2Fwriter-1")  # run_agent's children: PARENT/AGENT-N
+        assert slashed.status_code == 404 and "no run with id &#x27;parent/writer-1&#x27;" in slashed.text
+        get_action = await web.get(action)  # a GET never acts: no such method, or no such page
+        assert get_action.status_code in (404, 405)
 
 
 async def test_bad_input_gets_a_clear_4xx(client, task_queue, worker_factory, llm):

@@ -44,6 +44,15 @@ def test_a_bad_value_is_one_line_naming_it_and_what_is_allowed(name: str, value:
     assert str(caught.value) == f"{name} must be {allowed}, not {shown!r}"
 
 
+def test_a_bad_secret_is_never_quoted_back() -> None:
+    with pytest.raises(SettingsError) as caught:
+        WorkerSettings.load({"CONSOLE_TOKEN": "hunter2-but-with-a-space in it"})
+    assert str(caught.value) == (
+        "CONSOLE_TOKEN must be 16-256 characters of letters, digits and -_.~, "
+        "not the 30 characters it holds (not shown)"
+    )
+
+
 def test_values_in_range_and_defaults() -> None:
     s = WorkerSettings.load({"LLM_TIMEOUT": "3600", "LLM_MAX_ATTEMPTS": "100", "LLM_STREAM": "OFF", "TOOL_THREADS": ""})
     assert (s.llm_timeout, s.llm_max_attempts, s.llm_stream, s.tool_threads) == (3600.0, 100, False, 16)

@@ -44,6 +44,8 @@ from durable_agent_runner.workflows.types import (
 )
 
 SHOWN = 40  # characters of a bad value quoted back
+# Never quoted back, even when bad: a mistyped secret is still most of the secret.
+SECRETS = frozenset({"CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS"})
 MAX_TEXT = 4096  # characters of a name, a path or a URL
 
 
@@ -221,6 +223,9 @@ def describe(err: ValidationError, env: Mapping[str, str]) -> str:
         elif e["type"] == "string_too_short":
             allowed = "not empty"
         raw = env.get(name, str(e.get("input", "")))
+        if name in SECRETS:
+            parts.append(f"{name} must be {allowed}, not the {len(raw)} characters it holds (not shown)")
+            continue
         shown = raw if len(raw) <= SHOWN else raw[:SHOWN] + "…"
         parts.append(f"{name} must be {allowed}, not {shown!r}")
     return "; ".join(parts)

@@ -281,15 +281,16 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
         Route("/", guarded(c.runs)),
         Route("/inbox", guarded(c.inbox_page)),
         Route("/inbox/events", guarded(c.inbox_events)),
-        Route("/runs/{run_id}", guarded(c.run_page)),
-        Route("/runs/{run_id}/events", guarded(c.run_events)),
-        Route("/runs/{run_id}/calls/{call_id}/decide", guarded(c.decide), methods=["POST"]),
-        Route("/runs/{run_id}/calls/{call_id}/edit", guarded(c.edit_args), methods=["POST"]),
-        Route("/runs/{run_id}/send", guarded(c.send), methods=["POST"]),
-        Route("/runs/{run_id}/pause", guarded(c.pause), methods=["POST"]),
-        Route("/runs/{run_id}/resume", guarded(c.resume), methods=["POST"]),
-        Route("/runs/{run_id}/edit", guarded(c.edit), methods=["POST"]),
-        Route("/runs/{run_id}/fork", guarded(c.fork), methods=["POST"]),
+        Route("/runs/{run_id:path}/events", guarded(c.run_events)),
+        Route("/runs/{run_id:path}/calls/{call_id}/decide", guarded(c.decide), methods=["POST"]),
+        Route("/runs/{run_id:path}/calls/{call_id}/edit", guarded(c.edit_args), methods=["POST"]),
+        Route("/runs/{run_id:path}/send", guarded(c.send), methods=["POST"]),
+        Route("/runs/{run_id:path}/pause", guarded(c.pause), methods=["POST"]),
+        Route("/runs/{run_id:path}/resume", guarded(c.resume), methods=["POST"]),
+        Route("/runs/{run_id:path}/edit", guarded(c.edit), methods=["POST"]),
+        Route("/runs/{run_id:path}/fork", guarded(c.fork), methods=["POST"]),
+        # Last: a run's id may hold '/' (run_agent's children: PARENT/AGENT-N), so the path is greedy.
+        Route("/runs/{run_id:path}", guarded(c.run_page)),
     ]
     app = Starlette(routes=routes)
     app.state.console = console
