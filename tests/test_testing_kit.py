@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +14,47 @@ from temporalio.client import Client, WorkflowFailureError
 from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.testing import FunctionModel, ModelRequest, ScriptedModel, call, hand_off, output, reply
+from durable_agent_runner.testing import (
+    FunctionModel,
+    ModelRequest,
+    ScriptedModel,
+    call,
+    hand_off,
+    output,
+    pytest_plugin,
+    reply,
+)
 from durable_agent_runner.worker.plugin import build_worker
 from durable_agent_runner.workflows import types as t
 
 pytestmark = pytest.mark.server
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
+# The plugin's fixture, on the session's dev server (a user's gets one of its own).
+agent_env = pytest_plugin.agent_env
+
+
+@pytest.fixture
+def agent_temporal_address(temporal_server: Any) -> str:
+    return str(temporal_server.target)
+
+
+def doc_example() -> dict[str, Any]:
+    """The pytest example of docs/testing.md, run as a module of its own."""
+    text = DOC.read_text(encoding="utf-8")
+    block = re.search(
+        r"<!-- testing-example: start -->\n```python\n(.*?)```\n<!-- testing-example: end -->", text, re.S
+    )
+    assert block, "docs/testing.md lost its example"
+    namespace: dict[str, Any] = {"__name__": "docs_testing_example"}
+    exec(compile(block.group(1), str(DOC), "exec"), namespace)
+    return namespace
+
+
+async def test_the_docs_example_runs_as_written(agent_env: Any) -> None:
+    example = doc_example()
+    await example["test_the_assistant_looks_the_weather_up"](agent_env)
+    await example["test_a_function_model"](agent_env)
 
 
 @tool
