@@ -92,7 +92,7 @@ else
     *) echo "error: cannot reach Temporal at $ADDRESS" >&2; exit 1 ;;
   esac
   # The run's search attributes (workflows/types.py), so "runs waiting for me" is a UI filter.
-  read -r -a SA_ARGS <<<"$("$PY" -c 'from workflows.types import SEARCH_ATTRIBUTES as s
+  read -r -a SA_ARGS <<<"$("$PY" -c 'from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES as s
 print(" ".join(f"--search-attribute {k}={v}" for k, v in s.items()))')"
   # SQLite in WAL mode with synchronous=normal (survives a killed server, and is faster), and the
   # transfer-queue poll limit lifted (docs/benchmark.md: "Tuning the server"): one list, in durable_agent_runner/testing/devserver.py.

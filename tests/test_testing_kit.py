@@ -15,6 +15,7 @@ from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing import (
+    AgentTestEnv,
     FunctionModel,
     ModelRequest,
     ScriptedModel,
@@ -129,3 +130,50 @@ async def test_function_model_and_script_end(client: Client) -> None:
     with pytest.raises(WorkflowFailureError) as failed:
         await run(client, model, billing, "refund")
     assert "billing" in str(failed.value.cause) or "turn 1" in repr(failed.value)
+
+
+async def test_the_support_team_example_scripted(agent_env: Any) -> None:
+    """examples/support_team.py, scripted: a handoff, an agent used as a tool (a child run, whose
+    turns start at 0), and typed output."""
+    from examples import support_team as team
+
+    decision = team.RefundDecision(order_id="1234", refund=True, amount=42.0, reason="Charged twice.")
+    model = ScriptedModel(
+        {
+            "triage": [hand_off("refunds")],
+            "refunds": [call("research_order", input="Look up order 1234"), output(decision)],
+            "researcher": [call("lookup_order", order_id="1234"), reply("Order 1234 was charged twice.")],
+        }
+    )
+    async with agent_env(agents=[team.triage], model=model) as env:
+        result = await env.run(team.triage, "I was charged twice for order 1234, please refund")
+    assert result.agent == "refunds" and team.RefundDecision.model_validate(result.output_object) == decision
+    researcher = env.model_server.requests_for("researcher")
+    assert [r.turn for r in researcher] == [0, 1] and researcher[0].prompt == "Look up order 1234"
+    assert '"order_id":"1234"' in (researcher[1].result_of("lookup_order") or "").replace(" ", "")
+    assert env.model_server.requests_for("refunds")[1].result_of("research_order") == "Order 1234 was charged twice."
+
+
+async def test_an_unscripted_agent_and_a_bad_handoff_fail_the_run_saying_so(agent_env: Any) -> None:
+    model = ScriptedModel({"triage": [hand_off("nobody")]}, agents=[triage])
+    async with agent_env(agents=[triage], model=model) as env:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await env.run(triage, "help")
+        assert "agent 'triage' at its turn 0 hands off to 'nobody', but no handoff to it is offered" in str(
+            failed.value.cause
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await env.run(billing, "help")
+        assert "no script for agent 'billing' at its turn 0 (scripts for: 'triage')" in str(failed.value.cause)
+
+
+def test_a_script_for_an_agent_it_does_not_know_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not know the agent\\(s\\) 'billing'"):
+        ScriptedModel({"billing": [reply("hi")]}).check()
+
+
+async def test_an_unreachable_server_fails_within_the_bound() -> None:
+    env = AgentTestEnv([billing], ScriptedModel({billing: [reply("hi")]}), address="127.0.0.1:1", startup_seconds=2)
+    with pytest.raises(RuntimeError, match=re.escape("AgentTestEnv: cannot connect to Temporal at 127.0.0.1:1")):
+        async with env:
+            pass
