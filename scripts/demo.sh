@@ -92,11 +92,11 @@ else
     *) echo "error: cannot reach Temporal at $ADDRESS" >&2; exit 1 ;;
   esac
   # The run's search attributes (workflows/types.py), so "runs waiting for me" is a UI filter.
-  read -r -a SA_ARGS <<<"$("$PY" -c 'from workflows.types import SEARCH_ATTRIBUTES as s
+  read -r -a SA_ARGS <<<"$("$PY" -c 'from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES as s
 print(" ".join(f"--search-attribute {k}={v}" for k, v in s.items()))')"
   # SQLite in WAL mode with synchronous=normal (survives a killed server, and is faster), and the
-  # transfer-queue poll limit lifted (docs/benchmark.md: "Tuning the server"): one list, in tests/devserver.py.
-  read -r -a TUNING <<<"$("$PY" -c 'from tests.devserver import tuning_flags; print(" ".join(tuning_flags()))')"
+  # transfer-queue poll limit lifted (docs/benchmark.md: "Tuning the server"): one list, in durable_agent_runner/testing/devserver.py.
+  read -r -a TUNING <<<"$("$PY" -c 'from durable_agent_runner.testing.devserver import tuning_flags; print(" ".join(tuning_flags()))')"
   nohup "$TEMPORAL" server start-dev --db-filename "$STATE/temporal.db" --port "$TEMPORAL_PORT" \
     --ui-port "$UI_PORT" "${CODEC_ARGS[@]}" \
     "${TUNING[@]}" --log-level warn "${SA_ARGS[@]}" >"$STATE/temporal.log" 2>&1 &

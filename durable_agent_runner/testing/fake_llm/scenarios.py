@@ -13,7 +13,8 @@ The model name picks the scenario:
   team          every agent of a support team: handoffs, an agent as a tool, typed output (team.py)
   recall        "I remember: <user message 1> | <user message 2> | ...": every user message it
                 sees, in order (a summary put in place of older messages is one of them)
-  anything else the weather demo (get_weather in parallel, convert_temperature, answer)
+  anything else the weather demo (get_weather in parallel, convert_temperature, answer); an agent
+                without get_weather is told there is no script for it (no_script_text)
 
 Whatever the model, a request whose instructions start with "Summarize the conversation" (a
 session's compaction, activities/compaction.py) gets "SUMMARY: <user message> | ...": the
@@ -164,6 +165,15 @@ def _loop(conv: Conversation) -> tuple[str | None, list[tuple[str, str]]]:
 # ------------------------------------------------------------------------------- weather
 
 
+def no_script_text(what: str) -> str:
+    """The offline model's answer to an agent nobody scripted: says so, and what to do."""
+    return (
+        f"[offline model] There is no script for {what}. This is the offline test double, not a real "
+        f"model: script your agent's replies with durable_agent_runner.testing.ScriptedModel or "
+        f"FunctionModel (docs/testing.md), or set OPENAI_API_KEY (or LLM_BASE_URL) to use a real model."
+    )
+
+
 def _cities(text: str) -> list[str]:
     found = [(m.start(), city) for city in CITIES if (m := re.search(rf"\b{re.escape(city)}\b", text, re.I))]
     return [city for _, city in sorted(found)] or list(DEFAULT_CITIES)
@@ -250,7 +260,8 @@ def _weather_text(facts: _WeatherFacts) -> str:
 def _weather(conv: Conversation) -> tuple[str | None, list[tuple[str, str]]]:
     # Phases count from the last user message so a multi-question demo chat keeps working.
     if "get_weather" not in conv.tool_names:
-        return "I have no weather tool available, so I cannot check the weather.", []
+        # Not the weather demo's agent: most likely a newcomer's own, run against the demo's model.
+        return no_script_text(f"this agent (its tools: {', '.join(conv.tool_names) or 'none'})"), []
     if conv.turn_since_user == 0:
         return None, [("get_weather", json.dumps({"city": city})) for city in _cities(conv.last_user_text)]
     facts = _weather_facts(conv.results_since_user)
