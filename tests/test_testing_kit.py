@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import uuid
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,18 @@ async def test_an_unreachable_server_fails_within_the_bound() -> None:
     with pytest.raises(RuntimeError, match=re.escape("AgentTestEnv: cannot connect to Temporal at 127.0.0.1:1")):
         async with env:
             pass
+
+
+async def test_without_an_address_it_starts_and_stops_a_dev_server_of_its_own() -> None:
+    """The one slow test here (a dev server starts): what a user's test gets with no server of its
+    own; the dev server is gone when the `async with` ends."""
+    model = ScriptedModel({billing: [call("refund", order="7"), reply("Refunded order 7.")]})
+    async with AgentTestEnv([billing], model, startup_seconds=120) as env:
+        target = env.client.service_client.config.target_host
+        result = await env.run(billing, "refund order 7")
+        assert (result.agent, result.output) == ("billing", "Refunded order 7.")
+        assert env.model_server.requests_for("billing")[1].result_of("refund") == "refunded order 7"
+        assert [r.turn for r in env.model_server.requests_for("billing")] == [0, 1]
+    host, port = target.rsplit(":", 1)
+    with pytest.raises(OSError):  # stopped: nothing listens there any more
+        socket.create_connection((host, int(port)), timeout=2).close()

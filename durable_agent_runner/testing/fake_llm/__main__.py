@@ -106,9 +106,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.model is not None:
         try:
             model = load_model(args.model)
-            model.check()
         except ValueError as exc:
             print(f"fake_llm: {exc}", file=sys.stderr)
+            return 2
+        try:
+            model.check()
+        except ValueError as exc:
+            print(f"fake_llm: --model {args.model}: {exc}".splitlines()[0], file=sys.stderr)
             return 2
         return asyncio.run(_serve_model(model, args))
 
