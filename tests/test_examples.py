@@ -18,8 +18,8 @@ from durable_agent_runner.activities import chat_wire, responses_wire
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.testing.fake_llm.conversation import parse_chat, parse_responses
-from durable_agent_runner.testing.scenarios.default import respond
 from durable_agent_runner.testing.fake_llm.wire import chat_completion, response_object
+from durable_agent_runner.testing.scenarios.default import respond
 from durable_agent_runner.workflows import types as t
 from examples import support_team as team
 from tests.helpers import replay, start, transcript
