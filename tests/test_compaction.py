@@ -28,7 +28,8 @@ from durable_agent_runner.activities.compaction import (
 )
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.testing.fake_llm import FakeLLMServer, scenarios
+from durable_agent_runner.testing.fake_llm import FakeLLMServer
+from durable_agent_runner.testing.scenarios import basic as scenarios
 from durable_agent_runner.workflows.types import (
     COMPACT_ACTIVITY,
     AgentSpec,

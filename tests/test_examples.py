@@ -18,8 +18,8 @@ from durable_agent_runner.activities import chat_wire, responses_wire
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.testing.fake_llm.conversation import parse_chat, parse_responses
-from durable_agent_runner.testing.fake_llm.scenarios import reply_for
 from durable_agent_runner.testing.fake_llm.wire import chat_completion, response_object
+from durable_agent_runner.testing.scenarios.default import respond
 from durable_agent_runner.workflows import types as t
 from examples import support_team as team
 from tests.helpers import replay, start, transcript
@@ -43,7 +43,7 @@ def ask(agent: Any, messages: list[t.Message], api: str) -> t.AssistantMessage:
     wire: Any = chat_wire if api == "chat" else responses_wire
     body = json.loads(json.dumps(wire.build_request(agent.spec(), messages, "team", False)))
     conv = parse_chat(body) if api == "chat" else parse_responses(body)
-    reply = reply_for(conv, {})
+    reply = respond(conv, {})
     rendered = (
         chat_completion(reply, rid="chatcmpl-1", model="team", created=0)
         if api == "chat"

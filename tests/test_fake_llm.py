@@ -272,7 +272,9 @@ def test_weather_demo_defaults_and_any_model_name(http: httpx.Client) -> None:
     three = message_of(chat(http, "weather", user("Sydney, london or new york?"), tools=CHAT_TOOLS))["tool_calls"]
     assert [json.loads(c["function"]["arguments"])["city"] for c in three] == ["Sydney", "London", "New York"]
     no_tools = message_of(chat(http, "demo", user("Weather in Rome?")))
-    assert "tool_calls" not in no_tools and "no weather tool" in no_tools["content"]
+    # Not the demo's agent (a newcomer's own): told plainly there is no script for it, no weather talk.
+    assert "tool_calls" not in no_tools and "There is no script for this agent" in no_tools["content"]
+    assert "docs/testing.md" in no_tools["content"] and "weather" not in no_tools["content"]
 
 
 def test_weather_demo_reports_bad_tool_results(http: httpx.Client) -> None:

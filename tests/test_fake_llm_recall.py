@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from durable_agent_runner.testing.fake_llm.scenarios import MAX_SUMMARY_CHARS
+from durable_agent_runner.testing.scenarios.basic import MAX_SUMMARY_CHARS
 
 SUMMARIZE = "Summarize the conversation in the user message below."
 TRANSCRIPT = "\n".join(

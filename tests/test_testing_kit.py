@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import socket
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,11 +15,48 @@ from temporalio.client import Client, WorkflowFailureError
 from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.testing import FunctionModel, ModelRequest, ScriptedModel, call, hand_off, output, reply
+from durable_agent_runner.testing import (
+    AgentTestEnv,
+    FunctionModel,
+    ModelRequest,
+    ScriptedModel,
+    call,
+    hand_off,
+    output,
+    pytest_plugin,
+    reply,
+)
 from durable_agent_runner.worker.plugin import build_worker
 from durable_agent_runner.workflows import types as t
 
 pytestmark = pytest.mark.server
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "testing.md"
+# The plugin's fixture, on the session's dev server (a user's gets one of its own).
+agent_env = pytest_plugin.agent_env
+
+
+@pytest.fixture
+def agent_temporal_address(temporal_server: Any) -> str:
+    return str(temporal_server.target)
+
+
+def doc_example() -> dict[str, Any]:
+    """The pytest example of docs/testing.md, run as a module of its own."""
+    text = DOC.read_text(encoding="utf-8")
+    block = re.search(
+        r"<!-- testing-example: start -->\n```python\n(.*?)```\n<!-- testing-example: end -->", text, re.S
+    )
+    assert block, "docs/testing.md lost its example"
+    namespace: dict[str, Any] = {"__name__": "docs_testing_example"}
+    exec(compile(block.group(1), str(DOC), "exec"), namespace)
+    return namespace
+
+
+async def test_the_docs_example_runs_as_written(agent_env: Any) -> None:
+    example = doc_example()
+    await example["test_the_assistant_looks_the_weather_up"](agent_env)
+    await example["test_a_function_model"](agent_env)
 
 
 @tool
@@ -91,3 +131,65 @@ async def test_function_model_and_script_end(client: Client) -> None:
     with pytest.raises(WorkflowFailureError) as failed:
         await run(client, model, billing, "refund")
     assert "billing" in str(failed.value.cause) or "turn 1" in repr(failed.value)
+
+
+async def test_the_support_team_example_scripted(agent_env: Any) -> None:
+    """examples/support_team.py, scripted: a handoff, an agent used as a tool (a child run, whose
+    turns start at 0), and typed output."""
+    from examples import support_team as team
+
+    decision = team.RefundDecision(order_id="1234", refund=True, amount=42.0, reason="Charged twice.")
+    model = ScriptedModel(
+        {
+            "triage": [hand_off("refunds")],
+            "refunds": [call("research_order", input="Look up order 1234"), output(decision)],
+            "researcher": [call("lookup_order", order_id="1234"), reply("Order 1234 was charged twice.")],
+        }
+    )
+    async with agent_env(agents=[team.triage], model=model) as env:
+        result = await env.run(team.triage, "I was charged twice for order 1234, please refund")
+    assert result.agent == "refunds" and team.RefundDecision.model_validate(result.output_object) == decision
+    researcher = env.model_server.requests_for("researcher")
+    assert [r.turn for r in researcher] == [0, 1] and researcher[0].prompt == "Look up order 1234"
+    assert '"order_id":"1234"' in (researcher[1].result_of("lookup_order") or "").replace(" ", "")
+    assert env.model_server.requests_for("refunds")[1].result_of("research_order") == "Order 1234 was charged twice."
+
+
+async def test_an_unscripted_agent_and_a_bad_handoff_fail_the_run_saying_so(agent_env: Any) -> None:
+    model = ScriptedModel({"triage": [hand_off("nobody")]}, agents=[triage])
+    async with agent_env(agents=[triage], model=model) as env:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await env.run(triage, "help")
+        assert "agent 'triage' at its turn 0 hands off to 'nobody', but no handoff to it is offered" in str(
+            failed.value.cause
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await env.run(billing, "help")
+        assert "no script for agent 'billing' at its turn 0 (scripts for: 'triage')" in str(failed.value.cause)
+
+
+def test_a_script_for_an_agent_it_does_not_know_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not know the agent\\(s\\) 'billing'"):
+        ScriptedModel({"billing": [reply("hi")]}).check()
+
+
+async def test_an_unreachable_server_fails_within_the_bound() -> None:
+    env = AgentTestEnv([billing], ScriptedModel({billing: [reply("hi")]}), address="127.0.0.1:1", startup_seconds=2)
+    with pytest.raises(RuntimeError, match=re.escape("AgentTestEnv: cannot connect to Temporal at 127.0.0.1:1")):
+        async with env:
+            pass
+
+
+async def test_without_an_address_it_starts_and_stops_a_dev_server_of_its_own() -> None:
+    """The one slow test here (a dev server starts): what a user's test gets with no server of its
+    own; the dev server is gone when the `async with` ends."""
+    model = ScriptedModel({billing: [call("refund", order="7"), reply("Refunded order 7.")]})
+    async with AgentTestEnv([billing], model, startup_seconds=120) as env:
+        target = env.client.service_client.config.target_host
+        result = await env.run(billing, "refund order 7")
+        assert (result.agent, result.output) == ("billing", "Refunded order 7.")
+        assert env.model_server.requests_for("billing")[1].result_of("refund") == "refunded order 7"
+        assert [r.turn for r in env.model_server.requests_for("billing")] == [0, 1]
+    host, port = target.rsplit(":", 1)
+    with pytest.raises(OSError):  # stopped: nothing listens there any more
+        socket.create_connection((host, int(port)), timeout=2).close()

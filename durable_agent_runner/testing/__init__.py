@@ -15,12 +15,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from durable_agent_runner.testing.env import AgentTestEnv
     from durable_agent_runner.testing.models import FunctionModel, OfflineModel, ScriptedModel
     from durable_agent_runner.testing.request import ModelRequest
     from durable_agent_runner.testing.server import ModelServer
     from durable_agent_runner.testing.steps import Call, HandOff, Output, Reply, Step, call, hand_off, output, reply
 
 _EXPORTS = {
+    "AgentTestEnv": "durable_agent_runner.testing.env",
     "FunctionModel": "durable_agent_runner.testing.models",
     "OfflineModel": "durable_agent_runner.testing.models",
     "ScriptedModel": "durable_agent_runner.testing.models",
@@ -38,6 +40,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AgentTestEnv",
     "Call",
     "FunctionModel",
     "HandOff",

@@ -32,16 +32,6 @@ from durable_agent_runner.testing.steps import Call, HandOff, Output, Reply, Ste
 
 # Runs a coroutine to its end (the server runs it on the loop that called serve()).
 Resolve = Callable[[Awaitable[Any]], Any]
-DOCS = "docs/testing.md"
-
-
-def no_script_text(what: str) -> str:
-    """The offline model's answer to an agent nobody scripted: says so, and what to do."""
-    return (
-        f"[offline model] There is no script for {what}. This is the offline test double, not a real "
-        f"model: script your agent's replies with durable_agent_runner.testing.ScriptedModel or "
-        f"FunctionModel ({DOCS}), or set OPENAI_API_KEY (or LLM_BASE_URL) to use a real model."
-    )
 
 
 class OfflineModel(ABC):

@@ -18,12 +18,11 @@ from durable_agent_runner.activities.wire import function_tools
 from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.agents.tools import tool_name_for
 from durable_agent_runner.testing.fake_llm.conversation import Conversation, as_dict, as_list, content_text
-from durable_agent_runner.testing.fake_llm.team import output_schema
+from durable_agent_runner.testing.fake_llm.scripts import Answer
 from durable_agent_runner.testing.fake_llm.wire import ApiError
 from durable_agent_runner.workflows.types import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 
-# (text, [(tool name, JSON arguments)]): an answer as fake_llm renders it on either wire.
-Answer = tuple[str | None, list[tuple[str, str]]]
+__all__ = ["AgentIndex", "Answer", "ModelRequest", "describe", "failure", "output_schema", "request_of"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +60,26 @@ class ModelRequest:
     def result_of(self, tool: str) -> str | None:
         """The latest result of `tool` since the last user message, or None."""
         return next((m.content for m in reversed(self.tool_results) if m.name == tool), None)
+
+    @property
+    def turn_since_prompt(self) -> int:
+        """The model turns (assistant messages) since the last user message."""
+        turns = 0
+        for m in reversed(self.messages):
+            if isinstance(m, UserMessage):
+                break
+            turns += isinstance(m, AssistantMessage)
+        return turns
+
+    def call_of(self, call_id: str) -> ToolCall | None:
+        """The tool call with this id in the conversation (the one a tool result answers), or None."""
+        calls = (c for m in self.messages if isinstance(m, AssistantMessage) for c in m.tool_calls)
+        return next((c for c in calls if c.call_id == call_id), None)
+
+    @property
+    def tool_schemas(self) -> dict[str, dict[str, Any]]:
+        """Each offered tool's parameters (JSON schema), by name, in the order offered."""
+        return tool_parameters(self.body)
 
 
 @dataclass(frozen=True)
@@ -215,6 +234,28 @@ def request_of(conv: Conversation, index: AgentIndex) -> ModelRequest:
         stream=conv.stream,
         body=body,
     )
+
+
+def tool_parameters(body: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each offered tool's parameters schema, by name, in the order offered (either wire)."""
+    out: dict[str, dict[str, Any]] = {}
+    for raw in as_list(body.get("tools")) or []:
+        spec = as_dict(raw) or {}
+        fn = as_dict(spec.get("function")) or spec  # Chat nests it under "function"
+        name = fn.get("name")
+        if isinstance(name, str):
+            out[name] = as_dict(fn.get("parameters")) or {}
+    return out
+
+
+def output_schema(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema the reply must match: Chat's response_format, or the Responses API's
+    text.format; None when plain text is asked for."""
+    chat = as_dict(body.get("response_format")) or {}
+    if chat.get("type") == "json_schema":
+        return as_dict((as_dict(chat.get("json_schema")) or {}).get("schema"))
+    text = as_dict((as_dict(body.get("text")) or {}).get("format")) or {}
+    return as_dict(text.get("schema")) if text.get("type") == "json_schema" else None
 
 
 def describe(request: ModelRequest) -> str:

@@ -1,8 +1,10 @@
 """`ModelServer`: fake_llm's OpenAI-compatible server answering with an offline model.
 
 It speaks both wires (Chat Completions and Responses), streamed or not, and records each model
-call as a typed `ModelRequest` (`requests`, `requests_for(agent)`). fake_llm's faults and latency
-still apply (`fake`). A model's async function runs on the event loop that entered `serve()`.
+call as a typed `ModelRequest` (`requests`, `requests_for(agent)`; the latest MAX_REQUESTS).
+fake_llm's faults and latency still apply (`fake`). A model's async function runs on the event
+loop that entered `serve()`. A session's compaction (a request to summarize the conversation) is
+answered as fake_llm's default scenarios answer it, so a scripted agent's session can compact.
 """
 
 from __future__ import annotations
@@ -10,28 +12,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any
 
 from durable_agent_runner.testing.fake_llm.conversation import Conversation
-from durable_agent_runner.testing.fake_llm.server import FakeLLMServer
-from durable_agent_runner.testing.request import Answer, ModelRequest, describe, failure
+from durable_agent_runner.testing.fake_llm.scripts import Scripts, reply_of
+from durable_agent_runner.testing.fake_llm.server import LLMServer
+from durable_agent_runner.testing.fake_llm.wire import Reply
+from durable_agent_runner.testing.request import ModelRequest, describe, failure
+from durable_agent_runner.testing.scenarios.basic import is_summary_request, summarize
 
 if TYPE_CHECKING:
     from durable_agent_runner.testing.models import OfflineModel
 
 ASYNC_ANSWER_SECONDS = 60.0  # the most a model's async function may take for one answer
+MAX_REQUESTS = 10_000  # the requests kept for asserts: a long-lived server (the demo's) stays bounded
 
 
 class ModelServer:
     """A running offline model: `base_url` for LLMSettings / LLM_BASE_URL, `requests` for asserts."""
 
-    def __init__(self, model: OfflineModel, fake: FakeLLMServer, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, model: OfflineModel, fake: LLMServer, loop: asyncio.AbstractEventLoop) -> None:
         self.model = model
         self.fake = fake  # the underlying fake_llm server: faults, latency, the raw request log
         self._loop = loop
         self._lock = threading.Lock()
-        self._requests: list[ModelRequest] = []
+        self._requests: deque[ModelRequest] = deque(maxlen=MAX_REQUESTS)
 
     @property
     def base_url(self) -> str:
@@ -51,12 +58,14 @@ class ModelServer:
         with self._lock:
             self._requests.clear()
 
-    def answer(self, conv: Conversation) -> Answer:
+    def answer(self, conv: Conversation, scripts: Scripts) -> Reply:
         """fake_llm's responder: runs in a server thread, once per model call."""
+        if is_summary_request(conv):
+            return reply_of(conv, summarize(conv))
         request = self.model.request(conv)
         with self._lock:
             self._requests.append(request)
-        return self.model.answer(request, self._resolve_for(request))
+        return reply_of(conv, self.model.answer(request, self._resolve_for(request)))
 
     def _resolve_for(self, request: ModelRequest) -> Any:
         def resolve(awaitable: Awaitable[Any]) -> Any:
@@ -80,9 +89,9 @@ class ModelServer:
 async def serve(model: OfflineModel, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[ModelServer]:
     """`model` on an OpenAI-compatible server for as long as the `async with` lasts."""
     model.check()
-    fake = FakeLLMServer(host, port)
+    fake = LLMServer(host, port)
     server = ModelServer(model, fake, asyncio.get_running_loop())
-    fake.state.responder = server.answer
+    fake.state.responder = server.answer  # before it starts: no call is answered otherwise
     fake.start()
     try:
         yield server

@@ -14,26 +14,36 @@ In-process:
         srv.requests()                  # what the client sent
 
 As a process: python -m durable_agent_runner.testing.fake_llm --host 127.0.0.1 --port 8400
+(the default scenarios), or `--model module:attr` to answer with your own ScriptedModel or
+FunctionModel (docs/testing.md).
 
-Replies are a pure function of the request (see `scenarios` here); faults are a FIFO queue (see
-`faults`); the control API lives under /_control/ (see `handler`).
-Models named `hostile:<case>` and the `echo_key` and `stall` faults attack the client instead:
-they echo its key back, reuse tool-call ids, send odd fields, and stall (see `hostile`).
+This package is the HTTP layer, and knows no scenario: the server (`server.LLMServer`) answers
+with the responder it is given (`scripts`), the control API lives under /_control/ (`control`,
+`handler`), faults are a FIFO queue (`faults`). Models named `hostile:<case>` and the `echo_key`
+and `stall` faults attack the client instead: they echo its key back, reuse tool-call ids, send
+odd fields, and stall (`hostile`). The default scenarios (the weather demo and the support team,
+as FunctionModels; echo, recall, loop) are in durable_agent_runner/testing/scenarios/, and
+`FakeLLMServer` is the server with them.
 """
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from durable_agent_runner.testing.fake_llm.server import FakeLLMServer
+    from durable_agent_runner.testing.fake_llm.server import LLMServer
+    from durable_agent_runner.testing.scenarios.default import FakeLLMServer
 
-__all__ = ["FakeLLMServer"]
+__all__ = ["FakeLLMServer", "LLMServer"]
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use (PEP 562): the offline models import this package's wire modules,
-    # and its server imports them back (scenarios answer through durable_agent_runner.testing).
+    # Imported on first use (PEP 562): the default scenarios are offline models, which import this
+    # package's HTTP layer; importing the package itself loads neither.
     if name == "FakeLLMServer":
-        from durable_agent_runner.testing.fake_llm.server import FakeLLMServer
+        from durable_agent_runner.testing.scenarios.default import FakeLLMServer
 
         return FakeLLMServer
+    if name == "LLMServer":
+        from durable_agent_runner.testing.fake_llm.server import LLMServer
+
+        return LLMServer
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,18 +16,28 @@ import copy
 import json
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any, TypeGuard
 
-from durable_agent_runner.testing.fake_llm.conversation import Conversation, as_list
+from durable_agent_runner.testing.fake_llm.conversation import as_list
 from durable_agent_runner.testing.fake_llm.faults import FaultQueue, parse_fault
-from durable_agent_runner.testing.fake_llm.scenarios import Answer, ScriptStep, parse_steps
+from durable_agent_runner.testing.fake_llm.scripts import Responder, ScriptStep, parse_steps, scripts_only
 
 
 class State:
-    """Everything the control API changes; shared by all handler threads."""
+    """Everything the control API changes; shared by all handler threads. `responder` answers
+    every model call (set before the server starts, kept across resets); `models` are the names
+    GET /v1/models lists besides the scripts'."""
 
-    def __init__(self, latency_ms: float = 0.0, max_log: int = 1000) -> None:
+    def __init__(
+        self,
+        latency_ms: float = 0.0,
+        max_log: int = 1000,
+        responder: Responder = scripts_only,
+        models: Sequence[str] = (),
+    ) -> None:
+        self.responder = responder
+        self.models = tuple(models)
         self.lock = threading.Lock()
         self.scripts: dict[str, tuple[ScriptStep, ...]] = {}
         self.faults = FaultQueue()
@@ -38,9 +48,6 @@ class State:
         self.log: deque[dict[str, Any]] = deque(maxlen=max_log)
         self.seq = 0
         self.stopping = threading.Event()  # wakes sleeping handlers when the server stops
-        # An offline model (durable_agent_runner.testing) answering every model call, whatever
-        # the model name; set once, before the server starts, and kept across resets.
-        self.responder: Callable[[Conversation], Answer] | None = None
 
     def sleep(self, ms: float) -> None:
         if ms > 0:

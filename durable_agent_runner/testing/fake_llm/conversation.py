@@ -44,7 +44,7 @@ class Conversation:
     user_texts: tuple[str, ...] = ()  # every user message's text, in order
     instructions: str = ""  # system and developer messages, or the Responses `instructions`
     # The request body as sent, for a scenario that reads what this class does not model
-    # (tool parameters, the response format: see durable_agent_runner/testing/fake_llm/team.py).
+    # (tool parameters, the response format: see durable_agent_runner/testing/scenarios/team.py).
     request: dict[str, Any] = field(default_factory=lambda: {}, repr=False, compare=False)
 
 

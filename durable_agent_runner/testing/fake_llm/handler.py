@@ -1,4 +1,5 @@
 """The HTTP side of the fake server: routing, model calls, streaming and the control API.
+What a model call answers is the state's responder's (scripts.py): this module knows no scenario.
 
 Standard library only (http.server), so the test double has no dependencies of its own.
 Normal replies use HTTP/1.1 keep-alive with an exact Content-Length; streams use chunked
@@ -30,7 +31,6 @@ from durable_agent_runner.testing.fake_llm.faults import (
     shape_stream,
     status_error,
 )
-from durable_agent_runner.testing.fake_llm.scenarios import reply_for
 from durable_agent_runner.testing.fake_llm.wire import (
     SSE,
     ApiError,
@@ -42,7 +42,6 @@ from durable_agent_runner.testing.fake_llm.wire import (
     response_stream,
 )
 
-BUILTIN_MODELS = ("demo", "weather", "echo", "team")
 BATCH_BYTES = 64 * 1024  # an unpaced stream's chunks (see _stream)
 _API_PATHS: dict[str, Api] = {"/v1/chat/completions": "chat", "/v1/responses": "responses"}
 
@@ -196,7 +195,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _models(self) -> dict[str, Any]:
         with self.state.lock:
-            names = [*BUILTIN_MODELS, *(f"script:{sid}" for sid in self.state.scripts)]
+            names = [*self.state.models, *(f"script:{sid}" for sid in self.state.scripts)]
         return {
             "object": "list",
             "data": [{"id": name, "object": "model", "created": 0, "owned_by": "fake_llm"} for name in names],
@@ -228,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
         with self.state.lock:
             scripts = dict(self.state.scripts)
         case = hostile.case_of(conv.model)
-        reply = reply_for(conv, scripts, self.state.responder)
+        reply = self.state.responder(conv, scripts)
         if case is not None:
             reply = hostile.bend_reply(case, reply, key)
         self.state.update(entry, status=200)

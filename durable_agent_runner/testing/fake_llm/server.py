@@ -1,5 +1,7 @@
-"""The in-process `FakeLLMServer` handle: the HTTP server (handler.py) on a background thread,
-with helpers that act on its state exactly as the control API does.
+"""The in-process `LLMServer` handle: the HTTP server (handler.py) on a background thread,
+answering with the responder it is given, with helpers that act on its state exactly as the
+control API does. `durable_agent_runner.testing.fake_llm.FakeLLMServer` is this server with the
+default scenarios; `durable_agent_runner.testing.serve()` is it with an offline model.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from typing import Any
 
 from durable_agent_runner.testing.fake_llm.control import State, apply_control
 from durable_agent_runner.testing.fake_llm.handler import HTTPServer, bind
+from durable_agent_runner.testing.fake_llm.scripts import Responder, scripts_only
 
 
-class FakeLLMServer:
-    """The fake server in a background thread: `with FakeLLMServer() as srv: srv.base_url`.
+class LLMServer:
+    """The fake server in a background thread: `with LLMServer(responder=...) as srv: srv.base_url`.
 
-    The helper methods act on the server's state directly, exactly as the control API does.
+    `responder` answers every model call (default: the control API's scripts only); `models` are
+    the names GET /v1/models lists besides the scripts'. The helper methods act on the server's
+    state directly, exactly as the control API does.
     """
 
     def __init__(
@@ -27,16 +32,18 @@ class FakeLLMServer:
         latency_ms: float = 0.0,
         verbose: bool = False,
         max_log: int = 1000,
+        responder: Responder = scripts_only,
+        models: Sequence[str] = (),
     ) -> None:
         self.host = host
         self._port = port
         self._verbose = verbose
-        self.state = State(latency_ms, max_log)
+        self.state = State(latency_ms, max_log, responder, models)
         self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # lifecycle
-    def start(self) -> FakeLLMServer:
+    def start(self) -> LLMServer:
         if self._httpd is not None:
             return self
         httpd = bind(self.host, self._port, self.state, verbose=self._verbose)
@@ -58,7 +65,7 @@ class FakeLLMServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> FakeLLMServer:
+    def __enter__(self) -> LLMServer:
         return self.start()
 
     def __exit__(

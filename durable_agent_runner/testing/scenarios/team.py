@@ -1,7 +1,8 @@
-"""The `team` scenario: plays every agent of a support team (examples/support_team.py) offline.
+"""The `team` model: plays every agent of a support team (examples/support_team.py) offline, as a
+`FunctionModel` (a function of the request, as a user writes one: docs/testing.md).
 
-Stateless like every scenario: which agent is asking, and what it does next, is read from the
-request alone (the tools offered, the response format asked for, the messages so far):
+Which agent is asking, and what it does next, is read from the request alone (the tools
+offered, the response format asked for, the messages so far), so it needs no agent list:
 
   transfer tools offered,         hand off: transfer_to_refunds when the customer asks for a
   no transfer yet                 refund, else transfer_to_billing (else the first transfer tool)
@@ -22,7 +23,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from durable_agent_runner.testing.fake_llm.conversation import Conversation, ToolResult, as_dict, as_list
+from durable_agent_runner.testing.fake_llm.conversation import as_dict, as_list
+from durable_agent_runner.testing.models import FunctionModel
+from durable_agent_runner.testing.request import ModelRequest
+from durable_agent_runner.testing.steps import Step, call, output, reply
+from durable_agent_runner.workflows.types import ToolMessage
 
 TRANSFER = "transfer_to_"
 _REFUND = re.compile(r"\brefund", re.I)
@@ -30,52 +35,34 @@ _ORDER = re.compile(r"\border\b\s*(?:number|no\.?|id)?\s*[#:]?\s*([A-Za-z0-9-]*\
 _HASH_ID = re.compile(r"#\s*(\d{3,})")
 
 
-def reply(conv: Conversation) -> tuple[str | None, list[tuple[str, str]]]:
-    """(text, [(tool name, JSON arguments)]) for this request."""
-    tools = tool_parameters(conv.request)
-    called = {r.name for r in conv.results_since_user}
+def team(request: ModelRequest) -> Step:
+    """This turn of whichever team agent sent `request`."""
+    tools = request.tool_schemas
+    results = request.tool_results
+    called = {r.name for r in results}
     transfers = [name for name in tools if name.startswith(TRANSFER)]
     if transfers and not any(name.startswith(TRANSFER) for name in called):
-        wanted = TRANSFER + ("refunds" if _REFUND.search(conv.last_user_text) else "billing")
-        return None, [(wanted if wanted in transfers else transfers[0], "{}")]
+        wanted = TRANSFER + ("refunds" if _REFUND.search(request.prompt) else "billing")
+        return call(wanted if wanted in transfers else transfers[0])
     own = [name for name in tools if not name.startswith(TRANSFER)]
-    order = order_id(conv.last_user_text)
+    order = order_id(request.prompt)
     if own and not called & set(own):
         name = own[0]
-        arguments = _arguments(tools[name], order, conv.last_user_text)
+        arguments = _arguments(tools[name], order, request.prompt)
         if arguments is None:
-            return "Which order is this about? Please send me its order number.", []
-        return None, [(name, json.dumps(arguments, ensure_ascii=False))]
-    mine = [r for r in conv.results_since_user if r.name in own]
-    schema = output_schema(conv.request)
+            return reply("Which order is this about? Please send me its order number.")
+        return call(name, arguments)
+    mine = [r for r in results if r.name in own]
+    schema = request.output_schema
     if schema is not None:
-        return json.dumps(fill(schema, _facts(order, mine), schema), ensure_ascii=False), []
-    return _summary(order, mine), []
+        return output(fill(schema, _facts(order, mine), schema))
+    return reply(_summary(order, mine))
+
+
+TEAM = FunctionModel(team)
 
 
 # ------------------------------------------------------------------------------ the request
-
-
-def tool_parameters(request: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each offered tool's parameters schema, by name, in the order offered (both wires)."""
-    out: dict[str, dict[str, Any]] = {}
-    for raw in as_list(request.get("tools")) or []:
-        spec = as_dict(raw) or {}
-        fn = as_dict(spec.get("function")) or spec  # Chat nests it under "function"
-        name = fn.get("name")
-        if isinstance(name, str):
-            out[name] = as_dict(fn.get("parameters")) or {}
-    return out
-
-
-def output_schema(request: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The JSON schema the reply must match: Chat's response_format, or the Responses API's
-    text.format; None when plain text is asked for."""
-    chat = as_dict(request.get("response_format")) or {}
-    if chat.get("type") == "json_schema":
-        return as_dict((as_dict(chat.get("json_schema")) or {}).get("schema"))
-    text = as_dict((as_dict(request.get("text")) or {}).get("format")) or {}
-    return as_dict(text.get("schema")) if text.get("type") == "json_schema" else None
 
 
 def order_id(text: str) -> str | None:
@@ -122,11 +109,11 @@ class _Facts:
     reason: str
 
 
-def _facts(order: str | None, results: Sequence[ToolResult]) -> _Facts:
-    record = next((r for r in (_first_object(x.output) for x in results) if r is not None), None)
+def _facts(order: str | None, results: Sequence[ToolMessage]) -> _Facts:
+    record = next((r for r in (_first_object(x.content) for x in results) if r is not None), None)
     order = order or str(_field(record or {}, "order") or "unknown")
     if record is None:
-        why = "; ".join(_snippet(r.output) for r in results) or "no record"
+        why = "; ".join(_snippet(r.content) for r in results) or "no record"
         return _Facts(order, None, 0.0, False, "USD", f"Could not look order {order} up ({why}), so no refund yet.")
     currency = str(_field(record, "currency") or "USD")
     charges = [_number(_field(c, "amount")) for c in _records(record)]
@@ -204,15 +191,15 @@ def _type(prop: Mapping[str, Any], root: Mapping[str, Any]) -> str:
     return kind if isinstance(kind, str) else "string"
 
 
-def _summary(order: str | None, results: Sequence[ToolResult]) -> str:
+def _summary(order: str | None, results: Sequence[ToolMessage]) -> str:
     """A plain-text answer: what the agent's tool returned, as one short paragraph."""
     if not results:
         return "I have no tool to look this up with."
     parts: list[str] = []
     for r in results:
-        record = _first_object(r.output)
+        record = _first_object(r.content)
         if record is None or "error" in record:
-            parts.append(f"{r.name} failed: {_snippet(r.output)}.")
+            parts.append(f"{r.name} failed: {_snippet(r.content)}.")
             continue
         said = [f"{k.replace('_', ' ')} {v}" for k, v in record.items() if not isinstance(v, (list, dict))]
         nested = {k: v for k, v in record.items() if isinstance(v, (list, dict))}
