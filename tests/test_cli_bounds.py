@@ -119,4 +119,4 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         out = capsys.readouterr().out
         assert out.startswith(f"usage: client.py {name}"), name
         has_json = any("--json" in a.option_strings for a in sub._actions)
-        assert has_json or name in ("export", "codec-server"), f"{name} has no --json"
+        assert has_json or name in ("export", "codec-server", "console"), f"{name} has no --json"
