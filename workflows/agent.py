@@ -20,6 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.budget import Ledger
 from durable_agent_runner.workflows.calls import RunTools
 from durable_agent_runner.workflows.rules import Done, Stop
 from durable_agent_runner.workflows.session import SessionState
@@ -50,6 +51,9 @@ from durable_agent_runner.workflows.turn import (
     should_continue,
 )
 from durable_agent_runner.workflows.turn_steps import TurnSteps
+
+# Budgets across a tree of runs (workflows/budget.py): asked only by runs that have a budget.
+TREE_BUDGET_PATCH = "tree-budget-1.1"
 
 # Only the project's own errors fail a run from workflow code: every failure it means is an
 # ApplicationError (which always fails the run). A bug in this code holds the workflow task, as
@@ -94,6 +98,11 @@ class AgentRun(TurnSteps):
             s.agent = input.frozen or await self._resolve(input)
             self._search(t.SA_AGENT.value_set(s.agent.name), t.SA_VERSION.value_set(s.agent.version))
         assert s.agent is not None
+        carried = input.carry.budget if input.carry is not None else None
+        child = workflow.info().parent is not None
+        ledger = Ledger(carried) if carried is not None else Ledger.start(s.agent, input.budget, child)
+        if ledger is not None and workflow.patched(TREE_BUDGET_PATCH):  # no budget: no marker
+            self._ledger = ledger
         return s.agent
 
     async def _single(self, input: t.RunInput) -> t.RunResult:
@@ -140,7 +149,7 @@ class AgentRun(TurnSteps):
 
     async def _answer(self, input: t.RunInput, guard: str | None) -> Done:
         """Carries out the turn machine's steps until it answers (or stops, which raises)."""
-        turn = Turn(self._s, guard)
+        turn = Turn(self._s, guard, self._ledger)
         step = turn.next(Ready(), self._facts())
         while not isinstance(step, Done):
             if isinstance(step, Stop):
@@ -162,9 +171,10 @@ class AgentRun(TurnSteps):
     async def _carry(self, step: NextStep, input: t.RunInput) -> Outcome:
         s = self._s
         if isinstance(step, CallModel):
+            cap = step.max_output_tokens
             if step.guard is not None:
-                return Replied(await self._first_call_guarded(step.agent, step.guard, input.capture))
-            return Replied(await self._call_model(step.agent, input.capture, step.with_reply))
+                return Replied(await self._first_call_guarded(step.agent, step.guard, input.capture, cap))
+            return Replied(await self._call_model(step.agent, input.capture, step.with_reply, cap))
         if isinstance(step, RunTools):
             return ToolsRan(await self._run_tools(s.agent_now, step))
         if isinstance(step, HandOff):
@@ -199,6 +209,8 @@ class AgentRun(TurnSteps):
         await workflow.wait_condition(workflow.all_handlers_finished)
         self._set_phase("continuing", f"turn {s.turn}: continuing as new to keep history small")
         carry = s.to_carry(workflow.info().run_id)
+        if self._ledger is not None:
+            carry.budget = self._ledger.budget
         # The prompt travels once, as the carried transcript's first message.
         workflow.continue_as_new(
             t.RunInput(prompt="", agent=s.agent.name, carry=carry, capture=input.capture, session=input.session)
