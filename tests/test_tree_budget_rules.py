@@ -4,7 +4,7 @@ interleaving of its runs."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from datetime import UTC, datetime
 
 import pytest
@@ -168,7 +168,7 @@ plans = st.recursive(
 
 
 def run(
-    ledger: Ledger, spec: t.AgentSpec, plan: list, pick: st.DataObject, overshoot: list[int]
+    ledger: Ledger, spec: t.AgentSpec, plan: list, pick: Callable[[list], tuple[str, int]], overshoot: list[int]
 ) -> Generator[None, None, int]:
     """A run as the workflow carries it out: before each model call the ledger's stop rule, then
     its reservation; the call is in flight across a yield (anything else in the tree may run);
@@ -192,7 +192,7 @@ def run(
         live: dict[int, Generator[None, None, int]] = {}
         while waiting or live:
             choices = [("start", i) for i, _ in waiting] + [("step", i) for i in live]
-            what, i = pick.draw(st.sampled_from(choices))
+            what, i = pick(choices)
             if what == "start":
                 sub = dict(waiting).pop(i)
                 waiting = [(j, p) for j, p in waiting if j != i]
@@ -212,12 +212,25 @@ def run(
     return spent
 
 
+def test_three_children_in_parallel_spend_at_most_their_parents_budget():
+    """Three children, each of whom would spend 20,000 tokens, start at once against a parent
+    with 9,000 left: each gets 3,000, and the tree spends exactly its budget (no input tokens)."""
+    spec = agent(settings={"max_output_tokens": 1_000})
+    greedy = [[(0, 5_000)] * 4] * 3
+    overshoot: list[int] = []
+    tree = run(Ledger(t.Budget(tokens=9_000)), spec, [greedy], lambda choices: choices[0], overshoot)
+    with pytest.raises(StopIteration) as done:
+        while True:
+            next(tree)
+    assert done.value.value == 9_000 and set(overshoot) == {0}
+
+
 @settings(max_examples=300, deadline=None)
 @given(plan=plans, budget=st.integers(0, 20_000), worst=st.integers(1, 5_000), pick=st.data())
 def test_a_tree_never_spends_more_than_its_budget_plus_one_calls_overshoot_per_run(plan, budget, worst, pick):
     spec = agent(settings={"max_output_tokens": worst})
     overshoot: list[int] = []
-    tree = run(Ledger(t.Budget(tokens=budget)), spec, plan, pick, overshoot)
+    tree = run(Ledger(t.Budget(tokens=budget)), spec, plan, lambda c: pick.draw(st.sampled_from(c)), overshoot)
     try:
         while True:
             next(tree)
