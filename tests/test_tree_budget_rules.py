@@ -88,7 +88,9 @@ def test_a_raise_needs_a_budget_of_its_kind():
     assert ledger.budget.tokens == 150
 
 
-@pytest.mark.parametrize("bad", [{"add_usd": float("nan")}, {"add_usd": float("inf")}, {"add_usd": -1}, {"add_tokens": 0}])
+@pytest.mark.parametrize(
+    "bad", [{"add_usd": float("nan")}, {"add_usd": float("inf")}, {"add_usd": -1}, {"add_tokens": 0}]
+)
 def test_a_raise_is_bounded_at_the_door(bad):
     with pytest.raises(ValueError):
         t.BudgetRaise.model_validate(bad)
@@ -136,7 +138,7 @@ def test_a_pausing_run_pauses_with_reason_budget_and_goes_on_once_raised():
 def test_a_pausing_run_that_is_spent_before_a_model_call_checks_again_after_a_resume():
     spec = agent(token_budget=100, on_budget="pause")
     s = state(spec)
-    s.usage = used(100)  # a child run spent it all
+    s.turn, s.usage = 1, used(100)  # its first call's child run spent it all
     ledger = Ledger.start(spec, None, child=False)
     turn = Turn(s, None, ledger)
     step = turn.next(Ready(), Facts(now=NOW))
@@ -145,6 +147,13 @@ def test_a_pausing_run_that_is_spent_before_a_model_call_checks_again_after_a_re
     assert ledger is not None
     ledger.raised(t.BudgetRaise(add_tokens=50))
     assert isinstance(turn.next(Resumed(), Facts(now=NOW)), CallModel)
+
+
+def test_an_answers_first_call_is_stopped_only_by_a_shared_budget():
+    spec = agent(token_budget=100)
+    s = state(spec)
+    s.usage = used(100)  # a session's earlier messages spent it: the next message's first call goes ahead
+    assert isinstance(Turn(s, None, Ledger.start(spec, None, child=False)).next(Ready(), Facts(now=NOW)), CallModel)
 
 
 def test_a_failing_run_stops_before_its_first_model_call_when_its_share_is_nothing():

@@ -98,12 +98,24 @@ class AgentRun(TurnSteps):
             s.agent = input.frozen or await self._resolve(input)
             self._search(t.SA_AGENT.value_set(s.agent.name), t.SA_VERSION.value_set(s.agent.version))
         assert s.agent is not None
-        carried = input.carry.budget if input.carry is not None else None
-        child = workflow.info().parent is not None
-        ledger = Ledger(carried) if carried is not None else Ledger.start(s.agent, input.budget, child)
-        if ledger is not None and workflow.patched(TREE_BUDGET_PATCH):  # no budget: no marker
-            self._ledger = ledger
+        self._ledger = self._budget(input, s.agent)
         return s.agent
+
+    def _budget(self, input: t.RunInput, agent: t.AgentSpec) -> Ledger | None:
+        """The run's ledger (None: no budget, and no marker). A run handed a budget (a child's
+        share, a carried ledger) asks the patch before any command: it has resolved nothing
+        locally. A run that resolved its agent keeps a ledger without asking: `patched` right
+        after a local activity is not replay-safe (a worker may complete the workflow task
+        between the two, and a replay then finds the marker in the next task), and for histories
+        recorded before it the ledger issues the same commands as the old rule (tests/histories)."""
+        carried, child = input.carry.budget if input.carry is not None else None, self._is_child()
+        ledger = Ledger(carried, shared=child) if carried else Ledger.start(agent, input.budget, child)
+        if ledger is None or (input.budget is None and carried is None):
+            return ledger
+        return ledger if workflow.patched(TREE_BUDGET_PATCH) else None
+
+    def _is_child(self) -> bool:
+        return workflow.info().parent is not None
 
     async def _single(self, input: t.RunInput) -> t.RunResult:
         """One prompt, one answer: the run ends with it."""

@@ -70,6 +70,9 @@ class Ledger:
     held_usd: float = 0.0
     grants: dict[str, t.Budget] = field(default_factory=dict)
     expected: int = 0  # the turn's child calls not yet started (they share what is left)
+    # A parent's share (or a caller's cap): spent may be all of it before the first model call.
+    # Otherwise, as before the ledger, an answer's first call is not stopped (a session's message).
+    shared: bool = False
 
     @classmethod
     def start(cls, agent: t.AgentSpec, given: t.Budget | None, child: bool) -> Ledger | None:
@@ -81,7 +84,8 @@ class Ledger:
         if tokens is None and usd is None:
             return None
         on = "fail" if child else agent.on_budget
-        return cls(t.Budget(tokens=None if tokens is None else int(tokens), usd=usd, on_budget=on))
+        budget = t.Budget(tokens=None if tokens is None else int(tokens), usd=usd, on_budget=on)
+        return cls(budget, shared=given is not None)
 
     # ---------------------------------------------------------------------------- accounts
 
@@ -98,9 +102,12 @@ class Ledger:
             None if b.usd is None else round(b.usd - used.cost_usd - usd, 8),
         )
 
-    def stop(self, used: t.Usage, where: str) -> Stop | None:
+    def stop(self, used: t.Usage, where: str, first: bool = False) -> Stop | None:
         """The run's stop when nothing is left of a budget (the one rule, `calls.budget_spent`,
-        over what is spent and reserved), or None."""
+        over what is spent and reserved), or None; `first`: an answer's first model call, which
+        only a shared budget stops."""
+        if first and not self.shared:
+            return None
         tokens, usd = self.reserved()
         b = self.budget
         kind = budget_spent(b.tokens, used.total_tokens + tokens, b.usd, used.cost_usd + usd)

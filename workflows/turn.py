@@ -262,7 +262,7 @@ class Turn:
     def _begin(self, facts: Facts) -> NextStep:
         s, first = self.s, self.first
         if self.ledger is not None:  # spent or reserved: no model call after that
-            over = self.ledger.stop(s.usage, f"before model call {s.turn + 1}")
+            over = self.ledger.stop(s.usage, f"before model call {s.turn + 1}", first=not self.calls)
             if over is not None and self.ledger.pauses(over):  # on_budget="pause": a person raises it
                 self._stage = "budget"
                 return Pause("before_model", s.turn + 1, f"budget: {over.message}", "budget")
