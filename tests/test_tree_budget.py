@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import signal
 import time
 
 import pytest
@@ -16,9 +17,20 @@ from durable_agent_runner import Agent, Registry
 from durable_agent_runner.cli.status import gather_status
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.agent import TREE_BUDGET_PATCH as PATCH
-from tests.budget_runs import BUDGET, CHILD_SPENT, CHILDREN, LEAD_CALL, OVERSHOOT, parallel_team, pausing_agent
-from tests.helpers import replay, script, start
+from tests.budget_runs import (
+    BUDGET,
+    CHILD_CALL,
+    CHILD_SPENT,
+    CHILDREN,
+    LEAD_CALL,
+    OVERSHOOT,
+    parallel_team,
+    pausing_agent,
+)
+from tests.fixtures.budget_agents import LEAD_SCRIPT, SCHOLAR_SCRIPT
+from tests.helpers import activity_attempts, calls, replay, script, start
 from tests.test_agents import child_runs, status
+from tests.test_durability import start_worker_process
 
 
 def patched(history) -> bool:
@@ -104,3 +116,41 @@ async def test_a_run_without_a_budget_records_no_patch_marker(client, task_queue
         await asyncio.wait_for(handle.result(), 30)
         assert (await status(handle)).budget is None
     assert not patched(await handle.fetch_history())
+
+
+async def test_the_bound_holds_when_the_worker_is_killed_mid_call(client, temporal_server, llm, task_queue, tmp_path):
+    """The worker dies while a child's model call is in flight; a new worker rebuilds every ledger
+    from history, the call is retried, and the tree still spends at most the documented bound."""
+    asks = calls(*[("ask", {"input": f"tides, part {i}"}) for i in range(CHILDREN)]) | LEAD_CALL
+    llm.add_script(LEAD_SCRIPT, [asks, {"content": "never asked"}])
+    llm.add_script(SCHOLAR_SCRIPT, [calls(("fact", {"topic": "tides"})) | CHILD_CALL] * 5)
+    llm.add_faults([{"kind": "delay", "ms": 8_000, "model": f"script:{SCHOLAR_SCRIPT}"}])  # one child's first call
+    log = tmp_path / "worker.log"
+    first = start_worker_process(temporal_server, llm, task_queue, log, tools="tests/fixtures/budget_agents.py")
+    handle = await start(client, task_queue, "Explain tides", agent="budget_lead")
+    deadline = time.monotonic() + 30
+    while len(llm.requests()) < 2:  # the lead's call answered; a child's call is held for 8 s
+        assert time.monotonic() < deadline, "no child called its model"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    second = start_worker_process(temporal_server, llm, task_queue, log, tools="tests/fixtures/budget_agents.py")
+    try:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 90)
+        final = await status(handle)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == "TokenBudgetExceeded"
+    assert final.usage.total_tokens <= BUDGET + CHILDREN * OVERSHOOT
+    assert final.usage_by_agent["scholar"].total_tokens == CHILDREN * CHILD_SPENT
+    assert [i.budget.tokens for i in await child_inputs(client, handle) if i.budget] == [300] * CHILDREN
+    asked = {r["body"].get("max_completion_tokens") for r in llm.requests()}
+    assert asked <= {BUDGET, 300, 100}  # every call asked for at most what its run had left
+    attempts = [
+        await activity_attempts(client.get_workflow_handle(c), t.MODEL_CALL_ACTIVITY) for c in await child_runs(handle)
+    ]
+    assert any(2 in a for a in attempts), attempts  # the killed call ran again on the new worker
+    await replay(handle)
