@@ -247,3 +247,35 @@ def test_a_tree_never_spends_more_than_its_budget_plus_one_calls_overshoot_per_r
         total = done.value
     assert total <= budget + sum(overshoot)
     assert all(e <= 300 for e in overshoot)  # at most one call's input: the output kept to its reservation
+
+
+# ------------------------------------------------------------------------------------ the CLI
+
+
+def test_a_raise_from_the_command_line_is_one_clear_line_when_it_is_out_of_bounds():
+    import argparse
+
+    from durable_agent_runner.cli.budget import budget_raise
+    from durable_agent_runner.cli.common import UsageError
+
+    assert budget_raise(argparse.Namespace(add_tokens=500, add_usd=None)) == t.BudgetRaise(add_tokens=500)
+    for tokens, usd, flag in ((None, float("nan"), "--add-usd"), (0, None, "--add-tokens"), (None, 1e7, "--add-usd")):
+        with pytest.raises(UsageError) as refused:
+            budget_raise(argparse.Namespace(add_tokens=tokens, add_usd=usd))
+        assert str(refused.value).startswith(flag) and "\n" not in str(refused.value)
+
+
+def test_status_prints_the_runs_and_the_trees_budget():
+    from durable_agent_runner.cli.budget import render_budget
+
+    line = {"limit": 1000.0, "spent": 700.0, "reserved": 300.0, "left": 0.0}
+    view = {
+        "on_budget": "pause",
+        "run": {"tokens": line, "usd": None},
+        "tree": {"tokens": line | {"spent": 850.0, "reserved": 150.0}, "usd": None},
+        "children": [{"child_id": "r.call_1", "tokens": 300, "usd": None}],
+    }
+    lines = render_budget(view)
+    assert lines[0] == "budget:  run  700 spent · 300 reserved · 0 left of 1000 tokens"
+    assert lines[1] == "budget:  tree 850 spent · 150 reserved · 0 left of 1000 tokens"
+    assert "--add-usd" in lines[2] and lines[3] == "child:   r.call_1 (its share: 300 tokens)"

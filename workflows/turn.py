@@ -2,7 +2,7 @@
 what happened; `Turn.next` chooses the next step. No Temporal, no I/O, no clocks, no randomness:
 the time and what only Temporal knows come in as `Facts` (tests/test_turn.py).
 
-    Ready ──▶ [Stop: budget] ─▶ [ContinueAsNew] ─▶ [Breakpoint] ─▶ [Pause before_model]
+    Ready ──▶ [Stop | Pause: budget] ─▶ [ContinueAsNew] ─▶ [Breakpoint] ─▶ [Pause before_model]
           ──▶ [Steer] ─▶ [Compact] ─▶ CallModel
     Replied ──▶ Stop | RunTools (after [Pause before_tools]) | CheckOutput | Guardrails | Done
     ToolsRan ──▶ HandOff | Ready …        OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
