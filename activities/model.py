@@ -40,6 +40,7 @@ from durable_agent_runner.activities.wire import BadSettings, MalformedResponse,
 from durable_agent_runner.agents.lifecycle import HookCaller, ModelAttempt, ModelResponse
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import Redactor
+from durable_agent_runner.workflows.budget import capped
 from durable_agent_runner.workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
@@ -191,7 +192,8 @@ class ModelActivities:
         model = input.model or settings.model
         wire, path = wire_for(agent.api or settings.api)
         # A local call has no heartbeats to carry streamed text to watchers: it asks for the whole reply.
-        body = build_request(wire, agent, messages, model, settings.stream and not activity.info().is_local)
+        asked = capped(agent, input.max_output_tokens)  # what the run's budget has room for
+        body = build_request(wire, asked, messages, model, settings.stream and not activity.info().is_local)
         telemetry.model_request(agent, messages, api=path, stream=body.get("stream") is True)  # the attempt's span
         capture = input.capture or settings.capture
         hooks = self._hooks

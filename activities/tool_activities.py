@@ -20,6 +20,7 @@ from durable_agent_runner import telemetry
 from durable_agent_runner.activities import wire
 from durable_agent_runner.activities.context_cache import ContextCache
 from durable_agent_runner.activities.mcp_tools import FrozenTools, McpTool, freeze
+from durable_agent_runner.activities.prices import PriceTable
 from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.agents.executor import ToolThreads
 from durable_agent_runner.agents.lifecycle import HookCaller, ToolAttempt
@@ -59,8 +60,10 @@ class ToolActivities:
         settings: LLMSettings | None = None,
         threads: ToolThreads | None = None,
         hooks: HookCaller | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self.registry = registry
+        self.prices = prices or PriceTable()  # a model's output price is frozen into the run (budgets)
         self.hooks = hooks or HookCaller()  # the at-least-once lifecycle hooks (agents/lifecycle.py)
         self.heartbeat_interval = heartbeat_interval
         self.cache = cache  # shared with the model activity: tool results feed the next turn
@@ -249,6 +252,9 @@ class ToolActivities:
             fill["model_timeout_seconds"] = self.model_bounds["model_timeout_seconds"]
         if spec.model is None and self.default_model:
             fill["model"] = self.default_model
+        price = self.prices.price(str(fill.get("model") or spec.model or ""))
+        if price is not None:  # what a model call reserves of a cost budget (workflows/budget.py)
+            fill["output_price"] = price.output
         if settings is not None:
             fill["settings"] = settings.over(spec.settings)
         filled = spec.model_copy(update=fill)

@@ -20,6 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.budget import Ledger
 from durable_agent_runner.workflows.calls import RunTools
 from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Stop
@@ -51,6 +52,9 @@ from durable_agent_runner.workflows.turn import (
     should_continue,
 )
 from durable_agent_runner.workflows.turn_steps import TurnSteps
+
+# Budgets across a tree of runs (workflows/budget.py): asked only by runs that have a budget.
+TREE_BUDGET_PATCH = "tree-budget-1.1"
 
 # Only the project's own errors fail a run from workflow code: every failure it means is an
 # ApplicationError (which always fails the run). A bug in this code holds the workflow task, as
@@ -95,7 +99,24 @@ class AgentRun(TurnSteps):
             s.agent = input.frozen or await self._resolve(input)
             self._search(t.SA_AGENT.value_set(s.agent.name), t.SA_VERSION.value_set(s.agent.version))
         assert s.agent is not None
+        self._ledger = self._budget(input, s.agent)
         return s.agent
+
+    def _budget(self, input: t.RunInput, agent: t.AgentSpec) -> Ledger | None:
+        """The run's ledger (None: no budget, and no marker). A run handed a budget (a child's
+        share, a carried ledger) asks the patch before any command: it has resolved nothing
+        locally. A run that resolved its agent keeps a ledger without asking: `patched` right
+        after a local activity is not replay-safe (a worker may complete the workflow task
+        between the two, and a replay then finds the marker in the next task), and for histories
+        recorded before it the ledger issues the same commands as the old rule (tests/histories)."""
+        carried, child = input.carry.budget if input.carry is not None else None, self._is_child()
+        ledger = Ledger(carried, shared=child) if carried else Ledger.start(agent, input.budget, child)
+        if ledger is None or (input.budget is None and carried is None):
+            return ledger
+        return ledger if workflow.patched(TREE_BUDGET_PATCH) else None
+
+    def _is_child(self) -> bool:
+        return workflow.info().parent is not None
 
     async def _single(self, input: t.RunInput) -> t.RunResult:
         """One prompt, one answer: the run ends with it."""
@@ -143,7 +164,7 @@ class AgentRun(TurnSteps):
 
     async def _answer(self, input: t.RunInput, guard: str | None) -> Done:
         """Carries out the turn machine's steps until it answers (or stops, which raises)."""
-        turn = Turn(self._s, guard)
+        turn = Turn(self._s, guard, self._ledger)
         step = turn.next(Ready(), self._facts())
         while not isinstance(step, Done):
             if isinstance(step, Stop):
@@ -165,9 +186,10 @@ class AgentRun(TurnSteps):
     async def _carry(self, step: NextStep, input: t.RunInput) -> Outcome:
         s = self._s
         if isinstance(step, CallModel):
+            cap = step.max_output_tokens
             if step.guard is not None:
-                return Replied(await self._first_call_guarded(step.agent, step.guard, input.capture))
-            return Replied(await self._call_model(step.agent, input.capture, step.with_reply))
+                return Replied(await self._first_call_guarded(step.agent, step.guard, input.capture, cap))
+            return Replied(await self._call_model(step.agent, input.capture, step.with_reply, cap))
         if isinstance(step, RunTools):
             return ToolsRan(await self._run_tools(s.agent_now, step))
         if isinstance(step, RerunRecorded):  # a --live-tools fork: a recorded turn's calls, run again
@@ -204,6 +226,8 @@ class AgentRun(TurnSteps):
         await workflow.wait_condition(workflow.all_handlers_finished)
         self._set_phase("continuing", f"turn {s.turn}: continuing as new to keep history small")
         carry = s.to_carry(workflow.info().run_id)
+        if self._ledger is not None:
+            carry.budget = self._ledger.budget
         # The prompt travels once, as the carried transcript's first message.
         workflow.continue_as_new(
             t.RunInput(prompt="", agent=s.agent.name, carry=carry, capture=input.capture, session=input.session)

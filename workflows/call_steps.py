@@ -182,10 +182,14 @@ class CallSteps(Steps):
             return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
         team = [a for a in [s.agent.model_copy(update={"team": []}), *s.agent.team] if a.name != member.name]
         child_id = f"{workflow.info().workflow_id}.{call.call_id}"
+        # Its budget: its share of what this run has left, held here until it ends (workflows/budget.py).
+        share = self._ledger.grant(child_id, s.usage) if self._ledger is not None else None
         try:
             result: t.RunResult = await workflow.execute_child_workflow(
                 t.WORKFLOW_NAME,
-                t.RunInput(prompt=prompt, agent=member.name, frozen=member.model_copy(update={"team": team})),
+                t.RunInput(
+                    prompt=prompt, agent=member.name, frozen=member.model_copy(update={"team": team}), budget=share
+                ),
                 id=child_id,
                 result_type=t.RunResult,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
@@ -195,11 +199,18 @@ class CallSteps(Steps):
             cause = err.cause
             why = cause.message if isinstance(cause, FailureError) else err.message
             await self._count_child(child_id, cause)
+            self._released(child_id)
             content = f"error: agent '{member.name}' (run {child_id}) failed: {why}"
             return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
         for name, usage in (result.usage_by_agent or {member.name: result.usage}).items():
             s.add_usage(name, usage)
+        self._released(child_id)
         return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output)
+
+    def _released(self, child_id: str) -> None:
+        """The child ended and its usage counts here: its share is no longer held."""
+        if self._ledger is not None:
+            self._ledger.release(child_id)
 
     async def _count_child(self, child_id: str, cause: BaseException | None) -> None:
         """A child that failed or was cancelled spent tokens too: a failure carries its ledger in

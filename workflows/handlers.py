@@ -162,9 +162,18 @@ class Handlers(CallSteps):
                 f"the run is already paused ({s.paused.why})", type="AlreadyPaused", non_retryable=True
             )
 
-    @workflow.update(name=t.RESUME_UPDATE, description='Go on from a pause (with any edits): {"by": "alice"}.')
+    @workflow.update(
+        name=t.RESUME_UPDATE,
+        description='Go on from a pause (with any edits): {"by": "alice"}; a run paused on its budget '
+        'goes on once raised: {"by": "alice", "add_usd": 2.5} or {"add_tokens": 50000}.',
+    )
     def resume(self, request: t.ResumeRequest) -> t.RunStatus:
         s = self._s
+        if self._ledger is not None and (request.add_tokens or request.add_usd):
+            self._ledger.raised(request)
+            raised = f"+{request.add_tokens} tokens" if request.add_tokens else ""
+            raised += f"{' ' if raised else ''}+${request.add_usd:g}" if request.add_usd else ""
+            self._event("budget_raised", detail=f"{raised} by {request.by}")
         if s.paused is not None:
             s.resumed_by = request.by
         else:  # paused only on request so far: the request is withdrawn
@@ -178,6 +187,20 @@ class Handlers(CallSteps):
             raise ApplicationError("the run is not paused", type="NotPaused", non_retryable=True)
         if self._s.resumed_by is not None:
             raise ApplicationError(f"already resumed by {self._s.resumed_by}", type="NotPaused", non_retryable=True)
+        self._validate_raise(request)
+
+    def _validate_raise(self, request: t.ResumeRequest) -> None:
+        """A run paused on its budget goes on only once raised; a raise needs a budget of its kind."""
+        raising = bool(request.add_tokens or request.add_usd)
+        paused = self._s.paused
+        if paused is not None and paused.reason == "budget" and not raising:
+            message = "the run is paused on its budget: raise it (--add-usd X or --add-tokens N), or cancel it"
+            raise ApplicationError(message, type="BudgetNotRaised", non_retryable=True)
+        if raising and self._ledger is None:
+            raise ApplicationError("this run has no budget to raise", type="NoBudget", non_retryable=True)
+        refused = self._ledger.refuse_raise(request) if self._ledger is not None else None
+        if refused is not None:
+            raise ApplicationError(refused, type="NoBudget", non_retryable=True)
 
     @workflow.update(
         name=t.EDIT_UPDATE, description='Edit a paused run: {"op": "text", "index": 3, "text": "…"} (see Edit).'
@@ -202,7 +225,10 @@ class Handlers(CallSteps):
 
     @workflow.query(name=t.STATUS_QUERY, description="Phase, turn, token usage, pending approvals and decisions.")
     def status(self) -> t.RunStatus:
-        return self._s.status(workflow.info().workflow_id)
+        status = self._s.status(workflow.info().workflow_id)
+        if self._ledger is not None:
+            status.budget = self._ledger.status(self._s.usage)
+        return status
 
     @workflow.query(name=t.TRANSCRIPT_QUERY, description='The conversation so far: {} for all, or {"start": N}.')
     def transcript(self, query: t.TranscriptQuery) -> t.Transcript:

@@ -26,6 +26,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.budget import Ledger
 from durable_agent_runner.workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
@@ -89,6 +90,7 @@ class Steps:
         self._searched_at: datetime | None = None  # the reply clock when the counters were last written
         self._replied_at: datetime | None = None  # the last model reply's received_at
         self._child_usage: dict[str, t.ChildUsage] = {}  # signalled by cancelled child runs, by child id
+        self._ledger: Ledger | None = None  # the run's budgets across its tree (tree-budget-1.1)
 
     # ---------------------------------------------------------------------------- failures
 
@@ -181,9 +183,10 @@ class Steps:
     # ------------------------------------------------------------------------------- model
 
     async def _call_model(
-        self, agent: t.AgentSpec, capture: bool, with_reply: t.WithReply | None = None
+        self, agent: t.AgentSpec, capture: bool, with_reply: t.WithReply | None = None, cap: int | None = None
     ) -> t.ModelReply:
-        """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply)."""
+        """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply);
+        `cap`: the max output tokens the budget has left room for (None: the agent's)."""
         s = self._s
         model = agent.model or "the worker's default model"
         self._set_phase("calling_model", f"turn {s.turn}: {agent.name} calling {model}")
@@ -197,6 +200,7 @@ class Steps:
             capture=capture,
             digest=s.digest(),
             with_reply=with_reply,
+            max_output_tokens=cap,
         )
         summary = f"turn {s.turn} · {self._who(agent)}model {model} · {n} message{'' if n == 1 else 's'}"
         summary += " · local tools with the reply" if with_reply is not None else ""

@@ -2,7 +2,7 @@
 what happened; `Turn.next` chooses the next step. No Temporal, no I/O, no clocks, no randomness:
 the time and what only Temporal knows come in as `Facts` (tests/test_turn.py).
 
-    Ready ──▶ [RerunRecorded: a --live-tools fork's calls] ─▶ [Stop: budget] ─▶ [ContinueAsNew]
+    Ready ──▶ [RerunRecorded: a --live-tools fork's calls] ─▶ [Stop | Pause: budget] ─▶ [ContinueAsNew]
           ──▶ [Breakpoint] ─▶ [Pause before_model] ─▶ [Steer] ─▶ [Compact] ─▶ CallModel
     Replied ──▶ Stop | RunTools (after [Pause before_tools]) | CheckOutput | Guardrails | Done
     ToolsRan ──▶ HandOff | Ready …   Reran ──▶ Ready …   OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Literal
 
 from durable_agent_runner.workflows import edits, memory, rerun
+from durable_agent_runner.workflows.budget import Ledger, spent_words
 from durable_agent_runner.workflows.calls import (
     PlannedCall,
     RunTools,
@@ -72,6 +73,7 @@ class Pause:
     where: PauseWhere
     turn: int
     why: str
+    reason: Literal["", "budget"] = ""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class CallModel:
     agent: AgentSpec
     guard: str | None
     with_reply: WithReply | None
+    max_output_tokens: int | None = None  # lower than the agent's: all the budget had left
 
 
 @dataclass(frozen=True)
@@ -206,11 +209,12 @@ Outcome = (
 
 class Turn:
     """One answer's turns over the run's state: `next(outcome, facts)` is the only way on.
-    `guard`: the prompt the first call's input guardrails check (None: none)."""
+    `guard`: the prompt the first call's input guardrails check (None: none). `ledger`: the
+    run's budgets across its tree (workflows/budget.py); None: none, or a run from before it."""
 
-    def __init__(self, state: RunState, guard: str | None) -> None:
+    def __init__(self, state: RunState, guard: str | None, ledger: Ledger | None = None) -> None:
         assert state.agent is not None
-        self.s = state
+        self.s, self.ledger = state, ledger
         self.first = state.agent  # its limits (turns, budgets) and session settings hold for the run
         self.guard = guard
         self.base = state.answer_base()  # model calls before this answer (a session's earlier messages)
@@ -218,7 +222,7 @@ class Turn:
         self.plan: RunTools | None = None
         self.candidate = ""  # the final output the output type is checking
         self.answer: Done | None = None  # passed its output checks; its guardrails run
-        self._stage: Literal["begin", "model", "tools", "steered"] = "begin"
+        self._stage: Literal["begin", "model", "tools", "steered", "budget"] = "begin"
         self.reruns: rerun.Reruns | None = None  # a fork's recorded calls, run again first (--live-tools)
 
     @property
@@ -233,6 +237,8 @@ class Turn:
         if isinstance(outcome, BreakpointRan):
             return Pause("before_model", s.turn + 1, outcome.why) if outcome.why else self._model_turn()
         if isinstance(outcome, Resumed):
+            if self._stage == "budget":  # a person raised the budget (or not): check it again
+                return self._begin(facts)
             return self._replan() if self._stage == "tools" else self._model_turn()
         if isinstance(outcome, Steered):
             return self._fit_memory()
@@ -268,9 +274,16 @@ class Turn:
             if again is not None:
                 return again
             self.reruns = None
+        if self.ledger is not None:  # spent or reserved: no model call after that
+            over = self.ledger.stop(s.usage, f"before model call {s.turn + 1}", first=not self.calls)
+            if over is not None and self.ledger.pauses(over):  # on_budget="pause": a person raises it
+                self._stage = "budget"
+                return Pause("before_model", s.turn + 1, f"budget: {over.message}", "budget")
+            if over is not None:
+                return over
         spent = budget_spent(first.token_budget, s.usage.total_tokens, first.cost_budget_usd, s.usage.cost_usd)
-        if spent is not None and self.calls:  # child runs spent it: no model call after that
-            return Stop(error=spent, message=f"{_budget_words(first, s)} before model call {s.turn + 1}")
+        if spent is not None and self.calls and self.ledger is None:  # child runs spent it
+            return Stop(error=spent, message=f"{spent_words(first, s.usage)} before model call {s.turn + 1}")
         if should_continue(s, first, facts):
             return ContinueAsNew()
         self._stage = "begin"
@@ -299,7 +312,7 @@ class Turn:
         return self._call_model()
 
     def _call_model(self) -> NextStep:
-        s, first = self.s, self.first
+        s = self.s
         self.calls += 1
         s.mark()
         self._stage = "model"
@@ -309,12 +322,13 @@ class Turn:
             ahead = with_reply(
                 s.agent_now,
                 self.number,
-                limits=first,
+                limits=self.limits,
                 tokens_used=s.usage.total_tokens,
                 cost_used=s.usage.cost_usd,
                 breakpoints=s.breakpoints,
             )
-        return CallModel(s.agent_now, guard, ahead)
+        cap = self.ledger.reserve(s.agent_now, s.usage) if self.ledger is not None else None
+        return CallModel(s.agent_now, guard, ahead, cap)
 
     # ---------------------------------------------------------------------- after the model
 
@@ -325,6 +339,8 @@ class Turn:
         ran = taken(asked, reply)
         s.messages.append(reply.message)
         s.add_usage(agent.name, reply.usage)
+        if self.ledger is not None:
+            self.ledger.settle()
         s.last_input_tokens = reply.usage.input_tokens
         names = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
         s.event(facts.now, "model_finished", text=reply.message.content or "", detail=names, usage=reply.usage)
@@ -332,21 +348,32 @@ class Turn:
             agent,
             self.number,
             reply,
-            limits=self.first,
+            limits=self.limits,
             tokens_used=s.usage.total_tokens,
             always=s.approvals.always,
             cost_used=s.usage.cost_usd,
         )
+        over = None
+        if isinstance(step, Stop) and self.ledger is not None and self.ledger.pauses(step):  # calls wait for a raise
+            over = Pause("before_tools", s.turn, f"budget: {step.message}", "budget")
+            step = plan_calls(agent, reply.message.tool_calls, s.approvals.always)
         if isinstance(step, Stop):
             return step
         if isinstance(step, Final):
             return self._final(step.output, facts)
         self.plan = with_ran(step, ran)
         self._stage = "tools"
+        if over is not None:
+            return over
         why = edits.before_tools(s.breakpoints, reply.message.tool_calls) or s.pause_reason()
         if why is not None:
             return Pause("before_tools", s.turn, why)
         return self.plan
+
+    @property
+    def limits(self) -> AgentSpec:
+        """The run's limits: its first agent's, with the budgets its ledger holds."""
+        return self.ledger.limits(self.first) if self.ledger is not None else self.first
 
     def _replan(self) -> NextStep:
         """After a pause before tools: the calls as the person left them (edited, dropped)."""
@@ -401,9 +428,3 @@ def should_continue(s: RunState, first: AgentSpec, facts: Facts) -> bool:
     return s.session is not None and (
         facts.history_bytes > SESSION_HISTORY_BYTES or facts.history_events > SESSION_HISTORY_EVENTS
     )
-
-
-def _budget_words(first: AgentSpec, s: RunState) -> str:
-    if first.token_budget is not None and s.usage.total_tokens >= first.token_budget:
-        return f"token budget spent: {s.usage.total_tokens} of {first.token_budget} tokens used (child runs included)"
-    return f"cost budget spent: ${s.usage.cost_usd:.4f} of ${first.cost_budget_usd or 0:.4f} used (child runs included)"

@@ -54,7 +54,7 @@ class TurnSteps(Handlers):
         """Holds the run still, durably, until `client.py resume`; edits apply meanwhile."""
         s = self._s
         s.pause_request, s.resumed_by = None, None
-        s.paused = t.PauseInfo(where=step.where, turn=step.turn, why=step.why, at=workflow.now())
+        s.paused = t.PauseInfo(where=step.where, turn=step.turn, why=step.why, at=workflow.now(), reason=step.reason)
         point = (
             f"before model call {step.turn}"
             if step.where == "before_model"
@@ -136,6 +136,8 @@ class TurnSteps(Handlers):
 
     async def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
         runs = [p for p in step.calls if p.action in ("tool", "child")]
+        if self._ledger is not None:  # the turn's child runs share what the budget has left
+            self._ledger.expect(sum(p.action == "child" for p in runs))
         names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"
         self._set_phase("running_tools", f"turn {self._s.turn}: running {names}")
         tasks = [asyncio.create_task(self._carry_out(agent, p)) for p in runs]
@@ -174,10 +176,12 @@ class TurnSteps(Handlers):
 
     # ------------------------------------------------------------------------------ guardrails
 
-    async def _first_call_guarded(self, agent: t.AgentSpec, text: str, capture: bool) -> t.ModelReply:
+    async def _first_call_guarded(
+        self, agent: t.AgentSpec, text: str, capture: bool, cap: int | None = None
+    ) -> t.ModelReply:
         """The first model call, with the agent's input guardrails running alongside it (as the
         Agents SDK does). A tripwire ends the run before any tool runs, and cancels the call."""
-        model = asyncio.create_task(self._call_model(agent, capture))
+        model = asyncio.create_task(self._call_model(agent, capture, None, cap))
         guards = asyncio.create_task(self._guardrails(agent, "input", text))
         await workflow.wait([model, guards], return_when=asyncio.FIRST_COMPLETED)
         if model.done() and model.exception() is not None:

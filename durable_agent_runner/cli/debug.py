@@ -22,6 +22,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli.args import json_object
+from durable_agent_runner.cli.budget import budget_raise
 from durable_agent_runner.cli.session import DEFAULT_WAIT, READ_TIMEOUT, SessionError, add_wait, update, wait_seconds
 from durable_agent_runner.workflows import types as t
 
@@ -64,11 +65,16 @@ def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
 
 
 async def cmd_resume(client: Client, args: argparse.Namespace) -> int:
-    status = await resume_run(client, args.run_id, by=args.by, wait=args.worker_wait)
+    raised = budget_raise(args)
+    status = await resume_run(client, args.run_id, by=args.by, wait=args.worker_wait, raised=raised)
+    added = " and ".join(
+        x for x in (f"+{raised.add_tokens} tokens" if raised.add_tokens else "",
+                    f"+${raised.add_usd:g}" if raised.add_usd else "") if x
+    )  # fmt: skip
     _emit(
         args,
-        {"run_id": args.run_id, "resumed_by": args.by, "phase": status.phase},
-        f"{args.run_id} resumed by {args.by}",
+        {"run_id": args.run_id, "resumed_by": args.by, "phase": status.phase, **raised.model_dump(exclude_none=True)},
+        f"{args.run_id} resumed by {args.by}" + (f" (budget raised {added})" if added else ""),
     )
     return 0
 
@@ -198,8 +204,12 @@ async def pause_run(
     return status
 
 
-async def resume_run(client: Client, run_id: str, *, by: str, wait: float | None = None) -> t.RunStatus:
-    status: t.RunStatus = await _update(client, run_id, t.RESUME_UPDATE, t.ResumeRequest(by=by), t.RunStatus, wait)
+async def resume_run(
+    client: Client, run_id: str, *, by: str, wait: float | None = None, raised: t.BudgetRaise | None = None
+) -> t.RunStatus:
+    """Resume a paused run; `raised`: what a run paused on its budget may spend more (--add-usd/--add-tokens)."""
+    request = t.ResumeRequest(by=by, **(raised or t.BudgetRaise()).model_dump())
+    status: t.RunStatus = await _update(client, run_id, t.RESUME_UPDATE, request, t.RunStatus, wait)
     return status
 
 
@@ -312,6 +322,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     resume = sub.add_parser("resume", help="resume a paused run, with any edits")
     resume.add_argument("run_id")
     resume.add_argument("--by", default=who, help="who resumes it (default: %(default)s)")
+    resume.add_argument("--add-usd", type=float, metavar="X", help="raise a cost budget by X US dollars, then go on")
+    resume.add_argument("--add-tokens", type=int, metavar="N", help="raise a token budget by N tokens, then go on")
     resume.add_argument("--json", action="store_true", help="print JSON")
     add_wait(resume)
     resume.set_defaults(fn=cmd_resume)

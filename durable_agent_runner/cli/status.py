@@ -19,6 +19,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from durable_agent_runner.cli import debug
+from durable_agent_runner.cli.budget import budget_view, render_budget
 from durable_agent_runner.cli.common import ENDED, STATUS_NAMES, emit, existing, failure, ui_url
 from durable_agent_runner.cli.stuck import stuck
 from durable_agent_runner.workflows import types as t
@@ -68,6 +69,8 @@ async def gather_status(
         out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
         if live.ignored_signals:
             out["ignored_signals"] = live.ignored_signals
+        if live.budget is not None:
+            out["budget"] = await budget_view(client, live)
         if live.paused is not None:
             out["paused"] = live.paused.model_dump(mode="json")
             if out["status"] == "running":
@@ -130,6 +133,8 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"         {held['what_to_do']}")
     if s.get("last_step"):
         lines.append(f"last:    {s['last_step']}")
+    if s.get("budget"):
+        lines += render_budget(s["budget"])
     if s.get("paused"):
         p = s["paused"]
         point = "model call" if p["where"] == "before_model" else "the tool calls of turn"

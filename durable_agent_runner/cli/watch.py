@@ -159,6 +159,8 @@ class Printer:
             return f"  ✎ {ev.detail}\n"
         if ev.kind == "resumed":
             return f"  ▶ resumed {ev.detail}\n"
+        if ev.kind == "budget_raised":
+            return f"  $ budget raised: {ev.detail}\n"
         return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
 

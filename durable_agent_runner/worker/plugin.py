@@ -169,7 +169,7 @@ class AgentPlugin(SimplePlugin):
         threads = ToolThreads(executor.size_from_env() if threads_n is None else threads_n)
         cache = ContextCache()
         caller = HookCaller(run_hooks, Redactor.for_settings(settings))
-        tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads, hooks=caller)
+        tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads, hooks=caller, prices=prices)
         model = ModelActivities(client, settings, http, cache, hooks=caller, prices=prices, tools=tools)
         compaction = CompactionActivities(model)
         hooks = HookActivities(registry, client, settings, http, threads)

@@ -109,6 +109,9 @@ class ModelCallInput(Contract):
     context: ModelContext | None = None
     # Which of the reply's calls the activity may run itself once the reply is whole (None: none).
     with_reply: WithReply | None = None
+    # Lower than the agent's max output tokens when what the run's budget has left cannot hold
+    # the call's worst case (workflows/budget.py): the request asks for at most this many.
+    max_output_tokens: int | None = Field(default=None, ge=1)
 
 
 class WithReply(Contract):

@@ -106,6 +106,9 @@ class AgentOptions(Contract):
     approval_timeout_reason: str = "no one decided on this call in time"
     token_budget: int | None = Field(default=None, ge=1)  # input + output tokens for the whole run
     cost_budget_usd: float | None = Field(default=None, gt=0)  # US dollars for the whole run, sub-agents included
+    # When a budget is spent: "fail" ends the run; "pause" holds it for a person, who raises the
+    # budget (`client.py resume RUN_ID --add-usd X`) or cancels it (docs/what-runs-once.md).
+    on_budget: Literal["fail", "pause"] = "fail"
     # Continue as new after this many turns in one execution (Temporal may suggest it sooner).
     continue_as_new_after: int = Field(default=200, ge=1)
     handoff_description: str = ""  # what other agents' transfer tools (and as_tool) say about this one
@@ -145,6 +148,9 @@ class AgentSpec(AgentOptions):
     # Every other agent this run may reach (handoff targets, agents run as tools, theirs in
     # turn), frozen at start; members carry no team of their own. Only the run's first agent has one.
     team: list[AgentSpec] = Field(default_factory=list)
+    # US dollars per million output tokens of `model`, from the resolving worker's price table
+    # (None: no price known): what a model call reserves of a cost budget (workflows/budget.py).
+    output_price: float | None = None
 
     def settings_now(self) -> ModelSettings:
         """The model settings to send, with the older `temperature` field folded in."""

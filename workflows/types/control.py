@@ -12,6 +12,7 @@ from pydantic import AfterValidator, Field
 
 from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows.types.agents import AgentSpec
+from durable_agent_runner.workflows.types.budget import BudgetRaise
 from durable_agent_runner.workflows.types.transcript import Contract, Message
 
 # ------------------------------------------------------------------------- workflow contracts
@@ -55,9 +56,10 @@ class PauseInfo(Contract):
     turn: int  # before model call `turn`, or before the tools model call `turn` asked for
     why: str  # "breakpoint at turn 3", "pause by alice: …", "breakpoint function: …"
     at: datetime
+    reason: Literal["", "budget"] = ""  # "budget": spent (on_budget="pause"); resume raises it
 
 
-class ResumeRequest(Contract):
+class ResumeRequest(BudgetRaise):
     by: str = Field(default="someone", max_length=200)
 
 

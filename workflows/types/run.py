@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from durable_agent_runner.workflows.types.agents import AgentSpec, MidTurn, ModelSettings, SessionState
+from durable_agent_runner.workflows.types.budget import Budget, BudgetStatus
 from durable_agent_runner.workflows.types.control import (
     BoundedArguments,
     Breakpoints,
@@ -63,6 +64,7 @@ class Carry(Contract):
     # A fork made with --live-tools: before its first model call, the run runs the calls of the
     # carried replies again (tools and child runs) and takes their fresh results (workflows/rerun.py).
     live_tools: bool = False
+    budget: Budget | None = None  # the run's budget across its tree, as raised (tree-budget-1.1)
 
 
 class RunInput(Contract):
@@ -81,6 +83,9 @@ class RunInput(Contract):
     # `client.py end`, its agent's idle timeout, or a cancel.
     session: bool = False
     breakpoints: Breakpoints | None = None
+    # A cap on what this run and its children may spend, below its agent's own budgets: a child
+    # run's share of what its parent had left when it started (workflows/budget.py).
+    budget: Budget | None = None
 
 
 class RunResult(Contract):
@@ -117,6 +122,7 @@ EventKind = Literal[
     "paused",  # detail: where and why (before model call 3: breakpoint; by alice)
     "edited",  # detail: what an edit changed, and who made it
     "resumed",  # detail: who resumed the run
+    "budget_raised",  # detail: what a person added to a budget (resume --add-usd / --add-tokens)
 ]
 
 
@@ -217,6 +223,7 @@ class RunStatus(Contract):
     session: SessionStatus | None = None  # set for a session run
     paused: PauseInfo | None = None
     forked_from: ForkLink | None = None
+    budget: BudgetStatus | None = None  # runs with a budget (tree-budget-1.1): spent, reserved, left
 
 
 class SessionStatus(Contract):

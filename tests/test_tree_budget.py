@@ -1,0 +1,156 @@
+"""Budgets across a tree of runs, against a real server: children in parallel share what their
+parent has left, a failed child's usage counts, a run paused on its budget goes on once raised,
+and the bound of docs/what-runs-once.md holds when the worker is killed mid-call."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import signal
+import time
+
+import pytest
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from durable_agent_runner import Agent, Registry
+from durable_agent_runner.cli.status import gather_status
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.agent import TREE_BUDGET_PATCH as PATCH
+from tests.budget_runs import (
+    BUDGET,
+    CHILD_CALL,
+    CHILD_SPENT,
+    CHILDREN,
+    LEAD_CALL,
+    OVERSHOOT,
+    parallel_team,
+    pausing_agent,
+)
+from tests.fixtures.budget_agents import LEAD_SCRIPT, SCHOLAR_SCRIPT
+from tests.helpers import activity_attempts, calls, replay, script, start
+from tests.test_agents import child_runs, status
+from tests.test_durability import start_worker_process
+
+
+def patched(history) -> bool:
+    """Whether the run asked the tree-budget patch (its marker's data names it, base64-encoded)."""
+    return base64.b64encode(f'{{"id":"{PATCH}"'.encode()).decode()[:20] in history.to_json()
+
+
+async def child_inputs(client, handle) -> list[t.RunInput]:
+    inputs = []
+    for child_id in await child_runs(handle):
+        history = await client.get_workflow_handle(child_id).fetch_history()
+        first = history.events[0].workflow_execution_started_event_attributes.input.payloads[0]
+        inputs.append(client.data_converter.payload_converter.from_payload(first, t.RunInput))
+    return inputs
+
+
+async def test_three_children_in_parallel_stay_within_their_parents_budget_and_failed_ones_count(
+    client, task_queue, worker_factory, llm
+):
+    async with worker_factory(registry=parallel_team(llm)):
+        handle = await start(client, task_queue, "Explain tides", agent="lead")
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 60)
+        final = await status(handle)
+        shares = [i.budget for i in await child_inputs(client, handle)]
+    # each child got an equal share of what the lead had left when it started
+    assert len(shares) == CHILDREN and all(s is not None and s.tokens == 300 for s in shares)
+    # each child overran its share by one call's overshoot, failed, and its usage counts in the lead
+    scholar = final.usage_by_agent["scholar"]
+    assert scholar.total_tokens == CHILDREN * CHILD_SPENT and scholar.requests == 2 * CHILDREN
+    total = final.usage.total_tokens
+    assert total == LEAD_CALL["usage"]["prompt_tokens"] + CHILDREN * CHILD_SPENT
+    assert total <= BUDGET + CHILDREN * OVERSHOOT  # the documented bound (the lead's own call overshot nothing)
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "TokenBudgetExceeded"
+    assert "before model call 2" in cause.message  # the lead made no call after its children spent it
+    assert final.budget is not None and final.budget.tokens is not None
+    assert final.budget.tokens.left <= 0 and final.budget.children == []
+    # each call asked for at most what its run had left: the lead 1,000, a child 300, then 100
+    asked = sorted(r["body"].get("max_completion_tokens") for r in llm.requests())
+    assert asked == [100] * CHILDREN + [300] * CHILDREN + [BUDGET]
+    await replay(handle)
+    for child_id in await child_runs(handle):  # a child handed a share asks the patch first
+        child = client.get_workflow_handle(child_id)
+        assert patched(await child.fetch_history())
+        await replay(child)
+
+
+async def test_a_run_paused_on_its_budget_goes_on_once_raised(client, task_queue, worker_factory, llm):
+    async with worker_factory(registry=pausing_agent(llm)):
+        handle = await start(client, task_queue, "Explain tides", agent="careful")
+        deadline = time.monotonic() + 30
+        while (now := await status(handle)).paused is None:
+            assert time.monotonic() < deadline, f"never paused: {now.phase} {now.last_step}"
+            await asyncio.sleep(0.1)
+        assert now.paused.reason == "budget" and now.paused.where == "before_tools"
+        assert "token budget spent: 150 of 100" in now.paused.why
+        view = await gather_status(client, handle, await handle.describe())
+        assert view["budget"]["run"]["tokens"] == {"limit": 100, "spent": 150, "reserved": 0, "left": -50}
+        assert view["budget"]["tree"]["tokens"]["spent"] == 150
+        # a resume that raises nothing is refused; a raise of a kind the run has not, too
+        for request in (t.ResumeRequest(by="ann"), t.ResumeRequest(by="ann", add_usd=1.0)):
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await handle.execute_update(t.RESUME_UPDATE, request, result_type=t.RunStatus)
+            assert isinstance(refused.value.cause, ApplicationError)
+            assert refused.value.cause.type in ("BudgetNotRaised", "NoBudget")
+        await handle.execute_update(
+            t.RESUME_UPDATE, t.ResumeRequest(by="ann", add_tokens=1_000), result_type=t.RunStatus
+        )
+        result = await asyncio.wait_for(handle.result(), 30)
+        final = await status(handle)
+    assert result.output == "Tides follow the moon." and result.usage.total_tokens == 200
+    assert final.budget is not None and final.budget.tokens == t.BudgetLine(
+        limit=1_100, spent=200, reserved=0, left=900
+    )
+    await replay(handle)
+
+
+async def test_a_run_without_a_budget_records_no_patch_marker(client, task_queue, worker_factory, llm):
+    plain = Agent(name="plain", model=script(llm, {"content": "hi"}))
+    async with worker_factory(registry=Registry(agents=[plain])):
+        handle = await start(client, task_queue, "hello", agent="plain")
+        await asyncio.wait_for(handle.result(), 30)
+        assert (await status(handle)).budget is None
+    assert not patched(await handle.fetch_history())
+
+
+async def test_the_bound_holds_when_the_worker_is_killed_mid_call(client, temporal_server, llm, task_queue, tmp_path):
+    """The worker dies while a child's model call is in flight; a new worker rebuilds every ledger
+    from history, the call is retried, and the tree still spends at most the documented bound."""
+    asks = calls(*[("ask", {"input": f"tides, part {i}"}) for i in range(CHILDREN)]) | LEAD_CALL
+    llm.add_script(LEAD_SCRIPT, [asks, {"content": "never asked"}])
+    llm.add_script(SCHOLAR_SCRIPT, [calls(("fact", {"topic": "tides"})) | CHILD_CALL] * 5)
+    llm.add_faults([{"kind": "delay", "ms": 8_000, "model": f"script:{SCHOLAR_SCRIPT}"}])  # one child's first call
+    log = tmp_path / "worker.log"
+    first = start_worker_process(temporal_server, llm, task_queue, log, tools="tests/fixtures/budget_agents.py")
+    handle = await start(client, task_queue, "Explain tides", agent="budget_lead")
+    deadline = time.monotonic() + 30
+    while len(llm.requests()) < 2:  # the lead's call answered; a child's call is held for 8 s
+        assert time.monotonic() < deadline, "no child called its model"
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    second = start_worker_process(temporal_server, llm, task_queue, log, tools="tests/fixtures/budget_agents.py")
+    try:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 90)
+        final = await status(handle)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == "TokenBudgetExceeded"
+    assert final.usage.total_tokens <= BUDGET + CHILDREN * OVERSHOOT
+    assert final.usage_by_agent["scholar"].total_tokens == CHILDREN * CHILD_SPENT
+    assert [i.budget.tokens for i in await child_inputs(client, handle) if i.budget] == [300] * CHILDREN
+    asked = {r["body"].get("max_completion_tokens") for r in llm.requests()}
+    assert asked <= {BUDGET, 300, 100}  # every call asked for at most what its run had left
+    attempts = [
+        await activity_attempts(client.get_workflow_handle(c), t.MODEL_CALL_ACTIVITY) for c in await child_runs(handle)
+    ]
+    assert any(2 in a for a in attempts), attempts  # the killed call ran again on the new worker
+    await replay(handle)
