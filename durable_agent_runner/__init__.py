@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imp
     from durable_agent_runner.workflows.types import (
         WORKFLOW_NAME,
         AssistantMessage,
+        Budget,
         Edit,
         MemoryPolicy,
         Message,
@@ -78,6 +79,7 @@ _EXPORTS = {
     "MemoryPolicy": "durable_agent_runner.workflows.types",
     "Message": "durable_agent_runner.workflows.types",
     "ModelSettings": "durable_agent_runner.workflows.types",
+    "Budget": "durable_agent_runner.workflows.types",
     "RunInput": "durable_agent_runner.workflows.types",
     "RunResult": "durable_agent_runner.workflows.types",
     "ToolMessage": "durable_agent_runner.workflows.types",
@@ -113,6 +115,7 @@ __all__ = [
     "AgentTool",
     "AssistantMessage",
     "BreakpointState",
+    "Budget",
     "Edit",
     "GuardrailContext",
     "GuardrailResult",

@@ -103,10 +103,13 @@ async def run_agent_result(
     capture: bool = False,
     agent_wait_seconds: float = 120.0,
     task_queue: str | None = None,
+    budget: t.Budget | None = None,
 ) -> t.RunResult:
     """Runs `agent` (its name, or the Agent) on `input` as a child run and returns its RunResult.
     The options are `client.py run`'s; `task_queue` defaults to your workflow's (the worker
-    that carries the AgentPlugin); `id` to `{workflow id}/{agent}-{n}`."""
+    that carries the AgentPlugin); `id` to `{workflow id}/{agent}-{n}`. `budget` caps what the
+    child and its own tree may spend, below its agent's budgets (docs/what-runs-once.md); a
+    workflow that gathers several agents splits its budget among them as it sees fit."""
     name = agent if isinstance(agent, str) else agent.name
     child_id = id or _next_id(name)
     if not isinstance(input, str) or not input.strip():
@@ -120,6 +123,7 @@ async def run_agent_result(
         model_settings=model_settings,
         capture=capture,
         agent_wait_seconds=agent_wait_seconds,
+        budget=budget,
     )
     try:
         result: t.RunResult = await workflow.execute_child_workflow(

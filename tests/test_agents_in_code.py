@@ -120,6 +120,17 @@ async def test_a_childs_budget_raises_a_typed_error_the_workflow_can_catch(
     assert "agent 'budgeted'" in cause.message and "of 3000 tokens" in cause.message
 
 
+async def test_a_budget_given_by_the_workflow_caps_an_agent_that_has_none(
+    client: Client, task_queue: str, llm: Any, team_worker: Worker
+) -> None:
+    wid = parent_id()
+    plan = Plan(prompt="go", models=["loop:50:400"], agent="scripted", budget_tokens=1000)
+    answer = await client.execute_workflow(OneAgent.run, plan, id=wid, task_queue=task_queue, result_type=str)
+    kind, run_id, spent = answer.split("|")
+    assert (kind, run_id) == ("TokenBudgetExceeded", f"{wid}/scripted-1")
+    assert 1000 <= int(spent) < 3000  # stopped at its cap, within one call of it
+
+
 async def test_cancelling_the_workflow_cancels_the_agent_it_waits_on(
     client: Client, task_queue: str, llm: Any, team_worker: Worker
 ) -> None:
