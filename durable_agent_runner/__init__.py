@@ -5,6 +5,11 @@ runs them in a worker (see `durable_agent_runner.worker.plugin` for a complete w
 
     from durable_agent_runner import Agent, AgentPlugin, ToolContext, tool
 
+and the client that starts and follows runs from Python (durable_agent_runner.client)::
+
+    client = await durable_agent_runner.connect()
+    answer = await (await client.start("demo", "Weather in Tokyo?")).result()
+
 What sits behind these names (`workflows/`, `activities/`) is free to move.
 """
 
@@ -27,6 +32,19 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imp
     from durable_agent_runner.agents.mcp import McpServer
     from durable_agent_runner.agents.registry import Registry
     from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError, tool
+    from durable_agent_runner.client import (
+        AgentClient,
+        AgentRunError,
+        DecisionRefused,
+        EventsUnavailable,
+        NoWorkerAnswered,
+        RunCancelled,
+        RunFailed,
+        RunHandle,
+        RunNotFound,
+        SessionHandle,
+        connect,
+    )
     from durable_agent_runner.worker.plugin import AgentPlugin, PluginOptions
     from durable_agent_runner.workflows.types import (
         WORKFLOW_NAME,
@@ -67,6 +85,17 @@ _EXPORTS = {
     "ToolContext": "durable_agent_runner.agents.tools",
     "ToolRetryableError": "durable_agent_runner.agents.tools",
     "tool": "durable_agent_runner.agents.tools",
+    "AgentClient": "durable_agent_runner.client",
+    "connect": "durable_agent_runner.client",
+    "AgentRunError": "durable_agent_runner.client",
+    "DecisionRefused": "durable_agent_runner.client",
+    "EventsUnavailable": "durable_agent_runner.client",
+    "NoWorkerAnswered": "durable_agent_runner.client",
+    "RunCancelled": "durable_agent_runner.client",
+    "RunFailed": "durable_agent_runner.client",
+    "RunNotFound": "durable_agent_runner.client",
+    "RunHandle": "durable_agent_runner.client",
+    "SessionHandle": "durable_agent_runner.client",
     "AgentPlugin": "durable_agent_runner.worker.plugin",
     "PluginOptions": "durable_agent_runner.worker.plugin",
     "WORKFLOW_NAME": "durable_agent_runner.workflows.types",
@@ -104,11 +133,15 @@ def __dir__() -> list[str]:
 __all__ = [
     "WORKFLOW_NAME",
     "Agent",
+    "AgentClient",
     "AgentPlugin",
+    "AgentRunError",
     "AgentTool",
     "AssistantMessage",
     "BreakpointState",
+    "DecisionRefused",
     "Edit",
+    "EventsUnavailable",
     "GuardrailContext",
     "GuardrailResult",
     "Handoff",
@@ -119,13 +152,19 @@ __all__ = [
     "ModelAttempt",
     "ModelResponse",
     "ModelSettings",
+    "NoWorkerAnswered",
     "OutputGuardrail",
     "Pause",
     "PluginOptions",
     "Registry",
+    "RunCancelled",
+    "RunFailed",
+    "RunHandle",
     "RunHooks",
     "RunInput",
+    "RunNotFound",
     "RunResult",
+    "SessionHandle",
     "Step",
     "Tool",
     "ToolAttempt",
@@ -134,6 +173,7 @@ __all__ = [
     "ToolRetryableError",
     "UserMessage",
     "__version__",
+    "connect",
     "handoff",
     "input_guardrail",
     "output_guardrail",

@@ -1,16 +1,15 @@
 """`client.py approve` and `reject`: decide a tool call that waits for a person, through the
-run's validated update (a repeat of the same decision counts once)."""
+Python client's `RunHandle.approve` / `reject` (a repeat of the same decision counts once)."""
 
 from __future__ import annotations
 
 import argparse
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 
-from durable_agent_runner.cli import session
 from durable_agent_runner.cli.args import json_object
-from durable_agent_runner.cli.common import UsageError, emit, existing
-from durable_agent_runner.workflows import types as t
+from durable_agent_runner.cli.common import UsageError, emit
+from durable_agent_runner.client.agent_client import AgentClient
 
 
 async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
@@ -21,28 +20,11 @@ async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
             edited = json_object(args.args, "--args", "a JSON object of the tool's arguments")
         except ValueError as err:
             raise UsageError(str(err)) from None
-    decision = t.ApprovalDecision(
-        call_id=args.call_id,
-        approve=approve,
-        arguments=edited,
-        always=approve and args.always,
-        reason="" if approve else args.reason,
-        by=args.by,
-    )
-    handle, desc = await existing(client, args.run_id)
-    if desc.status != WorkflowExecutionStatus.RUNNING:
-        raise UsageError(f"run {args.run_id} has already finished: no call of it is pending")
-    # The update id makes a repeated decision count once: Temporal answers it with the first's result.
-    verdict = "approve" if approve else "reject"
-    receipt: t.DecisionReceipt = await session.update(  # a refusal: "run R refused it: why", exit code 2
-        handle,
-        t.APPROVAL_UPDATE,
-        decision,
-        t.DecisionReceipt,
-        "no call of it is pending",
-        wait=args.worker_wait,
-        update_id=f"{verdict}-{args.call_id}",
-    )
+    run = AgentClient(client).get(args.run_id)
+    if approve:  # a refusal: "run R refused it: why", exit code 2; no worker in time: exit code 3
+        receipt = await run.approve(args.call_id, edited, by=args.by, always=args.always, wait=args.worker_wait)
+    else:
+        receipt = await run.reject(args.call_id, args.reason, by=args.by, wait=args.worker_wait)
     done = "approved" if receipt.approved else "rejected"
     text = f"{args.call_id} {done} by {args.by} at {receipt.recorded_at:%Y-%m-%d %H:%M:%S}"
     emit(args.json, {"run_id": args.run_id, "call_id": args.call_id, **receipt.model_dump(mode="json")}, text)
