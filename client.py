@@ -1,4 +1,5 @@
-"""Start, follow and manage agent runs: `python client.py COMMAND ...` (see --help).
+"""Start, follow and manage agent runs: `python client.py COMMAND ...` (see --help). A thin shell
+over the Python client, `durable_agent_runner.connect()` (docs/python-client.md).
 
 Exit codes: 0 ok; 1 the run failed (or was cancelled), or Temporal could not be reached;
 2 a usage error: bad arguments, a bad environment variable, an unknown run id, a run that refused
@@ -41,6 +42,7 @@ from durable_agent_runner.cli.messages import cmd_end, cmd_send
 from durable_agent_runner.cli.runs import cmd_cancel, cmd_list, cmd_result, cmd_run, model_settings
 from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
+from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunFailed
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
 from durable_agent_runner.config.env import ClientSettings, SettingsError
 from durable_agent_runner.payloads import codec
@@ -210,10 +212,12 @@ async def dispatch(args: argparse.Namespace) -> int:
     client = traced(client)  # OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set
     try:
         return int(await args.fn(client, args))
-    except (UsageError, session.SessionError, debug.Refused) as err:
-        fail(str(err), 2, as_json)
-    except session.NoWorker as err:
+    except NoWorkerAnswered as err:
         fail(str(err), session.NO_WORKER, as_json)
+    except RunFailed as err:  # a run's own failure, where a command did not print it itself
+        fail(str(err), 1, as_json)
+    except (UsageError, AgentRunError, debug.Refused) as err:  # unknown run, refused decision, ...
+        fail(str(err), 2, as_json)
     except WorkflowAlreadyStartedError:
         fail(f"a run with id '{args.id}' is already running", 2, as_json)
     except RPCError as err:

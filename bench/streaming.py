@@ -7,7 +7,7 @@ write. For each piece of text, latency = first print that covers it − its fram
 Text reaches a watcher by three hops, each with its own clock: the model activity heartbeats its
 progress every PROGRESS_EVERY (0.05 s) while text streams in; the SDK sends a run's heartbeats to
 the server at most every `max_heartbeat_throttle_interval` (worker.py: 0.1 s); the watcher
-reads the streamed text every `durable_agent_runner.cli.watch.STREAM_POLL` (0.05 s; its events every `POLL`, 0.1 s).
+reads the streamed text every `durable_agent_runner.client.follow.STREAM_POLL` (0.05 s; its events every `POLL`, 0.1 s).
 The bench-only settings below shorten one hop each, to show which of them the latency is made
 of; the product is measured as shipped in the first row.
 """
@@ -25,8 +25,8 @@ from typing import Any
 
 from bench.knobs import Spec, overriding
 from bench.stack import Stack
-from durable_agent_runner.cli import watch as watching
 from durable_agent_runner.cli.watch import watch
+from durable_agent_runner.client import follow as watching
 from durable_agent_runner.testing.fake_llm.wire import pieces, text_pieces
 from tests.helpers import start
 
@@ -39,7 +39,7 @@ TARGET_P50_MS = 200.0
 class Setting:
     label: str
     worker: Spec = field(default_factory=dict)  # worker options (bench.knobs specs)
-    poll_s: float | None = None  # the watcher's streamed-text reads; None: cli.watch.STREAM_POLL as shipped
+    poll_s: float | None = None  # the watcher's streamed-text reads; None: client.follow.STREAM_POLL as shipped
 
 
 THROTTLE = "max_heartbeat_throttle_interval"

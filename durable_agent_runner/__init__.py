@@ -8,6 +8,11 @@ runs them in a worker (see `durable_agent_runner.worker.plugin` for a complete w
 and, inside a user's own Temporal workflow, agents as durable steps: `durable_agent_runner.workflow`
 (`run_agent`), imported only when asked for, so a client never imports temporalio's workflow API.
 
+and the client that starts and follows runs from Python (durable_agent_runner.client)::
+
+    client = await durable_agent_runner.connect()
+    answer = await (await client.start("demo", "Weather in Tokyo?")).result()
+
 What sits behind these names (`workflows/`, `activities/`) is free to move.
 """
 
@@ -30,6 +35,19 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imp
     from durable_agent_runner.agents.mcp import McpServer
     from durable_agent_runner.agents.registry import Registry
     from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError, tool
+    from durable_agent_runner.client import (
+        AgentClient,
+        AgentRunError,
+        DecisionRefused,
+        EventsUnavailable,
+        NoWorkerAnswered,
+        RunCancelled,
+        RunFailed,
+        RunHandle,
+        RunNotFound,
+        SessionHandle,
+        connect,
+    )
     from durable_agent_runner.worker.plugin import AgentPlugin, PluginOptions
     from durable_agent_runner.workflows.types import (
         WORKFLOW_NAME,
@@ -71,6 +89,17 @@ _EXPORTS = {
     "ToolContext": "durable_agent_runner.agents.tools",
     "ToolRetryableError": "durable_agent_runner.agents.tools",
     "tool": "durable_agent_runner.agents.tools",
+    "AgentClient": "durable_agent_runner.client",
+    "connect": "durable_agent_runner.client",
+    "AgentRunError": "durable_agent_runner.client",
+    "DecisionRefused": "durable_agent_runner.client",
+    "EventsUnavailable": "durable_agent_runner.client",
+    "NoWorkerAnswered": "durable_agent_runner.client",
+    "RunCancelled": "durable_agent_runner.client",
+    "RunFailed": "durable_agent_runner.client",
+    "RunNotFound": "durable_agent_runner.client",
+    "RunHandle": "durable_agent_runner.client",
+    "SessionHandle": "durable_agent_runner.client",
     "AgentPlugin": "durable_agent_runner.worker.plugin",
     "PluginOptions": "durable_agent_runner.worker.plugin",
     "WORKFLOW_NAME": "durable_agent_runner.workflows.types",
@@ -111,12 +140,16 @@ def __dir__() -> list[str]:
 __all__ = [
     "WORKFLOW_NAME",
     "Agent",
+    "AgentClient",
     "AgentPlugin",
+    "AgentRunError",
     "AgentTool",
     "AssistantMessage",
     "BreakpointState",
     "Budget",
+    "DecisionRefused",
     "Edit",
+    "EventsUnavailable",
     "GuardrailContext",
     "GuardrailResult",
     "Handoff",
@@ -127,13 +160,19 @@ __all__ = [
     "ModelAttempt",
     "ModelResponse",
     "ModelSettings",
+    "NoWorkerAnswered",
     "OutputGuardrail",
     "Pause",
     "PluginOptions",
     "Registry",
+    "RunCancelled",
+    "RunFailed",
+    "RunHandle",
     "RunHooks",
     "RunInput",
+    "RunNotFound",
     "RunResult",
+    "SessionHandle",
     "Step",
     "Tool",
     "ToolAttempt",
@@ -142,6 +181,7 @@ __all__ = [
     "ToolRetryableError",
     "UserMessage",
     "__version__",
+    "connect",
     "handoff",
     "input_guardrail",
     "output_guardrail",

@@ -14,7 +14,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
-from durable_agent_runner.cli.stuck import stuck
+from durable_agent_runner.client.stuck import stuck
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.agent import AgentRun
 from tests.helpers import start

@@ -7,8 +7,9 @@ line is one message and its answer goes to standard output, everything else to s
 call that needs approval is announced with the commands that decide it and waited for, a bounded
 time. Ctrl-C and the end of input detach: the session goes on, and `chat RUN_ID` picks it up again.
 
-The story comes from durable_agent_runner/cli/watch.py's `follow` (the run's events, the live text of the model call in
-flight, server gaps); messages and the end go through durable_agent_runner/cli/session.py.
+The story comes from durable_agent_runner/client/follow.py's `follow` (the run's events, the live
+text of the model call in flight, server gaps); messages and the end go through
+durable_agent_runner/cli/session.py (the Python client's updates).
 What a chat shows and how a typed line reads are in chat_view.py; its input, the run's status and
 the approvals it asks or announces are in chat_io.py.
 """

@@ -9,42 +9,21 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionDescription,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowHandle,
-)
-from temporalio.exceptions import ApplicationError
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent_runner.config.connection import namespace
-from durable_agent_runner.config.env import ClientSettings
+from durable_agent_runner.client.errors import failure
+from durable_agent_runner.client.status import ENDED, STATUS_NAMES, ui_url
 from durable_agent_runner.workflows import types as t
 
-STATUS_NAMES = {
-    WorkflowExecutionStatus.RUNNING: "running",
-    WorkflowExecutionStatus.COMPLETED: "completed",
-    WorkflowExecutionStatus.FAILED: "failed",
-    WorkflowExecutionStatus.CANCELED: "cancelled",
-    WorkflowExecutionStatus.TERMINATED: "terminated",
-    WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
-    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
-}
+__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "emit", "existing", "failure", "read_prompt", "ui_url"]
+
 MAX_PROMPT_BYTES = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a chat turn
-ENDED = {"failed", "cancelled", "terminated", "timed_out", "completed"}
 
 
 class UsageError(Exception):
     """A mistake in what the user asked for: exit code 2."""
-
-
-def ui_url(run_id: str) -> str:
-    base = str(ClientSettings.load().ui_url).rstrip("/")
-    return f"{base}/namespaces/{quote(namespace(), safe='')}/workflows/{quote(run_id, safe='')}"
 
 
 def emit(as_json: bool, obj: dict[str, Any], text: str, error: bool = False) -> None:
@@ -65,17 +44,6 @@ async def existing(client: Client, run_id: str) -> tuple[WorkflowHandle[Any, Any
             raise UsageError(f"no run with id '{run_id}'") from None
         raise
     return handle, desc
-
-
-def failure(err: WorkflowFailureError) -> tuple[str, dict[str, str]]:
-    """How a run ended without an answer: its status, and the error as {type, message} — the
-    type a guardrail, a limit or the provider gave (`InputGuardrailTripwireTriggered`, …)."""
-    cause = err.cause
-    message = getattr(cause, "message", None) or str(cause or err)
-    kinds = {"CancelledError": "cancelled", "TerminatedError": "terminated", "TimeoutError": "timed_out"}
-    status = kinds.get(type(cause).__name__, "failed")
-    kind = cause.type if isinstance(cause, ApplicationError) and cause.type else type(cause).__name__
-    return status, {"type": kind, "message": message}
 
 
 def read_prompt(args: argparse.Namespace) -> str:

@@ -300,17 +300,6 @@ async def model_calls_made(client: Client, run_id: str) -> int:
     return max(counted, desc.typed_search_attributes.get(t.SA_TURN) or 0)
 
 
-async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:
-    """The runs forked from `run_id` (the other direction of the link), newest first."""
-    query = f"{t.SA_FORKED_FROM.name}={json.dumps(run_id)}"
-    out = []
-    async for wf in client.list_workflows(query, limit=limit):
-        memo = await wf.memo()
-        turn = (memo.get("forked_from") or {}).get("turn")
-        out.append({"run_id": wf.id, "turn": turn, "started_at": wf.start_time.isoformat()})
-    return out
-
-
 def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     pause = sub.add_parser("pause", help="pause a run at its next safe point (before a model or tool call)")
     pause.add_argument("run_id")

@@ -1,15 +1,15 @@
 """`client.py approve` and `reject`: decide a tool call that waits for a person, through the
-run's validated update (a repeat of the same decision counts once)."""
+Python client's `RunHandle.approve` / `reject` (a repeat of the same decision counts once)."""
 
 from __future__ import annotations
 
 import argparse
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 
-from durable_agent_runner.cli import session
 from durable_agent_runner.cli.args import json_object
-from durable_agent_runner.cli.common import UsageError, emit, existing
+from durable_agent_runner.cli.common import UsageError, emit
+from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.workflows import types as t
 
 
@@ -37,21 +37,11 @@ async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
 
 
 async def decide(client: Client, run_id: str, decision: t.ApprovalDecision, wait: float) -> t.DecisionReceipt:
-    """Record a person's decision on a waiting call through the run's validated update (also the
-    console's). Unknown run: UsageError; a refusal (no such call waiting, arguments the tool's
-    schema refuses): SessionError with the run's reason; no worker within `wait`: NoWorker."""
-    handle, desc = await existing(client, run_id)
-    if desc.status != WorkflowExecutionStatus.RUNNING:
-        raise UsageError(f"run {run_id} has already finished: no call of it is pending")
-    # The update id makes a repeated decision count once: Temporal answers it with the first's result.
-    verdict = "approve" if decision.approve else "reject"
-    receipt: t.DecisionReceipt = await session.update(  # a refusal: "run R refused it: why", exit code 2
-        handle,
-        t.APPROVAL_UPDATE,
-        decision,
-        t.DecisionReceipt,
-        "no call of it is pending",
-        wait=wait,
-        update_id=f"{verdict}-{decision.call_id}",
-    )
-    return receipt
+    """Record a person's decision on a waiting call (the CLI's and the console's), through the
+    Python client: RunNotFound, DecisionRefused (the run's reason), NoWorkerAnswered within `wait`."""
+    run = AgentClient(client).get(run_id)
+    if decision.approve:
+        return await run.approve(
+            decision.call_id, decision.arguments, by=decision.by, always=decision.always, wait=wait
+        )
+    return await run.reject(decision.call_id, decision.reason, by=decision.by, wait=wait)

@@ -1,5 +1,5 @@
-"""`client.py send` and `end`: talk to a session run, and print one message's answer (also for
-`result --message K`)."""
+"""`client.py send` and `end`: talk to a session run through the Python client's `SessionHandle`,
+and print one message's answer (also for `result --message K`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from temporalio.client import Client
 
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.common import UsageError, emit, read_prompt
+from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.workflows import types as t
 
 
@@ -47,11 +48,11 @@ def print_exchange(run_id: str, message: int, ex: t.Exchange, as_json: bool) -> 
 
 async def cmd_send(client: Client, args: argparse.Namespace) -> int:
     text = read_prompt(args)
-    if len(text) > t.MAX_MESSAGE_CHARS:
-        raise UsageError(f"the message is longer than {t.MAX_MESSAGE_CHARS:,} characters: give large inputs to a tool")
-    receipt = await session.send_message(
-        client, args.run_id, text, by=args.by, message_id=args.message_id, wait=args.worker_wait
-    )
+    run = AgentClient(client).get_session(args.run_id)
+    try:
+        receipt = await run.send(text, by=args.by, message_id=args.message_id, wait=args.worker_wait)
+    except ValueError as err:  # too long
+        raise UsageError(str(err)) from None
     if not args.wait:
         how = (
             " (steers the answer in progress)"
@@ -67,7 +68,7 @@ async def cmd_send(client: Client, args: argparse.Namespace) -> int:
 
 
 async def cmd_end(client: Client, args: argparse.Namespace) -> int:
-    receipt = await session.end_session(client, args.run_id, by=args.by, reason=args.reason, wait=args.worker_wait)
+    receipt = await AgentClient(client).get_session(args.run_id).end(args.reason, by=args.by, wait=args.worker_wait)
     left = f"; {receipt.unanswered} message(s) still to answer first" if receipt.unanswered else ""
     emit(
         args.json,

@@ -1,50 +1,27 @@
 """`client.py run`, `result`, `list` and `cancel`: start a run, wait for its answer, list runs,
-cancel one. A run's model settings and breakpoints are checked here, before anything starts."""
+cancel one, through the Python client (durable_agent_runner/client/). A run's model settings and
+breakpoints are parsed from the flags here, and checked before anything starts."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-import uuid
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import (
-    Client,
-    WorkflowExecution,
-    WorkflowExecutionStatus,
-    WorkflowFailureError,
-    WorkflowHandle,
-)
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 
 from durable_agent_runner.activities import wire
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.args import json_object
-from durable_agent_runner.cli.common import (
-    STATUS_NAMES,
-    UsageError,
-    emit,
-    existing,
-    failure,
-    read_prompt,
-    ui_url,
-)
+from durable_agent_runner.cli.common import STATUS_NAMES, UsageError, emit, read_prompt, ui_url
 from durable_agent_runner.cli.messages import gap_note, print_exchange
 from durable_agent_runner.cli.watch import watch
+from durable_agent_runner.client.agent_client import AgentClient, check_run_id
+from durable_agent_runner.client.errors import RunFailed
+from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.workflows import types as t
-
-MAX_RUN_ID = 255
-
-
-def new_run_id(agent: str, prompt: str) -> str:
-    """Readable in the Web UI's list: `demo-whats-the-weather-in-3f2a1c9e`."""
-    words = re.findall(r"[a-z0-9]+", prompt.lower().replace("'", ""))[:4]
-    slug = "-".join(words)[:32].strip("-")
-    return f"{agent}-{slug + '-' if slug else ''}{uuid.uuid4().hex[:8]}"
-
 
 # `run`'s flags for ModelSettings fields, by field name (the flag is the name with dashes).
 SETTINGS_FLAGS = (
@@ -85,40 +62,31 @@ def model_settings(args: argparse.Namespace) -> t.ModelSettings | None:
 
 async def cmd_run(client: Client, args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
-    if args.id is not None and not (0 < len(args.id) <= MAX_RUN_ID and args.id.isprintable()):
-        raise UsageError(f"--id must be 1-{MAX_RUN_ID} printable characters")
-    run_id = args.id or new_run_id(args.agent, prompt)
-    handle = await client.start_workflow(
-        t.WORKFLOW_NAME,
-        t.RunInput(
-            prompt=prompt,
-            agent=args.agent,
-            max_turns=args.max_turns,
-            model=args.model,
-            capture=args.capture,
-            model_settings=args.settings,
-            breakpoints=breakpoints(args),
-        ),
-        id=run_id,
-        task_queue=args.task_queue,
-        result_type=t.RunResult,
-        search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(t.SA_AGENT, args.agent), SearchAttributePair(t.SA_PHASE, "starting")]
-        ),
-        # The prompt itself travels once, in the run's input; the UI's summary shows an excerpt.
-        static_summary=f"{args.agent}: {prompt[:120]}",
-        static_details=f"**prompt**\n\n{prompt[:2000]}" + ("…" if len(prompt) > 2000 else ""),
+    try:
+        if args.id is not None:
+            check_run_id(args.id)
+    except ValueError as err:
+        raise UsageError(f"--{err}") from None
+    run = await AgentClient(client, task_queue=args.task_queue).start(
+        args.agent,
+        prompt,
+        id=args.id,
+        max_turns=args.max_turns,
+        model=args.model,
+        capture=args.capture,
+        model_settings=args.settings,
+        breakpoints=breakpoints(args),
     )
     if args.follow:
         if not args.json:
-            print(f"run {run_id}  ·  {ui_url(run_id)}", file=sys.stderr)
-        return await watch(client, run_id, 0, args.json)
+            print(f"run {run.id}  ·  {ui_url(run.id)}", file=sys.stderr)
+        return await watch(client, run.id, 0, args.json)
     if not args.wait:
-        emit(args.json, {"run_id": run_id, "ui_url": ui_url(run_id)}, run_id)
+        emit(args.json, {"run_id": run.id, "ui_url": ui_url(run.id)}, run.id)
         if not args.json:
-            print(f"follow it: python client.py status {run_id}  ·  {ui_url(run_id)}", file=sys.stderr)
+            print(f"follow it: python client.py status {run.id}  ·  {ui_url(run.id)}", file=sys.stderr)
         return 0
-    return await print_result(handle, args.json)
+    return await print_result(run, args.json)
 
 
 def breakpoints(args: argparse.Namespace) -> t.Breakpoints | None:
@@ -132,16 +100,15 @@ def breakpoints(args: argparse.Namespace) -> t.Breakpoints | None:
     )
 
 
-async def print_result(handle: WorkflowHandle[Any, Any], as_json: bool) -> int:
+async def print_result(run: RunHandle, as_json: bool) -> int:
     try:
-        result: t.RunResult = await handle.result()
-    except WorkflowFailureError as err:
-        status, error = failure(err)
-        failed = {"run_id": handle.id, "status": status, "error": error, "output": None}
-        emit(as_json, failed, f"run {status}: {error['type']}: {error['message']}", error=True)
+        result = await run.outcome()
+    except RunFailed as err:
+        failed = {"run_id": run.id, "status": err.status, "error": {"type": err.error_type, "message": err.message}}
+        emit(as_json, failed | {"output": None}, f"run {err.status}: {err.error_type}: {err.message}", error=True)
         return 1
-    obj: dict[str, Any] = {"run_id": handle.id, "status": "completed", **result.model_dump(mode="json")}
-    obj |= {"cost_usd": result.usage.cost_usd, "ui_url": ui_url(handle.id)}
+    obj: dict[str, Any] = {"run_id": run.id, "status": "completed", **result.model_dump(mode="json")}
+    obj |= {"cost_usd": result.usage.cost_usd, "ui_url": ui_url(run.id)}
     if result.output_object is not None:  # typed output: the object itself, under `output`
         obj["output"] = obj.pop("output_object")
         emit(as_json, obj, json.dumps(result.output_object, indent=2, ensure_ascii=False))
@@ -152,7 +119,8 @@ async def print_result(handle: WorkflowHandle[Any, Any], as_json: bool) -> int:
 
 
 async def cmd_result(client: Client, args: argparse.Namespace) -> int:
-    handle, desc = await existing(client, args.run_id)
+    run = AgentClient(client).get(args.run_id)
+    status = await run.exists()
     if args.message is not None:
         if args.no_wait:
             exchange = await session.get_exchange(client, args.run_id, args.message)
@@ -167,12 +135,11 @@ async def cmd_result(client: Client, args: argparse.Namespace) -> int:
         else:
             exchange = await session.wait_answer(client, args.run_id, args.message, gap_note(args.run_id))
         return print_exchange(args.run_id, args.message, exchange, args.json)
-    if args.no_wait:
-        if desc.status == WorkflowExecutionStatus.RUNNING:
-            still = {"run_id": args.run_id, "status": "running", "output": None}
-            emit(args.json, still, "the run is still running", error=True)
-            return 1
-    return await print_result(handle, args.json)
+    if args.no_wait and status == WorkflowExecutionStatus.RUNNING:
+        still = {"run_id": args.run_id, "status": "running", "output": None}
+        emit(args.json, still, "the run is still running", error=True)
+        return 1
+    return await print_result(run, args.json)
 
 
 async def cmd_list(client: Client, args: argparse.Namespace) -> int:
@@ -208,12 +175,6 @@ def run_row(wf: WorkflowExecution) -> dict[str, Any]:
 
 
 async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
-    handle, desc = await existing(client, args.run_id)
-    status = desc.status
-    if status != WorkflowExecutionStatus.RUNNING:
-        raise UsageError(
-            f"run {args.run_id} has already ended ({STATUS_NAMES.get(status, 'unknown') if status else '?'})"
-        )
-    await handle.cancel()
+    await AgentClient(client).get(args.run_id).cancel()
     emit(args.json, {"run_id": args.run_id, "cancel_requested": True}, f"cancellation requested for {args.run_id}")
     return 0

@@ -1,110 +1,17 @@
-"""`client.py status`: what a run is doing, gathered from its search attributes, its live state
-(a query, when a worker answers), whether its workflow task is stuck, its forks and the activities
-it retries; then rendered as text."""
+"""`client.py status`: what a run is doing, as the Python client's `RunHandle.status()` gathers it
+(durable_agent_runner/client/status.py), rendered as text."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from datetime import timedelta
 from typing import Any
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionDescription,
-    WorkflowFailureError,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-)
-from temporalio.service import RPCError
+from temporalio.client import Client
 
-from durable_agent_runner.cli import debug
-from durable_agent_runner.cli.budget import budget_view, render_budget
-from durable_agent_runner.cli.common import ENDED, STATUS_NAMES, emit, existing, failure, ui_url
-from durable_agent_runner.cli.stuck import stuck
-from durable_agent_runner.workflows import types as t
-
-QUERY_TIMEOUT = timedelta(seconds=3)
-
-
-async def gather_status(
-    client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription
-) -> dict[str, Any]:
-    sa = desc.typed_search_attributes
-    out: dict[str, Any] = {
-        "run_id": handle.id,
-        "status": STATUS_NAMES.get(desc.status, "unknown") if desc.status else "unknown",
-        "agent": sa.get(t.SA_AGENT),
-        "phase": sa.get(t.SA_PHASE),
-        "turn": sa.get(t.SA_TURN) or 0,
-        "usage": {"total_tokens": sa.get(t.SA_TOKENS) or 0},
-        "cost_usd": sa.get(t.SA_COST) or 0.0,
-        "last_step": None,
-        "started_at": desc.start_time.isoformat() if desc.start_time else None,
-        "closed_at": desc.close_time.isoformat() if desc.close_time else None,
-        "ui_url": ui_url(handle.id),
-    }
-    try:
-        live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
-        usage = live.usage.model_dump()
-        usage["total_tokens"] = live.usage.total_tokens
-        out["cost_usd"] = live.usage.cost_usd
-        out.update(
-            agent=live.agent,
-            phase=live.phase,
-            turn=live.turn,
-            max_turns=live.max_turns,
-            usage=usage,
-            last_step=live.last_step,
-        )
-        if live.error:
-            out["error"] = {"type": live.error_type or "RunFailed", "message": live.error}
-        out["handoffs"] = [h.model_dump(mode="json") for h in live.handoffs]
-        if out["status"] == "running" and live.pending_approvals:
-            out["status"] = "awaiting_approval"
-        out["usage_by_agent"] = {name: u.model_dump() for name, u in live.usage_by_agent.items()}
-        # Only a running run has calls waiting: an ended one's state may predate how it ended.
-        waiting = live.pending_approvals if out["status"] not in ENDED else []
-        out["pending_approvals"] = [p.model_dump(mode="json") for p in waiting]
-        out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
-        if live.ignored_signals:
-            out["ignored_signals"] = live.ignored_signals
-        if live.budget is not None:
-            out["budget"] = await budget_view(client, live)
-        if live.paused is not None:
-            out["paused"] = live.paused.model_dump(mode="json")
-            if out["status"] == "running":
-                out["status"] = "paused"
-        if live.forked_from is not None:
-            out["forked_from"] = live.forked_from.model_dump()
-        if live.session is not None:
-            out["session"] = live.session.model_dump(mode="json")
-            if out["status"] == "running" and live.status == "waiting":
-                out["status"] = "waiting"
-    except (RPCError, WorkflowQueryFailedError):
-        out["note"] = "live details unavailable (is a worker running?); showing search attributes"
-    held = await stuck(client, desc) if out["status"] == "running" else None
-    if held is not None:  # a worker answers, but its workflow code fails on this run
-        out["status"], out["stuck"] = "stuck", held
-        out.pop("note", None)
-    forks = await debug.forks_of(client, handle.id)
-    if forks:
-        out["forks"] = forks
-    retrying = [
-        {"activity": p.activity_type.name, "attempt": p.attempt, "last_failure": p.last_failure.message}
-        for p in desc.raw_description.pending_activities
-        if p.attempt > 1 and p.HasField("last_failure")
-    ]
-    if retrying:
-        out["retrying"] = retrying
-    if out["status"] in ENDED and out.get("phase") not in (None, "completed", "failed", "cancelled"):
-        out["phase"] = out["status"]  # terminated or timed out: the run could not record it itself
-    if out["status"] in ENDED - {"completed"} and "error" not in out:
-        try:
-            await handle.result()
-        except WorkflowFailureError as err:
-            out["error"] = failure(err)[1]
-    return out
+from durable_agent_runner.cli.budget import render_budget
+from durable_agent_runner.cli.common import emit
+from durable_agent_runner.client.agent_client import AgentClient
 
 
 def render_status(s: dict[str, Any]) -> str:
@@ -180,6 +87,6 @@ def render_status(s: dict[str, Any]) -> str:
 
 
 async def cmd_status(client: Client, args: argparse.Namespace) -> int:
-    status = await gather_status(client, *await existing(client, args.run_id))
+    status = (await AgentClient(client).get(args.run_id).status()).as_dict()
     emit(args.json, status, render_status(status))
     return 0

@@ -20,7 +20,7 @@ from temporalio.client import Client
 
 from durable_agent_runner.cli import debug
 from durable_agent_runner.cli.common import UsageError
-from durable_agent_runner.cli.session import NoWorker, SessionError
+from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunNotFound
 from durable_agent_runner.console import data, sse, views, views_run
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
 from durable_agent_runner.workflows import types as t
@@ -257,14 +257,13 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
                 return console.refusal(request, err.status, err.message)
             except data.NotFound as err:
                 return console.refusal(request, 404, str(err))
-            except UsageError as err:
-                status = 404 if str(err).startswith("no run with id") else 409
-                return console.refusal(request, status, str(err))
-            except SessionError as err:
-                status = 404 if str(err).startswith("no run with id") else 409
-                return console.refusal(request, status, str(err))
-            except NoWorker as err:
+            except RunNotFound as err:
+                return console.refusal(request, 404, str(err))
+            except NoWorkerAnswered as err:
                 return console.refusal(request, 503, str(err))
+            except (UsageError, AgentRunError) as err:  # refused: decided already, ended, not a session
+                status = 404 if str(err).startswith("no run with id") else 409
+                return console.refusal(request, status, str(err))
             except ValidationError as err:
                 first = err.errors()[0]
                 where = ".".join(str(x) for x in first["loc"])

@@ -27,8 +27,8 @@ from durable_agent_runner.cli.common import UsageError, existing, ui_url
 from durable_agent_runner.cli.decisions import decide
 from durable_agent_runner.cli.runs import run_row
 from durable_agent_runner.cli.session import send_message
-from durable_agent_runner.cli.status import gather_status
 from durable_agent_runner.cli.watch import events_since
+from durable_agent_runner.client.status import gather
 from durable_agent_runner.workflows import types as t
 
 PHASES: tuple[str, ...] = get_args(t.Phase)
@@ -255,7 +255,7 @@ async def run_view(client: Client, run_id: str) -> RunView:
         handle, desc = await existing(client, run_id)
     except UsageError:
         raise NotFound(f"no run with id '{run_id}'") from None
-    status = await gather_status(client, handle, desc)
+    status = (await gather(client, handle, desc)).as_dict()
     live = "note" not in status
     messages: list[tuple[int, t.Message]] = []
     hidden = 0

@@ -365,7 +365,7 @@ class HookFeed:
 
     async def _events(self, run_id: str, since: int, execution: str | None = None) -> t.EventsPage:
         """Events from `since` on, reaching back through earlier executions that hold some (as
-        durable_agent_runner/cli/watch.py `events_since` does, with every call bounded)."""
+        durable_agent_runner/client/follow.py `events_since` does, with every call bounded)."""
         handle = self.client.get_workflow_handle(run_id, run_id=execution)
         page: t.EventsPage = await handle.query(
             t.EVENTS_QUERY, t.EventsQuery(since=since), result_type=t.EventsPage, rpc_timeout=RPC_TIMEOUT

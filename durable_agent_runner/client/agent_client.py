@@ -1,0 +1,169 @@
+"""`connect()` and `AgentClient`: start runs and sessions, and get the handle of one that exists.
+
+The connection is the one `client.py` makes (durable_agent_runner/config/connection.py): address,
+namespace, TLS and API key from the `temporal` CLI's profile and TEMPORAL_* variables, payloads
+encrypted with PAYLOAD_CODEC_KEYS and stored as PAYLOAD_STORE says, runs started on
+AGENT_TASK_QUEUE.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from durable_agent_runner.activities import wire
+from durable_agent_runner.agents.agent import Agent
+from durable_agent_runner.client.handles import RunHandle, SessionHandle
+from durable_agent_runner.config import connection
+from durable_agent_runner.config.env import ClientSettings
+from durable_agent_runner.workflows import types as t
+
+MAX_RUN_ID = 255
+SUMMARY_CHARS = 120  # of the prompt, in the run's summary in the Web UI
+DETAILS_CHARS = 2000  # of the prompt, in the run's details in the Web UI
+
+
+def new_run_id(agent: str, prompt: str) -> str:
+    """Readable in the Web UI's list: `demo-whats-the-weather-in-3f2a1c9e`."""
+    words = re.findall(r"[a-z0-9]+", prompt.lower().replace("'", ""))[:4]
+    slug = "-".join(words)[:32].strip("-")
+    return f"{agent}-{slug + '-' if slug else ''}{uuid.uuid4().hex[:8]}"
+
+
+def session_id(agent: str) -> str:
+    return f"{agent}-chat-{uuid.uuid4().hex[:8]}"
+
+
+def check_run_id(run_id: str) -> str:
+    if not (0 < len(run_id) <= MAX_RUN_ID and run_id.isprintable()):
+        raise ValueError(f"id must be 1-{MAX_RUN_ID} printable characters")
+    return run_id
+
+
+def check_settings(settings: t.ModelSettings | Mapping[str, Any] | None) -> t.ModelSettings | None:
+    """Model settings checked before anything starts: ValueError (pydantic's) if one is bad."""
+    if settings is None:
+        return None
+    checked = settings if isinstance(settings, t.ModelSettings) else t.ModelSettings.model_validate(dict(settings))
+    try:
+        wire.check_extra_body(checked.extra_body)
+    except wire.BadSettings as err:
+        raise ValueError(f"model_settings: {err}") from None
+    return checked
+
+
+def output_types(agent: str | Agent, output_type: Any = None) -> dict[str, Any]:
+    """By agent name, the output types a run of `agent` may answer with ("": the run's own)."""
+    if output_type is not None:
+        return {"": output_type}
+    if isinstance(agent, str):
+        return {}
+    return {a.name: a.output_type for a in [agent, *agent.team()]} | {"": agent.output_type}
+
+
+class AgentClient:
+    """Starts and finds runs. `temporal` is the underlying temporalio Client (for what this does
+    not cover); `task_queue` the workers' queue runs start on (default: AGENT_TASK_QUEUE)."""
+
+    def __init__(self, temporal: Client, *, task_queue: str | None = None) -> None:
+        self.temporal = temporal
+        self.task_queue = task_queue or str(ClientSettings.load().task_queue)
+
+    async def start(
+        self,
+        agent: str | Agent,
+        input: str,
+        *,
+        id: str | None = None,
+        max_turns: int | None = None,
+        model: str | None = None,
+        model_settings: t.ModelSettings | Mapping[str, Any] | None = None,
+        capture: bool = False,
+        breakpoints: t.Breakpoints | None = None,
+        task_queue: str | None = None,
+        output_type: Any = None,
+    ) -> RunHandle:
+        """Start a run of `agent` (its name, or the Agent: a worker on the task queue must serve
+        it) answering `input`. The options are `client.py run`'s: `id` (default: readable and
+        new), `max_turns`, `model` and `model_settings` over the agent's, `capture` each model
+        call's raw request and response, `breakpoints`. `output_type` types `result()` when the
+        agent is given by name (an Agent brings its own). WorkflowAlreadyStartedError if `id` is
+        taken by a running run."""
+        name = agent if isinstance(agent, str) else agent.name
+        if not isinstance(input, str) or not input.strip():
+            raise ValueError("the input is empty: give the agent a prompt")
+        if max_turns is not None and max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        run_id = check_run_id(id) if id is not None else new_run_id(name, input)
+        await self.temporal.start_workflow(
+            t.WORKFLOW_NAME,
+            t.RunInput(
+                prompt=input,
+                agent=name,
+                max_turns=max_turns,
+                model=model,
+                capture=capture,
+                model_settings=check_settings(model_settings),
+                breakpoints=breakpoints,
+            ),
+            id=run_id,
+            task_queue=task_queue or self.task_queue,
+            result_type=t.RunResult,
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, "starting")]
+            ),
+            # The prompt itself travels once, in the run's input; the UI's summary shows an excerpt.
+            static_summary=f"{name}: {input[:SUMMARY_CHARS]}",
+            static_details=f"**prompt**\n\n{input[:DETAILS_CHARS]}" + ("…" if len(input) > DETAILS_CHARS else ""),
+        )
+        return RunHandle(self.temporal, run_id, output_types(agent, output_type))
+
+    async def start_session(
+        self,
+        agent: str | Agent,
+        *,
+        id: str | None = None,
+        model: str | None = None,
+        task_queue: str | None = None,
+        output_type: Any = None,
+    ) -> SessionHandle:
+        """Start a session of `agent`: a run that answers each message `send` gives it until
+        `end()`, its agent's idle timeout, or `cancel()`."""
+        name = agent if isinstance(agent, str) else agent.name
+        run_id = check_run_id(id) if id is not None else session_id(name)
+        await self.temporal.start_workflow(
+            t.WORKFLOW_NAME,
+            t.RunInput(prompt="", agent=name, model=model, session=True),
+            id=run_id,
+            task_queue=task_queue or self.task_queue,
+            result_type=t.RunResult,
+            search_attributes=TypedSearchAttributes(
+                [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, "starting")]
+            ),
+            static_summary=f"{name}: a conversation (client.py chat {run_id})",
+        )
+        return SessionHandle(self.temporal, run_id, output_types(agent, output_type))
+
+    def get(self, run_id: str, *, agent: Agent | None = None, output_type: Any = None) -> RunHandle:
+        """The handle of a run that exists (RunNotFound at its first call if none does). `agent`
+        or `output_type` type its `result()`."""
+        return RunHandle(self.temporal, run_id, output_types(agent or "", output_type))
+
+    def get_session(self, run_id: str, *, agent: Agent | None = None, output_type: Any = None) -> SessionHandle:
+        """The handle of a session that exists; `send` to a run that is not one is DecisionRefused."""
+        return SessionHandle(self.temporal, run_id, output_types(agent or "", output_type))
+
+
+async def connect(
+    *, target: str | None = None, namespace: str | None = None, task_queue: str | None = None
+) -> AgentClient:
+    """A client connected as `client.py` connects (see the module docstring). `target`: a plain
+    connection to that server instead, without the profile's TLS and API key (tests)."""
+    ClientSettings.load()  # every variable the client reads, checked first: SettingsError names a bad one
+    temporal = await connection.connect(target, namespace)
+    return AgentClient(temporal, task_queue=task_queue)

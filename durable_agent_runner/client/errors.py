@@ -1,0 +1,86 @@
+"""What the client raises: one small tree, so `except AgentRunError` catches all of it.
+
+    AgentRunError              anything the client says went wrong with a run (one readable line)
+    ├── RunNotFound            no run has that id (in this namespace)
+    ├── DecisionRefused        the run refused what was asked, and recorded nothing: an approval
+    │                          for a call that is not waiting (unknown id, already decided),
+    │                          edited arguments its tool refuses, a message to a run that is not a
+    │                          session, anything sent to a run that has ended
+    ├── NoWorkerAnswered       no worker took what was sent within `wait` seconds. It is not
+    │                          recorded: a worker that starts soon may still apply it, once, or
+    │                          never; sending the same again is safe (it counts once)
+    ├── RunFailed              the run ended without an answer; `error_type` is the run's own:
+    │   │                      MaxTurnsExceeded, InputGuardrailTripwireTriggered, a budget, the
+    │   │                      provider's error, TerminatedError, TimeoutError, ...
+    │   └── RunCancelled       someone cancelled it
+    └── EventsUnavailable      `events()` gave up: its reads failed `give_up_after` times in a row
+
+Arguments that are wrong before anything is sent (a bad run id, bad model settings) are
+`ValueError`s, as Python's own are.
+"""
+
+from __future__ import annotations
+
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+
+class AgentRunError(Exception):
+    """The base of every error the client raises about a run."""
+
+
+class RunNotFound(AgentRunError):
+    """No run with this id."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id '{run_id}'")
+        self.run_id = run_id
+
+
+class DecisionRefused(AgentRunError):
+    """The run refused what was asked (its reason is the message); nothing was recorded."""
+
+
+class NoWorkerAnswered(AgentRunError):
+    """No worker took it in time; see the module docstring for what becomes of it."""
+
+
+class RunFailed(AgentRunError):
+    """The run ended without an answer. `status`: failed, cancelled, terminated or timed_out;
+    `error_type` and `message`: the run's own error."""
+
+    def __init__(self, run_id: str, status: str, error_type: str, message: str) -> None:
+        super().__init__(f"run {run_id} {status}: {error_type}: {message}")
+        self.run_id, self.status, self.error_type, self.message = run_id, status, error_type, message
+
+
+class RunCancelled(RunFailed):
+    """The run was cancelled."""
+
+
+class EventsUnavailable(AgentRunError):
+    """`events()` stopped after reads failed too many times in a row; `next` is the event number
+    to resume from (`events(since=next)`), `error` what the last read met, `attempts` how many
+    failed in a row."""
+
+    def __init__(self, next: int, error: str, attempts: int) -> None:
+        super().__init__(f"giving up after {attempts} failed polls: {error}")
+        self.next, self.error, self.attempts = next, error, attempts
+
+
+def failure(err: WorkflowFailureError) -> tuple[str, dict[str, str]]:
+    """How a run ended without an answer: its status, and the error as {type, message}: the type a
+    guardrail, a limit or the provider gave (`InputGuardrailTripwireTriggered`, ...)."""
+    cause = err.cause
+    message = getattr(cause, "message", None) or str(cause or err)
+    kinds = {"CancelledError": "cancelled", "TerminatedError": "terminated", "TimeoutError": "timed_out"}
+    status = kinds.get(type(cause).__name__, "failed")
+    kind = cause.type if isinstance(cause, ApplicationError) and cause.type else type(cause).__name__
+    return status, {"type": kind, "message": message}
+
+
+def run_failed(run_id: str, err: WorkflowFailureError) -> RunFailed:
+    """The run's failure as the client's error: RunCancelled when it was cancelled."""
+    status, error = failure(err)
+    kind = RunCancelled if status == "cancelled" else RunFailed
+    return kind(run_id, status, error["type"], error["message"])

@@ -1,0 +1,197 @@
+"""What a run is doing (`RunHandle.status()`, `client.py status`), gathered from its search
+attributes, its live state (a query, when a worker answers), whether its workflow task is stuck,
+its forks and the activities it retries."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import BaseModel
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
+from temporalio.service import RPCError
+
+from durable_agent_runner.client.budget import budget_view
+from durable_agent_runner.client.errors import failure
+from durable_agent_runner.client.stuck import stuck
+from durable_agent_runner.config.connection import namespace
+from durable_agent_runner.config.env import ClientSettings
+from durable_agent_runner.workflows import types as t
+
+QUERY_TIMEOUT = timedelta(seconds=3)
+STATUS_NAMES = {
+    WorkflowExecutionStatus.RUNNING: "running",
+    WorkflowExecutionStatus.COMPLETED: "completed",
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+    WorkflowExecutionStatus.TERMINATED: "terminated",
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
+    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
+}
+ENDED = {"failed", "cancelled", "terminated", "timed_out", "completed"}
+
+
+class StatusUsage(BaseModel):
+    """Token usage so far; the fields past `total_tokens` are known when a worker answered."""
+
+    total_tokens: int = 0
+    requests: int | None = None
+    input_tokens: int | None = None
+    cached_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    unpriced: int | None = None
+
+
+class RunError(BaseModel):
+    type: str
+    message: str
+
+
+class RunInfo(BaseModel):
+    """The facts `client.py status` shows. `status`: running, awaiting_approval, paused, waiting
+    (a session between messages), stuck, completed, failed, cancelled, terminated or timed_out.
+    Fields a worker tells (phase details, approvals, decisions, session) are empty when none
+    answered; `note` then says so."""
+
+    run_id: str
+    status: str
+    agent: str | None = None
+    phase: str | None = None
+    turn: int = 0
+    max_turns: int | None = None
+    usage: StatusUsage = StatusUsage()
+    cost_usd: float = 0.0
+    last_step: str | None = None
+    started_at: str | None = None
+    closed_at: str | None = None
+    ui_url: str = ""
+    error: RunError | None = None
+    handoffs: list[t.HandoffRecord] = []
+    usage_by_agent: dict[str, t.Usage] = {}
+    pending_approvals: list[t.PendingApproval] = []
+    decisions: list[t.ApprovalRecord] = []
+    ignored_signals: list[str] = []
+    paused: t.PauseInfo | None = None
+    forked_from: t.ForkLink | None = None
+    session: t.SessionStatus | None = None
+    stuck: dict[str, Any] | None = None
+    forks: list[dict[str, Any]] = []
+    retrying: list[dict[str, Any]] = []
+    budget: dict[str, Any] | None = None  # runs with a budget: spent, reserved, left for the run and its tree
+    note: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON `client.py status --json` prints: the fields that were found."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+def ui_url(run_id: str) -> str:
+    base = str(ClientSettings.load().ui_url).rstrip("/")
+    return f"{base}/namespaces/{quote(namespace(), safe='')}/workflows/{quote(run_id, safe='')}"
+
+
+async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The runs forked from `run_id` (the other direction of the link), newest first."""
+    query = f"{t.SA_FORKED_FROM.name}={json.dumps(run_id)}"
+    out = []
+    async for wf in client.list_workflows(query, limit=limit):
+        memo = await wf.memo()
+        turn = (memo.get("forked_from") or {}).get("turn")
+        out.append({"run_id": wf.id, "turn": turn, "started_at": wf.start_time.isoformat()})
+    return out
+
+
+async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription) -> RunInfo:
+    sa = desc.typed_search_attributes
+    out: dict[str, Any] = {
+        "run_id": handle.id,
+        "status": STATUS_NAMES.get(desc.status, "unknown") if desc.status else "unknown",
+        "agent": sa.get(t.SA_AGENT),
+        "phase": sa.get(t.SA_PHASE),
+        "turn": sa.get(t.SA_TURN) or 0,
+        "usage": {"total_tokens": sa.get(t.SA_TOKENS) or 0},
+        "cost_usd": sa.get(t.SA_COST) or 0.0,
+        "last_step": None,
+        "started_at": desc.start_time.isoformat() if desc.start_time else None,
+        "closed_at": desc.close_time.isoformat() if desc.close_time else None,
+        "ui_url": ui_url(handle.id),
+    }
+    try:
+        live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
+        out.update(_live(live, out["status"]))
+        if live.budget is not None:
+            out["budget"] = await budget_view(client, live)
+    except (RPCError, WorkflowQueryFailedError):
+        out["note"] = "live details unavailable (is a worker running?); showing search attributes"
+    held = await stuck(client, desc) if out["status"] == "running" else None
+    if held is not None:  # a worker answers, but its workflow code fails on this run
+        out["status"], out["stuck"] = "stuck", held
+        out.pop("note", None)
+    forks = await forks_of(client, handle.id)
+    if forks:
+        out["forks"] = forks
+    retrying = [
+        {"activity": p.activity_type.name, "attempt": p.attempt, "last_failure": p.last_failure.message}
+        for p in desc.raw_description.pending_activities
+        if p.attempt > 1 and p.HasField("last_failure")
+    ]
+    if retrying:
+        out["retrying"] = retrying
+    if out["status"] in ENDED and out.get("phase") not in (None, "completed", "failed", "cancelled"):
+        out["phase"] = out["status"]  # terminated or timed out: the run could not record it itself
+    if out["status"] in ENDED - {"completed"} and "error" not in out:
+        try:
+            await handle.result()
+        except WorkflowFailureError as err:
+            out["error"] = failure(err)[1]
+    return RunInfo.model_validate(out)
+
+
+def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
+    """What the run's own status query adds."""
+    usage = live.usage.model_dump()
+    usage["total_tokens"] = live.usage.total_tokens
+    out: dict[str, Any] = {
+        "cost_usd": live.usage.cost_usd,
+        "agent": live.agent,
+        "phase": live.phase,
+        "turn": live.turn,
+        "max_turns": live.max_turns,
+        "usage": usage,
+        "last_step": live.last_step,
+    }
+    if live.error:
+        out["error"] = {"type": live.error_type or "RunFailed", "message": live.error}
+    out["handoffs"] = [h.model_dump(mode="json") for h in live.handoffs]
+    if status == "running" and live.pending_approvals:
+        status = "awaiting_approval"
+    out["usage_by_agent"] = {name: u.model_dump() for name, u in live.usage_by_agent.items()}
+    # Only a running run has calls waiting: an ended one's state may predate how it ended.
+    waiting = live.pending_approvals if status not in ENDED else []
+    out["pending_approvals"] = [p.model_dump(mode="json") for p in waiting]
+    out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
+    if live.ignored_signals:
+        out["ignored_signals"] = live.ignored_signals
+    if live.paused is not None:
+        out["paused"] = live.paused.model_dump(mode="json")
+        if status == "running":
+            status = "paused"
+    if live.forked_from is not None:
+        out["forked_from"] = live.forked_from.model_dump()
+    if live.session is not None:
+        out["session"] = live.session.model_dump(mode="json")
+        if status == "running" and live.status == "waiting":
+            status = "waiting"
+    out["status"] = status
+    return out

@@ -1,0 +1,253 @@
+"""What the client sends a run (approvals, messages, the end, pauses) and how it reads a session's
+answers back: Temporal updates, each bounded by `wait` and sent under an id that makes a repeat
+count once.
+
+An update no worker takes in time is not recorded. Temporal keeps an update it admitted but no
+worker has accepted in the server's memory only, not in the run's history: the client giving up
+does not withdraw it. A worker that polls the run before the server drops it (a server restart,
+the run leaving the server's cache) applies it then; otherwise it is never applied. Either way at
+most once: sent again under the same update id, it counts once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeGuard
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
+from durable_agent_runner.workflows import types as t
+
+DEFAULT_WAIT = 10.0  # seconds a worker has to take what was sent
+POLL = 0.2  # seconds between reads of an answer in progress
+# A read that no worker answers in time: the run's sticky worker was killed (the server waits out
+# the sticky queue's 10 s before a new worker is asked), a worker is starting, the server restarts.
+READ_TIMEOUT = timedelta(seconds=20)
+GAP_PAUSE = 1.0  # seconds before asking again after such a read
+# A deadline that passed: the client's ("Timeout expired") or the server's.
+DEADLINE = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
+PASSING = (*DEADLINE, RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED)
+LIVE = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
+NOT_TAKEN = (
+    "Nothing is recorded yet; a worker that starts soon may still apply it, once (see `status`); "
+    "sending the same again is safe"
+)
+
+
+async def describe(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription:
+    """The run's description; RunNotFound for an unknown id."""
+    try:
+        return await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise RunNotFound(handle.id) from None
+        raise
+
+
+def how_ended(desc: WorkflowExecutionDescription) -> str | None:
+    return None if desc.status in LIVE else (desc.status.name.lower() if desc.status else "ended")
+
+
+async def ended(handle: WorkflowHandle[Any, Any]) -> str | None:
+    """How the run ended ('completed', 'failed', ...), or None while it runs. Unknown id: RunNotFound."""
+    return how_ended(await describe(handle))
+
+
+async def update(
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    body: Any,
+    result_type: type[Any],
+    after_end: str = "it takes no more messages",
+    *,
+    wait: float | None = None,
+    update_id: str | None = None,
+) -> Any:
+    """An update to a run whose refusal (its validator, or a closed run: `after_end` says what then)
+    becomes DecisionRefused with the reason. With `wait`, a worker must take it within that many
+    seconds, or NoWorkerAnswered (see the module docstring)."""
+    desc = await describe(handle)
+    gone = how_ended(desc)
+    if gone is not None:
+        raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}")
+    try:
+        if wait is None:
+            return await handle.execute_update(name, body, id=update_id, result_type=result_type)
+        return await _within(handle, name, body, result_type, wait, update_id, desc.task_queue)
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        raise DecisionRefused(f"run {handle.id} refused it: {reason}") from None
+    except WorkflowUpdateRPCTimeoutOrCancelledError:
+        raise AgentRunError(f"run {handle.id} did not take it in time (is a worker running?); send it again") from None
+    except RPCError as err:
+        gone = await ended(handle)
+        if gone is not None:
+            raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}") from None
+        raise AgentRunError(f"run {handle.id}: Temporal said: {err.message}") from None
+
+
+async def _within(
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    body: Any,
+    result_type: type[Any],
+    wait: float,
+    update_id: str | None,
+    queue: str,
+) -> Any:
+    """The update, accepted by a worker within `wait` seconds or NoWorkerAnswered. Accepted, it is
+    in the run's history (durable), and its result comes with the same workflow task, so the
+    second bound is only for a worker that dies in between."""
+    bound = timedelta(seconds=wait)
+    try:
+        async with asyncio.timeout(wait):
+            taken = await handle.start_update(
+                name,
+                body,
+                id=update_id,
+                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                result_type=result_type,
+                rpc_timeout=bound,
+            )
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        raise NoWorkerAnswered(
+            f"no worker answered within {wait:g}s: is a worker running for task queue {queue}? {NOT_TAKEN}"
+        ) from None
+    try:
+        async with asyncio.timeout(wait):
+            return await taken.result(rpc_timeout=bound)
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        raise NoWorkerAnswered(
+            f"the run took it (it is recorded and will be applied once) but no worker finished it within {wait:g}s"
+        ) from None
+
+
+async def decide(
+    handle: WorkflowHandle[Any, Any], decision: t.ApprovalDecision, wait: float | None = DEFAULT_WAIT
+) -> t.DecisionReceipt:
+    """Approve or reject a waiting call. The update id makes a repeated decision count once:
+    Temporal answers it with the first's result."""
+    verdict = "approve" if decision.approve else "reject"
+    receipt: t.DecisionReceipt = await update(
+        handle,
+        t.APPROVAL_UPDATE,
+        decision,
+        t.DecisionReceipt,
+        "no call of it is pending",
+        wait=wait,
+        update_id=f"{verdict}-{decision.call_id}",
+    )
+    return receipt
+
+
+async def send_message(
+    client: Client,
+    run_id: str,
+    text: str,
+    *,
+    by: str,
+    message_id: str | None = None,
+    wait: float | None = None,
+) -> t.MessageReceipt:
+    body = t.SessionMessage(text=text, by=by, message_id=message_id or uuid.uuid4().hex)
+    handle = client.get_workflow_handle(run_id)
+    try:  # sent again with its message id, a message that arrived late counts once (the run keeps the ids)
+        receipt: t.MessageReceipt = await update(handle, t.SESSION_SEND_UPDATE, body, t.MessageReceipt, wait=wait)
+    except NoWorkerAnswered as err:
+        raise NoWorkerAnswered(f"{err} with --message-id {body.message_id}") from None
+    return receipt
+
+
+async def end_session(
+    client: Client, run_id: str, *, by: str, reason: str = "", wait: float | None = None
+) -> t.EndReceipt:
+    # A session ends once: a repeated end (one that timed out, then again) is the same update.
+    receipt: t.EndReceipt = await update(
+        client.get_workflow_handle(run_id),
+        t.SESSION_END_UPDATE,
+        t.EndSession(by=by, reason=reason),
+        t.EndReceipt,
+        wait=wait,
+        update_id=f"end-{run_id}" if wait is not None else None,
+    )
+    return receipt
+
+
+async def get_exchange(
+    client: Client, run_id: str, message: int = 0, rpc_timeout: timedelta | None = None
+) -> t.Exchange | None:
+    """Message K's exchange (0: the last), from the execution that holds it whole."""
+    query = t.ExchangeQuery(message=message)
+    handle = client.get_workflow_handle(run_id)
+    answer: t.ExchangeAnswer = await handle.query(
+        t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer, rpc_timeout=rpc_timeout
+    )
+    if answer.exchange is None and answer.execution:
+        older = client.get_workflow_handle(run_id, run_id=answer.execution)
+        answer = await older.query(t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer, rpc_timeout=rpc_timeout)
+    if answer.exchange is None and message > answer.messages:
+        raise AgentRunError(f"run {run_id} has {answer.messages} message(s); there is no message {message}")
+    return answer.exchange
+
+
+async def wait_answer(
+    client: Client, run_id: str, message: int, on_gap: Callable[[str, int], None] | None = None
+) -> t.Exchange:
+    """Message K's exchange once it is answered (or failed); AgentRunError if the run ends first.
+    A read that times out or finds no server (a worker or the server restarting) is asked again,
+    after `on_gap(what Temporal said, how many in a row)`. Callers bound the wait with
+    `asyncio.timeout` where they need to."""
+    handle = client.get_workflow_handle(run_id)
+    gaps = 0
+    while True:
+        try:
+            exchange = await get_exchange(client, run_id, message, READ_TIMEOUT)
+            gone = None if answered(exchange) else await ended(handle)
+        except RPCError as err:
+            if err.status not in PASSING:
+                raise
+            if await _ended_quietly(handle):  # a closed run's reads need a worker, and none answered
+                raise AgentRunError(f"run {run_id} has ended and no worker answered ({err.message})") from None
+            gaps += 1
+            if on_gap is not None:
+                on_gap(err.message, gaps)
+            await asyncio.sleep(GAP_PAUSE)
+            continue
+        gaps = 0
+        if answered(exchange):
+            return exchange
+        if gone is not None:
+            exchange = await get_exchange(client, run_id, message, READ_TIMEOUT)  # answered just before the end?
+            if exchange is not None and exchange.output is not None:
+                return exchange
+            raise AgentRunError(f"run {run_id} ended ({gone}) before answering message {message}")
+        await asyncio.sleep(POLL)
+
+
+async def _ended_quietly(handle: WorkflowHandle[Any, Any]) -> bool:
+    """Whether the run has closed; False when the server cannot say now (it is restarting)."""
+    try:
+        return await ended(handle) is not None
+    except RPCError as err:
+        if err.status in PASSING:
+            return False
+        raise
+
+
+def answered(exchange: t.Exchange | None) -> TypeGuard[t.Exchange]:
+    return exchange is not None and (exchange.output is not None or exchange.error is not None)
