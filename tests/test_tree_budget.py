@@ -14,7 +14,7 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner import Agent, Registry
-from durable_agent_runner.cli.status import gather_status
+from durable_agent_runner.client.status import gather
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.agent import TREE_BUDGET_PATCH as PATCH
 from tests.budget_runs import (
@@ -88,7 +88,7 @@ async def test_a_run_paused_on_its_budget_goes_on_once_raised(client, task_queue
             await asyncio.sleep(0.1)
         assert now.paused.reason == "budget" and now.paused.where == "before_tools"
         assert "token budget spent: 150 of 100" in now.paused.why
-        view = await gather_status(client, handle, await handle.describe())
+        view = (await gather(client, handle, await handle.describe())).as_dict()
         assert view["budget"]["run"]["tokens"] == {"limit": 100, "spent": 150, "reserved": 0, "left": -50}
         assert view["budget"]["tree"]["tokens"]["spent"] == 150
         # a resume that raises nothing is refused; a raise of a kind the run has not, too
