@@ -66,6 +66,11 @@ async def gather_status(
         waiting = live.pending_approvals if out["status"] not in ENDED else []
         out["pending_approvals"] = [p.model_dump(mode="json") for p in waiting]
         out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
+        doubts = live.in_doubt if out["status"] not in ENDED else []
+        out["in_doubt"] = [d.model_dump(mode="json") for d in doubts]
+        out["resolutions"] = [r.model_dump(mode="json") for r in live.resolutions]
+        if out["status"] == "running" and doubts:
+            out["status"] = "in_doubt"
         if live.ignored_signals:
             out["ignored_signals"] = live.ignored_signals
         if live.paused is not None:
@@ -159,6 +164,7 @@ def render_status(s: dict[str, Any]) -> str:
         extra = f": {d['reason']}" if d["reason"] else ""
         edited = " with edited arguments" if d["arguments"] is not None else ""
         lines.append(f"decided: {d['call_id']}  {d['tool']} {verdict}{edited} by {d['by']} at {d['at'][:19]}{extra}")
+    lines += _doubt_lines(s)
     for note in s.get("ignored_signals", []):
         lines.append(f"ignored: {note}")
     for r in s.get("retrying", []):
@@ -171,6 +177,23 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"note:    {s['note']}")
     lines.append(f"ui:      {s['ui_url']}")
     return "\n".join(lines)
+
+
+def _doubt_lines(s: dict[str, Any]) -> list[str]:
+    """Each call in doubt (what, its arguments, when its attempt began, how it ended, the command
+    that resolves it) and each resolution made (who, when, what)."""
+    lines: list[str] = []
+    for d in s.get("in_doubt", []):
+        args = json.dumps(d["arguments"], ensure_ascii=False)
+        began = f"started {d['started_at'][:19]}" if d.get("started_at") else f"asked for {d['scheduled_at'][:19]}"
+        lines.append(f"in doubt: {d['call_id']}  {d['tool']}({args})")
+        lines.append(f"         its attempt ({began}) ended without a result: {d['ended']} at {d['ended_at'][:19]}")
+        command = f"python client.py resolve {s['run_id']} {d['call_id']}"
+        lines.append(f"         resolve: {command} --rerun | --result JSON | --fail REASON")
+    for r in s.get("resolutions", []):
+        what = {"rerun": "run again", "result": f"result given: {r['result']}", "fail": f"failed: {r['reason']}"}
+        lines.append(f"resolved: {r['call_id']}  {r['tool']} {what[r['action']][:200]} by {r['by']} at {r['at'][:19]}")
+    return lines
 
 
 async def cmd_status(client: Client, args: argparse.Namespace) -> int:
