@@ -305,7 +305,7 @@ class Steps:
         if s.usage.cost_usd:  # priced calls only (runs recorded before prices upsert as they did)
             counters.append(t.SA_COST.value_set(s.usage.cost_usd))
         if s.doubts.pending or s.doubts.resolutions:  # runs with a call in doubt only
-            counters.append(t.SA_IN_DOUBT.value_set(len(s.doubts.pending)))
+            counters.append(t.SA_IN_DOUBT.value_set(bool(s.doubts.pending)))
         if phase in FILTERED_PHASES or before in FILTERED_PHASES or self._counters_due() or self._due:
             workflow.upsert_search_attributes([*self._due, t.SA_PHASE.value_set(phase), *counters])
             self._due, self._searched_turn, self._searched_at = [], s.turn, self._replied_at

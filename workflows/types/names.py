@@ -62,9 +62,10 @@ SA_PENDING = SearchAttributeKey.for_int("AgentPendingApprovals")
 SA_VERSION = SearchAttributeKey.for_keyword("AgentVersion")  # the frozen agent's: runs an old deploy must finish
 SA_COST = SearchAttributeKey.for_float("AgentCostUsd")  # what the run has cost so far, sub-agents included
 SA_FORKED_FROM = SearchAttributeKey.for_keyword("AgentForkedFrom")  # the run a fork started from
-SA_IN_DOUBT = SearchAttributeKey.for_int("AgentCallsInDoubt")  # calls waiting for a person to resolve them
+# A call waits for a person to resolve it (a Bool: the dev server's SQLite holds three Ints, all taken).
+SA_IN_DOUBT = SearchAttributeKey.for_bool("AgentInDoubt")
 _KINDS = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.INT: "Int",
-          SearchAttributeIndexedValueType.DOUBLE: "Double"}  # fmt: skip
+          SearchAttributeIndexedValueType.DOUBLE: "Double", SearchAttributeIndexedValueType.BOOL: "Bool"}  # fmt: skip
 SEARCH_ATTRIBUTES: dict[str, str] = {
     k.name: _KINDS[k.indexed_value_type]
     for k in (SA_AGENT, SA_PHASE, SA_TURN, SA_TOKENS, SA_PENDING, SA_VERSION, SA_FORKED_FROM, SA_COST, SA_IN_DOUBT)
