@@ -159,6 +159,11 @@ class Printer:
             return f"  ✎ {ev.detail}\n"
         if ev.kind == "resumed":
             return f"  ▶ resumed {ev.detail}\n"
+        if ev.kind == "call_in_doubt":
+            hint = f"python client.py resolve {self.run_id} {ev.call_id} --rerun | --result JSON | --fail REASON"
+            return f"  ⚠ in doubt: {ev.tool} {ev.call_id} {ev.detail}  ({hint})\n"
+        if ev.kind == "call_resolved":
+            return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
         return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
 
