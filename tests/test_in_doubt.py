@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import subprocess
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,6 +49,26 @@ def block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.touch()
     monkeypatch.setenv("ONCE_BLOCK_FILE", str(path))
     return path
+
+
+@pytest.fixture
+def workers(temporal_server, llm, task_queue, tmp_path: Path) -> Any:
+    """`workers()` starts `python worker.py` on the once fixtures; any left running is killed at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def make() -> subprocess.Popen[bytes]:
+        started.append(start_worker_process(temporal_server, llm, task_queue, tmp_path / "worker.log", tools=TOOLS))
+        return started[-1]
+
+    yield make
+    for proc in started:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
 
 
 # ------------------------------------------------------------------------------------ pure
@@ -136,15 +157,14 @@ async def test_a_once_tool_that_raises_its_own_error_is_told_to_the_model_not_in
 
 
 async def test_calls_in_doubt_are_never_rerun_and_each_resolution_works(
-    client, temporal_server, llm, task_queue, counter_file, block, tmp_path, cli
+    client, temporal_server, llm, task_queue, counter_file, block, workers, cli
 ):
     model = script(
         llm,
         calls(("pay", {"label": "alice"}), ("pay", {"label": "bob"}), ("pay", {"label": "carol"})),
         {"content": "all settled"},
     )
-    log = tmp_path / "worker.log"
-    first = start_worker_process(temporal_server, llm, task_queue, log, tools=TOOLS)
+    first = workers()
     handle = await start(client, task_queue, "pay them", agent="payer", model=model)
 
     async def all_started() -> bool:
@@ -153,69 +173,64 @@ async def test_calls_in_doubt_are_never_rerun_and_each_resolution_works(
     await wait_for(all_started)
     first.send_signal(signal.SIGKILL)
     first.wait(10)
-    second = start_worker_process(temporal_server, llm, task_queue, log, tools=TOOLS)
-    try:
+    workers()
 
-        async def all_in_doubt() -> bool:
-            return len((await live(handle)).in_doubt) == 3
+    async def all_in_doubt() -> bool:
+        return len((await live(handle)).in_doubt) == 3
 
-        await wait_for(all_in_doubt, timeout=60)
-        await asyncio.sleep(2)  # time enough for a retry, had there been one
-        assert starts(counter_file) == Counter({"pay:alice": 1, "pay:bob": 1, "pay:carol": 1})
+    await wait_for(all_in_doubt, timeout=60)
+    await asyncio.sleep(2)  # time enough for a retry, had there been one
+    assert starts(counter_file) == Counter({"pay:alice": 1, "pay:bob": 1, "pay:carol": 1})
 
-        shown = await cli("status", handle.id, "--json")
-        assert shown.code == 0, shown
-        status = shown.json()
-        assert status["status"] == "in_doubt" and status["phase"] == "in_doubt"
-        doubt = {d["arguments"]["label"]: d for d in status["in_doubt"]}
-        assert doubt["alice"]["tool"] == "pay" and doubt["alice"]["ended"] == "heartbeat timeout"
-        assert doubt["alice"]["started_at"] is not None  # from the attempt's own heartbeat
-        text = (await cli("status", handle.id)).out
-        assert f"in doubt: {doubt['bob']['call_id']}  pay(" in text and "ended without a result" in text
-        assert f"resolve: python client.py resolve {handle.id} {doubt['bob']['call_id']}" in text
-        sa = (await handle.describe()).typed_search_attributes
-        assert sa.get(t.SA_PHASE) == "in_doubt" and sa.get(t.SA_IN_DOUBT) is True
+    shown = await cli("status", handle.id, "--json")
+    assert shown.code == 0, shown
+    status = shown.json()
+    assert status["status"] == "in_doubt" and status["phase"] == "in_doubt"
+    doubt = {d["arguments"]["label"]: d for d in status["in_doubt"]}
+    assert doubt["alice"]["tool"] == "pay" and doubt["alice"]["ended"] == "heartbeat timeout"
+    assert doubt["alice"]["started_at"] is not None  # from the attempt's own heartbeat
+    text = (await cli("status", handle.id)).out
+    assert f"in doubt: {doubt['bob']['call_id']}  pay(" in text and "ended without a result" in text
+    assert f"resolve: python client.py resolve {handle.id} {doubt['bob']['call_id']}" in text
+    sa = (await handle.describe()).typed_search_attributes
+    assert sa.get(t.SA_PHASE) == "in_doubt" and sa.get(t.SA_IN_DOUBT) is True
 
-        block.unlink()  # a rerun may now finish
-        alice, bob, carol = (doubt[n]["call_id"] for n in ("alice", "bob", "carol"))
-        rerun = await cli("resolve", handle.id, alice, "--rerun", "--by", "ops", "--json")
-        assert rerun.code == 0 and rerun.json()["action"] == "rerun", rerun
-        given = await cli("resolve", handle.id, bob, "--result", '{"receipt": 7}', "--by", "ops")
-        assert given.code == 0 and "has the given result: resolved by ops" in given.out, given
-        again = await cli("resolve", handle.id, bob, "--fail", "late")
-        assert again.code == 2 and f"call {bob} is not in doubt: ops resolved it (result)" in again.out + again.err
-        failed = await cli("resolve", handle.id, carol, "--fail", "the bank has no such payment", "--by", "ops")
-        assert failed.code == 0, failed
+    block.unlink()  # a rerun may now finish
+    alice, bob, carol = (doubt[n]["call_id"] for n in ("alice", "bob", "carol"))
+    rerun = await cli("resolve", handle.id, alice, "--rerun", "--by", "ops", "--json")
+    assert rerun.code == 0 and rerun.json()["action"] == "rerun", rerun
+    given = await cli("resolve", handle.id, bob, "--result", '{"receipt": 7}', "--by", "ops")
+    assert given.code == 0 and "has the given result: resolved by ops" in given.out, given
+    again = await cli("resolve", handle.id, bob, "--fail", "late")
+    assert again.code == 2 and f"call {bob} is not in doubt: ops resolved it (result)" in again.out + again.err
+    failed = await cli("resolve", handle.id, carol, "--fail", "the bank has no such payment", "--by", "ops")
+    assert failed.code == 0, failed
 
-        assert (await asyncio.wait_for(handle.result(), 60)).output == "all settled"
-        assert starts(counter_file) == Counter({"pay:alice": 2, "pay:bob": 1, "pay:carol": 1})
-        assert len(keys(counter_file, "start:pay:alice")) == 1  # the rerun had the call's idempotency key
-        seen = {m.call_id: m for m in await transcript(handle) if isinstance(m, t.ToolMessage)}
-        assert seen[alice].content == "pay alice done" and seen[alice].resolution is None
-        assert seen[bob].content == '{"receipt": 7}' and not seen[bob].is_error
-        assert seen[bob].resolution is not None and seen[bob].resolution.by == "ops"
-        assert seen[carol].is_error and "the bank has no such payment (reported by ops)" in seen[carol].content
-        events = (await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)).events
-        assert [e.kind for e in events].count("call_in_doubt") == 3
-        assert sorted(e.detail for e in events if e.kind == "call_resolved") == [
-            "failed: the bank has no such payment by ops",
-            "result given by ops",
-            "run again by ops",
-        ]
-        final = (await cli("status", handle.id)).out
-        assert f"resolved: {bob}  pay result given: " in final and "in doubt:" not in final
-    finally:
-        second.send_signal(signal.SIGTERM)
-        second.wait(20)
+    assert (await asyncio.wait_for(handle.result(), 60)).output == "all settled"
+    assert starts(counter_file) == Counter({"pay:alice": 2, "pay:bob": 1, "pay:carol": 1})
+    assert len(keys(counter_file, "start:pay:alice")) == 1  # the rerun had the call's idempotency key
+    seen = {m.call_id: m for m in await transcript(handle) if isinstance(m, t.ToolMessage)}
+    assert seen[alice].content == "pay alice done" and seen[alice].resolution is None
+    assert seen[bob].content == '{"receipt": 7}' and not seen[bob].is_error
+    assert seen[bob].resolution is not None and seen[bob].resolution.by == "ops"
+    assert seen[carol].is_error and "the bank has no such payment (reported by ops)" in seen[carol].content
+    events = (await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)).events
+    assert [e.kind for e in events].count("call_in_doubt") == 3
+    assert sorted(e.detail for e in events if e.kind == "call_resolved") == [
+        "failed: the bank has no such payment by ops",
+        "result given by ops",
+        "run again by ops",
+    ]
+    final = (await cli("status", handle.id)).out
+    assert f"resolved: {bob}  pay result given: " in final and "in doubt:" not in final
     await replay(handle)
 
 
 async def test_a_tool_without_the_flag_still_retries_after_its_worker_dies(
-    client, temporal_server, llm, task_queue, counter_file, block, tmp_path
+    client, temporal_server, llm, task_queue, counter_file, block, workers
 ):
     model = script(llm, calls(("fetch", {"label": "report"})), {"content": "fetched"})
-    log = tmp_path / "worker.log"
-    first = start_worker_process(temporal_server, llm, task_queue, log, tools=TOOLS)
+    first = workers()
     handle = await start(client, task_queue, "fetch it", agent="payer", model=model)
 
     async def started() -> bool:
@@ -225,23 +240,18 @@ async def test_a_tool_without_the_flag_still_retries_after_its_worker_dies(
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     block.unlink()
-    second = start_worker_process(temporal_server, llm, task_queue, log, tools=TOOLS)
-    try:
-        assert (await asyncio.wait_for(handle.result(), 60)).output == "fetched"
-        assert starts(counter_file) == Counter({"fetch:report": 2})  # retried by Temporal, as before
-        events = (await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)).events
-        assert "call_in_doubt" not in [e.kind for e in events]
-    finally:
-        second.send_signal(signal.SIGTERM)
-        second.wait(20)
+    workers()
+    assert (await asyncio.wait_for(handle.result(), 60)).output == "fetched"
+    assert starts(counter_file) == Counter({"fetch:report": 2})  # retried by Temporal, as before
+    events = (await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)).events
+    assert "call_in_doubt" not in [e.kind for e in events]
 
 
 async def test_an_approved_once_call_in_doubt_never_reruns_without_a_person(
-    client, temporal_server, llm, task_queue, counter_file, block, tmp_path
+    client, temporal_server, llm, task_queue, counter_file, block, workers
 ):
     model = script(llm, calls(("pay", {"label": "dave"})), {"content": "settled"})
-    log = tmp_path / "worker.log"
-    first = start_worker_process(temporal_server, llm, task_queue, log, tools=TOOLS)
+    first = workers()
     handle = await start(client, task_queue, "pay dave", agent="careful_payer", model=model)
 
     async def asked() -> bool:
@@ -259,25 +269,21 @@ async def test_an_approved_once_call_in_doubt_never_reruns_without_a_person(
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     block.unlink()  # a rerun would now finish at once: none must start
-    second = start_worker_process(temporal_server, llm, task_queue, log, tools=TOOLS)
-    try:
+    workers()
 
-        async def in_doubt() -> bool:
-            return bool((await live(handle)).in_doubt)
+    async def in_doubt() -> bool:
+        return bool((await live(handle)).in_doubt)
 
-        await wait_for(in_doubt, timeout=60)
-        await asyncio.sleep(3)
-        status = await live(handle)
-        assert status.phase == "in_doubt" and not status.pending_approvals
-        assert [d.by for d in status.decisions] == ["alice"]  # approved once; not asked again
-        assert starts(counter_file) == Counter({"pay:dave": 1})
-        # The signal (the Web UI's way) resolves it too.
-        await handle.signal(t.RESOLVE_SIGNAL, t.ResolveCall(call_id=call_id, action="fail", reason="unsure", by="bob"))
-        assert (await asyncio.wait_for(handle.result(), 30)).output == "settled"
-        assert starts(counter_file) == Counter({"pay:dave": 1})
-        (record,) = (await live(handle)).resolutions
-        assert record.by == "bob" and record.action == "fail"
-    finally:
-        second.send_signal(signal.SIGTERM)
-        second.wait(20)
+    await wait_for(in_doubt, timeout=60)
+    await asyncio.sleep(3)
+    status = await live(handle)
+    assert status.phase == "in_doubt" and not status.pending_approvals
+    assert [d.by for d in status.decisions] == ["alice"]  # approved once; not asked again
+    assert starts(counter_file) == Counter({"pay:dave": 1})
+    # The signal (the Web UI's way) resolves it too.
+    await handle.signal(t.RESOLVE_SIGNAL, t.ResolveCall(call_id=call_id, action="fail", reason="unsure", by="bob"))
+    assert (await asyncio.wait_for(handle.result(), 30)).output == "settled"
+    assert starts(counter_file) == Counter({"pay:dave": 1})
+    (record,) = (await live(handle)).resolutions
+    assert record.by == "bob" and record.action == "fail"
     await replay(handle)
