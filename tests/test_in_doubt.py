@@ -280,10 +280,21 @@ async def test_an_approved_once_call_in_doubt_never_reruns_without_a_person(
     assert status.phase == "in_doubt" and not status.pending_approvals
     assert [d.by for d in status.decisions] == ["alice"]  # approved once; not asked again
     assert starts(counter_file) == Counter({"pay:dave": 1})
-    # The signal (the Web UI's way) resolves it too.
+    # A signal that cannot apply is kept in the status, not applied; the signal (the Web UI's way) resolves it too.
+    await handle.signal(t.RESOLVE_SIGNAL, t.ResolveCall(call_id="call_9_9", action="rerun"))
     await handle.signal(t.RESOLVE_SIGNAL, t.ResolveCall(call_id=call_id, action="fail", reason="unsure", by="bob"))
     assert (await asyncio.wait_for(handle.result(), 30)).output == "settled"
     assert starts(counter_file) == Counter({"pay:dave": 1})
-    (record,) = (await live(handle)).resolutions
+    done = await live(handle)
+    (record,) = done.resolutions
+    assert any("call call_9_9 is not in doubt" in note for note in done.ignored_signals), done.ignored_signals
     assert record.by == "bob" and record.action == "fail"
     await replay(handle)
+
+
+async def test_resolve_without_a_worker_exits_3_like_approve(client, task_queue, cli):
+    handle = await start(client, task_queue, "nobody serves this queue", agent="payer")
+    done = await cli("resolve", handle.id, "call_1_0", "--rerun", "--wait", "1", "--json")
+    assert done.code == 3, done
+    assert "no worker" in done.json()["error"].lower(), done
+    await handle.terminate("test over")
