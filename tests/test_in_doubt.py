@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
+import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import pydantic
 import pytest
+from temporalio.client import WorkflowFailureError
 
 from durable_agent_runner import Registry, tool
 from durable_agent_runner.workflows import types as t
@@ -95,7 +97,6 @@ def test_a_once_call_runs_as_one_routed_attempt_never_local_nor_with_the_reply()
 def test_only_a_once_calls_lost_attempt_is_in_doubt() -> None:
     planned = _planned()
     assert attempt_ended(planned, "once", "timeout", "activity Heartbeat timeout", 1) is None
-    assert attempt_ended(planned, "once", "cancelled", "worker shut down", 1) is None
     own = attempt_ended(planned, "once", "error", "ConnectionError: bank down", 1)  # the tool's own error
     assert own is not None and own.is_error and "bank down" in own.content
     lost = attempt_ended(planned, "activity", "timeout", "activity Heartbeat timeout", 5)
@@ -298,3 +299,22 @@ async def test_resolve_without_a_worker_exits_3_like_approve(client, task_queue,
     assert done.code == 3, done
     assert "no worker" in done.json()["error"].lower(), done
     await handle.terminate("test over")
+
+
+async def test_cancel_ends_the_wait_of_a_call_in_doubt(client, llm, task_queue, worker_factory, cli):
+    label = uuid.uuid4().hex[:8]  # hasty_pay's first attempt for a label outlives its 1 s bound
+    model = script(llm, calls(("hasty_pay", {"label": label})), {"content": "never"})
+    async with worker_factory(registry=Registry.from_modules(["tests.fixtures.once_agents"])):
+        handle = await start(client, task_queue, "pay", agent="hasty_payer", model=model)
+
+        async def in_doubt() -> bool:
+            return bool((await live(handle)).in_doubt)
+
+        await wait_for(in_doubt, timeout=30)
+        assert (await live(handle)).in_doubt[0].ended == "start-to-close timeout"
+        cancelled = await cli("cancel", handle.id)
+        assert cancelled.code == 0, cancelled
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), 30)
+        status = await live(handle)
+        assert status.phase == "cancelled" and not status.in_doubt

@@ -8,6 +8,7 @@ no threads. Time comes from `workflow.now()`; activities are called by their dec
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from datetime import datetime, timedelta
@@ -158,6 +159,8 @@ class CallSteps(Steps):
                 )
             except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
                 end, why, ended_how, started = _attempt_end(err)
+                if how == "once" and end == "cancelled":  # the run called it off (a cancel, a sibling's failure)
+                    raise asyncio.CancelledError from err
                 message = attempt_ended(planned, how, end, why, attempts(how, spec))
                 if message is not None:
                     return message

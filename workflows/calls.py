@@ -145,8 +145,9 @@ def attempt_ended(planned: PlannedCall, how: Runs, end: AttemptEnd, why: str, tr
     """A tool activity that ended without a result, after `tries` attempts. The tool's own error
     is told to the model, as is a lost attempt of a tool that may run again; a `once` tool's
     attempt that ended without a result (it may or may not have happened) puts the call in doubt
-    (None): a person decides, and nothing runs it again meanwhile."""
-    if how == "once" and end != "error":
+    (None): a person decides, and nothing runs it again meanwhile. (One the run itself called off
+    is no result to wait for: the workflow stops there.)"""
+    if how == "once" and end == "timeout":
         return None
     call = planned.call
     content = f"error: tool '{call.name}' failed after {tries} attempt(s): {why}"
