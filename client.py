@@ -3,15 +3,16 @@ over the Python client, `durable_agent_runner.connect()` (docs/python-client.md)
 
 Exit codes: 0 ok; 1 the run failed (or was cancelled), or Temporal could not be reached;
 2 a usage error: bad arguments, a bad environment variable, an unknown run id, a run that refused
-what was asked; 3 no worker took an approve, reject, send, end, pause or resume within --wait
-seconds (default 10).
+what was asked; 3 no worker took an approve, reject, resolve, send, end, pause or resume within
+--wait seconds (default 10).
 
-Those six are Temporal updates: a worker must take one before it is recorded in the run. One that
+Those seven are Temporal updates: a worker must take one before it is recorded in the run. One that
 no worker took in time is not recorded; the server may still hold it in memory, and a worker that
 polls the run before the server drops it (a restart, the run leaving its cache) applies it then,
 once; otherwise never. Sending the same again is safe: each is sent under an id that makes a
-repeat count once (approve/reject: the call; send: --message-id, which the line names; end: the
-run), except pause and resume, which change nothing when repeated. `status` shows what was applied.
+repeat count once (approve/reject: the call; resolve: the call and its time in doubt; send:
+--message-id, which the line names; end: the run), except pause and resume, which change nothing
+when repeated. `status` shows what was applied.
 
 --json: every command that prints something takes it (errors too become a JSON object on
 standard output), except `export` (always JSON lines) and `codec-server` (a server).
@@ -36,7 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent_runner.cli import chat, codec_server, debug, diff, session
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli.common import UsageError
-from durable_agent_runner.cli.decisions import cmd_decide
+from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
 from durable_agent_runner.cli.messages import cmd_end, cmd_send
 from durable_agent_runner.cli.runs import cmd_cancel, cmd_list, cmd_result, cmd_run, model_settings
@@ -156,6 +157,17 @@ def parser() -> argparse.ArgumentParser:
     reject.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(reject)
     reject.set_defaults(fn=cmd_decide)
+    resolve = sub.add_parser("resolve", help="decide a call in doubt (a once tool's attempt ended without a result)")
+    resolve.add_argument("run_id")
+    resolve.add_argument("call_id")
+    how = resolve.add_mutually_exclusive_group(required=True)
+    how.add_argument("--rerun", action="store_true", help="run the tool again (one attempt)")
+    how.add_argument("--result", metavar="JSON", help="it did happen, and this is what it returned")
+    how.add_argument("--fail", metavar="REASON", help="tell the model it failed, with this reason")
+    resolve.add_argument("--by", default=who, help="who decides (default: %(default)s)")
+    resolve.add_argument("--json", action="store_true", help="print JSON")
+    session.add_wait(resolve)
+    resolve.set_defaults(fn=cmd_resolve)
 
     chat.add_parser(sub)
     codec_server.add_parser(sub)

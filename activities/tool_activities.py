@@ -10,7 +10,7 @@ import contextlib
 import copy
 import time
 from collections.abc import Collection
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from temporalio import activity
@@ -201,9 +201,12 @@ class ToolActivities:
         interval = self.heartbeat_interval
         if heartbeat_timeout:
             interval = min(interval, heartbeat_timeout.total_seconds() / 3)
+        # Each beat says when the attempt began: a `once` call whose attempt is lost shows it.
+        beat = {"started_at": datetime.now(UTC).isoformat()}
+        activity.heartbeat(beat)
         while True:
             await asyncio.sleep(interval)
-            activity.heartbeat()
+            activity.heartbeat(beat)
 
     @activity.defn(name=RESOLVE_AGENT_ACTIVITY)
     async def resolve_agent(self, input: ResolveAgentInput) -> AgentSpec:

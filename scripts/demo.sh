@@ -110,7 +110,7 @@ else
     "localhost:$TEMPORAL_PORT"|"127.0.0.1:$TEMPORAL_PORT") ;;
     *) echo "error: cannot reach Temporal at $ADDRESS" >&2; exit 1 ;;
   esac
-  # The run's search attributes (workflows/types.py), so "runs waiting for me" is a UI filter.
+  # The run's search attributes (workflows/types/names.py), so "runs waiting for me" is a UI filter.
   read -r -a SA_ARGS <<<"$("$PY" -c 'from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES as s
 print(" ".join(f"--search-attribute {k}={v}" for k, v in s.items()))')"
   # SQLite in WAL mode with synchronous=normal (survives a killed server, and is faster), and the

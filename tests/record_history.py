@@ -4,6 +4,8 @@ or a session: `... NAME "" --session "MESSAGE" --session "MESSAGE" …` (each an
 or a pause: `... NAME "PROMPT" --break-at N --edit '{"op": "text", …}' …` (edited, then resumed),
 and `--fork-at N` records a fork of the run, started before model call N, as NAME.fork.json
 (with `--live-tools`, a fork that runs the calls of the turns before N again first).
+`--script JSON` gives fake_llm's steps (a list, one per model call) instead of a named model, and
+`--resolve rerun|result:JSON|fail:REASON` (repeated) resolves each call in doubt as it comes, in order.
 With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
 (the replay test replays each file under its name), so its child runs (agents used as tools) are
 recorded beside it under theirs, NAME.CALL_ID.json. Re-record only on purpose: a
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import tempfile
 import uuid
 from pathlib import Path
@@ -47,6 +50,24 @@ async def approve_all(handle: WorkflowHandle[Any, Any]) -> None:
         await asyncio.sleep(0.2)
 
 
+async def resolve_each(handle: WorkflowHandle[Any, Any], resolutions: list[str]) -> None:
+    """Resolves each call as it comes to be in doubt with the next of `resolutions`, until the run ends."""
+    left = list(resolutions)
+    while left:
+        status: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        if status.phase in t.FINAL_PHASES:
+            return
+        for d in status.in_doubt:
+            action, _, value = left.pop(0).partition(":")
+            fields = {"result": value} if action == "result" else {"reason": value} if action == "fail" else {}
+            body = {"call_id": d.call_id, "action": action, "by": "recorder", **fields}
+            decision = t.ResolveCall.model_validate(body)
+            await handle.execute_update(t.RESOLVE_UPDATE, decision, result_type=t.ResolveReceipt)
+            if not left:
+                return
+        await asyncio.sleep(0.2)
+
+
 async def edit_and_resume(handle: WorkflowHandle[Any, Any], edits: list[str]) -> None:
     """Waits for the pause, applies each edit (JSON of `Edit`), resumes."""
     while (await handle.query(t.INSPECT_QUERY, result_type=t.Inspection)).paused is None:
@@ -69,8 +90,13 @@ async def record(
     edits: list[str] | None = None,
     fork_at: int | None = None,
     live_tools: bool = False,
+    script: str | None = None,
+    resolutions: list[str] | None = None,
 ) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
+        if script is not None:
+            llm.add_script(name, json.loads(script))
+            model = f"script:{name}"
         server = DevServer(Path(tmp))
         server.start()
         try:
@@ -96,6 +122,8 @@ async def record(
                     await asyncio.wait_for(edit_and_resume(handle, edits or []), timeout=60)
                 if approve:
                     await asyncio.wait_for(approve_all(handle), timeout=60)
+                if resolutions:
+                    await asyncio.wait_for(resolve_each(handle, resolutions), timeout=120)
                 for text in session or []:
                     receipt = await send_message(client, name, text, by="recorder")
                     await asyncio.wait_for(wait_answer(client, name, receipt.message), 60)
@@ -159,6 +187,8 @@ def main() -> None:
     parser.add_argument("--edit", action="append", metavar="JSON", help="an edit to make while paused")
     parser.add_argument("--fork-at", type=int, metavar="N", help="then fork it before model call N (NAME.fork)")
     parser.add_argument("--live-tools", action="store_true", help="the fork runs the earlier turns' calls again")
+    parser.add_argument("--script", metavar="JSON", help="fake_llm's steps, one per model call")
+    parser.add_argument("--resolve", action="append", metavar="ACTION", help="rerun, result:JSON or fail:REASON")
     args = parser.parse_args()
     paths = asyncio.run(
         record(
@@ -173,6 +203,8 @@ def main() -> None:
             args.edit,
             args.fork_at,
             args.live_tools,
+            args.script,
+            args.resolve,
         )
     )
     print("\n".join(map(str, paths)))

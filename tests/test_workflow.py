@@ -369,6 +369,16 @@ async def test_checked_in_histories_still_replay():
     assert "childWorkflowExecutionCanceledEventAttributes" in recorded["child_cancelled_1_0"]
     assert t.CHILD_USAGE_SIGNAL in recorded["child_cancelled_1_0"]
     assert t.CHILD_USAGE_SIGNAL in recorded["child_cancelled_1_0.call_1_0"]
+    # 1.1: two calls of a `once` tool in doubt (their one attempt timed out), behind the patch
+    # in-doubt-1.1: one resolved with a rerun (its own activity), one with a result
+    doubted = recorded["in_doubt_1_1"]
+    markers = [
+        e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data
+        for e in WorkflowHistory.from_json("in_doubt_1_1", doubted).events
+        if e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert [json.loads(m)["id"] for m in markers] == ["in-doubt-1.1"]
+    assert doubted.count(t.RESOLVE_UPDATE) == 2 and "-rerun-1" in doubted  # the rerun, an activity of its own
     fork = WorkflowHistory.from_json("breakpoint_1_0.fork", recorded["breakpoint_1_0.fork"])
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])

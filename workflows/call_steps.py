@@ -8,24 +8,41 @@ no threads. Time comes from `workflow.now()`; activities are called by their dec
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pydantic
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError, FailureError
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.approvals import edited_note, rejection_text
 from durable_agent_runner.workflows.bounds import json_object
-from durable_agent_runner.workflows.calls import PlannedCall, checked, describe_call, runs
+from durable_agent_runner.workflows.calls import (
+    AttemptEnd,
+    PlannedCall,
+    Runs,
+    attempt_ended,
+    attempts,
+    checked,
+    describe_call,
+    resolved,
+    runs,
+)
 from durable_agent_runner.workflows.state import excerpt
 from durable_agent_runner.workflows.steps import Steps, agent_queue
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)
+# Calls of `once` tools whose attempt ended without a result wait for a person (workflows.doubts).
+IN_DOUBT_PATCH = "in-doubt-1.1"
+# How long a call in doubt waits for a person when the agent sets no approval timeout; then the run fails.
+DOUBT_LIMIT = timedelta(days=30)
 
 
 class CallSteps(Steps):
@@ -63,7 +80,9 @@ class CallSteps(Steps):
                 call_id=call.call_id, name=call.name, content=planned.ran.output, is_error=planned.ran.is_error
             )
         else:
-            message = await self._tool(agent, call, arguments, local=how == "local")
+            if how == "once" and not workflow.patched(IN_DOUBT_PATCH):
+                how = "activity"  # a history recorded before calls could be in doubt (none had `once`)
+            message = await self._tool(agent, planned, arguments, how)
         if record is not None and edited:
             message.content = edited_note(record) + message.content
         return self._finished(message, record)
@@ -97,11 +116,12 @@ class CallSteps(Steps):
         self._refresh_phase()
         return record
 
-    async def _tool(self, agent: t.AgentSpec, call: t.ToolCall, arguments: str, local: bool) -> t.ToolMessage:
+    async def _tool(self, agent: t.AgentSpec, planned: PlannedCall, arguments: str, how: Runs) -> t.ToolMessage:
         """The tool activity: `local`, in this workflow task on a worker holding the agent's
         version (on any other it says so, and the call runs routed); else routed to such a worker.
-        Once its retries are spent the run goes on and the model learns the tool failed."""
-        s = self._s
+        Once its retries are spent the run goes on and the model learns the tool failed; a `once`
+        call's lost attempt waits for a person instead (`_in_doubt`), who may have it run again."""
+        s, call = self._s, planned.call
         spec = agent.tool(call.name)
         assert spec is not None  # decide() answers unknown tools itself
         args = json_object(arguments)
@@ -116,32 +136,77 @@ class CallSteps(Steps):
         )
         activity_id = f"tool-{s.turn}-{call.call_id}"
         summary = f"turn {s.turn} · tool: {describe_call(call)}"
-        try:
-            result: t.ToolResult | None = None
-            if local:
-                result = await self._local_tool(agent, spec, request, activity_id, summary)
-            if result is None:
-                result = await workflow.execute_activity(
-                    t.TOOL_CALL_ACTIVITY,
-                    request,
-                    result_type=t.ToolResult,
-                    activity_id=activity_id,
-                    task_queue=agent_queue(agent),
-                    start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
-                    heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
-                    retry_policy=RetryPolicy(maximum_attempts=spec.max_attempts),
-                    summary=summary,
+        while True:
+            asked = workflow.now()
+            try:
+                result: t.ToolResult | None = None
+                if how == "local":
+                    result = await self._local_tool(agent, spec, request, activity_id, summary)
+                if result is None:
+                    result = await workflow.execute_activity(
+                        t.TOOL_CALL_ACTIVITY,
+                        request,
+                        result_type=t.ToolResult,
+                        activity_id=activity_id,
+                        task_queue=agent_queue(agent),
+                        start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
+                        heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
+                        retry_policy=RetryPolicy(maximum_attempts=attempts(how, spec)),
+                        summary=summary,
+                    )
+                return t.ToolMessage(
+                    call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error
                 )
-        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
-            failure = err.cause if isinstance(err, ActivityError) else err
-            cause = failure.message if isinstance(failure, FailureError) else str(err)
-            return t.ToolMessage(
+            except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
+                end, why, ended_how, started = _attempt_end(err)
+                if how == "once" and end == "cancelled":  # the run called it off (a cancel, a sibling's failure)
+                    raise asyncio.CancelledError from err
+                message = attempt_ended(planned, how, end, why, attempts(how, spec))
+                if message is not None:
+                    return message
+            ended = t.InDoubtCall(
                 call_id=call.call_id,
-                name=call.name,
-                content=f"error: tool '{call.name}' failed after {spec.max_attempts} attempt(s): {cause}",
-                is_error=True,
+                tool=call.name,
+                arguments=args if args is not None else arguments,
+                turn=s.turn,
+                doubt=s.doubts.times(call.call_id) + 1,
+                scheduled_at=asked,
+                started_at=started,
+                ended_at=workflow.now(),
+                ended=ended_how,
+                idempotency_key=request.idempotency_key,
             )
-        return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error)
+            step = resolved(planned, await self._in_doubt(agent, ended))
+            if step != "rerun":
+                return step
+            activity_id = f"tool-{s.turn}-{call.call_id}-rerun-{ended.doubt}"  # the key stays the call's
+
+    async def _in_doubt(self, agent: t.AgentSpec, doubt: t.InDoubtCall) -> t.CallResolution:
+        """Waits for a person to resolve a call in doubt (`client.py resolve`, or the signal):
+        as long as the agent's approval timeout, else DOUBT_LIMIT; then the run fails, never
+        guessing. A cancel ends the wait like any other."""
+        s = self._s
+        s.doubts.mark(doubt)
+        what = f"{doubt.tool} ({doubt.call_id})"
+        self._event(
+            "call_in_doubt", call_id=doubt.call_id, tool=doubt.tool, detail=f"ended without a result: {doubt.ended}"
+        )
+        self._refresh_phase()
+        timeout = agent.approval_timeout_seconds
+        limit = timedelta(seconds=timeout) if timeout else DOUBT_LIMIT
+        try:
+            await workflow.wait_condition(
+                lambda: s.doubts.decided(doubt.call_id, doubt.doubt) is not None,
+                timeout=limit,
+                timeout_summary=f"in-doubt limit for {what}",
+            )
+        except TimeoutError:
+            message = f"{what} stayed in doubt for {limit.total_seconds():g}s: no one resolved it"
+            raise self._failure(message, "CallInDoubt") from None
+        record = s.doubts.decided(doubt.call_id, doubt.doubt)
+        assert record is not None
+        self._refresh_phase()
+        return record
 
     async def _local_tool(
         self, agent: t.AgentSpec, spec: t.ToolSpec, request: t.ToolCallInput, activity_id: str, summary: str
@@ -231,3 +296,24 @@ class CallSteps(Steps):
             ledger = self._child_usage.pop(child_id, None)
         for name, usage in (ledger.usage_by_agent if ledger is not None else {}).items():
             self._s.add_usage(name, usage)
+
+
+def _attempt_end(err: ActivityError | ApplicationError) -> tuple[AttemptEnd, str, str, datetime | None]:
+    """How a tool activity ended without a result: a timeout (the worker died or hung, its
+    heartbeat stopped), called off by its worker, or an error; the failure's message; how it
+    ended, in words; and when its last attempt began, as its first heartbeat said (None when it
+    never beat)."""
+    failure = err.cause if isinstance(err, ActivityError) else err
+    why = failure.message if isinstance(failure, FailureError) else str(err)
+    if isinstance(failure, ActivityTimeout):
+        kind = failure.type.name.lower().replace("_", "-") if failure.type is not None else "a"
+        details = failure.last_heartbeat_details
+        began = details[0].get("started_at") if details and isinstance(details[0], dict) else None
+        started = None
+        if isinstance(began, str):
+            with contextlib.suppress(ValueError):
+                started = datetime.fromisoformat(began[:40])
+        return "timeout", why, f"{kind} timeout", started
+    if isinstance(failure, CancelledError):
+        return "cancelled", why, f"called off by its worker: {why}", None
+    return "error", why, why, None

@@ -1,7 +1,9 @@
 """The calls of one turn, pure: which run, how each runs, how each is approved, how results merge.
 
     plan_calls(agent, calls)   → a PlannedCall each: run a tool, run a child, hand off, or answer at once
-    runs(planned, …)           → how a planned call runs: with the reply, local, routed, as a child run
+    runs(planned, …)           → how a planned call runs: with the reply, local, routed, once, as a child run
+    attempt_ended(…)           → a tool activity that ended without a result: the model's error, or in doubt
+    resolved(planned, r)       → a person's resolution of a call in doubt: run it again, or its message
     checked(planned, hook)     → run it, ask a person, or answer (invalid arguments)
     with_reply / taken         → which cheap calls a model call may run with its reply, and which it did
     after_tools(step, results) → the tool messages in the order the model asked for the calls
@@ -18,21 +20,28 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from durable_agent_runner.workflows.bounds import json_object
+from durable_agent_runner.workflows.bounds import json_object, parse_json
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     Breakpoints,
+    CallResolution,
     HookResult,
     ModelReply,
     ToolCall,
     ToolMessage,
     ToolResult,
+    ToolSpec,
     WithReply,
 )
 
 # How one planned call runs, read in one place (`runs`): its result came with the model's reply,
-# a local activity in the workflow task (`@tool(local=True)`), a routed tool activity, a child run.
-Runs = Literal["with_reply", "local", "activity", "child"]
+# a local activity in the workflow task (`@tool(local=True)`), a routed tool activity, a routed
+# activity with one attempt whose loss goes to a person (`@tool(once=True)`), a child run.
+Runs = Literal["with_reply", "local", "activity", "once", "child"]
+
+# How a tool activity ended without a result, as the workflow saw it: a timeout of any kind (the
+# worker died or hung, or its heartbeat stopped), called off by its worker, or the tool's own error.
+AttemptEnd = Literal["timeout", "cancelled", "error"]
 # The end of what the model is told of a call a person dropped while the run was paused.
 DROPPED = "dropped this call before it ran"
 
@@ -124,7 +133,41 @@ def runs(planned: PlannedCall, agent: AgentSpec, arguments: str) -> Runs:
     if planned.ran is not None and planned.ran_arguments == arguments:
         return "with_reply"
     spec = agent.tool(planned.call.name)
+    if spec is not None and spec.once:
+        return "once"
     return "local" if spec is not None and spec.local and agent.version else "activity"
+
+
+def attempts(how: Runs, spec: ToolSpec) -> int:
+    """How many attempts a tool activity gets: a `once` tool's one, never retried."""
+    return 1 if how == "once" else spec.max_attempts
+
+
+def attempt_ended(planned: PlannedCall, how: Runs, end: AttemptEnd, why: str, tries: int) -> ToolMessage | None:
+    """A tool activity that ended without a result, after `tries` attempts. The tool's own error
+    is told to the model, as is a lost attempt of a tool that may run again; a `once` tool's
+    attempt that ended without a result (it may or may not have happened) puts the call in doubt
+    (None): a person decides, and nothing runs it again meanwhile. (One the run itself called off
+    is no result to wait for: the workflow stops there.)"""
+    if how == "once" and end == "timeout":
+        return None
+    call = planned.call
+    content = f"error: tool '{call.name}' failed after {tries} attempt(s): {why}"
+    return ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
+
+
+def resolved(planned: PlannedCall, resolution: CallResolution) -> Literal["rerun"] | ToolMessage:
+    """What a person's resolution of a call in doubt becomes: run it again (one attempt, in doubt
+    again if it is lost again), the result they say it returned, or the failure they report."""
+    call = planned.call
+    if resolution.action == "rerun":
+        return "rerun"
+    if resolution.action == "result":
+        value = parse_json(resolution.result or "null")  # checked at the door (ResolveCall)
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        return ToolMessage(call_id=call.call_id, name=call.name, content=text, resolution=resolution)
+    content = f"error: tool '{call.name}' failed: {resolution.reason} (reported by {resolution.by})"
+    return ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True, resolution=resolution)
 
 
 def with_reply(
@@ -147,7 +190,9 @@ def with_reply(
         return None
     handoffs = {h.tool_name for h in agent.handoffs}
     tools = [
-        s.name for s in agent.tools if s.local and s.approval == "never" and s.agent is None and s.name not in handoffs
+        s.name
+        for s in agent.tools
+        if s.local and not s.once and s.approval == "never" and s.agent is None and s.name not in handoffs
     ]
     if not tools:
         return None

@@ -90,6 +90,45 @@ class Handlers(CallSteps):
         self._record_decision(record)
         return t.DecisionReceipt(call_id=decision.call_id, approved=record.approved, recorded_at=record.at)
 
+    # ------------------------------------------------------------------------------ in doubt
+
+    @workflow.signal(
+        name=t.RESOLVE_SIGNAL,
+        description='Resolve a call in doubt (its one attempt ended without a result): {"call_id": "call_…", '
+        '"action": "rerun", "by": "you"}; or "action": "result" with "result": "<JSON text of what it returned>"; '
+        'or "action": "fail" with "reason": "…" (told to the model). The calls in doubt are in the current details.',
+    )
+    def resolve_signal(self, body: RawValue) -> None:
+        """For `temporal workflow signal` and the Web UI; a refused or undecodable body is kept in
+        the status, as for the approval signal."""
+        try:
+            decision = workflow.payload_converter().from_payload(body.payload, t.ResolveCall)
+            self._s.doubts.check(decision)
+        except DecisionRefused as refused:
+            return self._ignore(str(refused))
+        except Exception as bad:  # any undecodable body: the converter's errors vary by payload
+            return self._ignore(f"resolve signal body is not a resolution: {str(bad)[:300]}")
+        self._resolve_call(decision)
+
+    @workflow.update(
+        name=t.RESOLVE_UPDATE,
+        description="Like the resolve_call signal, but a bad resolution is refused before anything is recorded.",
+    )
+    def resolve_update(self, decision: t.ResolveCall) -> t.ResolveReceipt:
+        return self._resolve_call(decision)
+
+    @resolve_update.validator
+    def _validate_resolve(self, decision: t.ResolveCall) -> None:
+        try:
+            self._s.doubts.check(decision)
+        except DecisionRefused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
+    def _resolve_call(self, decision: t.ResolveCall) -> t.ResolveReceipt:
+        record = self._s.doubts.apply(decision, workflow.now())
+        self._record_resolution(record)
+        return t.ResolveReceipt(call_id=record.call_id, action=record.action, by=record.by, recorded_at=record.at)
+
     # ------------------------------------------------------------------------- session updates
 
     @workflow.update(

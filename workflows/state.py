@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from durable_agent_runner.workflows import doubts
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.approvals import Approvals
 from durable_agent_runner.workflows.bounds import json_object
@@ -61,6 +62,7 @@ class RunState:
         self.error: str | None = None
         self.error_type: str | None = None
         self.approvals = Approvals()
+        self.doubts = doubts.Doubts()  # calls whose one attempt ended without a result
         self.events: list[t.RunEvent] = []
         self.first_event = 0  # seq of events[0]: earlier ones live in previous executions
         self.previous_run_id: str | None = None
@@ -275,7 +277,7 @@ class RunState:
                 f"Approve: Send a Signal → `{t.APPROVAL_SIGNAL}` with `{body}`"
                 ' (reject: `"approve": false, "reason": "…"`), or `python client.py approve RUN_ID CALL_ID`',
             ]
-        return "\n".join(lines)
+        return "\n".join(lines + doubts.details(self.doubts.pending))
 
     def _conversation(self) -> str:
         session = self.session
@@ -317,6 +319,8 @@ class RunState:
             session=session,
             paused=self.paused,
             forked_from=self.forked_from,
+            in_doubt=list(self.doubts.pending.values()),
+            resolutions=self.doubts.resolutions,
         )
 
     def inspection(self, run_id: str) -> t.Inspection:

@@ -27,6 +27,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.budget import Ledger
+from durable_agent_runner.workflows.doubts import resolution_words
 from durable_agent_runner.workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
@@ -48,7 +49,7 @@ MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # first activation, a replay the task's own).
 COUNTERS_EVERY_SECONDS = 5.0
 FILTERED_PHASES: frozenset[t.Phase] = frozenset(
-    {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled"}
+    {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled", "in_doubt"}
 )
 
 
@@ -107,6 +108,7 @@ class Steps:
     def _end(self, phase: t.Phase, message: str) -> None:
         """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
         self._s.approvals.abandon()
+        self._s.doubts.abandon()
         self._event("failed" if phase == "failed" else "cancelled", text=message)
         self._set_phase(phase, message)
 
@@ -270,13 +272,23 @@ class Steps:
         self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} {detail}"
         self._event("approval_decided", call_id=record.call_id, tool=record.tool, detail=detail)
 
+    def _record_resolution(self, record: t.CallResolution) -> None:
+        detail = resolution_words(record)
+        self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} in doubt: {detail}"
+        self._event("call_resolved", call_id=record.call_id, tool=record.tool, detail=detail)
+
     def _refresh_phase(self) -> None:
         s = self._s
         if s.approvals.pending:
             calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
             self._set_phase("awaiting_approval", f"turn {s.turn}: waiting for approval of {calls}")
+        elif s.doubts.pending:
+            calls = ", ".join(f"{d.tool} ({d.call_id})" for d in s.doubts.pending.values())
+            self._set_phase("in_doubt", f"turn {s.turn}: in doubt, waiting for a person to resolve {calls}")
         elif s.phase == "awaiting_approval":
             self._set_phase("running_tools", f"turn {s.turn}: running approved tools")
+        elif s.phase == "in_doubt":
+            self._set_phase("running_tools", s.last_step)  # what the person decided
 
     def _event(self, kind: t.EventKind, **fields: object) -> None:
         self._s.event(workflow.now(), kind, **fields)
@@ -296,6 +308,8 @@ class Steps:
         ]
         if s.usage.cost_usd:  # priced calls only (runs recorded before prices upsert as they did)
             counters.append(t.SA_COST.value_set(s.usage.cost_usd))
+        if s.doubts.pending or s.doubts.resolutions:  # runs with a call in doubt only
+            counters.append(t.SA_IN_DOUBT.value_set(bool(s.doubts.pending)))
         if phase in FILTERED_PHASES or before in FILTERED_PHASES or self._counters_due() or self._due:
             workflow.upsert_search_attributes([*self._due, t.SA_PHASE.value_set(phase), *counters])
             self._due, self._searched_turn, self._searched_at = [], s.turn, self._replied_at

@@ -91,6 +91,11 @@ class ToolOptions(TypedDict, total=False):
     # Cheap and idempotent (a pure lookup, a conversion): run as a local activity, in the same
     # workflow task as the model's reply. No heartbeats; keep it to a few seconds at most.
     local: bool
+    # Running it twice is harmful (a payment, an email): one attempt, never retried. An attempt
+    # that ends without a result (its worker killed, a timeout, a lost heartbeat) puts the call
+    # in doubt and a person decides (`client.py resolve`); an error the tool raises goes to the
+    # model. Not with `local` (a local activity is re-run after a crash).
+    once: bool
 
 
 class Tool(Generic[P, R]):
@@ -112,10 +117,14 @@ class Tool(Generic[P, R]):
         limits = {k: v for k, v in options.items() if k in ("timeout_seconds", "heartbeat_seconds", "max_attempts")}
         if any(not isinstance(v, int | float) or v <= 0 for v in limits.values()):
             raise ValueError(f"tool '{self.name}': {', '.join(limits)} must be positive numbers")
+        once = bool(options.get("once", False))
+        if once and options.get("local"):
+            raise ValueError(f"tool '{self.name}': once=True cannot be local (a local activity re-runs after a crash)")
         # Built once, so a bad tool fails when its module is imported, not in the middle of a run.
         self._spec = ToolSpec.model_validate(
             {"name": self.name, "description": options.get("description", summary), **limits}
             | {"parameters": parameters_schema(self.args_model), "local": bool(options.get("local", False))}
+            | {"once": once}
         )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:

@@ -72,6 +72,7 @@ def render_status(s: dict[str, Any]) -> str:
         extra = f": {d['reason']}" if d["reason"] else ""
         edited = " with edited arguments" if d["arguments"] is not None else ""
         lines.append(f"decided: {d['call_id']}  {d['tool']} {verdict}{edited} by {d['by']} at {d['at'][:19]}{extra}")
+    lines += _doubt_lines(s)
     for note in s.get("ignored_signals", []):
         lines.append(f"ignored: {note}")
     for r in s.get("retrying", []):
@@ -84,6 +85,23 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"note:    {s['note']}")
     lines.append(f"ui:      {s['ui_url']}")
     return "\n".join(lines)
+
+
+def _doubt_lines(s: dict[str, Any]) -> list[str]:
+    """Each call in doubt (what, its arguments, when its attempt began, how it ended, the command
+    that resolves it) and each resolution made (who, when, what)."""
+    lines: list[str] = []
+    for d in s.get("in_doubt", []):
+        args = json.dumps(d["arguments"], ensure_ascii=False)
+        began = f"started {d['started_at'][:19]}" if d.get("started_at") else f"asked for {d['scheduled_at'][:19]}"
+        lines.append(f"in doubt: {d['call_id']}  {d['tool']}({args})")
+        lines.append(f"         its attempt ({began}) ended without a result: {d['ended']} at {d['ended_at'][:19]}")
+        command = f"python client.py resolve {s['run_id']} {d['call_id']}"
+        lines.append(f"         resolve: {command} --rerun | --result JSON | --fail REASON")
+    for r in s.get("resolutions", []):
+        what = {"rerun": "run again", "result": f"result given: {r['result']}", "fail": f"failed: {r['reason']}"}
+        lines.append(f"resolved: {r['call_id']}  {r['tool']} {what[r['action']][:200]} by {r['by']} at {r['at'][:19]}")
+    return lines
 
 
 async def cmd_status(client: Client, args: argparse.Namespace) -> int:

@@ -158,6 +158,11 @@ class Printer:
             return f"  ▶ resumed {ev.detail}\n"
         if ev.kind == "budget_raised":
             return f"  $ budget raised: {ev.detail}\n"
+        if ev.kind == "call_in_doubt":
+            hint = f"python client.py resolve {self.run_id} {ev.call_id} --rerun | --result JSON | --fail REASON"
+            return f"  ⚠ in doubt: {ev.tool} {ev.call_id} {ev.detail}  ({hint})\n"
+        if ev.kind == "call_resolved":
+            return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
         return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
 

@@ -59,7 +59,7 @@ class RunError(BaseModel):
 
 
 class RunInfo(BaseModel):
-    """The facts `client.py status` shows. `status`: running, awaiting_approval, paused, waiting
+    """The facts `client.py status` shows. `status`: running, awaiting_approval, in_doubt, paused, waiting
     (a session between messages), stuck, completed, failed, cancelled, terminated or timed_out.
     Fields a worker tells (phase details, approvals, decisions, session) are empty when none
     answered; `note` then says so."""
@@ -81,6 +81,8 @@ class RunInfo(BaseModel):
     usage_by_agent: dict[str, t.Usage] = {}
     pending_approvals: list[t.PendingApproval] = []
     decisions: list[t.ApprovalRecord] = []
+    in_doubt: list[t.InDoubtCall] = []  # calls of `once` tools whose attempt ended without a result
+    resolutions: list[t.CallResolution] = []
     ignored_signals: list[str] = []
     paused: t.PauseInfo | None = None
     forked_from: t.ForkLink | None = None
@@ -181,6 +183,11 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
     waiting = live.pending_approvals if status not in ENDED else []
     out["pending_approvals"] = [p.model_dump(mode="json") for p in waiting]
     out["decisions"] = [d.model_dump(mode="json") for d in live.decisions]
+    doubts = live.in_doubt if status not in ENDED else []
+    out["in_doubt"] = [d.model_dump(mode="json") for d in doubts]
+    out["resolutions"] = [r.model_dump(mode="json") for r in live.resolutions]
+    if status == "running" and doubts:
+        status = "in_doubt"
     if live.ignored_signals:
         out["ignored_signals"] = live.ignored_signals
     if live.paused is not None:

@@ -67,6 +67,10 @@ class ToolSpec(Contract):
     # A cheap, idempotent tool (`@tool(local=True)`): run as a local activity in the workflow task
     # that handles the model's reply, on a worker holding the agent's version (else as usual).
     local: bool = False
+    # Running it twice is harmful (`@tool(once=True)`): one attempt, never retried. An attempt
+    # that ends without a result (a worker killed, a timeout, a lost heartbeat) puts the call in
+    # doubt, and a person decides (`client.py resolve`). Never local, never with the reply.
+    once: bool = False
 
 
 MidTurn = Literal["queue", "steer"]

@@ -29,6 +29,10 @@ EVENTS_QUERY = "agent.events"
 # client.py sends the update, whose validator refuses a bad decision before anything is recorded.
 APPROVAL_SIGNAL = "approval"
 APPROVAL_UPDATE = "approval_update"
+# A person's decision on a call in doubt (ResolveCall): the signal for the Web UI and
+# `temporal workflow signal`, the update (validated before anything is recorded) for client.py.
+RESOLVE_SIGNAL = "resolve_call"
+RESOLVE_UPDATE = "resolve_call_update"
 # Sessions: one run per conversation. A message and the end of a session are updates, so a
 # closed run refuses them at once; each message's answer is read back by query.
 SESSION_SEND_UPDATE = "session.send"
@@ -60,17 +64,20 @@ SA_PENDING = SearchAttributeKey.for_int("AgentPendingApprovals")
 SA_VERSION = SearchAttributeKey.for_keyword("AgentVersion")  # the frozen agent's: runs an old deploy must finish
 SA_COST = SearchAttributeKey.for_float("AgentCostUsd")  # what the run has cost so far, sub-agents included
 SA_FORKED_FROM = SearchAttributeKey.for_keyword("AgentForkedFrom")  # the run a fork started from
+# A call waits for a person to resolve it (a Bool: the dev server's SQLite holds three Ints, all taken).
+SA_IN_DOUBT = SearchAttributeKey.for_bool("AgentInDoubt")
 _KINDS = {SearchAttributeIndexedValueType.KEYWORD: "Keyword", SearchAttributeIndexedValueType.INT: "Int",
-          SearchAttributeIndexedValueType.DOUBLE: "Double"}  # fmt: skip
+          SearchAttributeIndexedValueType.DOUBLE: "Double", SearchAttributeIndexedValueType.BOOL: "Bool"}  # fmt: skip
 SEARCH_ATTRIBUTES: dict[str, str] = {
     k.name: _KINDS[k.indexed_value_type]
-    for k in (SA_AGENT, SA_PHASE, SA_TURN, SA_TOKENS, SA_PENDING, SA_VERSION, SA_FORKED_FROM, SA_COST)
+    for k in (SA_AGENT, SA_PHASE, SA_TURN, SA_TOKENS, SA_PENDING, SA_VERSION, SA_FORKED_FROM, SA_COST, SA_IN_DOUBT)
 }
 
-# A run's phase: the AgentPhase search attribute and `status`. The last three are final.
+# A run's phase: the AgentPhase search attribute and `status`. FINAL_PHASES are final; `in_doubt`
+# (a call's attempt ended without a result: a person resolves it) is not.
 Phase = Literal[
     "starting", "calling_model", "running_tools", "awaiting_approval", "continuing", "completed", "failed", "cancelled",
-    "waiting_for_message", "compacting", "paused",
+    "waiting_for_message", "compacting", "paused", "in_doubt",
 ]  # fmt: skip
 FINAL_PHASES: tuple[Phase, ...] = ("completed", "failed", "cancelled")
 

@@ -10,8 +10,9 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows.types.agents import AgentSpec, MidTurn, ModelSettings, SessionState
 from durable_agent_runner.workflows.types.budget import Budget, BudgetStatus
 from durable_agent_runner.workflows.types.control import (
@@ -27,6 +28,7 @@ from durable_agent_runner.workflows.types.session import Exchange, SessionCarry
 from durable_agent_runner.workflows.types.transcript import (
     ApprovalRecord,
     AssistantMessage,
+    CallResolution,
     Contract,
     Message,
     ToolMessage,
@@ -123,6 +125,8 @@ EventKind = Literal[
     "edited",  # detail: what an edit changed, and who made it
     "resumed",  # detail: who resumed the run
     "budget_raised",  # detail: what a person added to a budget (resume --add-usd / --add-tokens)
+    "call_in_doubt",  # detail: the call, and how its attempt ended without a result
+    "call_resolved",  # detail: rerun / result given / failed, by whom
 ]
 
 
@@ -203,6 +207,59 @@ class DecisionReceipt(Contract):
     recorded_at: datetime
 
 
+class InDoubtCall(Contract):
+    """A call of a `once` tool whose attempt ended without a result: it may or may not have run.
+    It waits for a person (`ResolveCall`)."""
+
+    call_id: str
+    tool: str
+    arguments: Any  # as an object (the raw text when it is not JSON)
+    turn: int
+    doubt: int = 1  # which time this call is in doubt (a rerun may end in doubt again)
+    scheduled_at: datetime  # when the run asked for the attempt
+    started_at: datetime | None = None  # when a worker began it (its first heartbeat), if known
+    ended_at: datetime  # when the run learnt it ended
+    ended: str  # how: "heartbeat timeout", "start-to-close timeout", "worker shut down: …"
+    idempotency_key: str = ""
+
+
+class ResolveCall(Contract):
+    """The body of the `resolve_call` signal and update: a person's decision on a call in doubt.
+    {"call_id": "call_1_0", "action": "rerun", "by": "alice"}
+    {"call_id": "call_1_0", "action": "result", "result": "{\"id\": 42}", "by": "alice"}  (JSON text)
+    {"call_id": "call_1_0", "action": "fail", "reason": "the bank has no such payment", "by": "alice"}"""
+
+    call_id: str = Field(max_length=200)
+    action: Literal["rerun", "result", "fail"]
+    result: str | None = None  # JSON text: what the tool returned (a JSON string is its text)
+    reason: str = Field(default="", max_length=4000)
+    by: str = Field(default="someone", max_length=200)
+    doubt: int | None = None  # when set, the call must be in doubt for this time (what the person saw)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ResolveCall:
+        """A result is JSON within the bounds (workflows.bounds), refused at decoding."""
+        if self.action == "result":
+            if self.result is None:
+                raise ValueError("a result decision needs `result`: JSON text of what the tool returned")
+            try:
+                bounds.parse_json(self.result)
+            except bounds.OutsideDataError as err:
+                raise ValueError(f"result is not JSON within the bounds: {err}") from None
+        elif self.result is not None:
+            raise ValueError(f"`result` only goes with action 'result', not '{self.action}'")
+        if self.action == "fail" and not self.reason.strip():
+            raise ValueError("a fail decision needs `reason`: what the model is told")
+        return self
+
+
+class ResolveReceipt(Contract):
+    call_id: str
+    action: str
+    by: str
+    recorded_at: datetime
+
+
 class RunStatus(Contract):
     run_id: str
     agent: str | None = None
@@ -224,6 +281,8 @@ class RunStatus(Contract):
     paused: PauseInfo | None = None
     forked_from: ForkLink | None = None
     budget: BudgetStatus | None = None  # runs with a budget (tree-budget-1.1): spent, reserved, left
+    in_doubt: list[InDoubtCall] = Field(default_factory=list)  # calls waiting for a person to resolve them
+    resolutions: list[CallResolution] = Field(default_factory=list)
 
 
 class SessionStatus(Contract):

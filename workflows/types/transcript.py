@@ -62,6 +62,21 @@ class ApprovalRecord(Contract):
     automatic: bool = False  # made by the run itself: an approval timeout, or an earlier --always
 
 
+class CallResolution(Contract):
+    """A person's decision on a call in doubt (its attempt ended without a result): who, when,
+    what. `rerun`: the tool ran again; `result`: the result the person gave (the tool's text);
+    `fail`: the model was told the call failed, with `reason`."""
+
+    call_id: str
+    tool: str
+    action: Literal["rerun", "result", "fail"]
+    by: str
+    at: datetime
+    doubt: int = 1  # which time this call was in doubt (a rerun may end in doubt again)
+    result: str | None = None
+    reason: str = ""
+
+
 class ToolMessage(Contract):
     """A tool call's result as the model will read it (errors included, flagged)."""
 
@@ -71,6 +86,7 @@ class ToolMessage(Contract):
     content: str
     is_error: bool = False
     approval: ApprovalRecord | None = None  # never sent to the model; kept for the record
+    resolution: CallResolution | None = None  # a person decided it after it was in doubt (for the record)
 
 
 Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
