@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.budget import DEFAULT_RESERVE_TOKENS, Ledger, capped, worst_case
+from durable_agent_runner.workflows.outcomes import Facts, Ready, Replied, Resumed
 from durable_agent_runner.workflows.state import RunState
-from durable_agent_runner.workflows.turn import CallModel, Facts, Pause, Ready, Replied, Resumed, Turn
+from durable_agent_runner.workflows.turn import CallModel, Pause, Turn
 
 pytestmark = pytest.mark.pure
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

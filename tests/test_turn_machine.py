@@ -6,27 +6,21 @@ import pytest
 
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.calls import RunTools
-from durable_agent_runner.workflows.rules import Done, Stop
-from durable_agent_runner.workflows.session import SessionState
-from durable_agent_runner.workflows.state import RunState
-from durable_agent_runner.workflows.turn import (
-    CallModel,
-    CheckOutput,
+from durable_agent_runner.workflows.outcomes import (
     Compacted,
-    ContinueAsNew,
     Facts,
     HandedOff,
-    HandOff,
     OutputChecked,
-    Pause,
     Ready,
     Replied,
     Resumed,
-    Steer,
     Steered,
     ToolsRan,
-    Turn,
 )
+from durable_agent_runner.workflows.rules import Done, Stop
+from durable_agent_runner.workflows.session import SessionState
+from durable_agent_runner.workflows.state import RunState
+from durable_agent_runner.workflows.turn import CallModel, CheckOutput, ContinueAsNew, HandOff, Pause, Steer, Turn
 
 NOW = Facts(now=datetime(2026, 11, 27, tzinfo=UTC))
 AGENT = t.AgentSpec(

@@ -22,32 +22,34 @@ from temporalio.exceptions import ApplicationError
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.budget import Ledger
 from durable_agent_runner.workflows.calls import RunTools
+from durable_agent_runner.workflows.outcomes import (
+    BreakpointRan,
+    Compacted,
+    Facts,
+    GuardrailsRan,
+    HandedOff,
+    Outcome,
+    OutputChecked,
+    Ready,
+    Replied,
+    Resumed,
+    Steered,
+    ToolsRan,
+)
 from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Stop
 from durable_agent_runner.workflows.session import SessionState
 from durable_agent_runner.workflows.turn import (
     Breakpoint,
-    BreakpointRan,
     CallModel,
     CheckOutput,
     Compact,
-    Compacted,
     ContinueAsNew,
-    Facts,
     Guardrails,
-    GuardrailsRan,
-    HandedOff,
     HandOff,
     NextStep,
-    Outcome,
-    OutputChecked,
     Pause,
-    Ready,
-    Replied,
-    Resumed,
     Steer,
-    Steered,
-    ToolsRan,
     Turn,
     should_continue,
 )

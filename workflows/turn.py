@@ -14,7 +14,6 @@ The steps form one union (`NextStep`; `Done` and `Stop` come from `workflows.rul
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Literal
 
 from durable_agent_runner.workflows import edits, memory, rerun
@@ -30,6 +29,20 @@ from durable_agent_runner.workflows.calls import (
     with_ran,
     with_reply,
     without_dropped,
+)
+from durable_agent_runner.workflows.outcomes import (
+    BreakpointRan,
+    Compacted,
+    Facts,
+    GuardrailsRan,
+    HandedOff,
+    Outcome,
+    OutputChecked,
+    Ready,
+    Replied,
+    Resumed,
+    Steered,
+    ToolsRan,
 )
 from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Final, Retry, Stop, after_output, decide
@@ -124,84 +137,6 @@ NextStep = (
     ContinueAsNew | Breakpoint | Pause | Steer | Compact | CallModel | RunTools | HandOff | CheckOutput | Guardrails
     | Done | Stop | RerunRecorded
 )  # fmt: skip
-
-
-# ---------------------------------------------------------------------------------- outcomes
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What only the workflow knows when it feeds an outcome back: the time and history's size."""
-
-    now: datetime
-    continue_suggested: bool = False
-    history_bytes: int = 0
-    history_events: int = 0
-
-
-@dataclass(frozen=True)
-class Ready:
-    """Begin (or go on to) the next model call."""
-
-
-@dataclass(frozen=True)
-class BreakpointRan:
-    why: str | None  # a reason to pause (the function asked to, or its edit was refused)
-
-
-@dataclass(frozen=True)
-class Resumed:
-    pass
-
-
-@dataclass(frozen=True)
-class Steered:
-    pass
-
-
-@dataclass(frozen=True)
-class Compacted:
-    pass
-
-
-@dataclass(frozen=True)
-class Replied:
-    reply: ModelReply
-
-
-@dataclass(frozen=True)
-class ToolsRan:
-    results: dict[str, ToolMessage]  # by call id: the calls that ran (or were decided on)
-
-
-@dataclass(frozen=True)
-class HandedOff:
-    pass
-
-
-@dataclass(frozen=True)
-class OutputChecked:
-    check: HookResult
-
-
-@dataclass(frozen=True)
-class GuardrailsRan:
-    stop: Stop | None
-
-
-Outcome = (
-    Ready
-    | BreakpointRan
-    | Resumed
-    | Steered
-    | Compacted
-    | Replied
-    | ToolsRan
-    | HandedOff
-    | OutputChecked
-    | GuardrailsRan
-    | Reran
-)
 
 
 # ------------------------------------------------------------------------------------ machine

@@ -21,11 +21,7 @@ from durable_agent_runner.workflows.calls import RunTools, describe_call
 from durable_agent_runner.workflows.handlers import Handlers
 from durable_agent_runner.workflows.rules import Stop, tripwire
 from durable_agent_runner.workflows.steps import model_call_bounds
-from durable_agent_runner.workflows.turn import (
-    Breakpoint,
-    HandOff,
-    Pause,
-)
+from durable_agent_runner.workflows.turn import Breakpoint, HandOff, Pause
 
 # A paused run waits this long for a resume, then fails (its state stays forkable).
 PAUSE_LIMIT = timedelta(days=30)

@@ -1,0 +1,86 @@
+"""What the workflow feeds back to the turn machine (workflows/turn.py) after carrying out a step:
+one union, `Outcome`, and the `Facts` only Temporal knows (the time, history's size). Pure data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from durable_agent_runner.workflows.rerun import Reran
+from durable_agent_runner.workflows.rules import Stop
+from durable_agent_runner.workflows.types import HookResult, ModelReply, ToolMessage
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What only the workflow knows when it feeds an outcome back: the time and history's size."""
+
+    now: datetime
+    continue_suggested: bool = False
+    history_bytes: int = 0
+    history_events: int = 0
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Begin (or go on to) the next model call."""
+
+
+@dataclass(frozen=True)
+class BreakpointRan:
+    why: str | None  # a reason to pause (the function asked to, or its edit was refused)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    pass
+
+
+@dataclass(frozen=True)
+class Steered:
+    pass
+
+
+@dataclass(frozen=True)
+class Compacted:
+    pass
+
+
+@dataclass(frozen=True)
+class Replied:
+    reply: ModelReply
+
+
+@dataclass(frozen=True)
+class ToolsRan:
+    results: dict[str, ToolMessage]  # by call id: the calls that ran (or were decided on)
+
+
+@dataclass(frozen=True)
+class HandedOff:
+    pass
+
+
+@dataclass(frozen=True)
+class OutputChecked:
+    check: HookResult
+
+
+@dataclass(frozen=True)
+class GuardrailsRan:
+    stop: Stop | None
+
+
+Outcome = (
+    Ready
+    | BreakpointRan
+    | Resumed
+    | Steered
+    | Compacted
+    | Replied
+    | ToolsRan
+    | HandedOff
+    | OutputChecked
+    | GuardrailsRan
+    | Reran
+)
