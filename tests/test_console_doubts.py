@@ -10,10 +10,11 @@ import json
 import signal
 from collections import Counter
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
-from durable_agent_runner import Registry
+from durable_agent_runner import Agent, Registry
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
 from tests.helpers import calls, script, start, transcript
@@ -122,3 +123,20 @@ async def test_the_runs_page_is_newest_first(client, llm, task_queue, worker_fac
             page = (await web.get("/", params={"agent": "careful_payer"})).text
         assert page.index(f'data-run="{newer.id}"') < page.index(f'data-run="{older.id}"')
         await older.terminate("test over")
+
+
+async def test_a_runs_page_links_its_child_runs_and_the_child_its_parent(client, task_queue, worker_factory, llm):
+    scholar = Agent(name="scholar", model=script(llm, {"content": "Tides follow the moon."}))
+    lead_model = script(llm, calls(("ask", {"input": "tides"})), {"content": "The moon, says the scholar."})
+    lead = Agent(name="lead", model=lead_model, tools=[scholar.as_tool(name="ask")])
+    async with worker_factory(registry=Registry(agents=[lead])):
+        handle = await start(client, task_queue, "Explain tides", agent="lead")
+        await handle.result()
+        query = f'ParentWorkflowId="{handle.id}"'
+        (child,) = [wf.id async for wf in client.list_workflows(query)]
+        async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url) as web:
+            page = (await web.get(f"/runs/{handle.id}")).text
+            tree = page[page.index("<h2>Child runs</h2>") :]
+            assert f'<a href="/runs/{quote(child, safe="")}">{child}</a> · scholar · completed' in tree
+            child_page = (await web.get(f"/runs/{quote(child, safe='')}")).text
+            assert f'<dt>parent</dt><dd><a href="/runs/{quote(handle.id, safe="")}">' in child_page
