@@ -1,7 +1,8 @@
 """The web console in a real browser (Debian's Chromium through Playwright), end to end against
 the dev server, a worker and fake_llm: approve from the inbox, edit arguments (refused, then
 accepted), reject with a reason, watch an answer stream, send a session message, pause / edit /
-resume / fork. Screenshots of the inbox and a run's page go to docs/img/.
+resume / fork, resolve a call in doubt (a refused result, then a given one). Screenshots of the
+inbox and a run's page go to docs/img/.
 
 One browser for the module; each test opens its own page. Skips without playwright or Chromium."""
 
@@ -11,11 +12,13 @@ import asyncio
 import json
 import os
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from durable_agent_runner import Registry
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
@@ -170,3 +173,29 @@ async def test_pause_edit_resume_and_fork(browser, client, task_queue, worker_fa
         await page.wait_for_url(f"{url}/runs/{handle.id}-fork2-*", timeout=10 * SECOND)
         await page.locator("#status", has_text="completed").wait_for(timeout=20 * SECOND)
         assert "fork of" in await page.inner_text("#facts")
+
+
+async def test_resolve_a_call_in_doubt_with_a_refused_then_a_given_result(
+    browser, client, task_queue, worker_factory, llm
+):
+    label = uuid.uuid4().hex[:8]  # hasty_pay's first attempt for a label outlives its 1 s bound: in doubt
+    model = script(llm, calls(("hasty_pay", {"label": label})), {"content": "paid, by the record"})
+    registry = Registry.from_modules(["tests.fixtures.once_agents"])
+    async with worker_factory(registry=registry), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "pay", agent="hasty_payer", model=model)
+        inbox = await open_page(browser, f"{url}/inbox")
+        row = inbox.locator(f'[data-call^="{handle.id}/"][data-call$="/doubt-1"]')
+        await row.get_by_text("ended without a result").wait_for(timeout=30 * SECOND)
+        box = row.get_by_label("Result (JSON)")
+        await box.fill("{paid: yes")
+        await row.get_by_role("button", name="Result", exact=True).click()
+        await row.locator(".msg.bad", has_text="result is not valid JSON").wait_for()
+        status: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        assert status.phase == "in_doubt" and not status.resolutions  # refused: nothing recorded
+        await box.fill('{"paid": true}')
+        await row.get_by_role("button", name="Result", exact=True).click()
+        await row.wait_for(state="detached", timeout=3 * SECOND)
+        assert (await handle.result()).output == "paid, by the record"
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        assert [(r.action, r.by) for r in status.resolutions] == [("result", "console-test")]
+    assert '{\\"paid\\": true}' in json.dumps(llm.requests()[-1]["body"]["messages"])

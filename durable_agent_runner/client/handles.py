@@ -1,4 +1,4 @@
-"""Handles of one run: `RunHandle` (result, status, events, approve, reject, cancel) and
+"""Handles of one run: `RunHandle` (result, status, events, approve, reject, resolve, cancel) and
 `SessionHandle`, which adds `send` and `end`. A handle is cheap and makes no call until used; an
 unknown run id is RunNotFound at the first call."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -112,6 +112,32 @@ class RunHandle:
             call_id=call_id, approve=False, reason=reason, by=default_by() if by is None else by
         )
         return await self._decide(decision, wait)
+
+    async def resolve(
+        self,
+        call_id: str,
+        action: Literal["rerun", "result", "fail"],
+        result: str | None = None,
+        reason: str = "",
+        *,
+        by: str | None = None,
+        doubt: int | None = None,
+        wait: float = updates.DEFAULT_WAIT,
+    ) -> t.ResolveReceipt:
+        """Decide a call in doubt (a `once` tool's attempt that ended without a result): `rerun` it,
+        give the `result` it returned (JSON text, checked against the bounds: ValueError), or
+        `fail` it with a `reason` the model is told. `doubt`: the time the call is in doubt that the
+        person saw (default: now). DecisionRefused unless the call is in doubt; a repeat counts once."""
+        try:
+            decision = t.ResolveCall(
+                call_id=call_id, action=action, result=result, reason=reason, by=default_by() if by is None else by
+            )
+        except ValidationError as err:
+            raise ValueError(f"resolve: {err.errors(include_url=False)[0]['msg']}") from None
+        decision.doubt = doubt
+        if await self.exists() != WorkflowExecutionStatus.RUNNING:
+            raise DecisionRefused(f"run {self.id} has already finished: no call of it is in doubt")
+        return await updates.resolve(self.handle, decision, wait)
 
     async def _decide(self, decision: t.ApprovalDecision, wait: float) -> t.DecisionReceipt:
         if await self.exists() != WorkflowExecutionStatus.RUNNING:

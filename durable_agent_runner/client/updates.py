@@ -22,6 +22,7 @@ from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
@@ -251,3 +252,28 @@ async def _ended_quietly(handle: WorkflowHandle[Any, Any]) -> bool:
 
 def answered(exchange: t.Exchange | None) -> TypeGuard[t.Exchange]:
     return exchange is not None and (exchange.output is not None or exchange.error is not None)
+
+
+async def resolve(
+    handle: WorkflowHandle[Any, Any], decision: t.ResolveCall, wait: float | None = DEFAULT_WAIT
+) -> t.ResolveReceipt:
+    """Decide a call in doubt. The decision is pinned to the time the call is in doubt now (read
+    live when the caller did not say), so the update id makes a repeat count once, while a call in
+    doubt again after a rerun is a new decision."""
+    if decision.doubt is None:
+        read = timedelta(seconds=min(wait or 5.0, 5.0))
+        try:
+            live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=read)
+            decision.doubt = next((d.doubt for d in live.in_doubt if d.call_id == decision.call_id), None)
+        except (RPCError, WorkflowQueryFailedError):
+            pass  # no worker answers: the update below says so (NoWorkerAnswered)
+    receipt: t.ResolveReceipt = await update(  # a refusal: DecisionRefused "run R refused it: why"
+        handle,
+        t.RESOLVE_UPDATE,
+        decision,
+        t.ResolveReceipt,
+        "no call of it is in doubt",
+        wait=wait,
+        update_id=f"resolve-{decision.call_id}-{decision.doubt or 0}",
+    )
+    return receipt

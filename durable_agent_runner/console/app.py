@@ -125,6 +125,39 @@ class Console:
         self.inbox.forget()
         return _done(f"{receipt.call_id} approved with edited arguments by {self._by(form)}")
 
+    async def resolve(self, request: Request) -> Response:
+        """Rerun, Result or Fail a call in doubt. A result is checked as `client.py resolve
+        --result` checks it (bounds.parse_json): a refusal is shown inline, nothing is recorded."""
+        form = await read_form(request, self.csrf)
+        choice = form.get("choice", "")
+        if choice not in ("rerun", "result", "fail"):
+            raise Refused(400, "choose Rerun, Result or Fail")
+        result, reason = form.get("result", "").strip(), form.get("reason", "").strip()
+        if choice == "result":
+            if not result:
+                raise Refused(400, "give the result as JSON: what the tool returned")
+            try:
+                parse_json(result)
+            except OutsideDataError as err:
+                why = f"result is not valid JSON: {err}" if err.bound is None else f"result is {err}"
+                raise Refused(400, why) from None
+        if choice == "fail" and not reason:
+            raise Refused(400, "give a reason to fail it: the model is told it")
+        doubt = form.get("doubt", "")
+        receipt = await data.resolve(
+            self.client,
+            _run_id(request),
+            _call_id(request),
+            choice,
+            by=self._by(form),
+            result=result if choice == "result" else None,
+            reason=reason if choice == "fail" else "",
+            doubt=int(doubt) if doubt.isdigit() and len(doubt) < 9 else None,
+        )
+        self.inbox.forget()
+        words = {"rerun": "runs again", "result": "has the given result", "fail": "is told the model as failed"}
+        return _done(f"{receipt.call_id} {words[receipt.action]}: resolved by {receipt.by}")
+
     async def send(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
         text = form.get("text", "")
@@ -268,6 +301,8 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
                 first = err.errors()[0]
                 where = ".".join(str(x) for x in first["loc"])
                 return console.refusal(request, 400, f"{where}: {first['msg']}")
+            except ValueError as err:  # the client's refusal of a decision's fields
+                return console.refusal(request, 400, str(err)[:500])
             except Exception as err:  # one line, never a trace
                 return console.refusal(
                     request, 500, f"the console could not do that: {type(err).__name__}: {err}"[:500]
@@ -283,6 +318,7 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
         Route("/runs/{run_id:path}/events", guarded(c.run_events)),
         Route("/runs/{run_id:path}/calls/{call_id}/decide", guarded(c.decide), methods=["POST"]),
         Route("/runs/{run_id:path}/calls/{call_id}/edit", guarded(c.edit_args), methods=["POST"]),
+        Route("/runs/{run_id:path}/calls/{call_id}/resolve", guarded(c.resolve), methods=["POST"]),
         Route("/runs/{run_id:path}/send", guarded(c.send), methods=["POST"]),
         Route("/runs/{run_id:path}/pause", guarded(c.pause), methods=["POST"]),
         Route("/runs/{run_id:path}/resume", guarded(c.resume), methods=["POST"]),

@@ -18,7 +18,8 @@ table.runs{border-collapse:collapse;width:100%;background:#fff}
 .phase.failed,.phase.cancelled{background:#f8d4d4}
 .filters{margin-bottom:12px}.filters label{margin-right:12px}
 section.call{background:#fff;border:1px solid #e0c36a;border-left:4px solid #e0a800;padding:8px 12px;margin:10px 0}
-section.call h3{margin:2px 0}.meta{color:#5a6270;margin:2px 0}
+section.call h3{margin:2px 0}section.call.doubt{border-color:#d98c8c;border-left-color:#a42828}
+.phase.in_doubt{background:#f8d4d4}.resolve textarea{vertical-align:top;width:22em}.meta{color:#5a6270;margin:2px 0}
 pre{white-space:pre-wrap;word-break:break-word;margin:4px 0}
 pre.args{background:#f3f4f6;padding:6px}
 form.act label{margin-right:8px}form.act input[name=reason]{width:24em}

@@ -4,8 +4,8 @@ sees and does here exactly what `client.py` would. Another front end (the Python
 can take this module's place later without touching the pages.
 
 Every read is bounded: the runs page asks the server's visibility store for one page, the inbox
-asks it for the runs whose AgentPendingApprovals is above zero and queries at most INBOX_RUNS of
-them, and a run's page shows at most MAX_MESSAGES messages and MAX_EVENTS events."""
+asks it for the runs whose AgentPendingApprovals is above zero or whose AgentInDoubt is true and
+queries at most INBOX_RUNS of them, and a run's page shows at most MAX_MESSAGES messages and MAX_EVENTS events."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from durable_agent_runner.cli.decisions import decide
 from durable_agent_runner.cli.runs import run_row
 from durable_agent_runner.cli.session import send_message
 from durable_agent_runner.cli.watch import events_since
+from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.status import gather
 from durable_agent_runner.workflows import types as t
 
@@ -63,8 +64,33 @@ class Waiting:
         return f"{self.run_id}/{self.call.call_id}"
 
     @property
+    def since(self) -> datetime:
+        return self.call.since
+
+    @property
     def deadline(self) -> datetime | None:
         return self.call.since + timedelta(seconds=self.timeout) if self.timeout else None
+
+
+@dataclass
+class Doubt:
+    """One call in doubt (a `once` tool's attempt ended without a result), waiting for a person
+    to resolve it: rerun, give its result, or fail it."""
+
+    run_id: str
+    agent: str
+    call: t.InDoubtCall
+
+    @property
+    def key(self) -> str:  # a call in doubt again after a rerun is a new row
+        return f"{self.run_id}/{self.call.call_id}/doubt-{self.call.doubt}"
+
+    @property
+    def since(self) -> datetime:
+        return self.call.ended_at
+
+
+Asking = Waiting | Doubt  # what the inbox lists: a call waiting for approval, or one in doubt
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -82,7 +108,7 @@ def runs_query(phase: str = "", agent: str = "", waiting: bool = False) -> str:
             raise UsageError("agent must be a name of at most 200 printable characters")
         parts.append(f"{t.SA_AGENT.name}={json.dumps(agent)}")
     if waiting:
-        parts.append(f'ExecutionStatus="Running" AND {t.SA_PENDING.name} > 0')
+        parts.append(f'ExecutionStatus="Running" AND ({t.SA_PENDING.name} > 0 OR {t.SA_IN_DOUBT.name} = true)')
     return " AND ".join(parts)
 
 
@@ -108,11 +134,15 @@ async def runs_page(
             raise UsageError(f"Temporal refused the query: {err.message}") from None
         raise
     rows = []
-    for wf in pages.current_page or []:
+    # Newest first within the page: the dev server's SQLite store ignores ORDER BY and gives
+    # running runs first, then by close time; Elasticsearch and SQL stores give start time already.
+    for wf in sorted(pages.current_page or [], key=lambda wf: wf.start_time, reverse=True):
         row = run_row(wf)
         row["ui_url"] = ui_url(wf.id)
+        row["in_doubt"] = bool(wf.typed_search_attributes.get(t.SA_IN_DOUBT))
         rows.append(row)
-    await _waiting_calls(client, [r for r in rows if r["pending_approvals"] and r["status"] == "running"])
+    asking = [r for r in rows if (r["pending_approvals"] or r["in_doubt"]) and r["status"] == "running"]
+    await _waiting_calls(client, asking)
     nxt = pages.next_page_token
     return rows, base64.urlsafe_b64encode(nxt).decode() if nxt else ""
 
@@ -122,7 +152,8 @@ async def _waiting_calls(client: Client, rows: list[dict[str, Any]]) -> None:
 
     async def one(row: dict[str, Any]) -> None:
         status = await _status(client, row["run_id"])
-        row["waiting"] = [f"{p.tool} ({p.call_id})" for p in status.pending_approvals] if status else []
+        doubts = [f"{d.tool} ({d.call_id}) in doubt" for d in status.in_doubt] if status else []
+        row["waiting"] = [f"{p.tool} ({p.call_id})" for p in status.pending_approvals] + doubts if status else []
 
     await _bounded([one(r) for r in rows])
 
@@ -183,14 +214,26 @@ def find_tool(spec: t.AgentSpec | None, name: str) -> t.ToolSpec | None:
     return None
 
 
-async def waiting_in(client: Client, run_id: str, status: t.RunStatus | None = None) -> list[Waiting]:
-    """The calls waiting for a person in one run, with their tools' schemas and timeouts."""
+def call_keys(run_id: str, status: t.RunStatus | None) -> list[str] | None:
+    """The keys of the calls a run asks a person about (as `waiting_in` gives them); None: unknown."""
+    if status is None:
+        return None
+    doubts = [Doubt(run_id, "", d).key for d in status.in_doubt]
+    return [f"{run_id}/{p.call_id}" for p in status.pending_approvals] + doubts
+
+
+async def waiting_in(client: Client, run_id: str, status: t.RunStatus | None = None) -> list[Asking]:
+    """The calls waiting for a person in one run: approvals (with their tools' schemas and
+    timeouts), then calls in doubt."""
     status = status or await _status(client, run_id)
-    if status is None or not status.pending_approvals or status.status in ("completed", "failed", "cancelled"):
+    if status is None or status.status in ("completed", "failed", "cancelled"):
         return []
+    doubts: list[Asking] = [Doubt(run_id, status.agent or "?", d) for d in status.in_doubt]
+    if not status.pending_approvals:
+        return doubts
     spec = await agent_spec(client, run_id)
     agent = find_agent(spec, status.agent)
-    out = []
+    out: list[Asking] = []
     for call in status.pending_approvals:
         tool = find_tool(spec, call.tool)
         out.append(
@@ -203,7 +246,7 @@ async def waiting_in(client: Client, run_id: str, status: t.RunStatus | None = N
                 outcome=agent.approval_timeout_outcome if agent else "reject",
             )
         )
-    return out
+    return [*out, *doubts]
 
 
 class Inbox:
@@ -211,22 +254,22 @@ class Inbox:
     inbox for INBOX_TTL seconds; a decision made here makes the next read fresh."""
 
     def __init__(self) -> None:
-        self._read: tuple[float, list[Waiting]] | None = None
+        self._read: tuple[float, list[Asking]] | None = None
         self._lock: asyncio.Lock | None = None
 
-    async def read(self, client: Client) -> list[Waiting]:
+    async def read(self, client: Client) -> list[Asking]:
         self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             if self._read is not None and time.monotonic() - self._read[0] < INBOX_TTL:
                 return self._read[1]
-            found: list[Waiting] = []
+            found: list[Asking] = []
             ids = [wf.id async for wf in client.list_workflows(runs_query(waiting=True), limit=INBOX_RUNS)]
 
             async def one(run_id: str) -> None:
                 found.extend(await waiting_in(client, run_id))
 
             await _bounded([one(i) for i in ids])
-            found.sort(key=lambda w: (w.call.since, w.key))
+            found.sort(key=lambda w: (w.since, w.key))
             self._read = (time.monotonic(), found)
             return found
 
@@ -246,7 +289,7 @@ class RunView:
     next_event: int
     children: list[dict[str, Any]]
     parent: str | None
-    waiting: list[Waiting]
+    waiting: list[Asking]
     live: bool  # a worker answered its queries
 
 
@@ -270,7 +313,8 @@ async def run_view(client: Client, run_id: str) -> RunView:
             events = await read_events(client, run_id, 0)
         except (RPCError, WorkflowQueryFailedError):
             live = False
-    waiting = await waiting_in(client, run_id) if live and status.get("pending_approvals") else []
+    asks = live and (status.get("pending_approvals") or status.get("in_doubt"))
+    waiting = await waiting_in(client, run_id) if asks else []
     return RunView(
         status=status,
         messages=messages,
@@ -330,6 +374,22 @@ async def decide_call(
         call_id=call_id, approve=approve, arguments=arguments, reason="" if approve else reason, by=by
     )
     return await decide(client, run_id, decision, WAIT)
+
+
+async def resolve(
+    client: Client,
+    run_id: str,
+    call_id: str,
+    action: Any,
+    *,
+    by: str,
+    result: str | None,
+    reason: str,
+    doubt: int | None,
+) -> t.ResolveReceipt:
+    """A person's decision on a call in doubt, as `client.py resolve` records it."""
+    run = AgentClient(client).get(run_id)
+    return await run.resolve(call_id, action, result, reason, by=by, doubt=doubt, wait=WAIT)
 
 
 async def send(client: Client, run_id: str, text: str, by: str) -> t.MessageReceipt:

@@ -33,7 +33,7 @@ def frame(event: str, payload: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(payload, ensure_ascii=False, default=str)}\n\n"
 
 
-def calls_update(calls: list[data.Waiting], shown: set[str], with_run: bool) -> dict[str, Any]:
+def calls_update(calls: list[data.Asking], shown: set[str], with_run: bool) -> dict[str, Any]:
     return {
         "keys": [w.key for w in calls],
         "rows": {w.key: views.call_row(w, with_run=with_run) for w in calls if w.key not in shown},
@@ -105,8 +105,8 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
             if now != last:
                 dirty, last = True, now
             if not dirty:
-                keys = [f"{run_id}/{p.call_id}" for p in status.pending_approvals] if status else shown_calls
-                if keys != shown_calls:
+                keys = data.call_keys(run_id, status)
+                if keys is not None and keys != shown_calls:
                     calls = await data.waiting_in(client, run_id, status)
                     yield frame("calls", calls_update(calls, set(shown_calls), with_run=False))
                     shown_calls = [w.key for w in calls]

@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from durable_agent_runner.console.assets import CSS, JS
-from durable_agent_runner.console.data import PHASES, Waiting
+from durable_agent_runner.console.data import PHASES, Asking, Doubt, Waiting
 
 FOLD = 300  # characters shown before a long text folds
 # An edited argument's form field is named `KIND.NAME`: how the console reads it back (see app.py).
@@ -101,14 +101,17 @@ def _run_row(r: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------------- inbox
 
 
-def inbox_body(calls: list[Waiting]) -> str:
+def inbox_body(calls: list[Asking]) -> str:
     rows = "".join(call_row(w, with_run=True) for w in calls)
     empty = '<p class="empty" id="none"' + (" hidden" if calls else "") + ">Nothing is waiting for a person.</p>"
     return f'{empty}<div class="calls" id="calls">{rows}</div>'
 
 
-def call_row(w: Waiting, with_run: bool = False) -> str:
-    """One waiting call with its controls: Approve, Reject with a Reason, Edit arguments."""
+def call_row(w: Asking, with_run: bool = False) -> str:
+    """One waiting call with its controls: Approve, Reject with a Reason, Edit arguments; or a
+    call in doubt with its own (doubt_row)."""
+    if isinstance(w, Doubt):
+        return doubt_row(w, with_run)
     run = quote(w.run_id, safe="")
     call = quote(w.call.call_id, safe="")
     action = f"/runs/{run}/calls/{call}"
@@ -126,6 +129,31 @@ def call_row(w: Waiting, with_run: bool = False) -> str:
 <button name="verdict" value="reject" class="reject">Reject</button>
 <span class="msg" role="status"></span></form>
 <details class="edit"><summary>Edit arguments</summary>{edit_form(w, action)}</details>
+</section>"""
+
+
+def doubt_row(d: Doubt, with_run: bool = False) -> str:
+    """A call in doubt: it may or may not have run. Rerun it, give the Result it returned (JSON,
+    checked as `client.py resolve --result` checks it), or Fail it with a reason."""
+    c = d.call
+    action = f"/runs/{quote(d.run_id, safe='')}/calls/{quote(c.call_id, safe='')}/resolve"
+    where = f"run {run_link(d.run_id)} · agent {h(d.agent)} · " if with_run else ""
+    started = f"attempt started {when(c.started_at)}" if c.started_at else f"attempt asked for {when(c.scheduled_at)}"
+    again = f" (in doubt again: time {c.doubt})" if c.doubt > 1 else ""
+    return f"""<section class="call doubt" data-call="{h(d.key)}">
+<h3><code>{h(c.tool)}</code> <small>{h(c.call_id)} · turn {c.turn}</small>
+<span class="phase in_doubt">in doubt</span></h3>
+<p class="meta">{where}{started} · ended without a result at {when(c.ended_at)}: {h(c.ended)}{again}</p>
+<p class="meta">It may or may not have happened: check, then decide.</p>
+<pre class="args">{h(pretty(c.arguments))}</pre>
+<form class="act resolve" method="post" action="{action}"><input type="hidden" name="doubt" value="{c.doubt}">
+<button name="choice" value="rerun">Rerun</button>
+<label>Result (JSON) <textarea name="result" rows="2"
+ placeholder='what it returned, e.g. {{"id": 42}}'></textarea></label>
+<button name="choice" value="result" class="approve">Result</button>
+<label>Reason <input name="reason" maxlength="4000" placeholder="told to the model when you fail it"></label>
+<button name="choice" value="fail" class="reject">Fail</button>
+<span class="msg" role="status"></span></form>
 </section>"""
 
 

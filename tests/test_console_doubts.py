@@ -1,0 +1,142 @@
+"""Calls in doubt in the console: a `once` tool's worker is SIGKILLed mid-call, the call shows in
+the inbox and on the run's page with Rerun, Result and Fail; a result that is not JSON is refused
+inline (nothing recorded), a valid one resolves it and the model is told it. Also the runs page's
+order and a run's child-run tree."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections import Counter
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from durable_agent_runner import Agent, Registry
+from durable_agent_runner.workflows import types as t
+from tests.console_helpers import pending, serve_console
+from tests.helpers import calls, script, start, transcript
+from tests.test_console_http import csrf_of
+from tests.test_durability import wait_for
+from tests.test_in_doubt import block, live, starts, workers  # noqa: F401  (block, workers: fixtures)
+
+JSON = {"Accept": "application/json"}
+
+
+async def next_calls(lines: Any) -> dict[str, Any]:
+    """The next `calls` frame of an inbox stream."""
+    event = ""
+    async for line in lines:
+        if line.startswith("event: "):
+            event = line.removeprefix("event: ")
+        elif line.startswith("data: ") and event == "calls":
+            update: dict[str, Any] = json.loads(line.removeprefix("data: "))
+            return update
+    raise AssertionError("the stream ended")
+
+
+async def test_a_call_in_doubt_is_resolved_from_the_inbox(
+    client, temporal_server, llm, task_queue, counter_file, block, workers
+):
+    model = script(llm, calls(("pay", {"label": "erin"})), {"content": "erin is paid"})
+    first = workers()
+    handle = await start(client, task_queue, "pay erin", agent="payer", model=model)
+
+    async def started() -> bool:
+        return bool(starts(counter_file))
+
+    await wait_for(started)
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    workers()
+
+    async def in_doubt() -> bool:
+        return bool((await live(handle)).in_doubt)
+
+    await wait_for(in_doubt, timeout=60)
+    (doubt,) = (await live(handle)).in_doubt
+    call = doubt.call_id
+    async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url, timeout=30) as web:
+        inbox = (await web.get("/inbox")).text
+        row = inbox[inbox.index(f'data-call="{handle.id}/{call}/doubt-1"') :]
+        row = row[: row.index("</section>")]
+        assert "in doubt" in row and "<code>pay</code>" in row and "&quot;label&quot;: &quot;erin&quot;" in row
+        assert "ended without a result" in row and doubt.ended in row and "attempt started" in row
+        for control in (
+            'value="rerun">Rerun',
+            'value="result" class="approve">Result',
+            'value="fail" class="reject">Fail',
+        ):
+            assert control in row
+        page = (await web.get(f"/runs/{handle.id}")).text
+        assert f'data-call="{handle.id}/{call}/doubt-1"' in page and "in_doubt" in page
+        listed = (await web.get("/?waiting=1")).text
+        assert f"pay ({call}) in doubt" in listed
+
+        csrf = csrf_of(inbox)
+        action = f"/runs/{handle.id}/calls/{call}/resolve"
+        form = {"csrf": csrf, "doubt": "1", "by": "dana"}
+        bad = await web.post(action, data={**form, "choice": "result", "result": "{receipt: 9"}, headers=JSON)
+        assert bad.status_code == 400 and "result is not valid JSON" in bad.json()["message"], bad.text
+        no_reason = await web.post(action, data={**form, "choice": "fail", "reason": " "}, headers=JSON)
+        assert no_reason.status_code == 400 and "give a reason" in no_reason.json()["message"]
+        status = await live(handle)
+        assert status.phase == "in_doubt" and not status.resolutions  # nothing recorded
+
+        async with web.stream("GET", "/inbox/events") as events:
+            lines = events.aiter_lines()
+            assert f"{handle.id}/{call}/doubt-1" in (await next_calls(lines))["keys"]
+            done = await web.post(action, data={**form, "choice": "result", "result": '{"receipt": 9}'}, headers=JSON)
+            assert done.status_code == 200, done.text
+            assert done.json()["message"] == f"{call} has the given result: resolved by dana"
+            gone = await asyncio.wait_for(next_calls(lines), 3)  # within a second or so, on every open inbox
+            assert f"{handle.id}/{call}/doubt-1" not in gone["keys"]
+
+        assert (await asyncio.wait_for(handle.result(), 60)).output == "erin is paid"
+        again = await web.post(action, data={**form, "choice": "rerun"}, headers=JSON)
+        assert again.status_code == 409 and "has already finished" in again.json()["message"]
+    told = {m.call_id: m for m in await transcript(handle) if isinstance(m, t.ToolMessage)}
+    assert told[call].content == '{"receipt": 9}' and told[call].resolution is not None
+    assert told[call].resolution.by == "dana"
+    assert '{\\"receipt\\": 9}' in json.dumps(llm.requests()[-1]["body"]["messages"])  # what the model read
+    assert starts(counter_file) == Counter({"pay:erin": 1})  # never run again
+
+
+async def test_the_runs_page_is_newest_first(client, llm, task_queue, worker_factory):
+    """The dev server's store lists running runs first; the page sorts by start time, newest first."""
+    async with worker_factory(registry=Registry.from_modules(["tests.fixtures.once_agents"])):
+        older = await start(
+            client, task_queue, "pay", agent="careful_payer", model=script(llm, calls(("pay", {"label": "x"})))
+        )
+        newer = await start(client, task_queue, "hi", agent="careful_payer", model=script(llm, {"content": "hi"}))
+        await newer.result()  # ended, while the older one waits for a person
+        await pending(older)
+        async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url) as web:
+
+            async def listed() -> bool:
+                page = (await web.get("/", params={"agent": "careful_payer"})).text
+                return f'data-run="{older.id}"' in page and f'data-run="{newer.id}"' in page
+
+            await wait_for(listed)
+            page = (await web.get("/", params={"agent": "careful_payer"})).text
+        assert page.index(f'data-run="{newer.id}"') < page.index(f'data-run="{older.id}"')
+        await older.terminate("test over")
+
+
+async def test_a_runs_page_links_its_child_runs_and_the_child_its_parent(client, task_queue, worker_factory, llm):
+    scholar = Agent(name="scholar", model=script(llm, {"content": "Tides follow the moon."}))
+    lead_model = script(llm, calls(("ask", {"input": "tides"})), {"content": "The moon, says the scholar."})
+    lead = Agent(name="lead", model=lead_model, tools=[scholar.as_tool(name="ask")])
+    async with worker_factory(registry=Registry(agents=[lead])):
+        handle = await start(client, task_queue, "Explain tides", agent="lead")
+        await handle.result()
+        query = f'ParentWorkflowId="{handle.id}"'
+        (child,) = [wf.id async for wf in client.list_workflows(query)]
+        async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url) as web:
+            page = (await web.get(f"/runs/{handle.id}")).text
+            tree = page[page.index("<h2>Child runs</h2>") :]
+            assert f'<a href="/runs/{quote(child, safe="")}">{child}</a> · scholar · completed' in tree
+            child_page = (await web.get(f"/runs/{quote(child, safe='')}")).text
+            assert f'<dt>parent</dt><dd><a href="/runs/{quote(handle.id, safe="")}">' in child_page
