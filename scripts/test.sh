@@ -20,4 +20,6 @@ fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy"
 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$(mktemp -d)"
-exec "$PY" -m pytest --durations=25 "$@"
+# Three processes (pytest-xdist), each with its own dev server and fake_llm: most tests wait on a
+# server or a timer, not a core. PYTEST_WORKERS=0 runs them in this one process.
+exec "$PY" -m pytest -n "${PYTEST_WORKERS:-3}" --durations=25 "$@"

@@ -199,3 +199,19 @@ async def test_resolve_a_call_in_doubt_with_a_refused_then_a_given_result(
         status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
         assert [(r.action, r.by) for r in status.resolutions] == [("result", "console-test")]
     assert '{\\"paid\\": true}' in json.dumps(llm.requests()[-1]["body"]["messages"])
+
+
+async def test_a_console_with_a_token_refuses_a_browser_without_it(browser, client, task_queue):
+    """A console served beyond this machine needs CONSOLE_TOKEN; the browser without it sees a
+    refusal, and the printed `?token=` link lets it in (a cookie from then on)."""
+    token = "console-browser-token-0123456789"
+    async with serve_console(client, task_queue, token=token) as url:
+        page = await browser.new_page()
+        refused = await page.goto(f"{url}/inbox")
+        assert refused is not None and refused.status == 401
+        assert "needs its token" in await page.inner_text("body")
+        await page.goto(f"{url}/inbox?token={token}")
+        await page.get_by_text("Nothing is waiting for a person.").wait_for(timeout=5 * SECOND)
+        assert token not in page.url  # the link's token became a cookie and left the address bar
+        await page.goto(f"{url}/")
+        assert "needs its token" not in await page.inner_text("body")

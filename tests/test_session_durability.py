@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from durable_agent_runner.cli import session
 from durable_agent_runner.cli.session import end_session, get_exchange, send_message, wait_answer
+from durable_agent_runner.client import updates
 from durable_agent_runner.workflows import types as t
 from tests.helpers import replay, script, transcript
 from tests.test_durability import effects, start_worker_process, tool_call, wait_for
@@ -59,7 +59,7 @@ async def test_session_survives_killed_workers_and_server_restarts(
             return bool(gaps)
 
         with monkeypatch.context() as patch:
-            patch.setattr(session, "READ_TIMEOUT", timedelta(seconds=1))
+            patch.setattr(updates, "READ_TIMEOUT", timedelta(seconds=1))  # where wait_answer reads it
             waiting = asyncio.create_task(wait_answer(client, handle.id, 1, on_gap=lambda said, _: gaps.append(said)))
             await wait_for(a_gap)
             worker = start_worker_process(temporal_server, llm, task_queue, log)
