@@ -4,15 +4,21 @@ and a 4xx, never a stack trace. The browser's scenarios are in tests/test_consol
 
 from __future__ import annotations
 
+import asyncio
+import html
 import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import httpx
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from durable_agent_runner.console.data import PAGE_SIZE
 from durable_agent_runner.console.security import MAX_FORM_BYTES
+from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
 from tests.helpers import calls, script, start
 
@@ -104,3 +110,39 @@ async def test_bad_input_gets_a_clear_4xx(client, task_queue, worker_factory, ll
             assert "Traceback" not in response.text
         page = await web.get(f"/runs/{handle.id}")
         assert page.status_code == 200 and "approved by carol" in page.text and "sent it" in page.text
+
+
+async def test_the_runs_page_pages_through_the_visibility_store(client, task_queue):
+    """Usable with many runs: one page of PAGE_SIZE from the server's store, then a link to the
+    next; every run is on exactly one page and none is loaded beyond the page asked for."""
+
+    agent = f"pager-{uuid.uuid4().hex[:8]}"
+    total = 2 * PAGE_SIZE + 7
+    attrs = TypedSearchAttributes([SearchAttributePair(t.SA_AGENT, agent)])
+    ids = {f"{agent}-{i}" for i in range(total)}
+    await asyncio.gather(*(  # no worker takes these: only their visibility records matter here
+        client.start_workflow(t.WORKFLOW_NAME, t.RunInput(prompt="x", agent=agent), id=run_id,
+                              task_queue=f"{task_queue}-none", search_attributes=attrs)
+        for run_id in ids
+    ))  # fmt: skip
+    async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url) as web:
+        for _ in range(100):  # the store is eventually consistent: wait until it lists them all
+            if (await client.count_workflows(f'{t.SA_AGENT.name}="{agent}"')).count == total:
+                break
+            await asyncio.sleep(0.2)
+        seen: list[str] = []
+        link = f"/?agent={agent}"
+        pages = 0
+        while link:
+            page = (await web.get(link)).text
+            rows = re.findall(r'<a href="/runs/([^"]+)">', page)
+            assert 0 < len(rows) <= PAGE_SIZE
+            seen += rows
+            pages += 1
+            more = re.search(r'<a class="next" href="([^"]+)">', page)
+            link = html.unescape(more.group(1)) if more else ""
+        assert pages == 3 and sorted(seen) == sorted(ids)
+        forged = await web.get(f"/?agent={agent}&page=not-a-token!")
+        assert 400 <= forged.status_code < 500 and "not one this console made" in forged.text
+    for run_id in ids:
+        await client.get_workflow_handle(run_id).terminate()
