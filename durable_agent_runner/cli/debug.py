@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli.args import json_object
 from durable_agent_runner.cli.budget import budget_raise
-from durable_agent_runner.cli.session import DEFAULT_WAIT, READ_TIMEOUT, SessionError, add_wait, update, wait_seconds
+from durable_agent_runner.cli.session import READ_TIMEOUT, SessionError, add_read_wait, add_wait, update
 from durable_agent_runner.workflows import types as t
 
 Refused = SessionError  # the run refused, or there is no such run: one line, exit code 2
@@ -321,14 +321,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     )
     inspect.add_argument("run_id")
     inspect.add_argument("--json", action="store_true", help="print JSON")
-    inspect.add_argument(
-        "--wait",
-        dest="worker_wait",
-        type=wait_seconds,
-        default=DEFAULT_WAIT,
-        metavar="SECONDS",
-        help="give up when no worker answers within this long: one line, exit code 1 (default: %(default)g)",
-    )
+    add_read_wait(inspect)
     inspect.set_defaults(fn=cmd_inspect)
     edit = sub.add_parser("edit", help="edit a paused run (one edit; validated, recorded with who and when)")
     edit.add_argument("run_id")

@@ -19,7 +19,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli.debug import Refused, item_line, query_run
-from durable_agent_runner.cli.session import DEFAULT_WAIT, wait_seconds
+from durable_agent_runner.cli.session import add_read_wait
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import json_object
 
@@ -149,12 +149,5 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     diff.add_argument("run_a")
     diff.add_argument("run_b")
     diff.add_argument("--json", action="store_true", help="print JSON: both sides' messages from the difference")
-    diff.add_argument(
-        "--wait",
-        dest="worker_wait",
-        type=wait_seconds,
-        default=DEFAULT_WAIT,
-        metavar="SECONDS",
-        help="give up when no worker answers within this long: one line, exit code 1 (default: %(default)g)",
-    )
+    add_read_wait(diff)
     diff.set_defaults(fn=cmd_diff)

@@ -48,6 +48,7 @@ __all__ = [
     "READ_TIMEOUT",
     "NoWorker",
     "SessionError",
+    "add_read_wait",
     "add_wait",
     "end_session",
     "get_exchange",
@@ -79,6 +80,18 @@ def add_wait(cmd: argparse.ArgumentParser, *, answer_flag: bool = False) -> None
         help=f"give up when no worker takes it within this long: one line, exit code {NO_WORKER} "
         "(default: %(default)g). Not taken, it may still be applied once by a worker that starts soon, "
         "or never; sending it again is safe",
+    )
+
+
+def add_read_wait(cmd: argparse.ArgumentParser) -> None:
+    """`--wait SECONDS` for a command that only reads a run by query (`inspect`, `diff`)."""
+    cmd.add_argument(
+        "--wait",
+        dest="worker_wait",
+        type=wait_seconds,
+        default=DEFAULT_WAIT,
+        metavar="SECONDS",
+        help="give up when no worker answers within this long: one line, exit code 1 (default: %(default)g)",
     )
 
 
