@@ -90,8 +90,10 @@ async def test_captures_do_not_bloat_history(client, task_queue, worker_factory,
         return await bytes_per_turn(handle)
 
     plain, captured = await per_turn(False), await per_turn(True)
-    # a capture adds its 64-character key to the reply, not the 3 KB bodies
-    assert all(c - p < 200 for p, c in zip(plain[:10], captured[:10], strict=True)), (plain, captured)
+    # A capture adds its 64-character key to the reply, not the 3 KB bodies. A turn may also differ
+    # by a throttled search-attribute upsert (a clock decides it), hence the median and a 1 KB cap.
+    diffs = sorted(c - p for p, c in zip(plain[:10], captured[:10], strict=True))
+    assert diffs[len(diffs) // 2] < 200 and diffs[-1] < 1000, (plain, captured)
     assert captured[9] <= 1.5 * captured[2]
     assert len(list((tmp_path / "c").iterdir())) == 12
 
