@@ -97,6 +97,7 @@ def test_a_once_call_runs_as_one_routed_attempt_never_local_nor_with_the_reply()
 def test_only_a_once_calls_lost_attempt_is_in_doubt() -> None:
     planned = _planned()
     assert attempt_ended(planned, "once", "timeout", "activity Heartbeat timeout", 1) is None
+    assert attempt_ended(planned, "once", "shutdown", "Worker is shutting down", 1) is None  # a deploy
     own = attempt_ended(planned, "once", "error", "ConnectionError: bank down", 1)  # the tool's own error
     assert own is not None and own.is_error and "bank down" in own.content
     lost = attempt_ended(planned, "activity", "timeout", "activity Heartbeat timeout", 5)
@@ -318,3 +319,33 @@ async def test_cancel_ends_the_wait_of_a_call_in_doubt(client, llm, task_queue, 
             await asyncio.wait_for(handle.result(), 30)
         status = await live(handle)
         assert status.phase == "cancelled" and not status.in_doubt
+
+
+async def test_a_graceful_worker_shutdown_mid_call_puts_it_in_doubt(
+    client, temporal_server, llm, task_queue, counter_file, block, workers
+):
+    """A deploy stops the worker with SIGTERM while a `once` tool runs: the SDK cancels the attempt
+    after its grace period. That attempt ended without a result, as a killed one does: the call is
+    in doubt, and the run is neither cancelled nor told the tool failed."""
+    model = script(llm, calls(("pay", {"label": "dora"})), {"content": "settled"})
+    first = workers()
+    handle = await start(client, task_queue, "pay dora", agent="payer", model=model)
+
+    async def started() -> bool:
+        return starts(counter_file)["pay:dora"] == 1
+
+    await wait_for(started)
+    first.send_signal(signal.SIGTERM)  # graceful: the worker cancels what still runs, then stops
+    first.wait(60)
+    workers()
+
+    async def in_doubt() -> bool:
+        return len((await live(handle)).in_doubt) == 1
+
+    await wait_for(in_doubt, timeout=60)  # before: "failed after 1 attempt(s)" was told the model
+    await asyncio.sleep(2)  # time enough for a retry, had there been one
+    assert starts(counter_file) == Counter({"pay:dora": 1})
+    status = await live(handle)
+    assert status.phase == "in_doubt" and status.in_doubt[0].tool == "pay"
+    assert status.in_doubt[0].ended == "its worker shut down before it finished"
+    await handle.terminate()

@@ -298,6 +298,9 @@ class CallSteps(Steps):
             self._s.add_usage(name, usage)
 
 
+WORKER_SHUTDOWN = "WorkerShutdown"  # the failure sdk-core reports for an activity its stopping worker gave up on
+
+
 def _attempt_end(err: ActivityError | ApplicationError) -> tuple[AttemptEnd, str, str, datetime | None]:
     """How a tool activity ended without a result: a timeout (the worker died or hung, its
     heartbeat stopped), called off by its worker, or an error; the failure's message; how it
@@ -316,4 +319,6 @@ def _attempt_end(err: ActivityError | ApplicationError) -> tuple[AttemptEnd, str
         return "timeout", why, f"{kind} timeout", started
     if isinstance(failure, CancelledError):
         return "cancelled", why, f"called off by its worker: {why}", None
+    if isinstance(failure, ApplicationError) and failure.type == WORKER_SHUTDOWN:
+        return "shutdown", why, "its worker shut down before it finished", None
     return "error", why, why, None

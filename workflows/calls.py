@@ -40,8 +40,10 @@ from durable_agent_runner.workflows.types import (
 Runs = Literal["with_reply", "local", "activity", "once", "child"]
 
 # How a tool activity ended without a result, as the workflow saw it: a timeout of any kind (the
-# worker died or hung, or its heartbeat stopped), called off by its worker, or the tool's own error.
-AttemptEnd = Literal["timeout", "cancelled", "error"]
+# worker died or hung, or its heartbeat stopped), its worker shut down before it finished (a deploy:
+# the SDK's `WorkerShutdown` failure after the grace period), called off, or the tool's own error.
+AttemptEnd = Literal["timeout", "shutdown", "cancelled", "error"]
+LOST: frozenset[AttemptEnd] = frozenset({"timeout", "shutdown"})  # it may or may not have happened
 # The end of what the model is told of a call a person dropped while the run was paused.
 DROPPED = "dropped this call before it ran"
 
@@ -149,7 +151,7 @@ def attempt_ended(planned: PlannedCall, how: Runs, end: AttemptEnd, why: str, tr
     attempt that ended without a result (it may or may not have happened) puts the call in doubt
     (None): a person decides, and nothing runs it again meanwhile. (One the run itself called off
     is no result to wait for: the workflow stops there.)"""
-    if how == "once" and end == "timeout":
+    if how == "once" and end in LOST:
         return None
     call = planned.call
     content = f"error: tool '{call.name}' failed after {tries} attempt(s): {why}"

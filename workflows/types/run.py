@@ -219,7 +219,7 @@ class InDoubtCall(Contract):
     scheduled_at: datetime  # when the run asked for the attempt
     started_at: datetime | None = None  # when a worker began it (its first heartbeat), if known
     ended_at: datetime  # when the run learnt it ended
-    ended: str  # how: "heartbeat timeout", "start-to-close timeout", "worker shut down: …"
+    ended: str  # how: "heartbeat timeout", "start-to-close timeout", "its worker shut down before it finished"
     idempotency_key: str = ""
 
 
