@@ -11,11 +11,11 @@ no worker took in time is not recorded; the server may still hold it in memory, 
 polls the run before the server drops it (a restart, the run leaving its cache) applies it then,
 once; otherwise never. Sending the same again is safe: each is sent under an id that makes a
 repeat count once (approve/reject: the call; resolve: the call and its time in doubt; send:
---message-id, which the line names; end: the run), except pause and resume, which change nothing
-when repeated. `status` shows what was applied.
+--message-id, which the line names; end: the run), except pause and resume, which the run refuses
+when repeated (already paused; not paused). `status` shows what was applied.
 
 --json: every command that prints something takes it (errors too become a JSON object on
-standard output), except `export` (always JSON lines) and `codec-server` (a server).
+standard output), except `export` (always JSON lines), `codec-server` and `console` (servers).
 """
 
 from __future__ import annotations
