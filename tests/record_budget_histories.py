@@ -11,7 +11,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError
 
 from durable_agent_runner.activities.model import new_http_client
@@ -23,6 +22,7 @@ from durable_agent_runner.worker.plugin import build_worker
 from durable_agent_runner.workflows import types as t
 from tests.budget_runs import parallel_team, pausing_agent
 from tests.devserver import DevServer
+from tests.record_child_histories import with_children
 from tests.test_agents import status
 
 
@@ -43,15 +43,7 @@ async def record(client: Client, llm: Any, name: str, agent: str, registry: Regi
             await asyncio.wait_for(handle.result(), 60)
         except WorkflowFailureError:
             pass  # the lead stops when its children have spent its budget
-    history = await handle.fetch_history()
-    children = [
-        await client.get_workflow_handle(
-            e.start_child_workflow_execution_initiated_event_attributes.workflow_id
-        ).fetch_history()
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
-    ]
-    return [history, *children]
+    return await with_children(client, handle)
 
 
 async def main() -> None:

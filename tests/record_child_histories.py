@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
 
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.agents.registry import Registry
@@ -41,6 +41,11 @@ async def record(client: Client, llm: Any, name: str, registry: Registry, cancel
                 await asyncio.sleep(0.1)
             await child.cancel()
         await asyncio.wait_for(handle.result(), 60)
+    return await with_children(client, handle)
+
+
+async def with_children(client: Client, handle: Any) -> list[WorkflowHistory]:
+    """The run's history, then each child run's it started, in order."""
     history = await handle.fetch_history()
     children = [
         await client.get_workflow_handle(
