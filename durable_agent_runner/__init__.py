@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imp
         RunNotFound,
         SessionHandle,
         connect,
+        run_script,
     )
     from durable_agent_runner.worker.plugin import AgentPlugin, PluginOptions
     from durable_agent_runner.workflows.types import (
@@ -91,6 +92,7 @@ _EXPORTS = {
     "tool": "durable_agent_runner.agents.tools",
     "AgentClient": "durable_agent_runner.client",
     "connect": "durable_agent_runner.client",
+    "run_script": "durable_agent_runner.client",
     "AgentRunError": "durable_agent_runner.client",
     "DecisionRefused": "durable_agent_runner.client",
     "EventsUnavailable": "durable_agent_runner.client",
@@ -185,5 +187,6 @@ __all__ = [
     "handoff",
     "input_guardrail",
     "output_guardrail",
+    "run_script",
     "tool",
 ]

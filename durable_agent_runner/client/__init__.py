@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from durable_agent_runner.client.events import Event, Retrying, RunClosed, TextDelta, TextDiscarded
     from durable_agent_runner.client.handles import RunHandle, SessionHandle
+    from durable_agent_runner.client.script import run_script
     from durable_agent_runner.client.status import RunInfo
     from durable_agent_runner.workflows.types import RunEvent
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "AgentClient": "durable_agent_runner.client.agent_client",
     "connect": "durable_agent_runner.client.agent_client",
+    "run_script": "durable_agent_runner.client.script",
     "AgentRunError": "durable_agent_runner.client.errors",
     "DecisionRefused": "durable_agent_runner.client.errors",
     "EventsUnavailable": "durable_agent_runner.client.errors",
@@ -73,6 +75,7 @@ __all__ = [
     "TextDelta",
     "TextDiscarded",
     "connect",
+    "run_script",
 ]
 
 

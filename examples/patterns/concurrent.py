@@ -13,7 +13,7 @@ from temporalio import workflow
 from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
-    from durable_agent_runner import Agent
+    from durable_agent_runner import Agent, run_script
     from durable_agent_runner.testing import ScriptedModel, reply
     from durable_agent_runner.workflow import run_agent
 
@@ -52,4 +52,4 @@ async def main(question: str, client: Client | None = None) -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(" ".join(sys.argv[1:]) or "Should our city build a tram?"))
+    run_script(main(" ".join(sys.argv[1:]) or "Should our city build a tram?"))

@@ -6,14 +6,13 @@ inside one run).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from temporalio import workflow
 from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
-    from durable_agent_runner import Agent
+    from durable_agent_runner import Agent, run_script
     from durable_agent_runner.testing import FunctionModel, ModelRequest, Step, hand_off, reply
     from durable_agent_runner.workflow import run_agent_result
 
@@ -50,4 +49,4 @@ async def main(message: str, client: Client | None = None) -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(" ".join(sys.argv[1:]) or "I was charged twice this month"))
+    run_script(main(" ".join(sys.argv[1:]) or "I was charged twice this month"))

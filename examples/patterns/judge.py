@@ -6,7 +6,6 @@ revises, until the judge passes it or ROUNDS are used up.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from temporalio import workflow
@@ -15,7 +14,7 @@ from temporalio.client import Client
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
     from pydantic import BaseModel
 
-    from durable_agent_runner import Agent
+    from durable_agent_runner import Agent, run_script
     from durable_agent_runner.testing import FunctionModel, ModelRequest, Step, output, reply
     from durable_agent_runner.workflow import run_agent
 
@@ -63,4 +62,4 @@ async def main(topic: str, client: Client | None = None) -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(" ".join(sys.argv[1:]) or "rivers"))
+    run_script(main(" ".join(sys.argv[1:]) or "rivers"))

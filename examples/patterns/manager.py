@@ -6,14 +6,13 @@ the answer.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from temporalio import workflow
 from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
-    from durable_agent_runner import Agent
+    from durable_agent_runner import Agent, run_script
     from durable_agent_runner.testing import ScriptedModel, call, reply
     from durable_agent_runner.workflow import run_agent
 
@@ -57,4 +56,4 @@ async def main(question: str, client: Client | None = None) -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(" ".join(sys.argv[1:]) or "Is a heat pump worth it in Oslo?"))
+    run_script(main(" ".join(sys.argv[1:]) or "Is a heat pump worth it in Oslo?"))

@@ -5,14 +5,13 @@ python -m examples.patterns.sequential "rivers of Europe"
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 from temporalio import workflow
 from temporalio.client import Client
 
 with workflow.unsafe.imports_passed_through():  # the runner is no workflow code: pass it through
-    from durable_agent_runner import Agent
+    from durable_agent_runner import Agent, run_script
     from durable_agent_runner.testing import ScriptedModel, reply
     from durable_agent_runner.workflow import run_agent
 
@@ -45,4 +44,4 @@ async def main(topic: str, client: Client | None = None) -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(" ".join(sys.argv[1:]) or "rivers of Europe"))
+    run_script(main(" ".join(sys.argv[1:]) or "rivers of Europe"))
