@@ -109,7 +109,9 @@ def test_the_events_text_completes_what_the_live_view_showed_or_replaces_a_diffe
 
 
 async def test_a_long_streamed_reply_keeps_flowing_to_the_watcher(client, task_queue, worker_factory, llm):
-    llm.set_latency(0, stream_event_ms=40)  # 1,500 characters every 40 ms: ~4 s for the reply
+    # 1,500 characters every 80 ms: ~8 s for the reply, so a watcher on a busy machine (the suite
+    # runs in three processes on two cores) still reads it several times past the tail's 64 KiB.
+    llm.set_latency(0, stream_event_ms=80)
     text = LONG[:150_000]
     model = script(llm, {"content": text, "delta_chars": 1500})
     async with worker_factory(settings=streaming(llm)):
@@ -126,7 +128,7 @@ async def test_a_long_streamed_reply_keeps_flowing_to_the_watcher(client, task_q
 
 
 async def test_a_call_that_fails_mid_stream_has_its_partial_text_withdrawn(client, task_queue, worker_factory, llm):
-    llm.set_latency(0, stream_event_ms=60)
+    llm.set_latency(0, stream_event_ms=200)  # ~2.2 s of the first attempt's text: a busy watcher sees it
     llm.add_faults([{"kind": "cut", "after_events": 12}])  # role chunk + 11 pieces of text, then the line drops
     model = script(llm, {"content": STORY})
     async with worker_factory(settings=streaming(llm)):
