@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -127,3 +130,13 @@ def context_queries(monkeypatch: Any) -> list[int]:
 
     monkeypatch.setattr(ModelActivities, "read_context", counted)
     return queried
+
+
+@contextlib.contextmanager
+def closed_address() -> Iterator[str]:
+    """An address where nobody listens, and kept so: a socket bound to it that never listens makes
+    every connection attempt fail at once, and no other process (the suite runs in several) can
+    take the port meanwhile, as it could a port merely found free."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield f"127.0.0.1:{held.getsockname()[1]}"

@@ -18,6 +18,7 @@ import pytest
 
 from durable_agent_runner.workflows import types as t
 from tests.devserver import free_port
+from tests.helpers import closed_address
 
 ROOT = Path(__file__).resolve().parent.parent
 STATUSES = {"running", "completed", "failed", "cancelled"}
@@ -305,9 +306,9 @@ async def test_help_of_every_command(cli):
 
 
 async def test_temporal_unreachable_is_one_clear_line(cli):
-    target = f"127.0.0.1:{free_port()}"  # nobody listens here
     commands = [["list"], ["status", "some-run"], ["run", "hello"]]
-    runs = await asyncio.gather(*(cli(*c, env={"TEMPORAL_ADDRESS": target}) for c in commands))
+    with closed_address() as target:  # nobody listens here
+        runs = await asyncio.gather(*(cli(*c, env={"TEMPORAL_ADDRESS": target}) for c in commands))
     for command, done in zip(commands, runs, strict=True):
         assert done.code == 1, f"{command}: {done}"
         line = one_clean_line(done.err)
@@ -379,11 +380,11 @@ async def test_list_limit_out_of_range(cli):
 
 
 async def test_json_errors_are_json_on_stdout(cli):
-    free_address = f"127.0.0.1:{free_port()}"  # nobody listens here
     unknown = await cli("status", "no-such-run-here", "--json")
     assert unknown.code == 2 and unknown.json()["error"] == "no run with id 'no-such-run-here'"
     usage = await cli("list", "--limit", "0", "--json")
     assert usage.code == 2 and "error" in usage.json()
-    down = await cli("status", "x", "--json", env={"TEMPORAL_ADDRESS": free_address}, timeout=60)
+    with closed_address() as nobody:
+        down = await cli("status", "x", "--json", env={"TEMPORAL_ADDRESS": nobody}, timeout=60)
     assert down.code == 1 and "cannot reach Temporal" in down.json()["error"], str(down)
     assert "Traceback" not in unknown.err + usage.err + down.err
