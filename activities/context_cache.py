@@ -100,6 +100,27 @@ class ContextCache:
             del self._tools[(run, call.call_id)]
         return entry.agent, [*entry.messages, *extra]
 
+    def after_tool(self, run: str, upto: int, tool: ToolMessage) -> tuple[AgentSpec, list[Message], str] | None:
+        """For a model call made ahead by a tool's activity (activities/ahead.py): the run's
+        context with `tool`'s result added and its hash, when this worker holds messages[:upto]
+        and they end in a reply whose only call is that tool's; else None (read by query)."""
+        entry = self._runs.get(run)
+        if entry is None or len(entry.messages) != upto:
+            self.misses += 1
+            return None
+        last = entry.messages[-1]
+        if not isinstance(last, AssistantMessage) or [c.call_id for c in last.tool_calls] != [tool.call_id]:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._tools.pop((run, tool.call_id), None)
+        return entry.agent, [*entry.messages, tool], chain_digest(entry.digest, tool)
+
+
+def digest_of(messages: list[Message]) -> str:
+    """The transcript hash of `messages`, as the workflow chains it (RunState.digest)."""
+    return _digest(messages)
+
 
 def _digest(messages: list[Message]) -> str:
     """The transcript hash of `messages`, as the workflow chains it (RunState.digest)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import logging
 import time
@@ -78,6 +79,20 @@ PROGRESS_EVERY = 0.05  # seconds between progress heartbeats while a reply strea
 MAX_REPLY_CHARS = 32 * 1024 * 1024
 ERROR_BODY_CHARS = 64 * 1024  # read of an error body: its message is cut to a few hundred anyway
 WITH_REPLY_SECONDS = 30.0  # the most a model call spends on the cheap calls it runs with its reply
+# Heartbeat details sent after the call's own progress: a call made ahead by a tool's activity
+# (activities/ahead.py) keeps the tool's result there, so a retry does not run the tool again.
+BEAT_WITH: contextvars.ContextVar[tuple[object, ...]] = contextvars.ContextVar("beat_with", default=())
+
+
+def beat(details: object = None) -> None:
+    """One heartbeat: `details` (None: none) and what BEAT_WITH holds after them."""
+    extra = BEAT_WITH.get()
+    if extra:
+        activity.heartbeat(details, *extra)
+    elif details is None:
+        activity.heartbeat()
+    else:
+        activity.heartbeat(details)
 
 
 @contextlib.asynccontextmanager
@@ -88,7 +103,7 @@ async def heartbeating(
     and a cancelled run's call is abandoned promptly. With `details`, each heartbeat carries the
     call's progress, which watchers read live (the SDK throttles what reaches the server)."""
 
-    async def beat() -> None:
+    async def beats() -> None:
         # Progress goes out when it changed; otherwise one keep-alive per HEARTBEAT_EVERY. A model
         # that thinks for seconds then costs the server nothing extra.
         last: object = None
@@ -102,17 +117,14 @@ async def heartbeating(
             current = details() if details is not None else None
             key = (current.offset, current.text, current.malformed) if isinstance(current, ModelProgress) else None
             if key != last or now - sent_at >= HEARTBEAT_EVERY:
-                if current is None:
-                    activity.heartbeat()
-                else:
-                    activity.heartbeat(current)
+                beat(current)
                 last, sent_at = key, now
             await asyncio.sleep(every)
 
     if activity.info().is_local:  # a local activity has no heartbeats: its timeouts bound it
         yield
         return
-    task = asyncio.create_task(beat())
+    task = asyncio.create_task(beats())
     try:
         yield
     finally:
@@ -173,6 +185,10 @@ class ModelActivities:
         self._headers = httpx.Headers({"Content-Type": "application/json", **settings.auth_headers()})
         self._urls: dict[str, httpx.URL] = {}
 
+    @property
+    def cache(self) -> ContextCache | None:
+        return self._cache
+
     async def read_context(self, upto: int) -> tuple[AgentSpec, list[Message]]:
         return await read_context(self._client, upto)
 
@@ -188,6 +204,12 @@ class ModelActivities:
         if input.context is not None:  # a local call: the transcript came with it (never in history)
             cached = (input.context.agent, input.context.messages)
         agent, messages = cached or await self.read_context(input.transcript_len)
+        return await self.call(input, agent, messages, began)
+
+    async def call(self, input: ModelCallInput, agent: AgentSpec, messages: list[Message], began: float) -> ModelReply:
+        """The call `input` asks for, with its context read: the model activity's, or one made
+        ahead by a tool's activity (activities/ahead.py). `began`: when its attempt's clock started."""
+        run = activity.info().workflow_id or ""
         settings = self._settings
         model = input.model or settings.model
         wire, path = wire_for(agent.api or settings.api)
@@ -298,7 +320,7 @@ class ModelActivities:
                 # Count bad bodies, not attempts: 429s and crashes before it must not use up
                 # the few retries a garbage-sending server gets. The next attempt reads this.
                 call.progress.malformed += 1
-                activity.heartbeat(call.reset())
+                beat(call.reset())
                 raise errors.malformed(mask(str(err)), call.progress.malformed) from None
             except StreamFailed as err:
                 raise ApplicationError(mask(str(err)), type="ModelStreamFailed") from None

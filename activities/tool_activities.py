@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import copy
 import time
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -36,6 +36,7 @@ from durable_agent_runner.workflows.types import (
     TOOL_CALL_ACTIVITY,
     TOOL_NOT_HERE,
     AgentSpec,
+    AheadReply,
     ModelReply,
     ModelSettings,
     ResolveAgentInput,
@@ -73,6 +74,9 @@ class ToolActivities:
         self.threads = threads  # None: executor.shared(), for tests
         self.mcp = FrozenTools()  # MCP tools, as each run froze them
         self._versions: dict[str, str | None] = {}  # agent name -> the version this worker holds
+        # Makes the model call a tool's activity is asked to make once the tool has run
+        # (ToolCallInput.then; activities/ahead.py), set by the worker; None: the turn makes it.
+        self.ahead: Callable[[ToolCallInput, ToolResult], Awaitable[AheadReply | None]] | None = None
 
     def _version_of(self, agent: str) -> str | None:
         """The version of the agent this worker holds, hashed once: the registry is fixed."""
@@ -96,16 +100,35 @@ class ToolActivities:
         if tool is None:
             return ToolResult(call_id=input.call_id, tool=input.tool, output=str(found), is_error=True)
         info = activity.info()
-        heartbeat = asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
-        try:  # the hooks inside the heartbeat: a tool's heartbeat timeout may be shorter than theirs
-            result = await self._attempt(tool, input, info.workflow_id or "", info.attempt)
-        finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+        result = ran_before(input)  # an attempt lost during the call ahead: the tool ran
+        if result is None:
+            heartbeat = asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
+            try:  # the hooks inside the heartbeat: a tool's heartbeat timeout may be shorter than theirs
+                result = await self._bounded(tool, input, info.workflow_id or "", info.attempt)
+            finally:
+                heartbeat.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await heartbeat
         if self.cache is not None:
             self.cache.remember_tool(info.workflow_id or "", result)
+        if input.then is not None and self.ahead is not None:
+            result.ahead = await self.ahead(input, result)
         return result
+
+    async def _bounded(
+        self, tool: Tool[..., Any] | McpTool, input: ToolCallInput, run: str, attempt: int
+    ) -> ToolResult:
+        """One attempt; with a call ahead, within the tool's own timeout (Temporal's covers both)."""
+        if input.then is None:
+            return await self._attempt(tool, input, run, attempt)
+        limit = input.then.tool_timeout_seconds
+        try:
+            async with asyncio.timeout(limit):
+                return await self._attempt(tool, input, run, attempt)
+        except TimeoutError:
+            raise ApplicationError(
+                f"tool {input.tool} ran past its timeout of {limit:g}s", type="ToolTimedOut"
+            ) from None
 
     async def _attempt(
         self, tool: Tool[..., Any] | McpTool, input: ToolCallInput, run: str, attempt: int
@@ -266,6 +289,19 @@ class ToolActivities:
         except wire.BadSettings as exc:
             raise ValueError(f"agent '{agent.name}': {exc}") from None
         return filled
+
+
+def ran_before(input: ToolCallInput) -> ToolResult | None:
+    """The result an earlier attempt's tool returned before its call ahead was lost (its
+    heartbeat's second detail, activities/ahead.py), if it was this call's."""
+    details = activity.info().heartbeat_details if input.then is not None else []
+    if len(details) < 2 or not isinstance(details[1], dict):
+        return None
+    try:
+        result = ToolResult.model_validate(details[1])
+    except ValueError:
+        return None
+    return result if result.call_id == input.call_id and result.ahead is None else None
 
 
 def _arguments(input: ToolCallInput) -> dict[str, Any] | str:

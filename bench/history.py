@@ -72,8 +72,13 @@ def _marker_activity(e: HistoryEvent) -> str | None:
 
 
 def starts_turn(e: HistoryEvent) -> bool:
+    """A model call scheduled: a model activity (ours, the rival's, the bare loop's), a local one,
+    or a tool activity that makes the next model call once its tool has run (workflows/ahead.py)."""
     if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-        name = e.activity_task_scheduled_event_attributes.activity_type.name
+        a = e.activity_task_scheduled_event_attributes
+        name = a.activity_type.name
+        if name == TOOL_CALL_ACTIVITY:
+            return any(b'"then":{' in p.data for p in a.input.payloads)
         return name in (MODEL_CALL_ACTIVITY, INLINE_MODEL_ACTIVITY, RIVAL_MODEL_ACTIVITY, BARE_MODEL_ACTIVITY)
     return _marker_activity(e) in (MODEL_CALL_ACTIVITY, INLINE_MODEL_ACTIVITY)  # a local model call
 

@@ -64,15 +64,24 @@ async def replay(handle: WorkflowHandle[Any, Any]) -> None:
     await strict_replayer().replay_workflow(history)
 
 
+def starts_turn(event: Any) -> bool:
+    """A model call scheduled: the model activity, or a tool activity that makes the next model
+    call once its tool has run (its input's `then`, workflows/ahead.py; payloads not encrypted)."""
+    if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        return False
+    a = event.activity_task_scheduled_event_attributes
+    if a.activity_type.name == t.MODEL_CALL_ACTIVITY:
+        return True
+    return a.activity_type.name == t.TOOL_CALL_ACTIVITY and any(b'"then":{' in p.data for p in a.input.payloads)
+
+
 async def bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:
     """History bytes added by each turn: the events from one model-call activity being
     scheduled up to (not including) the next one."""
     history = await handle.fetch_history()
     turns: list[int] = []
     for event in history.events:
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
-            event.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
-        ):
+        if starts_turn(event):
             turns.append(0)
         if turns:
             turns[-1] += event.ByteSize()
@@ -86,9 +95,7 @@ async def events_per_turn(handle: WorkflowHandle[Any, Any], start: bool = False)
     history = await handle.fetch_history()
     turns: list[list[str]] = [[]] if start else []
     for event in history.events:
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED and (
-            event.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
-        ):
+        if starts_turn(event):
             turns.append([])
         if turns:
             name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")

@@ -431,13 +431,15 @@ async def test_runs_survive_killed_workers_server_restarts_and_model_faults(
     keys = {label: key for label, key in effects}
     for run in runs:
         assert all(keys[label].startswith(f"{run.id}:") for label in run.labels)
-    # the attempt history says completed each call is one that really ran the tool (its last)
+    # the attempt history says completed each call is one that really ran the tool (its last), or
+    # a later one that took that run's result from its heartbeat: the earlier attempt was lost in
+    # the model call it made next (workflows/ahead.py)
     ran: dict[str, list[int]] = {}
     for _, key, attempt, _ in read_lines(attempts_path(counter_file)):
         ran.setdefault(key, []).append(int(attempt))
     completed = {key: attempt for h in histories.values() for key, attempt in h.tool_attempts.items()}
     assert set(completed) == set(keys.values())
-    assert {key: max(ran[key]) for key in completed} == completed
+    assert all(max(ran[key]) <= attempt for key, attempt in completed.items()), (ran, completed)
     # the chaos really happened
     assert figures.kill_events >= 3 and len(figures.restarts) >= 1
     assert sum(figures.queued.values()) >= RUNS

@@ -25,6 +25,7 @@ from tests.helpers import (
     replay,
     script,
     start,
+    starts_turn,
     strict_replayer,
     transcript,
 )
@@ -379,6 +380,17 @@ async def test_checked_in_histories_still_replay():
     ]
     assert [json.loads(m)["id"] for m in markers] == ["in-doubt-1.1"]
     assert doubted.count(t.RESOLVE_UPDATE) == 2 and "-rerun-1" in doubted  # the rerun, an activity of its own
+    # 1.2: a lone routed tool's activity makes the next model call (call-ahead-1.2): after the
+    # first, every model call rides with a tool's result, and a turn is six events
+    ahead = WorkflowHistory.from_json("call_ahead_1_2", recorded["call_ahead_1_2"]).events
+    patches = [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in ahead
+        if e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert patches == ["call-ahead-1.2"]
+    kinds = [e.activity_task_scheduled_event_attributes.activity_type.name for e in ahead if starts_turn(e)]
+    assert kinds == [t.MODEL_CALL_ACTIVITY] + [t.TOOL_CALL_ACTIVITY] * 3
     fork = WorkflowHistory.from_json("breakpoint_1_0.fork", recorded["breakpoint_1_0.fork"])
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])
@@ -413,7 +425,12 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
     turns = await events_per_turn(handle)
     assert [len(turn) for turn in turns[:3]] == [6, 6, 6], turns  # the notes, the two additions
     assert not any("MARKER_RECORDED" in turn for turn in turns[:3])
-    assert "ACTIVITY_TASK_SCHEDULED" in turns[3][1:]  # record: a routed activity
+    # record: a routed activity, which makes the last model call itself (workflows/ahead.py)
+    assert len(turns) == 5 and turns[4][:3] == [
+        "ACTIVITY_TASK_SCHEDULED",
+        "ACTIVITY_TASK_STARTED",
+        "ACTIVITY_TASK_COMPLETED",
+    ]
     history = await handle.fetch_history()
     model_calls = {
         e.event_id
@@ -426,7 +443,7 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
         if e.activity_task_completed_event_attributes.scheduled_event_id in model_calls
     ]
     ran = [[r.output for r in reply.tool_results] for (reply,) in replies]
-    assert ran == [["noted a", "noted b"], ["1"], ["2"], [], []]  # the record call ran on its own
+    assert ran == [["noted a", "noted b"], ["1"], ["2"], []]  # the record call ran on its own
     summaries = [e.user_metadata.summary.data for e in history.events if e.HasField("user_metadata")]
     assert any(b"model " in s and b"local tools with the reply" in s for s in summaries)
     await replay(handle)

@@ -191,9 +191,9 @@ class AgentRun(TurnSteps):
             cap = step.max_output_tokens
             if step.guard is not None:
                 return Replied(await self._first_call_guarded(step.agent, step.guard, input.capture, cap))
-            return Replied(await self._call_model(step.agent, input.capture, step.with_reply, cap))
+            return Replied(await self._call_model(step.agent, input.capture, step.with_reply, cap, step.made))
         if isinstance(step, RunTools):
-            return ToolsRan(await self._run_tools(s.agent_now, step))
+            return ToolsRan(*await self._run_calls(step, input.capture))
         if isinstance(step, RerunRecorded):  # a --live-tools fork: a recorded turn's calls, run again
             return Reran(await self._run_tools(step.agent, step.plan))
         if isinstance(step, HandOff):

@@ -35,7 +35,12 @@ from durable_agent_runner.workflows.calls import (
     runs,
 )
 from durable_agent_runner.workflows.state import excerpt
-from durable_agent_runner.workflows.steps import Steps, agent_queue
+from durable_agent_runner.workflows.steps import (
+    MODEL_HEARTBEAT_TIMEOUT,
+    MODEL_TIMEOUT_MARGIN,
+    Steps,
+    agent_queue,
+)
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)
@@ -43,10 +48,18 @@ CHILD_USAGE_WAIT = timedelta(seconds=30)
 IN_DOUBT_PATCH = "in-doubt-1.1"
 # How long a call in doubt waits for a person when the agent sets no approval timeout; then the run fails.
 DOUBT_LIMIT = timedelta(days=30)
+# A lone routed tool's activity makes the next model call too (workflows/ahead.py): runs from
+# before it schedule that call as its own activity.
+CALL_AHEAD_PATCH = "call-ahead-1.2"
 
 
 class CallSteps(Steps):
     """The calls of a turn; `Handlers` and `AgentRun` build on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._ahead_next: tuple[str, t.ModelCallInput] | None = None  # a call's id, the model call it makes after
+        self._made_ahead: t.AheadReply | None = None  # what that call's activity brought back
 
     async def _carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
         """One planned call: asked about if its approval says so, then run the one way its tool
@@ -125,6 +138,12 @@ class CallSteps(Steps):
         spec = agent.tool(call.name)
         assert spec is not None  # decide() answers unknown tools itself
         args = json_object(arguments)
+        then = None
+        if self._ahead_next is not None and self._ahead_next[0] == call.call_id and how == "activity":
+            if arguments == call.arguments:  # as the model asked: no person changed them
+                then = t.CallAhead(
+                    upto=len(s.messages), call=self._ahead_next[1], tool_timeout_seconds=spec.timeout_seconds
+                )
         request = t.ToolCallInput(
             call_id=call.call_id,
             tool=call.name,
@@ -133,9 +152,15 @@ class CallSteps(Steps):
             idempotency_key=t.idempotency_key(workflow.info().workflow_id, call.call_id),
             turn=s.turn,
             agent=agent.name,
+            then=then,
         )
         activity_id = f"tool-{s.turn}-{call.call_id}"
         summary = f"turn {s.turn} · tool: {describe_call(call)}"
+        timeout, beat = timedelta(seconds=spec.timeout_seconds), timedelta(seconds=spec.heartbeat_seconds)
+        if then is not None:  # the tool keeps its own bound inside; the model call beats every 2 s
+            timeout += timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN
+            beat = max(beat, MODEL_HEARTBEAT_TIMEOUT)
+            summary += f" · then model {agent.model or 'default'}"
         while True:
             asked = workflow.now()
             try:
@@ -149,11 +174,12 @@ class CallSteps(Steps):
                         result_type=t.ToolResult,
                         activity_id=activity_id,
                         task_queue=agent_queue(agent),
-                        start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),
-                        heartbeat_timeout=timedelta(seconds=spec.heartbeat_seconds),
+                        start_to_close_timeout=timeout,
+                        heartbeat_timeout=beat,
                         retry_policy=RetryPolicy(maximum_attempts=attempts(how, spec)),
                         summary=summary,
                     )
+                    self._made_ahead = result.ahead if then is not None else None
                 return t.ToolMessage(
                     call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error
                 )

@@ -26,6 +26,7 @@ from durable_agent_runner.workflows.types import (
     Breakpoints,
     CallResolution,
     HookResult,
+    ModelCallInput,
     ModelReply,
     ToolCall,
     ToolMessage,
@@ -72,6 +73,8 @@ class RunTools(BaseModel):
 
     kind: Literal["run_tools"] = "run_tools"
     calls: list[PlannedCall]
+    # The next model call, for the plan's one routed call to make once it has run (workflows/ahead.py).
+    ahead: ModelCallInput | None = None
 
     @property
     def handoff(self) -> PlannedCall | None:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from durable_agent_runner.workflows.rerun import Reran
 from durable_agent_runner.workflows.rules import Stop
-from durable_agent_runner.workflows.types import HookResult, ModelReply, ToolMessage
+from durable_agent_runner.workflows.types import AheadReply, HookResult, ModelReply, ToolMessage
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,7 @@ class Replied:
 @dataclass(frozen=True)
 class ToolsRan:
     results: dict[str, ToolMessage]  # by call id: the calls that ran (or were decided on)
+    ahead: AheadReply | None = None  # the next model call, made by the lone call's activity (CallAhead)
 
 
 @dataclass(frozen=True)

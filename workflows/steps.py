@@ -185,14 +185,22 @@ class Steps:
     # ------------------------------------------------------------------------------- model
 
     async def _call_model(
-        self, agent: t.AgentSpec, capture: bool, with_reply: t.WithReply | None = None, cap: int | None = None
+        self,
+        agent: t.AgentSpec,
+        capture: bool,
+        with_reply: t.WithReply | None = None,
+        cap: int | None = None,
+        made: t.ModelReply | None = None,
     ) -> t.ModelReply:
         """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply);
-        `cap`: the max output tokens the budget has left room for (None: the agent's)."""
+        `cap`: the max output tokens the budget has left room for (None: the agent's); `made`:
+        its reply, already made by the last tool's activity (workflows/ahead.py)."""
         s = self._s
         model = agent.model or "the worker's default model"
         self._set_phase("calling_model", f"turn {s.turn}: {agent.name} calling {model}")
         self._event("model_started", detail=f"{self._who(agent)}{model}")
+        if made is not None:
+            return self._clocked(made)
         n = len(s.messages)
         request = t.ModelCallInput(
             agent=agent.name,

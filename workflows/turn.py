@@ -7,6 +7,11 @@ the time and what only Temporal knows come in as `Facts` (tests/test_turn.py).
     Replied ──▶ Stop | RunTools (after [Pause before_tools]) | CheckOutput | Guardrails | Done
     ToolsRan ──▶ HandOff | Ready …   Reran ──▶ Ready …   OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
 
+A lone routed call may make the next model call itself (`RunTools.ahead`, CallAhead): its reply
+comes back with ToolsRan, and `CallModel.made` hands it on when the turn reaches exactly that
+call; when it does not (a pause, a steer, anything that changed meanwhile), the reply is dropped
+and its tokens still count.
+
 The steps form one union (`NextStep`; `Done` and `Stop` come from `workflows.rules`, whose
 `decide` `client.py export` re-runs offline on captured replies).
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from durable_agent_runner.workflows import ahead as ahead_calls
 from durable_agent_runner.workflows import edits, memory, rerun
 from durable_agent_runner.workflows.budget import Ledger, spent_words
 from durable_agent_runner.workflows.calls import (
@@ -49,6 +55,7 @@ from durable_agent_runner.workflows.rules import Done, Final, Retry, Stop, after
 from durable_agent_runner.workflows.state import RunState
 from durable_agent_runner.workflows.types import (
     AgentSpec,
+    AheadReply,
     HookResult,
     ModelReply,
     PauseWhere,
@@ -110,6 +117,7 @@ class CallModel:
     guard: str | None
     with_reply: WithReply | None
     max_output_tokens: int | None = None  # lower than the agent's: all the budget had left
+    made: ModelReply | None = None  # already made by the last tool's activity, for exactly this call
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,7 @@ class Turn:
         self.answer: Done | None = None  # passed its output checks; its guardrails run
         self._stage: Literal["begin", "model", "tools", "steered", "budget"] = "begin"
         self.reruns: rerun.Reruns | None = None  # a fork's recorded calls, run again first (--live-tools)
+        self.ahead: AheadReply | None = None  # a model call a tool's activity made ahead, not yet taken
 
     @property
     def number(self) -> int:
@@ -186,7 +195,11 @@ class Turn:
             for m in self._merge(outcome.results, facts):
                 s.messages.append(m)
             handoff, self.plan = self.plan.handoff, None
-            return HandOff(handoff) if handoff is not None else self._begin(facts)
+            self.ahead = outcome.ahead
+            step = HandOff(handoff) if handoff is not None else self._begin(facts)
+            if self.ahead is not None:  # not the call the turn makes now: dropped, its tokens counted
+                self._drop_ahead(self.ahead, facts)
+            return step
         if isinstance(outcome, HandedOff):
             return self._begin(facts)
         if isinstance(outcome, Reran):
@@ -263,7 +276,16 @@ class Turn:
                 breakpoints=s.breakpoints,
             )
         cap = self.ledger.reserve(s.agent_now, s.usage) if self.ledger is not None else None
-        return CallModel(s.agent_now, guard, ahead, cap)
+        made = None
+        if self.ahead is not None and ahead_calls.same_call(self.ahead.request, s, guard, ahead, cap):
+            made, self.ahead = self.ahead.reply, None
+        return CallModel(s.agent_now, guard, ahead, cap, made)
+
+    def _drop_ahead(self, made: AheadReply, facts: Facts) -> None:
+        self.ahead = None
+        self.s.add_usage(made.request.agent, made.reply.usage)
+        why = "a model call made with the tool's result, not used: the run changed while the tool ran"
+        self.s.event(facts.now, "model_dropped", detail=why, usage=made.reply.usage)
 
     # ---------------------------------------------------------------------- after the model
 
@@ -303,7 +325,10 @@ class Turn:
         why = edits.before_tools(s.breakpoints, reply.message.tool_calls) or s.pause_reason()
         if why is not None:
             return Pause("before_tools", s.turn, why)
-        return self.plan
+        made_ahead = ahead_calls.plan_ahead(
+            self.plan, s, self.first, self.limits, self.number, planned=self.ledger is None and self.reruns is None
+        )
+        return self.plan.model_copy(update={"ahead": made_ahead})
 
     @property
     def limits(self) -> AgentSpec:

@@ -17,6 +17,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 from durable_agent_runner.workflows import edits, memory
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.call_steps import CALL_AHEAD_PATCH
 from durable_agent_runner.workflows.calls import RunTools, describe_call
 from durable_agent_runner.workflows.handlers import Handlers
 from durable_agent_runner.workflows.rules import Stop, tripwire
@@ -143,6 +144,18 @@ class TurnSteps(Handlers):
             for task in tasks:  # one call ended the answer: its siblings stop too
                 task.cancel()
             raise
+
+    async def _run_calls(self, step: RunTools, capture: bool) -> tuple[dict[str, t.ToolMessage], t.AheadReply | None]:
+        """The turn's calls, the lone routed one making the next model call too when the turn
+        planned it (`step.ahead`) and the run is of code that knows how (CALL_AHEAD_PATCH)."""
+        self._ahead_next = None
+        if step.ahead is not None and workflow.patched(CALL_AHEAD_PATCH):
+            self._ahead_next = (step.calls[0].call.call_id, step.ahead.model_copy(update={"capture": capture}))
+        try:
+            results = await self._run_tools(self._s.agent_now, step)
+            return results, self._made_ahead
+        finally:
+            self._ahead_next, self._made_ahead = None, None
 
     async def _hand_off(self, agent: t.AgentSpec, step: HandOff) -> None:
         """The next turn runs the target, frozen at the start like every agent this run can

@@ -152,6 +152,7 @@ class ChatPrinter(Printer):
     agent: str = "agent"
     mine: set[int] = field(default_factory=set)  # messages this chat sent: not echoed back
     open: bool = False  # a reply is being written on screen under the agent's name
+    headers: bool = False
 
     def emit(self, obj: dict[str, Any], text: str | None) -> None:
         if not text:

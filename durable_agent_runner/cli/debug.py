@@ -291,9 +291,18 @@ async def model_calls_made(client: Client, run_id: str) -> int:
         raise
     counted = 0
     name = t.MODEL_CALL_ACTIVITY.encode()
+    tools: set[int] = set()  # tool activities: one may bring the next model call's reply (workflows/ahead.py)
     async for event in handle.fetch_history_events():
         if event.HasField("activity_task_scheduled_event_attributes"):
-            counted += event.activity_task_scheduled_event_attributes.activity_type.name == t.MODEL_CALL_ACTIVITY
+            kind = event.activity_task_scheduled_event_attributes.activity_type.name
+            counted += kind == t.MODEL_CALL_ACTIVITY
+            if kind == t.TOOL_CALL_ACTIVITY:
+                tools.add(event.event_id)
+        elif event.HasField("activity_task_completed_event_attributes"):
+            done = event.activity_task_completed_event_attributes
+            if done.scheduled_event_id in tools and done.result.payloads:
+                result = (await client.data_converter.decode(done.result.payloads, [t.ToolResult]))[0]
+                counted += isinstance(result, t.ToolResult) and result.ahead is not None
         elif event.HasField("marker_recorded_event_attributes"):  # a local activity's record names its type
             data = event.marker_recorded_event_attributes.details.get("data")
             counted += bool(data and any(name in p.data for p in data.payloads))

@@ -111,6 +111,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             update = e.workflow_execution_update_completed_event_attributes
             outcomes[update.accepted_event_id] = update.outcome
     turn: int | None = None  # the turn whose decision is not yet written
+    ahead_turn: int | None = None  # that turn's reply came with a tool's result (it may be dropped)
     ran: list[str] = []
     # Calls the last reply brought back already run: the turn took those it ran no tool for.
     with_reply: dict[str, t.ToolResult] = {}
@@ -163,9 +164,11 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             if name == t.MODEL_CALL_ACTIVITY:
                 for line in taken():
                     yield line
-                if turn is not None:
+                if turn is not None and turn == ahead_turn == value.turn:  # the reply made ahead was not used
+                    yield {"type": "model_dropped", "turn": turn}
+                elif turn is not None:
                     yield run_tools()
-                turn, ran = value.turn, []
+                turn, ran, ahead_turn = value.turn, [], None
             elif name == t.TOOL_CALL_ACTIVITY and value.call_id not in ran:
                 with_reply.pop(value.call_id, None)  # run anew: the turn did not take that result
                 ran.append(value.call_id)
@@ -194,7 +197,18 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 with_reply, asked = brought_back(reply)
             elif name == t.TOOL_CALL_ACTIVITY:
                 result = await _decode(converter, done.result, t.ToolResult)
-                yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json")}
+                yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json", exclude={"ahead"})}
+                if result.ahead is not None:  # the next model call, made by this activity (workflows/ahead.py)
+                    made = result.ahead
+                    for line in taken():
+                        yield line
+                    if turn is not None:
+                        yield run_tools()
+                    turn, ran, ahead_turn = made.request.turn, [], made.request.turn
+                    capture = captures.get(made.reply.capture) if made.reply.capture else None
+                    reply_line = made.reply.model_dump(mode="json", exclude={"tool_results"})
+                    yield {"type": "model_call", "turn": turn, "reply": reply_line, "capture": capture}
+                    with_reply, asked = brought_back(made.reply)
             elif name == t.COMPACT_ACTIVITY:
                 compacted = await _decode(converter, done.result, t.CompactResult)
                 yield {"type": "compaction", "turn": value.turn, "upto": value.upto, "summary": compacted.summary}

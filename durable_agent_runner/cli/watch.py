@@ -59,6 +59,9 @@ class Printer:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     text: TextTracker = field(default_factory=TextTracker)
     answered: int | None = None  # the turn whose reply text was last shown whole
+    headed: int | None = None  # the turn whose header was last printed
+    tooling: int | None = None  # the turn whose tool is running: its activity may call the model next
+    headers: bool = True  # a header for each turn's model call
 
     def emit(self, obj: dict[str, Any], text: str | None) -> None:
         if self.as_json:
@@ -73,6 +76,10 @@ class Printer:
 
     def show(self, piece: TextDelta | TextDiscarded) -> None:
         self.text.note(piece)
+        ahead = self.tooling is not None and piece.turn == self.tooling + 1 and self.headed != piece.turn
+        if ahead and self.headers and not self.as_json and isinstance(piece, TextDelta):
+            self.headed = piece.turn  # made by the tool's activity: its text comes before its events
+            self.emit({}, f"── turn {piece.turn} · made with the tool's result\n")
         if isinstance(piece, TextDiscarded):
             obj: dict[str, Any] = piece.model_dump()
             why = f"\n  ↻ model call attempt {piece.attempt} failed mid-stream; its partial text above is void\n"
@@ -86,8 +93,8 @@ class Printer:
         obj = {"type": "event", **ev.model_dump(mode="json")}
         self.emit(obj, None)
         if self.as_json:
-            if ev.kind == "model_finished":
-                self.text.reset(ev.turn)
+            if ev.kind in ("model_finished", "model_dropped"):
+                self.text.reset(ev.turn + (ev.kind == "model_dropped"))
             return
         self.emit(obj, self._render(ev))
 
@@ -110,12 +117,23 @@ class Printer:
 
     def _render(self, ev: t.RunEvent) -> str:
         if ev.kind == "model_started":
+            self.tooling = None
+            if self.headed == ev.turn:  # its text has streamed already, under its header
+                return ""
+            self.headed = ev.turn
             return f"── turn {ev.turn} · {ev.detail}\n"
+        if ev.kind == "model_dropped":  # the next call of that turn streams afresh
+            self.text.reset(ev.turn + 1)
+            self.headed = None
+            return f"  ↷ {ev.detail}\n"
         if ev.kind == "model_finished":
             calls = f"  → asks for: {ev.detail}\n" if ev.detail else ""
             return self.reply(ev) + calls
         if ev.kind == "tool_started":
+            self.tooling = ev.turn
             return f"  ⚙ {ev.detail}\n"
+        if ev.kind == "tool_finished" and self.headed == ev.turn + 1:  # the next reply streamed already
+            return f"\n  ← {ev.tool}: {ev.text}\n"
         if ev.kind == "tool_finished":
             return f"  ← {ev.tool}: {ev.text}\n"
         if ev.kind == "approval_requested":

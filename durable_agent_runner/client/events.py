@@ -142,8 +142,8 @@ async def stream(
                 yield RunClosed(status=item.status)
                 return
             else:
-                if item.kind == "model_finished":
-                    tracker.reset(item.turn)
+                if item.kind in ("model_finished", "model_dropped"):
+                    tracker.reset(item.turn + (item.kind == "model_dropped"))
                 since = item.seq + 1
                 yield item
                 session = session or item.kind in SESSION_KINDS

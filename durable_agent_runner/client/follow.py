@@ -22,6 +22,7 @@ from durable_agent_runner.workflows import types as t
 
 ENDINGS = ("final", "failed", "cancelled")  # events after which a run calls no model
 POLL = 0.1  # seconds between polls while a run is live
+CALL_ENDS = frozenset({"model_finished", "model_dropped", "tool_finished"})
 STREAM_POLL = 0.05  # seconds between reads of the streamed text while a model call is in flight
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before a watcher gives up
 
@@ -41,12 +42,19 @@ async def events_since(client: Client, run_id: str, since: int, execution: str |
 
 
 async def live_progress(client: Client, run_id: str, turn: int) -> t.ModelProgress | None:
+    """The streamed text of model call `turn` in flight: the model activity's, or that of the
+    tool activity of turn `turn - 1` that makes it once its tool has run (workflows/ahead.py)."""
     desc = await client.get_workflow_handle(run_id).describe()
     for pending in desc.raw_description.pending_activities:
-        if pending.activity_id == f"model-{turn}" and pending.heartbeat_details.payloads:
-            values = await client.data_converter.decode(pending.heartbeat_details.payloads, [t.ModelProgress])
+        ours = pending.activity_id == f"model-{turn}" or pending.activity_id.startswith(f"tool-{turn - 1}-")
+        if ours and pending.heartbeat_details.payloads:
+            try:  # a tool's own heartbeat (before its call ahead) is no progress
+                values = await client.data_converter.decode(pending.heartbeat_details.payloads[:1], [t.ModelProgress])
+            except Exception:
+                continue
             progress = values[0]
-            return progress if isinstance(progress, t.ModelProgress) else None
+            if isinstance(progress, t.ModelProgress) and progress.turn == turn:
+                return progress
     return None
 
 
@@ -102,7 +110,9 @@ async def follow(
                     events = (await events_since(client, run_id, since)).events
                     closed = None if events else status.name.lower() if status else "ended"
             for ev in events:
-                calling = ev.turn if ev.kind == "model_started" else None if ev.kind == "model_finished" else calling
+                calling = ev.turn if ev.kind == "model_started" else None if ev.kind in CALL_ENDS else calling
+                # A lone tool's activity may make the next model call (workflows/ahead.py): its text too.
+                calling = ev.turn + 1 if ev.kind == "tool_started" else calling
             if calling is not None and closed is None and not any(ev.kind in ENDINGS for ev in events):
                 progress = await live_progress(client, run_id, calling)
         except Exception as err:  # a server restart or a worker gap: keep our place and retry, a while

@@ -9,6 +9,7 @@ One trace per run, the same across workers, retries and continue-as-new::
        │  ├─ chat gpt-4.1-mini        one per attempt: a retried call shows each try
        │  │  └─ execute_tool get_weather   a cheap call run with the reply (tool_with_reply)
        │  └─ execute_tool send_report   a tool activity, local or not
+       │     └─ chat gpt-4.1-mini   the next turn's call, when the tool's activity makes it
        └─ turn 2 …
 
 `temporalio.contrib.opentelemetry.OpenTelemetryInterceptor`, with its own spans off, carries the
@@ -37,7 +38,13 @@ from durable_agent_runner.telemetry.setup import (
     flush,
     traced,
 )
-from durable_agent_runner.telemetry.spans import CONTENT_LIMIT, model_request, provider_name, tool_with_reply
+from durable_agent_runner.telemetry.spans import (
+    CONTENT_LIMIT,
+    model_call_ahead,
+    model_request,
+    provider_name,
+    tool_with_reply,
+)
 
 __all__ = [
     "CONTENT_LIMIT",
@@ -46,6 +53,7 @@ __all__ = [
     "enabled",
     "exporter_from_env",
     "flush",
+    "model_call_ahead",
     "model_request",
     "provider_name",
     "tool_with_reply",

@@ -39,6 +39,7 @@ from durable_agent_runner.telemetry.spans import (
     call_span,
     current_model_call,
     mark_error,
+    model_ahead,
     provider_name,
     record_tool_result,
     tool_attributes,
@@ -118,6 +119,17 @@ class _ActivitySpans(ActivityInboundInterceptor):
         return attributes
 
     async def _model(self, input: ExecuteActivityInput, arg: object, *, compaction: bool) -> Any:
+        with self._model_span(arg, compaction=compaction) as call:
+            result = await super().execute_activity(input)
+            if isinstance(result, ModelReply):
+                call.reply(result)
+            elif isinstance(usage := getattr(result, "usage", None), Usage):
+                call.span.set_attributes(usage_attributes(usage))
+            return result
+
+    @contextmanager
+    def _model_span(self, arg: object, *, compaction: bool = False) -> Iterator[ModelCall]:
+        """A model call's attempt: the model activity's, or one a tool's activity makes ahead."""
         root = self._root
         model = getattr(arg, "model", None) or root.settings.model
         address = urlsplit(root.settings.base_url)
@@ -135,21 +147,21 @@ class _ActivitySpans(ActivityInboundInterceptor):
             call = ModelCall(span, root.content, root.tracer)
             token = current_model_call.set(call)
             try:
-                result = await super().execute_activity(input)
+                yield call
             finally:
                 current_model_call.reset(token)
-            if isinstance(result, ModelReply):
-                call.reply(result)
-            elif isinstance(usage := getattr(result, "usage", None), Usage):
-                span.set_attributes(usage_attributes(usage))
-            return result
 
     async def _tool(self, input: ExecuteActivityInput, arg: object) -> Any:
         root = self._root
         attributes = self._common(arg) | tool_attributes(arg, root.content)
         name = f"execute_tool {getattr(arg, 'tool', '')}"
         with call_span(root.tracer, name, SpanKind.INTERNAL, attributes) as span:
-            result = await super().execute_activity(input)
+            ahead = model_ahead.set(self._model_span) if getattr(arg, "then", None) is not None else None
+            try:
+                result = await super().execute_activity(input)
+            finally:
+                if ahead is not None:
+                    model_ahead.reset(ahead)
             if isinstance(result, ToolResult):
                 record_tool_result(span, result, root.content)
             return result
@@ -304,6 +316,9 @@ class _RunOutbound(WorkflowOutboundInterceptor):
             handle = super().start_activity(input)
         if turn is not None:
             handle.add_done_callback(turn.done)
+        then = getattr(input.args[0], "then", None) if input.args else None
+        if then is not None:  # it makes the next turn's model call: that turn begins as it ends
+            handle.add_done_callback(lambda _: execution.enter([then.call]))
         return handle
 
     async def start_child_workflow(self, input: StartChildWorkflowInput) -> workflow.ChildWorkflowHandle[Any, Any]:

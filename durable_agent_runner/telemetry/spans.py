@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from urllib.parse import urlsplit
 
@@ -20,6 +20,7 @@ from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,
     Message,
+    ModelCallInput,
     ModelReply,
     ToolCallInput,
     ToolMessage,
@@ -111,6 +112,25 @@ class ModelCall:
 
 
 current_model_call: ContextVar[ModelCall | None] = ContextVar("agent_model_call_span", default=None)
+
+
+# Set while a tool activity that makes the next model call runs (activities/ahead.py): the span
+# of that call's attempt, made as the model activity's is.
+model_ahead: ContextVar[Callable[[ModelCallInput], AbstractContextManager[ModelCall]] | None] = ContextVar(
+    "agent_model_ahead_span", default=None
+)
+
+
+@contextmanager
+def model_call_ahead(request: ModelCallInput) -> Iterator[Callable[[ModelReply], None]]:
+    """The span of the model call a tool's activity makes once its tool has run, inside the
+    tool's span: yields what records the reply. Does nothing unless the worker traces."""
+    span_of = model_ahead.get()
+    if span_of is None:
+        yield lambda reply: None
+        return
+    with span_of(request) as call:
+        yield call.reply
 
 
 def model_request(agent: AgentSpec, messages: Sequence[Message], *, api: str, stream: bool) -> None:

@@ -50,6 +50,7 @@ tests/test_plugin.py runs this snippet as written.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import timedelta
@@ -61,6 +62,7 @@ from temporalio.client import Client
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig
 
+from durable_agent_runner.activities.ahead import call_ahead
 from durable_agent_runner.activities.compaction import CompactionActivities
 from durable_agent_runner.activities.context_cache import ContextCache
 from durable_agent_runner.activities.hooks import HookActivities
@@ -171,6 +173,7 @@ class AgentPlugin(SimplePlugin):
         caller = HookCaller(run_hooks, Redactor.for_settings(settings))
         tools = ToolActivities(registry, cache=cache, settings=settings, threads=threads, hooks=caller, prices=prices)
         model = ModelActivities(client, settings, http, cache, hooks=caller, prices=prices, tools=tools)
+        tools.ahead = functools.partial(call_ahead, model)  # a lone tool's activity calls the model next
         compaction = CompactionActivities(model)
         hooks = HookActivities(registry, client, settings, http, threads)
         masking, _ = redaction_for(settings)

@@ -167,6 +167,9 @@ class ToolCallInput(Contract):
     # Set for a local call: the worker runs it only if it holds this very version of the agent,
     # else it says so (NOT_HERE) and the run makes it an ordinary, routed tool activity.
     local_version: str | None = None
+    # Set when the turn would call the model next with nothing but this call's result added:
+    # the activity makes that call itself once the tool has run (see CallAhead).
+    then: CallAhead | None = None
 
     def arguments_json(self) -> str:
         return json.dumps(self.args, ensure_ascii=False) if self.args is not None else self.arguments
@@ -178,8 +181,30 @@ TOOL_NOT_HERE = "ToolNotHere"  # the error type of a local call on a worker with
 AGENT_NOT_HERE = "AgentNotHere"
 
 
+class CallAhead(Contract):
+    """The model call a routed tool's activity makes once its tool has run, when the turn asked
+    for nothing else (workflows/calls.py `call_ahead`): one activity and one workflow task a turn
+    instead of two each. `call` is the request as the turn would make it, its `digest` left for
+    the worker, which reads messages[:upto] (the reply that asked for the tool included; from its
+    cache, else by query) and adds the tool's result. The turn takes the reply only for exactly
+    the request it would make then (workflows/turn.py); a failed call brings back the tool's
+    result alone, and the turn calls the model as ever."""
+
+    upto: int
+    call: ModelCallInput
+    tool_timeout_seconds: float = Field(gt=0)  # the tool's own bound, kept inside the longer activity
+
+
+class AheadReply(Contract):
+    """The call ahead as the worker made it (its digest and length filled in) and its reply."""
+
+    request: ModelCallInput
+    reply: ModelReply
+
+
 class ToolResult(Contract):
     call_id: str
     tool: str
     output: str
     is_error: bool = False
+    ahead: AheadReply | None = None  # the next model call, made with this result (CallAhead)

@@ -106,6 +106,7 @@ class RunResult(Contract):
 EventKind = Literal[
     "model_started",  # detail: model name
     "model_finished",  # text: the reply's text; detail: the tool calls asked for
+    "model_dropped",  # detail: why a reply made ahead by a tool's activity was not used (its tokens count)
     "tool_started",  # detail: get_weather(city=Tokyo)
     "tool_finished",  # text: an excerpt of the result
     "approval_requested",

@@ -1,0 +1,139 @@
+"""A lone routed tool's activity makes the next model call itself (workflows/ahead.py), on the
+dev server: one activity and one workflow task a turn, the reply used once, the tool run once
+even when its worker dies during that model call, and a pause asked for meanwhile still holds."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import signal
+from collections import Counter
+
+from durable_agent_runner.cli.watch import watch
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.workflows import types as t
+from tests.helpers import activity_attempts, events_per_turn, replay, script, start, transcript
+from tests.test_durability import effects, start_worker_process, tool_call, wait_for
+
+TURN = [
+    "ACTIVITY_TASK_SCHEDULED",
+    "ACTIVITY_TASK_STARTED",
+    "ACTIVITY_TASK_COMPLETED",
+    "WORKFLOW_TASK_SCHEDULED",
+    "WORKFLOW_TASK_STARTED",
+    "WORKFLOW_TASK_COMPLETED",
+]
+
+
+def requests_for(llm, model: str) -> int:
+    return sum(r["model"] == model for r in llm.requests())
+
+
+async def test_a_turn_whose_tool_is_an_activity_is_one_activity_and_one_workflow_task(
+    client, task_queue, worker_factory, llm
+):
+    model = "loop:8:10"
+    before = requests_for(llm, model)
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="looper", model=model)
+        result = await handle.result()
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        messages = await transcript(handle)
+    assert result.turns == 8
+    turns = await events_per_turn(handle)
+    middle = [
+        [e for e in turn if e not in ("UPSERT_WORKFLOW_SEARCH_ATTRIBUTES", "MARKER_RECORDED")] for turn in turns[1:-1]
+    ]
+    assert middle and all(turn == TURN for turn in middle), turns
+    # every reply made ahead was used: one request a turn, no model activity after the first
+    assert requests_for(llm, model) - before == 8
+    assert len(await activity_attempts(handle, t.MODEL_CALL_ACTIVITY)) == 1
+    assert status.turn == 8 and result.usage.requests == 8
+    assert [m.role for m in messages[:4]] == ["user", "assistant", "tool", "assistant"]
+    await replay(handle)
+
+
+async def test_a_worker_killed_during_the_call_ahead_leaves_the_tool_run_once(
+    client, temporal_server, llm, task_queue, counter_file, tmp_path
+):
+    model = script(llm, tool_call("slow_record", label="slow", seconds=2), {"content": "all done"})
+    log = tmp_path / "worker.log"
+    first = start_worker_process(temporal_server, llm, task_queue, log)
+    handle = await start(client, task_queue, "go", agent="scripted", model=model)
+
+    async def tool_running() -> bool:
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        return status.phase == "running_tools"
+
+    await wait_for(tool_running)
+    llm.add_faults([{"kind": "delay", "ms": 8000, "model": model}])  # the call ahead: slow
+    await wait_for(lambda: asyncio.sleep(0, requests_for(llm, model) == 2))
+    await asyncio.sleep(0.5)  # the tool's result is in its activity's heartbeat by now
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    assert effects(counter_file) == Counter({"slow": 1})
+    second = start_worker_process(temporal_server, llm, task_queue, log)
+    try:
+        result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    assert result.output == "all done" and result.turns == 2
+    assert effects(counter_file) == Counter({"slow": 1})  # the retry took the result its heartbeat kept
+    assert await activity_attempts(handle, t.TOOL_CALL_ACTIVITY) == [2]
+    assert requests_for(llm, model) == 3  # the first call, the lost call ahead, its retry
+    await replay(handle)
+
+
+async def test_a_pause_asked_for_while_the_tool_runs_drops_the_reply_and_counts_it(
+    client, task_queue, worker_factory, llm, counter_file
+):
+    model = script(llm, tool_call("slow_record", label="slow", seconds=2), {"content": "all done"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="scripted", model=model)
+
+        async def tool_running() -> bool:
+            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+            return status.phase == "running_tools"
+
+        await wait_for(tool_running)
+        await handle.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="bob"), result_type=t.RunStatus)
+
+        async def paused() -> bool:
+            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+            return status.phase == "paused"
+
+        await wait_for(paused)
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        assert status.turn == 1 and status.usage.requests == 2  # the dropped reply's tokens count
+        events = await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)
+        assert [e.kind for e in events.events].count("model_dropped") == 1
+        await handle.execute_update(t.RESUME_UPDATE, t.ResumeRequest(by="bob"), result_type=t.RunStatus)
+        result = await handle.result()
+    assert result.output == "all done" and result.turns == 2 and result.usage.requests == 3
+    assert requests_for(llm, model) == 3
+    await replay(handle)
+
+
+async def test_a_watcher_sees_the_call_ahead_stream_under_its_turn(client, task_queue, worker_factory, llm):
+    """The next turn's text streams from the tool's activity (its heartbeats) before the turn's
+    events say the call was made: the watcher shows it live, under a header of its own, once."""
+    story = "Tokyo is sunny and mild today, and Paris sits under low cloud; walk in Tokyo this afternoon."
+    model = script(llm, tool_call("add", a=2, b=3), {"content": story})
+    llm.set_latency(0, stream_event_ms=150)  # the reply streams for about two seconds
+    settings = LLMSettings(base_url=llm.base_url, model="demo", stream=True)
+    try:
+        async with worker_factory(settings=settings):
+            handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
+            out = io.StringIO()
+            code = await asyncio.wait_for(watch(client, handle.id, out=out), 60)
+            json_out = io.StringIO()
+            await asyncio.wait_for(watch(client, handle.id, as_json=True, out=json_out), 60)
+    finally:
+        llm.set_latency(0)
+    assert code == 0
+    text = out.getvalue()
+    assert text.count("── turn 2") == 1 and text.count(story) == 1, text
+    assert text.index("── turn 2") < text.index(story)
+    result = await handle.result()
+    assert result.output == story and result.usage.requests == 2
