@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import UTC, datetime
 
 from temporalio import activity
 
@@ -30,7 +31,7 @@ async def call_ahead(model: ModelActivities, input: ToolCallInput, result: ToolR
     failed (logged), so the turn makes it itself."""
     then = input.then
     assert then is not None
-    began = time.monotonic()
+    began, began_at = time.monotonic(), datetime.now(UTC)
     run = activity.info().workflow_id or ""
     tool = ToolMessage(call_id=result.call_id, name=result.tool, content=result.output, is_error=result.is_error)
     token = BEAT_WITH.set((result.model_dump(mode="json"),))
@@ -46,7 +47,7 @@ async def call_ahead(model: ModelActivities, input: ToolCallInput, result: ToolR
         with telemetry.model_call_ahead(request) as traced:
             reply = await model.call(request, agent, messages, began)
             traced(reply)
-        return AheadReply(request=request, reply=reply)
+        return AheadReply(request=request, reply=reply, began_at=began_at)
     except Exception as err:  # any failure: the turn calls the model itself, with its retries
         log.info("model call ahead of turn %d not made: %s", then.call.turn, type(err).__name__)
         return None

@@ -72,7 +72,7 @@ def test_the_turn_takes_the_reply_made_ahead_for_exactly_its_call_and_counts_it_
     result = t.ToolMessage(call_id="c1", name="get_weather", content="sunny")
     made = made_by_worker(s, step, result)
     call = turn.next(ToolsRan({"c1": result}, made), NOW)
-    assert isinstance(call, CallModel) and call.made == made.reply and s.turn == 2
+    assert isinstance(call, CallModel) and call.made == made and s.turn == 2
     done = turn.next(reply("done", tokens=7), NOW)
     assert done.output == "done" and s.usage.total_tokens == 17  # the first reply's 10 and this one's 7
 

@@ -39,6 +39,7 @@ async def test_a_turn_whose_tool_is_an_activity_is_one_activity_and_one_workflow
         result = await handle.result()
         status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
         messages = await transcript(handle)
+        events = (await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)).events
     assert result.turns == 8
     turns = await events_per_turn(handle)
     middle = [
@@ -50,6 +51,12 @@ async def test_a_turn_whose_tool_is_an_activity_is_one_activity_and_one_workflow
     assert len(await activity_attempts(handle, t.MODEL_CALL_ACTIVITY)) == 1
     assert status.turn == 8 and result.usage.requests == 8
     assert [m.role for m in messages[:4]] == ["user", "assistant", "tool", "assistant"]
+    # the events time the tool and the call made after it apart, as the activity's worker saw them
+    finished = [e for e in events if e.kind == "tool_finished"]
+    started = [e for e in events if e.kind == "model_started"][1:]
+    assert len(finished) == len(started) == 7 and all(f.at == s.at for f, s in zip(finished, started, strict=True))
+    replied = [e for e in events if e.kind == "model_finished"][1:]
+    assert all(s.at <= r.at for s, r in zip(started, replied, strict=True))
     await replay(handle)
 
 

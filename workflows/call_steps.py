@@ -102,7 +102,8 @@ class CallSteps(Steps):
 
     def _finished(self, message: t.ToolMessage, record: t.ApprovalRecord | None) -> t.ToolMessage:
         message.approval = record
-        self._event("tool_finished", call_id=message.call_id, tool=message.name, text=excerpt(message.content))
+        at = self._made_ahead.began_at if self._made_ahead is not None else None  # its activity went on
+        self._event("tool_finished", at, call_id=message.call_id, tool=message.name, text=excerpt(message.content))
         return message
 
     async def _await_decision(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ApprovalRecord:

@@ -190,7 +190,7 @@ class Steps:
         capture: bool,
         with_reply: t.WithReply | None = None,
         cap: int | None = None,
-        made: t.ModelReply | None = None,
+        made: t.AheadReply | None = None,
     ) -> t.ModelReply:
         """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply);
         `cap`: the max output tokens the budget has left room for (None: the agent's); `made`:
@@ -198,9 +198,9 @@ class Steps:
         s = self._s
         model = agent.model or "the worker's default model"
         self._set_phase("calling_model", f"turn {s.turn}: {agent.name} calling {model}")
-        self._event("model_started", detail=f"{self._who(agent)}{model}")
+        self._event("model_started", made.began_at if made else None, detail=f"{self._who(agent)}{model}")
         if made is not None:
-            return self._clocked(made)
+            return self._clocked(made.reply)
         n = len(s.messages)
         request = t.ModelCallInput(
             agent=agent.name,
@@ -298,8 +298,9 @@ class Steps:
         elif s.phase == "in_doubt":
             self._set_phase("running_tools", s.last_step)  # what the person decided
 
-    def _event(self, kind: t.EventKind, **fields: object) -> None:
-        self._s.event(workflow.now(), kind, **fields)
+    def _event(self, kind: t.EventKind, at: datetime | None = None, **fields: object) -> None:
+        """An event now, or `at` (a time history recorded: when a call made ahead began)."""
+        self._s.event(at or workflow.now(), kind, **fields)
 
     def _set_phase(self, phase: t.Phase, step: str) -> None:
         """The run's phase for status, watchers and the Web UI's current details. Its search

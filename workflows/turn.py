@@ -117,7 +117,7 @@ class CallModel:
     guard: str | None
     with_reply: WithReply | None
     max_output_tokens: int | None = None  # lower than the agent's: all the budget had left
-    made: ModelReply | None = None  # already made by the last tool's activity, for exactly this call
+    made: AheadReply | None = None  # already made by the last tool's activity, for exactly this call
 
 
 @dataclass(frozen=True)
@@ -278,7 +278,7 @@ class Turn:
         cap = self.ledger.reserve(s.agent_now, s.usage) if self.ledger is not None else None
         made = None
         if self.ahead is not None and ahead_calls.same_call(self.ahead.request, s, guard, ahead, cap):
-            made, self.ahead = self.ahead.reply, None
+            made, self.ahead = self.ahead, None
         return CallModel(s.agent_now, guard, ahead, cap, made)
 
     def _drop_ahead(self, made: AheadReply, facts: Facts) -> None:

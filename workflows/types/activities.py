@@ -200,6 +200,9 @@ class AheadReply(Contract):
 
     request: ModelCallInput
     reply: ModelReply
+    # When the call began, by the worker's clock (the tool had run): recorded with the reply, so
+    # the run's events time the tool and the call apart on every replay.
+    began_at: datetime | None = None
 
 
 class ToolResult(Contract):
