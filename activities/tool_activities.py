@@ -122,10 +122,13 @@ class ToolActivities:
         if input.then is None:
             return await self._attempt(tool, input, run, attempt)
         limit = input.then.tool_timeout_seconds
+        bound = asyncio.timeout(limit)
         try:
-            async with asyncio.timeout(limit):
+            async with bound:
                 return await self._attempt(tool, input, run, attempt)
         except TimeoutError:
+            if not bound.expired():  # the tool's own
+                raise
             raise ApplicationError(
                 f"tool {input.tool} ran past its timeout of {limit:g}s", type="ToolTimedOut"
             ) from None

@@ -5,10 +5,17 @@ even when its worker dies during that model call, and a pause asked for meanwhil
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import signal
 from collections import Counter
 
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from durable_agent_runner import Registry, tool
+from durable_agent_runner.activities.tool_activities import ToolActivities
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
@@ -144,3 +151,37 @@ async def test_a_watcher_sees_the_call_ahead_stream_under_its_turn(client, task_
     assert text.index("── turn 2") < text.index(story)
     result = await handle.result()
     assert result.output == story and result.usage.requests == 2
+
+
+def then(tool_timeout: float) -> t.CallAhead:
+    call = t.ModelCallInput(agent="", model=None, turn=3, transcript_len=4)
+    return t.CallAhead(upto=3, call=call, tool_timeout_seconds=tool_timeout)
+
+
+async def test_a_tool_that_makes_the_next_call_keeps_its_own_timeout_and_a_retry_does_not_run_it_again():
+    """Temporal's start-to-close covers the tool and the model call; the tool's own bound holds
+    inside it. A retry whose earlier attempt's heartbeat holds the tool's result runs nothing."""
+    ran: list[str] = []
+
+    @tool
+    async def slow(label: str) -> str:
+        """Take a while."""
+        ran.append(label)
+        await asyncio.sleep(0.5)
+        return f"done {label}"
+
+    activities = ToolActivities(Registry(tools=[slow]), heartbeat_interval=0.02)
+    request = t.ToolCallInput(call_id="c1", tool="slow", args={"label": "a"}, idempotency_key="wf:c1", turn=2)
+    with pytest.raises(ApplicationError) as info:
+        await ActivityEnvironment().run(activities.call_tool, request.model_copy(update={"then": then(0.1)}))
+    assert info.value.type == "ToolTimedOut" and "past its timeout of 0.1s" in info.value.message
+    assert not info.value.non_retryable  # retried as Temporal's own timeout would be
+    # no call ahead asked for: the tool's timeout is Temporal's, as ever
+    assert (await ActivityEnvironment().run(activities.call_tool, request)).output == "done a"
+
+    kept = t.ToolResult(call_id="c1", tool="slow", output="done earlier").model_dump(mode="json")
+    retry = ActivityEnvironment()
+    retry.info = dataclasses.replace(retry.info, attempt=2, heartbeat_details=[{"turn": 3, "attempt": 1}, kept])
+    result = await retry.run(activities.call_tool, request.model_copy(update={"then": then(5)}))
+    assert result.output == "done earlier" and ran == ["a", "a"]  # not run a third time
+    assert result.ahead is None  # no model to call here: the turn calls it itself
