@@ -16,11 +16,12 @@ from temporalio.testing import ActivityEnvironment
 
 from durable_agent_runner import Registry, tool
 from durable_agent_runner.activities.tool_activities import ToolActivities
+from durable_agent_runner.cli.debug import model_calls_made
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
 from tests.helpers import activity_attempts, events_per_turn, replay, script, start, transcript
-from tests.test_durability import effects, start_worker_process, tool_call, wait_for
+from tests.test_durability import effects, kill_and_replace, start_worker_process, tool_call, wait_for
 
 TURN = [
     "ACTIVITY_TASK_SCHEDULED",
@@ -83,10 +84,8 @@ async def test_a_worker_killed_during_the_call_ahead_leaves_the_tool_run_once(
     llm.add_faults([{"kind": "delay", "ms": 8000, "model": model}])  # the call ahead: slow
     await wait_for(lambda: asyncio.sleep(0, requests_for(llm, model) == 2))
     await asyncio.sleep(0.5)  # the tool's result is in its activity's heartbeat by now
-    first.send_signal(signal.SIGKILL)
-    first.wait(10)
+    second = await kill_and_replace(first, temporal_server, llm, task_queue, log, tools="tests/fixtures/agents.py")
     assert effects(counter_file) == Counter({"slow": 1})
-    second = start_worker_process(temporal_server, llm, task_queue, log)
     try:
         result = await asyncio.wait_for(handle.result(), 60)
     finally:
@@ -185,3 +184,26 @@ async def test_a_tool_that_makes_the_next_call_keeps_its_own_timeout_and_a_retry
     result = await retry.run(activities.call_tool, request.model_copy(update={"then": then(5)}))
     assert result.output == "done earlier" and ran == ["a", "a"]  # not run a third time
     assert result.ahead is None  # no model to call here: the turn calls it itself
+
+
+async def test_a_fork_counts_the_model_calls_tools_made(client, task_queue, worker_factory, llm, counter_file):
+    """`fork --at-turn N` is refused past the run's last model call, counted from its history:
+    the calls its tools' activities made count with the model activities."""
+    model = script(
+        llm,
+        *[tool_call("record", label=f"r{i}") for i in range(3)],
+        tool_call("slow_record", label="slow", seconds=6),
+        {"content": "done"},
+    )
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="scripted", model=model)
+
+        async def slow_running() -> bool:
+            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+            return status.turn == 4 and status.phase == "running_tools"
+
+        await wait_for(slow_running)
+        described = await handle.describe()
+        assert (described.typed_search_attributes.get(t.SA_TURN) or 0) < 4  # written at most every 5 s
+        assert await model_calls_made(client, handle.id) == 4  # one model activity, three made by tools
+        await handle.terminate()

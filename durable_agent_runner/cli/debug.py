@@ -291,13 +291,16 @@ async def model_calls_made(client: Client, run_id: str) -> int:
         raise
     counted = 0
     name = t.MODEL_CALL_ACTIVITY.encode()
-    tools: set[int] = set()  # tool activities: one may bring the next model call's reply (workflows/ahead.py)
+    tools: set[int] = set()  # tool activities asked to bring the next model call's reply (workflows/ahead.py)
     async for event in handle.fetch_history_events():
         if event.HasField("activity_task_scheduled_event_attributes"):
             kind = event.activity_task_scheduled_event_attributes.activity_type.name
             counted += kind == t.MODEL_CALL_ACTIVITY
-            if kind == t.TOOL_CALL_ACTIVITY:
-                tools.add(event.event_id)
+            payloads = event.activity_task_scheduled_event_attributes.input.payloads
+            if kind == t.TOOL_CALL_ACTIVITY and payloads:  # asked to make the next call (small: no result)
+                (asked,) = await client.data_converter.decode(payloads, [t.ToolCallInput])
+                if isinstance(asked, t.ToolCallInput) and asked.then is not None:
+                    tools.add(event.event_id)
         elif event.HasField("activity_task_completed_event_attributes"):
             done = event.activity_task_completed_event_attributes
             if done.scheduled_event_id in tools and done.result.payloads:
