@@ -145,8 +145,10 @@ async def test_client_py_in_its_own_process_shares_the_store(
             out, err = await proc.communicate(prompt.encode())
     assert proc.returncode == 0, err.decode()
     assert json.loads(out)["output"] == answer
-    (request,) = llm.requests()
-    assert [m["content"] for m in request["body"]["messages"] if m["role"] == "user"] == [prompt]
+    requests = llm.requests()  # one, or more when a loaded machine had an attempt retried
+    assert requests and all(
+        [m["content"] for m in r["body"]["messages"] if m["role"] == "user"] == [prompt] for r in requests
+    )
 
 
 async def executions(client: Client, workflow_id: str, first_run_id: str) -> list[str]:
