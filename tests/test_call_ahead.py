@@ -33,6 +33,11 @@ TURN = [
 ]
 
 
+async def in_phase(handle, phase: str, turn: int | None = None) -> bool:
+    status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+    return status.phase == phase and turn in (None, status.turn)
+
+
 def requests_for(llm, model: str) -> int:
     return sum(r["model"] == model for r in llm.requests())
 
@@ -76,11 +81,7 @@ async def test_a_worker_killed_during_the_call_ahead_leaves_the_tool_run_once(
     first = start_worker_process(temporal_server, llm, task_queue, log)
     handle = await start(client, task_queue, "go", agent="scripted", model=model)
 
-    async def tool_running() -> bool:
-        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
-        return status.phase == "running_tools"
-
-    await wait_for(tool_running)
+    await wait_for(lambda: in_phase(handle, "running_tools"))
     llm.add_faults([{"kind": "delay", "ms": 8000, "model": model}])  # the call ahead: slow
     await wait_for(lambda: asyncio.sleep(0, requests_for(llm, model) == 2))
     await asyncio.sleep(0.5)  # the tool's result is in its activity's heartbeat by now
@@ -105,18 +106,10 @@ async def test_a_pause_asked_for_while_the_tool_runs_drops_the_reply_and_counts_
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="scripted", model=model)
 
-        async def tool_running() -> bool:
-            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
-            return status.phase == "running_tools"
-
-        await wait_for(tool_running)
+        await wait_for(lambda: in_phase(handle, "running_tools"))
         await handle.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="bob"), result_type=t.RunStatus)
 
-        async def paused() -> bool:
-            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
-            return status.phase == "paused"
-
-        await wait_for(paused)
+        await wait_for(lambda: in_phase(handle, "paused"))
         status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
         assert status.turn == 1 and status.usage.requests == 2  # the dropped reply's tokens count
         events = await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)
@@ -198,11 +191,7 @@ async def test_a_fork_counts_the_model_calls_tools_made(client, task_queue, work
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="scripted", model=model)
 
-        async def slow_running() -> bool:
-            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
-            return status.turn == 4 and status.phase == "running_tools"
-
-        await wait_for(slow_running)
+        await wait_for(lambda: in_phase(handle, "running_tools", turn=4))
         described = await handle.describe()
         assert (described.typed_search_attributes.get(t.SA_TURN) or 0) < 4  # written at most every 5 s
         assert await model_calls_made(client, handle.id) == 4  # one model activity, three made by tools
