@@ -143,7 +143,7 @@ async def test_client_py_in_its_own_process_shares_the_store(
         )  # fmt: skip
         async with asyncio.timeout(RUN_TIMEOUT):
             out, err = await proc.communicate(prompt.encode())
-    assert proc.returncode == 0, err.decode()
+    assert proc.returncode == 0, (out.decode()[:2000], err.decode())
     assert json.loads(out)["output"] == answer
     requests = llm.requests()  # one, or more when a loaded machine had an attempt retried
     assert requests and all(

@@ -440,7 +440,8 @@ def test_stream_auto_tool_call_gives_empty_body(base_url: str) -> None:
             assert r.status_code == 200
             assert r.headers["content-type"].startswith("text/event-stream")
             raw = r.read()
-        assert raw == b""
+        # no chunk and no [DONE]: at most the keep-alive comments (": ping …") a slow machine gets
+        assert [line for line in raw.splitlines() if line and not line.startswith(b":")] == []
         # the dead connection shows as a disconnect or a reset, depending on timing
         with pytest.raises((httpx.RemoteProtocolError, httpx.ReadError)):
             c.post("/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})

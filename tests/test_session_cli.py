@@ -20,7 +20,9 @@ async def test_send_wait_result_status_end(cli: Cli, client, task_queue, worker_
         answer = done.json()
         assert answer["message"] == 1 and answer["output"] == "echo: hello there"
         assert answer["turn"] == 1 and answer["usage"]["requests"] == 1 and answer["usage"]["total_tokens"] > 0
-        done = await cli("send", handle.id, "second", "--by", "bob")
+        # These commands' bound (10 s by default) is tested in test_cli_bounds.py; here, a worker
+        # that a loaded machine (three test processes on two cores) slows is still waited for.
+        done = await cli("send", handle.id, "second", "--by", "bob", "--wait-worker", "60")
         assert done.code == 0 and done.out.strip().startswith("message 2 sent"), str(done)
         done = await cli("result", handle.id, "--message", "2")
         assert done.code == 0 and done.out.strip() == "echo: second", str(done)
@@ -34,7 +36,7 @@ async def test_send_wait_result_status_end(cli: Cli, client, task_queue, worker_
         assert status["session"]["last"]["prompt"] == "second" and status["session"]["last"]["by"] == "bob"
         text = (await cli("status", handle.id)).out
         assert "session: waiting · 2 message(s), 2 answered" in text and "echo: second" in text
-        done = await cli("end", handle.id, "--reason", "bye")
+        done = await cli("end", handle.id, "--reason", "bye", "--wait", "60")
         assert done.code == 0, str(done)
         result = await handle.result()
         assert result.ended_by.endswith("bye") and result.messages == 2
