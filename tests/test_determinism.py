@@ -20,7 +20,7 @@ HISTORY = SOURCE / "tests" / "histories" / "weather_1_0.json"  # two tool calls:
 
 # Replays HISTORY with the package found first on sys.path (a copy), in STRICT_SANDBOX.
 REPLAY = """
-import asyncio, sys
+import asyncio, os, sys
 copy, source, history = sys.argv[1:]
 sys.path[:0] = [copy, source]
 from durable_agent_runner import workflows as workflows
@@ -28,7 +28,8 @@ assert workflows.__file__.startswith(copy), f"the copy was not imported: {workfl
 from temporalio.client import WorkflowHistory
 from tests.helpers import strict_replayer
 asyncio.run(strict_replayer().replay_workflow(WorkflowHistory.from_json("demo", open(history).read())))
-print("replayed")
+print("replayed", flush=True)
+os._exit(0)  # no interpreter teardown: temporalio's runtime can SIGABRT it (sdk-python#300; seen in CI)
 """
 
 
