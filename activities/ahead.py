@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from temporalio import activity
 
 from durable_agent_runner import telemetry
-from durable_agent_runner.activities.context_cache import digest_of
+from durable_agent_runner.activities.context_cache import digest_of, tool_message
 from durable_agent_runner.activities.model import BEAT_WITH, ModelActivities, beat
-from durable_agent_runner.workflows.types import AheadReply, ModelProgress, ToolCallInput, ToolMessage, ToolResult
+from durable_agent_runner.workflows.types import AheadReply, ModelProgress, ToolCallInput, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ async def call_ahead(model: ModelActivities, input: ToolCallInput, result: ToolR
     assert then is not None
     began, began_at = time.monotonic(), datetime.now(UTC)
     run = activity.info().workflow_id or ""
-    tool = ToolMessage(call_id=result.call_id, name=result.tool, content=result.output, is_error=result.is_error)
+    tool = tool_message(result)
     token = BEAT_WITH.set((result.model_dump(mode="json"),))
     try:  # the result goes out now (throttled by the SDK: a call over within its beat costs none)
         beat(ModelProgress(turn=then.call.turn, attempt=activity.info().attempt))

@@ -49,7 +49,7 @@ class ContextCache:
     ) -> None:
         """After a model call: the context it sent (whose hash the workflow gave) plus its reply.
         Only the reply is hashed here, so a turn's cost does not grow with the transcript."""
-        digest = digest or _digest(messages)  # "": a call scheduled by code older than the hash
+        digest = digest or digest_of(messages)  # "": a call scheduled by code older than the hash
         self._runs[run] = _Entry(agent, [*messages, reply], chain_digest(digest, reply))
         self._runs.move_to_end(run)
         self._evict()
@@ -62,16 +62,13 @@ class ContextCache:
     def seed(self, run: str, agent: AgentSpec, messages: list[Message]) -> None:
         """A run's context before its first model call (its agent, resolved here, and its
         prompt): the call finds it like any other, if the workflow's hash agrees."""
-        self._runs[run] = _Entry(agent, list(messages), _digest(messages))
+        self._runs[run] = _Entry(agent, list(messages), digest_of(messages))
         self._runs.move_to_end(run)
         self._evict()
 
     def remember_tool(self, run: str, result: ToolResult) -> None:
         if run in self._runs:
-            message = ToolMessage(
-                call_id=result.call_id, name=result.tool, content=result.output, is_error=result.is_error
-            )
-            self._tools[(run, result.call_id)] = message
+            self._tools[(run, result.call_id)] = tool_message(result)
 
     def lookup(self, run: str, upto: int, digest: str) -> tuple[AgentSpec, list[Message]] | None:
         found = self._lookup(run, upto, digest)
@@ -117,12 +114,12 @@ class ContextCache:
         return entry.agent, [*entry.messages, tool], chain_digest(entry.digest, tool)
 
 
+def tool_message(result: ToolResult) -> ToolMessage:
+    """A tool's result as the run appends it to the transcript (so its hash agrees)."""
+    return ToolMessage(call_id=result.call_id, name=result.tool, content=result.output, is_error=result.is_error)
+
+
 def digest_of(messages: list[Message]) -> str:
-    """The transcript hash of `messages`, as the workflow chains it (RunState.digest)."""
-    return _digest(messages)
-
-
-def _digest(messages: list[Message]) -> str:
     """The transcript hash of `messages`, as the workflow chains it (RunState.digest)."""
     digest = ""
     for message in messages:
