@@ -22,7 +22,11 @@ from durable_agent_runner.workflows import types as t
 
 ENDINGS = ("final", "failed", "cancelled")  # events after which a run calls no model
 POLL = 0.1  # seconds between polls while a run is live
-CALL_ENDS = frozenset({"model_finished", "model_dropped", "tool_finished"})
+# After these no model call is in flight: nothing streams until the next model_started (or a
+# tool_started, whose activity may make the next call). A wait for a person reads no progress.
+CALL_ENDS = frozenset(
+    {"model_finished", "model_dropped", "tool_finished", "approval_requested", "call_in_doubt", "paused"}
+)
 STREAM_POLL = 0.05  # seconds between reads of the streamed text while a model call is in flight
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before a watcher gives up
 
