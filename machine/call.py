@@ -1,0 +1,303 @@
+"""One tool call's whole life, pure: asked about, decided, run, in doubt, resolved.
+
+    start(planned, ctx)          → the call's first stage, and what to carry out
+    advance(call, happened, ctx) → its next stage, and what to carry out
+    refusal(call, decision)      → why a person's decision cannot apply now (None: it can)
+
+        start ─▶ checking ─▶ asking ─▶ running ─▶ done
+          │         │          │        ▲  │
+          │         └─▶ done   └─▶ done │  └─▶ in_doubt ─▶ running (rerun) | done
+          └─▶ running | done            └─────────────┘
+
+Each transition returns a new `Call` (the input is never changed), the steps the interpreter
+carries out, and the events watchers see. What the call waits for is its stage (`waits_for`), so
+status names it: the agent's check, a person, the tool, a person again. The rules of each step
+(how a call runs, what a check, a lost attempt or a resolution means) are those of
+`workflows/calls.py`, shared with the 1.x workflow until it goes (docs/design-2.0.md).
+
+No Temporal, no I/O, no clocks, no randomness: the time comes in with `Ctx`.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from durable_agent_runner.machine.call_types import (
+    DOUBT_LIMIT,
+    AskPerson,
+    Call,
+    CheckApproval,
+    Checked,
+    Ctx,
+    Decided,
+    FailRun,
+    Happened,
+    Lost,
+    Note,
+    Ran,
+    Resolved,
+    RunTool,
+    Stage,
+    StartChild,
+    Step,
+    TimedOut,
+    Transition,
+    Unexpected,
+)
+from durable_agent_runner.workflows.approvals import edited_note, rejection_text
+from durable_agent_runner.workflows.bounds import json_object
+from durable_agent_runner.workflows.calls import (
+    PlannedCall,
+    answered,
+    attempt_ended,
+    attempts,
+    checked,
+    describe_call,
+    resolved,
+    runs,
+)
+from durable_agent_runner.workflows.state import excerpt
+from durable_agent_runner.workflows.types import (
+    ApprovalDecision,
+    ApprovalRecord,
+    CallResolution,
+    EventKind,
+    HookResult,
+    InDoubtCall,
+    ResolveCall,
+    ToolMessage,
+    idempotency_key,
+)
+
+__all__ = [
+    "DOUBT_LIMIT",
+    "AskPerson",
+    "Call",
+    "CheckApproval",
+    "Checked",
+    "Ctx",
+    "Decided",
+    "FailRun",
+    "Happened",
+    "Lost",
+    "Note",
+    "Ran",
+    "Resolved",
+    "RunTool",
+    "Stage",
+    "StartChild",
+    "Step",
+    "TimedOut",
+    "Transition",
+    "Unexpected",
+    "advance",
+    "refusal",
+    "start",
+]
+
+
+# ------------------------------------------------------------------------------- transitions
+
+
+def start(planned: PlannedCall, turn: int, ctx: Ctx) -> Transition:
+    call = Call(planned=planned, turn=turn, stage=Stage.RUNNING, arguments=planned.call.arguments)
+    if planned.action in ("answer", "handoff"):  # runs nothing: answered at once
+        return _finish(call, answered(planned), ())
+    started = _note(call, "tool_started", detail=describe_call(planned.call))
+    if planned.approval == "check":
+        check = CheckApproval(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
+        return Transition(call.model_copy(update={"stage": Stage.CHECKING}), (check,), (started,))
+    if planned.approval == "auto":
+        earlier = ctx.always[call.tool]
+        record = ApprovalRecord(
+            call_id=call.call_id,
+            tool=call.tool,
+            approved=True,
+            by=earlier.by,
+            at=ctx.now,
+            reason=f"'always' approval given by {earlier.by} for call {earlier.call_id}",
+            automatic=True,
+        )
+        call = call.model_copy(update={"approval": record})
+    return _run(call, ctx, (started,))
+
+
+def advance(call: Call, happened: Happened, ctx: Ctx) -> Transition:
+    if isinstance(happened, Checked) and call.stage is Stage.CHECKING:
+        return _checked(call, happened.result, ctx)
+    if isinstance(happened, Decided) and call.stage is Stage.ASKING:
+        return _decided(call, happened.decision, ctx, automatic=False)
+    if isinstance(happened, Ran) and call.stage is Stage.RUNNING:
+        message = ToolMessage(
+            call_id=call.call_id, name=call.tool, content=happened.content, is_error=happened.is_error
+        )
+        return _finish(call, message, ())
+    if isinstance(happened, Lost) and call.stage is Stage.RUNNING:
+        return _lost(call, happened, ctx)
+    if isinstance(happened, Resolved) and call.stage is Stage.IN_DOUBT:
+        return _resolved(call, happened.resolution, ctx)
+    if isinstance(happened, TimedOut) and call.stage in (Stage.ASKING, Stage.IN_DOUBT):
+        return _timed_out(call, ctx)
+    raise Unexpected(f"{happened.kind} for {call.tool} ({call.call_id}) while it is {call.stage}")
+
+
+def refusal(call: Call, decision: ApprovalDecision | ResolveCall) -> str | None:
+    """Why a person's decision cannot apply to the call as it is now: it is not waiting for one
+    of that kind, or the person decided on an earlier doubt than the open one (a stale page)."""
+    if isinstance(decision, ApprovalDecision):
+        if call.stage is not Stage.ASKING:
+            return f"{call.tool} ({call.call_id}) is not waiting for approval: {call.waits_for()}"
+        if decision.arguments is not None and not decision.approve:
+            return "edited arguments only go with an approval"
+        return None
+    if call.stage is not Stage.IN_DOUBT or call.doubt is None:
+        return f"{call.tool} ({call.call_id}) is not in doubt: {call.waits_for()}"
+    if decision.doubt is not None and decision.doubt != call.doubt.doubt:
+        return (
+            f"{call.tool} ({call.call_id}) is in doubt for time {call.doubt.doubt}, not {decision.doubt}: "
+            "the page decided on was out of date; look again and decide"
+        )
+    return None
+
+
+# ------------------------------------------------------------------------------------ stages
+
+
+def _checked(call: Call, result: HookResult, ctx: Ctx) -> Transition:
+    verdict = checked(call.planned, result)
+    if isinstance(verdict, ToolMessage):  # invalid arguments: the model is told, no person asked
+        return _finish(call, verdict, ())
+    if verdict == "run":
+        return _run(call, ctx, ())
+    timeout = ctx.agent.approval_timeout_seconds
+    ask = AskPerson(call_id=call.call_id, about="approval", timeout=timedelta(seconds=timeout) if timeout else None)
+    asking = call.model_copy(update={"stage": Stage.ASKING, "asked": result.arguments or {}})
+    return Transition(asking, (ask,), (_note(call, "approval_requested", detail=describe_call(call.planned.call)),))
+
+
+def _decided(call: Call, decision: ApprovalDecision, ctx: Ctx, automatic: bool) -> Transition:
+    record = ApprovalRecord(
+        call_id=call.call_id,
+        tool=call.tool,
+        approved=decision.approve,
+        by=decision.by,
+        at=ctx.now,
+        reason=decision.reason,
+        arguments=decision.arguments,
+        always=decision.always,
+        automatic=automatic,
+    )
+    verdict = "approved" if record.approved else f"rejected: {record.reason}"
+    detail = f"{verdict} by {record.by}" + (" (arguments edited)" if record.arguments is not None else "")
+    decided = (_note(call, "approval_decided", detail=detail),)
+    call = call.model_copy(update={"approval": record})
+    if not record.approved:
+        message = ToolMessage(call_id=call.call_id, name=call.tool, content=rejection_text(record), is_error=True)
+        return _finish(call, message, decided)
+    if record.arguments is not None:
+        call = call.model_copy(update={"arguments": json.dumps(record.arguments, ensure_ascii=False)})
+    return _run(call, ctx, decided)
+
+
+def _run(call: Call, ctx: Ctx, notes: tuple[Note, ...]) -> Transition:
+    how = runs(call.planned, ctx.agent, call.arguments)
+    running = call.model_copy(update={"stage": Stage.RUNNING, "scheduled_at": ctx.now})
+    if how == "child":
+        child = StartChild(call_id=call.call_id, target=call.planned.target, arguments=call.arguments)
+        return Transition(running, (child,), notes)
+    if how == "with_reply":  # the model's activity ran it with the reply: nothing to carry out
+        ran = call.planned.ran
+        assert ran is not None
+        message = ToolMessage(call_id=call.call_id, name=call.tool, content=ran.output, is_error=ran.is_error)
+        return _finish(running, message, notes)
+    spec = ctx.agent.tool(call.tool)
+    if spec is None:
+        raise Unexpected(f"{call.tool} is not a tool of {ctx.agent.name}: the plan answers unknown tools itself")
+    suffix = f"-rerun-{call.reruns}" if call.reruns else ""  # the idempotency key stays the call's
+    tool = RunTool(
+        call_id=call.call_id,
+        tool=call.tool,
+        arguments=call.arguments,
+        how=how,
+        attempts=attempts(how, spec),
+        activity_id=f"tool-{call.turn}-{call.call_id}{suffix}",
+        idempotency_key=idempotency_key(ctx.run_id, call.call_id),
+    )
+    return Transition(running, (tool,), notes)
+
+
+def _lost(call: Call, lost: Lost, ctx: Ctx) -> Transition:
+    how = runs(call.planned, ctx.agent, call.arguments)
+    spec = ctx.agent.tool(call.tool)
+    tries = attempts(how, spec) if spec is not None else 1
+    message = attempt_ended(call.planned, how, lost.end, lost.why, tries)
+    if message is not None:  # the model learns the tool failed
+        return _finish(call, message, ())
+    previous = call.doubt.doubt if call.doubt is not None else 0
+    args = json_object(call.arguments)
+    doubt = InDoubtCall(
+        call_id=call.call_id,
+        tool=call.tool,
+        arguments=args if args is not None else call.arguments,
+        turn=call.turn,
+        doubt=previous + 1,
+        scheduled_at=call.scheduled_at or ctx.now,
+        started_at=lost.started_at,
+        ended_at=ctx.now,
+        ended=lost.ended,
+        idempotency_key=idempotency_key(ctx.run_id, call.call_id),
+    )
+    timeout = ctx.agent.approval_timeout_seconds
+    ask = AskPerson(call_id=call.call_id, about="doubt", timeout=timedelta(seconds=timeout) if timeout else DOUBT_LIMIT)
+    note = _note(call, "call_in_doubt", detail=f"ended without a result: {lost.ended}")
+    return Transition(call.model_copy(update={"stage": Stage.IN_DOUBT, "doubt": doubt}), (ask,), (note,))
+
+
+def _resolved(call: Call, decision: ResolveCall, ctx: Ctx) -> Transition:
+    assert call.doubt is not None
+    record = CallResolution(
+        call_id=call.call_id,
+        tool=call.tool,
+        action=decision.action,
+        by=decision.by,
+        at=ctx.now,
+        doubt=call.doubt.doubt,
+        result=decision.result,
+        reason=decision.reason,
+    )
+    words = {"rerun": "run again", "result": "result given", "fail": f"failed: {record.reason}"}[record.action]
+    note = _note(call, "call_resolved", detail=f"{words} by {record.by}")
+    outcome = resolved(call.planned, record)
+    if outcome == "rerun":
+        return _run(call.model_copy(update={"reruns": call.reruns + 1}), ctx, (note,))
+    return _finish(call, outcome, (note,))
+
+
+def _timed_out(call: Call, ctx: Ctx) -> Transition:
+    agent, what = ctx.agent, describe_call(call.planned.call)
+    if call.stage is Stage.IN_DOUBT:
+        limit = agent.approval_timeout_seconds or DOUBT_LIMIT.total_seconds()
+        message = f"{call.tool} ({call.call_id}) stayed in doubt for {limit:g}s: no one resolved it"
+        return Transition(call, (FailRun(error="CallInDoubt", message=message),))
+    if agent.approval_timeout_outcome == "fail":
+        message = f"no decision on {what} ({call.call_id}) within {agent.approval_timeout_seconds or 0:g}s"
+        return Transition(call, (FailRun(error="ApprovalTimedOut", message=message),))
+    timed_out = ApprovalDecision(
+        call_id=call.call_id, approve=False, by="timeout", reason=agent.approval_timeout_reason
+    )
+    return _decided(call, timed_out, ctx, automatic=True)
+
+
+def _finish(call: Call, message: ToolMessage, notes: tuple[Note, ...]) -> Transition:
+    record = call.approval
+    if record is not None and record.approved and record.arguments is not None:
+        message = message.model_copy(update={"content": edited_note(record) + message.content})
+    message = message.model_copy(update={"approval": record})
+    done = call.model_copy(update={"stage": Stage.DONE, "message": message})
+    finished = _note(call, "tool_finished", text=excerpt(message.content))
+    return Transition(done, (), (*notes, finished))
+
+
+def _note(call: Call, kind: EventKind, *, text: str = "", detail: str = "") -> Note:
+    return Note(kind=kind, call_id=call.call_id, tool=call.tool, text=text, detail=detail)

@@ -1,0 +1,214 @@
+"""One tool call's records, pure data: its stage, the steps the interpreter carries out for it,
+what the interpreter feeds back, and the events watchers see (machine/call.py moves it on).
+
+No Temporal, no I/O, no clocks, no randomness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from durable_agent_runner.workflows.calls import AttemptEnd, PlannedCall, Runs
+from durable_agent_runner.workflows.types import (
+    AgentSpec,
+    ApprovalDecision,
+    ApprovalRecord,
+    EventKind,
+    HookResult,
+    InDoubtCall,
+    ResolveCall,
+    ToolMessage,
+)
+
+# How long a call in doubt waits for a person when the agent sets no approval timeout; then the run fails.
+DOUBT_LIMIT = timedelta(days=30)
+
+
+class Stage(StrEnum):
+    CHECKING = "checking"  # the agent's approval check runs (its arguments validated, its policy asked)
+    ASKING = "asking"  # waits for a person to approve or reject it
+    RUNNING = "running"  # the tool, or the agent behind it as a child run
+    IN_DOUBT = "in_doubt"  # a once call's attempt ended without a result: waits for a person
+    DONE = "done"  # its message for the model is set
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Call(_Frozen):
+    planned: PlannedCall
+    turn: int
+    stage: Stage
+    arguments: str  # as the model asked for them, or as a person edited them
+    asked: dict[str, object] | None = None  # the validated arguments shown to a person
+    approval: ApprovalRecord | None = None
+    doubt: InDoubtCall | None = None  # the open doubt (IN_DOUBT), or the last one
+    reruns: int = 0  # attempts a person asked for after a doubt
+    scheduled_at: datetime | None = None  # when the run last asked for an attempt
+    message: ToolMessage | None = None  # DONE: what the model reads
+
+    @property
+    def call_id(self) -> str:
+        return self.planned.call.call_id
+
+    @property
+    def tool(self) -> str:
+        return self.planned.call.name
+
+    def waits_for(self) -> str:
+        """What the run waits for on this call, in words for `status`."""
+        what = f"{self.tool} ({self.call_id})"
+        return {
+            Stage.CHECKING: f"checking whether {what} needs approval",
+            Stage.ASKING: f"waiting for a person to approve {what}",
+            Stage.RUNNING: f"running {what}",
+            Stage.IN_DOUBT: f"in doubt, waiting for a person to resolve {what}",
+            Stage.DONE: f"{what} done",
+        }[self.stage]
+
+
+# ------------------------------------------------------------------------------------- steps
+
+
+class CheckApproval(_Frozen):
+    """Run the agent's approval check (the `approval` hook) on the call's arguments."""
+
+    kind: Literal["check_approval"] = "check_approval"
+    call_id: str
+    tool: str
+    arguments: str
+
+
+class AskPerson(_Frozen):
+    """Wait for a person: to approve the call, or to resolve it in doubt. `timeout`: then `TimedOut`."""
+
+    kind: Literal["ask_person"] = "ask_person"
+    call_id: str
+    about: Literal["approval", "doubt"]
+    timeout: timedelta | None
+
+
+class RunTool(_Frozen):
+    """Run the tool once more (its retries are Temporal's: `attempts`); `how` is the tool's own setting."""
+
+    kind: Literal["run_tool"] = "run_tool"
+    call_id: str
+    tool: str
+    arguments: str
+    how: Runs
+    attempts: int
+    activity_id: str
+    idempotency_key: str
+
+
+class StartChild(_Frozen):
+    """Run the agent behind the tool as a child run; its answer is the call's result."""
+
+    kind: Literal["start_child"] = "start_child"
+    call_id: str
+    target: str
+    arguments: str
+
+
+class FailRun(_Frozen):
+    """The run fails: nobody decided within the agent's bound."""
+
+    kind: Literal["fail_run"] = "fail_run"
+    error: Literal["ApprovalTimedOut", "CallInDoubt"]
+    message: str
+
+
+Step = Annotated[CheckApproval | AskPerson | RunTool | StartChild | FailRun, Field(discriminator="kind")]
+
+
+# ---------------------------------------------------------------------------------- happened
+
+
+class Checked(_Frozen):
+    kind: Literal["checked"] = "checked"
+    call_id: str
+    result: HookResult
+
+
+class Decided(_Frozen):
+    """A person's decision, checked at the door (`refusal`)."""
+
+    kind: Literal["decided"] = "decided"
+    decision: ApprovalDecision
+
+
+class Ran(_Frozen):
+    """The tool (or child run) gave its result: the tool's error too, which the model reads."""
+
+    kind: Literal["ran"] = "ran"
+    call_id: str
+    content: str
+    is_error: bool = False
+
+
+class Lost(_Frozen):
+    """The tool's activity ended without a result, its retries spent: `end` says how."""
+
+    kind: Literal["lost"] = "lost"
+    call_id: str
+    end: AttemptEnd
+    why: str
+    ended: str  # in words: "heartbeat timeout", "its worker shut down before it finished"
+    started_at: datetime | None = None
+
+
+class Resolved(_Frozen):
+    """A person's resolution of the call in doubt, checked at the door (`refusal`)."""
+
+    kind: Literal["resolved"] = "resolved"
+    resolution: ResolveCall
+
+
+class TimedOut(_Frozen):
+    """An `AskPerson` wait ran out."""
+
+    kind: Literal["timed_out"] = "timed_out"
+    call_id: str
+
+
+Happened = Annotated[Checked | Decided | Ran | Lost | Resolved | TimedOut, Field(discriminator="kind")]
+
+
+class Note(_Frozen):
+    """An event for watchers; the run numbers it."""
+
+    kind: EventKind
+    call_id: str
+    tool: str
+    text: str = ""
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a transition needs besides the call: the agent in charge, the time, the run's id
+    (idempotency keys), and the tools a person approved for the rest of the run."""
+
+    agent: AgentSpec
+    now: datetime
+    run_id: str
+    always: Mapping[str, ApprovalRecord] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Transition:
+    call: Call
+    steps: tuple[Step, ...] = ()
+    notes: tuple[Note, ...] = ()
+
+
+class Unexpected(RuntimeError):
+    """What happened does not fit the call's stage: a bug in the interpreter, never outside data
+    (decisions are checked at the door by `refusal`)."""
