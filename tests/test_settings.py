@@ -93,3 +93,26 @@ def test_a_worker_whose_namespace_does_not_exist_stops_with_one_line(temporal_se
     assert "Traceback" not in done.stderr and "CancelledError" not in done.stderr, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "namespace 'nope' does not exist" in line and "TEMPORAL_NAMESPACE" in line
+
+
+@pytest.mark.parametrize("key", ["sk-caf\u00e9-1234567890", "sk-1234567890\nsecond-line", "sk-12345 67890"])
+def test_the_worker_refuses_an_api_key_no_header_can_carry_at_start(key: str) -> None:
+    """Before: a non-ASCII key crashed the worker with a 25-line traceback at its first model call;
+    a key with a line break failed every run at its first call."""
+    env = clean_env(LLM_API_KEY=key, TEMPORAL_ADDRESS="127.0.0.1:1")
+    done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("worker.py: error: LLM_API_KEY must be printable ASCII"), line
+    assert "not shown" in line
+    for part in key.split():
+        assert part not in line  # the key is never echoed, not even a piece of it
+
+
+def test_an_api_key_given_in_code_is_checked_as_the_variable_is() -> None:
+    with pytest.raises(ValueError, match="printable ASCII"):
+        LLMSettings(api_key="sk-\u00e9")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="HTTP header name"):
+        LLMSettings(api_key_header="api key")
+    assert LLMSettings(api_key="sk-ok").auth_headers() == {"Authorization": "Bearer sk-ok"}  # type: ignore[arg-type]

@@ -124,6 +124,27 @@ def _token(raw: object) -> object:
     return raw
 
 
+def _header_value(raw: object) -> object:
+    """A value sent in an HTTP header (the model's API key): visible ASCII only. httpx refuses a
+    non-ASCII key with a traceback at the first call, and a line break or blank splits or ends the
+    header, so each is refused here, at start, instead of failing every run."""
+    text = raw.get_secret_value() if isinstance(raw, SecretStr) else raw
+    if isinstance(text, str) and not (text and all("!" <= c <= "~" for c in text)):
+        raise ValueError("printable ASCII without blanks or line breaks (it rides in an HTTP header)")
+    return raw
+
+
+TCHAR = "!#$%&'*+-.^_`|~"  # besides letters and digits, in a header's name
+
+
+def _header_name(raw: object) -> object:
+    """An HTTP header's name (RFC 9110's token)."""
+    ok = isinstance(raw, str) and 0 < len(raw) <= 256 and all(c.isascii() and (c.isalnum() or c in TCHAR) for c in raw)
+    if isinstance(raw, str) and not ok:
+        raise ValueError("an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+    return raw
+
+
 def _word(raw: object) -> object:
     """A choice among words: any case, blanks around it ignored."""
     return raw.strip().lower() if isinstance(raw, str) else raw
@@ -140,6 +161,8 @@ Attempts = Annotated[int, BeforeValidator(number(int, 1, 100))]
 Threads = Annotated[int, BeforeValidator(number(int, 1, 1024))]
 # Long enough not to be guessed, short enough for a header; printable, as it rides in a link and a cookie.
 ConsoleToken = Annotated[SecretStr, BeforeValidator(_token)]
+ApiKey = Annotated[SecretStr, BeforeValidator(_header_value)]
+HeaderName = Annotated[str, BeforeValidator(_header_name)]
 Bytes = Annotated[
     int, BeforeValidator(number(int, 0, 2 * 1024 * 1024, unit="bytes"))
 ]  # Temporal refuses a payload past 2 MB
@@ -186,8 +209,8 @@ class WorkerSettings(ClientSettings):
 
     llm_base_url: Url = Field("https://api.openai.com/v1", validation_alias=_env("LLM_BASE_URL"))
     llm_model: Text = Field("gpt-4.1-mini", validation_alias=_env("LLM_MODEL"))
-    llm_api_key: SecretStr | None = Field(None, validation_alias=_env("LLM_API_KEY", "OPENAI_API_KEY"))
-    llm_api_key_header: Text = Field("Authorization", validation_alias=_env("LLM_API_KEY_HEADER"))
+    llm_api_key: ApiKey | None = Field(None, validation_alias=_env("LLM_API_KEY", "OPENAI_API_KEY"))
+    llm_api_key_header: HeaderName = Field("Authorization", validation_alias=_env("LLM_API_KEY_HEADER"))
     llm_api: WireName = Field("chat", validation_alias=_env("LLM_API"))
     llm_stream: Switch = Field(True, validation_alias=_env("LLM_STREAM"))
     llm_capture: Switch = Field(False, validation_alias=_env("LLM_CAPTURE"))
