@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import logging
 import re
 import types
@@ -354,7 +355,15 @@ def _excerpt(text: str, limit: int = 80) -> str:
 
 
 def _to_text(value: object) -> str:
+    """A tool's result as the text the model reads: a string as it is, anything else as JSON.
+
+    NaN and the infinities are not JSON (no provider parses them), so they become `null`
+    wherever they sit; a model whose own config asks for them as constants is re-encoded."""
     if isinstance(value, str):
         return value
     # pydantic's encoder also handles models inside lists and dicts, dataclasses, enums and dates.
-    return pydantic_core.to_json(value, fallback=str).decode()  # None -> "null"
+    text = pydantic_core.to_json(value, fallback=str, inf_nan_mode="null").decode()  # None -> "null"
+    if "NaN" in text or "Infinity" in text:  # rare: a model's `ser_json_inf_nan` won over ours, or plain text
+        parsed = json.loads(text, parse_constant=lambda _: None)
+        text = json.dumps(parsed, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text
