@@ -27,6 +27,7 @@ thread cannot be interrupted, so on cancellation a sync tool runs on, its result
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import inspect
 import json
@@ -34,7 +35,7 @@ import logging
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 import httpx
@@ -99,14 +100,28 @@ class ToolOptions(TypedDict, total=False):
     once: bool
 
 
+def refuse_unknown(what: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """TypeError naming each of `given` not in `known`, with the close match when there is one
+    (`unknown agent option(s): max_turn (did you mean max_turns?)`): a typo is never dropped."""
+    names = sorted(set(known))
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        parts, unmatched = [], False
+        for name in unknown:
+            close = difflib.get_close_matches(name, names, n=1)
+            parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+            unmatched = unmatched or not close
+        known_list = f"; known: {', '.join(names)}" if unmatched else ""
+        raise TypeError(f"unknown {what}(s): {', '.join(parts)}{known_list}")
+
+
 class Tool(Generic[P, R]):
     """A function the model may call. Calling the `Tool` calls the function unchanged."""
 
     __name__: str  # copied from the function, with its docstring, by functools.update_wrapper
 
     def __init__(self, fn: Callable[P, R], /, **options: Unpack[ToolOptions]) -> None:
-        if unknown := set(options) - ToolOptions.__optional_keys__:
-            raise TypeError(f"unknown tool option(s): {', '.join(sorted(unknown))}")
+        refuse_unknown("tool option", options, ToolOptions.__optional_keys__)
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name: str = options.get("name") or str(getattr(fn, "__name__", ""))
