@@ -219,6 +219,8 @@ async def dispatch(args: argparse.Namespace) -> int:
         client = await connect()
     except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
         fail(str(err), 2, as_json)
+    except ConnectionError as err:  # names the address and what to set (config/connection.py)
+        fail(str(err), 1, as_json)
     except Exception as err:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
     client = traced(client)  # OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set

@@ -33,11 +33,6 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from datetime import timedelta
-
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner import Registry
 from durable_agent_runner.activities.model import new_http_client
@@ -79,22 +74,6 @@ def startup_error(message: str) -> None:
     print(f"worker.py: error: {Redactor(*keys).text(message)}", file=sys.stderr)
 
 
-async def missing_namespace(client: Client) -> str | None:
-    """Why the worker cannot poll at all, checked before it tries: its namespace does not exist.
-    (Found later, by the polls, it is a failing Worker that cancels the process's main task.)"""
-    try:
-        await client.workflow_service.describe_namespace(
-            DescribeNamespaceRequest(namespace=client.namespace), timeout=timedelta(seconds=10)
-        )
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return (
-                f"namespace {client.namespace!r} does not exist on {address()}: set TEMPORAL_NAMESPACE "
-                "(or the profile's namespace) to one that does, or create it: temporal operator namespace create"
-            )
-    return None  # anything else (not allowed to describe it, a slow server): the polls will tell
-
-
 async def serve(args: argparse.Namespace) -> int:
     try:
         registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
@@ -111,16 +90,15 @@ async def serve(args: argparse.Namespace) -> int:
         handler.addFilter(log_filter)
     try:
         client = await connect()
-    except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
+    except PayloadStoreError as err:  # PAYLOAD_STORE* settings, a namespace that does not exist: fixable by the user
         startup_error(str(err))
         return 2
+    except ConnectionError as err:  # names the address and what to set (config/connection.py)
+        startup_error(str(err))
+        return 1
     except Exception as err:
         startup_error(f"cannot reach Temporal at {address()} ({err})")
         return 1
-    missing = await missing_namespace(client)
-    if missing:
-        startup_error(missing)
-        return 2
     try:
         added = await ensure_search_attributes(client)
         if added:

@@ -205,7 +205,9 @@ async def test_a_function_model_that_knows_no_agent_is_refused_when_served() -> 
 
 async def test_an_unreachable_server_fails_within_the_bound() -> None:
     env = AgentTestEnv([billing], ScriptedModel({billing: [reply("hi")]}), address="127.0.0.1:1", startup_seconds=2)
-    with pytest.raises(RuntimeError, match=re.escape("AgentTestEnv: cannot connect to Temporal at 127.0.0.1:1")):
+    with pytest.raises(
+        RuntimeError, match=re.escape("AgentTestEnv: cannot reach Temporal at 127.0.0.1:1: nothing listens there")
+    ):
         async with env:
             pass
 

@@ -102,6 +102,8 @@ class AgentTestEnv:
         address = self.address or await self._dev_server()
         try:
             self._client = await asyncio.wait_for(connect(address, self.namespace), self.startup_seconds)
+        except ConnectionError as exc:  # it names the address and what to set
+            raise RuntimeError(f"AgentTestEnv: {exc}") from None
         except Exception as exc:
             why = str(exc) or f"no answer in {self.startup_seconds:.0f} s"
             raise RuntimeError(f"AgentTestEnv: cannot connect to Temporal at {address}: {why}") from None
