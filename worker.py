@@ -37,11 +37,10 @@ from collections.abc import Callable, Sequence
 from durable_agent_runner import Registry
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.activities.prices import PriceTable
-from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.lifecycle import hooks_in_modules
 from durable_agent_runner.config.connection import address, connect, ensure_search_attributes, namespace, task_queue
-from durable_agent_runner.config.env import SettingsError, WorkerSettings
-from durable_agent_runner.config.llm import API_KEY_VARIABLES, LLMSettings
+from durable_agent_runner.config.env import SettingsError, WorkerSettings, secret_values
+from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.redact import Redactor, redaction_for
 from durable_agent_runner.telemetry import Telemetry
@@ -70,8 +69,7 @@ def startup_error(message: str) -> None:
     """One line on standard error for a worker that cannot start, with any key it may echo (a
     user module's error, a malformed URL with credentials in it) masked: settings that failed to
     parse never built the log filter, so the keys come straight from the environment."""
-    keys = (os.environ.get(name) for name in (*API_KEY_VARIABLES, "TEMPORAL_API_KEY"))
-    print(f"worker.py: error: {Redactor(*keys).text(message)}", file=sys.stderr)
+    print(f"worker.py: error: {Redactor(*secret_values()).text(message)}", file=sys.stderr)
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -79,8 +77,8 @@ async def serve(args: argparse.Namespace) -> int:
         registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
         hooks = hooks_in_modules(args.tools or DEFAULT_TOOLS)
         settings = LLMSettings.of(args.settings)
-        prices = PriceTable.from_env()
-        threads = executor.size_from_env()
+        prices = PriceTable.from_path(args.settings.llm_prices)  # the settings, read once in main()
+        threads = args.settings.tool_threads
         tracing = Telemetry.from_env("agent-worker")  # None without OTEL_EXPORTER_OTLP_ENDPOINT
     except Exception as err:  # a user's module: any import error is a usage error here
         startup_error(str(err))

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import ClassVar
@@ -156,18 +155,27 @@ def connect_config(env: Mapping[str, str] | None = None) -> ClientConnectConfig:
     return config
 
 
+def _variables_only() -> ClientConnectConfig:
+    """What the TEMPORAL_* variables alone say, as envconfig reads them (the file aside: it is
+    what failed); empty when they cannot be read either."""
+    try:
+        return ClientConfigProfile.load(disable_file=True).to_client_connect_config()
+    except (OSError, RuntimeError):
+        return {}
+
+
 def address() -> str:
     try:
         return connect_config()["target_host"]
     except ConnectionConfigError:  # only named in messages; connect() reports the error itself
-        return os.environ.get("TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
+        return _variables_only().get("target_host") or DEFAULT_ADDRESS
 
 
 def namespace() -> str:
     try:
         return connect_config()["namespace"]
     except ConnectionConfigError:
-        return os.environ.get("TEMPORAL_NAMESPACE", DEFAULT_NAMESPACE)
+        return _variables_only().get("namespace") or DEFAULT_NAMESPACE
 
 
 def task_queue() -> str:

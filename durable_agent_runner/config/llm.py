@@ -15,8 +15,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from durable_agent_runner.activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
-from durable_agent_runner.config.env import ApiKey, Attempts, AttemptSeconds, CallSeconds, HeaderName, WorkerSettings
+from durable_agent_runner.config.env import (
+    DEFAULT_CAPTURE_DIR,
+    ApiKey,
+    Attempts,
+    AttemptSeconds,
+    CallSeconds,
+    HeaderName,
+    WorkerSettings,
+)
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
