@@ -45,7 +45,7 @@ from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunFailed
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
-from durable_agent_runner.config.env import ClientSettings, SettingsError
+from durable_agent_runner.config.env import ClientSettings, SettingsError, login_name
 from durable_agent_runner.payloads import codec
 from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.telemetry import flush as flush_telemetry
@@ -139,7 +139,7 @@ def parser() -> argparse.ArgumentParser:
             cmd.add_argument("--message", type=positive_int, metavar="K", help="a session's answer to message K")
         cmd.set_defaults(fn=fn)
 
-    who = os.environ.get("USER") or os.environ.get("USERNAME") or "cli"
+    who = login_name("cli")
     approve = sub.add_parser("approve", help="approve a pending tool call (runs it)")
     approve.add_argument("run_id")
     approve.add_argument("call_id")
@@ -219,6 +219,8 @@ async def dispatch(args: argparse.Namespace) -> int:
         client = await connect()
     except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
         fail(str(err), 2, as_json)
+    except ConnectionError as err:  # names the address and what to set (config/connection.py)
+        fail(str(err), 1, as_json)
     except Exception as err:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
     client = traced(client)  # OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set

@@ -33,20 +33,14 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from datetime import timedelta
-
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner import Registry
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.activities.prices import PriceTable
-from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.lifecycle import hooks_in_modules
 from durable_agent_runner.config.connection import address, connect, ensure_search_attributes, namespace, task_queue
-from durable_agent_runner.config.env import SettingsError, WorkerSettings
-from durable_agent_runner.config.llm import API_KEY_VARIABLES, LLMSettings
+from durable_agent_runner.config.env import SettingsError, WorkerSettings, secret_values
+from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.redact import Redactor, redaction_for
 from durable_agent_runner.telemetry import Telemetry
@@ -75,24 +69,7 @@ def startup_error(message: str) -> None:
     """One line on standard error for a worker that cannot start, with any key it may echo (a
     user module's error, a malformed URL with credentials in it) masked: settings that failed to
     parse never built the log filter, so the keys come straight from the environment."""
-    keys = (os.environ.get(name) for name in (*API_KEY_VARIABLES, "TEMPORAL_API_KEY"))
-    print(f"worker.py: error: {Redactor(*keys).text(message)}", file=sys.stderr)
-
-
-async def missing_namespace(client: Client) -> str | None:
-    """Why the worker cannot poll at all, checked before it tries: its namespace does not exist.
-    (Found later, by the polls, it is a failing Worker that cancels the process's main task.)"""
-    try:
-        await client.workflow_service.describe_namespace(
-            DescribeNamespaceRequest(namespace=client.namespace), timeout=timedelta(seconds=10)
-        )
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return (
-                f"namespace {client.namespace!r} does not exist on {address()}: set TEMPORAL_NAMESPACE "
-                "(or the profile's namespace) to one that does, or create it: temporal operator namespace create"
-            )
-    return None  # anything else (not allowed to describe it, a slow server): the polls will tell
+    print(f"worker.py: error: {Redactor(*secret_values()).text(message)}", file=sys.stderr)
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -100,8 +77,8 @@ async def serve(args: argparse.Namespace) -> int:
         registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
         hooks = hooks_in_modules(args.tools or DEFAULT_TOOLS)
         settings = LLMSettings.of(args.settings)
-        prices = PriceTable.from_env()
-        threads = executor.size_from_env()
+        prices = PriceTable.from_path(args.settings.llm_prices)  # the settings, read once in main()
+        threads = args.settings.tool_threads
         tracing = Telemetry.from_env("agent-worker")  # None without OTEL_EXPORTER_OTLP_ENDPOINT
     except Exception as err:  # a user's module: any import error is a usage error here
         startup_error(str(err))
@@ -111,16 +88,15 @@ async def serve(args: argparse.Namespace) -> int:
         handler.addFilter(log_filter)
     try:
         client = await connect()
-    except PayloadStoreError as err:  # PAYLOAD_STORE* settings: fixable by the user
+    except PayloadStoreError as err:  # PAYLOAD_STORE* settings, a namespace that does not exist: fixable by the user
         startup_error(str(err))
         return 2
+    except ConnectionError as err:  # names the address and what to set (config/connection.py)
+        startup_error(str(err))
+        return 1
     except Exception as err:
         startup_error(f"cannot reach Temporal at {address()} ({err})")
         return 1
-    missing = await missing_namespace(client)
-    if missing:
-        startup_error(missing)
-        return 2
     try:
         added = await ensure_search_attributes(client)
         if added:

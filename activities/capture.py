@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from temporalio.api.common.v1 import Payload
 
+from durable_agent_runner.config.env import DEFAULT_CAPTURE_DIR as DEFAULT_DIR
 from durable_agent_runner.payloads.codec import ENV as CODEC_ENV
 from durable_agent_runner.payloads.codec import EncryptionCodec, Keyring, keyring_from_env
 
-if TYPE_CHECKING:  # durable_agent_runner.redact imports the settings, which import this module
+if TYPE_CHECKING:  # durable_agent_runner.redact imports what imports this module
     from durable_agent_runner.redact import Redactor
 
-DEFAULT_DIR = ".state/captures"
+__all__ = ["DEFAULT_DIR", "CaptureStore"]
 
 
 class CaptureStore:

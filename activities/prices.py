@@ -15,12 +15,12 @@ base entry. A call to a model the table lacks costs nothing and is counted in `U
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from durable_agent_runner.config.env import WorkerSettings
 from durable_agent_runner.workflows.types import Usage
 
 
@@ -57,8 +57,13 @@ class PriceTable:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> PriceTable:
-        """The shipped table with `LLM_PRICES`'s entries on top; ValueError says what is wrong."""
-        path = (os.environ if env is None else env).get("LLM_PRICES", "")
+        """The shipped table with `LLM_PRICES`'s entries on top (as the settings read it,
+        config/env.py); ValueError says what is wrong."""
+        return cls.from_path(WorkerSettings.load(env).llm_prices)
+
+    @classmethod
+    def from_path(cls, path: str | None) -> PriceTable:
+        """The shipped table with the entries of the JSON file at `path` (LLM_PRICES) on top."""
         table = dict(DEFAULT_PRICES)
         if not path:
             return cls(table)

@@ -32,7 +32,9 @@ worker's registry deterministically. `run_agent_result` returns the whole `RunRe
 turns, handoffs). A child that fails raises `AgentFailed` (its `error_type`: MaxTurnsExceeded,
 TokenBudgetExceeded, CostBudgetExceeded, ApprovalTimedOut, ...); one that was cancelled raises
 `AgentCancelled`. Both are `AgentError`s, ApplicationErrors: uncaught, they fail your workflow
-with that one line.
+with that one line. So does a bad option (`AgentFailed`, error_type InvalidAgentOptions), checked
+before the child starts, and an `id=` a running run holds (AgentRunIdTaken): never a raw error
+that would fail your workflow's task over and over.
 
 Determinism: this module imports only temporalio's workflow API, pydantic and the runner's pure
 contracts, does no I/O at import, and reads no clock; ids come from a per-run counter.
@@ -43,11 +45,18 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar, overload
 
 from pydantic import TypeAdapter, ValidationError
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError, CancelledError, ChildWorkflowError, FailureError
+from temporalio.exceptions import (
+    ApplicationError,
+    CancelledError,
+    ChildWorkflowError,
+    FailureError,
+    WorkflowAlreadyStartedError,
+)
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.workflows import types as t
@@ -99,7 +108,7 @@ async def run_agent_result(
     id: str | None = None,
     model: str | None = None,
     max_turns: int | None = None,
-    model_settings: t.ModelSettings | None = None,
+    model_settings: t.ModelSettings | Mapping[str, Any] | None = None,
     capture: bool = False,
     agent_wait_seconds: float = 120.0,
     task_queue: str | None = None,
@@ -115,16 +124,26 @@ async def run_agent_result(
     if not isinstance(input, str) or not input.strip():
         message = f"run_agent({name!r}): the input must be a non-empty string, not {input!r:.80}"
         raise AgentFailed(message, run_id=child_id, agent=name, error_type="InvalidAgentInput")
-    run = t.RunInput(
-        prompt=input,
-        agent=name,
-        model=model,
-        max_turns=max_turns,
-        model_settings=model_settings,
-        capture=capture,
-        agent_wait_seconds=agent_wait_seconds,
-        budget=budget,
-    )
+    # Checked here, in the caller's workflow: a raw ValidationError would fail its workflow task
+    # over and over (the run wedged); AgentFailed fails the workflow, or is caught, as it chooses.
+    try:
+        if isinstance(model_settings, Mapping) and (unknown := set(model_settings) - set(t.ModelSettings.model_fields)):
+            raise ValueError(f"model_settings: unknown setting(s) {', '.join(sorted(map(str, unknown)))}")
+        if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1):
+            raise ValueError(f"max_turns: must be a whole number of at least 1, not {max_turns!r:.40}")
+        run = t.RunInput(
+            prompt=input,
+            agent=name,
+            model=model,
+            max_turns=max_turns,
+            model_settings=model_settings,
+            capture=capture,
+            agent_wait_seconds=agent_wait_seconds,
+            budget=budget,
+        )
+    except (ValidationError, ValueError) as err:
+        message = f"run_agent({name!r}): {_why(err)}"
+        raise AgentFailed(message[:2000], run_id=child_id, agent=name, error_type="InvalidAgentOptions") from None
     try:
         result: t.RunResult = await workflow.execute_child_workflow(
             t.WORKFLOW_NAME,
@@ -137,12 +156,26 @@ async def run_agent_result(
             parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
             static_summary=f"{name}: {input[:100]}",
         )
+    except WorkflowAlreadyStartedError:
+        message = (
+            f"run_agent({name!r}): a run with id {child_id!r} is already running: give each call its own id= "
+            "(or none: each call then gets its own, {workflow id}/{agent}-{n})"
+        )
+        raise AgentFailed(message, run_id=child_id, agent=name, error_type="AgentRunIdTaken") from None
     except ChildWorkflowError as err:
         task = asyncio.current_task()
         if isinstance(err.cause, CancelledError) and task is not None and task.cancelling():
             raise asyncio.CancelledError(f"cancelled while agent {name!r} (run {child_id}) ran") from err
         raise _error(err, child_id, name) from err
     return result
+
+
+def _why(err: ValueError) -> str:
+    """A bad option as one line: `field: what is wrong; ...`."""
+    if not isinstance(err, ValidationError):
+        return str(err)
+    parts = [f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in err.errors(include_url=False)[:5]]
+    return "; ".join(parts)
 
 
 def _error(err: ChildWorkflowError, child_id: str, name: str) -> AgentError:

@@ -22,11 +22,11 @@ from durable_agent_runner.workflows import AgentRun
 from durable_agent_runner.workflows import types as t
 from tests.conftest import TEST_MODULES
 from tests.fixtures.code_agents import Verdict
-from tests.fixtures.code_workflows import ChainAndGather, OneAgent, Plan, Report
+from tests.fixtures.code_workflows import ChainAndGather, Misuse, Misused, OneAgent, Plan, Report
 from tests.helpers import calls, replay, script
 
 pytestmark = pytest.mark.asyncio
-WORKFLOWS = [ChainAndGather, OneAgent]
+WORKFLOWS = [ChainAndGather, OneAgent, Misused]
 
 
 @pytest.fixture
@@ -169,3 +169,62 @@ async def test_an_empty_input_fails_the_workflow_with_one_line(
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "InvalidAgentInput"
     assert "must be a non-empty string" in cause.message
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("wait", "agent_wait_seconds: Input should be greater than 0"),
+        ("temperature", "model_settings.temperature: Input should be less than or equal to 2"),
+        ("unknown_setting", "model_settings: unknown setting(s) temprature"),
+        ("max_turns", "max_turns: must be a whole number of at least 1, not 0"),
+    ],
+)
+async def test_a_bad_option_is_agent_failed_in_the_callers_workflow_never_a_wedge(
+    client: Client, task_queue: str, llm: Any, team_worker: Worker, kind: str, said: str
+) -> None:
+    """Before: a raw ValidationError in the caller's workflow, whose task then failed forever."""
+    caught = await asyncio.wait_for(
+        client.execute_workflow(Misused.run, Misuse(kind=kind), id=parent_id(), task_queue=task_queue, result_type=str),
+        30,
+    )
+    assert caught == f"InvalidAgentOptions|run_agent('scripted'): {said}" or caught.startswith(
+        f"InvalidAgentOptions|run_agent('scripted'): {said}"
+    ), caught
+    # Uncaught, it fails the caller's workflow at once, with that one line.
+    with pytest.raises(WorkflowFailureError) as failed:
+        await asyncio.wait_for(
+            client.execute_workflow(
+                Misused.run, Misuse(kind=kind, catch=False), id=parent_id(), task_queue=task_queue, result_type=str
+            ),
+            30,
+        )
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidAgentOptions" and said in cause.message
+
+
+async def test_one_id_given_to_two_calls_at_once_is_agent_failed(
+    client: Client, task_queue: str, llm: Any, team_worker: Worker
+) -> None:
+    """Before: the caller failed with temporalio's raw "already started" error."""
+    models = [script(llm, {"content": "first"}), script(llm, {"content": "second"})]
+    wid = parent_id()
+    misuse = Misuse(kind="same_id_at_once", models=models)
+    caught = await asyncio.wait_for(
+        client.execute_workflow(Misused.run, misuse, id=wid, task_queue=task_queue, result_type=str), 60
+    )
+    assert caught == (
+        "AgentRunIdTaken|run_agent('scripted'): a run with id 'the-one' is already running: give each call its own "
+        "id= (or none: each call then gets its own, {workflow id}/{agent}-{n})"
+    ), caught
+
+
+async def test_one_id_given_to_two_calls_one_after_the_other(
+    client: Client, task_queue: str, llm: Any, team_worker: Worker
+) -> None:
+    models = [script(llm, {"content": "first"}), script(llm, {"content": "second"})]
+    misuse = Misuse(kind="same_id", models=models)
+    answer = await asyncio.wait_for(
+        client.execute_workflow(Misused.run, misuse, id=parent_id(), task_queue=task_queue, result_type=str), 60
+    )
+    assert answer == "first|second"  # the first had ended: the id was free again, as Temporal's ids are

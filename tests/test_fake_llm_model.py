@@ -29,7 +29,7 @@ from durable_agent_runner.workflows import types as t
 MODULE = textwrap.dedent(
     '''
     from durable_agent_runner import Agent, tool
-    from durable_agent_runner.testing import ScriptedModel, call, reply
+    from durable_agent_runner.testing import FunctionModel, ScriptedModel, call, reply
 
     @tool
     def get_order(order_id: str) -> str:
@@ -39,6 +39,7 @@ MODULE = textwrap.dedent(
     assistant = Agent(name="assistant", instructions="Answer about orders.", tools=[get_order])
     MODEL = ScriptedModel({assistant: [call("get_order", order_id="42"), reply("Order 42 has shipped.")]})
     NAMELESS = ScriptedModel({"someone": [reply("hi")]})
+    AGENTLESS = FunctionModel(lambda request: reply("billing" if request.agent == "assistant" else "no script"))
     NOT_A_MODEL = 3
     '''
 )
@@ -83,6 +84,7 @@ def test_a_server_given_no_responder_serves_only_the_control_apis_scripts() -> N
         ("my_agents:MODL", "my_agents has no attribute 'MODL'"),
         ("my_agents:NOT_A_MODEL", "not a model but int: give a ScriptedModel or FunctionModel"),
         ("my_agents:NAMELESS", "it does not know the agent(s) 'someone'"),
+        ("my_agents:AGENTLESS", "FunctionModel(<lambda>) knows no agent, so request.agent would be ''"),
     ],
 )
 def test_a_model_reference_it_cannot_use_ends_it_with_one_line(project: Path, reference: str, said: str) -> None:

@@ -40,6 +40,19 @@ async def test_sequential_feeds_the_outline_to_the_writer(client: Client, capsys
     assert await children(client, capsys) == ["outliner-1", "writer-1"]
 
 
+async def test_the_printed_link_follows_temporal_ui_url(
+    client: Client, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the examples read TEMPORAL_UI and linked localhost:8233 whatever TEMPORAL_UI_URL said."""
+    from examples.patterns import sequential
+
+    monkeypatch.setenv("TEMPORAL_UI_URL", "https://ui.example.com:9000/")
+    await sequential.main("rivers", client=client)
+    printed = capsys.readouterr().out
+    run_id = printed.split("workflow: ", 1)[1].split()[0]
+    assert f"(https://ui.example.com:9000/namespaces/default/workflows/{run_id})" in printed, printed
+
+
 async def test_concurrent_asks_three_at_once_and_a_fourth_merges(client: Client, capsys: Any) -> None:
     from examples.patterns import concurrent
 

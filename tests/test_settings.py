@@ -93,3 +93,70 @@ def test_a_worker_whose_namespace_does_not_exist_stops_with_one_line(temporal_se
     assert "Traceback" not in done.stderr and "CancelledError" not in done.stderr, done.stderr
     (line,) = done.stderr.strip().splitlines()
     assert "namespace 'nope' does not exist" in line and "TEMPORAL_NAMESPACE" in line
+
+
+@pytest.mark.parametrize("key", ["sk-caf\u00e9-1234567890", "sk-1234567890\nsecond-line", "sk-12345 67890"])
+def test_the_worker_refuses_an_api_key_no_header_can_carry_at_start(key: str) -> None:
+    """Before: a non-ASCII key crashed the worker with a 25-line traceback at its first model call;
+    a key with a line break failed every run at its first call."""
+    env = clean_env(LLM_API_KEY=key, TEMPORAL_ADDRESS="127.0.0.1:1")
+    done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("worker.py: error: LLM_API_KEY must be printable ASCII"), line
+    assert "not shown" in line
+    for part in key.split():
+        assert part not in line  # the key is never echoed, not even a piece of it
+
+
+def test_an_api_key_given_in_code_is_checked_as_the_variable_is() -> None:
+    with pytest.raises(ValueError, match="printable ASCII"):
+        LLMSettings(api_key="sk-\u00e9")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="HTTP header name"):
+        LLMSettings(api_key_header="api key")
+    assert LLMSettings(api_key="sk-ok").auth_headers() == {"Authorization": "Bearer sk-ok"}  # type: ignore[arg-type]
+
+
+def test_each_setting_is_parsed_once_with_one_bound() -> None:
+    """Before: TOOL_THREADS and PAYLOAD_STORE_THRESHOLD were parsed again by their readers, with
+    no upper bound (1025 threads, a 3 MB threshold past Temporal's 2 MB payload limit passed)."""
+    from durable_agent_runner.agents.executor import size_from_env
+    from durable_agent_runner.payloads.store import PayloadStoreError, external_storage
+
+    with pytest.raises(SettingsError, match=r"TOOL_THREADS must be a whole number in \[1, 1024\]"):
+        size_from_env({"TOOL_THREADS": "1025"})
+    with pytest.raises(PayloadStoreError, match="PAYLOAD_STORE_THRESHOLD must be a whole number of bytes in"):
+        external_storage({"PAYLOAD_STORE_THRESHOLD": "3000000"})
+    assert size_from_env({"TOOL_THREADS": "1024"}) == 1024
+    assert external_storage({"PAYLOAD_STORE_THRESHOLD": "2097152"}).payload_size_threshold == 2097152
+
+
+def test_the_readers_that_bypassed_the_settings_now_read_through_them(tmp_path: Path) -> None:
+    """HOOKS_STATE_DIR, PAYLOAD_CODEC_KEYS, LLM_PRICES, USER and NO_COLOR come from the settings."""
+    from durable_agent_runner.activities.prices import PriceTable
+    from durable_agent_runner.config.env import ShellSettings, login_name, no_color
+    from durable_agent_runner.payloads.codec import keyring_from_env
+
+    prices = tmp_path / "prices.json"
+    prices.write_text('{"my-model": {"input": 1, "output": 2}}')
+    assert PriceTable.from_env({"LLM_PRICES": str(prices)}).price("my-model") is not None
+    assert keyring_from_env({}) is None
+    assert ShellSettings.load({"USERNAME": "alice"}).user == "alice"
+    assert ShellSettings.load({"USER": "x" * 500}).user == "x" * 200  # cut as `--by` is, never refused
+    assert ShellSettings.load({"NO_COLOR": "0"}).no_color  # any value at all, as no-color.org says
+    assert isinstance(login_name("cli"), str) and isinstance(no_color(), bool)
+
+
+def test_the_worker_masks_keys_in_a_start_error_without_reading_the_environment_itself() -> None:
+    from durable_agent_runner.config.env import secret_values
+
+    env = {"LLM_API_KEY": "sk-a", "TEMPORAL_API_KEY": "tk-b", "LLM_MODEL": "m"}
+    assert sorted(secret_values(env)) == ["sk-a", "tk-b"]
+
+
+def test_settings_of_a_given_mapping_read_that_mapping_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: `load(env)` filled the fields `env` left out from the process's own variables."""
+    monkeypatch.setenv("PAYLOAD_STORE_DIR", "/from/the/process")
+    assert ClientSettings.load({}).payload_store_dir is None
+    assert ClientSettings.load().payload_store_dir == "/from/the/process"

@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowFailureError
 
 from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.activities.model import new_http_client
+from durable_agent_runner.client import RunFailed, RunHandle, SessionHandle
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing import (
     AgentTestEnv,
@@ -158,14 +159,29 @@ async def test_the_support_team_example_scripted(agent_env: Any) -> None:
 async def test_an_unscripted_agent_and_a_bad_handoff_fail_the_run_saying_so(agent_env: Any) -> None:
     model = ScriptedModel({"triage": [hand_off("nobody")]}, agents=[triage])
     async with agent_env(agents=[triage], model=model) as env:
-        with pytest.raises(WorkflowFailureError) as failed:
+        with pytest.raises(RunFailed) as failed:
             await env.run(triage, "help")
         assert "agent 'triage' at its turn 0 hands off to 'nobody', but no handoff to it is offered" in str(
-            failed.value.cause
+            failed.value
         )
-        with pytest.raises(WorkflowFailureError) as failed:
+        with pytest.raises(RunFailed) as failed:
             await env.run(billing, "help")
-        assert "no script for agent 'billing' at its turn 0 (scripts for: 'triage')" in str(failed.value.cause)
+        assert "no script for agent 'billing' at its turn 0 (scripts for: 'triage')" in failed.value.message
+
+
+async def test_start_returns_the_projects_own_handle(agent_env: Any) -> None:
+    """Before: a raw temporalio WorkflowHandle, with none of the client's verbs and an untyped result."""
+    model = ScriptedModel({judge: [output(Verdict(passed=True, why="fine"))], billing: [reply("hi")]})
+    async with agent_env(agents=[judge, billing], model=model) as env:
+        run = await env.start(judge, "judge this")
+        assert isinstance(run, RunHandle) and not isinstance(run, SessionHandle)
+        assert await run.result() == Verdict(passed=True, why="fine")  # typed by the agent's output_type
+        assert (await run.status()).status == "completed"
+        by_name = await env.start("billing", "hello")  # by name too
+        assert isinstance(by_name, RunHandle) and await by_name.result() == "hi"
+        session = await env.start(billing, "", session=True)
+        assert isinstance(session, SessionHandle)
+        await session.cancel()
 
 
 def test_a_script_for_an_agent_it_does_not_know_is_refused() -> None:
@@ -173,9 +189,25 @@ def test_a_script_for_an_agent_it_does_not_know_is_refused() -> None:
         ScriptedModel({"billing": [reply("hi")]}).check()
 
 
+async def test_a_function_model_that_knows_no_agent_is_refused_when_served() -> None:
+    """Before: served, every request's agent was '' and each run completed with the function's
+    fallback answer (the 'no script' text), a wrong answer nobody was told about."""
+    model = FunctionModel(lambda request: reply(f"for {request.agent or 'nobody'}"))
+    with pytest.raises(
+        ValueError, match=re.escape("knows no agent, so request.agent would be '' on every call: pass the agents")
+    ):
+        async with model.serve():
+            pass
+    async with model.serve(agents=[billing]) as server:  # given its agents, it serves
+        assert server.base_url.startswith("http://127.0.0.1:")
+    assert FunctionModel(lambda request: reply("x"), agents=[billing]).check() is None
+
+
 async def test_an_unreachable_server_fails_within_the_bound() -> None:
     env = AgentTestEnv([billing], ScriptedModel({billing: [reply("hi")]}), address="127.0.0.1:1", startup_seconds=2)
-    with pytest.raises(RuntimeError, match=re.escape("AgentTestEnv: cannot connect to Temporal at 127.0.0.1:1")):
+    with pytest.raises(
+        RuntimeError, match=re.escape("AgentTestEnv: cannot reach Temporal at 127.0.0.1:1: nothing listens there")
+    ):
         async with env:
             pass
 

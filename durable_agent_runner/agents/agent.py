@@ -40,7 +40,14 @@ from durable_agent_runner.activities.mcp_tools import McpTool
 from durable_agent_runner.agents.breakpoints import BreakpointFn
 from durable_agent_runner.agents.guardrails import InputGuardrail, OutputGuardrail
 from durable_agent_runner.agents.mcp import McpServer
-from durable_agent_runner.agents.tools import TOOL_NAME, Tool, parameters_schema, tool_name_for, validate_arguments
+from durable_agent_runner.agents.tools import (
+    TOOL_NAME,
+    Tool,
+    parameters_schema,
+    refuse_unknown,
+    tool_name_for,
+    validate_arguments,
+)
 from durable_agent_runner.workflows.memory import HANDOFF_FILTERS
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_TIMEOUT,
@@ -188,6 +195,18 @@ class Agent(AgentOptions):
 
     def __str__(self) -> str:
         return repr(self)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_options(cls, data: Any) -> Any:
+        # AgentOptions ignores unknown fields (older code reads newer specs); an author's typo
+        # (`max_turn=5`, `modle=`) would then be dropped silently and the default used.
+        if isinstance(data, dict):
+            known = {name for name, f in cls.model_fields.items()} | {
+                f.alias for f in cls.model_fields.values() if f.alias
+            }
+            refuse_unknown("agent option", (k for k in data if isinstance(k, str)), known)
+        return data
 
     @field_validator("output_type")
     @classmethod

@@ -13,11 +13,12 @@ import asyncio
 import contextvars
 import functools
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from durable_agent_runner.config.env import WorkerSettings
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
@@ -66,13 +67,8 @@ class ToolThreads:
 
 
 def size_from_env(env: Mapping[str, str] | None = None) -> int:
-    """$TOOL_THREADS, validated; the default when unset."""
-    raw = (os.environ if env is None else env).get("TOOL_THREADS", "")
-    if not raw:
-        return DEFAULT_TOOL_THREADS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"TOOL_THREADS must be a whole number of at least 1, not {raw!r}")
-    return int(raw)
+    """$TOOL_THREADS as the settings parse and bound it (config/env.py); SettingsError if bad."""
+    return int(WorkerSettings.load(env).tool_threads)
 
 
 @functools.cache

@@ -27,13 +27,15 @@ thread cannot be interrupted, so on cancellation a sync tool runs on, its result
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import inspect
+import json
 import logging
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 import httpx
@@ -98,14 +100,28 @@ class ToolOptions(TypedDict, total=False):
     once: bool
 
 
+def refuse_unknown(what: str, given: Iterable[str], known: Iterable[str]) -> None:
+    """TypeError naming each of `given` not in `known`, with the close match when there is one
+    (`unknown agent option(s): max_turn (did you mean max_turns?)`): a typo is never dropped."""
+    names = sorted(set(known))
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        parts, unmatched = [], False
+        for name in unknown:
+            close = difflib.get_close_matches(name, names, n=1)
+            parts.append(f"{name} (did you mean {close[0]}?)" if close else name)
+            unmatched = unmatched or not close
+        known_list = f"; known: {', '.join(names)}" if unmatched else ""
+        raise TypeError(f"unknown {what}(s): {', '.join(parts)}{known_list}")
+
+
 class Tool(Generic[P, R]):
     """A function the model may call. Calling the `Tool` calls the function unchanged."""
 
     __name__: str  # copied from the function, with its docstring, by functools.update_wrapper
 
     def __init__(self, fn: Callable[P, R], /, **options: Unpack[ToolOptions]) -> None:
-        if unknown := set(options) - ToolOptions.__optional_keys__:
-            raise TypeError(f"unknown tool option(s): {', '.join(sorted(unknown))}")
+        refuse_unknown("tool option", options, ToolOptions.__optional_keys__)
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name: str = options.get("name") or str(getattr(fn, "__name__", ""))
@@ -354,7 +370,15 @@ def _excerpt(text: str, limit: int = 80) -> str:
 
 
 def _to_text(value: object) -> str:
+    """A tool's result as the text the model reads: a string as it is, anything else as JSON.
+
+    NaN and the infinities are not JSON (no provider parses them), so they become `null`
+    wherever they sit; a model whose own config asks for them as constants is re-encoded."""
     if isinstance(value, str):
         return value
     # pydantic's encoder also handles models inside lists and dicts, dataclasses, enums and dates.
-    return pydantic_core.to_json(value, fallback=str).decode()  # None -> "null"
+    text = pydantic_core.to_json(value, fallback=str, inf_nan_mode="null").decode()  # None -> "null"
+    if "NaN" in text or "Infinity" in text:  # rare: a model's `ser_json_inf_nan` won over ours, or plain text
+        parsed = json.loads(text, parse_constant=lambda _: None)
+        text = json.dumps(parsed, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text

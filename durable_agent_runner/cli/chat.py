@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import functools
 import json
-import os
 import signal
 import sys
 import uuid
@@ -46,6 +45,7 @@ from durable_agent_runner.cli.chat_view import (
     wants_colour,
 )
 from durable_agent_runner.cli.watch import GIVE_UP_AFTER, Closed, Gap, follow
+from durable_agent_runner.config.env import login_name
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.state import EVENT_TEXT
 
@@ -358,7 +358,7 @@ async def cmd_chat(client: Client, args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
-    who = os.environ.get("USER") or os.environ.get("USERNAME") or "cli"
+    who = login_name("cli")
     chat: argparse.ArgumentParser = sub.add_parser(
         "chat",
         help="talk with an agent: one durable run per conversation (RUN_ID rejoins one)",

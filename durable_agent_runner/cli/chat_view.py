@@ -5,7 +5,6 @@ story as a conversation (durable_agent_runner/cli/chat.py runs the chat itself).
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -13,6 +12,7 @@ from typing import Any, Literal, TextIO
 
 from durable_agent_runner.cli.args import json_object
 from durable_agent_runner.cli.watch import Printer
+from durable_agent_runner.config.env import no_color
 from durable_agent_runner.workflows import types as t
 
 SHOWN_LINES = 6  # of the last answer, when rejoining
@@ -52,7 +52,7 @@ class Style:
 
 
 def wants_colour(stream: TextIO) -> bool:
-    return stream.isatty() and not os.environ.get("NO_COLOR")  # https://no-color.org
+    return stream.isatty() and not no_color()  # https://no-color.org
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ unknown run id is RunNotFound at the first call."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
 
@@ -17,12 +16,13 @@ from durable_agent_runner.client.errors import DecisionRefused, RunFailed, RunNo
 from durable_agent_runner.client.events import Event, stream
 from durable_agent_runner.client.follow import GIVE_UP_AFTER
 from durable_agent_runner.client.status import STATUS_NAMES, RunInfo, gather
+from durable_agent_runner.config.env import login_name
 from durable_agent_runner.workflows import types as t
 
 
 def default_by() -> str:
     """Who decides when `by` is not given: the login name, as the CLI's `--by`."""
-    return os.environ.get("USER") or os.environ.get("USERNAME") or "python"
+    return login_name("python")
 
 
 class RunHandle:

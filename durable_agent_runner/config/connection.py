@@ -20,19 +20,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import os
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import ClassVar
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadConverter
 from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
-from temporalio.service import TLSConfig
+from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
 from durable_agent_runner.activities.errors import cut
 from durable_agent_runner.config.env import ClientSettings
@@ -45,13 +46,22 @@ DEFAULT_NAMESPACE = "default"
 DEFAULT_TASK_QUEUE = "agent-runner"
 MAX_FAILURE_TEXT = 64 * 1024  # characters of a failure's message, and of its stack trace
 CORE_LOG = logging.getLogger("temporalio.core")  # the SDK core's own log records
-ENCODED_FAILURE = "Encoded failure"  # what temporalio leaves in place of a message it encoded
+ENCODED_FAILURE = "Encoded failure"
+MAX_CONNECT_TEXT = 400  # characters of the core's own connection error quoted in ours
+NAMESPACE_CHECK = timedelta(
+    seconds=10
+)  # the bound on asking whether the namespace exists  # what temporalio leaves in place of a message it encoded
 
 
 class ConnectionConfigError(PayloadStoreError):
     """The connection settings (profile file, TEMPORAL_* variables, a TLS file they name) are
     wrong. A PayloadStoreError so that the worker and client.py report it as they report a bad
     PAYLOAD_STORE: one line, exit code 2."""
+
+
+class NamespaceNotFound(ConnectionConfigError):
+    """The namespace the settings name does not exist on the server (found when connecting, so
+    that no command reads it as "no run with id")."""
 
 
 class BoundedFailureConverter(DefaultFailureConverter):
@@ -145,18 +155,27 @@ def connect_config(env: Mapping[str, str] | None = None) -> ClientConnectConfig:
     return config
 
 
+def _variables_only() -> ClientConnectConfig:
+    """What the TEMPORAL_* variables alone say, as envconfig reads them (the file aside: it is
+    what failed); empty when they cannot be read either."""
+    try:
+        return ClientConfigProfile.load(disable_file=True).to_client_connect_config()
+    except (OSError, RuntimeError):
+        return {}
+
+
 def address() -> str:
     try:
         return connect_config()["target_host"]
     except ConnectionConfigError:  # only named in messages; connect() reports the error itself
-        return os.environ.get("TEMPORAL_ADDRESS", DEFAULT_ADDRESS)
+        return _variables_only().get("target_host") or DEFAULT_ADDRESS
 
 
 def namespace() -> str:
     try:
         return connect_config()["namespace"]
     except ConnectionConfigError:
-        return os.environ.get("TEMPORAL_NAMESPACE", DEFAULT_NAMESPACE)
+        return _variables_only().get("namespace") or DEFAULT_NAMESPACE
 
 
 def task_queue() -> str:
@@ -174,7 +193,7 @@ async def connect(
     config: ClientConnectConfig = {"target_host": target} if target else connect_config()
     converter = converter or data_converter()  # its setting errors are the caller's to report, not wrapped below
     try:
-        return await Client.connect(
+        client = await Client.connect(
             config["target_host"],
             namespace=ns or config.get("namespace", DEFAULT_NAMESPACE),
             api_key=config.get("api_key"),
@@ -184,7 +203,27 @@ async def connect(
             runtime=core_runtime(),
         )
     except RuntimeError as err:  # the core's connection errors: often several lines of Rust debug output
-        raise ConnectionError(connect_error(err, config)) from None
+        raise ConnectionError(
+            f"cannot reach Temporal at {config['target_host']}: {connect_error(err, config)}"
+        ) from None
+    await check_namespace(client, config["target_host"])
+    return client
+
+
+async def check_namespace(client: Client, target: str) -> None:
+    """NamespaceNotFound when the client's namespace does not exist: the server would answer each
+    later call "not found", which a command reads as "no run with id" and a worker as polls that
+    fail. Anything else (not allowed to describe it, a slow server) is left to the calls to tell."""
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace), timeout=NAMESPACE_CHECK
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise NamespaceNotFound(
+                f"namespace {client.namespace!r} does not exist on {target}: set TEMPORAL_NAMESPACE (or the "
+                "profile's namespace) to one that does, or create it: temporal operator namespace create"
+            ) from None
 
 
 # How the core reports a connection the server dropped (rustls, hyper and tonic word it differently).
@@ -204,6 +243,14 @@ def connect_error(err: BaseException, config: ClientConnectConfig) -> str:
         "set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH "
         "(or the profile's tls.client_cert_path and tls.client_key_path)"
     )
+    address_hint = (
+        "set TEMPORAL_ADDRESS (or the profile's address) to the server's host:port, "
+        "or start one: temporal server start-dev"
+    )
+    if "connectionrefused" in lower or "connection refused" in lower:
+        return f"nothing listens there (connection refused); {address_hint}"
+    if "dns error" in lower or "failed to lookup address" in lower:
+        return f"its host name does not resolve; {address_hint}"
     if "certificaterequired" in lower or "certificate required" in lower:
         hint = f"the server requires a client certificate: {client_cert}"
     elif "unknownissuer" in lower or "invalidcertificate" in lower:
@@ -216,8 +263,8 @@ def connect_error(err: BaseException, config: ClientConnectConfig) -> str:
     elif closed and not tls:
         hint = "the server closed the connection; if it expects TLS, set TEMPORAL_TLS=true"
     else:
-        return text
-    return f"{hint} ({text})"
+        return f"{cut(text, MAX_CONNECT_TEXT)}; is {config['target_host']} the server? If not, {address_hint}"
+    return f"{hint} ({cut(text, MAX_CONNECT_TEXT)})"
 
 
 @functools.cache

@@ -6,9 +6,12 @@ line, `NAME must be <what is allowed>, not '<value>'` (exit code 2), instead of 
 by the first run that uses it. Numbers are parsed here and nowhere else, finite and bounded;
 switches take one set of spellings.
 
+No other module of the product reads the environment (tests/test_env_reads.py checks it): each
+takes its value from these models, loaded once by the process's entry point and passed down.
 Not here: the TEMPORAL_* connection variables and the profile file, which temporalio's envconfig
-reads as the `temporal` CLI does (durable_agent_runner/config/connection.py); the OTEL_* variables the
-OpenTelemetry SDK reads itself (durable_agent_runner/telemetry/ decides only whether tracing is on).
+reads as the `temporal` CLI does (durable_agent_runner/config/connection.py); the OTEL_* variables
+the OpenTelemetry SDK reads itself (its endpoint's headers, timeouts, sampler, batching).
+`TelemetrySettings` holds the few OTEL_* ones durable_agent_runner/telemetry/ decides by.
 
 Variables (default in brackets):
   AGENT_TASK_QUEUE [agent-runner]   the workers' task queue
@@ -21,10 +24,15 @@ Variables (default in brackets):
   LLM_STREAM [on], LLM_CAPTURE [off], LLM_READ_TIMEOUT, LLM_TIMEOUT, LLM_MAX_ATTEMPTS,
   LLM_RETRY_SECONDS   the model (durable_agent_runner/config/llm.py)
   LLM_PRICES, TOOL_THREADS [16], WORKER_EVENT_LOOP [uvloop], HOOKS_STATE_DIR [.state/hooks]
+  USER / USERNAME   who decides, when a command is not told (`--by`)
+  NO_COLOR   any value: no colour in the chat (https://no-color.org)
+  OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, OTEL_SDK_DISABLED,
+  OTEL_TRACES_EXPORTER, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES   whether and how to trace
 """
 
 from __future__ import annotations
 
+import contextvars
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -32,9 +40,8 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from durable_agent_runner.activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -43,10 +50,15 @@ from durable_agent_runner.workflows.types import (
     WireName,
 )
 
+DEFAULT_CAPTURE_DIR = ".state/captures"  # LLM_CAPTURE_DIR's default (activities/capture.py)
 SHOWN = 40  # characters of a bad value quoted back
 # Never quoted back, even when bad: a mistyped secret is still most of the secret.
 SECRETS = frozenset({"CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS"})
 MAX_TEXT = 4096  # characters of a name, a path or a URL
+MAX_NAME = 200  # characters of a login name kept as who decided (the CLI's --by takes as many)
+
+
+_ONLY_GIVEN = contextvars.ContextVar("settings_only_given", default=False)
 
 
 class SettingsError(ValueError):
@@ -124,6 +136,43 @@ def _token(raw: object) -> object:
     return raw
 
 
+def _header_value(raw: object) -> object:
+    """A value sent in an HTTP header (the model's API key): visible ASCII only. httpx refuses a
+    non-ASCII key with a traceback at the first call, and a line break or blank splits or ends the
+    header, so each is refused here, at start, instead of failing every run."""
+    text = raw.get_secret_value() if isinstance(raw, SecretStr) else raw
+    if isinstance(text, str) and not (text and all("!" <= c <= "~" for c in text)):
+        raise ValueError("printable ASCII without blanks or line breaks (it rides in an HTTP header)")
+    return raw
+
+
+TCHAR = "!#$%&'*+-.^_`|~"  # besides letters and digits, in a header's name
+
+
+def _header_name(raw: object) -> object:
+    """An HTTP header's name (RFC 9110's token)."""
+    ok = isinstance(raw, str) and 0 < len(raw) <= 256 and all(c.isascii() and (c.isalnum() or c in TCHAR) for c in raw)
+    if isinstance(raw, str) and not ok:
+        raise ValueError("an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+    return raw
+
+
+def _present(raw: object) -> object:
+    """A flag set by any value at all (NO_COLOR's rule)."""
+    return bool(raw) if isinstance(raw, str) else raw
+
+
+def _otel_true(raw: object) -> object:
+    """OpenTelemetry's booleans: only `true` (any case) is true."""
+    return raw.strip().lower() == "true" if isinstance(raw, str) else raw
+
+
+def _protocol(raw: object) -> object:
+    if isinstance(raw, str) and raw.strip() not in ("http/protobuf", "grpc"):
+        raise ValueError("http/protobuf or grpc")
+    return raw.strip() if isinstance(raw, str) else raw
+
+
 def _word(raw: object) -> object:
     """A choice among words: any case, blanks around it ignored."""
     return raw.strip().lower() if isinstance(raw, str) else raw
@@ -140,6 +189,8 @@ Attempts = Annotated[int, BeforeValidator(number(int, 1, 100))]
 Threads = Annotated[int, BeforeValidator(number(int, 1, 1024))]
 # Long enough not to be guessed, short enough for a header; printable, as it rides in a link and a cookie.
 ConsoleToken = Annotated[SecretStr, BeforeValidator(_token)]
+ApiKey = Annotated[SecretStr, BeforeValidator(_header_value)]
+HeaderName = Annotated[str, BeforeValidator(_header_name)]
 Bytes = Annotated[
     int, BeforeValidator(number(int, 0, 2 * 1024 * 1024, unit="bytes"))
 ]  # Temporal refuses a payload past 2 MB
@@ -152,11 +203,66 @@ def _env(name: str, *more: str) -> Any:
 # ---------------------------------------------------------------------------------- models
 
 
-class ClientSettings(BaseSettings):
-    """What `client.py` (and so also a worker) reads from the environment."""
+class Settings(BaseSettings):
+    """The base of the settings models: how they read the environment and report a bad value."""
 
     # Empty means unset, as a shell's `VAR=` does; names are exact; other variables are not ours.
     model_config = SettingsConfigDict(case_sensitive=True, env_ignore_empty=True, extra="ignore")
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None) -> Any:
+        """The settings from `env` (default: the process's environment); SettingsError if one is bad."""
+        try:
+            if env is None:
+                return cls()
+            names = _names(cls)
+            given = {k: v for k, v in env.items() if k in names and v != ""}
+            token = _ONLY_GIVEN.set(True)
+            try:
+                return cls.model_validate(given)
+            finally:
+                _ONLY_GIVEN.reset(token)
+        except ValidationError as err:
+            raise SettingsError(describe(err, env if env is not None else os.environ)) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # `load(env)` reads `env` alone: the process's own variables must not fill in the rest.
+        if _ONLY_GIVEN.get():
+            return (init_settings,)
+        return (init_settings, env_settings, dotenv_settings, file_secret_settings)
+
+
+def _cut_name(raw: object) -> object:
+    return raw[:MAX_NAME] if isinstance(raw, str) else raw
+
+
+class ShellSettings(Settings):
+    """What a command takes from the shell it runs in (`login_name`, `no_color`); never refused."""
+
+    user: Annotated[str, BeforeValidator(_cut_name)] | None = Field(None, validation_alias=_env("USER", "USERNAME"))
+    no_color: Annotated[bool, BeforeValidator(_present)] = Field(False, validation_alias=_env("NO_COLOR"))
+
+
+def login_name(default: str) -> str:
+    """Who decides when a command is not told (`--by`): $USER or $USERNAME, else `default`."""
+    return str(ShellSettings.load().user or default)
+
+
+def no_color() -> bool:
+    """$NO_COLOR set to anything: no colour (https://no-color.org)."""
+    return bool(ShellSettings.load().no_color)
+
+
+class ClientSettings(ShellSettings):
+    """What `client.py` (and so also a worker) reads from the environment."""
 
     task_queue: Text = Field("agent-runner", validation_alias=_env("AGENT_TASK_QUEUE"), min_length=1)
     ui_url: Text = Field("http://localhost:8233", validation_alias=_env("TEMPORAL_UI_URL"))
@@ -169,25 +275,14 @@ class ClientSettings(BaseSettings):
     # `client.py console`: every request must carry it (durable_agent_runner/console/security.py).
     console_token: ConsoleToken | None = Field(None, validation_alias=_env("CONSOLE_TOKEN"))
 
-    @classmethod
-    def load(cls, env: Mapping[str, str] | None = None) -> Any:
-        """The settings from `env` (default: the process's environment); SettingsError if one is bad."""
-        try:
-            if env is None:
-                return cls()
-            names = _names(cls)
-            return cls.model_validate({k: v for k, v in env.items() if k in names and v != ""})
-        except ValidationError as err:
-            raise SettingsError(describe(err, env if env is not None else os.environ)) from None
-
 
 class WorkerSettings(ClientSettings):
     """Everything a worker reads: the client's settings, the model's and the worker's own."""
 
     llm_base_url: Url = Field("https://api.openai.com/v1", validation_alias=_env("LLM_BASE_URL"))
     llm_model: Text = Field("gpt-4.1-mini", validation_alias=_env("LLM_MODEL"))
-    llm_api_key: SecretStr | None = Field(None, validation_alias=_env("LLM_API_KEY", "OPENAI_API_KEY"))
-    llm_api_key_header: Text = Field("Authorization", validation_alias=_env("LLM_API_KEY_HEADER"))
+    llm_api_key: ApiKey | None = Field(None, validation_alias=_env("LLM_API_KEY", "OPENAI_API_KEY"))
+    llm_api_key_header: HeaderName = Field("Authorization", validation_alias=_env("LLM_API_KEY_HEADER"))
     llm_api: WireName = Field("chat", validation_alias=_env("LLM_API"))
     llm_stream: Switch = Field(True, validation_alias=_env("LLM_STREAM"))
     llm_capture: Switch = Field(False, validation_alias=_env("LLM_CAPTURE"))
@@ -201,6 +296,48 @@ class WorkerSettings(ClientSettings):
         None, validation_alias=_env("WORKER_EVENT_LOOP")
     )
     hooks_state_dir: Text | None = Field(None, validation_alias=_env("HOOKS_STATE_DIR"))
+
+
+class TelemetrySettings(Settings):
+    """The OTEL_* variables that decide whether and how runs are traced (durable_agent_runner/telemetry/).
+    Apart from the client's settings: a bad one turns tracing off with a warning in `client.py`,
+    where it stops a worker."""
+
+    traces_endpoint: Url | None = Field(None, validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+    endpoint: Url | None = Field(None, validation_alias=_env("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    traces_protocol: Annotated[str, BeforeValidator(_protocol)] | None = Field(
+        None, validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+    )
+    protocol: Annotated[str, BeforeValidator(_protocol)] | None = Field(
+        None, validation_alias=_env("OTEL_EXPORTER_OTLP_PROTOCOL")
+    )
+    sdk_disabled: Annotated[bool, BeforeValidator(_otel_true)] = Field(
+        False, validation_alias=_env("OTEL_SDK_DISABLED")
+    )
+    traces_exporter: Annotated[str, BeforeValidator(_word)] = Field(
+        "otlp", validation_alias=_env("OTEL_TRACES_EXPORTER")
+    )
+    service_name: Text | None = Field(None, validation_alias=_env("OTEL_SERVICE_NAME"))
+    resource_attributes: Text | None = Field(None, validation_alias=_env("OTEL_RESOURCE_ATTRIBUTES"))
+
+    @property
+    def enabled(self) -> bool:
+        """Tracing is on with an OTLP endpoint, unless the standard switches turn it off."""
+        return not self.sdk_disabled and self.traces_exporter != "none" and bool(self.traces_endpoint or self.endpoint)
+
+    @property
+    def protocol_in_use(self) -> tuple[str, str]:
+        """The traces' protocol and the variable that set it (the traces' own wins)."""
+        if self.traces_protocol:
+            return self.traces_protocol, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
+        return self.protocol or "http/protobuf", "OTEL_EXPORTER_OTLP_PROTOCOL"
+
+
+def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
+    """The secrets the environment holds, as they are, parsed or not: what a message must mask
+    when the settings that would have masked them failed to load."""
+    source = os.environ if env is None else env
+    return [value for name in sorted(SECRETS) if (value := source.get(name))]
 
 
 def _names(cls: type[BaseSettings]) -> set[str]:

@@ -13,10 +13,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel
 
-from durable_agent_runner.activities.capture import DEFAULT_DIR as DEFAULT_CAPTURE_DIR
-from durable_agent_runner.config.env import Attempts, AttemptSeconds, CallSeconds, WorkerSettings
+from durable_agent_runner.config.env import (
+    DEFAULT_CAPTURE_DIR,
+    ApiKey,
+    Attempts,
+    AttemptSeconds,
+    CallSeconds,
+    HeaderName,
+    WorkerSettings,
+)
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -36,9 +43,9 @@ API_KEY_VARIABLES = ("LLM_API_KEY", "OPENAI_API_KEY")  # the model's key: the fi
 class LLMSettings(BaseModel):
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_MODEL
-    api_key: SecretStr | None = None
+    api_key: ApiKey | None = None  # visible ASCII: it rides in a header (config/env.py)
     # "Authorization" sends "Bearer KEY"; any other name (Azure's "api-key") sends the bare key.
-    api_key_header: str = "Authorization"
+    api_key_header: HeaderName = "Authorization"
     api: WireName = "chat"
     stream: bool = DEFAULT_STREAM
     connect_timeout: float = 10.0

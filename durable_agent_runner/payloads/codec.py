@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from durable_agent_runner.config.env import ClientSettings, SettingsError
 from durable_agent_runner.payloads.store import PayloadStoreError
 
 ENV = "PAYLOAD_CODEC_KEYS"
@@ -104,7 +105,11 @@ class Keyring:
 
 def keyring_from_env(env: Mapping[str, str] | None = None) -> Keyring | None:
     """The keys PAYLOAD_CODEC_KEYS lists, or None when it is unset or blank (the codec is off)."""
-    text = (os.environ if env is None else env).get(ENV, "").strip()
+    try:
+        keys = ClientSettings.load(env).codec_keys
+    except SettingsError as err:
+        raise CodecConfigError(str(err)) from None
+    text = keys.get_secret_value().strip() if keys is not None else ""
     return Keyring.parse(text) if text else None
 
 

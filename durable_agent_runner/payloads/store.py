@@ -38,6 +38,8 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from durable_agent_runner.config.env import ClientSettings, SettingsError
+
 DEFAULT_DIR = ".state/payloads"
 # temporalio's own default, and half the 512 KiB at which server and SDK start warning about a
 # payload's size: ordinary messages stay inline (readable in the Web UI), big ones leave.
@@ -185,13 +187,10 @@ def driver_from(store: str, directory: str) -> StorageDriver:
 
 def external_storage(env: Mapping[str, str] | None = None) -> ExternalStorage:
     """The store configured by PAYLOAD_STORE, PAYLOAD_STORE_DIR and PAYLOAD_STORE_THRESHOLD."""
-    env = os.environ if env is None else env
-    raw = env.get("PAYLOAD_STORE_THRESHOLD", "")
-    try:
-        threshold = int(raw) if raw else DEFAULT_THRESHOLD
-        if threshold < 0:
-            raise ValueError
-    except ValueError:
-        raise PayloadStoreError(f"PAYLOAD_STORE_THRESHOLD={raw!r}: expected a number of bytes") from None
-    driver = driver_from(env.get("PAYLOAD_STORE", "local"), env.get("PAYLOAD_STORE_DIR", DEFAULT_DIR))
+    try:  # the settings parse and bound the threshold (at most 2 MB, past which Temporal refuses a payload)
+        s = ClientSettings.load(env)
+    except SettingsError as err:
+        raise PayloadStoreError(str(err)) from None
+    threshold = DEFAULT_THRESHOLD if s.payload_store_threshold is None else s.payload_store_threshold
+    driver = driver_from(s.payload_store, s.payload_store_dir or DEFAULT_DIR)
     return ExternalStorage(drivers=[driver], payload_size_threshold=threshold)

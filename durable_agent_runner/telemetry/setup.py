@@ -4,11 +4,9 @@ what installs it in a worker (`Telemetry.worker_interceptors`) or a client (`tra
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Mapping
 from typing import cast
-from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -17,11 +15,10 @@ from temporalio.client import Client
 from temporalio.contrib.opentelemetry import OpenTelemetryInterceptor, ReplaySafeTracerProvider, create_tracer_provider
 from temporalio.worker import Interceptor
 
-from durable_agent_runner.config.env import ClientSettings, SettingsError
+from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.telemetry.interceptors import RunTracing, StartSpans
 
-ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 TRACER_NAME = "durable-agent-runner"
 
 
@@ -29,26 +26,25 @@ class TelemetryConfigError(ValueError):
     """An OTEL_* setting this module cannot honour (worker.py exits 2 naming it)."""
 
 
-def enabled(env: Mapping[str, str]) -> bool:
+def settings_of(env: Mapping[str, str] | TelemetrySettings | None = None) -> TelemetrySettings:
+    """The OTEL_* settings (config/env.py) of `env` (default: the process's environment)."""
+    if isinstance(env, TelemetrySettings):
+        return env
+    try:
+        return cast(TelemetrySettings, TelemetrySettings.load(env))
+    except SettingsError as err:
+        raise TelemetryConfigError(str(err)) from None
+
+
+def enabled(env: Mapping[str, str] | TelemetrySettings | None = None) -> bool:
     """Tracing is on with an OTLP endpoint, unless the standard switches turn it off."""
-    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
-        return False
-    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
-        return False
-    return any(env.get(name, "").strip() for name in ENDPOINT_VARS)
+    return settings_of(env).enabled
 
 
-def exporter_from_env(env: Mapping[str, str]) -> SpanExporter:
-    """The OTLP exporter the environment asks for. The exporter itself reads the endpoint,
+def exporter_from_env(env: Mapping[str, str] | TelemetrySettings | None = None) -> SpanExporter:
+    """The OTLP exporter the settings ask for. The exporter itself reads the endpoint,
     OTEL_EXPORTER_OTLP_HEADERS, _TIMEOUT, _COMPRESSION and _CERTIFICATE."""
-    for name in ENDPOINT_VARS:
-        url = env.get(name, "").strip()
-        parts = urlsplit(url)
-        if url and (parts.scheme not in ("http", "https") or not parts.hostname):
-            raise TelemetryConfigError(f"{name} must be an http:// or https:// URL with a host, not {url!r}")
-    traces = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
-    name = traces if env.get(traces, "").strip() else "OTEL_EXPORTER_OTLP_PROTOCOL"
-    protocol = env.get(name, "").strip() or "http/protobuf"
+    protocol, name = settings_of(env).protocol_in_use
     if protocol == "http/protobuf":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -61,7 +57,7 @@ def exporter_from_env(env: Mapping[str, str]) -> SpanExporter:
                 f"{name}=grpc needs `pip install opentelemetry-exporter-otlp-proto-grpc`"
             ) from None
         return cast(SpanExporter, module.OTLPSpanExporter())
-    raise TelemetryConfigError(f"{name} must be http/protobuf or grpc, not {protocol!r}")
+    raise TelemetryConfigError(f"{name} must be http/protobuf or grpc, not {protocol!r}")  # checked by the settings
 
 
 def _capture() -> bool:
@@ -73,9 +69,9 @@ def _capture() -> bool:
         raise TelemetryConfigError(str(err)) from None
 
 
-def _resource(service_name: str) -> Resource:
+def _resource(service_name: str, settings: TelemetrySettings) -> Resource:
     """OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES as the SDK reads them; `service_name` when neither names one."""
-    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    named = settings.service_name or "service.name=" in (settings.resource_attributes or "")
     return Resource.create({} if named else {"service.name": service_name})
 
 
@@ -90,14 +86,24 @@ class Telemetry:
     @classmethod
     def from_env(cls, service_name: str) -> Telemetry | None:
         """None unless tracing is on (see `enabled`); TelemetryConfigError for a bad setting."""
-        if not enabled(os.environ):
+        settings = settings_of()
+        if not settings.enabled:
             return None
-        return cls.exporting(exporter_from_env(os.environ), service_name=service_name, capture_content=_capture())
+        return cls.exporting(
+            exporter_from_env(settings), service_name=service_name, capture_content=_capture(), settings=settings
+        )
 
     @classmethod
-    def exporting(cls, exporter: SpanExporter, *, service_name: str, capture_content: bool = False) -> Telemetry:
-        # Sampler (OTEL_TRACES_SAMPLER), span limits and batching (OTEL_BSP_*) come from the environment.
-        provider = create_tracer_provider(resource=_resource(service_name))
+    def exporting(
+        cls,
+        exporter: SpanExporter,
+        *,
+        service_name: str,
+        capture_content: bool = False,
+        settings: TelemetrySettings | None = None,
+    ) -> Telemetry:
+        # Sampler (OTEL_TRACES_SAMPLER), span limits and batching (OTEL_BSP_*): the SDK reads them itself.
+        provider = create_tracer_provider(resource=_resource(service_name, settings or settings_of()))
         provider.add_span_processor(BatchSpanProcessor(exporter))
         return cls(provider, capture_content=capture_content)
 

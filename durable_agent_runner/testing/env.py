@@ -2,6 +2,7 @@
 
     async with AgentTestEnv(agents=[assistant], model=model) as env:
         result = await env.run(assistant, "What's the weather in Paris?")
+        run = await env.start(assistant, "And in Tokyo?")   # the project's RunHandle
         env.client, env.task_queue, env.model_server.requests
 
 It starts (each step bounded, failing with one clear line): a Temporal dev server from the
@@ -20,11 +21,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client
 
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.agents.registry import Registry
+from durable_agent_runner.client import AgentClient, RunHandle, SessionHandle
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.devserver import DevServer
@@ -100,6 +102,8 @@ class AgentTestEnv:
         address = self.address or await self._dev_server()
         try:
             self._client = await asyncio.wait_for(connect(address, self.namespace), self.startup_seconds)
+        except ConnectionError as exc:  # it names the address and what to set
+            raise RuntimeError(f"AgentTestEnv: {exc}") from None
         except Exception as exc:
             why = str(exc) or f"no answer in {self.startup_seconds:.0f} s"
             raise RuntimeError(f"AgentTestEnv: cannot connect to Temporal at {address}: {why}") from None
@@ -116,17 +120,37 @@ class AgentTestEnv:
         await asyncio.to_thread(server.start, self.startup_seconds)
         return server.target
 
-    async def start(self, agent: Agent | str, prompt: str, **fields: Any) -> WorkflowHandle[Any, RunResult]:
-        """Start a run of `agent` on `prompt` (`fields`: RunInput's others) and return its handle."""
+    async def start(self, agent: Agent | str, prompt: str, **fields: Any) -> RunHandle:
+        """Start a run of `agent` on `prompt` (`fields`: RunInput's others) and return its handle,
+        the Python client's own (docs/python-client.md): `result()` typed by the agent's
+        `output_type`, `status()`, `events()`, `approve()`, ... A `SessionHandle` for
+        `session=True`."""
         name = agent if isinstance(agent, str) else agent.name
-        return await self.client.start_workflow(
+        run_id = f"test-{name}-{uuid.uuid4().hex[:12]}"
+        await self.client.start_workflow(
             WORKFLOW_NAME,
             RunInput(prompt=prompt, agent=name, **fields),
-            id=f"test-{name}-{uuid.uuid4().hex[:12]}",
+            id=run_id,
             task_queue=self.task_queue,
             result_type=RunResult,
         )
+        known = self._agent(agent)
+        runs = AgentClient(self.client, task_queue=self.task_queue)
+        handle: RunHandle | SessionHandle = (
+            runs.get_session(run_id, agent=known) if fields.get("session") else runs.get(run_id, agent=known)
+        )
+        return handle
 
     async def run(self, agent: Agent | str, prompt: str, **fields: Any) -> RunResult:
-        """Run `agent` on `prompt` to its end: its result (raises WorkflowFailureError if it fails)."""
-        return await (await self.start(agent, prompt, **fields)).result()
+        """Run `agent` on `prompt` to its end: all it recorded (RunFailed if it ends without an
+        answer, as the Python client's `outcome()`)."""
+        return await (await self.start(agent, prompt, **fields)).outcome()
+
+    def _agent(self, agent: Agent | str) -> Agent | None:
+        """The Agent of that name among the env's agents and their teams (its output types)."""
+        if isinstance(agent, Agent):
+            return agent
+        for member in (m for a in self.agents for m in (a, *a.team())):
+            if member.name == agent:
+                return member
+        return None

@@ -11,8 +11,9 @@ or not, so the runner under test is the one that runs in production.
 
 The agent is recognized by its instructions and tools (see `request`), so the model must know the
 agents: pass them to `serve(agents=...)` (AgentTestEnv does), or key a script by the Agent itself.
-A script that runs out, an agent without a script, a function that raises: the model call fails
-with HTTP 400 and a message naming the agent and the turn, so the run fails at once saying so.
+A model that knows no agent at all is refused when served (ValueError). A script that runs out,
+an agent without a script, a function that raises: the model call fails with HTTP 400 and a
+message naming the agent and the turn, so the run fails at once saying so.
 """
 
 from __future__ import annotations
@@ -151,6 +152,16 @@ class FunctionModel(OfflineModel):
     def __init__(self, fn: Callable[[ModelRequest], Step | Awaitable[Step]], *, agents: Iterable[Agent] = ()) -> None:
         super().__init__(agents)
         self.fn = fn
+
+    def check(self) -> None:
+        # Knowing no agent, every request's `agent` is "": a function that answers by agent would
+        # answer every run with its fallback, and the runs would complete with wrong answers.
+        if not self.index.names():
+            name = getattr(self.fn, "__name__", type(self.fn).__name__)
+            raise ValueError(
+                f"FunctionModel({name}) knows no agent, so request.agent would be '' on every call: pass the "
+                "agents to FunctionModel(..., agents=[...]), serve(agents=[...]) or AgentTestEnv(agents=[...])"
+            )
 
     def step(self, request: ModelRequest) -> Step | Awaitable[Step]:
         return self.fn(request)

@@ -36,6 +36,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.agents.lifecycle import HookCaller, Step
+from durable_agent_runner.config.env import WorkerSettings
 from durable_agent_runner.workflows import types as t
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ FORGET_DONE_AFTER = timedelta(days=7)  # a finished run's checkpoint, once no li
 
 
 def state_dir_from_env() -> Path:
-    return Path(os.environ.get("HOOKS_STATE_DIR") or DEFAULT_STATE_DIR)
+    """$HOOKS_STATE_DIR, as the settings read it (config/env.py)."""
+    return Path(WorkerSettings.load().hooks_state_dir or DEFAULT_STATE_DIR)
 
 
 @dataclass

@@ -15,11 +15,10 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from durable_agent_runner import Agent, AgentPlugin, Registry
+from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.config.llm import API_KEY_VARIABLES, LLMSettings
 from durable_agent_runner.testing import OfflineModel
-
-UI = os.environ.get("TEMPORAL_UI", "http://localhost:8233")
 
 
 def real_model() -> bool:
@@ -41,5 +40,5 @@ async def run_pattern(
         plugin = AgentPlugin(Registry(agents=agents), settings=settings)
         await stack.enter_async_context(Worker(client, task_queue=queue, workflows=[workflow], plugins=[plugin]))
         result = await client.execute_workflow(workflow.run, arg, id=run_id, task_queue=queue)
-    print(f"workflow: {run_id}  ({UI}/namespaces/{client.namespace}/workflows/{run_id})")
+    print(f"workflow: {run_id}  ({ui_url(run_id)})")  # TEMPORAL_UI_URL's Web UI, as client.py links it
     return result

@@ -1,0 +1,38 @@
+"""An agent's or a tool's options are checked as they are written: a typo is refused, naming it
+and the option it most likely meant, never dropped for the default."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from durable_agent_runner import Agent, tool
+
+
+def test_a_mistyped_agent_option_is_refused_with_the_close_match() -> None:
+    """Before: accepted, the run got 10 turns and the worker's default model."""
+    with pytest.raises(TypeError) as caught:
+        Agent(name="a", max_turn=5, modle="gpt")  # type: ignore[call-arg]
+    assert str(caught.value) == (
+        "unknown agent option(s): max_turn (did you mean max_turns?), modle (did you mean model?)"
+    )
+
+
+def test_an_option_like_no_other_lists_those_known() -> None:
+    with pytest.raises(TypeError, match=r"unknown agent option\(s\): zzz; known: .*\bmax_turns\b.*\bmodel\b"):
+        Agent(name="a", zzz=1)  # type: ignore[call-arg]
+
+
+def test_known_options_still_pass() -> None:
+    agent = Agent(name="a", max_turns=5, model="gpt", model_settings={"temperature": 0.5})  # type: ignore[arg-type]
+    assert (agent.max_turns, agent.model) == (5, "gpt")
+
+
+def test_a_mistyped_tool_option_is_refused_with_the_close_match() -> None:
+    with pytest.raises(TypeError, match=re.escape("unknown tool option(s): nmae (did you mean name?)")):
+
+        @tool(nmae="lookup")  # type: ignore[call-overload]
+        def look_up(city: str) -> str:
+            """Look a city up."""
+            return city
