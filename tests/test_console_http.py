@@ -12,8 +12,11 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from durable_agent_runner.console.data import PAGE_SIZE
@@ -146,3 +149,84 @@ async def test_the_runs_page_pages_through_the_visibility_store(client, task_que
         assert 400 <= forged.status_code < 500 and "not one this console made" in forged.text
     for run_id in ids:
         await client.get_workflow_handle(run_id).terminate()
+
+
+async def test_numbers_are_ascii_digits_and_bad_links_or_filters_get_400(client, task_queue):
+    """int() reads '٣' as 3 and isdigit() passes '²': every number the console reads is the digits
+    0-9 only, refused in one line otherwise. A forged page link or a bad filter is a 400, at once."""
+    json_ = {"Accept": "application/json"}
+    async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url, timeout=30) as web:
+        csrf = csrf_of((await web.get("/inbox")).text)
+        run = "/runs/some-run"
+        for path, form in (
+            (f"{run}/fork", {"at_turn": "٣"}),
+            (f"{run}/fork", {"at_turn": "²"}),
+            (f"{run}/edit", {"op": "drop", "index": "٣"}),
+            (f"{run}/edit", {"op": "text", "index": "١", "text": "x"}),
+            (f"{run}/edit", {"op": "insert", "index": "３", "text": "x"}),
+            (f"{run}/calls/call_1/resolve", {"choice": "rerun", "doubt": "٢"}),
+            (f"{run}/calls/call_1/edit", {"int.amount": "٣٠"}),
+            (f"{run}/calls/call_1/edit", {"int.amount": "1_000"}),
+            (f"{run}/calls/call_1/edit", {"num.rate": "١.٥"}),
+        ):
+            refused = await web.post(path, data={**form, "csrf": csrf}, headers=json_)
+            assert refused.status_code == 400, (form, refused.text)
+            assert "digits 0-9" in refused.json()["message"], refused.text
+        for since in ("٣", "²", "-1", "1e3"):
+            bad = await web.get(f"{run}/events", params={"since": since})
+            assert bad.status_code == 400 and "digits 0-9" in bad.text, (since, bad.text)
+
+        loop = asyncio.get_running_loop()
+        for token in ("AAAA", "YWJj", "A" * 100, "not-a-token!", "é", "A" * 5000):
+            began = loop.time()
+            forged = await web.get("/", params={"page": token})
+            assert forged.status_code == 400 and "not one this console made" in forged.text, (token, forged.text)
+            assert loop.time() - began < 2  # refused here: Temporal is not asked (it retried a forged one ~10 s)
+        for query, says in (
+            ({"phase": "bogus"}, "phase must be one of"),
+            ({"agent": "a\x00b"}, "agent must be a name"),
+            ({"agent": "a" * 201}, "agent must be a name"),
+        ):
+            bad = await web.get("/", params=query)
+            assert bad.status_code == 400 and says in bad.text, (query, bad.status_code)
+            assert "Traceback" not in bad.text
+
+
+async def test_a_stream_answers_at_once_and_holds_no_slot_past_its_run(client, task_queue):
+    """An unknown run's stream is a 404 at once (it never answered and held a slot 30 min); an
+    ended run's is `end` at once; a run that goes away while followed ends its stream."""
+    kept: list[Any] = []
+    async with (
+        serve_console(client, task_queue, keep=kept) as url,
+        httpx.AsyncClient(base_url=url, timeout=10) as web,
+    ):
+        (console,) = kept
+        unknown = await web.get("/runs/no-such-run/events")
+        assert unknown.status_code == 404 and "no run with id" in unknown.text
+        assert console.streams == 0
+
+        ended = await client.start_workflow(
+            t.WORKFLOW_NAME, t.RunInput(prompt="x"), id=f"ended-{uuid.uuid4().hex[:8]}", task_queue=f"{task_queue}-none"
+        )
+        await ended.terminate("test")
+        over = await web.get(f"/runs/{ended.id}/events")
+        assert over.status_code == 200 and "event: end" in over.text and console.streams == 0
+
+        gone = await client.start_workflow(
+            t.WORKFLOW_NAME, t.RunInput(prompt="x"), id=f"gone-{uuid.uuid4().hex[:8]}", task_queue=f"{task_queue}-none"
+        )
+        async with web.stream("GET", f"/runs/{gone.id}/events", timeout=30) as stream:
+            lines = stream.aiter_lines()
+            assert (await asyncio.wait_for(anext(lines), 5)).startswith(":")  # answered at once
+            assert console.streams == 1
+            await client.workflow_service.delete_workflow_execution(
+                DeleteWorkflowExecutionRequest(
+                    namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=gone.id)
+                )
+            )
+            seen = []
+            async with asyncio.timeout(20):
+                async for line in lines:
+                    seen.append(line)
+            assert "event: end" in seen, seen
+        assert console.streams == 0

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
@@ -28,6 +30,11 @@ from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_ID = 1000
 MAX_ARG_DEPTH = 32
+# Numbers are written with the ASCII digits 0-9 only: Python's int() and str.isdigit() also take
+# other scripts' digits ('٣' is 3) and superscripts, which a person never means here.
+WHOLE = re.compile(r"[0-9]{1,9}")
+INTEGER = re.compile(r"-?[0-9]{1,300}")
+DECIMAL = re.compile(r"-?(?:[0-9]{1,300}(?:\.[0-9]{0,300})?|\.[0-9]{1,300})(?:[eE][-+]?[0-9]{1,4})?")
 
 
 class Console:
@@ -38,6 +45,7 @@ class Console:
         self.by = by
         self.task_queue = task_queue
         self.csrf = new_csrf()
+        self.page_key = secrets.token_bytes(32)  # signs the runs page's next-page links (data.seal)
         self.inbox = data.Inbox()
         self.streams = 0
 
@@ -55,7 +63,7 @@ class Console:
         q = request.query_params
         filters = {"phase": q.get("phase", ""), "agent": q.get("agent", ""), "waiting": q.get("waiting", "")}
         query = data.runs_query(filters["phase"], filters["agent"], bool(filters["waiting"]))
-        rows, next_token = await data.runs_page(self.client, query, q.get("page", "")[:4096])
+        rows, next_token = await data.runs_page(self.client, query, q.get("page", ""), key=self.page_key)
         return self.page("Runs", views.runs_body(rows, filters, next_token))
 
     async def inbox_page(self, request: Request) -> Response:
@@ -90,10 +98,11 @@ class Console:
         return self._stream(sse.inbox_stream(self.client, self.inbox))
 
     async def run_events(self, request: Request) -> Response:
-        since = request.query_params.get("since", "0")
-        if not since.isdigit() or len(since) > 9:
-            raise Refused(400, "since must be a whole number")
-        return self._stream(sse.run_stream(self.client, _run_id(request), int(since)))
+        since = whole(request.query_params.get("since", "0"), "since")
+        run_id = _run_id(request)
+        if not await data.run_is_live(self.client, run_id):  # NotFound: 404 at once, no stream
+            return sse.ended_response()  # an ended run has nothing to follow: `end`, no slot held
+        return self._stream(sse.run_stream(self.client, run_id, since))
 
     # ---------------------------------------------------------------------------- actions
 
@@ -143,7 +152,7 @@ class Console:
                 raise Refused(400, why) from None
         if choice == "fail" and not reason:
             raise Refused(400, "give a reason to fail it: the model is told it")
-        doubt = form.get("doubt", "")
+        doubt = form.get("doubt", "").strip()
         receipt = await data.resolve(
             self.client,
             _run_id(request),
@@ -152,7 +161,7 @@ class Console:
             by=self._by(form),
             result=result if choice == "result" else None,
             reason=reason if choice == "fail" else "",
-            doubt=int(doubt) if doubt.isdigit() and len(doubt) < 9 else None,
+            doubt=whole(doubt, "doubt") if doubt else None,
         )
         self.inbox.forget()
         words = {"rerun": "runs again", "result": "has the given result", "fail": "is told the model as failed"}
@@ -185,10 +194,10 @@ class Console:
 
     async def fork(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
-        at = form.get("at_turn", "")
-        if not at.isdigit() or len(at) > 9:
+        at = whole(form.get("at_turn", "").strip(), "fork at turn N: N")
+        if at < 1:
             raise Refused(400, "fork at turn N: a whole number from 1")
-        new_id = await data.fork(self.client, _run_id(request), int(at), form.get("prompt", "")[:4000], self.task_queue)
+        new_id = await data.fork(self.client, _run_id(request), at, form.get("prompt", "")[:4000], self.task_queue)
         return _done(f"forked as {new_id}", redirect=f"/runs/{quote(new_id, safe='')}")
 
     def _by(self, form: dict[str, str]) -> str:
@@ -207,6 +216,13 @@ def _call_id(request: Request) -> str:
     if not call_id or len(call_id) > 200 or not call_id.isprintable():
         raise Refused(400, "a call id is 1-200 printable characters")
     return call_id
+
+
+def whole(text: str, name: str) -> int:
+    """A whole number from 0 written with the ASCII digits 0-9 (at most 9 of them); else 400."""
+    if not WHOLE.fullmatch(text):
+        raise Refused(400, f"{name} must be a whole number from 0, written with the digits 0-9, not {text[:40]!r}")
+    return int(text)
 
 
 def _done(message: str, redirect: str | None = None) -> Response:
@@ -234,17 +250,13 @@ def edited_arguments(form: dict[str, str]) -> dict[str, Any]:
         if not name or kind not in ("int", "num", "str", "bool", "json") or (raw == "" and kind != "str"):
             continue
         if kind == "int":
-            try:
-                out[name] = int(raw.strip())
-            except ValueError:
-                raise Refused(400, f"{name}: {raw[:40]!r} is not a whole number") from None
+            if not INTEGER.fullmatch(raw.strip()):
+                raise Refused(400, f"{name}: {raw[:40]!r} is not a whole number (the digits 0-9, maybe a -)")
+            out[name] = int(raw.strip())
         elif kind == "num":
-            try:
-                number = float(raw.strip())
-            except ValueError:
-                number = math.nan
+            number = float(raw.strip()) if DECIMAL.fullmatch(raw.strip()) else math.nan
             if not math.isfinite(number):
-                raise Refused(400, f"{name}: {raw[:40]!r} is not a number")
+                raise Refused(400, f"{name}: {raw[:40]!r} is not a number (the digits 0-9, a . and an exponent)")
             out[name] = number
         elif kind == "bool":
             out[name] = raw == "true"
@@ -260,14 +272,14 @@ def run_edit(form: dict[str, str], by: str) -> t.Edit:
     op = form.get("op", "")
     ns: dict[str, Any] = {name: None for name in ("text", "drop", "insert", "args", "drop_call", "agent")}
     text, index, call_id = form.get("text", ""), form.get("index", "").strip(), form.get("call_id", "").strip()
+    if op in ("text", "drop", "insert"):
+        at = whole(index, f"{op}: the item index")
     if op == "text":
-        ns["text"] = [index, text]
+        ns["text"] = [str(at), text]
     elif op == "drop":
-        if not index.isdigit() or len(index) > 9:
-            raise Refused(400, "drop: an item index is a whole number from 0")
-        ns["drop"] = int(index)
+        ns["drop"] = at
     elif op == "insert":
-        ns["insert"] = [index, form.get("role", "user"), text]
+        ns["insert"] = [str(at), form.get("role", "user"), text]
     elif op == "args":
         ns["args"] = [call_id, text]
     elif op == "drop_call":
@@ -290,6 +302,8 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
                 return console.refusal(request, err.status, err.message)
             except data.NotFound as err:
                 return console.refusal(request, 404, str(err))
+            except data.BadRequest as err:
+                return console.refusal(request, 400, str(err))
             except RunNotFound as err:
                 return console.refusal(request, 404, str(err))
             except NoWorkerAnswered as err:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
+import hmac
 import json
 import time
 from collections import OrderedDict
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, get_args
 
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import debug
@@ -46,6 +48,10 @@ WAIT = 10.0  # seconds a worker has to take an action
 
 class NotFound(Exception):
     """No run with that id: 404."""
+
+
+class BadRequest(Exception):
+    """A filter or a link the console cannot use: 400, with what to do."""
 
 
 @dataclass
@@ -101,37 +107,57 @@ def runs_query(phase: str = "", agent: str = "", waiting: bool = False) -> str:
     parts = [f'WorkflowType="{t.WORKFLOW_NAME}"']
     if phase:
         if phase not in PHASES:
-            raise UsageError(f"phase must be one of {', '.join(PHASES)}")
+            raise BadRequest(f"phase must be one of {', '.join(PHASES)}")
         parts.append(f"{t.SA_PHASE.name}={json.dumps(phase)}")
     if agent:
         if len(agent) > 200 or not agent.isprintable():
-            raise UsageError("agent must be a name of at most 200 printable characters")
+            raise BadRequest("agent must be a name of at most 200 printable characters")
         parts.append(f"{t.SA_AGENT.name}={json.dumps(agent)}")
     if waiting:
         parts.append(f'ExecutionStatus="Running" AND ({t.SA_PENDING.name} > 0 OR {t.SA_IN_DOUBT.name} = true)')
     return " AND ".join(parts)
 
 
-def _token(text: str) -> bytes | None:
+MAX_PAGE_LINK = 4096  # characters of a next-page link's token
+MAC = 16  # bytes of a page link's signature
+
+
+def seal(token: bytes, key: bytes) -> str:
+    """The server's next-page token as a link's value, signed with the console's key: only links
+    this console made reach Temporal (a forged token costs it seconds of retries, then a 500)."""
+    mac = hmac.new(key, token, hashlib.sha256).digest()[:MAC]
+    return base64.urlsafe_b64encode(mac + token).decode()
+
+
+def unseal(text: str, key: bytes) -> bytes | None:
+    """A link's value back as the server's token (None: the first page); BadRequest unless this
+    console made it."""
     if not text:
         return None
+    refused = BadRequest("that page link is not one this console made (or it has restarted since): start from page one")
+    if len(text) > MAX_PAGE_LINK:
+        raise refused
     try:
-        token = base64.urlsafe_b64decode(text.encode("ascii"))
+        raw = base64.urlsafe_b64decode(text.encode("ascii"))
     except (binascii.Error, UnicodeEncodeError, ValueError):
-        raise UsageError("that page link is not one this console made") from None
+        raise refused from None
+    mac, token = raw[:MAC], raw[MAC:]
+    if not token or not hmac.compare_digest(mac, hmac.new(key, token, hashlib.sha256).digest()[:MAC]):
+        raise refused
     return token
 
 
 async def runs_page(
-    client: Client, query: str, token: str = "", page_size: int = PAGE_SIZE
+    client: Client, query: str, token: str = "", page_size: int = PAGE_SIZE, *, key: bytes
 ) -> tuple[list[dict[str, Any]], str]:
     """One page of runs (the server's order) and the link token of the next page ("" if none)."""
-    pages = client.list_workflows(query, page_size=page_size, next_page_token=_token(token), rpc_timeout=QUERY_TIMEOUT)
+    start = unseal(token, key)
+    pages = client.list_workflows(query, page_size=page_size, next_page_token=start, rpc_timeout=QUERY_TIMEOUT)
     try:
         await pages.fetch_next_page()
     except RPCError as err:
         if err.status == RPCStatusCode.INVALID_ARGUMENT:
-            raise UsageError(f"Temporal refused the query: {err.message}") from None
+            raise BadRequest(f"Temporal refused the query: {err.message}") from None
         raise
     rows = []
     # Newest first within the page: the dev server's SQLite store ignores ORDER BY and gives
@@ -144,7 +170,7 @@ async def runs_page(
     asking = [r for r in rows if (r["pending_approvals"] or r["in_doubt"]) and r["status"] == "running"]
     await _waiting_calls(client, asking)
     nxt = pages.next_page_token
-    return rows, base64.urlsafe_b64encode(nxt).decode() if nxt else ""
+    return rows, seal(nxt, key) if nxt else ""
 
 
 async def _waiting_calls(client: Client, rows: list[dict[str, Any]]) -> None:
@@ -166,6 +192,17 @@ async def _bounded(jobs: list[Any]) -> None:
             await job
 
     await asyncio.gather(*(run(j) for j in jobs))
+
+
+async def run_is_live(client: Client, run_id: str) -> bool:
+    """Whether the run is open (False: it has closed); NotFound for an unknown id."""
+    try:
+        desc = await client.get_workflow_handle(run_id).describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise NotFound(f"no run with id '{run_id}'") from None
+        raise
+    return desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
 
 async def _status(client: Client, run_id: str) -> t.RunStatus | None:

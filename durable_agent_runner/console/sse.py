@@ -2,7 +2,9 @@
 
 Each stream polls on the server, every POLL seconds, and is bounded: at most MAX_STREAMS open at
 once, each at most LIFETIME seconds (the browser's EventSource then reconnects by itself). A
-call decided anywhere (here, the CLI, a signal) leaves every open page at the next poll.
+call decided anywhere (here, the CLI, a signal) leaves every open page at the next poll. A run's
+stream is asked only for a run that exists (else 404 at once); it ends (`end`) as soon as the run
+has ended or is gone, so it holds its slot no longer than the run is open.
 
 A run's stream follows it as `client.py watch` does (cli/watch.py: its events, and the streamed
 text of the model call in flight, with the same handling of retried calls), and re-renders the
@@ -17,6 +19,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+from starlette.responses import Response
 from temporalio.client import Client
 
 from durable_agent_runner.cli.watch import Closed, Gap, Printer, follow
@@ -31,6 +34,11 @@ MAX_STREAMS = 64
 
 def frame(event: str, payload: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(payload, ensure_ascii=False, default=str)}\n\n"
+
+
+def ended_response() -> Response:
+    """The answer for a run that has ended: `end` (the page stops following), and no slot held."""
+    return Response(frame("end", {}), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
 
 def calls_update(calls: list[data.Asking], shown: set[str], with_run: bool) -> dict[str, Any]:
@@ -75,6 +83,7 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
     shown_controls = None
     last: tuple[Any, ...] | None = None
     try:
+        yield ": following\n\n"  # the answer starts at once, before the first read
         while clock() - began < LIFETIME and not ended:
             try:
                 item = await asyncio.wait_for(queue.get(), POLL)
@@ -92,11 +101,19 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
             elif isinstance(item, Closed):
                 dirty = ended = True
             elif isinstance(item, Gap):
-                continue
+                pass  # a failed read: the status read below says whether the run is still there
             if clock() - polled < POLL and not ended:
                 continue
             polled = clock()
             status = await data._status(client, run_id)
+            if status is None:  # no worker answers: has the run closed, or gone?
+                try:
+                    dirty = dirty or not await data.run_is_live(client, run_id)  # closed: its last view, then end
+                except data.NotFound:
+                    ended = True
+                    break
+                except Exception:  # Temporal restarting: ask again at the next poll
+                    pass
             now = (
                 (status.status, status.phase, status.turn, bool(status.paused), status.session is not None)
                 if status
@@ -114,6 +131,9 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
             dirty = False
             try:
                 view = await data.run_view(client, run_id)
+            except data.NotFound:  # gone (deleted, past retention): nothing more to follow
+                ended = True
+                break
             except Exception:  # a read that failed: the next poll tries again
                 dirty = True
                 continue
