@@ -19,10 +19,12 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from durable_agent_runner import Agent, Registry
 from durable_agent_runner.console.data import PAGE_SIZE
 from durable_agent_runner.console.security import MAX_FORM_BYTES
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
+from tests.fixtures.agents import send
 from tests.helpers import calls, script, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,3 +232,37 @@ async def test_a_stream_answers_at_once_and_holds_no_slot_past_its_run(client, t
                     seen.append(line)
             assert "event: end" in seen, seen
         assert console.streams == 0
+
+
+async def test_a_run_page_shows_its_budget_and_its_approval_wait_once(client, task_queue, worker_factory, llm):
+    """The run's budget as status has it (limit, spent, left), and a waterfall where the time the
+    call waited for a person is waiting, not tool time too."""
+    model = script(llm, calls(("send", {"label": "report"})), {"content": "sent it"})
+    careful = Agent(
+        name="careful_sender", model=model, tools=[send], approvals={"send": "always"},
+        token_budget=50_000, cost_budget_usd=2.5,
+    )  # fmt: skip
+    registry = Registry(agents=[careful])
+    async with (
+        worker_factory(registry=registry),
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        handle = await start(client, task_queue, "send it", agent="careful_sender")
+        (waiting,) = await pending(handle)
+        status: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        spent = status.usage.total_tokens
+        assert status.budget is not None and spent > 0
+        shown = (await web.get(f"/runs/{handle.id}")).text
+        assert f"{spent:,} spent · 0 reserved · <b>{50_000 - spent:,} left</b> of 50,000 tokens" in shown, shown
+        assert "left</b> of $2.5000" in shown
+        await asyncio.sleep(2.0)  # a person takes two seconds to decide
+        csrf = csrf_of((await web.get("/inbox")).text)
+        action = f"/runs/{handle.id}/calls/{waiting.call_id}/decide"
+        assert (await web.post(action, data={"verdict": "approve", "csrf": csrf})).status_code == 200
+        await handle.result()
+        page = (await web.get(f"/runs/{handle.id}")).text
+    found = re.search(r"turn 1: model ([0-9.]+) s · tools ([0-9.]+) s · waiting ([0-9.]+) s", page)
+    assert found, page[page.find("<h2>Turns") :][:800]
+    _, tools, waited = (float(x) for x in found.groups())
+    assert waited >= 2.0 and tools < 1.0, found.group(0)  # was tools ≥ 2 s too: the wait counted twice

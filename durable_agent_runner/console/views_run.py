@@ -5,7 +5,7 @@ child runs). The parts that change are rendered alone too, for the page's SSE st
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -53,6 +53,7 @@ def facts(view: RunView) -> str:
         ("started", when(s.get("started_at"))),
         ("history", f'<a href="{h(s["ui_url"])}">Temporal Web UI</a>'),
     ]
+    rows += budget_rows(s.get("budget"))
     if s.get("closed_at"):
         rows.append(("ended", when(s["closed_at"])))
     if view.parent:
@@ -69,6 +70,53 @@ def facts(view: RunView) -> str:
     if s.get("stuck"):
         rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}")))
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
+
+
+def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The run's budget as status has it (client/budget.py): per kind, its limit, what is spent,
+    reserved (the call in flight, children's shares) and left; for the tree too when it differs."""
+    if not b:
+        return []
+    rows = []
+    for scope in ("run", "tree"):
+        for kind in ("tokens", "usd"):
+            line = (b.get(scope) or {}).get(kind)
+            if not line or (scope == "tree" and line == (b.get("run") or {}).get(kind)):
+                continue
+            money = _usd if kind == "usd" else _count
+            text = (
+                f"{money(line['spent'])} spent · {money(line['reserved'])} reserved · "
+                f"<b>{money(line['left'])} left</b> of {money(line['limit'])}{' tokens' if kind == 'tokens' else ''}"
+            )
+            rows.append((f"budget{' (tree)' if scope == 'tree' else ''}", f'<span class="budget {kind}">{text}</span>'))
+    if rows and b.get("on_budget") == "pause":
+        rows.append(
+            ("on budget", "pauses when spent: raise it with client.py resume RUN_ID --add-tokens N | --add-usd X")
+        )
+    children = b.get("children") or []
+    if children:
+        shares = ", ".join(
+            f"{h(c['child_id'])} ({' · '.join(x for x in (_share_tokens(c), _share_usd(c)) if x) or 'no share'})"
+            for c in children[:20]
+        )
+        rows.append(("children's shares", shares + (f" and {len(children) - 20} more" if len(children) > 20 else "")))
+    return rows
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.4f}"
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _share_tokens(c: dict[str, Any]) -> str:
+    return f"{c['tokens']:,} tokens" if c.get("tokens") is not None else ""
+
+
+def _share_usd(c: dict[str, Any]) -> str:
+    return f"${c['usd']:,.4f}" if c.get("usd") is not None else ""
 
 
 def controls(view: RunView) -> str:
@@ -163,8 +211,16 @@ def tree(children: list[dict[str, Any]]) -> str:
     return f"<ul>{items}</ul>"
 
 
+Span = tuple[datetime, datetime]
+WAITS = {"approval_requested": "approval_decided", "call_in_doubt": "call_resolved"}  # a person decides
+
+
 @dataclass
 class Turn:
+    """One turn's figures: each is wall-clock time, the union of its spans, so two calls waiting at
+    once count once, and a call's time waiting for a person is not its tool time too (a call's
+    tool_started comes before its approval is asked for)."""
+
     number: int
     start: datetime | None = None
     end: datetime | None = None
@@ -172,34 +228,79 @@ class Turn:
     tools: float = 0.0
     waiting: float = 0.0
     usage: t.Usage | None = None
-    open: dict[str, datetime] = field(default_factory=dict)
 
     def span(self, at: datetime) -> None:
         self.start = at if self.start is None or at < self.start else self.start
         self.end = at if self.end is None or at > self.end else self.end
 
 
+def _union(spans: list[Span]) -> list[Span]:
+    out: list[Span] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _minus(span: Span, holes: list[Span]) -> list[Span]:
+    """`span` without the parts `holes` (a union, in order) cover."""
+    out, (a, b) = [], span
+    for x, y in holes:
+        if y <= a or x >= b:
+            continue
+        if x > a:
+            out.append((a, x))
+        a = max(a, y)
+    if a < b:
+        out.append((a, b))
+    return out
+
+
+def _seconds(spans: list[Span]) -> float:
+    return sum((b - a).total_seconds() for a, b in _union(spans))
+
+
 def turns(events: list[t.RunEvent]) -> list[Turn]:
     """Per turn: model time, tool time and time waiting for a person, from the run's events."""
     by: dict[int, Turn] = {}
+    opened: dict[tuple[int, str, str], datetime] = {}  # (turn, what, call id) → when it began
+    model: dict[int, list[Span]] = {}
+    tool: dict[int, dict[str, list[Span]]] = {}
+    wait: dict[int, dict[str, list[Span]]] = {}
+    closes = {"model_finished": "model_started", "tool_finished": "tool_started"}
+    closes.update({end: begin for begin, end in WAITS.items()})
     for ev in events:
         if ev.turn < 1:
             continue
         turn = by.setdefault(ev.turn, Turn(ev.turn))
         turn.span(ev.at)
-        key = f"{ev.kind.split('_')[0]}:{ev.call_id or ''}"
-        if ev.kind in ("model_started", "tool_started", "approval_requested"):
-            turn.open[key] = ev.at
-        elif ev.kind in ("model_finished", "tool_finished", "approval_decided"):
-            began = turn.open.pop(key, None)
-            seconds = (ev.at - began).total_seconds() if began else 0.0
+        call = ev.call_id or ""
+        if ev.kind in ("model_started", "tool_started", *WAITS):
+            opened[(ev.turn, ev.kind, call)] = ev.at
+        elif ev.kind in closes:
+            began = opened.pop((ev.turn, closes[ev.kind], call), None)
+            if began is None or ev.at < began:
+                continue
             if ev.kind == "model_finished":
-                turn.model += seconds
+                model.setdefault(ev.turn, []).append((began, ev.at))
                 turn.usage = ev.usage
             elif ev.kind == "tool_finished":
-                turn.tools += seconds
+                tool.setdefault(ev.turn, {}).setdefault(call, []).append((began, ev.at))
             else:
-                turn.waiting += seconds
+                wait.setdefault(ev.turn, {}).setdefault(call, []).append((began, ev.at))
+    for n, turn in by.items():
+        waits = wait.get(n, {})
+        turn.model = _seconds(model.get(n, []))
+        turn.waiting = _seconds([s for spans in waits.values() for s in spans])
+        running = [
+            part
+            for call, spans in tool.get(n, {}).items()
+            for s in spans
+            for part in _minus(s, _union(waits.get(call, [])))
+        ]
+        turn.tools = _seconds(running)
     return [by[n] for n in sorted(by)]
 
 
