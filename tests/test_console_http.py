@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import json
 import os
 import re
 import subprocess
@@ -266,3 +267,40 @@ async def test_a_run_page_shows_its_budget_and_its_approval_wait_once(client, ta
     assert found, page[page.find("<h2>Turns") :][:800]
     _, tools, waited = (float(x) for x in found.groups())
     assert waited >= 2.0 and tools < 1.0, found.group(0)  # was tools ≥ 2 s too: the wait counted twice
+
+
+async def test_the_edit_form_refuses_an_empty_required_field_and_shows_long_text_in_a_textarea(
+    client, task_queue, worker_factory, llm
+):
+    to = "acct-1\nbranch 7, second floor"  # a multi-line value: a textarea, not one line
+    model = script(llm, calls(("transfer", {"amount": 500, "to": to})), {"content": "paid"})
+    json_ = {"Accept": "application/json"}
+    async with (
+        worker_factory(),
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        handle = await start(client, task_queue, "pay", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+        page = (await web.get(f"/runs/{handle.id}")).text
+        form = page[page.index('<form class="act edit-args"') :]
+        form = form[: form.index("</form>")]
+        assert '<input name="int.amount" value="500" inputmode="numeric" required>' in form
+        assert f'<textarea name="str.to" rows="3" required>{html.escape(to)}</textarea>' in form
+        edit = f"/runs/{handle.id}/calls/{waiting.call_id}/edit"
+        csrf = csrf_of(page)
+        for fields, says in (
+            ({"int.amount": "", "str.to": "acct-2"}, "amount is required: give a value"),
+            ({"int.amount": "90", "str.to": "  "}, "to is required: give a value"),
+            ({"int.amount": "", "str.to": ""}, "amount, to are required: give a value"),
+            ({"str.to": "acct-2"}, "amount is required: give a value"),  # a field left out of the form
+        ):
+            refused = await web.post(edit, data={**fields, "csrf": csrf}, headers=json_)
+            assert refused.status_code == 400 and refused.json()["message"] == says, (fields, refused.text)
+        assert (await pending(handle))[0].arguments == {"amount": 500, "to": to}  # nothing recorded
+        done = await web.post(
+            edit, data={"int.amount": "90", "str.to": "acct-2\nbranch 9", "csrf": csrf}, headers=json_
+        )
+        assert done.status_code == 200, done.text
+        assert (await handle.result()).output == "paid"
+    assert "transferred 90 to acct-2\\nbranch 9" in json.dumps(llm.requests()[-1]["body"]["messages"])

@@ -128,8 +128,12 @@ class Console:
     async def edit_args(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
         arguments = edited_arguments(form)
+        run_id, call_id = _run_id(request), _call_id(request)
+        waiting = await data.waiting_call(self.client, run_id, call_id)
+        if waiting is not None:  # else the run says why it is not (no longer waiting, no worker)
+            arguments = checked_edit(form, arguments, waiting)
         receipt = await data.decide_call(
-            self.client, _run_id(request), _call_id(request), approve=True, by=self._by(form), arguments=arguments
+            self.client, run_id, call_id, approve=True, by=self._by(form), arguments=arguments
         )
         self.inbox.forget()
         return _done(f"{receipt.call_id} approved with edited arguments by {self._by(form)}")
@@ -265,6 +269,33 @@ def edited_arguments(form: dict[str, str]) -> dict[str, Any]:
         else:
             out[name] = raw
     return out
+
+
+def checked_edit(form: dict[str, str], arguments: dict[str, Any], waiting: data.Waiting) -> dict[str, Any]:
+    """The edited arguments, checked against the tool's schema here first: a required field left
+    empty is refused with its name (the form marks it `required` too). A field too long to edit
+    in a page (`keep.NAME`, views.edit_form) keeps the call's own value."""
+    original = waiting.call.arguments
+    for key in form:
+        kind, _, name = key.partition(".")
+        if kind == "keep" and name in original:
+            arguments[name] = original[name]
+    if "arguments" in form:  # one JSON box: the run checks it against the schema
+        return arguments
+    schema = waiting.schema
+    props = schema.get("properties")
+    required = schema.get("required")
+    if not isinstance(props, dict) or not isinstance(required, list):
+        return arguments
+    empty = [
+        str(name)
+        for name in required
+        if name in props
+        and (name not in arguments or (isinstance(arguments[name], str) and not arguments[name].strip()))
+    ]
+    if empty:
+        raise Refused(400, f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} required: give a value")
+    return arguments
 
 
 def run_edit(form: dict[str, str], by: str) -> t.Edit:

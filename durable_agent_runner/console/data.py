@@ -286,6 +286,12 @@ async def waiting_in(client: Client, run_id: str, status: t.RunStatus | None = N
     return [*out, *doubts]
 
 
+async def waiting_call(client: Client, run_id: str, call_id: str) -> Waiting | None:
+    """The call if it waits for approval now (with its tool's schema); None if not, or unknown."""
+    found = [w for w in await waiting_in(client, run_id) if isinstance(w, Waiting) and w.call.call_id == call_id]
+    return found[0] if found else None
+
+
 class Inbox:
     """Every call waiting for a person, across runs, oldest first. One read serves every open
     inbox for INBOX_TTL seconds; a decision made here makes the next read fresh."""

@@ -14,6 +14,7 @@ from durable_agent_runner.console.assets import CSS, JS
 from durable_agent_runner.console.data import PHASES, Asking, Doubt, Waiting
 
 FOLD = 300  # characters shown before a long text folds
+LONG_TEXT = 60  # characters past which an edited text is a textarea, not one line
 # An edited argument's form field is named `KIND.NAME`: how the console reads it back (see app.py).
 PREFIX = {"integer": "int", "number": "num", "string": "str", "boolean": "bool"}
 
@@ -158,7 +159,9 @@ def doubt_row(d: Doubt, with_run: bool = False) -> str:
 
 
 def edit_form(w: Waiting, action: str) -> str:
-    """A form built from the tool's JSON schema: a field per property, typed; others as JSON."""
+    """A form built from the tool's JSON schema: a field per property, typed; others as JSON. A
+    required property's field is `required` (the console checks it too: app.checked_edit); a long
+    or multi-line text is a textarea."""
     props = w.schema.get("properties") if isinstance(w.schema.get("properties"), dict) else None
     required = set(w.schema.get("required") or []) if isinstance(w.schema.get("required"), list) else set()
     fields = []
@@ -166,7 +169,8 @@ def edit_form(w: Waiting, action: str) -> str:
         for name, spec in props.items():
             kind = spec.get("type") if isinstance(spec, dict) else None
             value = w.call.arguments.get(name)
-            label = f"{h(name)}{' *' if name in required else ''}"
+            need = " required" if name in required else ""
+            label = f"{h(name)}{' *' if need else ''}"
             desc = spec.get("description", "") if isinstance(spec, dict) else ""
             title = f' title="{h(desc)}"' if desc else ""
             field = f"{PREFIX.get(str(kind), 'json')}.{h(name)}"
@@ -175,20 +179,29 @@ def edit_form(w: Waiting, action: str) -> str:
                     f'<option value="{v}"{" selected" if str(value).lower() == v else ""}>{v}</option>'
                     for v in ("", "true", "false")
                 )
-                fields.append(f'<label{title}>{label} <select name="{field}">{opts}</select></label>')
-            elif kind in ("integer", "number", "string"):
-                step = ' inputmode="numeric"' if kind != "string" else ""
+                fields.append(f'<label{title}>{label} <select name="{field}"{need}>{opts}</select></label>')
+            elif kind in ("integer", "number"):
+                mode = "numeric" if kind == "integer" else "decimal"
                 shown = "" if value is None else value
-                fields.append(f'<label{title}>{label} <input name="{field}" value="{h(shown)}"{step}></label>')
+                fields.append(
+                    f'<label{title}>{label} <input name="{field}" value="{h(shown)}" inputmode="{mode}"{need}></label>'
+                )
+            elif kind == "string":
+                text = "" if value is None else str(value)
+                if "\n" in text or len(text) > LONG_TEXT:
+                    rows = min(max(text.count("\n") + 1, len(text) // 80 + 1, 3), 12)
+                    box = f'<textarea name="{field}" rows="{rows}"{need}>{h(text)}</textarea>'
+                else:
+                    box = f'<input name="{field}" value="{h(text)}"{need}>'
+                fields.append(f"<label{title}>{label} {box}</label>")
             else:
                 shown = "" if value is None else pretty(value)
                 fields.append(
-                    f'<label{title}>{label} (JSON) <textarea name="json.{h(name)}">{h(shown)}</textarea></label>'
+                    f'<label{title}>{label} (JSON) <textarea name="json.{h(name)}"{need}>{h(shown)}</textarea></label>'
                 )
     else:
-        fields.append(
-            f'<label>arguments (JSON) <textarea name="arguments">{h(pretty(w.call.arguments))}</textarea></label>'
-        )
+        box = f'<textarea name="arguments" required>{h(pretty(w.call.arguments))}</textarea>'
+        fields.append(f"<label>arguments (JSON) {box}</label>")
     return (
         f'<form class="act edit-args" method="post" action="{action}/edit">{"".join(fields)}'
         '<button class="approve">Approve with these arguments</button><span class="msg" role="status"></span></form>'
