@@ -197,7 +197,7 @@ async def test_numbers_are_ascii_digits_and_bad_links_or_filters_get_400(client,
 
 async def test_a_stream_answers_at_once_and_holds_no_slot_past_its_run(client, task_queue):
     """An unknown run's stream is a 404 at once (it never answered and held a slot 30 min); an
-    ended run's is `end` at once; a run that goes away while followed ends its stream."""
+    ended run's gives its last state and `end`; a run that goes away while followed ends its stream."""
     kept: list[Any] = []
     async with (
         serve_console(client, task_queue, keep=kept) as url,
@@ -212,8 +212,9 @@ async def test_a_stream_answers_at_once_and_holds_no_slot_past_its_run(client, t
             t.WORKFLOW_NAME, t.RunInput(prompt="x"), id=f"ended-{uuid.uuid4().hex[:8]}", task_queue=f"{task_queue}-none"
         )
         await ended.terminate("test")
-        over = await web.get(f"/runs/{ended.id}/events")
-        assert over.status_code == 200 and "event: end" in over.text and console.streams == 0
+        over = await web.get(f"/runs/{ended.id}/events")  # its last state, then `end`, within seconds
+        assert over.status_code == 200 and over.text.rstrip().endswith("event: end\ndata: {}")
+        assert 'id=\\"status\\">terminated' in over.text and console.streams == 0  # (HTML in JSON)
 
         gone = await client.start_workflow(
             t.WORKFLOW_NAME, t.RunInput(prompt="x"), id=f"gone-{uuid.uuid4().hex[:8]}", task_queue=f"{task_queue}-none"

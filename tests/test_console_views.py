@@ -1,11 +1,15 @@
 """The console's pages as rendered from a run's facts, with no server: the waterfall's figures
-per turn. The pages over HTTP are tests/test_console_http.py."""
+per turn, and the byte bound of a page whatever the run holds. The pages over HTTP are
+tests/test_console_http.py and tests/test_console_bounds.py."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
-from durable_agent_runner.console.views_run import turns, waterfall
+from durable_agent_runner.console.data import PAGE_SIZE, Asking, RunView, Waiting
+from durable_agent_runner.console.views import MAX_PAGE_BYTES, inbox_body, page, runs_body, size
+from durable_agent_runner.console.views_run import facts, run_body, story, turns, waterfall
 from durable_agent_runner.workflows import types as t
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -63,3 +67,83 @@ def test_a_wait_still_open_or_an_unmatched_end_adds_nothing() -> None:
     ]
     (turn,) = turns(events)
     assert (turn.model, turn.tools, turn.waiting) == (0.0, 0.0, 0.0)
+
+
+BIG = '"<&>' * (3 * 1024 * 1024 // 4)  # 3 MB of characters that escape to 4-6 bytes each
+LONG_ID = "r" * 1000  # Temporal's longest workflow id
+ARGS = 1024 * 1024  # a call's arguments stop at 1 MiB (workflows/bounds.py)
+
+
+def worst_view() -> RunView:
+    """A run holding as much as it can in every part of its page."""
+    call = t.ToolCall(call_id="c" * 200, name="n" * 64, arguments=json.dumps({"x": BIG[:ARGS]}))
+    messages: list[tuple[int, t.Message]] = []
+    for i in range(300):
+        kinds: list[t.Message] = [
+            t.UserMessage(content=BIG),
+            t.AssistantMessage(content=BIG, tool_calls=[call] * 8),
+            t.ToolMessage(call_id="c" * 200, name="n" * 64, content=BIG),
+        ]
+        messages.append((i, kinds[i % 3]))
+    child = {"run_id": LONG_ID, "agent": "a" * 200, "phase": "running", "status": "running", "total_tokens": 1}
+    child["children"] = []
+    events = [ev(i, i, kind, "c", turn=1 + i // 2) for i, kind in enumerate(["model_started", "model_finished"] * 1000)]
+    status = {
+        "run_id": LONG_ID,
+        "status": "running",
+        "phase": "awaiting_approval",
+        "agent": "a" * 200,
+        "turn": 1000,
+        "max_turns": 1000,
+        "usage": {"total_tokens": 10**9, "requests": 1000},
+        "cost_usd": 1.0,
+        "started_at": T0.isoformat(),
+        "ui_url": "http://ui/" + LONG_ID * 3,
+        "forks": [{"run_id": LONG_ID, "turn": 3}] * 500,
+        "error": {"type": "E" * 5000, "message": BIG},
+        "paused": {"where": "model_call", "turn": 3, "why": BIG},
+        "stuck": {"error": BIG, "what_to_do": BIG},
+        "handoffs": [{"from_agent": "a" * 200, "to_agent": "b" * 200, "turn": 1, "at": T0.isoformat()}] * 1000,
+        "budget": {
+            "on_budget": "pause",
+            "run": {"tokens": {"limit": 1e12, "spent": 1e11, "reserved": 0, "left": 9e11}, "usd": None},
+            "tree": {"tokens": {"limit": 1e12, "spent": 2e11, "reserved": 1, "left": 8e11}, "usd": None},
+            "children": [{"child_id": LONG_ID, "tokens": 10**9, "usd": 1e6}] * 100,
+        },
+    }
+    schema = {"properties": {f"p{i}": {"type": "string", "description": "d" * 1000} for i in range(60)}}
+    pending = t.PendingApproval(
+        call_id="c" * 200, tool="n" * 64, arguments={f"p{i}": BIG[: ARGS // 60] for i in range(60)}, since=T0, turn=1
+    )
+    waiting: list[Asking] = [Waiting(LONG_ID, "a" * 200, pending, schema=schema) for _ in range(30)]
+    return RunView(
+        status=status, messages=messages, hidden=0, events=events, next_event=2000,
+        children=[{**child, "children": [child] * 50}] * 50, parent=LONG_ID, waiting=waiting, live=True,
+    )  # fmt: skip
+
+
+def test_a_run_page_and_the_inbox_stay_under_their_bound_whatever_the_run_holds() -> None:
+    """The worst a run can hold in every part of its page at once: 300 messages of 3 MB each,
+    30 calls waiting with 1 MiB of arguments each (60 fields), 2,500 child runs, 1,000 turns and
+    handoffs, and the longest ids."""
+    view = worst_view()
+    run_page = page(f"Run {LONG_ID}", run_body(view), "x" * 43, "b" * 200, stream=f"/runs/{LONG_ID}/events")
+    inbox = page("Inbox", inbox_body(view.waiting * 10), "x" * 43, "b" * 200, stream="/inbox/events")
+    for shown in (run_page, inbox, story(view), facts(view)):
+        assert size(shown) < MAX_PAGE_BYTES, size(shown)
+    assert "earlier message(s) not shown" in run_page and "the whole value</a>" in run_page
+    assert "<dt>error</dt>" in run_page and "<dt>budget (tree)</dt>" in run_page  # the facts fit their share
+    assert f'href="/runs/{"r" * 1000}/messages/299"' in run_page  # the newest are the ones kept
+    assert "300 calls wait; the 40 oldest are shown" in inbox
+
+
+def test_the_runs_page_stays_under_its_bound() -> None:
+    row = {
+        "run_id": '"<&>' * 250, "agent": "a" * 200, "phase": "awaiting_approval", "status": "running", "turn": 1,
+        "total_tokens": 1, "cost_usd": 1.0, "started_at": T0.isoformat(), "ui_url": "http://ui/" + "%22" * 1000,
+        "pending_approvals": 500, "waiting": [f"{'n' * 64} ({'c' * 200})"] * 500,
+    }  # fmt: skip
+    filters = {"phase": "", "agent": "a" * 200, "waiting": "1"}
+    shown = page("Runs", runs_body([row] * PAGE_SIZE, filters, "t" * 4096), "x" * 43, "b" * 200)
+    assert size(shown) < MAX_PAGE_BYTES, size(shown)
+    assert "and 495 more" in shown

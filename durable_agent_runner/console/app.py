@@ -18,7 +18,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from durable_agent_runner.cli import debug
 from durable_agent_runner.cli.common import UsageError
@@ -29,6 +30,7 @@ from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_ID = 1000
+MAX_RAW_CHARS = 32 * 1024 * 1024  # of one value served whole (a message, a call's arguments)
 MAX_ARG_DEPTH = 32
 # Numbers are written with the ASCII digits 0-9 only: Python's int() and str.isdigit() also take
 # other scripts' digits ('٣' is 3) and superscripts, which a person never means here.
@@ -77,6 +79,25 @@ class Console:
         stream = f"/runs/{stream}?since={view.next_event}" if stream else ""
         return self.page(f"Run {run_id}", views_run.run_body(view), stream=stream)
 
+    # ------------------------------------------------------------------ whole values (GET)
+
+    async def message_whole(self, request: Request) -> Response:
+        """One message of a run whole, as plain text (a page shows views.CUT characters of it)."""
+        run_id = _run_id(request)
+        index = whole(str(request.path_params["index"]), "a message index")
+        try:
+            found = await data.message_at(self.client, run_id, index)
+        except (RPCError, WorkflowQueryFailedError) as err:
+            raise Refused(503, f"no worker answered for run {run_id}: its messages need one ({err})"[:500]) from None
+        if found is None:
+            raise Refused(404, f"run {run_id} has no message {index}")
+        return _raw(views_run.raw_message(found), "text/plain")
+
+    async def arguments_whole(self, request: Request) -> Response:
+        """A waiting call's arguments whole, as JSON (a page shows views.CUT characters of them)."""
+        arguments = await data.call_arguments(self.client, _run_id(request), _call_id(request))
+        return _raw(views.pretty(arguments), "application/json")
+
     # ---------------------------------------------------------------------------- streams
 
     def _stream(self, source: Any) -> Response:
@@ -100,9 +121,8 @@ class Console:
     async def run_events(self, request: Request) -> Response:
         since = whole(request.query_params.get("since", "0"), "since")
         run_id = _run_id(request)
-        if not await data.run_is_live(self.client, run_id):  # NotFound: 404 at once, no stream
-            return sse.ended_response()  # an ended run has nothing to follow: `end`, no slot held
-        return self._stream(sse.run_stream(self.client, run_id, since))
+        await data.run_is_live(self.client, run_id)  # NotFound: 404 at once, no stream
+        return self._stream(sse.run_stream(self.client, run_id, since))  # an ended run's: its last state, `end`
 
     # ---------------------------------------------------------------------------- actions
 
@@ -132,11 +152,13 @@ class Console:
         waiting = await data.waiting_call(self.client, run_id, call_id)
         if waiting is not None:  # else the run says why it is not (no longer waiting, no worker)
             arguments = checked_edit(form, arguments, waiting)
+        same = waiting is not None and arguments == waiting.call.arguments  # an approval as it is
         receipt = await data.decide_call(
-            self.client, run_id, call_id, approve=True, by=self._by(form), arguments=arguments
+            self.client, run_id, call_id, approve=True, by=self._by(form), arguments=None if same else arguments
         )
         self.inbox.forget()
-        return _done(f"{receipt.call_id} approved with edited arguments by {self._by(form)}")
+        how = "with its arguments unchanged" if same else "with edited arguments"
+        return _done(f"{receipt.call_id} approved {how} by {self._by(form)}")
 
     async def resolve(self, request: Request) -> Response:
         """Rerun, Result or Fail a call in doubt. A result is checked as `client.py resolve
@@ -227,6 +249,16 @@ def whole(text: str, name: str) -> int:
     if not WHOLE.fullmatch(text):
         raise Refused(400, f"{name} must be a whole number from 0, written with the digits 0-9, not {text[:40]!r}")
     return int(text)
+
+
+def _raw(text: str, media_type: str) -> Response:
+    """A value whole, never run as a page: not HTML (a tool's result may hold a script), not
+    sniffed, sandboxed; at most MAX_RAW_CHARS (the rest is said to be cut)."""
+    if len(text) > MAX_RAW_CHARS:
+        text = text[:MAX_RAW_CHARS] + f"\n… [{len(text) - MAX_RAW_CHARS:,} characters cut]"
+        media_type = "text/plain"
+    headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox", "Cache-Control": "no-store"}
+    return Response(text, media_type=f"{media_type}; charset=utf-8", headers=headers)
 
 
 def _done(message: str, redirect: str | None = None) -> Response:
@@ -361,6 +393,8 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
         Route("/inbox", guarded(c.inbox_page)),
         Route("/inbox/events", guarded(c.inbox_events)),
         Route("/runs/{run_id:path}/events", guarded(c.run_events)),
+        Route("/runs/{run_id:path}/messages/{index}", guarded(c.message_whole)),
+        Route("/runs/{run_id:path}/calls/{call_id}/arguments", guarded(c.arguments_whole)),
         Route("/runs/{run_id:path}/calls/{call_id}/decide", guarded(c.decide), methods=["POST"]),
         Route("/runs/{run_id:path}/calls/{call_id}/edit", guarded(c.edit_args), methods=["POST"]),
         Route("/runs/{run_id:path}/calls/{call_id}/resolve", guarded(c.resolve), methods=["POST"]),

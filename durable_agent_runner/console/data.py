@@ -371,6 +371,29 @@ async def run_view(client: Client, run_id: str) -> RunView:
     )
 
 
+async def message_at(client: Client, run_id: str, index: int) -> t.Message | None:
+    """Message `index` of the run's transcript whole (None past its end), for its own route.
+    NotFound for an unknown run."""
+    await run_is_live(client, run_id)  # NotFound
+    tail: t.Transcript = await client.get_workflow_handle(run_id).query(
+        t.TRANSCRIPT_QUERY, t.TranscriptQuery(start=index), result_type=t.Transcript, rpc_timeout=QUERY_TIMEOUT
+    )
+    return tail.messages[0] if tail.messages else None
+
+
+async def call_arguments(client: Client, run_id: str, call_id: str) -> Any:
+    """The arguments of a call waiting for approval or in doubt, whole; NotFound if none is."""
+    await run_is_live(client, run_id)  # NotFound
+    status = await _status(client, run_id)
+    for p in status.pending_approvals if status else []:
+        if p.call_id == call_id:
+            return p.arguments
+    for d in status.in_doubt if status else []:
+        if d.call_id == call_id:
+            return d.arguments
+    raise NotFound(f"call {call_id} of run {run_id} is not waiting for a person (or no worker answered)")
+
+
 def follow_from(events: list[t.RunEvent]) -> int:
     """Where a live page follows the run from: after its last event, or at the model call still in
     flight (the follower learns from that event that text streams)."""

@@ -19,7 +19,6 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from starlette.responses import Response
 from temporalio.client import Client
 
 from durable_agent_runner.cli.watch import Closed, Gap, Printer, follow
@@ -30,15 +29,11 @@ POLL = 0.5  # seconds between reads
 LIFETIME = 1800.0  # seconds a stream stays open
 KEEPALIVE = 15.0  # seconds between comments on a quiet stream
 MAX_STREAMS = 64
+LIVE_CHARS = 64 * 1024  # of a model call's streamed text shown live (the conversation has it whole)
 
 
 def frame(event: str, payload: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(payload, ensure_ascii=False, default=str)}\n\n"
-
-
-def ended_response() -> Response:
-    """The answer for a run that has ended: `end` (the page stops following), and no slot held."""
-    return Response(frame("end", {}), media_type="text/event-stream", headers={"Cache-Control": "no-store"})
 
 
 def calls_update(calls: list[data.Asking], shown: set[str], with_run: bool) -> dict[str, Any]:
@@ -57,6 +52,7 @@ async def inbox_stream(client: Client, inbox: data.Inbox) -> AsyncIterator[str]:
             calls = await inbox.read(client)
         except Exception:  # Temporal restarting: keep the page as it is and ask again
             calls = None
+        calls = calls[: views.INBOX_CALLS] if calls is not None else None  # the page's bound
         if calls is not None and [w.key for w in calls] != shown:
             yield frame("calls", calls_update(calls, set(shown or []), with_run=True))
             shown, quiet = [w.key for w in calls], clock()
@@ -79,7 +75,9 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
     clock = asyncio.get_running_loop().time
     began = polled = clock()
     dirty, ended = False, False
-    shown_calls: list[str] = []
+    shown_calls: list[str] = []  # the keys on the page (views_run.visible)
+    known_calls: list[str] = []  # every waiting call's key, when last read
+    live_chars = 0  # of the model call in flight, sent
     shown_controls = None
     last: tuple[Any, ...] | None = None
     try:
@@ -91,11 +89,20 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
                 item = None
             if isinstance(item, t.ModelProgress):
                 for line in _printed(printer, lambda p=item: printer.delta(p)):
-                    yield frame(line["type"], {"text": line.get("text", "")})
+                    text = line.get("text", "")
+                    if line["type"] == "discard":
+                        live_chars = 0
+                    elif live_chars >= LIVE_CHARS:
+                        continue
+                    elif live_chars + len(text) >= LIVE_CHARS:  # the rest comes whole, in the conversation
+                        text = text[: LIVE_CHARS - live_chars] + "\n… (the rest shows in the conversation)"
+                    live_chars += len(text)
+                    yield frame(line["type"], {"text": text})
             elif isinstance(item, t.RunEvent):
                 printer.event(item)
                 dirty = True
                 if item.kind == "model_finished":
+                    live_chars = 0
                     yield frame("discard", {})
                 ended = item.kind in ("failed", "cancelled", "ended") or (item.kind == "final" and not _session(last))
             elif isinstance(item, Closed):
@@ -123,8 +130,9 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
                 dirty, last = True, now
             if not dirty:
                 keys = data.call_keys(run_id, status)
-                if keys is not None and keys != shown_calls:
+                if keys is not None and keys != known_calls:
                     calls = await data.waiting_in(client, run_id, status)
+                    known_calls, calls = [w.key for w in calls], views_run.visible(calls)
                     yield frame("calls", calls_update(calls, set(shown_calls), with_run=False))
                     shown_calls = [w.key for w in calls]
                 continue
@@ -137,8 +145,9 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
             except Exception:  # a read that failed: the next poll tries again
                 dirty = True
                 continue
-            yield frame("calls", calls_update(view.waiting, set(shown_calls), with_run=False))
-            shown_calls = [w.key for w in view.waiting]
+            known_calls, calls = [w.key for w in view.waiting], views_run.visible(view.waiting)
+            yield frame("calls", calls_update(calls, set(shown_calls), with_run=False))
+            shown_calls = [w.key for w in calls]
             yield frame("section", {"id": "facts", "html": views_run.facts(view)})
             yield frame("section", {"id": "story", "html": views_run.story(view)})
             controls = views_run.controls(view)

@@ -10,11 +10,26 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from durable_agent_runner.console.data import RunView
-from durable_agent_runner.console.views import call_row, folded, h, run_link, when
+from durable_agent_runner.console.data import Asking, RunView
+from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
 from durable_agent_runner.workflows import types as t
 
 ENDED = ("completed", "failed", "cancelled", "terminated", "timed_out")
+# Each part's share of views.MAX_PAGE_BYTES (1 MiB): with the layout (~12 KB) and the controls
+# (~8 KB), they sum to less than it. A part over its share is cut (the newest messages, the last
+# turns, the first children kept) and says what it left out.
+FACTS_BYTES = 128 * 1024
+RUN_CALLS = 8  # waiting calls on a run's page, each within views.ROW_BYTES (24 KB): 192 KB
+CONVERSATION_BYTES = 448 * 1024
+HANDOFFS = 50  # the last ones, ~0.5 KB each
+TREE_BYTES = 96 * 1024
+WATERFALL_TURNS = 200  # the last ones, ~0.4 KB each
+LISTED = 20  # forks, children's shares
+
+
+def visible(calls: list[Asking]) -> list[Asking]:
+    """The waiting calls a run's page shows (the first RUN_CALLS; the inbox lists them all)."""
+    return calls[:RUN_CALLS]
 
 
 def run_body(view: RunView) -> str:
@@ -24,8 +39,10 @@ def run_body(view: RunView) -> str:
         session = f"""<h2>Session</h2><form class="act clear" method="post" action="{_base(s)}/send">
 <label>Message <textarea name="text" maxlength="{t.MAX_MESSAGE_CHARS}" required></textarea></label>
 <button>Send</button><span class="msg" role="status"></span></form>"""
-    calls = "".join(call_row(w) for w in view.waiting)
+    calls = "".join(call_row(w) for w in visible(view.waiting))
     note = "" if view.live else '<p class="refusal">No worker answers for this run: showing what Temporal holds.</p>'
+    if len(view.waiting) > RUN_CALLS:
+        note += f'<p class="meta">{len(view.waiting)} calls wait; {RUN_CALLS} are shown here, all in the inbox.</p>'
     return f"""{note}<div id="facts">{facts(view)}</div>
 <div id="controls" class="controls">{controls(view)}</div>
 <h2>Waiting for a person</h2><p class="empty" id="none"{" hidden" if calls else ""}>No call is waiting.</p>
@@ -39,6 +56,15 @@ def _base(s: dict[str, Any]) -> str:
 
 
 def facts(view: RunView) -> str:
+    """The run's facts, within FACTS_BYTES (each free text cut at CUT, lists at LISTED)."""
+    shown = _facts(view)
+    if size(shown) > FACTS_BYTES:
+        command = f"client.py status {view.status['run_id'][:200]}"
+        shown = f'<p class="meta">Its facts are too large to show here: see <code>{h(command)}</code>.</p>'
+    return shown
+
+
+def _facts(view: RunView) -> str:
     s = view.status
     usage = s["usage"]
     rows = [
@@ -60,15 +86,19 @@ def facts(view: RunView) -> str:
         rows.append(("parent", run_link(view.parent)))
     if s.get("forked_from"):
         rows.append(("fork of", f"{run_link(s['forked_from']['run_id'])} before model call {s['forked_from']['turn']}"))
-    for f in s.get("forks", []):
+    forks = s.get("forks", [])
+    for f in forks[:LISTED]:
         rows.append(("forked", f"{run_link(f['run_id'])} from model call {f['turn']}"))
+    if len(forks) > LISTED:
+        rows.append(("forked", f"and {len(forks) - LISTED} more"))
     if s.get("paused"):
         p = s["paused"]
-        rows.append(("paused", h(f"before {p['where'].replace('_', ' ')} {p['turn']}: {p['why']}")))
+        rows.append(("paused", h(f"before {p['where'].replace('_', ' ')} {p['turn']}: {p['why']}"[:CUT])))
     if s.get("error"):
-        rows.append(("error", f'<span class="refusal">{h(s["error"]["type"])}: {h(s["error"]["message"])}</span>'))
+        e = s["error"]
+        rows.append(("error", f'<span class="refusal">{h(e["type"][:200])}: {h(e["message"][:CUT])}</span>'))
     if s.get("stuck"):
-        rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}")))
+        rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}"[:CUT])))
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
@@ -152,47 +182,72 @@ def story(view: RunView) -> str:
     handoffs = view.status.get("handoffs") or []
     if handoffs:
         items = "".join(
-            f"<li>{h(x['from_agent'])} → {h(x['to_agent'])} in turn {x['turn']} at {when(x['at'])}</li>"
-            for x in handoffs
+            f"<li>{h(x['from_agent'][:200])} → {h(x['to_agent'][:200])} in turn {x['turn']} at {when(x['at'])}</li>"
+            for x in handoffs[-HANDOFFS:]
         )
-        parts.append(f"<h2>Handoffs</h2><ul>{items}</ul>")
+        earlier = (
+            f'<p class="meta">{len(handoffs) - HANDOFFS} earlier not shown.</p>' if len(handoffs) > HANDOFFS else ""
+        )
+        parts.append(f"<h2>Handoffs</h2>{earlier}<ul>{items}</ul>")
     if view.children:
-        parts.append(f'<h2>Child runs</h2><div class="tree">{tree(view.children)}</div>')
+        shown = tree(view.children)
+        if size(shown) > TREE_BYTES:  # the runs it started, without theirs
+            shown = tree([{**c, "children": []} for c in view.children])
+        if size(shown) > TREE_BYTES:
+            shown = f'<p class="meta">{len(view.children)} child runs: too many to list here.</p>'
+        parts.append(f'<h2>Child runs</h2><div class="tree">{shown}</div>')
     parts.append(f"<h2>Turns</h2>{waterfall(view.events)}")
     return "".join(parts)
 
 
 def conversation(view: RunView) -> str:
+    """The messages, newest kept: each value cut at CUT with a link to the message whole, and as
+    many as fit CONVERSATION_BYTES."""
     if not view.messages:
         return '<p class="empty">No messages to show yet.</p>'
-    out = [f'<p class="empty">{view.hidden} earlier message(s) not shown.</p>'] if view.hidden else []
-    out.append('<div class="conv">')
-    for index, m in view.messages:
-        idx = f'<span class="idx">#{index}</span>'
-        if isinstance(m, t.UserMessage):
-            note = f" (summary of {m.summary_of} messages)" if m.summary_of else ""
-            out.append(f'<div class="m user"><div class="who">user{note} {idx}</div>{folded(m.content)}</div>')
-        elif isinstance(m, t.AssistantMessage):
-            calls = "".join(
-                f'<div class="tc">→ <code>{h(c.name)}</code> <small>{h(c.call_id)}</small>'
-                f"{folded(_args(c.arguments), 200)}</div>"
-                for c in m.tool_calls
-            )
-            text = folded(m.content) if m.content else ""
-            out.append(f'<div class="m assistant"><div class="who">assistant {idx}</div>{text}{calls}</div>')
-        elif isinstance(m, t.ToolMessage):
-            decided = ""
-            if m.approval is not None:
-                a = m.approval
-                verdict = "approved" if a.approved else f"rejected: {a.reason}"
-                decided = f'<div class="meta">{h(verdict)} by {h(a.by)} at {when(a.at)}</div>'
-            err = " error" if m.is_error else ""
-            out.append(
-                f'<div class="m tool{err}"><div class="who">tool <code>{h(m.name)}</code> {h(m.call_id)} {idx}</div>'
-                f"{decided}{folded(m.content)}</div>"
-            )
-    out.append("</div>")
-    return "".join(out)
+    base = _base(view.status)
+    shown: list[str] = []
+    room = CONVERSATION_BYTES
+    for index, m in reversed(view.messages):
+        part = message(m, index, f"{base}/messages/{index}")
+        room -= size(part)
+        if room < 0:
+            break
+        shown.append(part)
+    hidden = view.hidden + len(view.messages) - len(shown)
+    out = [f'<p class="empty">{hidden} earlier message(s) not shown.</p>'] if hidden else []
+    return "".join([*out, '<div class="conv">', *reversed(shown), "</div>"])
+
+
+def message(m: t.Message, index: int, whole: str) -> str:
+    idx = f'<a class="idx" href="{h(whole)}" title="this message whole, as text">#{index}</a>'
+    if isinstance(m, t.UserMessage):
+        note = f" (summary of {m.summary_of} messages)" if m.summary_of else ""
+        return f'<div class="m user"><div class="who">user{note} {idx}</div>{folded(m.content, whole=whole)}</div>'
+    if isinstance(m, t.AssistantMessage):
+        calls = "".join(
+            f'<div class="tc">→ <code>{h(c.name[:200])}</code> <small>{h(c.call_id[:200])}</small>'
+            f"{folded(_args(c.arguments), 200, whole=whole)}</div>"
+            for c in m.tool_calls
+        )
+        text = folded(m.content, whole=whole) if m.content else ""
+        return f'<div class="m assistant"><div class="who">assistant {idx}</div>{text}{calls}</div>'
+    decided = ""
+    if m.approval is not None:
+        a = m.approval
+        verdict = "approved" if a.approved else f"rejected: {a.reason}"
+        decided = f'<div class="meta">{h(verdict[:CUT])} by {h(a.by[:200])} at {when(a.at)}</div>'
+    err = " error" if m.is_error else ""
+    who = f"tool <code>{h(m.name[:200])}</code> {h(m.call_id[:200])} {idx}"
+    return f'<div class="m tool{err}"><div class="who">{who}</div>{decided}{folded(m.content, whole=whole)}</div>'
+
+
+def raw_message(m: t.Message) -> str:
+    """A message whole, as text: what its own route serves (app.py)."""
+    if isinstance(m, t.AssistantMessage):
+        calls = "".join(f"\n\n→ {c.name} ({c.call_id})\n{_args(c.arguments)}" for c in m.tool_calls)
+        return (m.content or "") + calls
+    return m.content
 
 
 def _args(raw: str) -> str:
@@ -308,8 +363,15 @@ def waterfall(events: list[t.RunEvent]) -> str:
     rows = turns(events)
     if not rows:
         return '<p class="empty">No turn yet.</p>'
+    earlier = (
+        f'<p class="meta">{len(rows) - WATERFALL_TURNS} earlier turns not shown.</p>'
+        if len(rows) > WATERFALL_TURNS
+        else ""
+    )
+    rows = rows[-WATERFALL_TURNS:]
     longest = max((r.model + r.tools + r.waiting) for r in rows) or 1.0
     out = [
+        earlier,
         '<div class="wf"><div class="legend">',
         '<span class="model"></span>model',
         '<span class="tool"></span>tools',
