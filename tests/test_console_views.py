@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from starlette.requests import Request
+
 from durable_agent_runner.console.data import PAGE_SIZE, Asking, RunView, Waiting
+from durable_agent_runner.console.security import MAX_FORM_BYTES, Refused, read_form
 from durable_agent_runner.console.views import MAX_PAGE_BYTES, inbox_body, page, runs_body, size
 from durable_agent_runner.console.views_run import facts, run_body, story, turns, waterfall
 from durable_agent_runner.workflows import types as t
@@ -147,3 +151,12 @@ def test_the_runs_page_stays_under_its_bound() -> None:
     shown = page("Runs", runs_body([row] * PAGE_SIZE, filters, "t" * 4096), "x" * 43, "b" * 200)
     assert size(shown) < MAX_PAGE_BYTES, size(shown)
     assert "and 495 more" in shown
+
+
+async def test_a_form_whose_length_is_not_ascii_digits_is_refused() -> None:
+    """'²'.isdigit() is True and int('²') raises: the console read it as a number (a 500)."""
+    for length, status in (("²", 400), ("٣", 400), ("-1", 400), (str(MAX_FORM_BYTES + 1), 413)):
+        scope = {"type": "http", "method": "POST", "headers": [(b"content-length", length.encode())]}
+        with pytest.raises(Refused) as refused:
+            await read_form(Request(scope), "csrf")
+        assert refused.value.status == status, (length, refused.value.message)
