@@ -24,7 +24,8 @@ from temporalio.service import RPCError
 from durable_agent_runner.cli import debug
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunNotFound
-from durable_agent_runner.console import data, sse, views, views_run
+from durable_agent_runner.console import data, links, sse, views, views_run
+from durable_agent_runner.console import whole as whole_value
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
@@ -47,7 +48,7 @@ class Console:
         self.by = by
         self.task_queue = task_queue
         self.csrf = new_csrf()
-        self.page_key = secrets.token_bytes(32)  # signs the runs page's next-page links (data.seal)
+        self.page_key = secrets.token_bytes(32)  # signs the runs page's next-page links (links.seal)
         self.inbox = data.Inbox()
         self.streams = 0
 
@@ -86,7 +87,7 @@ class Console:
         run_id = _run_id(request)
         index = whole(str(request.path_params["index"]), "a message index")
         try:
-            found = await data.message_at(self.client, run_id, index)
+            found = await whole_value.message_at(self.client, run_id, index)
         except (RPCError, WorkflowQueryFailedError) as err:
             raise Refused(503, f"no worker answered for run {run_id}: its messages need one ({err})"[:500]) from None
         if found is None:
@@ -95,7 +96,7 @@ class Console:
 
     async def arguments_whole(self, request: Request) -> Response:
         """A waiting call's arguments whole, as JSON (a page shows views.CUT characters of them)."""
-        arguments = await data.call_arguments(self.client, _run_id(request), _call_id(request))
+        arguments = await whole_value.call_arguments(self.client, _run_id(request), _call_id(request))
         return _raw(views.pretty(arguments), "application/json")
 
     # ---------------------------------------------------------------------------- streams
@@ -149,7 +150,7 @@ class Console:
         form = await read_form(request, self.csrf)
         arguments = edited_arguments(form)
         run_id, call_id = _run_id(request), _call_id(request)
-        waiting = await data.waiting_call(self.client, run_id, call_id)
+        waiting = await whole_value.waiting_call(self.client, run_id, call_id)
         if waiting is not None:  # else the run says why it is not (no longer waiting, no worker)
             arguments = checked_edit(form, arguments, waiting)
         same = waiting is not None and arguments == waiting.call.arguments  # an approval as it is
@@ -365,7 +366,7 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
                 return console.refusal(request, err.status, err.message)
             except data.NotFound as err:
                 return console.refusal(request, 404, str(err))
-            except data.BadRequest as err:
+            except links.BadRequest as err:
                 return console.refusal(request, 400, str(err))
             except RunNotFound as err:
                 return console.refusal(request, 404, str(err))

@@ -10,10 +10,6 @@ queries at most INBOX_RUNS of them, and a run's page shows at most MAX_MESSAGES 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import hashlib
-import hmac
 import json
 import time
 from collections import OrderedDict
@@ -32,6 +28,7 @@ from durable_agent_runner.cli.session import send_message
 from durable_agent_runner.cli.watch import events_since
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.status import gather
+from durable_agent_runner.console.links import BadRequest, seal, unseal
 from durable_agent_runner.workflows import types as t
 
 PHASES: tuple[str, ...] = get_args(t.Phase)
@@ -48,10 +45,6 @@ WAIT = 10.0  # seconds a worker has to take an action
 
 class NotFound(Exception):
     """No run with that id: 404."""
-
-
-class BadRequest(Exception):
-    """A filter or a link the console cannot use: 400, with what to do."""
 
 
 @dataclass
@@ -116,35 +109,6 @@ def runs_query(phase: str = "", agent: str = "", waiting: bool = False) -> str:
     if waiting:
         parts.append(f'ExecutionStatus="Running" AND ({t.SA_PENDING.name} > 0 OR {t.SA_IN_DOUBT.name} = true)')
     return " AND ".join(parts)
-
-
-MAX_PAGE_LINK = 4096  # characters of a next-page link's token
-MAC = 16  # bytes of a page link's signature
-
-
-def seal(token: bytes, key: bytes) -> str:
-    """The server's next-page token as a link's value, signed with the console's key: only links
-    this console made reach Temporal (a forged token costs it seconds of retries, then a 500)."""
-    mac = hmac.new(key, token, hashlib.sha256).digest()[:MAC]
-    return base64.urlsafe_b64encode(mac + token).decode()
-
-
-def unseal(text: str, key: bytes) -> bytes | None:
-    """A link's value back as the server's token (None: the first page); BadRequest unless this
-    console made it."""
-    if not text:
-        return None
-    refused = BadRequest("that page link is not one this console made (or it has restarted since): start from page one")
-    if len(text) > MAX_PAGE_LINK:
-        raise refused
-    try:
-        raw = base64.urlsafe_b64decode(text.encode("ascii"))
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        raise refused from None
-    mac, token = raw[:MAC], raw[MAC:]
-    if not token or not hmac.compare_digest(mac, hmac.new(key, token, hashlib.sha256).digest()[:MAC]):
-        raise refused
-    return token
 
 
 async def runs_page(
@@ -286,12 +250,6 @@ async def waiting_in(client: Client, run_id: str, status: t.RunStatus | None = N
     return [*out, *doubts]
 
 
-async def waiting_call(client: Client, run_id: str, call_id: str) -> Waiting | None:
-    """The call if it waits for approval now (with its tool's schema); None if not, or unknown."""
-    found = [w for w in await waiting_in(client, run_id) if isinstance(w, Waiting) and w.call.call_id == call_id]
-    return found[0] if found else None
-
-
 class Inbox:
     """Every call waiting for a person, across runs, oldest first. One read serves every open
     inbox for INBOX_TTL seconds; a decision made here makes the next read fresh."""
@@ -369,29 +327,6 @@ async def run_view(client: Client, run_id: str) -> RunView:
         waiting=waiting,
         live=live,
     )
-
-
-async def message_at(client: Client, run_id: str, index: int) -> t.Message | None:
-    """Message `index` of the run's transcript whole (None past its end), for its own route.
-    NotFound for an unknown run."""
-    await run_is_live(client, run_id)  # NotFound
-    tail: t.Transcript = await client.get_workflow_handle(run_id).query(
-        t.TRANSCRIPT_QUERY, t.TranscriptQuery(start=index), result_type=t.Transcript, rpc_timeout=QUERY_TIMEOUT
-    )
-    return tail.messages[0] if tail.messages else None
-
-
-async def call_arguments(client: Client, run_id: str, call_id: str) -> Any:
-    """The arguments of a call waiting for approval or in doubt, whole; NotFound if none is."""
-    await run_is_live(client, run_id)  # NotFound
-    status = await _status(client, run_id)
-    for p in status.pending_approvals if status else []:
-        if p.call_id == call_id:
-            return p.arguments
-    for d in status.in_doubt if status else []:
-        if d.call_id == call_id:
-            return d.arguments
-    raise NotFound(f"call {call_id} of run {run_id} is not waiting for a person (or no worker answered)")
 
 
 def follow_from(events: list[t.RunEvent]) -> int:
