@@ -305,3 +305,23 @@ async def test_the_edit_form_refuses_an_empty_required_field_and_shows_long_text
         assert done.status_code == 200, done.text
         assert (await handle.result()).output == "paid"
     assert "transferred 90 to acct-2\\nbranch 9" in json.dumps(llm.requests()[-1]["body"]["messages"])
+
+
+async def test_a_stream_whose_page_is_gone_frees_its_slot(client, task_queue):
+    """A quiet stream (a run no worker serves, that writes nothing) frees its slot as soon as its
+    page closes it, not after LIFETIME."""
+    kept: list[Any] = []
+    waiting = await client.start_workflow(
+        t.WORKFLOW_NAME, t.RunInput(prompt="x"), id=f"quiet-{uuid.uuid4().hex[:8]}", task_queue=f"{task_queue}-none"
+    )
+    async with serve_console(client, task_queue, keep=kept) as url, httpx.AsyncClient(base_url=url) as web:
+        (console,) = kept
+        async with web.stream("GET", f"/runs/{waiting.id}/events", timeout=10) as stream:
+            assert (await asyncio.wait_for(anext(stream.aiter_lines()), 5)).startswith(":")
+            assert console.streams == 1
+        for _ in range(100):  # the page closed its stream
+            if console.streams == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert console.streams == 0
+    await waiting.terminate("test over")
