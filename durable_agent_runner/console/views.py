@@ -24,7 +24,7 @@ CUT = 2_000  # characters of one value a page shows; the whole is a link away
 EDIT_MAX = 2_000  # characters of an argument an edit form holds; a longer one is kept as it is
 ROW_BYTES = 24 * 1024  # one waiting call with its controls (else without its edit form)
 INBOX_CALLS = 40  # calls the inbox shows, oldest first: 40 rows fit the page's bound
-TOO_LONG_HINT = "approve it with other arguments with `client.py approve RUN_ID CALL_ID --args JSON`"
+TOO_LONG_HINT = "to approve it with other arguments, use <code>client.py approve RUN_ID CALL_ID --args JSON</code>"
 # An edited argument's form field is named `KIND.NAME`: how the console reads it back (see app.py).
 PREFIX = {"integer": "int", "number": "num", "string": "str", "boolean": "bool"}
 
