@@ -17,10 +17,15 @@ from tests.devserver import free_port
 
 
 @contextlib.asynccontextmanager
-async def serve_console(client: Any, task_queue: str, token: str | None = None) -> AsyncIterator[str]:
-    """The console on 127.0.0.1 (a free port), served until the block ends; yields its URL."""
+async def serve_console(
+    client: Any, task_queue: str, token: str | None = None, keep: list[Any] | None = None
+) -> AsyncIterator[str]:
+    """The console on 127.0.0.1 (a free port), served until the block ends; yields its URL.
+    `keep`: a list the console's state (app.Console: its open streams) is put in."""
     port = free_port()
     app = build_app(client, by="console-test", task_queue=task_queue, token=token, loopback=True)
+    if keep is not None:
+        keep.append(app.app.state.console)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
     deadline = time.monotonic() + 20

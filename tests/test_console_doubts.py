@@ -8,13 +8,16 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import uuid
 from collections import Counter
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+import pytest
 
-from durable_agent_runner import Agent, Registry
+from durable_agent_runner import Agent, Registry, tool
+from durable_agent_runner.client import AgentClient, DecisionRefused
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
 from tests.helpers import calls, script, start, transcript
@@ -140,3 +143,70 @@ async def test_a_runs_page_links_its_child_runs_and_the_child_its_parent(client,
             assert f'<a href="/runs/{quote(child, safe="")}">{child}</a> · scholar · completed' in tree
             child_page = (await web.get(f"/runs/{quote(child, safe='')}")).text
             assert f'<dt>parent</dt><dd><a href="/runs/{quote(handle.id, safe="")}">' in child_page
+
+
+_slow: dict[str, int] = {}
+
+
+@tool(once=True, timeout_seconds=1)
+async def slow_pay(label: str) -> str:
+    """Pay someone; the first two attempts for a label outlive their one-second bound (in doubt twice).
+
+    Args:
+        label: Whom to pay.
+    """
+    _slow[label] = _slow.get(label, 0) + 1
+    if _slow[label] <= 2:
+        await asyncio.sleep(3)
+    return f"paid {label}"
+
+
+async def test_a_stale_page_cannot_decide_a_doubt_that_is_no_longer_open(client, task_queue, worker_factory, llm):
+    """Rerun on a page left open while the call went into doubt a second time answered "runs
+    again" with the first decision's receipt, and nothing was applied. The decision names the doubt
+    the person saw (the form's `doubt`); one for a doubt no longer open is refused, here and from
+    the Python client, and the open doubt is still there to decide."""
+    label = uuid.uuid4().hex[:8]
+    model = script(llm, calls(("slow_pay", {"label": label})), {"content": "paid, by the record"})
+    payer = Agent(name="slow_payer", model=model, tools=[slow_pay])
+    async with (
+        worker_factory(registry=Registry(agents=[payer])),
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        handle = await start(client, task_queue, "pay", agent="slow_payer")
+
+        async def in_doubt(times: int) -> bool:
+            return [d.doubt for d in (await live(handle)).in_doubt] == [times]
+
+        await wait_for(lambda: in_doubt(1), timeout=30)
+        (doubt,) = (await live(handle)).in_doubt
+        stale = (await web.get(f"/runs/{handle.id}")).text  # the page a person leaves open
+        assert f'data-call="{handle.id}/{doubt.call_id}/doubt-1"' in stale
+        assert '<input type="hidden" name="doubt" value="1">' in stale
+        action = f"/runs/{handle.id}/calls/{doubt.call_id}/resolve"
+        form = {"csrf": csrf_of(stale), "doubt": "1", "by": "dana", "choice": "rerun"}
+        first = await web.post(action, data=form, headers=JSON)
+        assert first.status_code == 200 and first.json()["message"] == f"{doubt.call_id} runs again: resolved by dana"
+
+        await wait_for(lambda: in_doubt(2), timeout=30)  # the rerun ended without a result too
+        again = await web.post(action, data={**form, "by": "erin"}, headers=JSON)  # Rerun on the stale page
+        assert again.status_code == 409, again.text
+        message = again.json()["message"]
+        assert f"call {doubt.call_id} is in doubt for time 2, not 1" in message and "dana" in message, message
+        run = AgentClient(client).get(handle.id)
+        with pytest.raises(DecisionRefused, match="in doubt for time 2, not 1"):
+            await run.resolve(doubt.call_id, "rerun", by="erin", doubt=1)
+        status = await live(handle)
+        assert [(r.doubt, r.by) for r in status.resolutions] == [(1, "dana")]  # nothing more applied
+        assert [d.doubt for d in status.in_doubt] == [2]  # still open, to decide
+
+        fresh = (await web.get(f"/runs/{handle.id}")).text
+        assert '<input type="hidden" name="doubt" value="2">' in fresh
+        given = {**form, "doubt": "2", "choice": "result", "result": '"paid, says the bank"'}
+        done = await web.post(action, data=given, headers=JSON)
+        assert done.status_code == 200, done.text
+        twice = await web.post(action, data=given, headers=JSON)  # a second click: refused, not a receipt
+        assert twice.status_code == 409 and "dana resolved it (result)" in twice.json()["message"], twice.text
+        assert (await asyncio.wait_for(handle.result(), 60)).output == "paid, by the record"
+    assert _slow[label] == 2  # the first rerun ran; nothing else did

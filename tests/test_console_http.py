@@ -6,20 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import html
+import json
 import os
 import re
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from durable_agent_runner import Agent, Registry
 from durable_agent_runner.console.data import PAGE_SIZE
 from durable_agent_runner.console.security import MAX_FORM_BYTES
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
+from tests.fixtures.agents import send
 from tests.helpers import calls, script, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -146,3 +152,176 @@ async def test_the_runs_page_pages_through_the_visibility_store(client, task_que
         assert 400 <= forged.status_code < 500 and "not one this console made" in forged.text
     for run_id in ids:
         await client.get_workflow_handle(run_id).terminate()
+
+
+async def test_numbers_are_ascii_digits_and_bad_links_or_filters_get_400(client, task_queue):
+    """int() reads '٣' as 3 and isdigit() passes '²': every number the console reads is the digits
+    0-9 only, refused in one line otherwise. A forged page link or a bad filter is a 400, at once."""
+    json_ = {"Accept": "application/json"}
+    async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url, timeout=30) as web:
+        csrf = csrf_of((await web.get("/inbox")).text)
+        run = "/runs/some-run"
+        for path, form in (
+            (f"{run}/fork", {"at_turn": "٣"}),
+            (f"{run}/fork", {"at_turn": "²"}),
+            (f"{run}/edit", {"op": "drop", "index": "٣"}),
+            (f"{run}/edit", {"op": "text", "index": "١", "text": "x"}),
+            (f"{run}/edit", {"op": "insert", "index": "３", "text": "x"}),
+            (f"{run}/calls/call_1/resolve", {"choice": "rerun", "doubt": "٢"}),
+            (f"{run}/calls/call_1/edit", {"int.amount": "٣٠"}),
+            (f"{run}/calls/call_1/edit", {"int.amount": "1_000"}),
+            (f"{run}/calls/call_1/edit", {"num.rate": "١.٥"}),
+        ):
+            refused = await web.post(path, data={**form, "csrf": csrf}, headers=json_)
+            assert refused.status_code == 400, (form, refused.text)
+            assert "digits 0-9" in refused.json()["message"], refused.text
+        for since in ("٣", "²", "-1", "1e3"):
+            bad = await web.get(f"{run}/events", params={"since": since})
+            assert bad.status_code == 400 and "digits 0-9" in bad.text, (since, bad.text)
+
+        loop = asyncio.get_running_loop()
+        for token in ("AAAA", "YWJj", "A" * 100, "not-a-token!", "é", "A" * 5000):
+            began = loop.time()
+            forged = await web.get("/", params={"page": token})
+            assert forged.status_code == 400 and "not one this console made" in forged.text, (token, forged.text)
+            assert loop.time() - began < 2  # refused here: Temporal is not asked (it retried a forged one ~10 s)
+        for query, says in (
+            ({"phase": "bogus"}, "phase must be one of"),
+            ({"agent": "a\x00b"}, "agent must be a name"),
+            ({"agent": "a" * 201}, "agent must be a name"),
+        ):
+            bad = await web.get("/", params=query)
+            assert bad.status_code == 400 and says in bad.text, (query, bad.status_code)
+            assert "Traceback" not in bad.text
+
+
+async def test_a_stream_answers_at_once_and_holds_no_slot_past_its_run(client, task_queue):
+    """An unknown run's stream is a 404 at once (it never answered and held a slot 30 min); an
+    ended run's gives its last state and `end`; a run that goes away while followed ends its stream."""
+    kept: list[Any] = []
+    async with (
+        serve_console(client, task_queue, keep=kept) as url,
+        httpx.AsyncClient(base_url=url, timeout=10) as web,
+    ):
+        (console,) = kept
+        unknown = await web.get("/runs/no-such-run/events")
+        assert unknown.status_code == 404 and "no run with id" in unknown.text
+        assert console.streams == 0
+
+        ended = await client.start_workflow(
+            t.WORKFLOW_NAME, t.RunInput(prompt="x"), id=f"ended-{uuid.uuid4().hex[:8]}", task_queue=f"{task_queue}-none"
+        )
+        await ended.terminate("test")
+        over = await web.get(f"/runs/{ended.id}/events")  # its last state, then `end`, within seconds
+        assert over.status_code == 200 and over.text.rstrip().endswith("event: end\ndata: {}")
+        assert 'id=\\"status\\">terminated' in over.text and console.streams == 0  # (HTML in JSON)
+
+        gone = await client.start_workflow(
+            t.WORKFLOW_NAME, t.RunInput(prompt="x"), id=f"gone-{uuid.uuid4().hex[:8]}", task_queue=f"{task_queue}-none"
+        )
+        async with web.stream("GET", f"/runs/{gone.id}/events", timeout=30) as stream:
+            lines = stream.aiter_lines()
+            assert (await asyncio.wait_for(anext(lines), 5)).startswith(":")  # answered at once
+            assert console.streams == 1
+            await client.workflow_service.delete_workflow_execution(
+                DeleteWorkflowExecutionRequest(
+                    namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=gone.id)
+                )
+            )
+            seen = []
+            async with asyncio.timeout(20):
+                async for line in lines:
+                    seen.append(line)
+            assert "event: end" in seen, seen
+        assert console.streams == 0
+
+
+async def test_a_run_page_shows_its_budget_and_its_approval_wait_once(client, task_queue, worker_factory, llm):
+    """The run's budget as status has it (limit, spent, left), and a waterfall where the time the
+    call waited for a person is waiting, not tool time too."""
+    model = script(llm, calls(("send", {"label": "report"})), {"content": "sent it"})
+    careful = Agent(
+        name="careful_sender", model=model, tools=[send], approvals={"send": "always"},
+        token_budget=50_000, cost_budget_usd=2.5,
+    )  # fmt: skip
+    registry = Registry(agents=[careful])
+    async with (
+        worker_factory(registry=registry),
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        handle = await start(client, task_queue, "send it", agent="careful_sender")
+        (waiting,) = await pending(handle)
+        status: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        spent = status.usage.total_tokens
+        assert status.budget is not None and spent > 0
+        shown = (await web.get(f"/runs/{handle.id}")).text
+        assert f"{spent:,} spent · 0 reserved · <b>{50_000 - spent:,} left</b> of 50,000 tokens" in shown, shown
+        assert "left</b> of $2.5000" in shown
+        await asyncio.sleep(2.0)  # a person takes two seconds to decide
+        csrf = csrf_of((await web.get("/inbox")).text)
+        action = f"/runs/{handle.id}/calls/{waiting.call_id}/decide"
+        assert (await web.post(action, data={"verdict": "approve", "csrf": csrf})).status_code == 200
+        await handle.result()
+        page = (await web.get(f"/runs/{handle.id}")).text
+    found = re.search(r"turn 1: model ([0-9.]+) s · tools ([0-9.]+) s · waiting ([0-9.]+) s", page)
+    assert found, page[page.find("<h2>Turns") :][:800]
+    _, tools, waited = (float(x) for x in found.groups())
+    assert waited >= 2.0 and tools < 1.0, found.group(0)  # was tools ≥ 2 s too: the wait counted twice
+
+
+async def test_the_edit_form_refuses_an_empty_required_field_and_shows_long_text_in_a_textarea(
+    client, task_queue, worker_factory, llm
+):
+    to = "acct-1\nbranch 7, second floor"  # a multi-line value: a textarea, not one line
+    model = script(llm, calls(("transfer", {"amount": 500, "to": to})), {"content": "paid"})
+    json_ = {"Accept": "application/json"}
+    async with (
+        worker_factory(),
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        handle = await start(client, task_queue, "pay", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+        page = (await web.get(f"/runs/{handle.id}")).text
+        form = page[page.index('<form class="act edit-args"') :]
+        form = form[: form.index("</form>")]
+        assert '<input name="int.amount" value="500" inputmode="numeric" required>' in form
+        assert f'<textarea name="str.to" rows="3" required>{html.escape(to)}</textarea>' in form
+        edit = f"/runs/{handle.id}/calls/{waiting.call_id}/edit"
+        csrf = csrf_of(page)
+        for fields, says in (
+            ({"int.amount": "", "str.to": "acct-2"}, "amount is required: give a value"),
+            ({"int.amount": "90", "str.to": "  "}, "to is required: give a value"),
+            ({"int.amount": "", "str.to": ""}, "amount, to are required: give a value"),
+            ({"str.to": "acct-2"}, "amount is required: give a value"),  # a field left out of the form
+        ):
+            refused = await web.post(edit, data={**fields, "csrf": csrf}, headers=json_)
+            assert refused.status_code == 400 and refused.json()["message"] == says, (fields, refused.text)
+        assert (await pending(handle))[0].arguments == {"amount": 500, "to": to}  # nothing recorded
+        done = await web.post(
+            edit, data={"int.amount": "90", "str.to": "acct-2\nbranch 9", "csrf": csrf}, headers=json_
+        )
+        assert done.status_code == 200, done.text
+        assert (await handle.result()).output == "paid"
+    assert "transferred 90 to acct-2\\nbranch 9" in json.dumps(llm.requests()[-1]["body"]["messages"])
+
+
+async def test_a_stream_whose_page_is_gone_frees_its_slot(client, task_queue):
+    """A quiet stream (a run no worker serves, that writes nothing) frees its slot as soon as its
+    page closes it, not after LIFETIME."""
+    kept: list[Any] = []
+    waiting = await client.start_workflow(
+        t.WORKFLOW_NAME, t.RunInput(prompt="x"), id=f"quiet-{uuid.uuid4().hex[:8]}", task_queue=f"{task_queue}-none"
+    )
+    async with serve_console(client, task_queue, keep=kept) as url, httpx.AsyncClient(base_url=url) as web:
+        (console,) = kept
+        async with web.stream("GET", f"/runs/{waiting.id}/events", timeout=10) as stream:
+            assert (await asyncio.wait_for(anext(stream.aiter_lines()), 5)).startswith(":")
+            assert console.streams == 1
+        for _ in range(100):  # the page closed its stream
+            if console.streams == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert console.streams == 0
+    await waiting.terminate("test over")

@@ -1,8 +1,8 @@
 """The web console in a real browser (Debian's Chromium through Playwright), end to end against
 the dev server, a worker and fake_llm: approve from the inbox, edit arguments (refused, then
 accepted), reject with a reason, watch an answer stream, send a session message, pause / edit /
-resume / fork, resolve a call in doubt (a refused result, then a given one). Screenshots of the
-inbox and a run's page go to docs/img/.
+resume / fork, resolve a call in doubt (a refused result, then a given one), a long result cut with
+a link to the whole and a run's budget. Screenshots of the inbox and a run's page go to docs/img/.
 
 One browser for the module; each test opens its own page. Skips without playwright or Chromium."""
 
@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 
-from durable_agent_runner import Registry
+from durable_agent_runner import Agent, Registry
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.console.views import CUT
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
+from tests.fixtures.large_payload_tools import blob, blob_text
 from tests.helpers import calls, script, start
 from tests.test_codec_ui import chromium
 
@@ -84,9 +86,14 @@ async def test_edit_arguments_refused_then_accepted(browser, client, task_queue,
         row = page.locator(f'[data-call="{handle.id}/{waiting.call_id}"]')
         await row.get_by_text("Edit arguments").click()
         form = row.locator("form.edit-args")
-        await form.locator('input[name="int.amount"]').fill("")  # left out: the tool's schema requires it
+        amount = form.locator('input[name="int.amount"]')
+        await amount.fill("")  # the tool's schema requires it: the browser will not send the form
         await form.get_by_role("button").click()
-        await form.locator(".msg.bad", has_text="'amount' is a required property").wait_for(timeout=10 * SECOND)
+        assert await amount.evaluate("el => el.required && el.validity.valueMissing")
+        assert await form.locator(".msg").inner_text() == ""  # nothing was sent
+        await amount.evaluate("el => el.removeAttribute('required')")  # as a browser that skips the check
+        await form.get_by_role("button").click()
+        await form.locator(".msg.bad", has_text="amount is required: give a value").wait_for(timeout=10 * SECOND)
         assert (await pending(handle))[0].arguments == {"amount": 500, "to": "acct-1"}  # nothing recorded
         await form.locator('input[name="int.amount"]').fill("90")
         await form.locator('input[name="str.to"]').fill("acct-2")
@@ -215,3 +222,23 @@ async def test_a_console_with_a_token_refuses_a_browser_without_it(browser, clie
         assert token not in page.url  # the link's token became a cookie and left the address bar
         await page.goto(f"{url}/")
         assert "needs its token" not in await page.inner_text("body")
+
+
+async def test_a_long_result_is_cut_with_a_link_to_the_whole_and_the_budget_shows(
+    browser, client, task_queue, worker_factory, llm, counter_file
+):
+    size = 300_000
+    model = script(llm, calls(("blob", {"label": "long", "size": size})), {"content": "read it all"})
+    reader = Agent(name="budgeted_reader", model=model, tools=[blob], token_budget=10**9)
+    async with worker_factory(registry=Registry(agents=[reader])), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "read", agent="budgeted_reader")
+        await handle.result()
+        page = await open_page(browser, f"{url}/runs/{handle.id}")
+        facts = await page.inner_text("#facts")
+        assert "budget" in facts and "left of 1,000,000,000 tokens" in facts, facts
+        tool = page.locator(".m.tool")
+        await tool.get_by_text(f"… {size - CUT:,} more characters not shown here").wait_for()
+        assert len((await page.content()).encode()) < 64 * 1024  # 300 KB of result, a small page
+        await tool.get_by_role("link", name="the whole value").click()
+        await page.wait_for_url(f"{url}/runs/{handle.id}/messages/2")
+        assert await page.inner_text("body") == blob_text("long", size)

@@ -34,8 +34,13 @@ class Doubts:
         """Raise DecisionRefused unless `decision` can be applied now."""
         waiting = self.pending.get(decision.call_id)
         if waiting is not None and decision.doubt is not None and decision.doubt != waiting.doubt:
+            # A stale page or a late repeat: the doubt the person saw is no longer the open one.
+            seen = self.decided(decision.call_id, decision.doubt)
+            then = f" ({seen.by} resolved that one: {seen.action} at {seen.at:%Y-%m-%d %H:%M:%S})" if seen else ""
             raise DecisionRefused(
-                "NotInDoubt", f"call {decision.call_id} is in doubt for time {waiting.doubt}, not {decision.doubt}"
+                "NotInDoubt",
+                f"call {decision.call_id} is in doubt for time {waiting.doubt}, not {decision.doubt}{then}: "
+                "look at it again and decide the open one",
             )
         if waiting is None:
             done = [r for r in self.resolutions if r.call_id == decision.call_id]

@@ -258,8 +258,9 @@ async def resolve(
     handle: WorkflowHandle[Any, Any], decision: t.ResolveCall, wait: float | None = DEFAULT_WAIT
 ) -> t.ResolveReceipt:
     """Decide a call in doubt. The decision is pinned to the time the call is in doubt now (read
-    live when the caller did not say), so the update id makes a repeat count once, while a call in
-    doubt again after a rerun is a new decision."""
+    live when the caller did not say): the run's validator refuses it unless that doubt is still
+    open, so it applies at most once. Each request has its own update id: under a shared one,
+    Temporal answered a stale repeat with the first decision's receipt without asking the run."""
     if decision.doubt is None:
         read = timedelta(seconds=min(wait or 5.0, 5.0))
         try:
@@ -274,6 +275,6 @@ async def resolve(
         t.ResolveReceipt,
         "no call of it is in doubt",
         wait=wait,
-        update_id=f"resolve-{decision.call_id}-{decision.doubt or 0}",
+        update_id=f"resolve-{decision.call_id}-{decision.doubt or 0}-{uuid.uuid4().hex[:12]}",
     )
     return receipt

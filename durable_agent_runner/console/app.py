@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
@@ -16,18 +18,26 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from durable_agent_runner.cli import debug
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunNotFound
-from durable_agent_runner.console import data, sse, views, views_run
+from durable_agent_runner.console import data, links, sse, views, views_run
+from durable_agent_runner.console import whole as whole_value
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_ID = 1000
+MAX_RAW_CHARS = 32 * 1024 * 1024  # of one value served whole (a message, a call's arguments)
 MAX_ARG_DEPTH = 32
+# Numbers are written with the ASCII digits 0-9 only: Python's int() and str.isdigit() also take
+# other scripts' digits ('٣' is 3) and superscripts, which a person never means here.
+WHOLE = re.compile(r"[0-9]{1,9}")
+INTEGER = re.compile(r"-?[0-9]{1,300}")
+DECIMAL = re.compile(r"-?(?:[0-9]{1,300}(?:\.[0-9]{0,300})?|\.[0-9]{1,300})(?:[eE][-+]?[0-9]{1,4})?")
 
 
 class Console:
@@ -38,6 +48,7 @@ class Console:
         self.by = by
         self.task_queue = task_queue
         self.csrf = new_csrf()
+        self.page_key = secrets.token_bytes(32)  # signs the runs page's next-page links (links.seal)
         self.inbox = data.Inbox()
         self.streams = 0
 
@@ -55,7 +66,7 @@ class Console:
         q = request.query_params
         filters = {"phase": q.get("phase", ""), "agent": q.get("agent", ""), "waiting": q.get("waiting", "")}
         query = data.runs_query(filters["phase"], filters["agent"], bool(filters["waiting"]))
-        rows, next_token = await data.runs_page(self.client, query, q.get("page", "")[:4096])
+        rows, next_token = await data.runs_page(self.client, query, q.get("page", ""), key=self.page_key)
         return self.page("Runs", views.runs_body(rows, filters, next_token))
 
     async def inbox_page(self, request: Request) -> Response:
@@ -68,6 +79,25 @@ class Console:
         stream = "" if view.status["status"] in views_run.ENDED else f"{quote(run_id, safe='')}/events"
         stream = f"/runs/{stream}?since={view.next_event}" if stream else ""
         return self.page(f"Run {run_id}", views_run.run_body(view), stream=stream)
+
+    # ------------------------------------------------------------------ whole values (GET)
+
+    async def message_whole(self, request: Request) -> Response:
+        """One message of a run whole, as plain text (a page shows views.CUT characters of it)."""
+        run_id = _run_id(request)
+        index = whole(str(request.path_params["index"]), "a message index")
+        try:
+            found = await whole_value.message_at(self.client, run_id, index)
+        except (RPCError, WorkflowQueryFailedError) as err:
+            raise Refused(503, f"no worker answered for run {run_id}: its messages need one ({err})"[:500]) from None
+        if found is None:
+            raise Refused(404, f"run {run_id} has no message {index}")
+        return _raw(views_run.raw_message(found), "text/plain")
+
+    async def arguments_whole(self, request: Request) -> Response:
+        """A waiting call's arguments whole, as JSON (a page shows views.CUT characters of them)."""
+        arguments = await whole_value.call_arguments(self.client, _run_id(request), _call_id(request))
+        return _raw(views.pretty(arguments), "application/json")
 
     # ---------------------------------------------------------------------------- streams
 
@@ -90,10 +120,10 @@ class Console:
         return self._stream(sse.inbox_stream(self.client, self.inbox))
 
     async def run_events(self, request: Request) -> Response:
-        since = request.query_params.get("since", "0")
-        if not since.isdigit() or len(since) > 9:
-            raise Refused(400, "since must be a whole number")
-        return self._stream(sse.run_stream(self.client, _run_id(request), int(since)))
+        since = whole(request.query_params.get("since", "0"), "since")
+        run_id = _run_id(request)
+        await data.run_is_live(self.client, run_id)  # NotFound: 404 at once, no stream
+        return self._stream(sse.run_stream(self.client, run_id, since))  # an ended run's: its last state, `end`
 
     # ---------------------------------------------------------------------------- actions
 
@@ -119,11 +149,17 @@ class Console:
     async def edit_args(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
         arguments = edited_arguments(form)
+        run_id, call_id = _run_id(request), _call_id(request)
+        waiting = await whole_value.waiting_call(self.client, run_id, call_id)
+        if waiting is not None:  # else the run says why it is not (no longer waiting, no worker)
+            arguments = checked_edit(form, arguments, waiting)
+        same = waiting is not None and arguments == waiting.call.arguments  # an approval as it is
         receipt = await data.decide_call(
-            self.client, _run_id(request), _call_id(request), approve=True, by=self._by(form), arguments=arguments
+            self.client, run_id, call_id, approve=True, by=self._by(form), arguments=None if same else arguments
         )
         self.inbox.forget()
-        return _done(f"{receipt.call_id} approved with edited arguments by {self._by(form)}")
+        how = "with its arguments unchanged" if same else "with edited arguments"
+        return _done(f"{receipt.call_id} approved {how} by {self._by(form)}")
 
     async def resolve(self, request: Request) -> Response:
         """Rerun, Result or Fail a call in doubt. A result is checked as `client.py resolve
@@ -143,7 +179,7 @@ class Console:
                 raise Refused(400, why) from None
         if choice == "fail" and not reason:
             raise Refused(400, "give a reason to fail it: the model is told it")
-        doubt = form.get("doubt", "")
+        doubt = form.get("doubt", "").strip()
         receipt = await data.resolve(
             self.client,
             _run_id(request),
@@ -152,7 +188,7 @@ class Console:
             by=self._by(form),
             result=result if choice == "result" else None,
             reason=reason if choice == "fail" else "",
-            doubt=int(doubt) if doubt.isdigit() and len(doubt) < 9 else None,
+            doubt=whole(doubt, "doubt") if doubt else None,
         )
         self.inbox.forget()
         words = {"rerun": "runs again", "result": "has the given result", "fail": "is told the model as failed"}
@@ -185,10 +221,10 @@ class Console:
 
     async def fork(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
-        at = form.get("at_turn", "")
-        if not at.isdigit() or len(at) > 9:
+        at = whole(form.get("at_turn", "").strip(), "fork at turn N: N")
+        if at < 1:
             raise Refused(400, "fork at turn N: a whole number from 1")
-        new_id = await data.fork(self.client, _run_id(request), int(at), form.get("prompt", "")[:4000], self.task_queue)
+        new_id = await data.fork(self.client, _run_id(request), at, form.get("prompt", "")[:4000], self.task_queue)
         return _done(f"forked as {new_id}", redirect=f"/runs/{quote(new_id, safe='')}")
 
     def _by(self, form: dict[str, str]) -> str:
@@ -207,6 +243,23 @@ def _call_id(request: Request) -> str:
     if not call_id or len(call_id) > 200 or not call_id.isprintable():
         raise Refused(400, "a call id is 1-200 printable characters")
     return call_id
+
+
+def whole(text: str, name: str) -> int:
+    """A whole number from 0 written with the ASCII digits 0-9 (at most 9 of them); else 400."""
+    if not WHOLE.fullmatch(text):
+        raise Refused(400, f"{name} must be a whole number from 0, written with the digits 0-9, not {text[:40]!r}")
+    return int(text)
+
+
+def _raw(text: str, media_type: str) -> Response:
+    """A value whole, never run as a page: not HTML (a tool's result may hold a script), not
+    sniffed, sandboxed; at most MAX_RAW_CHARS (the rest is said to be cut)."""
+    if len(text) > MAX_RAW_CHARS:
+        text = text[:MAX_RAW_CHARS] + f"\n… [{len(text) - MAX_RAW_CHARS:,} characters cut]"
+        media_type = "text/plain"
+    headers = {"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox", "Cache-Control": "no-store"}
+    return Response(text, media_type=f"{media_type}; charset=utf-8", headers=headers)
 
 
 def _done(message: str, redirect: str | None = None) -> Response:
@@ -234,17 +287,13 @@ def edited_arguments(form: dict[str, str]) -> dict[str, Any]:
         if not name or kind not in ("int", "num", "str", "bool", "json") or (raw == "" and kind != "str"):
             continue
         if kind == "int":
-            try:
-                out[name] = int(raw.strip())
-            except ValueError:
-                raise Refused(400, f"{name}: {raw[:40]!r} is not a whole number") from None
+            if not INTEGER.fullmatch(raw.strip()):
+                raise Refused(400, f"{name}: {raw[:40]!r} is not a whole number (the digits 0-9, maybe a -)")
+            out[name] = int(raw.strip())
         elif kind == "num":
-            try:
-                number = float(raw.strip())
-            except ValueError:
-                number = math.nan
+            number = float(raw.strip()) if DECIMAL.fullmatch(raw.strip()) else math.nan
             if not math.isfinite(number):
-                raise Refused(400, f"{name}: {raw[:40]!r} is not a number")
+                raise Refused(400, f"{name}: {raw[:40]!r} is not a number (the digits 0-9, a . and an exponent)")
             out[name] = number
         elif kind == "bool":
             out[name] = raw == "true"
@@ -255,19 +304,46 @@ def edited_arguments(form: dict[str, str]) -> dict[str, Any]:
     return out
 
 
+def checked_edit(form: dict[str, str], arguments: dict[str, Any], waiting: data.Waiting) -> dict[str, Any]:
+    """The edited arguments, checked against the tool's schema here first: a required field left
+    empty is refused with its name (the form marks it `required` too). A field too long to edit
+    in a page (`keep.NAME`, views.edit_form) keeps the call's own value."""
+    original = waiting.call.arguments
+    for key in form:
+        kind, _, name = key.partition(".")
+        if kind == "keep" and name in original:
+            arguments[name] = original[name]
+    if "arguments" in form:  # one JSON box: the run checks it against the schema
+        return arguments
+    schema = waiting.schema
+    props = schema.get("properties")
+    required = schema.get("required")
+    if not isinstance(props, dict) or not isinstance(required, list):
+        return arguments
+    empty = [
+        str(name)
+        for name in required
+        if name in props
+        and (name not in arguments or (isinstance(arguments[name], str) and not arguments[name].strip()))
+    ]
+    if empty:
+        raise Refused(400, f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} required: give a value")
+    return arguments
+
+
 def run_edit(form: dict[str, str], by: str) -> t.Edit:
     """One edit of a paused run from the form, as `client.py edit` builds it (debug.edit_of)."""
     op = form.get("op", "")
     ns: dict[str, Any] = {name: None for name in ("text", "drop", "insert", "args", "drop_call", "agent")}
     text, index, call_id = form.get("text", ""), form.get("index", "").strip(), form.get("call_id", "").strip()
+    if op in ("text", "drop", "insert"):
+        at = whole(index, f"{op}: the item index")
     if op == "text":
-        ns["text"] = [index, text]
+        ns["text"] = [str(at), text]
     elif op == "drop":
-        if not index.isdigit() or len(index) > 9:
-            raise Refused(400, "drop: an item index is a whole number from 0")
-        ns["drop"] = int(index)
+        ns["drop"] = at
     elif op == "insert":
-        ns["insert"] = [index, form.get("role", "user"), text]
+        ns["insert"] = [str(at), form.get("role", "user"), text]
     elif op == "args":
         ns["args"] = [call_id, text]
     elif op == "drop_call":
@@ -290,6 +366,8 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
                 return console.refusal(request, err.status, err.message)
             except data.NotFound as err:
                 return console.refusal(request, 404, str(err))
+            except links.BadRequest as err:
+                return console.refusal(request, 400, str(err))
             except RunNotFound as err:
                 return console.refusal(request, 404, str(err))
             except NoWorkerAnswered as err:
@@ -316,6 +394,8 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
         Route("/inbox", guarded(c.inbox_page)),
         Route("/inbox/events", guarded(c.inbox_events)),
         Route("/runs/{run_id:path}/events", guarded(c.run_events)),
+        Route("/runs/{run_id:path}/messages/{index}", guarded(c.message_whole)),
+        Route("/runs/{run_id:path}/calls/{call_id}/arguments", guarded(c.arguments_whole)),
         Route("/runs/{run_id:path}/calls/{call_id}/decide", guarded(c.decide), methods=["POST"]),
         Route("/runs/{run_id:path}/calls/{call_id}/edit", guarded(c.edit_args), methods=["POST"]),
         Route("/runs/{run_id:path}/calls/{call_id}/resolve", guarded(c.resolve), methods=["POST"]),

@@ -10,8 +10,6 @@ queries at most INBOX_RUNS of them, and a run's page shows at most MAX_MESSAGES 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import json
 import time
 from collections import OrderedDict
@@ -19,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, get_args
 
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import debug
@@ -30,6 +28,7 @@ from durable_agent_runner.cli.session import send_message
 from durable_agent_runner.cli.watch import events_since
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.status import gather
+from durable_agent_runner.console.links import BadRequest, seal, unseal
 from durable_agent_runner.workflows import types as t
 
 PHASES: tuple[str, ...] = get_args(t.Phase)
@@ -101,37 +100,28 @@ def runs_query(phase: str = "", agent: str = "", waiting: bool = False) -> str:
     parts = [f'WorkflowType="{t.WORKFLOW_NAME}"']
     if phase:
         if phase not in PHASES:
-            raise UsageError(f"phase must be one of {', '.join(PHASES)}")
+            raise BadRequest(f"phase must be one of {', '.join(PHASES)}")
         parts.append(f"{t.SA_PHASE.name}={json.dumps(phase)}")
     if agent:
         if len(agent) > 200 or not agent.isprintable():
-            raise UsageError("agent must be a name of at most 200 printable characters")
+            raise BadRequest("agent must be a name of at most 200 printable characters")
         parts.append(f"{t.SA_AGENT.name}={json.dumps(agent)}")
     if waiting:
         parts.append(f'ExecutionStatus="Running" AND ({t.SA_PENDING.name} > 0 OR {t.SA_IN_DOUBT.name} = true)')
     return " AND ".join(parts)
 
 
-def _token(text: str) -> bytes | None:
-    if not text:
-        return None
-    try:
-        token = base64.urlsafe_b64decode(text.encode("ascii"))
-    except (binascii.Error, UnicodeEncodeError, ValueError):
-        raise UsageError("that page link is not one this console made") from None
-    return token
-
-
 async def runs_page(
-    client: Client, query: str, token: str = "", page_size: int = PAGE_SIZE
+    client: Client, query: str, token: str = "", page_size: int = PAGE_SIZE, *, key: bytes
 ) -> tuple[list[dict[str, Any]], str]:
     """One page of runs (the server's order) and the link token of the next page ("" if none)."""
-    pages = client.list_workflows(query, page_size=page_size, next_page_token=_token(token), rpc_timeout=QUERY_TIMEOUT)
+    start = unseal(token, key)
+    pages = client.list_workflows(query, page_size=page_size, next_page_token=start, rpc_timeout=QUERY_TIMEOUT)
     try:
         await pages.fetch_next_page()
     except RPCError as err:
         if err.status == RPCStatusCode.INVALID_ARGUMENT:
-            raise UsageError(f"Temporal refused the query: {err.message}") from None
+            raise BadRequest(f"Temporal refused the query: {err.message}") from None
         raise
     rows = []
     # Newest first within the page: the dev server's SQLite store ignores ORDER BY and gives
@@ -144,7 +134,7 @@ async def runs_page(
     asking = [r for r in rows if (r["pending_approvals"] or r["in_doubt"]) and r["status"] == "running"]
     await _waiting_calls(client, asking)
     nxt = pages.next_page_token
-    return rows, base64.urlsafe_b64encode(nxt).decode() if nxt else ""
+    return rows, seal(nxt, key) if nxt else ""
 
 
 async def _waiting_calls(client: Client, rows: list[dict[str, Any]]) -> None:
@@ -166,6 +156,17 @@ async def _bounded(jobs: list[Any]) -> None:
             await job
 
     await asyncio.gather(*(run(j) for j in jobs))
+
+
+async def run_is_live(client: Client, run_id: str) -> bool:
+    """Whether the run is open (False: it has closed); NotFound for an unknown id."""
+    try:
+        desc = await client.get_workflow_handle(run_id).describe(rpc_timeout=QUERY_TIMEOUT)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise NotFound(f"no run with id '{run_id}'") from None
+        raise
+    return desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 
 
 async def _status(client: Client, run_id: str) -> t.RunStatus | None:

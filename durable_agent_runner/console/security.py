@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
@@ -133,7 +134,9 @@ async def read_form(request: Request, csrf: str) -> dict[str, str]:
     if request.method != "POST":
         raise Refused(405, "actions are POSTs")
     length = request.headers.get("content-length")
-    if length is not None and (not length.isdigit() or int(length) > MAX_FORM_BYTES):
+    if length is not None and not re.fullmatch(r"[0-9]{1,12}", length):  # ASCII digits: int() takes '²'
+        raise Refused(400, "the Content-Length header is not a number written with the digits 0-9")
+    if length is not None and int(length) > MAX_FORM_BYTES:
         raise Refused(413, f"the form is larger than {MAX_FORM_BYTES // 1024} KiB")
     body = bytearray()
     async for chunk in request.stream():

@@ -2,7 +2,9 @@
 
 Each stream polls on the server, every POLL seconds, and is bounded: at most MAX_STREAMS open at
 once, each at most LIFETIME seconds (the browser's EventSource then reconnects by itself). A
-call decided anywhere (here, the CLI, a signal) leaves every open page at the next poll.
+call decided anywhere (here, the CLI, a signal) leaves every open page at the next poll. A run's
+stream is asked only for a run that exists (else 404 at once); it ends (`end`) as soon as the run
+has ended or is gone, so it holds its slot no longer than the run is open.
 
 A run's stream follows it as `client.py watch` does (cli/watch.py: its events, and the streamed
 text of the model call in flight, with the same handling of retried calls), and re-renders the
@@ -27,6 +29,7 @@ POLL = 0.5  # seconds between reads
 LIFETIME = 1800.0  # seconds a stream stays open
 KEEPALIVE = 15.0  # seconds between comments on a quiet stream
 MAX_STREAMS = 64
+LIVE_CHARS = 64 * 1024  # of a model call's streamed text shown live (the conversation has it whole)
 
 
 def frame(event: str, payload: Any) -> str:
@@ -49,6 +52,7 @@ async def inbox_stream(client: Client, inbox: data.Inbox) -> AsyncIterator[str]:
             calls = await inbox.read(client)
         except Exception:  # Temporal restarting: keep the page as it is and ask again
             calls = None
+        calls = calls[: views.INBOX_CALLS] if calls is not None else None  # the page's bound
         if calls is not None and [w.key for w in calls] != shown:
             yield frame("calls", calls_update(calls, set(shown or []), with_run=True))
             shown, quiet = [w.key for w in calls], clock()
@@ -71,10 +75,13 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
     clock = asyncio.get_running_loop().time
     began = polled = clock()
     dirty, ended = False, False
-    shown_calls: list[str] = []
+    shown_calls: list[str] = []  # the keys on the page (views_run.visible)
+    known_calls: list[str] = []  # every waiting call's key, when last read
+    live_chars = 0  # of the model call in flight, sent
     shown_controls = None
     last: tuple[Any, ...] | None = None
     try:
+        yield ": following\n\n"  # the answer starts at once, before the first read
         while clock() - began < LIFETIME and not ended:
             try:
                 item = await asyncio.wait_for(queue.get(), POLL)
@@ -82,21 +89,38 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
                 item = None
             if isinstance(item, t.ModelProgress):
                 for line in _printed(printer, lambda p=item: printer.delta(p)):
-                    yield frame(line["type"], {"text": line.get("text", "")})
+                    text = line.get("text", "")
+                    if line["type"] == "discard":
+                        live_chars = 0
+                    elif live_chars >= LIVE_CHARS:
+                        continue
+                    elif live_chars + len(text) >= LIVE_CHARS:  # the rest comes whole, in the conversation
+                        text = text[: LIVE_CHARS - live_chars] + "\n… (the rest shows in the conversation)"
+                    live_chars += len(text)
+                    yield frame(line["type"], {"text": text})
             elif isinstance(item, t.RunEvent):
                 printer.event(item)
                 dirty = True
                 if item.kind == "model_finished":
+                    live_chars = 0
                     yield frame("discard", {})
                 ended = item.kind in ("failed", "cancelled", "ended") or (item.kind == "final" and not _session(last))
             elif isinstance(item, Closed):
                 dirty = ended = True
             elif isinstance(item, Gap):
-                continue
+                pass  # a failed read: the status read below says whether the run is still there
             if clock() - polled < POLL and not ended:
                 continue
             polled = clock()
             status = await data._status(client, run_id)
+            if status is None:  # no worker answers: has the run closed, or gone?
+                try:
+                    dirty = dirty or not await data.run_is_live(client, run_id)  # closed: its last view, then end
+                except data.NotFound:
+                    ended = True
+                    break
+                except Exception:  # Temporal restarting: ask again at the next poll
+                    pass
             now = (
                 (status.status, status.phase, status.turn, bool(status.paused), status.session is not None)
                 if status
@@ -106,19 +130,24 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
                 dirty, last = True, now
             if not dirty:
                 keys = data.call_keys(run_id, status)
-                if keys is not None and keys != shown_calls:
+                if keys is not None and keys != known_calls:
                     calls = await data.waiting_in(client, run_id, status)
+                    known_calls, calls = [w.key for w in calls], views_run.visible(calls)
                     yield frame("calls", calls_update(calls, set(shown_calls), with_run=False))
                     shown_calls = [w.key for w in calls]
                 continue
             dirty = False
             try:
                 view = await data.run_view(client, run_id)
+            except data.NotFound:  # gone (deleted, past retention): nothing more to follow
+                ended = True
+                break
             except Exception:  # a read that failed: the next poll tries again
                 dirty = True
                 continue
-            yield frame("calls", calls_update(view.waiting, set(shown_calls), with_run=False))
-            shown_calls = [w.key for w in view.waiting]
+            known_calls, calls = [w.key for w in view.waiting], views_run.visible(view.waiting)
+            yield frame("calls", calls_update(calls, set(shown_calls), with_run=False))
+            shown_calls = [w.key for w in calls]
             yield frame("section", {"id": "facts", "html": views_run.facts(view)})
             yield frame("section", {"id": "story", "html": views_run.story(view)})
             controls = views_run.controls(view)

@@ -1,6 +1,10 @@
 """The console's pages, rendered on the server as HTML (no template engine, no Node build): the
 layout, the runs list and the inbox, with the controls of a waiting call that the run's page
-shares. Every value from a run passes through `h` (escaped) on its way into a page."""
+shares. Every value from a run passes through `h` (escaped) on its way into a page.
+
+Every page has a byte bound, MAX_PAGE_BYTES, whatever the runs hold: a long value is folded and
+cut at CUT characters, with a link to the whole value served by its own route (a message, a
+call's arguments), and each part of a page has its share of the bound (its caps below)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,13 @@ from durable_agent_runner.console.assets import CSS, JS
 from durable_agent_runner.console.data import PHASES, Asking, Doubt, Waiting
 
 FOLD = 300  # characters shown before a long text folds
+LONG_TEXT = 60  # characters past which an edited text is a textarea, not one line
+MAX_PAGE_BYTES = 1024 * 1024  # every page, whatever its runs hold (tests/test_console_bounds.py)
+CUT = 2_000  # characters of one value a page shows; the whole is a link away
+EDIT_MAX = 2_000  # characters of an argument an edit form holds; a longer one is kept as it is
+ROW_BYTES = 24 * 1024  # one waiting call with its controls (else without its edit form)
+INBOX_CALLS = 40  # calls the inbox shows, oldest first: 40 rows fit the page's bound
+TOO_LONG_HINT = "to approve it with other arguments, use <code>client.py approve RUN_ID CALL_ID --args JSON</code>"
 # An edited argument's form field is named `KIND.NAME`: how the console reads it back (see app.py).
 PREFIX = {"integer": "int", "number": "num", "string": "str", "boolean": "bool"}
 
@@ -33,12 +44,32 @@ def when(value: datetime | str | None) -> str:
     return stamp.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def folded(text: str, limit: int = FOLD) -> str:
-    """Text, folded into a <details> past `limit` characters."""
+def size(page: str) -> int:
+    return len(page.encode("utf-8"))
+
+
+def cut_note(text: str, whole: str | None) -> str:
+    """After a value cut at CUT characters: how much is not shown, and where the whole is."""
+    rest = len(text) - CUT
+    if rest <= 0:
+        return ""
+    link = f': <a class="whole" href="{h(whole)}">the whole value</a>' if whole else ""
+    return f'<p class="cut">… {rest:,} more characters not shown here{link}</p>'
+
+
+def folded(text: str, limit: int = FOLD, whole: str | None = None) -> str:
+    """Text, folded into a <details> past `limit` characters and cut at CUT, with a link to the
+    whole value (`whole`: its own route) past that."""
     if len(text) <= limit:
         return f'<pre class="text">{h(text)}</pre>'
     head = f'<summary><pre class="text">{h(text[:limit])}…</pre></summary>'
-    return f'<details>{head}<pre class="text">{h(text)}</pre></details>'
+    return f'<details>{head}<pre class="text">{h(text[:CUT])}</pre></details>{cut_note(text, whole)}'
+
+
+def shown_args(arguments: Any, whole: str) -> str:
+    """A call's arguments, formatted and cut at CUT, with a link to them whole."""
+    text = pretty(arguments)
+    return f'<pre class="args">{h(text[:CUT])}</pre>{cut_note(text, whole)}'
 
 
 def pretty(value: Any) -> str:
@@ -57,7 +88,7 @@ def page(title: str, body: str, csrf: str, by: str, stream: str = "") -> str:
 
 
 def message_page(title: str, message: str, csrf: str, by: str, back: str = "/") -> str:
-    return page(title, f'<p class="refusal">{h(message)}</p><p><a href="{h(back)}">back</a></p>', csrf, by)
+    return page(title, f'<p class="refusal">{h(message[:CUT])}</p><p><a href="{h(back)}">back</a></p>', csrf, by)
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -85,7 +116,9 @@ def runs_body(rows: list[dict[str, Any]], filters: dict[str, str], next_token: s
 
 
 def _run_row(r: dict[str, Any]) -> str:
-    waiting = ", ".join(r.get("waiting", [])) or (f"{r['pending_approvals']} call(s)" if r["pending_approvals"] else "")
+    names = r.get("waiting", [])
+    more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+    waiting = ", ".join(names[:5]) + more or (f"{r['pending_approvals']} call(s)" if r["pending_approvals"] else "")
     if waiting and r["status"] == "running":
         waiting = f'<a href="/inbox">{h(waiting)}</a>'
     phase = r["phase"] or r["status"]
@@ -102,12 +135,26 @@ def _run_row(r: dict[str, Any]) -> str:
 
 
 def inbox_body(calls: list[Asking]) -> str:
-    rows = "".join(call_row(w, with_run=True) for w in calls)
+    rows = "".join(call_row(w, with_run=True) for w in calls[:INBOX_CALLS])
     empty = '<p class="empty" id="none"' + (" hidden" if calls else "") + ">Nothing is waiting for a person.</p>"
-    return f'{empty}<div class="calls" id="calls">{rows}</div>'
+    more = ""
+    if len(calls) > INBOX_CALLS:
+        more = (
+            f'<p class="meta">{len(calls):,} calls wait; the {INBOX_CALLS} oldest are shown, and the next '
+            "join as these are decided.</p>"
+        )
+    return f'{empty}{more}<div class="calls" id="calls">{rows}</div>'
 
 
 def call_row(w: Asking, with_run: bool = False) -> str:
+    """A waiting call's row, within ROW_BYTES: one too large with its edit form is shown without it."""
+    row = _call_row(w, with_run)
+    if size(row) > ROW_BYTES and isinstance(w, Waiting):
+        row = _call_row(w, with_run, editable=False)
+    return row
+
+
+def _call_row(w: Asking, with_run: bool = False, editable: bool = True) -> str:
     """One waiting call with its controls: Approve, Reject with a Reason, Edit arguments; or a
     call in doubt with its own (doubt_row)."""
     if isinstance(w, Doubt):
@@ -119,16 +166,19 @@ def call_row(w: Asking, with_run: bool = False) -> str:
     if w.deadline is not None:
         timeout = f"times out at {when(w.deadline)} ({w.outcome}s after {w.timeout:g} s)"
     where = f"run {run_link(w.run_id)} · agent {h(w.agent)} · " if with_run else ""
+    edit = f'<details class="edit"><summary>Edit arguments</summary>{edit_form(w, action)}</details>'
+    if not editable:
+        edit = f'<p class="meta">Too large to edit here: {TOO_LONG_HINT}</p>'
     return f"""<section class="call" data-call="{h(w.key)}">
 <h3><code>{h(w.call.tool)}</code> <small>{h(w.call.call_id)} · turn {w.call.turn}</small></h3>
 <p class="meta">{where}waiting since {when(w.call.since)} · {h(timeout)}</p>
-<pre class="args">{h(pretty(w.call.arguments))}</pre>
+{shown_args(w.call.arguments, f"{action}/arguments")}
 <form class="act decide" method="post" action="{action}/decide">
 <label>Reason <input name="reason" maxlength="4000" placeholder="told to the model when you reject"></label>
 <button name="verdict" value="approve" class="approve">Approve</button>
 <button name="verdict" value="reject" class="reject">Reject</button>
 <span class="msg" role="status"></span></form>
-<details class="edit"><summary>Edit arguments</summary>{edit_form(w, action)}</details>
+{edit}
 </section>"""
 
 
@@ -136,7 +186,8 @@ def doubt_row(d: Doubt, with_run: bool = False) -> str:
     """A call in doubt: it may or may not have run. Rerun it, give the Result it returned (JSON,
     checked as `client.py resolve --result` checks it), or Fail it with a reason."""
     c = d.call
-    action = f"/runs/{quote(d.run_id, safe='')}/calls/{quote(c.call_id, safe='')}/resolve"
+    call = f"/runs/{quote(d.run_id, safe='')}/calls/{quote(c.call_id, safe='')}"
+    action = f"{call}/resolve"
     where = f"run {run_link(d.run_id)} · agent {h(d.agent)} · " if with_run else ""
     started = f"attempt started {when(c.started_at)}" if c.started_at else f"attempt asked for {when(c.scheduled_at)}"
     again = f" (in doubt again: time {c.doubt})" if c.doubt > 1 else ""
@@ -145,7 +196,7 @@ def doubt_row(d: Doubt, with_run: bool = False) -> str:
 <span class="phase in_doubt">in doubt</span></h3>
 <p class="meta">{where}{started} · ended without a result at {when(c.ended_at)}: {h(c.ended)}{again}</p>
 <p class="meta">It may or may not have happened: check, then decide.</p>
-<pre class="args">{h(pretty(c.arguments))}</pre>
+{shown_args(c.arguments, f"{call}/arguments")}
 <form class="act resolve" method="post" action="{action}"><input type="hidden" name="doubt" value="{c.doubt}">
 <button name="choice" value="rerun">Rerun</button>
 <label>Result (JSON) <textarea name="result" rows="2"
@@ -158,7 +209,9 @@ def doubt_row(d: Doubt, with_run: bool = False) -> str:
 
 
 def edit_form(w: Waiting, action: str) -> str:
-    """A form built from the tool's JSON schema: a field per property, typed; others as JSON."""
+    """A form built from the tool's JSON schema: a field per property, typed; others as JSON. A
+    required property's field is `required` (the console checks it too: app.checked_edit); a long
+    or multi-line text is a textarea."""
     props = w.schema.get("properties") if isinstance(w.schema.get("properties"), dict) else None
     required = set(w.schema.get("required") or []) if isinstance(w.schema.get("required"), list) else set()
     fields = []
@@ -166,29 +219,49 @@ def edit_form(w: Waiting, action: str) -> str:
         for name, spec in props.items():
             kind = spec.get("type") if isinstance(spec, dict) else None
             value = w.call.arguments.get(name)
-            label = f"{h(name)}{' *' if name in required else ''}"
+            need = " required" if name in required else ""
+            label = f"{h(name)}{' *' if need else ''}"
             desc = spec.get("description", "") if isinstance(spec, dict) else ""
             title = f' title="{h(desc)}"' if desc else ""
             field = f"{PREFIX.get(str(kind), 'json')}.{h(name)}"
-            if kind == "boolean":
+            shown = "" if value is None else str(value) if kind in PREFIX else pretty(value)
+            if len(shown) > EDIT_MAX:  # kept as it is (app.checked_edit reads keep.NAME)
+                fields.append(
+                    f'<p class="meta">{label}: too long to edit here ({len(shown):,} characters), kept as it is '
+                    f'(<a href="{action}/arguments">see it whole</a>)<input type="hidden" name="keep.{h(name)}" '
+                    'value="1"></p>'
+                )
+            elif kind == "boolean":
                 opts = "".join(
                     f'<option value="{v}"{" selected" if str(value).lower() == v else ""}>{v}</option>'
                     for v in ("", "true", "false")
                 )
-                fields.append(f'<label{title}>{label} <select name="{field}">{opts}</select></label>')
-            elif kind in ("integer", "number", "string"):
-                step = ' inputmode="numeric"' if kind != "string" else ""
+                fields.append(f'<label{title}>{label} <select name="{field}"{need}>{opts}</select></label>')
+            elif kind in ("integer", "number"):
+                mode = "numeric" if kind == "integer" else "decimal"
                 shown = "" if value is None else value
-                fields.append(f'<label{title}>{label} <input name="{field}" value="{h(shown)}"{step}></label>')
+                fields.append(
+                    f'<label{title}>{label} <input name="{field}" value="{h(shown)}" inputmode="{mode}"{need}></label>'
+                )
+            elif kind == "string":
+                text = "" if value is None else str(value)
+                if "\n" in text or len(text) > LONG_TEXT:
+                    rows = min(max(text.count("\n") + 1, len(text) // 80 + 1, 3), 12)
+                    box = f'<textarea name="{field}" rows="{rows}"{need}>{h(text)}</textarea>'
+                else:
+                    box = f'<input name="{field}" value="{h(text)}"{need}>'
+                fields.append(f"<label{title}>{label} {box}</label>")
             else:
                 shown = "" if value is None else pretty(value)
                 fields.append(
-                    f'<label{title}>{label} (JSON) <textarea name="json.{h(name)}">{h(shown)}</textarea></label>'
+                    f'<label{title}>{label} (JSON) <textarea name="json.{h(name)}"{need}>{h(shown)}</textarea></label>'
                 )
     else:
-        fields.append(
-            f'<label>arguments (JSON) <textarea name="arguments">{h(pretty(w.call.arguments))}</textarea></label>'
-        )
+        text = pretty(w.call.arguments)
+        if len(text) > EDIT_MAX:
+            return f'<p class="meta">Too long to edit here ({len(text):,} characters): {TOO_LONG_HINT}</p>'
+        box = f'<textarea name="arguments" required>{h(text)}</textarea>'
+        fields.append(f"<label>arguments (JSON) {box}</label>")
     return (
         f'<form class="act edit-args" method="post" action="{action}/edit">{"".join(fields)}'
         '<button class="approve">Approve with these arguments</button><span class="msg" role="status"></span></form>'

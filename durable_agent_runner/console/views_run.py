@@ -5,16 +5,31 @@ child runs). The parts that change are rendered alone too, for the page's SSE st
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from durable_agent_runner.console.data import RunView
-from durable_agent_runner.console.views import call_row, folded, h, run_link, when
+from durable_agent_runner.console.data import Asking, RunView
+from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
 from durable_agent_runner.workflows import types as t
 
 ENDED = ("completed", "failed", "cancelled", "terminated", "timed_out")
+# Each part's share of views.MAX_PAGE_BYTES (1 MiB): with the layout (~12 KB) and the controls
+# (~8 KB), they sum to less than it. A part over its share is cut (the newest messages, the last
+# turns, the first children kept) and says what it left out.
+FACTS_BYTES = 128 * 1024
+RUN_CALLS = 8  # waiting calls on a run's page, each within views.ROW_BYTES (24 KB): 192 KB
+CONVERSATION_BYTES = 448 * 1024
+HANDOFFS = 50  # the last ones, ~0.5 KB each
+TREE_BYTES = 96 * 1024
+WATERFALL_TURNS = 200  # the last ones, ~0.4 KB each
+LISTED = 20  # forks, children's shares
+
+
+def visible(calls: list[Asking]) -> list[Asking]:
+    """The waiting calls a run's page shows (the first RUN_CALLS; the inbox lists them all)."""
+    return calls[:RUN_CALLS]
 
 
 def run_body(view: RunView) -> str:
@@ -24,8 +39,10 @@ def run_body(view: RunView) -> str:
         session = f"""<h2>Session</h2><form class="act clear" method="post" action="{_base(s)}/send">
 <label>Message <textarea name="text" maxlength="{t.MAX_MESSAGE_CHARS}" required></textarea></label>
 <button>Send</button><span class="msg" role="status"></span></form>"""
-    calls = "".join(call_row(w) for w in view.waiting)
+    calls = "".join(call_row(w) for w in visible(view.waiting))
     note = "" if view.live else '<p class="refusal">No worker answers for this run: showing what Temporal holds.</p>'
+    if len(view.waiting) > RUN_CALLS:
+        note += f'<p class="meta">{len(view.waiting)} calls wait; {RUN_CALLS} are shown here, all in the inbox.</p>'
     return f"""{note}<div id="facts">{facts(view)}</div>
 <div id="controls" class="controls">{controls(view)}</div>
 <h2>Waiting for a person</h2><p class="empty" id="none"{" hidden" if calls else ""}>No call is waiting.</p>
@@ -39,6 +56,15 @@ def _base(s: dict[str, Any]) -> str:
 
 
 def facts(view: RunView) -> str:
+    """The run's facts, within FACTS_BYTES (each free text cut at CUT, lists at LISTED)."""
+    shown = _facts(view)
+    if size(shown) > FACTS_BYTES:
+        command = f"client.py status {view.status['run_id'][:200]}"
+        shown = f'<p class="meta">Its facts are too large to show here: see <code>{h(command)}</code>.</p>'
+    return shown
+
+
+def _facts(view: RunView) -> str:
     s = view.status
     usage = s["usage"]
     rows = [
@@ -53,22 +79,74 @@ def facts(view: RunView) -> str:
         ("started", when(s.get("started_at"))),
         ("history", f'<a href="{h(s["ui_url"])}">Temporal Web UI</a>'),
     ]
+    rows += budget_rows(s.get("budget"))
     if s.get("closed_at"):
         rows.append(("ended", when(s["closed_at"])))
     if view.parent:
         rows.append(("parent", run_link(view.parent)))
     if s.get("forked_from"):
         rows.append(("fork of", f"{run_link(s['forked_from']['run_id'])} before model call {s['forked_from']['turn']}"))
-    for f in s.get("forks", []):
+    forks = s.get("forks", [])
+    for f in forks[:LISTED]:
         rows.append(("forked", f"{run_link(f['run_id'])} from model call {f['turn']}"))
+    if len(forks) > LISTED:
+        rows.append(("forked", f"and {len(forks) - LISTED} more"))
     if s.get("paused"):
         p = s["paused"]
-        rows.append(("paused", h(f"before {p['where'].replace('_', ' ')} {p['turn']}: {p['why']}")))
+        rows.append(("paused", h(f"before {p['where'].replace('_', ' ')} {p['turn']}: {p['why']}"[:CUT])))
     if s.get("error"):
-        rows.append(("error", f'<span class="refusal">{h(s["error"]["type"])}: {h(s["error"]["message"])}</span>'))
+        e = s["error"]
+        rows.append(("error", f'<span class="refusal">{h(e["type"][:200])}: {h(e["message"][:CUT])}</span>'))
     if s.get("stuck"):
-        rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}")))
+        rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}"[:CUT])))
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
+
+
+def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The run's budget as status has it (client/budget.py): per kind, its limit, what is spent,
+    reserved (the call in flight, children's shares) and left; for the tree too when it differs."""
+    if not b:
+        return []
+    rows = []
+    for scope in ("run", "tree"):
+        for kind in ("tokens", "usd"):
+            line = (b.get(scope) or {}).get(kind)
+            if not line or (scope == "tree" and line == (b.get("run") or {}).get(kind)):
+                continue
+            money = _usd if kind == "usd" else _count
+            text = (
+                f"{money(line['spent'])} spent · {money(line['reserved'])} reserved · "
+                f"<b>{money(line['left'])} left</b> of {money(line['limit'])}{' tokens' if kind == 'tokens' else ''}"
+            )
+            rows.append((f"budget{' (tree)' if scope == 'tree' else ''}", f'<span class="budget {kind}">{text}</span>'))
+    if rows and b.get("on_budget") == "pause":
+        rows.append(
+            ("on budget", "pauses when spent: raise it with client.py resume RUN_ID --add-tokens N | --add-usd X")
+        )
+    children = b.get("children") or []
+    if children:
+        shares = ", ".join(
+            f"{h(c['child_id'])} ({' · '.join(x for x in (_share_tokens(c), _share_usd(c)) if x) or 'no share'})"
+            for c in children[:20]
+        )
+        rows.append(("children's shares", shares + (f" and {len(children) - 20} more" if len(children) > 20 else "")))
+    return rows
+
+
+def _usd(x: float) -> str:
+    return f"${x:,.4f}"
+
+
+def _count(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def _share_tokens(c: dict[str, Any]) -> str:
+    return f"{c['tokens']:,} tokens" if c.get("tokens") is not None else ""
+
+
+def _share_usd(c: dict[str, Any]) -> str:
+    return f"${c['usd']:,.4f}" if c.get("usd") is not None else ""
 
 
 def controls(view: RunView) -> str:
@@ -104,47 +182,72 @@ def story(view: RunView) -> str:
     handoffs = view.status.get("handoffs") or []
     if handoffs:
         items = "".join(
-            f"<li>{h(x['from_agent'])} → {h(x['to_agent'])} in turn {x['turn']} at {when(x['at'])}</li>"
-            for x in handoffs
+            f"<li>{h(x['from_agent'][:200])} → {h(x['to_agent'][:200])} in turn {x['turn']} at {when(x['at'])}</li>"
+            for x in handoffs[-HANDOFFS:]
         )
-        parts.append(f"<h2>Handoffs</h2><ul>{items}</ul>")
+        earlier = (
+            f'<p class="meta">{len(handoffs) - HANDOFFS} earlier not shown.</p>' if len(handoffs) > HANDOFFS else ""
+        )
+        parts.append(f"<h2>Handoffs</h2>{earlier}<ul>{items}</ul>")
     if view.children:
-        parts.append(f'<h2>Child runs</h2><div class="tree">{tree(view.children)}</div>')
+        shown = tree(view.children)
+        if size(shown) > TREE_BYTES:  # the runs it started, without theirs
+            shown = tree([{**c, "children": []} for c in view.children])
+        if size(shown) > TREE_BYTES:
+            shown = f'<p class="meta">{len(view.children)} child runs: too many to list here.</p>'
+        parts.append(f'<h2>Child runs</h2><div class="tree">{shown}</div>')
     parts.append(f"<h2>Turns</h2>{waterfall(view.events)}")
     return "".join(parts)
 
 
 def conversation(view: RunView) -> str:
+    """The messages, newest kept: each value cut at CUT with a link to the message whole, and as
+    many as fit CONVERSATION_BYTES."""
     if not view.messages:
         return '<p class="empty">No messages to show yet.</p>'
-    out = [f'<p class="empty">{view.hidden} earlier message(s) not shown.</p>'] if view.hidden else []
-    out.append('<div class="conv">')
-    for index, m in view.messages:
-        idx = f'<span class="idx">#{index}</span>'
-        if isinstance(m, t.UserMessage):
-            note = f" (summary of {m.summary_of} messages)" if m.summary_of else ""
-            out.append(f'<div class="m user"><div class="who">user{note} {idx}</div>{folded(m.content)}</div>')
-        elif isinstance(m, t.AssistantMessage):
-            calls = "".join(
-                f'<div class="tc">→ <code>{h(c.name)}</code> <small>{h(c.call_id)}</small>'
-                f"{folded(_args(c.arguments), 200)}</div>"
-                for c in m.tool_calls
-            )
-            text = folded(m.content) if m.content else ""
-            out.append(f'<div class="m assistant"><div class="who">assistant {idx}</div>{text}{calls}</div>')
-        elif isinstance(m, t.ToolMessage):
-            decided = ""
-            if m.approval is not None:
-                a = m.approval
-                verdict = "approved" if a.approved else f"rejected: {a.reason}"
-                decided = f'<div class="meta">{h(verdict)} by {h(a.by)} at {when(a.at)}</div>'
-            err = " error" if m.is_error else ""
-            out.append(
-                f'<div class="m tool{err}"><div class="who">tool <code>{h(m.name)}</code> {h(m.call_id)} {idx}</div>'
-                f"{decided}{folded(m.content)}</div>"
-            )
-    out.append("</div>")
-    return "".join(out)
+    base = _base(view.status)
+    shown: list[str] = []
+    room = CONVERSATION_BYTES
+    for index, m in reversed(view.messages):
+        part = message(m, index, f"{base}/messages/{index}")
+        room -= size(part)
+        if room < 0:
+            break
+        shown.append(part)
+    hidden = view.hidden + len(view.messages) - len(shown)
+    out = [f'<p class="empty">{hidden} earlier message(s) not shown.</p>'] if hidden else []
+    return "".join([*out, '<div class="conv">', *reversed(shown), "</div>"])
+
+
+def message(m: t.Message, index: int, whole: str) -> str:
+    idx = f'<a class="idx" href="{h(whole)}" title="this message whole, as text">#{index}</a>'
+    if isinstance(m, t.UserMessage):
+        note = f" (summary of {m.summary_of} messages)" if m.summary_of else ""
+        return f'<div class="m user"><div class="who">user{note} {idx}</div>{folded(m.content, whole=whole)}</div>'
+    if isinstance(m, t.AssistantMessage):
+        calls = "".join(
+            f'<div class="tc">→ <code>{h(c.name[:200])}</code> <small>{h(c.call_id[:200])}</small>'
+            f"{folded(_args(c.arguments), 200, whole=whole)}</div>"
+            for c in m.tool_calls
+        )
+        text = folded(m.content, whole=whole) if m.content else ""
+        return f'<div class="m assistant"><div class="who">assistant {idx}</div>{text}{calls}</div>'
+    decided = ""
+    if m.approval is not None:
+        a = m.approval
+        verdict = "approved" if a.approved else f"rejected: {a.reason}"
+        decided = f'<div class="meta">{h(verdict[:CUT])} by {h(a.by[:200])} at {when(a.at)}</div>'
+    err = " error" if m.is_error else ""
+    who = f"tool <code>{h(m.name[:200])}</code> {h(m.call_id[:200])} {idx}"
+    return f'<div class="m tool{err}"><div class="who">{who}</div>{decided}{folded(m.content, whole=whole)}</div>'
+
+
+def raw_message(m: t.Message) -> str:
+    """A message whole, as text: what its own route serves (app.py)."""
+    if isinstance(m, t.AssistantMessage):
+        calls = "".join(f"\n\n→ {c.name} ({c.call_id})\n{_args(c.arguments)}" for c in m.tool_calls)
+        return (m.content or "") + calls
+    return m.content
 
 
 def _args(raw: str) -> str:
@@ -163,8 +266,16 @@ def tree(children: list[dict[str, Any]]) -> str:
     return f"<ul>{items}</ul>"
 
 
+Span = tuple[datetime, datetime]
+WAITS = {"approval_requested": "approval_decided", "call_in_doubt": "call_resolved"}  # a person decides
+
+
 @dataclass
 class Turn:
+    """One turn's figures: each is wall-clock time, the union of its spans, so two calls waiting at
+    once count once, and a call's time waiting for a person is not its tool time too (a call's
+    tool_started comes before its approval is asked for)."""
+
     number: int
     start: datetime | None = None
     end: datetime | None = None
@@ -172,34 +283,79 @@ class Turn:
     tools: float = 0.0
     waiting: float = 0.0
     usage: t.Usage | None = None
-    open: dict[str, datetime] = field(default_factory=dict)
 
     def span(self, at: datetime) -> None:
         self.start = at if self.start is None or at < self.start else self.start
         self.end = at if self.end is None or at > self.end else self.end
 
 
+def _union(spans: list[Span]) -> list[Span]:
+    out: list[Span] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _minus(span: Span, holes: list[Span]) -> list[Span]:
+    """`span` without the parts `holes` (a union, in order) cover."""
+    out, (a, b) = [], span
+    for x, y in holes:
+        if y <= a or x >= b:
+            continue
+        if x > a:
+            out.append((a, x))
+        a = max(a, y)
+    if a < b:
+        out.append((a, b))
+    return out
+
+
+def _seconds(spans: list[Span]) -> float:
+    return sum((b - a).total_seconds() for a, b in _union(spans))
+
+
 def turns(events: list[t.RunEvent]) -> list[Turn]:
     """Per turn: model time, tool time and time waiting for a person, from the run's events."""
     by: dict[int, Turn] = {}
+    opened: dict[tuple[int, str, str], datetime] = {}  # (turn, what, call id) → when it began
+    model: dict[int, list[Span]] = {}
+    tool: dict[int, dict[str, list[Span]]] = {}
+    wait: dict[int, dict[str, list[Span]]] = {}
+    closes = {"model_finished": "model_started", "tool_finished": "tool_started"}
+    closes.update({end: begin for begin, end in WAITS.items()})
     for ev in events:
         if ev.turn < 1:
             continue
         turn = by.setdefault(ev.turn, Turn(ev.turn))
         turn.span(ev.at)
-        key = f"{ev.kind.split('_')[0]}:{ev.call_id or ''}"
-        if ev.kind in ("model_started", "tool_started", "approval_requested"):
-            turn.open[key] = ev.at
-        elif ev.kind in ("model_finished", "tool_finished", "approval_decided"):
-            began = turn.open.pop(key, None)
-            seconds = (ev.at - began).total_seconds() if began else 0.0
+        call = ev.call_id or ""
+        if ev.kind in ("model_started", "tool_started", *WAITS):
+            opened[(ev.turn, ev.kind, call)] = ev.at
+        elif ev.kind in closes:
+            began = opened.pop((ev.turn, closes[ev.kind], call), None)
+            if began is None or ev.at < began:
+                continue
             if ev.kind == "model_finished":
-                turn.model += seconds
+                model.setdefault(ev.turn, []).append((began, ev.at))
                 turn.usage = ev.usage
             elif ev.kind == "tool_finished":
-                turn.tools += seconds
+                tool.setdefault(ev.turn, {}).setdefault(call, []).append((began, ev.at))
             else:
-                turn.waiting += seconds
+                wait.setdefault(ev.turn, {}).setdefault(call, []).append((began, ev.at))
+    for n, turn in by.items():
+        waits = wait.get(n, {})
+        turn.model = _seconds(model.get(n, []))
+        turn.waiting = _seconds([s for spans in waits.values() for s in spans])
+        running = [
+            part
+            for call, spans in tool.get(n, {}).items()
+            for s in spans
+            for part in _minus(s, _union(waits.get(call, [])))
+        ]
+        turn.tools = _seconds(running)
     return [by[n] for n in sorted(by)]
 
 
@@ -207,8 +363,15 @@ def waterfall(events: list[t.RunEvent]) -> str:
     rows = turns(events)
     if not rows:
         return '<p class="empty">No turn yet.</p>'
+    earlier = (
+        f'<p class="meta">{len(rows) - WATERFALL_TURNS} earlier turns not shown.</p>'
+        if len(rows) > WATERFALL_TURNS
+        else ""
+    )
+    rows = rows[-WATERFALL_TURNS:]
     longest = max((r.model + r.tools + r.waiting) for r in rows) or 1.0
     out = [
+        earlier,
         '<div class="wf"><div class="legend">',
         '<span class="model"></span>model',
         '<span class="tool"></span>tools',

@@ -1,0 +1,42 @@
+"""The runs page's next-page links: the server's page token, signed with the console's key, so
+only links this console made reach Temporal (a forged token cost it seconds of retries, then a
+500). A link that is not one is a BadRequest (400)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+
+
+class BadRequest(Exception):
+    """A filter or a link the console cannot use: 400, with what to do."""
+
+
+MAX_PAGE_LINK = 4096  # characters of a next-page link's token
+MAC = 16  # bytes of a page link's signature
+
+
+def seal(token: bytes, key: bytes) -> str:
+    """The server's next-page token as a link's value, signed with the console's key."""
+    mac = hmac.new(key, token, hashlib.sha256).digest()[:MAC]
+    return base64.urlsafe_b64encode(mac + token).decode()
+
+
+def unseal(text: str, key: bytes) -> bytes | None:
+    """A link's value back as the server's token (None: the first page); BadRequest unless this
+    console made it."""
+    if not text:
+        return None
+    refused = BadRequest("that page link is not one this console made (or it has restarted since): start from page one")
+    if len(text) > MAX_PAGE_LINK:
+        raise refused
+    try:
+        raw = base64.urlsafe_b64decode(text.encode("ascii"))
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise refused from None
+    mac, token = raw[:MAC], raw[MAC:]
+    if not token or not hmac.compare_digest(mac, hmac.new(key, token, hashlib.sha256).digest()[:MAC]):
+        raise refused
+    return token
