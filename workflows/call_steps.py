@@ -70,11 +70,13 @@ class CallSteps(Steps):
         if planned.approval == "auto":
             record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
         elif planned.approval == "check":
+            self._doing(call.call_id, "checking", call)  # neither approved nor started: status says so
             check = await self._hook(agent, "approval", call.name, call_id=call.call_id, arguments=call.arguments)
             verdict = checked(planned, check)
             if isinstance(verdict, t.ToolMessage):
                 return self._finished(verdict, None)
             if verdict == "ask":
+                self._doing(call.call_id, None)
                 s.approvals.request(call.call_id, call.name, check.arguments or {}, s.turn, workflow.now())
                 record = await self._await_decision(agent, call)
                 if not record.approved:
@@ -85,6 +87,8 @@ class CallSteps(Steps):
         edited = record is not None and record.arguments is not None
         arguments = json.dumps(record.arguments, ensure_ascii=False) if record and edited else call.arguments
         how = runs(planned, agent, arguments)
+        if how != "with_reply":
+            self._doing(call.call_id, "running", call)
         if how == "child":
             message = await self._child(agent, planned, arguments)
         elif how == "with_reply":  # the model activity ran it with the reply: no dispatch of its own
@@ -101,6 +105,7 @@ class CallSteps(Steps):
         return self._finished(message, record)
 
     def _finished(self, message: t.ToolMessage, record: t.ApprovalRecord | None) -> t.ToolMessage:
+        self._doing(message.call_id, None)
         message.approval = record
         at = self._made_ahead.began_at if self._made_ahead is not None else None  # its activity went on
         self._event("tool_finished", at, call_id=message.call_id, tool=message.name, text=excerpt(message.content))
