@@ -240,7 +240,8 @@ class Handlers(CallSteps):
         self._validate_raise(request)
 
     def _validate_raise(self, request: t.ResumeRequest) -> None:
-        """A run paused on its budget goes on only once raised; a raise needs a budget of its kind."""
+        """A run paused on its budget goes on only once raised; a raise needs a budget of its kind, and
+        a child run's stays within the share its parent granted."""
         raising = bool(request.add_tokens or request.add_usd)
         paused = self._s.paused
         if paused is not None and paused.reason == "budget" and not raising:
@@ -251,6 +252,9 @@ class Handlers(CallSteps):
         refused = self._ledger.refuse_raise(request) if self._ledger is not None else None
         if refused is not None:
             raise ApplicationError(refused, type="NoBudget", non_retryable=True)
+        beyond = self._ledger.beyond_grant(request) if self._ledger is not None else None
+        if beyond is not None:
+            raise ApplicationError(beyond, type="BeyondParentGrant", non_retryable=True)
 
     @workflow.update(
         name=t.EDIT_UPDATE, description='Edit a paused run: {"op": "text", "index": 3, "text": "…"} (see Edit).'
