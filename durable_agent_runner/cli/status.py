@@ -40,6 +40,8 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"         {held['what_to_do']}")
     if s.get("last_step"):
         lines.append(f"last:    {s['last_step']}")
+    for wait in s.get("unserved", []):
+        lines.append(f"stalled: {wait['message']}")
     if s.get("budget"):
         lines += render_budget(s["budget"])
     if s.get("paused"):
