@@ -33,6 +33,9 @@ from durable_agent_runner.workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # the local resolve: no I/O, the registry and the agent's code
+# The routed resolve heartbeats while it freezes the agent (activities/tool_activities.py): a worker
+# that dies mid-resolve is noticed within this, not the attempt's RESOLVE_SECONDS.
+RESOLVE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # Hooks run the agent author's code (guardrails may call a model themselves): retried a few
 # times for a worker that died, then the run fails with the hook's own error. The activity
 # heartbeats every 2 s (activities/hooks.py) while the author's code runs: a worker that dies
@@ -156,6 +159,7 @@ class Steps:
                 task_queue=queue,
                 schedule_to_start_timeout=timedelta(seconds=input.agent_wait_seconds),
                 start_to_close_timeout=timedelta(seconds=t.RESOLVE_SECONDS),
+                heartbeat_timeout=RESOLVE_HEARTBEAT_TIMEOUT,
                 retry_policy=RESOLVE_RETRY,
                 summary=f"resolve agent {input.agent}",
             )
