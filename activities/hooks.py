@@ -40,7 +40,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.activities import errors
 from durable_agent_runner.activities.mcp_tools import FrozenTools
-from durable_agent_runner.activities.model import read_context, wire_for
+from durable_agent_runner.activities.model import heartbeating, read_context, wire_for
 from durable_agent_runner.activities.wire import parse_body
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.agent import Agent, approval_check
@@ -89,17 +89,20 @@ class HookActivities:
             message = f"unknown agent '{input.agent}'; this worker knows: {known}"
             raise ApplicationError(message, type="UnknownAgent", non_retryable=True)
         what = f"{input.kind.replace('_', ' ')} '{input.name}' of agent '{agent.name}'"
-        with _authors_code(what):
-            if input.kind == "approval":
-                result = await self._approval(agent, input)
-            elif input.kind == "output_type":
-                result = check_output(agent, input.text)
-            elif input.kind == "input_filter":
-                result = await self._input_filter(agent, input)
-            elif input.kind == "breakpoint":
-                result = await self._breakpoint(agent, input)
-            else:
-                result = await self._guardrail(agent, input)
+        # Heartbeats while the author's code runs: a worker that dies mid-hook is noticed within
+        # the workflow's heartbeat timeout (HOOK_HEARTBEAT_TIMEOUT), not its 300 s start-to-close.
+        async with heartbeating():
+            with _authors_code(what):
+                if input.kind == "approval":
+                    result = await self._approval(agent, input)
+                elif input.kind == "output_type":
+                    result = check_output(agent, input.text)
+                elif input.kind == "input_filter":
+                    result = await self._input_filter(agent, input)
+                elif input.kind == "breakpoint":
+                    result = await self._breakpoint(agent, input)
+                else:
+                    result = await self._guardrail(agent, input)
         activity.logger.info("%s: done (turn %d)", what, input.turn)
         return result
 
@@ -107,7 +110,10 @@ class HookActivities:
         tool = agent.tool(input.name) or await self.mcp.find(agent, input.name)  # MCP: checked on the frozen schema
         if tool is None:
             return HookResult(invalid=f"unknown tool '{input.name}' for agent '{agent.name}'")
-        return approval_check(agent, tool, input.arguments)
+        # In a tool thread: a policy that looks something up must not hold the event loop (and
+        # with it this worker's heartbeats).
+        check = functools.partial(approval_check, agent, tool, input.arguments)
+        return await (self.threads or executor.shared()).run(check)
 
     async def _guardrail(self, agent: Agent, input: HookInput) -> HookResult:
         guards = agent.input_guardrails if input.kind == "input_guardrail" else agent.output_guardrails

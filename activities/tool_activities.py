@@ -259,6 +259,9 @@ class ToolActivities:
                 type="UnknownAgent",
                 non_retryable=True,
             )
+        # Routed, it heartbeats (starting MCP servers takes a while): a worker that dies mid-resolve
+        # is noticed within the workflow's heartbeat timeout, not its 60 s start-to-close.
+        beats = None if info.is_local else asyncio.create_task(self._heartbeat(info.heartbeat_timeout))
         try:
             members = [(agent, agent.spec(max_turns=input.max_turns, model=input.model))]
             members += [(member, member.spec(model=input.model)) for member in agent.team()]
@@ -268,6 +271,9 @@ class ToolActivities:
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
         except ToolRetryableError as exc:  # an MCP server down: the run cannot know its tools yet
             raise ApplicationError(str(exc), type="McpServerUnavailable") from None
+        finally:
+            if beats is not None:
+                beats.cancel()
         spec = frozen[0].model_copy(update={"team": frozen[1:]})
         if info.is_local and input.prompt is not None and self.cache is not None and info.workflow_id:
             self.cache.seed(info.workflow_id, spec, [UserMessage(content=input.prompt)])

@@ -5,7 +5,8 @@ or a pause: `... NAME "PROMPT" --break-at N --edit '{"op": "text", …}' …` (e
 and `--fork-at N` records a fork of the run, started before model call N, as NAME.fork.json
 (with `--live-tools`, a fork that runs the calls of the turns before N again first).
 `--script JSON` gives fake_llm's steps (a list, one per model call) instead of a named model, and
-`--resolve rerun|result:JSON|fail:REASON` (repeated) resolves each call in doubt as it comes, in order.
+`--resolve rerun|result:JSON|fail:REASON` (repeated) resolves each call in doubt as it comes, in order,
+and `--fork-resolve` (the same) those of the fork (a --live-tools fork's `once` calls ask first).
 With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
 (the replay test replays each file under its name), so its child runs (agents used as tools) are
 recorded beside it under theirs, NAME.CALL_ID.json. Re-record only on purpose: a
@@ -92,6 +93,7 @@ async def record(
     live_tools: bool = False,
     script: str | None = None,
     resolutions: list[str] | None = None,
+    fork_resolutions: list[str] | None = None,
 ) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         if script is not None:
@@ -152,6 +154,8 @@ async def record(
                         task_queue=queue,
                         result_type=t.RunResult,
                     )
+                    if fork_resolutions:
+                        await asyncio.wait_for(resolve_each(forked, fork_resolutions), timeout=120)
                     await forked.result()
                     forks.append(await forked.fetch_history())
             history = await handle.fetch_history()
@@ -189,6 +193,7 @@ def main() -> None:
     parser.add_argument("--live-tools", action="store_true", help="the fork runs the earlier turns' calls again")
     parser.add_argument("--script", metavar="JSON", help="fake_llm's steps, one per model call")
     parser.add_argument("--resolve", action="append", metavar="ACTION", help="rerun, result:JSON or fail:REASON")
+    parser.add_argument("--fork-resolve", action="append", metavar="ACTION", help="as --resolve, in the fork")
     args = parser.parse_args()
     paths = asyncio.run(
         record(
@@ -205,6 +210,7 @@ def main() -> None:
             args.live_tools,
             args.script,
             args.resolve,
+            args.fork_resolve,
         )
     )
     print("\n".join(map(str, paths)))

@@ -244,3 +244,28 @@ async def test_a_breakpoint_functions_invalid_edit_pauses_with_the_reason(
         assert view.edits == []
         await resume(handle)
         assert (await handle.result()).output == "ok"
+
+
+async def test_a_withdrawn_pause_request_is_no_longer_shown(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    """Resume before the run reached its safe point withdraws the request: status then says what
+    the run does again, not that it will pause."""
+    model = script(llm, calls(("slow_record", {"label": "a", "seconds": 3})), {"content": "finished"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model)
+        async with asyncio.timeout(20):
+            while (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).phase != "running_tools":
+                await asyncio.sleep(0.1)
+        running = (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).last_step
+        asked = await handle.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="bob"), result_type=t.RunStatus)
+        assert "pause requested by bob" in asked.last_step
+        after = await handle.execute_update(t.RESUME_UPDATE, t.ResumeRequest(by="bob"), result_type=t.RunStatus)
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        assert "pause" not in after.last_step and "pause" not in status.last_step, status.last_step
+        assert status.last_step == running and "slow_record" in running and status.phase == "running_tools"
+        assert (await handle.result()).output == "finished"
+        events = await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)
+    kinds = [e.kind for e in events.events]
+    assert "paused" not in kinds and "resumed" in kinds  # withdrawn, never paused
+    await replay(handle)

@@ -229,3 +229,47 @@ async def test_sigkilled_worker_mid_child_run_resumes_parent_and_child(
     assert (await child.result()).agent == "researcher"
     await replay(handle)
     await replay(child)
+
+
+async def test_sigkilled_worker_mid_approval_check_is_noticed_in_seconds(
+    client, temporal_server, llm, task_queue, counter_file, tmp_path
+):
+    """A worker that dies while a call's approval check runs stalls nothing: the hook heartbeats,
+    so another worker takes the check over within seconds (not the 300 s start-to-close), and
+    meanwhile status says the call is being checked, not that it runs."""
+    tools = "tests/fixtures/slow_check_agents.py"
+    model = script(llm, tool_call("send_report", label="q3"), {"content": "sent it"})
+    log = tmp_path / "worker.log"
+    first = start_worker_process(temporal_server, llm, task_queue, log, tools=tools)
+    handle = await start(client, task_queue, "send the q3 report", agent="careful", model=model)
+
+    async def checking() -> bool:
+        return effects(counter_file)["check"] == 1
+
+    await wait_for(checking)
+    status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+    assert "checking whether send_report(label=q3) needs approval" in status.last_step, status.last_step
+    assert "running" not in status.last_step
+    killed_at = time.monotonic()
+    second = await kill_and_replace(first, temporal_server, llm, task_queue, log, tools)
+    try:
+
+        async def awaiting_approval() -> bool:
+            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+            return bool(status.pending_approvals)
+
+        await wait_for(awaiting_approval, timeout=90)
+        took = time.monotonic() - killed_at
+        # the hook's heartbeat timeout (10 s) moved the check to the new worker
+        assert took < 30, f"the dead worker's approval check took {took:.1f}s to move"
+        (pending,) = (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).pending_approvals
+        decision = t.ApprovalDecision(call_id=pending.call_id, approve=True, by="tester")
+        await handle.execute_update(t.APPROVAL_UPDATE, decision, result_type=t.DecisionReceipt)
+        result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(20)
+    assert result.output == "sent it"
+    assert effects(counter_file) == Counter({"check": 2, "sent": 1})
+    assert await activity_attempts(handle, t.HOOK_ACTIVITY) == [2]
+    await replay(handle)

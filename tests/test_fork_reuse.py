@@ -5,6 +5,7 @@ before its fork point (no tool, no child run again); `--live-tools` runs them ag
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import uuid
@@ -254,3 +255,77 @@ async def test_the_checked_in_live_tools_fork_replays() -> None:
     patch = history.events[marker].marker_recorded_event_attributes.details["patch-data"].payloads[0].data
     assert json.loads(patch)["id"] == t.FORK_LIVE_TOOLS_PATCH and marker < child < first_model_call
     assert kinds.count("EVENT_TYPE_ACTIVITY_TASK_SCHEDULED") == 2  # one model call, its output check
+
+
+async def test_live_tools_asks_a_person_before_it_runs_a_once_call_again(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Path
+) -> None:
+    """A `once` call a --live-tools fork would run again goes to a person first, as a call in
+    doubt does: nothing runs until they decide; `rerun` runs it (under the fork's own key)."""
+    model = script(llm, calls(("pay", {"label": "ann"})), {"content": "paid"})
+    async with worker_factory(registry=Registry.from_modules(["tests.fixtures.once_agents"])):
+        origin = await start(client, task_queue, "pay ann", agent="payer", model=model)
+        assert (await origin.result()).output == "paid"
+        asked = len(requests_for(llm, model))
+        forked = await fork(client, task_queue, origin.id, 2, live_tools=True)
+        async with asyncio.timeout(20):
+            while not (status := await forked.query(t.STATUS_QUERY, result_type=t.RunStatus)).in_doubt:
+                await asyncio.sleep(0.1)
+        (doubt,) = status.in_doubt
+        assert doubt.tool == "pay" and doubt.fork_of == origin.id and status.phase == "in_doubt"
+        assert "a --live-tools fork runs a once call again only when a person says so" in doubt.ended
+        await asyncio.sleep(1.0)  # a person's call: nothing runs meanwhile
+        assert [line.split()[0] for line in counter_file.read_text().splitlines()] == ["start:pay:ann", "done:pay:ann"]
+        assert len(requests_for(llm, model)) == asked
+        decision = t.ResolveCall(call_id=doubt.call_id, action="rerun", by="bob")
+        await forked.execute_update(t.RESOLVE_UPDATE, decision, result_type=t.ResolveReceipt)
+        result = await forked.result()
+    assert result.output == "paid" and result.turns == 2
+    effects = counter_file.read_text().splitlines()
+    assert [line.split()[0] for line in effects].count("done:pay:ann") == 2  # run again once a person said so
+    assert effects[1].split()[1] != effects[-1].split()[1]  # under the fork's own idempotency key
+    await replay(forked)
+
+
+@pytest.mark.pure
+def test_a_live_forks_once_call_asks_first_unless_a_person_just_approved_it() -> None:
+    from durable_agent_runner.workflows.calls import PlannedCall, asks_first
+
+    call = t.ToolCall(call_id="c1", name="pay", arguments='{"label": "ann"}')
+    again = PlannedCall(call=call, action="tool", again=True)
+    assert asks_first(again, "once", approved=False)
+    assert not asks_first(again, "once", approved=True)  # a person approved it in this fork
+    assert not asks_first(again, "activity", approved=False)  # a tool that may run again
+    assert not asks_first(PlannedCall(call=call, action="tool"), "once", approved=False)  # a live call
+
+
+async def test_the_checked_in_live_fork_of_a_once_call_replays() -> None:
+    """tests/histories/fork_once_2_0.fork.json (tests/record_history.py fork_once_2_0 "pay ann"
+    --tools tests.fixtures.once_agents --agent payer --script … --fork-at 2 --live-tools
+    --fork-resolve rerun): behind its patch marker, the fork's `once` call waits for a person
+    (a resolve update) before its tool activity, and only then runs; the history replays."""
+    from temporalio.client import WorkflowHistory
+
+    from durable_agent_runner.workflows.call_steps import FORK_ONCE_PATCH
+
+    path = Path(__file__).parent / "histories" / "fork_once_2_0.fork.json"
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    await strict_replayer().replay_workflow(history)
+    events = history.events
+    patches = [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in events
+        if e.event_type == E.EVENT_TYPE_MARKER_RECORDED
+    ]
+    assert FORK_ONCE_PATCH in patches
+    kinds = [e.event_type for e in events]
+    resolved = kinds.index(E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+    assert events[resolved].workflow_execution_update_accepted_event_attributes.accepted_request.input.name == (
+        t.RESOLVE_UPDATE
+    )
+    tool = next(
+        i
+        for i, e in enumerate(events)
+        if e.activity_task_scheduled_event_attributes.activity_type.name == t.TOOL_CALL_ACTIVITY
+    )
+    assert resolved < tool  # asked first, run after

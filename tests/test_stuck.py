@@ -5,6 +5,8 @@ carries the run on."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import time
 from datetime import timedelta
 
@@ -14,11 +16,13 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import CancelledError
 from temporalio.worker import Worker
 
+from durable_agent_runner import Registry
 from durable_agent_runner.client.stuck import stuck
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.agent import AgentRun
-from tests.helpers import start
-from tests.test_client import cli  # noqa: F401  (the fixture)
+from tests.helpers import calls, replay, script, start
+from tests.test_approvals import pending
+from tests.test_client import ROOT, cli  # noqa: F401  (the fixture)
 
 
 @workflow.defn(name=t.WORKFLOW_NAME, sandboxed=False)
@@ -88,3 +92,57 @@ async def test_cancel_still_ends_a_stuck_run(client, task_queue):
             await asyncio.wait_for(handle.result(), 60)
     assert isinstance(ended.value.cause, CancelledError)
     assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+
+
+# ------------------------------------------------------------------- waits that no worker takes
+
+
+async def test_run_wait_says_within_seconds_that_no_worker_serves_the_agent(
+    temporal_server, task_queue, worker_factory
+):
+    """A run of an agent no worker serves: `run --wait` says so within seconds (its resolve waits
+    on the agent's queue, which nothing polls), not after the 25 s the run gives it."""
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
+    async with worker_factory():  # serves the run's queue, not the agent
+        began = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "client.py", "run", "--agent", "ghost", "--wait", "hello",
+            cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        try:
+            async with asyncio.timeout(15):
+                while b"no worker serves agent" not in (line := await proc.stderr.readline()):
+                    assert line, "client.py ended without saying it"
+            took = time.monotonic() - began
+        finally:
+            proc.kill()
+            await proc.wait()
+    text = line.decode()
+    assert "no worker serves agent 'ghost' for the agent, to start the run" in text
+    assert f"nothing polls task queue {task_queue}@ghost" in text and "start a worker with --tools" in text
+    assert took < 10, f"said after {took:.1f}s"
+
+
+async def test_an_approved_call_no_worker_takes_is_said_by_approve_and_status(
+    client, task_queue, worker_factory, llm, cli
+):
+    """Approve a call whose agent's version no running worker serves: `approve` says so with its
+    receipt, `status` too; the run goes on once such a worker starts."""
+    model = script(llm, calls(("send", {"label": "x"})), {"content": "sent"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+    async with worker_factory(registry=Registry.from_modules(["examples.demo_agent"])):  # not `guarded`
+        approved = await cli("approve", handle.id, waiting.call_id)
+        shown = await cli("status", handle.id)
+        as_json = await cli("status", handle.id, "--json")
+    assert approved.code == 0 and f"{waiting.call_id} approved" in approved.out, str(approved)
+    assert "stalled: no worker serves agent 'guarded' at version" in approved.out
+    assert "for a tool call" in approved.out and approved.seconds < 15
+    assert "stalled: no worker serves agent 'guarded' at version" in shown.out, shown.out
+    (wait,) = as_json.json()["unserved"]
+    assert wait["waiting"] == "a tool call" and wait["queue"].startswith(f"{task_queue}@guarded@")
+    async with worker_factory():  # a worker that holds the agent's version: the call runs
+        assert (await asyncio.wait_for(handle.result(), 30)).output == "sent"
+    await replay(handle)

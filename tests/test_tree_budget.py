@@ -154,3 +154,60 @@ async def test_the_bound_holds_when_the_worker_is_killed_mid_call(client, tempor
     ]
     assert any(2 in a for a in attempts), attempts  # the killed call ran again on the new worker
     await replay(handle)
+
+
+async def test_a_raise_on_a_paused_child_is_refused_past_what_its_parent_granted(
+    client, task_queue, worker_factory, llm
+):
+    """A person pauses a child run and resumes it with a huge raise: refused (the raise would come
+    from nowhere: its parent holds only the share it granted); a raise within the share goes on."""
+    from durable_agent_runner import tool
+
+    @tool
+    async def nap(seconds: float) -> str:
+        """Wait a while.
+
+        Args:
+            seconds: How long.
+        """
+        await asyncio.sleep(seconds)
+        return "rested"
+
+    usage = {"usage": {"prompt_tokens": 100, "completion_tokens": 0}}
+    scholar = Agent(
+        name="scholar",
+        model=script(llm, calls(("nap", {"seconds": 2})) | usage, {"content": "tides follow the moon"} | usage),
+        tools=[nap],
+        token_budget=500,
+    )
+    lead_model = script(llm, calls(("ask", {"input": "tides"})) | usage, {"content": "done"} | usage)
+    lead = Agent(name="lead", model=lead_model, tools=[scholar.as_tool(name="ask")], token_budget=20_000)
+    async with worker_factory(registry=Registry(agents=[lead])):
+        handle = await start(client, task_queue, "Explain tides", agent="lead")
+        deadline = time.monotonic() + 30
+        while not (children := await child_runs(handle)):
+            assert time.monotonic() < deadline, "the child never started"
+            await asyncio.sleep(0.1)
+        child = client.get_workflow_handle(children[0])
+        while (await status(child)).phase != "running_tools":
+            assert time.monotonic() < deadline, "the child never ran its tool"
+            await asyncio.sleep(0.1)
+        await child.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="ann"), result_type=t.RunStatus)
+        while (await status(child)).paused is None:
+            assert time.monotonic() < deadline, "the child never paused"
+            await asyncio.sleep(0.1)
+        huge = t.ResumeRequest(by="ann", add_tokens=1_000_000_000)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await child.execute_update(t.RESUME_UPDATE, huge, result_type=t.RunStatus)
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "BeyondParentGrant"
+        assert "its parent granted it 19900 tokens and it has 500: it may be raised by at most 19400" in cause.message
+        assert (await status(child)).paused is not None  # nothing was recorded: still paused
+        within = t.ResumeRequest(by="ann", add_tokens=1_000)
+        await child.execute_update(t.RESUME_UPDATE, within, result_type=t.RunStatus)
+        result = await asyncio.wait_for(handle.result(), 30)
+        final = await status(child)
+    assert result.output == "done"
+    assert final.budget is not None and final.budget.tokens is not None and final.budget.tokens.limit == 1_500
+    await replay(handle)
+    await replay(child)

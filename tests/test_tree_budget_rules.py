@@ -89,6 +89,24 @@ def test_a_raise_needs_a_budget_of_its_kind():
     assert ledger.budget.tokens == 150
 
 
+def test_a_raise_on_a_child_stays_within_the_share_its_parent_granted():
+    ledger = Ledger.start(agent(token_budget=500, cost_budget_usd=0.5), t.Budget(tokens=20_000, usd=2.0), child=True)
+    assert ledger is not None and ledger.budget.tokens == 500
+    assert ledger.beyond_grant(t.BudgetRaise(add_tokens=19_500)) is None  # up to the share: it is held for it
+    assert ledger.beyond_grant(t.BudgetRaise(add_usd=1.5)) is None
+    refused = ledger.beyond_grant(t.BudgetRaise(add_tokens=1_000_000_000))
+    assert refused == (
+        "a child run's budget comes out of its parent's: its parent granted it 20000 tokens and it has 500: "
+        "it may be raised by at most 19500 tokens"
+    )
+    assert "at most $1.5" in (ledger.beyond_grant(t.BudgetRaise(add_usd=2.0)) or "")
+    ledger.raised(t.BudgetRaise(add_tokens=19_500))
+    carried = Ledger(t.Budget.model_validate_json(ledger.budget.model_dump_json()), shared=True)  # continue-as-new
+    assert carried.beyond_grant(t.BudgetRaise(add_tokens=1)) is not None
+    top = Ledger.start(agent(token_budget=500), None, child=False)  # a run of its own: a person's raise is its
+    assert top is not None and top.beyond_grant(t.BudgetRaise(add_tokens=1_000_000_000)) is None
+
+
 @pytest.mark.parametrize(
     "bad", [{"add_usd": float("nan")}, {"add_usd": float("inf")}, {"add_usd": -1}, {"add_tokens": 0}]
 )

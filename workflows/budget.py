@@ -85,6 +85,8 @@ class Ledger:
             return None
         on = "fail" if child else agent.on_budget
         budget = t.Budget(tokens=None if tokens is None else int(tokens), usd=usd, on_budget=on)
+        if child and given is not None:  # a raise may not take a child past what its parent granted
+            budget = budget.model_copy(update={"ceiling_tokens": given.tokens, "ceiling_usd": given.usd})
         return cls(budget, shared=given is not None)
 
     # ---------------------------------------------------------------------------- accounts
@@ -172,10 +174,31 @@ class Ledger:
 
     def refuse_raise(self, r: t.BudgetRaise) -> str | None:
         """Why a raise cannot apply (it names a kind of budget this run has not), or None."""
-        if r.add_tokens is not None and self.budget.tokens is None:
+        b = self.budget
+        if r.add_tokens is not None and b.tokens is None:
             return "this run has no token budget to raise (use --add-usd)"
-        if r.add_usd is not None and self.budget.usd is None:
+        if r.add_usd is not None and b.usd is None:
             return "this run has no cost budget to raise (use --add-tokens)"
+        return None
+
+    def beyond_grant(self, r: t.BudgetRaise) -> str | None:
+        """Why a raise would take a child run past the share its parent granted, or None. The
+        parent holds that share and no more for it: a raise beyond would spend what it has not."""
+        b = self.budget
+        if r.add_tokens is not None and b.tokens is not None and b.ceiling_tokens is not None:
+            if b.tokens + r.add_tokens > b.ceiling_tokens:
+                room = max(b.ceiling_tokens - b.tokens, 0)
+                return (
+                    f"a child run's budget comes out of its parent's: its parent granted it {b.ceiling_tokens} "
+                    f"tokens and it has {b.tokens}: it may be raised by at most {room} tokens"
+                )
+        if r.add_usd is not None and b.usd is not None and b.ceiling_usd is not None:
+            if round(b.usd + r.add_usd, 8) > b.ceiling_usd:
+                spare = max(round(b.ceiling_usd - b.usd, 8), 0.0)
+                return (
+                    f"a child run's budget comes out of its parent's: its parent granted it ${b.ceiling_usd:g} "
+                    f"and it has ${b.usd:g}: it may be raised by at most ${spare:g}"
+                )
         return None
 
     def raised(self, r: t.BudgetRaise) -> None:

@@ -27,6 +27,7 @@ from durable_agent_runner.workflows.calls import (
     AttemptEnd,
     PlannedCall,
     Runs,
+    asks_first,
     attempt_ended,
     attempts,
     checked,
@@ -48,6 +49,9 @@ CHILD_USAGE_WAIT = timedelta(seconds=30)
 IN_DOUBT_PATCH = "in-doubt-1.1"
 # How long a call in doubt waits for a person when the agent sets no approval timeout; then the run fails.
 DOUBT_LIMIT = timedelta(days=30)
+# A --live-tools fork asks a person before it runs a `once` call again (calls.asks_first): forks
+# made before it ran such calls again at once.
+FORK_ONCE_PATCH = "fork-once-asks-2.0"
 # A lone routed tool's activity makes the next model call too (workflows/ahead.py): runs from
 # before it schedule that call as its own activity.
 CALL_AHEAD_PATCH = "call-ahead-1.2"
@@ -70,11 +74,13 @@ class CallSteps(Steps):
         if planned.approval == "auto":
             record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
         elif planned.approval == "check":
+            self._doing(call.call_id, "checking", call)  # neither approved nor started: status says so
             check = await self._hook(agent, "approval", call.name, call_id=call.call_id, arguments=call.arguments)
             verdict = checked(planned, check)
             if isinstance(verdict, t.ToolMessage):
                 return self._finished(verdict, None)
             if verdict == "ask":
+                self._doing(call.call_id, None)
                 s.approvals.request(call.call_id, call.name, check.arguments or {}, s.turn, workflow.now())
                 record = await self._await_decision(agent, call)
                 if not record.approved:
@@ -85,6 +91,8 @@ class CallSteps(Steps):
         edited = record is not None and record.arguments is not None
         arguments = json.dumps(record.arguments, ensure_ascii=False) if record and edited else call.arguments
         how = runs(planned, agent, arguments)
+        if how != "with_reply":
+            self._doing(call.call_id, "running", call)
         if how == "child":
             message = await self._child(agent, planned, arguments)
         elif how == "with_reply":  # the model activity ran it with the reply: no dispatch of its own
@@ -95,12 +103,14 @@ class CallSteps(Steps):
         else:
             if how == "once" and not workflow.patched(IN_DOUBT_PATCH):
                 how = "activity"  # a history recorded before calls could be in doubt (none had `once`)
-            message = await self._tool(agent, planned, arguments, how)
+            ask = asks_first(planned, how, record is not None) and workflow.patched(FORK_ONCE_PATCH)
+            message = await self._tool(agent, planned, arguments, how, ask)
         if record is not None and edited:
             message.content = edited_note(record) + message.content
         return self._finished(message, record)
 
     def _finished(self, message: t.ToolMessage, record: t.ApprovalRecord | None) -> t.ToolMessage:
+        self._doing(message.call_id, None)
         message.approval = record
         at = self._made_ahead.began_at if self._made_ahead is not None else None  # its activity went on
         self._event("tool_finished", at, call_id=message.call_id, tool=message.name, text=excerpt(message.content))
@@ -130,11 +140,14 @@ class CallSteps(Steps):
         self._refresh_phase()
         return record
 
-    async def _tool(self, agent: t.AgentSpec, planned: PlannedCall, arguments: str, how: Runs) -> t.ToolMessage:
+    async def _tool(
+        self, agent: t.AgentSpec, planned: PlannedCall, arguments: str, how: Runs, ask: bool = False
+    ) -> t.ToolMessage:
         """The tool activity: `local`, in this workflow task on a worker holding the agent's
         version (on any other it says so, and the call runs routed); else routed to such a worker.
         Once its retries are spent the run goes on and the model learns the tool failed; a `once`
-        call's lost attempt waits for a person instead (`_in_doubt`), who may have it run again."""
+        call's lost attempt waits for a person instead (`_in_doubt`), who may have it run again.
+        `ask`: a person decides before it runs at all, as for a call in doubt (`calls.asks_first`)."""
         s, call = self._s, planned.call
         spec = agent.tool(call.name)
         assert spec is not None  # decide() answers unknown tools itself
@@ -162,6 +175,10 @@ class CallSteps(Steps):
             timeout += timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN
             beat = max(beat, MODEL_HEARTBEAT_TIMEOUT)
             summary += f" · then model {agent.model or 'default'}"
+        if ask:
+            step = resolved(planned, await self._in_doubt(agent, self._ran_in_origin(call, args, arguments, request)))
+            if step != "rerun":
+                return step
         while True:
             asked = workflow.now()
             try:
@@ -208,6 +225,26 @@ class CallSteps(Steps):
                 return step
             activity_id = f"tool-{s.turn}-{call.call_id}-rerun-{ended.doubt}"  # the key stays the call's
 
+    def _ran_in_origin(
+        self, call: t.ToolCall, args: dict[str, object] | None, arguments: str, request: t.ToolCallInput
+    ) -> t.InDoubtCall:
+        """A live fork's once call, before it runs: it ran in the run the fork was taken from."""
+        s, now = self._s, workflow.now()
+        origin = s.forked_from.run_id if s.forked_from is not None else "the run this fork was taken from"
+        return t.InDoubtCall(
+            call_id=call.call_id,
+            tool=call.name,
+            arguments=args if args is not None else arguments,
+            turn=s.turn,
+            doubt=s.doubts.times(call.call_id) + 1,
+            scheduled_at=now,
+            ended_at=now,
+            ended=f"not run in this fork: it ran in {origin}; a --live-tools fork runs a once call again only "
+            "when a person says so",
+            idempotency_key=request.idempotency_key,
+            fork_of=origin,
+        )
+
     async def _in_doubt(self, agent: t.AgentSpec, doubt: t.InDoubtCall) -> t.CallResolution:
         """Waits for a person to resolve a call in doubt (`client.py resolve`, or the signal):
         as long as the agent's approval timeout, else DOUBT_LIMIT; then the run fails, never
@@ -215,9 +252,8 @@ class CallSteps(Steps):
         s = self._s
         s.doubts.mark(doubt)
         what = f"{doubt.tool} ({doubt.call_id})"
-        self._event(
-            "call_in_doubt", call_id=doubt.call_id, tool=doubt.tool, detail=f"ended without a result: {doubt.ended}"
-        )
+        why = doubt.ended if doubt.fork_of else f"ended without a result: {doubt.ended}"
+        self._event("call_in_doubt", call_id=doubt.call_id, tool=doubt.tool, detail=why)
         self._refresh_phase()
         timeout = agent.approval_timeout_seconds
         limit = timedelta(seconds=timeout) if timeout else DOUBT_LIMIT

@@ -4,6 +4,7 @@
     runs(planned, …)           → how a planned call runs: with the reply, local, routed, once, as a child run
     attempt_ended(…)           → a tool activity that ended without a result: the model's error, or in doubt
     resolved(planned, r)       → a person's resolution of a call in doubt: run it again, or its message
+    asks_first(planned, …)     → a live fork's once call: a person decides before it runs again
     checked(planned, hook)     → run it, ask a person, or answer (invalid arguments)
     with_reply / taken         → which cheap calls a model call may run with its reply, and which it did
     after_tools(step, results) → the tool messages in the order the model asked for the calls
@@ -66,6 +67,7 @@ class PlannedCall(BaseModel):
     answer: str = ""
     ran: ToolResult | None = None
     ran_arguments: str = ""
+    again: bool = False  # a recorded call a --live-tools fork runs again (workflows/rerun.py)
 
 
 class RunTools(BaseModel):
@@ -141,6 +143,13 @@ def runs(planned: PlannedCall, agent: AgentSpec, arguments: str) -> Runs:
     if spec is not None and spec.once:
         return "once"
     return "local" if spec is not None and spec.local and agent.version else "activity"
+
+
+def asks_first(planned: PlannedCall, how: Runs, approved: bool) -> bool:
+    """Whether a call goes to a person before it runs: a `once` call a --live-tools fork would run
+    again (it ran in the run the fork was taken from, so running it again is a person's call, as
+    for a call in doubt), unless a person approved it in this fork just now."""
+    return planned.again and how == "once" and not approved
 
 
 def attempts(how: Runs, spec: ToolSpec) -> int:

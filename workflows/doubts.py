@@ -86,10 +86,10 @@ def details(pending: dict[str, InDoubtCall]) -> list[str]:
     for d in pending.values():
         body = json.dumps({"call_id": d.call_id, "action": "rerun", "by": "your-name"})
         started = f"started {d.started_at:%H:%M:%S}" if d.started_at else f"asked for {d.scheduled_at:%H:%M:%S}"
+        what = f"its attempt ({started} UTC) ended without a result ({d.ended}); it may or may not have happened"
         lines += [
             "",
-            f"**In doubt:** `{d.tool}` ({d.call_id}): its attempt ({started} UTC) ended without a result "
-            f"({d.ended}); it may or may not have happened",
+            f"**In doubt:** `{d.tool}` ({d.call_id}): {d.ended if d.fork_of else what}",
             f"```json\n{json.dumps(d.arguments, ensure_ascii=False, indent=2)}\n```",
             f"Resolve: `python client.py resolve RUN_ID {d.call_id} --rerun | --result JSON | --fail REASON`, "
             f"or Send a Signal → `{RESOLVE_SIGNAL}` with `{body}`",

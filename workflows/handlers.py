@@ -20,8 +20,16 @@ from durable_agent_runner.workflows.session import Refused, SessionState
 MAX_CHILD_LEDGERS = 100  # cancelled children's usage not yet counted (each is read once, then dropped)
 
 
+def pause_requested(request: t.PauseRequest) -> str:
+    return f"pause requested by {request.by}: the run pauses at its next safe point"
+
+
 class Handlers(CallSteps):
     """What reaches a run from outside while it runs; `AgentRun` adds the loop."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._before_pause = ""  # the run's step when a pause was asked for (said again if it is withdrawn)
 
     def _agent_now(self) -> t.AgentSpec | None:
         return self._s.agent_now if self._s.agent is not None else None
@@ -184,9 +192,10 @@ class Handlers(CallSteps):
 
     @workflow.update(name=t.PAUSE_UPDATE, description='Pause at the next safe point: {"by": "alice", "reason": "…"}.')
     def pause(self, request: t.PauseRequest) -> t.RunStatus:
+        if self._s.pause_request is None:  # what the run was doing, said again if it is withdrawn
+            self._before_pause = self._s.last_step
         self._s.pause_request = request
-        self._s.last_step = f"pause requested by {request.by}: the run pauses at its next safe point"
-        workflow.set_current_details(self._s.details())
+        self._say(pause_requested(request))
         return self.status()
 
     @pause.validator
@@ -216,8 +225,10 @@ class Handlers(CallSteps):
         if s.paused is not None:
             s.resumed_by = request.by
         else:  # paused only on request so far: the request is withdrawn
-            s.pause_request = None
+            asked, s.pause_request = s.pause_request, None
             self._event("resumed", detail=f"pause request withdrawn by {request.by}")
+            if asked is not None and s.last_step == pause_requested(asked):  # the run has said nothing since
+                self._say(self._before_pause)
         return self.status()
 
     @resume.validator
@@ -229,7 +240,8 @@ class Handlers(CallSteps):
         self._validate_raise(request)
 
     def _validate_raise(self, request: t.ResumeRequest) -> None:
-        """A run paused on its budget goes on only once raised; a raise needs a budget of its kind."""
+        """A run paused on its budget goes on only once raised; a raise needs a budget of its kind, and
+        a child run's stays within the share its parent granted."""
         raising = bool(request.add_tokens or request.add_usd)
         paused = self._s.paused
         if paused is not None and paused.reason == "budget" and not raising:
@@ -240,6 +252,9 @@ class Handlers(CallSteps):
         refused = self._ledger.refuse_raise(request) if self._ledger is not None else None
         if refused is not None:
             raise ApplicationError(refused, type="NoBudget", non_retryable=True)
+        beyond = self._ledger.beyond_grant(request) if self._ledger is not None else None
+        if beyond is not None:
+            raise ApplicationError(beyond, type="BeyondParentGrant", non_retryable=True)
 
     @workflow.update(
         name=t.EDIT_UPDATE, description='Edit a paused run: {"op": "text", "index": 3, "text": "…"} (see Edit).'

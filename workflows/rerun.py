@@ -9,7 +9,8 @@ the carried transcript already holds every result, so nothing before the fork po
 What runs again: each call that ran (a tool, or an agent used as a tool: a new child run), as the
 agent in charge at that turn. What does not: a handoff (the run is already with its target), a
 call that was answered without running (an unknown tool, a second handoff), one a person rejected
-or dropped. A call that needs approval asks for it again: a fork never re-runs it without a person.
+or dropped. A call that needs approval asks for it again, and a call of a `once` tool goes to a
+person as a call in doubt does (`calls.asks_first`): a fork never re-runs either without a person.
 
 No Temporal, no I/O, no clocks, no randomness (tests/test_fork_reuse.py).
 """
@@ -49,7 +50,11 @@ def recorded(state: RunState) -> list[RerunRecorded]:
     for turn, reply in enumerate(replies, start=max(state.turn - len(replies) + 1, 1)):
         agent = in_charge(state, turn)
         plan = plan_calls(agent, reply.tool_calls, ())
-        again = [p for p in plan.calls if p.action in ("tool", "child") and _ran(results.get(p.call.call_id))]
+        again = [
+            p.model_copy(update={"again": True})
+            for p in plan.calls
+            if p.action in ("tool", "child") and _ran(results.get(p.call.call_id))
+        ]
         if again:
             steps.append(RerunRecorded(turn=turn, agent=agent, plan=RunTools(calls=again)))
     return steps

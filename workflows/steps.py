@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeUpdate
@@ -27,15 +27,23 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.budget import Ledger
+from durable_agent_runner.workflows.calls import describe_call
 from durable_agent_runner.workflows.doubts import resolution_words
 from durable_agent_runner.workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # the local resolve: no I/O, the registry and the agent's code
+# The routed resolve heartbeats while it freezes the agent (activities/tool_activities.py): a worker
+# that dies mid-resolve is noticed within this, not the attempt's RESOLVE_SECONDS.
+RESOLVE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # Hooks run the agent author's code (guardrails may call a model themselves): retried a few
-# times for a worker that died, then the run fails with the hook's own error.
+# times for a worker that died, then the run fails with the hook's own error. The activity
+# heartbeats every 2 s (activities/hooks.py) while the author's code runs: a worker that dies
+# mid-hook (an approval check, a guardrail) is noticed within HOOK_HEARTBEAT_TIMEOUT and the hook
+# moves to another worker; HOOK_TIMEOUT only bounds code that hangs on a live worker.
 HOOK_RETRY = RetryPolicy(maximum_attempts=3)
 HOOK_TIMEOUT = timedelta(seconds=300)
+HOOK_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # The activity ends an attempt itself at the agent's model timeout, with a clear error; Temporal's
 # own start-to-close is a backstop a little later (a worker stuck in a way the activity can't see).
 MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
@@ -48,6 +56,9 @@ MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 # here (a worker that takes a run over from its full history sees the previous task's time in its
 # first activation, a replay the task's own).
 COUNTERS_EVERY_SECONDS = 5.0
+# What a call of the turn is doing, as status says it: its approval checked (by the agent's policy,
+# in the hook activity), or run.
+CallDoing = Literal["checking", "running"]
 FILTERED_PHASES: frozenset[t.Phase] = frozenset(
     {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled", "in_doubt"}
 )
@@ -92,6 +103,7 @@ class Steps:
         self._replied_at: datetime | None = None  # the last model reply's received_at
         self._child_usage: dict[str, t.ChildUsage] = {}  # signalled by cancelled child runs, by child id
         self._ledger: Ledger | None = None  # the run's budgets across its tree (tree-budget-1.1)
+        self._calls_now: dict[str, tuple[str, CallDoing]] = {}  # the turn's calls under way, for status
 
     # ---------------------------------------------------------------------------- failures
 
@@ -147,6 +159,7 @@ class Steps:
                 task_queue=queue,
                 schedule_to_start_timeout=timedelta(seconds=input.agent_wait_seconds),
                 start_to_close_timeout=timedelta(seconds=t.RESOLVE_SECONDS),
+                heartbeat_timeout=RESOLVE_HEARTBEAT_TIMEOUT,
                 retry_policy=RESOLVE_RETRY,
                 summary=f"resolve agent {input.agent}",
             )
@@ -261,6 +274,7 @@ class Steps:
                 activity_id=f"{kind}-{s.turn}-{key}",
                 task_queue=agent_queue(agent),
                 start_to_close_timeout=HOOK_TIMEOUT,
+                heartbeat_timeout=HOOK_HEARTBEAT_TIMEOUT,
                 retry_policy=HOOK_RETRY,
                 summary=f"turn {s.turn} · {self._who(agent)}{kind.replace('_', ' ')}: {name[:80]}",
             )
@@ -285,6 +299,33 @@ class Steps:
         self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} in doubt: {detail}"
         self._event("call_resolved", call_id=record.call_id, tool=record.tool, detail=detail)
 
+    def _doing(self, call_id: str, doing: CallDoing | None, call: t.ToolCall | None = None) -> None:
+        """What call `call_id` is doing now (None: nothing, it waits or ended); status names each
+        call under way while the run runs tools (a wait for a person has its own words, _refresh_phase)."""
+        if doing is None:
+            self._calls_now.pop(call_id, None)
+        else:
+            assert call is not None
+            self._calls_now[call_id] = (describe_call(call, 60), doing)
+        if self._s.phase == "running_tools" and self._calls_now:
+            self._say(self._calls_step())
+
+    def _calls_step(self) -> str:
+        """`turn 2: checking whether send(label=a) needs approval; running lookup(q=b)`."""
+        checking = [what for what, doing in self._calls_now.values() if doing == "checking"]
+        running = [what for what, doing in self._calls_now.values() if doing == "running"]
+        parts = [f"running {', '.join(running)}"] if running else []
+        if checking:
+            verb = "needs" if len(checking) == 1 else "need"
+            parts.insert(0, f"checking whether {', '.join(checking)} {verb} approval")
+        return f"turn {self._s.turn}: " + "; ".join(parts)
+
+    def _say(self, step: str) -> None:
+        """What the run does now, within its phase, for status and the Web UI: no search
+        attribute changes, so no command (replay-safe wherever it is said)."""
+        self._s.last_step = step
+        workflow.set_current_details(self._s.details())
+
     def _refresh_phase(self) -> None:
         s = self._s
         if s.approvals.pending:
@@ -294,7 +335,8 @@ class Steps:
             calls = ", ".join(f"{d.tool} ({d.call_id})" for d in s.doubts.pending.values())
             self._set_phase("in_doubt", f"turn {s.turn}: in doubt, waiting for a person to resolve {calls}")
         elif s.phase == "awaiting_approval":
-            self._set_phase("running_tools", f"turn {s.turn}: running approved tools")
+            step = self._calls_step() if self._calls_now else f"turn {s.turn}: running approved tools"
+            self._set_phase("running_tools", step)
         elif s.phase == "in_doubt":
             self._set_phase("running_tools", s.last_step)  # what the person decided
 

@@ -12,6 +12,7 @@ from temporalio.client import Client
 from durable_agent_runner.cli.args import json_object
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.stuck import unserved_soon
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
@@ -35,7 +36,11 @@ async def cmd_decide(client: Client, args: argparse.Namespace) -> int:
     receipt = await decide(client, args.run_id, decision, args.worker_wait)
     done = "approved" if receipt.approved else "rejected"
     text = f"{args.call_id} {done} by {args.by} at {receipt.recorded_at:%Y-%m-%d %H:%M:%S}"
-    emit(args.json, {"run_id": args.run_id, "call_id": args.call_id, **receipt.model_dump(mode="json")}, text)
+    # An approved call that no worker takes (none serves its agent's version) is said now, not sat on.
+    waits = await unserved_soon(client, client.get_workflow_handle(args.run_id)) if receipt.approved else []
+    text += "".join(f"\nstalled: {wait['message']}" for wait in waits)
+    body = {"run_id": args.run_id, "call_id": args.call_id, **receipt.model_dump(mode="json")}
+    emit(args.json, body | ({"unserved": waits} if waits else {}), text)
     return 0
 
 

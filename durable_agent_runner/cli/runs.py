@@ -5,6 +5,7 @@ breakpoints are parsed from the flags here, and checked before anything starts."
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from typing import Any
@@ -21,6 +22,7 @@ from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.client.agent_client import AgentClient, check_run_id
 from durable_agent_runner.client.errors import RunFailed
 from durable_agent_runner.client.handles import RunHandle
+from durable_agent_runner.client.stuck import warn_unserved
 from durable_agent_runner.workflows import types as t
 
 # `run`'s flags for ModelSettings fields, by field name (the flag is the name with dashes).
@@ -101,12 +103,16 @@ def breakpoints(args: argparse.Namespace) -> t.Breakpoints | None:
 
 
 async def print_result(run: RunHandle, as_json: bool) -> int:
+    # Meanwhile, a wait no worker takes (no worker serves the agent, a tool's version) is said at once.
+    say = asyncio.create_task(warn_unserved(run.temporal, run.handle, lambda text: print(text, file=sys.stderr)))
     try:
         result = await run.outcome()
     except RunFailed as err:
         failed = {"run_id": run.id, "status": err.status, "error": {"type": err.error_type, "message": err.message}}
         emit(as_json, failed | {"output": None}, f"run {err.status}: {err.error_type}: {err.message}", error=True)
         return 1
+    finally:
+        say.cancel()
     obj: dict[str, Any] = {"run_id": run.id, "status": "completed", **result.model_dump(mode="json")}
     obj |= {"cost_usd": result.usage.cost_usd, "ui_url": ui_url(run.id)}
     if result.output_object is not None:  # typed output: the object itself, under `output`

@@ -40,6 +40,8 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"         {held['what_to_do']}")
     if s.get("last_step"):
         lines.append(f"last:    {s['last_step']}")
+    for wait in s.get("unserved", []):
+        lines.append(f"stalled: {wait['message']}")
     if s.get("budget"):
         lines += render_budget(s["budget"])
     if s.get("paused"):
@@ -95,7 +97,10 @@ def _doubt_lines(s: dict[str, Any]) -> list[str]:
         args = json.dumps(d["arguments"], ensure_ascii=False)
         began = f"started {d['started_at'][:19]}" if d.get("started_at") else f"asked for {d['scheduled_at'][:19]}"
         lines.append(f"in doubt: {d['call_id']}  {d['tool']}({args})")
-        lines.append(f"         its attempt ({began}) ended without a result: {d['ended']} at {d['ended_at'][:19]}")
+        if d.get("fork_of"):  # a --live-tools fork's once call, asked about before it runs again
+            lines.append(f"         {d['ended']}")
+        else:
+            lines.append(f"         its attempt ({began}) ended without a result: {d['ended']} at {d['ended_at'][:19]}")
         command = f"python client.py resolve {s['run_id']} {d['call_id']}"
         lines.append(f"         resolve: {command} --rerun | --result JSON | --fail REASON")
     for r in s.get("resolutions", []):

@@ -22,7 +22,7 @@ from temporalio.service import RPCError
 
 from durable_agent_runner.client.budget import budget_view
 from durable_agent_runner.client.errors import failure
-from durable_agent_runner.client.stuck import stuck
+from durable_agent_runner.client.stuck import stuck, unserved
 from durable_agent_runner.config.connection import namespace
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
@@ -88,6 +88,7 @@ class RunInfo(BaseModel):
     forked_from: t.ForkLink | None = None
     session: t.SessionStatus | None = None
     stuck: dict[str, Any] | None = None
+    unserved: list[dict[str, str]] = []  # waits no worker takes: {queue, waiting, message} (client/stuck.py)
     forks: list[dict[str, Any]] = []
     retrying: list[dict[str, Any]] = []
     budget: dict[str, Any] | None = None  # runs with a budget: spent, reserved, left for the run and its tree
@@ -140,6 +141,9 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
     if held is not None:  # a worker answers, but its workflow code fails on this run
         out["status"], out["stuck"] = "stuck", held
         out.pop("note", None)
+    waits = await unserved(client, desc) if out["status"] not in ENDED else []
+    if waits:  # what it waits for has no worker: said, not waited out in silence
+        out["unserved"] = waits
     forks = await forks_of(client, handle.id)
     if forks:
         out["forks"] = forks

@@ -26,6 +26,10 @@ class Budget(Contract):
     tokens: int | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)
     usd: float | None = Field(default=None, ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)
     on_budget: OnBudget = "fail"
+    # A child run's: the share its parent granted, the most a person's raise may bring its budget
+    # to (None: no such bound). Carried with the budget through continue-as-new.
+    ceiling_tokens: int | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)
+    ceiling_usd: float | None = Field(default=None, ge=0, le=MAX_BUDGET_USD, allow_inf_nan=False)
 
 
 class BudgetRaise(Contract):

@@ -222,6 +222,9 @@ class InDoubtCall(Contract):
     ended_at: datetime  # when the run learnt it ended
     ended: str  # how: "heartbeat timeout", "start-to-close timeout", "its worker shut down before it finished"
     idempotency_key: str = ""
+    # A --live-tools fork's once call, asked about before it runs again: the run it ran in (no
+    # attempt of it has run in this fork; `ended` says so).
+    fork_of: str | None = None
 
 
 class ResolveCall(Contract):
