@@ -21,7 +21,7 @@ No Temporal, no I/O, no clocks, no randomness: the time comes in with `Ctx`.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from durable_agent_runner.machine.call_types import (
     DOUBT_LIMIT,
@@ -50,6 +50,7 @@ from durable_agent_runner.workflows.bounds import json_object
 from durable_agent_runner.workflows.calls import (
     PlannedCall,
     answered,
+    asks_first,
     attempt_ended,
     attempts,
     checked,
@@ -214,7 +215,15 @@ def _run(call: Call, ctx: Ctx, notes: tuple[Note, ...]) -> Transition:
     spec = ctx.agent.tool(call.tool)
     if spec is None:
         raise Unexpected(f"{call.tool} is not a tool of {ctx.agent.name}: the plan answers unknown tools itself")
-    suffix = f"-rerun-{call.reruns}" if call.reruns else ""  # the idempotency key stays the call's
+    if asks_first(call.planned, how, call.approval is not None) and call.doubt is None:
+        origin = ctx.forked_from or "the run this fork was taken from"
+        ended = (
+            f"not run in this fork: it ran in {origin}; a --live-tools fork runs a once call again only "
+            "when a person says so"
+        )
+        return _in_doubt(call, ctx, ended, None, origin, notes)
+    lost = call.doubt if call.doubt is not None and call.doubt.fork_of is None else None
+    suffix = f"-rerun-{lost.doubt}" if lost is not None else ""  # the idempotency key stays the call's
     tool = RunTool(
         call_id=call.call_id,
         tool=call.tool,
@@ -234,6 +243,14 @@ def _lost(call: Call, lost: Lost, ctx: Ctx) -> Transition:
     message = attempt_ended(call.planned, how, lost.end, lost.why, tries)
     if message is not None:  # the model learns the tool failed
         return _finish(call, message, ())
+    return _in_doubt(call, ctx, lost.ended, lost.started_at, None, ())
+
+
+def _in_doubt(
+    call: Call, ctx: Ctx, ended: str, started_at: datetime | None, fork_of: str | None, notes: tuple[Note, ...]
+) -> Transition:
+    """The call waits for a person: its attempt ended without a result (`ended` says how), or a
+    live fork would run it again (`fork_of`)."""
     previous = call.doubt.doubt if call.doubt is not None else 0
     args = json_object(call.arguments)
     doubt = InDoubtCall(
@@ -243,15 +260,17 @@ def _lost(call: Call, lost: Lost, ctx: Ctx) -> Transition:
         turn=call.turn,
         doubt=previous + 1,
         scheduled_at=call.scheduled_at or ctx.now,
-        started_at=lost.started_at,
+        started_at=started_at,
         ended_at=ctx.now,
-        ended=lost.ended,
+        ended=ended,
         idempotency_key=idempotency_key(ctx.run_id, call.call_id),
+        fork_of=fork_of,
     )
     timeout = ctx.agent.approval_timeout_seconds
     ask = AskPerson(call_id=call.call_id, about="doubt", timeout=timedelta(seconds=timeout) if timeout else DOUBT_LIMIT)
-    note = _note(call, "call_in_doubt", detail=f"ended without a result: {lost.ended}")
-    return Transition(call.model_copy(update={"stage": Stage.IN_DOUBT, "doubt": doubt}), (ask,), (note,))
+    note = _note(call, "call_in_doubt", detail=ended if fork_of else f"ended without a result: {ended}")
+    waiting = call.model_copy(update={"stage": Stage.IN_DOUBT, "doubt": doubt})
+    return Transition(waiting, (ask,), (*notes, note))
 
 
 def _resolved(call: Call, decision: ResolveCall, ctx: Ctx) -> Transition:

@@ -194,12 +194,14 @@ class Note(_Frozen):
 @dataclass(frozen=True)
 class Ctx:
     """What a transition needs besides the call: the agent in charge, the time, the run's id
-    (idempotency keys), and the tools a person approved for the rest of the run."""
+    (idempotency keys), the tools a person approved for the rest of the run, and the run a
+    --live-tools fork was taken from (its once calls go to a person before they run again)."""
 
     agent: AgentSpec
     now: datetime
     run_id: str
     always: Mapping[str, ApprovalRecord] = field(default_factory=dict)
+    forked_from: str | None = None
 
 
 @dataclass(frozen=True)

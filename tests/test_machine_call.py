@@ -225,3 +225,21 @@ def test_no_transition_changes_its_input_and_every_call_ends_with_one_message(to
             m.advance(t.call, m.Ran(call_id="call_1_0", content="twice"), ctx())
     else:
         assert t.call.message is None
+
+
+def test_a_live_forks_once_call_goes_to_a_person_before_it_runs_again():
+    c = m.Ctx(agent=AGENT, now=NOW, run_id="fork-1", forked_from="run-1")
+    planned = plan_calls(AGENT, [ToolCall(call_id="call_1_0", name="charge", arguments="{}")], {}).calls[0]
+    t = m.start(planned.model_copy(update={"again": True}), 1, c)
+    assert t.call.stage is m.Stage.IN_DOUBT and t.call.doubt is not None and t.call.doubt.fork_of == "run-1"
+    assert kinds(t) == ["tool_started", "call_in_doubt"] and "it ran in run-1" in t.notes[1].detail
+    rerun = m.advance(t.call, m.Resolved(resolution=ResolveCall(call_id="call_1_0", action="rerun", by="al")), c)
+    (run,) = rerun.steps
+    assert isinstance(run, m.RunTool) and run.activity_id == "tool-1-call_1_0"  # its first run in this fork
+    lost = m.Lost(call_id="call_1_0", end="timeout", why="hb", ended="heartbeat timeout")
+    again = m.advance(
+        m.advance(rerun.call, lost, c).call, m.Resolved(resolution=ResolveCall(call_id="call_1_0", action="rerun")), c
+    )
+    assert again.steps[0].activity_id == "tool-1-call_1_0-rerun-2"  # type: ignore[union-attr]
+    not_again = m.start(planned, 1, c)  # a call the fork did not carry over runs as ever
+    assert not_again.call.stage is m.Stage.RUNNING
