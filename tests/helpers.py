@@ -88,6 +88,32 @@ async def bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:
     return turns
 
 
+def payload_bytes(event: Any) -> int:
+    """The bytes of what a run's code put into an event or got back from an activity: the inputs
+    an activity was scheduled with, its result, a marker's details (a local activity, a patch).
+    Not the event's other fields, which the server fills in and a loaded machine varies (an
+    attempt's last failure, a workflow task's timeout, a throttled search-attribute upsert)."""
+    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        return event.activity_task_scheduled_event_attributes.input.ByteSize()
+    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+        return event.activity_task_completed_event_attributes.result.ByteSize()
+    if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+        return sum(p.ByteSize() for p in event.marker_recorded_event_attributes.details.values())
+    return 0
+
+
+async def payload_bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:
+    """`payload_bytes` of each turn's events, turns as in `bytes_per_turn`."""
+    history = await handle.fetch_history()
+    turns: list[int] = []
+    for event in history.events:
+        if starts_turn(event):
+            turns.append(0)
+        if turns:
+            turns[-1] += payload_bytes(event)
+    return turns
+
+
 async def events_per_turn(handle: WorkflowHandle[Any, Any], start: bool = False) -> list[list[str]]:
     """Each turn's events (names without the EVENT_TYPE_ prefix), from one model call being
     scheduled up to the next; with `start`, first the events before the first model call. An
