@@ -35,8 +35,11 @@ async def follow(client, run_id: str, since: int = 0) -> tuple[int, list[dict]]:
 
 
 async def test_text_is_shown_as_it_streams(client, task_queue, worker_factory, llm):
-    llm.set_latency(0, stream_event_ms=100)  # each SSE frame 100 ms apart: the reply takes ~1.5 s
-    model = script(llm, {"content": STORY})
+    # Each SSE frame 200 ms apart: the reply takes ~5 s, so a watcher on a busy machine (three test
+    # processes on two cores, reads of a second and more) still reads it in several pieces.
+    llm.set_latency(0, stream_event_ms=200)
+    text = STORY + " " + STORY
+    model = script(llm, {"content": text})
     async with worker_factory(settings=streaming(llm)):
         handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
         code, lines = await follow(client, handle.id)
@@ -46,7 +49,7 @@ async def test_text_is_shown_as_it_streams(client, task_queue, worker_factory, l
     assert len(deltas) >= 3, "the text should arrive in several pieces while the call runs"
     assert all(lines.index(d) < finished for d in deltas)  # shown before the call completed
     shown = "".join(d["text"] for d in deltas)
-    assert STORY.startswith(shown) and lines[finished]["text"] == STORY
+    assert text.startswith(shown) and lines[finished]["text"] == text
     assert lines[-2]["kind"] == "final" and lines[-1] == {
         "type": "end",
         "outcome": "final",
