@@ -130,6 +130,13 @@ async def events_per_turn(handle: WorkflowHandle[Any, Any], start: bool = False)
     return turns
 
 
+async def heartbeat_payloads(handle: WorkflowHandle[Any, Any], activity: str) -> int:
+    """How many values the last heartbeat of the run's pending activity of that name that the
+    server holds carries (0: none, or no such activity pending)."""
+    pending = (await handle.describe()).raw_description.pending_activities
+    return max((len(p.heartbeat_details.payloads) for p in pending if p.activity_type.name == activity), default=0)
+
+
 async def activity_attempts(handle: WorkflowHandle[Any, Any], activity: str) -> list[int]:
     """The attempt number of each completed activity of that name, in order."""
     history = await handle.fetch_history()
