@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -135,6 +135,15 @@ async def heartbeat_payloads(handle: WorkflowHandle[Any, Any], activity: str) ->
     server holds carries (0: none, or no such activity pending)."""
     pending = (await handle.describe()).raw_description.pending_activities
     return max((len(p.heartbeat_details.payloads) for p in pending if p.activity_type.name == activity), default=0)
+
+
+async def activity_started(handle: WorkflowHandle[Any, Any], activity: str) -> bool:
+    """Whether an activity of that name is pending and a worker has started its attempt."""
+    pending = (await handle.describe()).raw_description.pending_activities
+    return any(
+        p.activity_type.name == activity and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        for p in pending
+    )
 
 
 async def activity_attempts(handle: WorkflowHandle[Any, Any], activity: str) -> list[int]:
