@@ -723,10 +723,13 @@ def test_stall_fault_sends_part_of_the_reply_then_nothing(srv: FakeLLMServer) ->
         assert len(received) == 2
         with pytest.raises(httpx.ReadTimeout):
             chat(http, "echo", user("x"))  # non-streaming: headers and half the body, then silence
+    # A stall of `ms`, then a dropped connection: read by a client that would wait 10 s, so a loaded
+    # machine's late hang-up is not a read timeout; well before the default stall's 30 s.
+    with httpx.Client(base_url=srv.url, timeout=httpx.Timeout(10, connect=5)) as http:
         started = time.monotonic()
         with pytest.raises(httpx.RemoteProtocolError):
-            chat(http, "echo", user("x"))  # a stall of `ms`, then a dropped connection
-        assert 0.25 < time.monotonic() - started < 0.5
+            chat(http, "echo", user("x"))
+        assert 0.25 < time.monotonic() - started < 5
     assert [r["fault"]["kind"] for r in srv.requests()] == ["stall"] * 3
 
 
