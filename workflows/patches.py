@@ -12,12 +12,14 @@ history recorded before the change is replayed. A patch lives through three rele
    the call becomes `workflow.deprecate_patch(ID)` (runs that recorded the marker still replay).
 3. `remove_in`: no run started before `deprecate_in` is running any more, so the call goes.
 
-The 1.x patches skip step 2. 2.0 registers a new workflow type with fresh histories, and the 1.x
-workflow is removed from the code whole, with every patch in it: runs started on 1.x finish on
-1.x workers (docs/patches.md says how), so no 2.0 worker replays a 1.x history.
+The 1.x patches skip step 2. 2.0 is planned as a new workflow type with fresh histories
+(docs/design-2.0.md), and the 1.x workflow leaves the code whole, with every patch in it: runs
+started on 1.x finish on 1.x workers (docs/patches.md says how), so no 2.0 worker replays a 1.x
+history.
 
-Temporal-free (no temporalio import): the docs, the tests and a release check read it without a
-worker. tests/test_patches.py holds every entry to the code, the histories and the package's version.
+Temporal-free (no temporalio import), so the tests read it without a worker:
+tests/test_patches.py holds every entry to the code, the histories, the package's version and
+docs/patches.md.
 """
 
 from __future__ import annotations
