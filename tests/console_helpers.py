@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,7 +14,6 @@ import uvicorn
 
 from durable_agent_runner.console.app import build_app
 from durable_agent_runner.workflows import types as t
-from tests.devserver import free_port
 
 
 @contextlib.asynccontextmanager
@@ -21,13 +21,17 @@ async def serve_console(
     client: Any, task_queue: str, token: str | None = None, keep: list[Any] | None = None
 ) -> AsyncIterator[str]:
     """The console on 127.0.0.1 (a free port), served until the block ends; yields its URL.
-    `keep`: a list the console's state (app.Console: its open streams) is put in."""
-    port = free_port()
+    `keep`: a list the console's state (app.Console: its open streams) is put in. The socket is
+    bound here and handed to the server: a port merely found free could be taken by another test
+    process before the server bound it."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
     app = build_app(client, by="console-test", task_queue=task_queue, token=token, loopback=True)
     if keep is not None:
         keep.append(app.app.state.console)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     deadline = time.monotonic() + 20
     while not server.started:
         assert time.monotonic() < deadline, "the console did not start"
@@ -39,6 +43,7 @@ async def serve_console(
         server.force_exit = True  # open SSE streams end with the server
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(task, 10)
+        sock.close()
 
 
 async def pending(handle: Any, count: int = 1, timeout: float = 20.0) -> list[t.PendingApproval]:

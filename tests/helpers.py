@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
@@ -20,8 +20,12 @@ from durable_agent_runner.workflows import types as t
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
 # nothing of ours passed through, so workflows/ is imported afresh in the sandbox and a clock,
 # random number, environment variable, file or restricted module reached while replaying fails the
-# replay. pydantic is passed through: it validates, and importing it per replay is slow.
-STRICT_SANDBOX = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic"))
+# replay. pydantic and jsonschema (edited arguments' checks, workflows/schema.py) are passed
+# through: they validate, and importing them afresh for each replay is slow (jsonschema and its
+# dependencies: ~0.1 s of each replay's ~0.5 s).
+STRICT_SANDBOX = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic", "jsonschema")
+)
 
 
 def strict_replayer() -> Replayer:
@@ -88,6 +92,32 @@ async def bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:
     return turns
 
 
+def payload_bytes(event: Any) -> int:
+    """The bytes of what a run's code put into an event or got back from an activity: the inputs
+    an activity was scheduled with, its result, a marker's details (a local activity, a patch).
+    Not the event's other fields, which the server fills in and a loaded machine varies (an
+    attempt's last failure, a workflow task's timeout, a throttled search-attribute upsert)."""
+    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        return event.activity_task_scheduled_event_attributes.input.ByteSize()
+    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+        return event.activity_task_completed_event_attributes.result.ByteSize()
+    if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+        return sum(p.ByteSize() for p in event.marker_recorded_event_attributes.details.values())
+    return 0
+
+
+async def payload_bytes_per_turn(handle: WorkflowHandle[Any, Any]) -> list[int]:
+    """`payload_bytes` of each turn's events, turns as in `bytes_per_turn`."""
+    history = await handle.fetch_history()
+    turns: list[int] = []
+    for event in history.events:
+        if starts_turn(event):
+            turns.append(0)
+        if turns:
+            turns[-1] += payload_bytes(event)
+    return turns
+
+
 async def events_per_turn(handle: WorkflowHandle[Any, Any], start: bool = False) -> list[list[str]]:
     """Each turn's events (names without the EVENT_TYPE_ prefix), from one model call being
     scheduled up to the next; with `start`, first the events before the first model call. An
@@ -102,6 +132,22 @@ async def events_per_turn(handle: WorkflowHandle[Any, Any], start: bool = False)
             fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
             turns[-1].append("CHANGE_VERSION" if set(fields) == {"TemporalChangeVersion"} else name)
     return turns
+
+
+async def heartbeat_payloads(handle: WorkflowHandle[Any, Any], activity: str) -> int:
+    """How many values the last heartbeat of the run's pending activity of that name that the
+    server holds carries (0: none, or no such activity pending)."""
+    pending = (await handle.describe()).raw_description.pending_activities
+    return max((len(p.heartbeat_details.payloads) for p in pending if p.activity_type.name == activity), default=0)
+
+
+async def activity_started(handle: WorkflowHandle[Any, Any], activity: str) -> bool:
+    """Whether an activity of that name is pending and a worker has started its attempt."""
+    pending = (await handle.describe()).raw_description.pending_activities
+    return any(
+        p.activity_type.name == activity and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+        for p in pending
+    )
 
 
 async def activity_attempts(handle: WorkflowHandle[Any, Any], activity: str) -> list[int]:

@@ -20,7 +20,15 @@ from durable_agent_runner.cli.debug import model_calls_made
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
-from tests.helpers import activity_attempts, events_per_turn, replay, script, start, transcript
+from tests.helpers import (
+    activity_attempts,
+    events_per_turn,
+    heartbeat_payloads,
+    replay,
+    script,
+    start,
+    transcript,
+)
 from tests.test_durability import effects, kill_and_replace, start_worker_process, tool_call, wait_for
 
 TURN = [
@@ -36,6 +44,10 @@ TURN = [
 async def in_phase(handle, phase: str, turn: int | None = None) -> bool:
     status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
     return status.phase == phase and turn in (None, status.turn)
+
+
+async def heartbeat_payloads_at_least(handle, n: int) -> bool:
+    return await heartbeat_payloads(handle, t.TOOL_CALL_ACTIVITY) >= n
 
 
 def requests_for(llm, model: str) -> int:
@@ -84,7 +96,8 @@ async def test_a_worker_killed_during_the_call_ahead_leaves_the_tool_run_once(
     await wait_for(lambda: in_phase(handle, "running_tools"))
     llm.add_faults([{"kind": "delay", "ms": 8000, "model": model}])  # the call ahead: slow
     await wait_for(lambda: asyncio.sleep(0, requests_for(llm, model) == 2))
-    await asyncio.sleep(0.5)  # the tool's result is in its activity's heartbeat by now
+    # the server holds the tool's result in its activity's heartbeat (after the call's progress)
+    await wait_for(lambda: heartbeat_payloads_at_least(handle, 2), timeout=60)
     second = await kill_and_replace(first, temporal_server, llm, task_queue, log, tools="tests/fixtures/agents.py")
     assert effects(counter_file) == Counter({"slow": 1})
     try:

@@ -14,8 +14,7 @@ import pytest
 
 import client as client_py
 from durable_agent_runner.cli.args import json_object
-from tests.devserver import free_port
-from tests.helpers import calls, script, start
+from tests.helpers import calls, closed_address, script, start
 from tests.test_approvals import pending, status
 from tests.test_client import ROOT, Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
 
@@ -77,8 +76,8 @@ async def test_fork_past_the_last_model_call_is_refused(cli: Cli, client, task_q
 
 async def test_deeply_nested_json_arguments_are_one_line(cli: Cli) -> None:
     deep = '{"extra_body": ' + "[" * 5000 + "]" * 5000 + "}"
-    down = {"TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
-    done = await cli("run", "--model-settings", deep, "hello", env=down)
+    with closed_address() as nobody:  # a port merely found free may be taken by another test process
+        done = await cli("run", "--model-settings", deep, "hello", env={"TEMPORAL_ADDRESS": nobody})
     assert done.code == 2, str(done)
     assert "--model-settings is nested deeper than 32 levels" in one_clean_line(done.err)
     with pytest.raises(ValueError, match="--args is longer than 1,048,576 characters"):  # past what a shell passes, too

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from durable_agent_runner.workflows import types as t
-from tests.devserver import free_port
 from tests.helpers import closed_address
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,7 +170,8 @@ async def test_max_turns_exceeded_fails_with_a_clear_message(cli, worker_factory
 
 
 async def test_status_and_result_of_a_run_mid_tool(cli, worker_factory, llm):
-    model = script(llm, slow(8), {"content": "slow work done"})
+    # The tool's 20 s hold the checks below, each a client.py process (seconds apiece under load).
+    model = script(llm, slow(20), {"content": "slow work done"})
     async with worker_factory():
         run_id = await started(cli, "--agent", "scripted", "--model", model, "do the slow thing")
 
@@ -317,7 +317,8 @@ async def test_temporal_unreachable_is_one_clear_line(cli):
 
 
 async def test_bad_max_turns_is_a_usage_error_even_when_temporal_is_down(cli):
-    done = await cli("run", "--max-turns", "0", "hello", env={"TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"})
+    with closed_address() as nobody:  # a port merely found free may be taken by another test process
+        done = await cli("run", "--max-turns", "0", "hello", env={"TEMPORAL_ADDRESS": nobody})
     assert done.code == 2, str(done)
 
 

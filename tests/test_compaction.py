@@ -42,7 +42,8 @@ from durable_agent_runner.workflows.types import (
     ToolMessage,
     UserMessage,
 )
-from tests.test_model_activity import AGENT, FixedContext, free_port, leaks, llm_settings
+from tests.helpers import closed_address
+from tests.test_model_activity import AGENT, FixedContext, leaks, llm_settings
 
 KEY = "sk-test-0123456789abcdefSECRET"
 SESSION: list[Message] = [
@@ -240,7 +241,8 @@ async def test_the_api_key_appears_in_no_summary_and_no_error(llm: FakeLLMServer
     ]:
         llm.add_faults([fault])
         raised.append(await failure(settings(stream)))
-    raised.append(await failure(settings(base_url=f"http://127.0.0.1:{free_port()}/v1")))
+    with closed_address() as nobody:  # a port merely found free may be taken by another test process
+        raised.append(await failure(settings(base_url=f"http://{nobody}/v1")))
     raised.append(await failure(settings(), SESSION[2:4]))  # blank summary
     assert len(raised) == 7 and "Incorrect API key provided" in raised[0].message
     assert not [err for err in raised if leaks(err, KEY)]

@@ -16,7 +16,7 @@ from temporalio.api.enums.v1 import EventType
 
 from durable_agent_runner.config.connection import CORE_LOG
 from durable_agent_runner.workflows import types as t
-from tests.helpers import activity_attempts, replay, script, start
+from tests.helpers import activity_attempts, activity_started, replay, script, start
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,10 +75,13 @@ async def test_sigkilled_worker_mid_tool_resumes_with_each_completed_tool_run_on
 
     async def slow_tool_running() -> bool:
         status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
-        return status.turn == 2 and status.phase == "running_tools"
+        return (
+            status.turn == 2
+            and status.phase == "running_tools"
+            and await activity_started(handle, t.TOOL_CALL_ACTIVITY)
+        )
 
-    await wait_for(slow_tool_running)
-    await asyncio.sleep(1.0)  # the slow tool is now mid-sleep
+    await wait_for(slow_tool_running, timeout=60)  # a worker took its attempt: the slow tool is mid-sleep
     first.send_signal(signal.SIGKILL)
     first.wait(10)
     assert effects(counter_file) == Counter({"before": 1})

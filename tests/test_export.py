@@ -10,7 +10,7 @@ import pytest
 from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.export import export_run, read_jsonl, replay_decisions, write_jsonl
 from durable_agent_runner.config.llm import LLMSettings
-from tests.helpers import bytes_per_turn, calls, script, start
+from tests.helpers import calls, payload_bytes_per_turn, script, start
 
 
 @pytest.mark.parametrize("api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)])
@@ -87,13 +87,12 @@ async def test_captures_do_not_bloat_history(client, task_queue, worker_factory,
         async with worker_factory(settings=settings):
             handle = await start(client, task_queue, "go", agent="looper", model="loop:12:3000")
             await handle.result()
-        return await bytes_per_turn(handle)
+        return await payload_bytes_per_turn(handle)
 
     plain, captured = await per_turn(False), await per_turn(True)
-    # A capture adds its 64-character key to the reply, not the 3 KB bodies. A turn may also differ
-    # by a throttled search-attribute upsert (a clock decides it), hence the median and a 1 KB cap.
-    diffs = sorted(c - p for p, c in zip(plain[:10], captured[:10], strict=True))
-    assert diffs[len(diffs) // 2] < 200 and diffs[-1] < 1000, (plain, captured)
+    # A capture adds its 64-character key to each reply, not the 3 KB bodies: judged by what the
+    # run's code recorded (activity inputs and results, markers), which no load varies.
+    assert all(0 < c - p < 200 for p, c in zip(plain[:10], captured[:10], strict=True)), (plain, captured)
     assert captured[9] <= 1.5 * captured[2]
     assert len(list((tmp_path / "c").iterdir())) == 12
 

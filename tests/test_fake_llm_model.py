@@ -20,7 +20,6 @@ import pytest
 
 from durable_agent_runner.activities import chat_wire
 from durable_agent_runner.testing import FunctionModel
-from durable_agent_runner.testing.devserver import free_port
 from durable_agent_runner.testing.fake_llm import FakeLLMServer, LLMServer
 from durable_agent_runner.testing.scenarios.team import TEAM
 from durable_agent_runner.testing.scenarios.weather import WEATHER
@@ -67,6 +66,7 @@ def test_the_default_scenarios_are_offline_models() -> None:
     assert issubclass(FakeLLMServer, LLMServer)
 
 
+@pytest.mark.server  # it serves HTTP
 def test_a_server_given_no_responder_serves_only_the_control_apis_scripts() -> None:
     with LLMServer() as srv, httpx.Client(base_url=srv.base_url, timeout=10) as http:
         srv.add_script("s", [{"content": "scripted"}])
@@ -97,19 +97,21 @@ def test_a_model_reference_it_cannot_use_ends_it_with_one_line(project: Path, re
 
 @pytest.fixture
 def served(project: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    port = free_port()
-    proc = fake_llm(project, "--port", str(port), "--model", "my_agents:MODEL")
+    # Port 0: the server takes a free port itself and says which (a port found free beforehand may
+    # be taken meanwhile by another test process's server).
+    proc = fake_llm(project, "--port", "0", "--model", "my_agents:MODEL")
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocks until it listens, or ends at its exit
         assert "(ScriptedModel my_agents:MODEL; agents: assistant)" in line, (line, proc.stderr and proc.stderr.read())
-        yield proc, f"http://127.0.0.1:{port}/v1"
+        yield proc, line.removeprefix("fake_llm listening on ").split()[0]
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.communicate(timeout=10)  # and closes its pipes
 
 
+@pytest.mark.server  # `served` is a fake_llm process
 def test_a_users_scripted_model_answers_over_http_until_sigterm(served: tuple[subprocess.Popen[str], str]) -> None:
     project: dict[str, Any] = {}
     exec(MODULE, project)  # the same agent as the served module's, to send its request

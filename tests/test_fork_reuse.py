@@ -300,15 +300,15 @@ def test_a_live_forks_once_call_asks_first_unless_a_person_just_approved_it() ->
 
 
 async def test_the_checked_in_live_fork_of_a_once_call_replays() -> None:
-    """tests/histories/fork_once_2_0.fork.json (tests/record_history.py fork_once_2_0 "pay ann"
+    """tests/histories/fork_once_1_3.fork.json (tests/record_history.py fork_once_1_3 "pay ann"
     --tools tests.fixtures.once_agents --agent payer --script … --fork-at 2 --live-tools
     --fork-resolve rerun): behind its patch marker, the fork's `once` call waits for a person
     (a resolve update) before its tool activity, and only then runs; the history replays."""
     from temporalio.client import WorkflowHistory
 
-    from durable_agent_runner.workflows.call_steps import FORK_ONCE_PATCH
+    from durable_agent_runner.workflows.patches import FORK_ONCE_PATCH
 
-    path = Path(__file__).parent / "histories" / "fork_once_2_0.fork.json"
+    path = Path(__file__).parent / "histories" / "fork_once_1_3.fork.json"
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     await strict_replayer().replay_workflow(history)
     events = history.events

@@ -190,11 +190,15 @@ async def test_a_killed_worker_neither_skips_nor_repeats_a_step(
     first = start_worker_process(temporal_server, llm, task_queue, log, tools=FIXTURE)
     handle = await start(client, task_queue, "go", agent="scripted", model=model)
 
-    async def slow_tool_reported() -> bool:
-        return any(x.get("tool") == "slow_record" for x in of(read(path, handle.id), "on_tool_start"))
+    async def slow_tool_called() -> bool:
+        lines = read(path, handle.id)
+        return any(x.get("tool") == "slow_record" for x in of(lines, "on_tool_start")) and any(
+            x.get("tool") == "slow_record" and x["attempt"] == 1 for x in of(lines, "on_tool_call")
+        )
 
-    await wait_for(slow_tool_reported)  # the first worker's feed has delivered up to the slow tool's start
-    await asyncio.sleep(1.0)  # the slow tool is mid-sleep
+    # the first worker's feed has delivered up to the slow tool's start, and its attempt, now
+    # mid-sleep, has reported the call
+    await wait_for(slow_tool_called, timeout=60)
     second = await kill_and_replace(first, temporal_server, llm, task_queue, log, FIXTURE)
     try:
         result = await asyncio.wait_for(handle.result(), 60)

@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import json
 import random
-import socket
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -48,7 +47,7 @@ from durable_agent_runner.workflows.types import (
     ToolSpec,
     UserMessage,
 )
-from tests.helpers import script
+from tests.helpers import closed_address, script
 
 KEY = "sk-test"
 WEATHER_PARAMS: dict[str, object] = {
@@ -154,12 +153,6 @@ async def failure(settings: LLMSettings, messages: list[Message] = ASK, **kw: An
     with pytest.raises(ApplicationError) as info:
         await call(settings, messages, **kw)
     return info.value
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def last_request(llm: FakeLLMServer) -> dict[str, Any]:
@@ -342,8 +335,9 @@ async def test_an_attempt_longer_than_the_model_timeout_ends_with_a_retryable_ti
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_connection_refused_is_retryable_and_names_the_server(stream: bool):
-    base_url = f"http://127.0.0.1:{free_port()}/v1"
-    err = await failure(llm_settings(base_url, stream=stream))
+    with closed_address() as nobody:  # a port merely found free may be taken by another test process
+        base_url = f"http://{nobody}/v1"
+        err = await failure(llm_settings(base_url, stream=stream))
     assert not err.non_retryable and err.type == "ModelConnectionError"
     assert base_url in err.message
 
@@ -596,7 +590,8 @@ async def test_the_api_key_appears_in_no_reply_and_no_error(llm: FakeLLMServer):
     ]:
         llm.add_faults([fault])
         raised.append(await failure(settings(stream)))
-    raised.append(await failure(settings(base_url=f"http://127.0.0.1:{free_port()}/v1")))
+    with closed_address() as nobody:
+        raised.append(await failure(settings(base_url=f"http://{nobody}/v1")))
     llm.add_fault("delay", ms=1000)
     raised.append(await failure(settings().model_copy(update={"read_timeout": 0.2})))
 

@@ -35,8 +35,11 @@ async def follow(client, run_id: str, since: int = 0) -> tuple[int, list[dict]]:
 
 
 async def test_text_is_shown_as_it_streams(client, task_queue, worker_factory, llm):
-    llm.set_latency(0, stream_event_ms=100)  # each SSE frame 100 ms apart: the reply takes ~1.5 s
-    model = script(llm, {"content": STORY})
+    # Each SSE frame 200 ms apart: the reply takes ~5 s, so a watcher on a busy machine (three test
+    # processes on two cores, reads of a second and more) still reads it in several pieces.
+    llm.set_latency(0, stream_event_ms=200)
+    text = STORY + " " + STORY
+    model = script(llm, {"content": text})
     async with worker_factory(settings=streaming(llm)):
         handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
         code, lines = await follow(client, handle.id)
@@ -46,7 +49,7 @@ async def test_text_is_shown_as_it_streams(client, task_queue, worker_factory, l
     assert len(deltas) >= 3, "the text should arrive in several pieces while the call runs"
     assert all(lines.index(d) < finished for d in deltas)  # shown before the call completed
     shown = "".join(d["text"] for d in deltas)
-    assert STORY.startswith(shown) and lines[finished]["text"] == STORY
+    assert text.startswith(shown) and lines[finished]["text"] == text
     assert lines[-2]["kind"] == "final" and lines[-1] == {
         "type": "end",
         "outcome": "final",
@@ -109,10 +112,11 @@ def test_the_events_text_completes_what_the_live_view_showed_or_replaces_a_diffe
 
 
 async def test_a_long_streamed_reply_keeps_flowing_to_the_watcher(client, task_queue, worker_factory, llm):
-    # 1,500 characters every 80 ms: ~8 s for the reply, so a watcher on a busy machine (the suite
-    # runs in three processes on two cores) still reads it several times past the tail's 64 KiB.
+    # 1,500 characters every 80 ms: ~13 s for the reply, ~10 s of it past the tail's 64 KiB, so a
+    # watcher on a busy machine (three test processes on two cores, reads of a second and more)
+    # still reads it there several times.
     llm.set_latency(0, stream_event_ms=80)
-    text = LONG[:150_000]
+    text = (LONG * 2)[:250_000]
     model = script(llm, {"content": text, "delta_chars": 1500})
     async with worker_factory(settings=streaming(llm)):
         handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
@@ -128,9 +132,13 @@ async def test_a_long_streamed_reply_keeps_flowing_to_the_watcher(client, task_q
 
 
 async def test_a_call_that_fails_mid_stream_has_its_partial_text_withdrawn(client, task_queue, worker_factory, llm):
-    llm.set_latency(0, stream_event_ms=200)  # ~2.2 s of the first attempt's text: a busy watcher sees it
-    llm.add_faults([{"kind": "cut", "after_events": 12}])  # role chunk + 11 pieces of text, then the line drops
-    model = script(llm, {"content": STORY})
+    # Each frame 200 ms apart. The first attempt sends the role chunk and 11 pieces of text (2.4 s),
+    # holds the line 4 s more, then drops it; the retry streams the whole text (~5 s). A watcher on
+    # a busy machine (three test processes on two cores, reads of a second and more) sees both.
+    llm.set_latency(0, stream_event_ms=200)
+    llm.add_faults([{"kind": "stall", "after_events": 12, "ms": 4000}])
+    text = STORY + " " + STORY
+    model = script(llm, {"content": text})
     async with worker_factory(settings=streaming(llm)):
         handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
         code, lines = await follow(client, handle.id)
@@ -143,7 +151,7 @@ async def test_a_call_that_fails_mid_stream_has_its_partial_text_withdrawn(clien
     after = lines[lines.index({"type": "discard", "turn": 1, "attempt": 1}) :]
     shown = "".join(line["text"] for line in after if line["type"] == "delta")
     assert all(line["attempt"] == 2 for line in after if line["type"] == "delta")
-    assert STORY.startswith(shown) and next(e for e in after if e.get("kind") == "model_finished")["text"] == STORY
+    assert text.startswith(shown) and next(e for e in after if e.get("kind") == "model_finished")["text"] == text
 
 
 async def test_a_watcher_resumes_without_gaps_or_repeats_across_continue_as_new(

@@ -430,7 +430,7 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
         "ACTIVITY_TASK_SCHEDULED",
         "ACTIVITY_TASK_STARTED",
         "ACTIVITY_TASK_COMPLETED",
-    ]
+    ], turns
     history = await handle.fetch_history()
     model_calls = {
         e.event_id

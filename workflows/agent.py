@@ -36,6 +36,7 @@ from durable_agent_runner.workflows.outcomes import (
     Steered,
     ToolsRan,
 )
+from durable_agent_runner.workflows.patches import TREE_BUDGET_PATCH
 from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Stop
 from durable_agent_runner.workflows.session import SessionState
@@ -54,9 +55,6 @@ from durable_agent_runner.workflows.turn import (
     should_continue,
 )
 from durable_agent_runner.workflows.turn_steps import TurnSteps
-
-# Budgets across a tree of runs (workflows/budget.py): asked only by runs that have a budget.
-TREE_BUDGET_PATCH = "tree-budget-1.1"
 
 # Only the project's own errors fail a run from workflow code: every failure it means is an
 # ApplicationError (which always fails the run). A bug in this code holds the workflow task, as

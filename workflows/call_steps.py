@@ -35,6 +35,7 @@ from durable_agent_runner.workflows.calls import (
     resolved,
     runs,
 )
+from durable_agent_runner.workflows.patches import FORK_ONCE_PATCH, IN_DOUBT_PATCH
 from durable_agent_runner.workflows.state import excerpt
 from durable_agent_runner.workflows.steps import (
     MODEL_HEARTBEAT_TIMEOUT,
@@ -45,16 +46,8 @@ from durable_agent_runner.workflows.steps import (
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)
-# Calls of `once` tools whose attempt ended without a result wait for a person (workflows.doubts).
-IN_DOUBT_PATCH = "in-doubt-1.1"
 # How long a call in doubt waits for a person when the agent sets no approval timeout; then the run fails.
 DOUBT_LIMIT = timedelta(days=30)
-# A --live-tools fork asks a person before it runs a `once` call again (calls.asks_first): forks
-# made before it ran such calls again at once.
-FORK_ONCE_PATCH = "fork-once-asks-2.0"
-# A lone routed tool's activity makes the next model call too (workflows/ahead.py): runs from
-# before it schedule that call as its own activity.
-CALL_AHEAD_PATCH = "call-ahead-1.2"
 
 
 class CallSteps(Steps):

@@ -17,9 +17,9 @@ from temporalio.exceptions import ActivityError, FailureError
 
 from durable_agent_runner.workflows import edits, memory
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.call_steps import CALL_AHEAD_PATCH
 from durable_agent_runner.workflows.calls import RunTools, describe_call
 from durable_agent_runner.workflows.handlers import Handlers
+from durable_agent_runner.workflows.patches import CALL_AHEAD_PATCH
 from durable_agent_runner.workflows.rules import Stop, tripwire
 from durable_agent_runner.workflows.steps import model_call_bounds
 from durable_agent_runner.workflows.turn import Breakpoint, HandOff, Pause

@@ -10,6 +10,8 @@ from typing import Literal
 
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 
+from durable_agent_runner.workflows.patches import FORK_LIVE_TOOLS_PATCH as FORK_LIVE_TOOLS_PATCH  # re-exported
+
 # ---------------------------------------------------------------------------------------------
 # Names are contracts: renaming a Python function must never break a run already in flight.
 
@@ -48,8 +50,6 @@ EDIT_UPDATE = "agent.edit"
 INSPECT_QUERY = "agent.inspect"
 # The state just before model call N, read by `client.py fork` to start a new run from it.
 FORK_POINT_QUERY = "agent.fork_point"
-# The patch (workflow.patched) behind a fork that re-runs its recorded calls first (`fork --live-tools`).
-FORK_LIVE_TOOLS_PATCH = "fork-live-tools-1.1"
 # A cancelled child run tells its parent what it spent (ChildUsage), so the parent's budget counts it.
 CHILD_USAGE_SIGNAL = "agent.child_usage"
 

@@ -1,0 +1,134 @@
+"""The registry of workflow patches (workflows/patches.py) holds for every entry: the workflow code
+asks exactly the patches it lists, by its names, at the step of their life the package's version
+is at; each patch's history records its marker and replays; each has a plan to its removal, and
+docs/patches.md shows that plan."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+
+from durable_agent_runner import __version__
+from durable_agent_runner.workflows import patches
+from durable_agent_runner.workflows.patches import PATCHES, Patch, release
+from tests.helpers import strict_replayer
+
+SOURCE = Path(__file__).resolve().parents[1]
+WORKFLOWS = SOURCE / "workflows"
+HISTORIES = SOURCE / "tests" / "histories"
+ASKS = ("patched", "deprecate_patch")  # workflow.patched(ID), workflow.deprecate_patch(ID)
+# The registry's names for the ids: the code asks a patch by one of them, never by its text.
+NAMES = {name: value for name, value in vars(patches).items() if name.endswith("_PATCH") and isinstance(value, str)}
+
+
+def asked(source: str, where: str) -> list[tuple[str, str]]:
+    """(how, id) for each `workflow.patched(...)` / `workflow.deprecate_patch(...)` in the source.
+    The argument must be one of the registry's names (`X_PATCH` or `t.X_PATCH`): a literal or an
+    unknown name fails, naming the line."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ASKS):
+            continue
+        if not (isinstance(node.func.value, ast.Name) and node.func.value.id == "workflow"):
+            continue
+        (arg,) = node.args
+        name = arg.id if isinstance(arg, ast.Name) else arg.attr if isinstance(arg, ast.Attribute) else None
+        how = ast.unparse(arg)
+        assert name in NAMES, f"{where}:{node.lineno}: asks a patch by {how}, not a name of workflows/patches.py"
+        found.append((node.func.attr, NAMES[name]))
+    return found
+
+
+def asked_in_workflows() -> dict[str, set[str]]:
+    """Each patch id the workflow code asks, and how (patched / deprecate_patch)."""
+    ids: dict[str, set[str]] = {}
+    for path in sorted(WORKFLOWS.rglob("*.py")):
+        for how, patch_id in asked(path.read_text(), str(path.relative_to(SOURCE))):
+            ids.setdefault(patch_id, set()).add(how)
+    return ids
+
+
+def marker_ids(history: WorkflowHistory) -> list[str]:
+    """The ids of the patch markers in a history (the SDK's `core_patch` markers)."""
+    ids = []
+    for event in history.events:
+        marker = event.marker_recorded_event_attributes
+        if marker.marker_name == "core_patch":
+            ids.append(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
+    return ids
+
+
+def test_the_scan_refuses_a_patch_asked_by_its_text_or_an_unknown_name() -> None:
+    assert asked("workflow.patched(IN_DOUBT_PATCH)\nworkflow.deprecate_patch(t.CALL_AHEAD_PATCH)", "x") == [
+        ("patched", patches.IN_DOUBT_PATCH),
+        ("deprecate_patch", patches.CALL_AHEAD_PATCH),
+    ]
+    for call in ('workflow.patched("in-doubt-1.1")', "workflow.patched(OTHER_PATCH)"):
+        with pytest.raises(AssertionError, match=r"not a name of workflows/patches\.py"):
+            asked(call, "x.py")
+
+
+def test_the_workflow_code_asks_exactly_the_registered_patches() -> None:
+    registered = [p.id for p in PATCHES]
+    assert len(set(registered)) == len(registered), "a patch id is registered twice"
+    assert set(NAMES.values()) == set(registered), "each id the registry names has an entry, and only those"
+    assert set(asked_in_workflows()) == set(registered)
+
+
+def test_the_patch_ids_are_written_once() -> None:
+    """No module of workflows/ but the registry writes a patch id as text."""
+    ids = {p.id for p in PATCHES}
+    for path in sorted(WORKFLOWS.rglob("*.py")):
+        if path.name == "patches.py" and path.parent == WORKFLOWS:
+            continue
+        texts = {n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)}
+        written = sorted(ids & texts)
+        assert not written, f"{path.relative_to(SOURCE)} writes {written}: use workflows/patches.py's name"
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)
+def test_each_patch_is_asked_as_its_life_says_at_this_version(patch: Patch) -> None:
+    """Before `deprecate_in` the code asks `patched`; from it on, `deprecate_patch`; from
+    `remove_in` on, nothing (and the entry goes)."""
+    now = release(__version__)
+    assert now, f"the package's version {__version__!r} is not a release"
+    assert now < release(patch.remove_in), f"{patch.id}: {__version__} is at its removal ({patch.remove_in}): remove it"
+    deprecated = patch.deprecate_in is not None and now >= release(patch.deprecate_in)
+    assert asked_in_workflows()[patch.id] == {"deprecate_patch" if deprecated else "patched"}
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)
+def test_each_patch_has_a_plan_to_its_removal(patch: Patch) -> None:
+    added, removed = release(patch.added_in), release(patch.remove_in)
+    assert added and removed and added < removed, patch
+    if patch.deprecate_in is not None:
+        assert added < release(patch.deprecate_in) < removed, patch
+    assert patch.plan.strip() and patch.changes.strip(), patch
+    assert patch.id.endswith("-" + patch.added_in), f"{patch.id}: an id names the release that added it"
+
+
+@pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.id)
+async def test_each_patch_s_history_records_its_marker_and_replays(patch: Patch) -> None:
+    path = HISTORIES / f"{patch.history}.json"
+    assert path.is_file(), f"{patch.id}: no history {path.relative_to(SOURCE)}"
+    history = WorkflowHistory.from_json(patch.history, path.read_text())
+    assert patch.id in marker_ids(history), f"{path.name} records no marker of {patch.id}"
+    await strict_replayer().replay_workflow(history)
+
+
+def test_the_docs_table_is_the_registry() -> None:
+    """docs/patches.md has one row per patch, with the registry's releases and history."""
+    page = (SOURCE / "docs" / "patches.md").read_text()
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `([a-z0-9.-]+)` \|.*$", page, re.M)}
+    assert set(rows) == {p.id for p in PATCHES}
+    for p in PATCHES:
+        cells = [c.strip() for c in rows[p.id].strip("|").split("|")]
+        deprecate = p.deprecate_in or "—"
+        assert cells[1:5] == [p.added_in, f"`{p.history}`", deprecate, p.remove_in], rows[p.id]
+    assert "patches.md" in (SOURCE / "mkdocs.yml").read_text()
+    assert "(patches.md)" in (SOURCE / "docs" / "index.md").read_text()

@@ -1,0 +1,104 @@
+"""Every workflow patch the workflow code asks (`workflow.patched`), and its life: the one place
+each patch id is written.
+
+A patch lets changed workflow code carry on the runs older code started: the new path runs behind
+`workflow.patched(ID)`, which records a marker in the runs that take it and answers False when a
+history recorded before the change is replayed. A patch lives through three releases:
+
+1. `added_in`: the code asks `workflow.patched(ID)` and keeps the old path for runs started
+   before; a history recorded with the marker is checked in (`history`, under tests/histories/)
+   and must keep replaying.
+2. `deprecate_in`: no run started before `added_in` is running any more, so the old path goes and
+   the call becomes `workflow.deprecate_patch(ID)` (runs that recorded the marker still replay).
+3. `remove_in`: no run started before `deprecate_in` is running any more, so the call goes.
+
+The 1.x patches skip step 2. 2.0 is planned as a new workflow type with fresh histories
+(docs/design-2.0.md), and the 1.x workflow leaves the code whole, with every patch in it: runs
+started on 1.x finish on 1.x workers (docs/patches.md says how), so no 2.0 worker replays a 1.x
+history.
+
+Temporal-free (no temporalio import), so the tests read it without a worker:
+tests/test_patches.py holds every entry to the code, the histories, the package's version and
+docs/patches.md.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The ids, each written once: the workflow code asks them by these names.
+IN_DOUBT_PATCH = "in-doubt-1.1"
+TREE_BUDGET_PATCH = "tree-budget-1.1"
+FORK_LIVE_TOOLS_PATCH = "fork-live-tools-1.1"
+CALL_AHEAD_PATCH = "call-ahead-1.2"
+FORK_ONCE_PATCH = "fork-once-asks-1.3"
+
+# What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
+_WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
+
+
+@dataclass(frozen=True)
+class Patch:
+    id: str  # the marker's id, as recorded in history
+    changes: str  # what the patched path does, in one line
+    added_in: str  # the release whose workflow code first asked it
+    history: str  # tests/histories/<history>.json: a run recorded with its marker
+    deprecate_in: str | None  # the release that turns it into deprecate_patch; None: skipped (see plan)
+    remove_in: str  # the release whose workflow code no longer names it
+    plan: str  # how the runs that still need it finish before `remove_in`
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        id=IN_DOUBT_PATCH,
+        changes="a `once` tool's attempt that ends without a result puts the call in doubt for a person",
+        added_in="1.1",
+        history="in_doubt_1_1",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=TREE_BUDGET_PATCH,
+        changes="budgets across a tree of runs: a run handed a budget keeps a ledger",
+        added_in="1.1",
+        history="budget_children_1_1.call_1_0",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=FORK_LIVE_TOOLS_PATCH,
+        changes="a fork made with --live-tools runs its recorded calls again before its first model call",
+        added_in="1.1",
+        history="fork_live_tools_1_1.fork",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=CALL_AHEAD_PATCH,
+        changes="a lone routed tool's activity makes the next model call too",
+        added_in="1.2",
+        history="call_ahead_1_2",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=FORK_ONCE_PATCH,
+        changes="a --live-tools fork asks a person before it runs a `once` call again, as for a call in doubt",
+        added_in="1.3",
+        history="fork_once_1_3.fork",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+)
+
+
+def release(version: str) -> tuple[int, ...]:
+    """'1.2' or '1.2.0' as a comparable tuple, (1, 2) or (1, 2, 0); a suffix (`rc1`, `+local`) is dropped."""
+    found = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(part) for part in found.group().split(".")) if found else ()
