@@ -18,7 +18,8 @@ from temporalio.client import Client, WorkflowHandle
 from durable_agent_runner import Agent, Registry, ToolContext, tool
 from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.debug import cmd_fork
-from durable_agent_runner.cli.export import export_run
+from durable_agent_runner.client import AgentClient
+from durable_agent_runner.client.export import export_run
 from durable_agent_runner.workflows import rerun
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.state import RunState
@@ -56,7 +57,7 @@ async def fork(client: Client, task_queue: str, run_id: str, at: int, **flags: A
     args = argparse.Namespace(
         run_id=run_id, at_turn=at, id=new_id, json=True, task_queue=task_queue, **{"prompt": None, **flags}
     )
-    assert await cmd_fork(client, args) == 0
+    assert await cmd_fork(AgentClient(client), args) == 0
     return client.get_workflow_handle(new_id, result_type=t.RunResult)
 
 
