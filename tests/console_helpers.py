@@ -11,6 +11,7 @@ from typing import Any
 
 import uvicorn
 
+from durable_agent_runner.client import AgentClient
 from durable_agent_runner.console.app import build_app
 from durable_agent_runner.workflows import types as t
 from tests.devserver import free_port
@@ -20,7 +21,9 @@ from tests.devserver import free_port
 async def serve_console(client: Any, task_queue: str, token: str | None = None) -> AsyncIterator[str]:
     """The console on 127.0.0.1 (a free port), served until the block ends; yields its URL."""
     port = free_port()
-    app = build_app(client, by="console-test", task_queue=task_queue, token=token, loopback=True)
+    app = build_app(
+        AgentClient(client, task_queue=task_queue), by="console-test", task_queue=task_queue, token=token, loopback=True
+    )
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
     deadline = time.monotonic() + 20
