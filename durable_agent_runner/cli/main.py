@@ -1,5 +1,7 @@
-"""Start, follow and manage agent runs: `python client.py COMMAND ...` (see --help). A thin shell
-over the Python client, `durable_agent_runner.connect()` (docs/python-client.md).
+"""Start, follow and manage agent runs: `durable-agent-runner COMMAND ...`, `python -m
+durable_agent_runner COMMAND ...` or, in the repo, `python client.py COMMAND ...` (see --help).
+A thin shell over the Python client, `durable_agent_runner.connect()` (docs/python-client.md):
+each command parses its flags, calls the client, and prints what it returns.
 
 Exit codes: 0 ok; 1 the run failed (or was cancelled), or Temporal could not be reached;
 2 a usage error: bad arguments, a bad environment variable, an unknown run id, a run that refused
@@ -43,6 +45,7 @@ from durable_agent_runner.cli.messages import cmd_end, cmd_send
 from durable_agent_runner.cli.runs import cmd_cancel, cmd_list, cmd_result, cmd_run, model_settings
 from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
+from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunFailed
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
 from durable_agent_runner.config.env import ClientSettings, SettingsError
@@ -53,6 +56,7 @@ from durable_agent_runner.telemetry import traced
 from durable_agent_runner.workflows import types as t
 
 CORE_LOG.setLevel(logging.ERROR)  # the SDK core's own logs (gRPC retries while a server restarts): errors only
+PROG = "client.py"  # how the command was called, in its usage and errors (set by `run`)
 
 
 def positive_int(text: str) -> int:
@@ -79,13 +83,13 @@ def fail(message: str, code: int, as_json: bool) -> NoReturn:
     if as_json:
         print(json.dumps({"error": message, "exit_code": code}))
     else:
-        print(f"client.py: error: {message}", file=sys.stderr)
+        print(f"{PROG}: error: {message}", file=sys.stderr)
     sys.stdout.flush()
     raise SystemExit(code)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog="client.py", description=__doc__)
+    p = Parser(prog=PROG, description=__doc__)
     p.add_argument("--task-queue", default=task_queue(), help="task queue of the workers (default: %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -221,14 +225,17 @@ async def dispatch(args: argparse.Namespace) -> int:
         fail(str(err), 2, as_json)
     except Exception as err:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
-    client = traced(client)  # OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    # OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set; every command goes through the client
+    agents = AgentClient(traced(client), task_queue=args.task_queue)
     try:
-        return int(await args.fn(client, args))
+        return int(await args.fn(agents, args))
     except NoWorkerAnswered as err:
         fail(str(err), session.NO_WORKER, as_json)
     except RunFailed as err:  # a run's own failure, where a command did not print it itself
         fail(str(err), 1, as_json)
-    except (UsageError, AgentRunError, debug.Refused) as err:  # unknown run, refused decision, ...
+    except (UsageError, AgentRunError) as err:  # unknown run, refused decision, ...
+        fail(str(err), 2, as_json)
+    except ValueError as err:  # an argument the client's checks refused (client/checks.py)
         fail(str(err), 2, as_json)
     except WorkflowAlreadyStartedError:
         fail(f"a run with id '{args.id}' is already running", 2, as_json)
@@ -300,9 +307,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":
+def run(prog: str = "client.py", argv: Sequence[str] | None = None) -> NoReturn:
+    """The command as a process runs it (`client.py`, the `durable-agent-runner` script, `python -m
+    durable_agent_runner`): main's exit code, and no interpreter teardown."""
+    global PROG
+    PROG = prog
     try:
-        code = main()
+        code = main(argv)
     except SystemExit as exit:  # fail() and argparse end this way
         code = exit.code if isinstance(exit.code, int) else 1
     except BrokenPipeError:  # whoever read our output stopped reading (`| head`): nothing left to say
@@ -314,3 +325,12 @@ if __name__ == "__main__":
     # Skip interpreter teardown: the Temporal SDK's native runtime can abort the process while
     # its threads wind down after an early exit, turning a clean exit code into SIGABRT.
     os._exit(code)
+
+
+def script() -> NoReturn:
+    """The `durable-agent-runner` console script."""
+    run("durable-agent-runner")
+
+
+if __name__ == "__main__":
+    run("python -m durable_agent_runner.cli.main")

@@ -1,4 +1,6 @@
-"""Run a worker: `python worker.py [--tools MODULE_OR_FILE ...] [--task-queue Q]`.
+"""Run a worker: `python worker.py [--tools MODULE_OR_FILE ...] [--task-queue Q]` in the repo, or
+`durable-agent-runner-worker ...` / `python -m durable_agent_runner.worker ...` where the package is
+installed.
 
 Connects to Temporal as the `temporal` CLI does (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 TEMPORAL_API_KEY, TEMPORAL_TLS_*, or a profile: durable_agent_runner/config/connection.py), loads the agents and
@@ -34,6 +36,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import NoReturn
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
@@ -54,10 +57,11 @@ from durable_agent_runner.worker.log_relay import log_to_stderr
 from durable_agent_runner.worker.plugin import DEFAULT_TOOLS, build_worker
 
 log = logging.getLogger("worker")
+PROG = "worker.py"  # how the command was called, in its usage and errors (set by `run`)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="worker.py", description=__doc__.split("\n\n")[1])
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[1])
     parser.add_argument(
         "--tools",
         action="append",
@@ -76,7 +80,7 @@ def startup_error(message: str) -> None:
     user module's error, a malformed URL with credentials in it) masked: settings that failed to
     parse never built the log filter, so the keys come straight from the environment."""
     keys = (os.environ.get(name) for name in (*API_KEY_VARIABLES, "TEMPORAL_API_KEY"))
-    print(f"worker.py: error: {Redactor(*keys).text(message)}", file=sys.stderr)
+    print(f"{PROG}: error: {Redactor(*keys).text(message)}", file=sys.stderr)
 
 
 async def missing_namespace(client: Client) -> str | None:
@@ -199,9 +203,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             return runner.run(serve(args))
 
 
-if __name__ == "__main__":
-    code = main()
+def run(prog: str = "worker.py", argv: Sequence[str] | None = None) -> NoReturn:
+    """The worker as a process runs it: main's exit code, and no interpreter teardown."""
+    global PROG
+    PROG = prog
+    code = main(argv)
     sys.stdout.flush()
     sys.stderr.flush()
     # Skip interpreter teardown: the Temporal SDK's native threads can abort it (sdk-python#300).
     os._exit(code)
+
+
+def script() -> NoReturn:
+    """The `durable-agent-runner-worker` console script."""
+    run("durable-agent-runner-worker")
+
+
+if __name__ == "__main__":
+    run("python -m durable_agent_runner.worker.main")
