@@ -9,7 +9,8 @@ import pytest
 
 from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.export import write_jsonl
-from durable_agent_runner.client.export import export_run, read_jsonl, replay_decisions
+from durable_agent_runner.client.export import export_run
+from durable_agent_runner.client.replay import read_jsonl, replay_decisions
 from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import bytes_per_turn, calls, script, start
 

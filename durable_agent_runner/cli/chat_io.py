@@ -22,7 +22,7 @@ from durable_agent_runner.cli.watch import GIVE_UP_AFTER
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import MAX_WAIT
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused
-from durable_agent_runner.client.handles import SessionHandle
+from durable_agent_runner.client.sessions import SessionHandle
 from durable_agent_runner.client.updates import how_ended
 from durable_agent_runner.workflows import types as t
 

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
         StillRunning,
     )
     from durable_agent_runner.client.events import Event, Retrying, RunClosed, TextDelta, TextDiscarded
-    from durable_agent_runner.client.handles import RunHandle, SessionHandle
+    from durable_agent_runner.client.handles import RunHandle
     from durable_agent_runner.client.listing import RunRow, RunsPage
     from durable_agent_runner.client.script import run_script
+    from durable_agent_runner.client.sessions import SessionHandle
     from durable_agent_runner.client.status import RunInfo, WaitingFor
     from durable_agent_runner.workflows.types import RunEvent
 
@@ -64,7 +65,7 @@ _EXPORTS = {
     "TextDelta": "durable_agent_runner.client.events",
     "TextDiscarded": "durable_agent_runner.client.events",
     "RunHandle": "durable_agent_runner.client.handles",
-    "SessionHandle": "durable_agent_runner.client.handles",
+    "SessionHandle": "durable_agent_runner.client.sessions",
     "RunInfo": "durable_agent_runner.client.status",
     "RunEvent": "durable_agent_runner.workflows.types",
 }

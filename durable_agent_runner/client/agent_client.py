@@ -21,8 +21,9 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.client import checks, listing
 from durable_agent_runner.client.diff import RunDiff, diff_runs
-from durable_agent_runner.client.handles import RunHandle, SessionHandle
+from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.listing import RunRow, RunsPage
+from durable_agent_runner.client.sessions import SessionHandle
 from durable_agent_runner.client.updates import DEFAULT_WAIT
 from durable_agent_runner.config import connection
 from durable_agent_runner.config.env import ClientSettings

@@ -1,7 +1,7 @@
-"""Handles of one run: `RunHandle` (result, status, events, export; approve, reject, resolve,
-cancel; pause, resume, inspect, edit, fork) and `SessionHandle`, which adds `send`, `ask` and
-`end`. A handle is cheap and makes no call until used; an unknown run id is RunNotFound at the
-first call. Every argument is checked before anything is sent (durable_agent_runner/client/checks.py)."""
+"""The handle of one run, `RunHandle`: result, status, events, export; approve, reject, resolve,
+cancel; pause, resume, inspect, edit, fork (a session's adds send, ask, end: sessions.py). A handle
+is cheap and makes no call until used; an unknown run id is RunNotFound at the first call. Every
+argument is checked before anything is sent (durable_agent_runner/client/checks.py)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,11 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.client import checks, control, listing, updates
-from durable_agent_runner.client.errors import DecisionRefused, RunFailed, RunNotFound, StillRunning, run_failed
+from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, StillRunning, run_failed
 from durable_agent_runner.client.events import Event, stream
+from durable_agent_runner.client.export import export_run
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, events_since, follow
 from durable_agent_runner.client.status import STATUS_NAMES, RunInfo, WaitingFor, gather, waiting_for
 from durable_agent_runner.config.env import ClientSettings
@@ -40,7 +42,7 @@ def default_by() -> str:
     return os.environ.get("USER") or os.environ.get("USERNAME") or "python"
 
 
-def _by(by: str | None) -> str:
+def by_or_default(by: str | None) -> str:
     return default_by() if by is None else checks.by(by)
 
 
@@ -72,8 +74,7 @@ class RunHandle:
         return (await updates.describe(self.handle)).status
 
     async def describe(self) -> WorkflowExecutionDescription:
-        """Temporal's description of the run (status, times, search attributes, pending
-        activities); RunNotFound if there is no such run. Server gaps raise temporalio's RPCError."""
+        """Temporal's description of the run; RunNotFound if there is none (server gaps: RPCError)."""
         return await updates.describe(self.handle)
 
     async def read_status(self, wait: float = 3.0) -> t.RunStatus:
@@ -161,12 +162,10 @@ class RunHandle:
     async def live(self, wait: float = 3.0) -> t.RunStatus | None:
         """The run's own status query (its phase, waiting calls, pause, session), or None when no
         worker answers within `wait` seconds (or the run is unknown)."""
-        bound = timedelta(seconds=checks.seconds(wait))
         try:
-            status: t.RunStatus = await self.handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=bound)
+            return await self.read_status(wait)
         except (RPCError, WorkflowQueryFailedError):
             return None
-        return status
 
     def typed(self, agent: str, output: str | None, output_object: Any) -> Any:
         adapter = self._adapters.get(agent) or self._adapters.get("")
@@ -240,9 +239,6 @@ class RunHandle:
         lists them): the agent, the prompt, each model reply with its wire capture (read from
         `captures`, default LLM_CAPTURE_DIR), each decision, approval, resolution and tool result
         (a child run's answer and a result a person gave too), a session's messages, the result."""
-        from durable_agent_runner.activities.capture import CaptureStore
-        from durable_agent_runner.client.export import export_run
-
         await self.exists()
         root = Path(captures) if captures is not None else Path(ClientSettings.load().capture_dir)
         return await export_run(self.temporal, self.id, CaptureStore(root))
@@ -266,7 +262,7 @@ class RunHandle:
             approve=True,
             arguments=checks.arguments(args),
             always=checks.flag(always, "always"),
-            by=_by(by),
+            by=by_or_default(by),
         )
         return await self._decide(decision, wait)
 
@@ -275,7 +271,7 @@ class RunHandle:
     ) -> t.DecisionReceipt:
         """Reject a waiting tool call; the model is told `reason` (it may not be empty)."""
         decision = t.ApprovalDecision(
-            call_id=checks.call_id(call_id), approve=False, reason=checks.reason(reason), by=_by(by)
+            call_id=checks.call_id(call_id), approve=False, reason=checks.reason(reason), by=by_or_default(by)
         )
         return await self._decide(decision, wait)
 
@@ -304,7 +300,7 @@ class RunHandle:
             checks.whole(doubt, "doubt", 1, 10**6)
         try:
             decision = t.ResolveCall(
-                call_id=checks.call_id(call_id), action=action, result=result, reason=reason, by=_by(by)
+                call_id=checks.call_id(call_id), action=action, result=result, reason=reason, by=by_or_default(by)
             )
         except ValidationError as err:
             raise checks.BadArgument(*checks.first_error(err)) from None
@@ -347,7 +343,9 @@ class RunHandle:
         """Pause the run at its next safe point (before a model call or the tool calls a reply
         asked for); the status it had when it took the request. DecisionRefused if it is paused."""
         checks.string(reason, "reason")
-        return await control.pause(self.temporal, self.id, by=_by(by), reason=reason, wait=checks.seconds(wait))
+        return await control.pause(
+            self.temporal, self.id, by=by_or_default(by), reason=reason, wait=checks.seconds(wait)
+        )
 
     async def resume(
         self,
@@ -360,7 +358,9 @@ class RunHandle:
         """Resume a paused run, with the edits made. A run paused on its budget goes on with it
         raised by `add_tokens` and/or `add_usd` (bounded: NaN, inf, ≤ 0 refused)."""
         raised = checks.budget_raise(add_tokens, add_usd)
-        return await control.resume(self.temporal, self.id, by=_by(by), wait=checks.seconds(wait), raised=raised)
+        return await control.resume(
+            self.temporal, self.id, by=by_or_default(by), wait=checks.seconds(wait), raised=raised
+        )
 
     async def inspect(self, *, wait: float = updates.DEFAULT_WAIT) -> t.Inspection:
         """A paused run's state: its transcript items with their indexes, its pending calls, the
@@ -389,7 +389,7 @@ class RunHandle:
         `args=(call_id, arguments)`, `drop_call=call_id`, `agent=name`, or a `t.Edit`."""
         if change is None:
             change = control.make_edit(
-                text=text, drop=drop, insert=insert, args=args, drop_call=drop_call, agent=agent, by=_by(by)
+                text=text, drop=drop, insert=insert, args=args, drop_call=drop_call, agent=agent, by=by_or_default(by)
             )
         elif not isinstance(change, t.Edit):
             raise TypeError(f"change must be an Edit, not {type(change).__name__}")
@@ -416,59 +416,3 @@ class RunHandle:
         return await control.fork(
             self.temporal, self.id, at_turn, prompt, new_id, queue, live_tools=checks.flag(live_tools, "live_tools")
         )
-
-    async def model_calls(self) -> int:
-        """How many model calls the run has made, as its history records them."""
-        return await control.model_calls_made(self.temporal, self.id)
-
-
-class SessionHandle(RunHandle):
-    """A session: a run that answers message after message until it is ended."""
-
-    async def send(
-        self, text: str, *, by: str | None = None, message_id: str | None = None, wait: float = updates.DEFAULT_WAIT
-    ) -> t.MessageReceipt:
-        """Send a message; the receipt holds its number K. Sent again with the same `message_id`
-        (say after NoWorkerAnswered), it counts once."""
-        checks.prompt(text, "text")
-        if len(text) > t.MAX_MESSAGE_CHARS:
-            raise checks.BadArgument(
-                "text", f"the message is longer than {t.MAX_MESSAGE_CHARS:,} characters: give large inputs to a tool"
-            )
-        if message_id is not None:
-            checks.call_id(message_id)
-        return await updates.send_message(
-            self.temporal, self.id, text, by=_by(by), message_id=message_id, wait=checks.seconds(wait)
-        )
-
-    async def answer(self, message: int) -> Any:
-        """Message K's answer once it is given (typed as `result()` is); RunFailed if answering
-        it failed (the session failed with it), AgentRunError if the session ended first."""
-        exchange = await self.exchange(message)
-        if exchange.error is not None:
-            raise RunFailed(self.id, "failed", "MessageFailed", f"message {message}: {exchange.error}")
-        return self.typed("", exchange.output, exchange.output_object)
-
-    async def exchange(self, message: int, on_gap: Callable[[str, int], None] | None = None) -> t.Exchange:
-        """Message K's whole exchange (prompt, answer, usage, turns) once it is answered or failed.
-        Reads no worker answers are asked again, after `on_gap(what Temporal said, in a row)`."""
-        checks.whole(message, "message", 1, 10**9)
-        await self.exists()
-        return await updates.wait_answer(self.temporal, self.id, message, on_gap)
-
-    async def exchange_now(self, message: int) -> t.Exchange | None:
-        """Message K's exchange as it stands now (None: not taken yet); AgentRunError if the
-        session has fewer than K messages."""
-        checks.whole(message, "message", 1, 10**9)
-        await self.exists()
-        return await updates.get_exchange(self.temporal, self.id, message)
-
-    async def ask(self, text: str, *, by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> Any:
-        """Send a message and wait for its answer."""
-        receipt = await self.send(text, by=by, wait=wait)
-        return await self.answer(receipt.message)
-
-    async def end(self, reason: str = "", *, by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> t.EndReceipt:
-        """End the session once the messages it has taken are answered; ending it again counts once."""
-        checks.string(reason, "reason")
-        return await updates.end_session(self.temporal, self.id, by=_by(by), reason=reason, wait=checks.seconds(wait))
