@@ -108,6 +108,7 @@ class AgentClient:
         if breakpoints is not None and not isinstance(breakpoints, t.Breakpoints):
             raise TypeError(f"breakpoints must be a Breakpoints, not {type(breakpoints).__name__}")
         settings = checks.model_settings(model_settings)
+        checks.flag(capture, "capture")
         run_id = checks.run_id(id) if id is not None else new_run_id(name, input)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
@@ -116,7 +117,7 @@ class AgentClient:
                 agent=name,
                 max_turns=turns,
                 model=model,
-                capture=checks.flag(capture, "capture"),
+                capture=capture,
                 model_settings=settings,
                 breakpoints=breakpoints,
             ),

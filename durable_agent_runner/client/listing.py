@@ -87,14 +87,15 @@ def _token(text: str) -> bytes | None:
     if not text:
         return None
     try:
-        return base64.urlsafe_b64decode(text.encode("ascii"))
+        return base64.b64decode(text.encode("ascii"), altchars=b"-_", validate=True)
     except (binascii.Error, UnicodeEncodeError, ValueError):
         raise BadArgument("page", "that page token is not one this client made") from None
 
 
 async def runs_page(client: Client, query: str, token: str = "", page_size: int = 50) -> RunsPage:
     """One page of runs (newest first within it) and the token of the next."""
-    pages = client.list_workflows(query, page_size=page_size, next_page_token=_token(token), rpc_timeout=READ_TIMEOUT)
+    start = _token(token)
+    pages = client.list_workflows(query, page_size=page_size, next_page_token=start, rpc_timeout=READ_TIMEOUT)
     try:
         await pages.fetch_next_page()
     except RPCError as err:
