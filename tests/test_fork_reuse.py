@@ -130,7 +130,11 @@ async def test_live_tools_runs_the_recorded_calls_again_then_goes_on_live(
     assert result.usage_by_agent["scholar"].requests == 1  # the child's usage counts in the fork
     assert status.forked_from is not None and status.forked_from.live_tools
     exported = await export_run(client, forked.id, CaptureStore(tmp_path))  # the rerun, turn by turn
-    assert [(line["turn"], line["output"]) for line in exported if line["type"] == "tool_result"] == [(1, "t1 #2")]
+    results = [
+        (line["turn"], line["output"], line.get("child_run_id")) for line in exported if line["type"] == "tool_result"
+    ]
+    # the tool ran again in turn 1's name; the child run's answer is there too (asked before any model call)
+    assert results == [(1, "t1 #2", None), (None, "Tides follow the moon.", children[0])]
     assert [line["turn"] for line in exported if line["type"] == "model_call"] == [3]
     await replay(forked)
 

@@ -140,6 +140,13 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true", help="print JSON")
         if name == "result":
             cmd.add_argument("--no-wait", action="store_true", help="exit 1 at once if the run is still going")
+            cmd.add_argument(
+                "--wait",
+                dest="result_wait",
+                type=session.wait_seconds,
+                metavar="SECONDS",
+                help="give up after this long: exit 1, saying what the run waits for (default: until it ends)",
+            )
             cmd.add_argument("--message", type=positive_int, metavar="K", help="a session's answer to message K")
         cmd.set_defaults(fn=fn)
 

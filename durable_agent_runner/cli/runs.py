@@ -92,9 +92,11 @@ def breakpoints(args: argparse.Namespace) -> t.Breakpoints | None:
     )
 
 
-async def print_result(run: RunHandle, as_json: bool, on_waiting: Any = None) -> int:
+async def print_result(run: RunHandle, as_json: bool, on_waiting: Any = None, wait: float | None = None) -> int:
     try:
-        result = await run.outcome(on_waiting=on_waiting)
+        result = await run.outcome(wait=wait, on_waiting=on_waiting)
+    except StillRunning as err:
+        return still_running(err, as_json)
     except RunFailed as err:
         failed = {"run_id": run.id, "status": err.status, "error": {"type": err.error_type, "message": err.message}}
         emit(as_json, failed | {"output": None}, f"run {err.status}: {err.error_type}: {err.message}", error=True)
@@ -135,11 +137,13 @@ async def cmd_result(client: AgentClient, args: argparse.Namespace) -> int:
             return still_running(err, args.json)
         except RunFailed:
             pass  # printed below, as without --no-wait
-    return await print_result(run, args.json, on_waiting=None if args.no_wait else waits_note(args.run_id))
+    note = None if args.no_wait else waits_note(args.run_id)
+    return await print_result(run, args.json, on_waiting=note, wait=None if args.no_wait else args.result_wait)
 
 
 def still_running(err: StillRunning, as_json: bool) -> int:
-    """`result --no-wait` on a run that has not ended: what it waits for a person on, if anything."""
+    """`result --no-wait` (or `--wait S` run out) on a run that has not ended: what it waits for a
+    person on, if anything."""
     waits = [w for w in err.waiting_for if isinstance(w, WaitingFor)]
     obj: dict[str, Any] = {"run_id": err.run_id, "status": "waiting_for_person" if waits else "running"}
     obj["output"] = None

@@ -19,6 +19,7 @@ from temporalio.service import RPCError
 
 from durable_agent_runner.client import listing
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import AgentRunError, RunNotFound
 from durable_agent_runner.workflows import types as t
 
@@ -95,7 +96,12 @@ async def runs_page(
     client: AgentClient, query: str, token: str = "", page_size: int = PAGE_SIZE
 ) -> tuple[list[dict[str, Any]], str]:
     """One page of runs (newest first) and the link token of the next page ("" if none)."""
-    page = await client.runs_page(token, query=query, page_size=page_size)
+    try:
+        page = await client.runs_page(token, query=query, page_size=page_size)
+    except BadArgument as err:
+        if err.field != "page":
+            raise
+        raise BadArgument("", "that page link is not one this console made") from None
     rows = [row.model_dump() for row in page.rows]
     asking = [r for r in rows if (r["pending_approvals"] or r["in_doubt"]) and r["status"] == "running"]
     await _waiting_calls(client, asking)
