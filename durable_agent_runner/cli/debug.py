@@ -119,6 +119,9 @@ def edit_of(args: argparse.Namespace) -> t.Edit:
             by=args.by,
         )
     except checks.BadArgument as err:
+        if not err.field:
+            flags = "--text, --drop, --insert, --args, --drop-call or --agent"
+            raise UsageError(f"give exactly one edit: {flags}") from None
         raise UsageError(f"--{err.field} {err.reason}" if err.field == "insert" else str(err)) from None
 
 

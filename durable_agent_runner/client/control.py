@@ -108,7 +108,7 @@ def make_edit(
         if value not in (None, [])
     ]  # fmt: skip
     if len(chosen) != 1:
-        raise checks.BadArgument("", "give exactly one edit: --text, --drop, --insert, --args, --drop-call or --agent")
+        raise checks.BadArgument("", "give exactly one edit: text, drop, insert, args, drop_call or agent")
     who = checks.by(by)
     if text is not None:
         index, new = text

@@ -99,10 +99,11 @@ class RunHandle:
         on_waiting: Callable[[list[WaitingFor]], None] | None = None,
     ) -> t.RunResult:
         """Wait for the run to end and return all it recorded: output, usage, turns, handoffs.
-        RunFailed (RunCancelled) if it ended without an answer. `wait`: at most this many
-        seconds (0: do not wait; None: until it ends), then StillRunning, which says what the run waits for a person
-        on, if anything. `on_waiting` is called, while this waits, each time what the run waits
-        for a person on changes (a call's approval, a call in doubt, a resume, a message)."""
+        RunFailed (RunCancelled) if it ended without an answer. `wait`: at most this many seconds
+        (0: do not wait; None: until it ends), then StillRunning, which says what the run waits
+        for a person on, if anything. `on_waiting` is called, while this waits, each time what
+        the run waits for a person on changes (a call's approval, a call in doubt, a resume, a
+        message)."""
         bound = None if wait is None else checks.seconds(wait, "wait", zero=True)
         watcher = asyncio.create_task(self._watch_waits(on_waiting)) if on_waiting is not None else None
         try:
