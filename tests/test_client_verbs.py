@@ -17,7 +17,8 @@ import pytest
 
 import durable_agent_runner as dar
 from durable_agent_runner import Agent, Registry
-from durable_agent_runner.client import RunRow, StillRunning, WaitingFor
+from durable_agent_runner.client import RunEvent, RunRow, StillRunning, WaitingFor
+from durable_agent_runner.client.follow import Closed
 from tests.fixtures import agents as fixtures
 from tests.helpers import calls, script
 from tests.test_client import cli  # noqa: F401  (the fixture: client.py as a subprocess)
@@ -195,3 +196,26 @@ async def test_an_unknown_run_is_run_not_found_for_every_verb(api):
     for attempt in (run.waiting_for(), run.export(), run.inspect(wait=2), run.fork(1), run.status()):
         with pytest.raises(dar.RunNotFound, match="no run with id 'no-such-run-anywhere'"):
             await attempt
+
+
+async def test_the_reads_under_the_faces(api, worker_factory, llm, agents):
+    """What the console and chat read through the client: events, status, the frozen agent."""
+    model = script(llm, calls(("add", {"a": 2, "b": 3})), {"content": "five"})
+    async with worker_factory(registry=agents):
+        run = await api.start("scripted", "add two and three", model=model)
+        assert await run.result() == "five"
+        events = await run.read_events()
+        page = await run.events_page(0)
+        live = await run.live()
+        spec = await run.agent()
+        desc = await run.describe()
+        story = [item async for item in run.follow(0)]  # a closed run's story ends with Closed
+        last = await run.read_events(since=events[-1].seq)  # its reads need a worker
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "model_started" and kinds[-1] == "final" and "tool_finished" in kinds
+    assert [e.seq for e in page.events] == [e.seq for e in events][: len(page.events)]
+    assert live is not None and live.status == "completed" and live.turn == 2
+    assert spec is not None and spec.name == "scripted" and any(tool.name == "add" for tool in spec.tools)
+    assert desc.id == run.id and isinstance(story[-1], Closed) and story[-1].status == "completed"
+    assert [item.seq for item in story if isinstance(item, RunEvent)] == [e.seq for e in events]
+    assert last == events[-1:]
