@@ -27,6 +27,7 @@ from bench.knobs import Spec, overriding
 from bench.stack import Stack
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.client import follow as watching
+from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.testing.fake_llm.wire import pieces, text_pieces
 from tests.helpers import start
 
@@ -98,7 +99,7 @@ async def _one(stack: Stack, queue: str) -> list[float]:
     model = stack.llm.add_script(uuid.uuid4().hex[:8], [{"content": TEXT}])
     handle = await start(stack.client, queue, "talk", agent="scripted", model=model)
     out = Stamped()
-    code = await watch(stack.client, handle.id, 0, as_json=True, out=out)
+    code = await watch(AgentClient(stack.client), handle.id, 0, as_json=True, out=out)
     if code != 0:
         said = " | ".join(line for _, line in out.lines if '"delta"' not in line)[-600:]
         raise RuntimeError(f"streamed run {handle.id} did not answer; the watcher printed: {said}")

@@ -12,6 +12,7 @@ from typing import Any
 
 import uvicorn
 
+from durable_agent_runner.client import AgentClient
 from durable_agent_runner.console.app import build_app
 from durable_agent_runner.workflows import types as t
 
@@ -27,7 +28,9 @@ async def serve_console(
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = build_app(client, by="console-test", task_queue=task_queue, token=token, loopback=True)
+    app = build_app(
+        AgentClient(client, task_queue=task_queue), by="console-test", task_queue=task_queue, token=token, loopback=True
+    )
     if keep is not None:
         keep.append(app.app.state.console)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))

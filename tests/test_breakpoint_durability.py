@@ -57,9 +57,10 @@ async def test_fork_of_a_long_finished_run_carries_only_what_it_needs(
         import argparse
 
         from durable_agent_runner.cli.debug import cmd_fork
+        from durable_agent_runner.client import AgentClient
 
         args = argparse.Namespace(run_id=source.id, at_turn=10, prompt=None, id=None, json=True, task_queue=task_queue)
-        assert await cmd_fork(client, args) == 0
+        assert await cmd_fork(AgentClient(client), args) == 0
         forks = [wf async for wf in client.list_workflows(f"AgentForkedFrom='{source.id}'")]
         for _ in range(50):
             if forks:

@@ -12,6 +12,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
 from durable_agent_runner.cli.debug import cmd_fork
+from durable_agent_runner.client import AgentClient
 from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, replay, script, transcript
 from tests.test_agents import requests_for
@@ -201,7 +202,7 @@ async def test_pause_while_running_and_fork(client: Client, task_queue: str, wor
         args = argparse.Namespace(
             run_id=handle.id, at_turn=2, prompt=None, id=f"{handle.id}-f", json=True, task_queue=task_queue
         )
-        assert await cmd_fork(client, args) == 0
+        assert await cmd_fork(AgentClient(client), args) == 0
         forked = await client.get_workflow_handle(f"{handle.id}-f", result_type=t.RunResult).result()
         assert forked.output == "finished" and forked.turns == 3
         assert (await handle.query(t.INSPECT_QUERY, result_type=t.Inspection)).paused is not None

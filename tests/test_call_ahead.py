@@ -16,8 +16,9 @@ from temporalio.testing import ActivityEnvironment
 
 from durable_agent_runner import Registry, tool
 from durable_agent_runner.activities.tool_activities import ToolActivities
-from durable_agent_runner.cli.debug import model_calls_made
 from durable_agent_runner.cli.watch import watch
+from durable_agent_runner.client import AgentClient
+from durable_agent_runner.client.control import model_calls_made
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
 from tests.helpers import (
@@ -145,9 +146,9 @@ async def test_a_watcher_sees_the_call_ahead_stream_under_its_turn(client, task_
         async with worker_factory(settings=settings):
             handle = await start(client, task_queue, "tell me", agent="scripted", model=model)
             out = io.StringIO()
-            code = await asyncio.wait_for(watch(client, handle.id, out=out), 60)
+            code = await asyncio.wait_for(watch(AgentClient(client), handle.id, out=out), 60)
             json_out = io.StringIO()
-            await asyncio.wait_for(watch(client, handle.id, as_json=True, out=json_out), 60)
+            await asyncio.wait_for(watch(AgentClient(client), handle.id, as_json=True, out=json_out), 60)
     finally:
         llm.set_latency(0)
     assert code == 0

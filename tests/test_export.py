@@ -8,7 +8,9 @@ import uuid
 import pytest
 
 from durable_agent_runner.activities.capture import CaptureStore
-from durable_agent_runner.cli.export import export_run, read_jsonl, replay_decisions, write_jsonl
+from durable_agent_runner.cli.export import write_jsonl
+from durable_agent_runner.client.export import export_run
+from durable_agent_runner.client.replay import read_jsonl, replay_decisions
 from durable_agent_runner.config.llm import LLMSettings
 from tests.helpers import calls, payload_bytes_per_turn, script, start
 

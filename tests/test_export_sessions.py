@@ -31,8 +31,8 @@ from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.activities.capture import CaptureStore
-from durable_agent_runner.cli.export import _lines, export_run
 from durable_agent_runner.cli.session import end_session, send_message, wait_answer
+from durable_agent_runner.client.export import _lines, export_run
 from durable_agent_runner.config.connection import data_converter
 from durable_agent_runner.workflows import types as t
 from tests.helpers import transcript

@@ -19,7 +19,8 @@ from temporalio.client import Client, WorkflowHandle
 from durable_agent_runner import Agent, Registry, ToolContext, tool
 from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.debug import cmd_fork
-from durable_agent_runner.cli.export import export_run
+from durable_agent_runner.client import AgentClient
+from durable_agent_runner.client.export import export_run
 from durable_agent_runner.workflows import rerun
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.state import RunState
@@ -57,7 +58,7 @@ async def fork(client: Client, task_queue: str, run_id: str, at: int, **flags: A
     args = argparse.Namespace(
         run_id=run_id, at_turn=at, id=new_id, json=True, task_queue=task_queue, **{"prompt": None, **flags}
     )
-    assert await cmd_fork(client, args) == 0
+    assert await cmd_fork(AgentClient(client), args) == 0
     return client.get_workflow_handle(new_id, result_type=t.RunResult)
 
 
@@ -130,7 +131,11 @@ async def test_live_tools_runs_the_recorded_calls_again_then_goes_on_live(
     assert result.usage_by_agent["scholar"].requests == 1  # the child's usage counts in the fork
     assert status.forked_from is not None and status.forked_from.live_tools
     exported = await export_run(client, forked.id, CaptureStore(tmp_path))  # the rerun, turn by turn
-    assert [(line["turn"], line["output"]) for line in exported if line["type"] == "tool_result"] == [(1, "t1 #2")]
+    results = [
+        (line["turn"], line["output"], line.get("child_run_id")) for line in exported if line["type"] == "tool_result"
+    ]
+    # the tool ran again in turn 1's name; the child run's answer is there too (asked before any model call)
+    assert results == [(1, "t1 #2", None), (None, "Tides follow the moon.", children[0])]
     assert [line["turn"] for line in exported if line["type"] == "model_call"] == [3]
     await replay(forked)
 

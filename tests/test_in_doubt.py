@@ -17,6 +17,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from durable_agent_runner import Registry, tool
+from durable_agent_runner.client import AgentClient
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.approvals import DecisionRefused
 from durable_agent_runner.workflows.calls import PlannedCall, attempt_ended, resolved, runs, with_reply
@@ -225,6 +226,17 @@ async def test_calls_in_doubt_are_never_rerun_and_each_resolution_works(
     ]
     final = (await cli("status", handle.id)).out
     assert f"resolved: {bob}  pay result given: " in final and "in doubt:" not in final
+    # The export holds every resolution, and the result a person gave as the call's result.
+    lines = await AgentClient(client).get(handle.id).export()
+    resolved = {line["call_id"]: line for line in lines if line["type"] == "resolution"}
+    assert {c: (r["action"], r["by"], r["tool"]) for c, r in resolved.items()} == {
+        alice: ("rerun", "ops", "pay"),
+        bob: ("result", "ops", "pay"),
+        carol: ("fail", "ops", "pay"),
+    }
+    assert resolved[carol]["reason"] == "the bank has no such payment"
+    given = [line for line in lines if line["type"] == "tool_result" and line.get("given_by")]
+    assert [(g["call_id"], g["output"], g["given_by"]) for g in given] == [(bob, '{"receipt": 7}', "ops")]
     await replay(handle)
 
 

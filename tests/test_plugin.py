@@ -22,7 +22,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from durable_agent_runner import AgentPlugin
-from durable_agent_runner.cli.export import local_result
+from durable_agent_runner.client.export import local_result
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.worker import plugin as plugin_module
 from durable_agent_runner.workflows import types as t

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.activities.capture import CaptureStore
-from durable_agent_runner.cli.export import export_run
+from durable_agent_runner.client.export import export_run
 from durable_agent_runner.workflows import types as t
 from tests.fixtures.agents import _guarded_policy, _guarded_tools
 from tests.helpers import calls, replay, script, start

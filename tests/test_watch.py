@@ -12,6 +12,7 @@ from pathlib import Path
 
 from durable_agent_runner.activities.model_call import TAIL_CHARS
 from durable_agent_runner.cli.watch import Printer, watch
+from durable_agent_runner.client import AgentClient
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.state import EVENT_TEXT, event_text
@@ -30,7 +31,7 @@ def streaming(llm) -> LLMSettings:
 
 async def follow(client, run_id: str, since: int = 0) -> tuple[int, list[dict]]:
     out = io.StringIO()
-    code = await asyncio.wait_for(watch(client, run_id, since, as_json=True, out=out), 60)
+    code = await asyncio.wait_for(watch(AgentClient(client), run_id, since, as_json=True, out=out), 60)
     return code, [json.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -176,10 +177,10 @@ async def test_watching_a_finished_run_tells_its_story_and_exits(client, task_qu
         handle = await start(client, task_queue, "Weather in Tokyo and Paris?")
         await handle.result()
         out = io.StringIO()
-        code = await watch(client, handle.id, out=out)
+        code = await watch(AgentClient(client), handle.id, out=out)
         failed = await start(client, task_queue, "go", agent="looper", model="loop:9:10", max_turns=1)
         failed_out = io.StringIO()
-        failed_code = await asyncio.wait_for(watch(client, failed.id, out=failed_out), 30)
+        failed_code = await asyncio.wait_for(watch(AgentClient(client), failed.id, out=failed_out), 30)
     text = out.getvalue()
     assert code == 0
     assert "⚙ get_weather(city=Tokyo)" in text and "⚙ convert_temperature(celsius=22.0" in text

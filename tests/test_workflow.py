@@ -12,7 +12,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.cli.export import local_result
+from durable_agent_runner.client.export import local_result
 from durable_agent_runner.config.connection import DATA_CONVERTER
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t

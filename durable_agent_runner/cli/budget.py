@@ -6,9 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pydantic import ValidationError
-
 from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.client import checks
 from durable_agent_runner.workflows import types as t
 
 KINDS = ("tokens", "usd")
@@ -44,10 +43,9 @@ def render_budget(b: dict[str, Any]) -> list[str]:
 
 
 def budget_raise(args: argparse.Namespace) -> t.BudgetRaise:
-    """`--add-usd` / `--add-tokens` as a bounded raise: NaN, ∞, ≤ 0 or too large is a UsageError."""
+    """`--add-usd` / `--add-tokens` as a bounded raise (the client's check): NaN, ∞, ≤ 0 or too
+    large is a UsageError naming the flag."""
     try:
-        return t.BudgetRaise(add_tokens=args.add_tokens, add_usd=args.add_usd)
-    except ValidationError as err:
-        first = err.errors()[0]
-        flag = "--" + str(first["loc"][0]).replace("_", "-") if first["loc"] else "--add-usd/--add-tokens"
-        raise UsageError(f"{flag}: {first['msg']}") from None
+        return checks.budget_raise(args.add_tokens, args.add_usd)
+    except checks.BadArgument as err:
+        raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None

@@ -28,11 +28,19 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.chat_io import APPROVAL_WAIT, QUERY_TIMEOUT, ChatIO, Detached, Lines, joinable, patiently
+from durable_agent_runner.cli.chat_io import (
+    APPROVAL_WAIT,
+    QUERY_TIMEOUT,
+    UPDATE_WAIT,
+    ChatIO,
+    Detached,
+    Lines,
+    joinable,
+    patiently,
+)
 from durable_agent_runner.cli.chat_view import (
     ChatPrinter,
     Command,
@@ -44,7 +52,9 @@ from durable_agent_runner.cli.chat_view import (
     render_status,
     wants_colour,
 )
-from durable_agent_runner.cli.watch import GIVE_UP_AFTER, Closed, Gap, follow
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap
+from durable_agent_runner.client.updates import LIVE
 from durable_agent_runner.config.env import login_name
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.state import EVENT_TEXT
@@ -153,14 +163,12 @@ class Chat(ChatIO):
                 return code
 
     async def closed(self) -> bool:
-        desc = await self.client.get_workflow_handle(self.run_id).describe()
-        return desc.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
+        return await self.session.exists() not in LIVE
 
     async def send(self, text: str) -> int | None:
         message_id = uuid.uuid4().hex  # the same on every retry: a message that did arrive counts once
-        receipt = await patiently(
-            lambda: session.send_message(self.client, self.run_id, text, by=self.by, message_id=message_id), self.say
-        )
+        run = self.session
+        receipt = await patiently(lambda: run.send(text, by=self.by, message_id=message_id, wait=UPDATE_WAIT), self.say)
         self.printer.mine.add(receipt.message)
         if receipt.steer:
             self.say(self.printer.style.dim("  (it joins the answer in progress)"))
@@ -175,7 +183,7 @@ class Chat(ChatIO):
         elif cmd.name == "status":
             self.say(render_status(self.run_id, await self.status()))
         elif cmd.name == "end":
-            receipt = await session.end_session(self.client, self.run_id, by=self.by, reason=cmd.arg or "/end in chat")
+            receipt = await self.session.end(cmd.arg or "/end in chat", by=self.by, wait=UPDATE_WAIT)
             left = f": {receipt.unanswered} message(s) to answer first" if receipt.unanswered else ""
             self.say(self.printer.style.dim(f"ending the session{left}…"))
             return await self.follow_until(lambda ev: False)
@@ -197,7 +205,7 @@ class Chat(ChatIO):
         loop = asyncio.get_running_loop()
         announced: set[str] = set()
         try:
-            async with asyncio.timeout(None) as limit, aclosing(follow(self.client, self.run_id, self.since)) as story:
+            async with asyncio.timeout(None) as limit, aclosing(self.session.follow(self.since)) as story:
                 async for item in story:
                     if isinstance(item, t.ModelProgress):
                         if self.tty:
@@ -259,7 +267,7 @@ class Chat(ChatIO):
             return
         if len(text) > EVENT_TEXT:
             try:
-                exchange = await session.get_exchange(self.client, self.run_id, n)
+                exchange = await self.session.exchange_now(n)
             except (RPCError, session.SessionError):
                 exchange = None
             text = exchange.output if exchange is not None and exchange.output is not None else text
@@ -290,21 +298,13 @@ class Chat(ChatIO):
             return None
         return await self.follow_until(lambda ev: ev.kind == "waiting")
 
-    @staticmethod
-    async def events_page(handle: WorkflowHandle[Any, Any], since: int) -> t.EventsPage:
-        query = t.EventsQuery(since=since)
-        page: t.EventsPage = await handle.query(
-            t.EVENTS_QUERY, query, result_type=t.EventsPage, rpc_timeout=QUERY_TIMEOUT
-        )
-        return page
-
     async def resume_point(self, answering: t.Exchange | None) -> int:
         """Just after the message whose answer is in progress, so its steps so far are shown again;
         else the end of the log. Only the current execution is read: the events are numbered on."""
-        handle = self.client.get_workflow_handle(self.run_id)
+        run = self.session
         since, found = 0, None
         while True:
-            page = await patiently(functools.partial(self.events_page, handle, since), self.say)
+            page = await patiently(functools.partial(run.events_page, since, QUERY_TIMEOUT.total_seconds()), self.say)
             for ev in page.events:
                 if answering is not None and ev.kind == "message" and message_number(ev.detail) == answering.message:
                     found = ev.seq + 1
@@ -313,7 +313,7 @@ class Chat(ChatIO):
             since = page.next
 
 
-async def cmd_chat(client: Client, args: argparse.Namespace) -> int:
+async def cmd_chat(client: AgentClient, args: argparse.Namespace) -> int:
     as_json = bool(args.json)
     tty = sys.stdin.isatty() and not as_json
     style = Style(tty and wants_colour(sys.stdout))
@@ -337,14 +337,13 @@ async def cmd_chat(client: Client, args: argparse.Namespace) -> int:
     try:
         if args.run_id is None:
             agent = args.agent or t.DEFAULT_AGENT
-            run_id = await session.start_session(
-                client, agent=agent, task_queue=args.task_queue, run_id=args.id, model=args.model
-            )
+            started = await client.start_session(agent, id=args.id, model=args.model, task_queue=args.task_queue)
+            run_id = started.id
         else:
             run_id = args.run_id
             status = await joinable(client, run_id, note)
             agent = status.agent or "agent"
-    except session.SessionError as err:
+    except (session.SessionError, ValueError) as err:
         return usage(str(err))
     printer = ChatPrinter(run_id, False, sys.stdout, style=style, stream=tty, info=info, agent=agent)
     chat = Chat(client, run_id, args.by, tty, as_json, printer, approval_wait=args.approval_wait)

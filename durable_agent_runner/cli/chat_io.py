@@ -6,7 +6,6 @@ a pipe). durable_agent_runner/cli/chat.py builds the conversation on it."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import sys
 import threading
@@ -15,17 +14,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, BinaryIO, TextIO, TypeVar
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.chat_view import ChatPrinter, parse_arguments, parse_choice
 from durable_agent_runner.cli.watch import GIVE_UP_AFTER
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.checks import MAX_WAIT
+from durable_agent_runner.client.errors import AgentRunError, DecisionRefused
+from durable_agent_runner.client.sessions import SessionHandle
+from durable_agent_runner.client.updates import how_ended
 from durable_agent_runner.workflows import types as t
 
 APPROVAL_WAIT = 600.0  # seconds a piped chat waits for someone to decide a call, by default
 QUERY_TIMEOUT = timedelta(seconds=3)
+UPDATE_WAIT = MAX_WAIT  # seconds a message, an end or a decision waits for a worker to take it
 ASK_AGAIN = {"InvalidArguments", "InvalidDecision"}  # refusals a person can fix by deciding again
 T = TypeVar("T")
 
@@ -83,7 +86,7 @@ async def patiently(fn: Callable[[], Awaitable[T]], note: Callable[[str], None])
 class ChatIO:
     """The state a chat keeps, its output and input, and its approvals; `Chat` adds the rest."""
 
-    client: Client
+    client: AgentClient
     run_id: str
     by: str
     tty: bool  # a person at a terminal: a prompt, streamed replies, approvals asked
@@ -94,6 +97,10 @@ class ChatIO:
     waiting_on: str | None = None  # a call that waits for a decision, for the note on leaving
     failures: int = 0  # piped messages whose answer failed: the exit code is 1
     lines: Lines | None = None
+
+    @property
+    def session(self) -> SessionHandle:
+        return self.client.get_session(self.run_id)
 
     @property
     def out(self) -> TextIO:
@@ -130,11 +137,8 @@ class ChatIO:
                 self.error(f"that line is not UTF-8 text ({err.reason} at byte {err.start}); it was not sent")
 
     async def status(self) -> t.RunStatus:
-        handle = self.client.get_workflow_handle(self.run_id)
-        status: t.RunStatus = await patiently(
-            lambda: handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT), self.say
-        )
-        return status
+        run = self.session
+        return await patiently(lambda: run.read_status(QUERY_TIMEOUT.total_seconds()), self.say)
 
     async def pending(self, call_id: str | None) -> t.PendingApproval | None:
         status = await self.status()
@@ -159,10 +163,13 @@ class ChatIO:
                 self.say("  answer y, n or e")
                 continue
             if choice == "n":
-                reason = await self.read("  reason, for the model (Enter: none): ")
-                if reason is None:
-                    raise Detached
-                decision = decision.model_copy(update={"approve": False, "reason": reason.strip()[:4000]})
+                reason = ""
+                while not reason:
+                    said = await self.read("  reason, for the model: ")
+                    if said is None:
+                        raise Detached
+                    reason = said.strip()[:4000]
+                decision = decision.model_copy(update={"approve": False, "reason": reason})
             if choice == "e":
                 edited = await self.edit(pending)
                 if edited is None:
@@ -186,23 +193,18 @@ class ChatIO:
                 self.say(self.printer.style.red(f"  {err}"))
 
     async def decide(self, decision: t.ApprovalDecision) -> bool | None:
-        """Send a decision through the validated update: True when recorded, False when refused in
-        a way deciding again can fix, None when the call is no longer waiting."""
-        if decision.arguments is not None:
-            digest = hashlib.sha256(json.dumps(decision.arguments, sort_keys=True).encode()).hexdigest()[:12]
-            update_id = f"edit-{decision.call_id}-{digest}"
-        else:  # the ids `client.py approve` and `reject` use: the same decision from both counts once
-            update_id = f"{'approve' if decision.approve else 'reject'}-{decision.call_id}"
-        handle = self.client.get_workflow_handle(self.run_id)
+        """Send a decision through the client (the run's validated update, under the ids `client.py
+        approve` and `reject` use: the same decision from both counts once): True when recorded,
+        False when refused in a way deciding again can fix, None when the call no longer waits."""
         try:
-            await handle.execute_update(t.APPROVAL_UPDATE, decision, id=update_id, result_type=t.DecisionReceipt)
-        except WorkflowUpdateFailedError as err:
-            cause = err.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            await self.session.decide(decision, wait=UPDATE_WAIT)
+        except DecisionRefused as err:
+            message = str(err).removeprefix(f"run {self.run_id} refused it: ")
             self.say(self.printer.style.red(f"  refused: {message}"))
-            return False if isinstance(cause, ApplicationError) and cause.type in ASK_AGAIN else None
-        except RPCError as err:
-            self.say(self.printer.style.red(f"  the decision did not get through ({err.message}); decide again"))
+            return False if err.kind in ASK_AGAIN else None
+        except (AgentRunError, RPCError) as err:
+            said = err.message if isinstance(err, RPCError) else str(err)
+            self.say(self.printer.style.red(f"  the decision did not get through ({said}); decide again"))
             return False
         return True
 
@@ -223,21 +225,14 @@ class ChatIO:
         return True
 
 
-async def joinable(client: Client, run_id: str, note: Callable[[str], None]) -> t.RunStatus:
+async def joinable(client: AgentClient, run_id: str, note: Callable[[str], None]) -> t.RunStatus:
     """The status of a session one can join; SessionError (a usage error) for anything else."""
-    handle = client.get_workflow_handle(run_id)
-    try:
-        desc = await patiently(handle.describe, note)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise session.SessionError(f"no run with id '{run_id}'") from None
-        raise
-    if desc.status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
-        how = desc.status.name.lower() if desc.status else "ended"
+    run = client.get_session(run_id)
+    desc = await patiently(run.describe, note)  # an unknown id: RunNotFound, a SessionError
+    how = how_ended(desc)
+    if how is not None:
         raise session.SessionError(f"run {run_id} has ended ({how}); start a new chat with: python client.py chat")
-    status: t.RunStatus = await patiently(
-        lambda: handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT), note
-    )
+    status = await patiently(lambda: run.read_status(QUERY_TIMEOUT.total_seconds()), note)
     if status.session is None:
         raise session.SessionError(
             f"run {run_id} is not a session (it answers one prompt): follow it with python client.py watch {run_id}"

@@ -66,7 +66,7 @@ class _Handler(BaseHTTPRequestHandler):
         if step is None:
             return self._error(HTTPStatus.NOT_FOUND, "POST /encode or /decode")
         given = self.headers.get("Content-Length") or "0"
-        length = int(given) if given.isdigit() else -1
+        length = int(given) if given.isascii() and given.isdigit() else -1
         if length < 0 or length > MAX_BODY:
             self.close_connection = True  # its body stays unread: the connection cannot go on
             if length < 0:

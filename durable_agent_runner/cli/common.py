@@ -1,6 +1,6 @@
-"""What client.py's commands share: the usage error, a run looked up by id, output as text or
-JSON, the run's status names and UI link, how a run ended without an answer, and the prompt read
-from words, standard input or a file."""
+"""What client.py's commands share: the usage error, output as text or JSON, the run's status
+names and UI link, how a run ended without an answer, and the prompt read from words, standard
+input or a file."""
 
 from __future__ import annotations
 
@@ -10,16 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
-
+from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import failure
 from durable_agent_runner.client.status import ENDED, STATUS_NAMES, ui_url
-from durable_agent_runner.workflows import types as t
 
-__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "emit", "existing", "failure", "read_prompt", "ui_url"]
+__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "emit", "failure", "read_prompt", "ui_url"]
 
-MAX_PROMPT_BYTES = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a chat turn
+MAX_PROMPT_BYTES = MAX_PROMPT_CHARS  # larger prompts belong in a tool's input, not a chat turn
 
 
 class UsageError(Exception):
@@ -32,18 +29,6 @@ def emit(as_json: bool, obj: dict[str, Any], text: str, error: bool = False) -> 
         print(json.dumps(obj, indent=2, default=str))
     else:
         print(text, file=sys.stderr if error else sys.stdout)
-
-
-async def existing(client: Client, run_id: str) -> tuple[WorkflowHandle[Any, Any], WorkflowExecutionDescription]:
-    """The run's handle and its description; an unknown id is a usage error."""
-    handle = client.get_workflow_handle(run_id, result_type=t.RunResult)
-    try:
-        desc = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise UsageError(f"no run with id '{run_id}'") from None
-        raise
-    return handle, desc
 
 
 def read_prompt(args: argparse.Namespace) -> str:

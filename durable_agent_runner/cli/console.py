@@ -8,9 +8,9 @@ import argparse
 from typing import Any
 
 import uvicorn
-from temporalio.client import Client
 
 from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.console.app import build_app
 from durable_agent_runner.console.security import check_start, is_loopback
@@ -46,7 +46,7 @@ def link(host: str, port: int, secret: str | None) -> str:
     return f"http://{shown}:{port}/" + (f"?token={secret}" if secret else "")
 
 
-async def cmd_console(client: Client, args: argparse.Namespace) -> int:
+async def cmd_console(client: AgentClient, args: argparse.Namespace) -> int:
     check(args)
     secret = token()
     app = build_app(client, by=args.by, task_queue=args.task_queue, token=secret, loopback=is_loopback(args.host))

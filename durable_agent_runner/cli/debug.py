@@ -1,4 +1,5 @@
-"""`client.py pause | resume | inspect | edit | fork`: a debugger for agent runs (`diff`: diff.py).
+"""`client.py pause | resume | inspect | edit | fork`: a debugger for agent runs (`diff`: diff.py),
+over the Python client's `RunHandle` (durable_agent_runner/client/control.py says what each does).
 
 A run pauses at a safe point (before a model call, or before the tool calls a reply asked for),
 holds still durably, and can be inspected and edited (each edit validated by the run, refused
@@ -12,49 +13,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
-import uuid
-from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowQueryFailedError
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.service import RPCError, RPCStatusCode
-
-from durable_agent_runner.cli.args import json_object
 from durable_agent_runner.cli.budget import budget_raise
-from durable_agent_runner.cli.session import READ_TIMEOUT, SessionError, add_read_wait, add_wait, update
+from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.cli.session import add_read_wait, add_wait
+from durable_agent_runner.client import checks
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.control import make_edit
 from durable_agent_runner.workflows import types as t
-
-Refused = SessionError  # the run refused, or there is no such run: one line, exit code 2
-
-
-async def _update(
-    client: Client, run_id: str, name: str, body: Any, result_type: type[Any], wait: float | None = None
-) -> Any:
-    after_end = f"fork it to go on: client.py fork {run_id} --at-turn N"
-    return await update(client.get_workflow_handle(run_id), name, body, result_type, after_end, wait=wait)
-
-
-async def query_run(
-    client: Client, run_id: str, name: str, *args: Any, result_type: type[Any], wait: timedelta = READ_TIMEOUT
-) -> Any:
-    handle = client.get_workflow_handle(run_id)
-    try:
-        return await handle.query(name, *args, result_type=result_type, rpc_timeout=wait)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise Refused(f"no run with id '{run_id}'") from None
-        raise
-    except WorkflowQueryFailedError as err:
-        raise Refused(str(err.message)) from None
-
 
 # -------------------------------------------------------------------------------- commands
 
 
-async def cmd_pause(client: Client, args: argparse.Namespace) -> int:
-    status = await pause_run(client, args.run_id, by=args.by, reason=args.reason, wait=args.worker_wait)
+async def cmd_pause(client: AgentClient, args: argparse.Namespace) -> int:
+    status = await client.get(args.run_id).pause(args.reason, by=args.by, wait=args.worker_wait)
     text = f"{args.run_id} pauses at its next safe point (now: {status.phase}, turn {status.turn})"
     _emit(args, {"run_id": args.run_id, "pausing": True, "phase": status.phase, "turn": status.turn}, text)
     return 0
@@ -64,9 +37,11 @@ def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
     print(json.dumps(obj, ensure_ascii=False, default=str) if args.json else text)
 
 
-async def cmd_resume(client: Client, args: argparse.Namespace) -> int:
+async def cmd_resume(client: AgentClient, args: argparse.Namespace) -> int:
     raised = budget_raise(args)
-    status = await resume_run(client, args.run_id, by=args.by, wait=args.worker_wait, raised=raised)
+    status = await client.get(args.run_id).resume(
+        by=args.by, add_tokens=raised.add_tokens, add_usd=raised.add_usd, wait=args.worker_wait
+    )
     added = " and ".join(
         x for x in (f"+{raised.add_tokens} tokens" if raised.add_tokens else "",
                     f"+${raised.add_usd:g}" if raised.add_usd else "") if x
@@ -79,9 +54,8 @@ async def cmd_resume(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_inspect(client: Client, args: argparse.Namespace) -> int:
-    wait = timedelta(seconds=args.worker_wait)
-    view: t.Inspection = await query_run(client, args.run_id, t.INSPECT_QUERY, result_type=t.Inspection, wait=wait)
+async def cmd_inspect(client: AgentClient, args: argparse.Namespace) -> int:
+    view = await client.get(args.run_id).inspect(wait=args.worker_wait)
     if args.json:
         print(json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=False))
         return 0
@@ -133,45 +107,26 @@ def item_line(m: t.Message) -> str:
 
 
 def edit_of(args: argparse.Namespace) -> t.Edit:
-    """The one edit the flags ask for; several, or none, is a usage error."""
-    chosen = [
-        name
-        for name in ("text", "drop", "insert", "args", "drop_call", "agent")
-        if getattr(args, name) not in (None, [])
-    ]
-    if len(chosen) != 1:
-        raise Refused("give exactly one edit: --text, --drop, --insert, --args, --drop-call or --agent")
-    op = chosen[0]
-    if op == "text":
-        index, text = args.text
-        return t.Edit(op="text", index=_index(index), text=text, by=args.by)
-    if op == "drop":
-        return t.Edit(op="drop", index=args.drop, by=args.by)
-    if op == "insert":
-        index, role, text = args.insert
-        if role not in ("user", "assistant"):
-            raise Refused(f"--insert ROLE must be user or assistant, not {role!r}")
-        return t.Edit(op="insert", index=_index(index), role=role, text=text, by=args.by)
-    if op == "args":
-        call_id, raw = args.args
-        try:
-            arguments = json_object(raw, "--args", "a JSON object of the call's arguments")
-        except ValueError as err:
-            raise Refused(str(err)) from None
-        return t.Edit(op="args", call_id=call_id, arguments=arguments, by=args.by)
-    if op == "drop_call":
-        return t.Edit(op="drop_call", call_id=args.drop_call, by=args.by)
-    return t.Edit(op="agent", agent=args.agent, by=args.by)
+    """The one edit the flags ask for (the client's `make_edit`); several, or none, is a usage error."""
+    try:
+        return make_edit(
+            text=tuple(args.text) if args.text else None,
+            drop=args.drop,
+            insert=tuple(args.insert) if args.insert else None,
+            args=tuple(args.args) if args.args else None,
+            drop_call=args.drop_call,
+            agent=args.agent,
+            by=args.by,
+        )
+    except checks.BadArgument as err:
+        if not err.field:
+            flags = "--text, --drop, --insert, --args, --drop-call or --agent"
+            raise UsageError(f"give exactly one edit: {flags}") from None
+        raise UsageError(f"--{err.field} {err.reason}" if err.field == "insert" else str(err)) from None
 
 
-def _index(text: str) -> int:
-    if not re.fullmatch(r"\d{1,9}", text):
-        raise Refused(f"an item index is a whole number from 0, not {text!r}")
-    return int(text)
-
-
-async def cmd_edit(client: Client, args: argparse.Namespace) -> int:
-    receipt = await edit_run(client, args.run_id, edit_of(args))
+async def cmd_edit(client: AgentClient, args: argparse.Namespace) -> int:
+    receipt = await client.get(args.run_id).edit(edit_of(args))
     _emit(
         args,
         {"run_id": args.run_id, **receipt.model_dump(mode="json")},
@@ -180,136 +135,21 @@ async def cmd_edit(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_fork(client: Client, args: argparse.Namespace) -> int:
+async def cmd_fork(client: AgentClient, args: argparse.Namespace) -> int:
     live = bool(getattr(args, "live_tools", False))
-    new_id, link, messages = await fork_run(
-        client, args.run_id, args.at_turn, args.prompt, args.id, args.task_queue, live_tools=live
-    )
-    if args.json:
-        print(json.dumps({"run_id": new_id, "forked_from": link.model_dump(), "messages": messages}))
-    else:
-        print(new_id)
-    return 0
-
-
-# ------------------------------------------------- the calls behind them (also the console's)
-
-
-async def pause_run(
-    client: Client, run_id: str, *, by: str, reason: str = "", wait: float | None = None
-) -> t.RunStatus:
-    status: t.RunStatus = await _update(
-        client, run_id, t.PAUSE_UPDATE, t.PauseRequest(by=by, reason=reason), t.RunStatus, wait
-    )
-    return status
-
-
-async def resume_run(
-    client: Client, run_id: str, *, by: str, wait: float | None = None, raised: t.BudgetRaise | None = None
-) -> t.RunStatus:
-    """Resume a paused run; `raised`: what a run paused on its budget may spend more (--add-usd/--add-tokens)."""
-    request = t.ResumeRequest(by=by, **(raised or t.BudgetRaise()).model_dump())
-    status: t.RunStatus = await _update(client, run_id, t.RESUME_UPDATE, request, t.RunStatus, wait)
-    return status
-
-
-async def edit_run(client: Client, run_id: str, edit: t.Edit) -> t.EditReceipt:
-    """One edit of a paused run, validated by the run (refused: Refused with its reason)."""
-    receipt: t.EditReceipt = await _update(client, run_id, t.EDIT_UPDATE, edit, t.EditReceipt)
-    return receipt
-
-
-async def fork_run(
-    client: Client,
-    run_id: str,
-    at_turn: int,
-    prompt: str | None,
-    new_id: str | None,
-    task_queue: str,
-    live_tools: bool = False,
-) -> tuple[str, t.ForkLink, int]:
-    """Start a new run from the state just before model call `at_turn` of `run_id` (with `prompt`
-    added as a user message, when given): its id, its link back, and how many messages it starts with.
-    `live_tools`: the calls before the fork point run again (side effects) instead of being reused."""
-    if at_turn < 1:
-        raise Refused("--at-turn N: model calls are numbered from 1")
-    made = await model_calls_made(client, run_id)
-    if at_turn > made + 1:  # made + 1: the call a paused run is about to make (the run checks the rest)
-        where = f"fork before one of them (1-{made}), or {made + 1} while it waits before that call"
-        raise Refused(f"cannot fork before model call {at_turn}: run {run_id} has made {made} model call(s); {where}")
-    point: t.ForkPoint = await query_run(
-        client, run_id, t.FORK_POINT_QUERY, t.ForkQuery(turn=at_turn), result_type=t.ForkPoint
-    )
-    messages = list(point.messages)
-    if prompt:
-        messages.append(t.UserMessage(content=prompt))
-    link = t.ForkLink(run_id=run_id, turn=at_turn, live_tools=live_tools)
-    carry = t.Carry(
-        agent=point.agent,
-        current=point.current,
-        handoffs=point.handoffs,
-        messages=messages,
-        turn=point.turn,
-        usage=t.Usage(),
-        forked_from=link,
-        answer_base=point.answer_base,  # a session's answer: its turns count from its start
-        live_tools=live_tools,
-    )
-    new_id = new_id or f"{run_id[:200]}-fork{at_turn}-{uuid.uuid4().hex[:6]}"
-    await client.start_workflow(
-        t.WORKFLOW_NAME,
-        t.RunInput(prompt="", agent=point.agent.name, carry=carry),
-        id=new_id,
-        task_queue=task_queue,
-        result_type=t.RunResult,
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(t.SA_AGENT, point.current or point.agent.name),
-                SearchAttributePair(t.SA_PHASE, "starting"),
-                SearchAttributePair(t.SA_FORKED_FROM, run_id),
-            ]
-        ),
-        memo={"forked_from": link.model_dump()},
-        static_summary=f"fork of {run_id} before model call {at_turn}"
-        + (", its earlier tool calls run again" if live_tools else ""),
-    )
-    return new_id, link, len(messages)
-
-
-async def model_calls_made(client: Client, run_id: str) -> int:
-    """How many model calls the run has recorded, from what Temporal holds (its turn search
-    attribute and its history's model activities), not from the workflow's own answer: forking
-    past the last one would hand the model a reply's tool calls without their results. Both are
-    lower bounds (the attribute is written at most once a turn; the history is this execution's),
-    so a fork is never let past a call the run made."""
-    handle = client.get_workflow_handle(run_id)
+    if args.at_turn < 1:
+        raise UsageError("--at-turn N: model calls are numbered from 1")
     try:
-        desc = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise Refused(f"no run with id '{run_id}'") from None
-        raise
-    counted = 0
-    name = t.MODEL_CALL_ACTIVITY.encode()
-    tools: set[int] = set()  # tool activities asked to bring the next model call's reply (workflows/ahead.py)
-    async for event in handle.fetch_history_events():
-        if event.HasField("activity_task_scheduled_event_attributes"):
-            kind = event.activity_task_scheduled_event_attributes.activity_type.name
-            counted += kind == t.MODEL_CALL_ACTIVITY
-            payloads = event.activity_task_scheduled_event_attributes.input.payloads
-            if kind == t.TOOL_CALL_ACTIVITY and payloads:  # asked to make the next call (small: no result)
-                (asked,) = await client.data_converter.decode(payloads, [t.ToolCallInput])
-                if isinstance(asked, t.ToolCallInput) and asked.then is not None:
-                    tools.add(event.event_id)
-        elif event.HasField("activity_task_completed_event_attributes"):
-            done = event.activity_task_completed_event_attributes
-            if done.scheduled_event_id in tools and done.result.payloads:
-                result = (await client.data_converter.decode(done.result.payloads, [t.ToolResult]))[0]
-                counted += isinstance(result, t.ToolResult) and result.ahead is not None
-        elif event.HasField("marker_recorded_event_attributes"):  # a local activity's record names its type
-            data = event.marker_recorded_event_attributes.details.get("data")
-            counted += bool(data and any(name in p.data for p in data.payloads))
-    return max(counted, desc.typed_search_attributes.get(t.SA_TURN) or 0)
+        forked = await client.get(args.run_id).fork(
+            args.at_turn, args.prompt, id=args.id, live_tools=live, task_queue=args.task_queue
+        )
+    except checks.BadArgument as err:
+        raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
+    if args.json:
+        print(json.dumps(forked.model_dump()))
+    else:
+        print(forked.run_id)
+    return 0
 
 
 def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:

@@ -8,9 +8,6 @@ import json
 import sys
 from collections.abc import Callable
 
-from temporalio.client import Client
-
-from durable_agent_runner.cli import session
 from durable_agent_runner.cli.common import UsageError, emit, read_prompt
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.workflows import types as t
@@ -46,13 +43,13 @@ def print_exchange(run_id: str, message: int, ex: t.Exchange, as_json: bool) -> 
     return 0
 
 
-async def cmd_send(client: Client, args: argparse.Namespace) -> int:
+async def cmd_send(client: AgentClient, args: argparse.Namespace) -> int:
     text = read_prompt(args)
-    run = AgentClient(client).get_session(args.run_id)
+    run = client.get_session(args.run_id)
     try:
         receipt = await run.send(text, by=args.by, message_id=args.message_id, wait=args.worker_wait)
     except ValueError as err:  # too long
-        raise UsageError(str(err)) from None
+        raise UsageError(str(err).removeprefix("text: ")) from None
     if not args.wait:
         how = (
             " (steers the answer in progress)"
@@ -63,12 +60,12 @@ async def cmd_send(client: Client, args: argparse.Namespace) -> int:
         )
         emit(args.json, {"run_id": args.run_id, **receipt.model_dump()}, f"message {receipt.message} sent{how}")
         return 0
-    exchange = await session.wait_answer(client, args.run_id, receipt.message, gap_note(args.run_id))
+    exchange = await run.exchange(receipt.message, gap_note(args.run_id))
     return print_exchange(args.run_id, receipt.message, exchange, args.json)
 
 
-async def cmd_end(client: Client, args: argparse.Namespace) -> int:
-    receipt = await AgentClient(client).get_session(args.run_id).end(args.reason, by=args.by, wait=args.worker_wait)
+async def cmd_end(client: AgentClient, args: argparse.Namespace) -> int:
+    receipt = await client.get_session(args.run_id).end(args.reason, by=args.by, wait=args.worker_wait)
     left = f"; {receipt.unanswered} message(s) still to answer first" if receipt.unanswered else ""
     emit(
         args.json,

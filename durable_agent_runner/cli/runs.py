@@ -10,18 +10,14 @@ import json
 import sys
 from typing import Any
 
-from pydantic import ValidationError
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
-
-from durable_agent_runner.activities import wire
-from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import json_object
-from durable_agent_runner.cli.common import STATUS_NAMES, UsageError, emit, read_prompt, ui_url
+from durable_agent_runner.cli.common import UsageError, emit, read_prompt, ui_url
 from durable_agent_runner.cli.messages import gap_note, print_exchange
 from durable_agent_runner.cli.watch import watch
-from durable_agent_runner.client.agent_client import AgentClient, check_run_id
-from durable_agent_runner.client.errors import RunFailed
+from durable_agent_runner.client import checks
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.errors import RunFailed, StillRunning
 from durable_agent_runner.client.handles import RunHandle
+from durable_agent_runner.client.status import WaitingFor
 from durable_agent_runner.client.stuck import warn_unserved
 from durable_agent_runner.workflows import types as t
 
@@ -34,42 +30,38 @@ SETTINGS_FLAGS = (
 
 def model_settings(args: argparse.Namespace) -> t.ModelSettings | None:
     """The run's model settings: --model-settings JSON, each flag given overriding its field;
-    None when none was given (the agent's own apply). Checked here, so a bad value is a usage
-    error before anything starts."""
+    None when none was given (the agent's own apply). Checked here by the client's own check
+    (checks.model_settings: unknown fields too), so a bad value is a usage error that names its
+    flag before anything starts."""
     given: dict[str, Any] = {}
     if args.model_settings is not None:
         try:
-            given = json_object(args.model_settings, "--model-settings", "a JSON object of model settings")
+            given = checks.json_object(args.model_settings, "--model-settings", "a JSON object of model settings")
         except ValueError as err:
             raise UsageError(str(err)) from None
-        unknown = sorted(set(given) - set(t.ModelSettings.model_fields))
-        if unknown:
-            known = ", ".join(t.ModelSettings.model_fields)
-            raise UsageError(f"--model-settings: unknown field {', '.join(unknown)} (known: {known})")
     flags = {name: getattr(args, name) for name in SETTINGS_FLAGS if getattr(args, name) is not None}
     if not given and not flags:
         return None
     try:
-        settings = t.ModelSettings.model_validate({**given, **flags})
-        wire.check_extra_body(settings.extra_body)
-    except ValidationError as err:
-        first = err.errors()[0]
-        field = str(first["loc"][0]) if first["loc"] else ""
-        where = f"--{field.replace('_', '-')}" if field in flags else f"--model-settings {field}".rstrip()
-        raise UsageError(f"{where}: {first['msg']}") from None
-    except wire.BadSettings as err:
-        raise UsageError(f"--model-settings: {err}") from None
-    return settings
+        return checks.model_settings({**given, **flags})
+    except checks.BadArgument as err:
+        if err.field in flags:
+            where = f"--{err.field.replace('_', '-')}: "
+        elif err.field in ("model_settings", "extra_body"):
+            where = "--model-settings: "
+        else:
+            where = f"--model-settings {err.field}: "
+        raise UsageError(where + err.reason) from None
 
 
-async def cmd_run(client: Client, args: argparse.Namespace) -> int:
+async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
     try:
         if args.id is not None:
-            check_run_id(args.id)
+            checks.run_id(args.id)
     except ValueError as err:
         raise UsageError(f"--{err}") from None
-    run = await AgentClient(client, task_queue=args.task_queue).start(
+    run = await client.start(
         args.agent,
         prompt,
         id=args.id,
@@ -102,11 +94,13 @@ def breakpoints(args: argparse.Namespace) -> t.Breakpoints | None:
     )
 
 
-async def print_result(run: RunHandle, as_json: bool) -> int:
+async def print_result(run: RunHandle, as_json: bool, on_waiting: Any = None, wait: float | None = None) -> int:
     # Meanwhile, a wait no worker takes (no worker serves the agent, a tool's version) is said at once.
     say = asyncio.create_task(warn_unserved(run.temporal, run.handle, lambda text: print(text, file=sys.stderr)))
     try:
-        result = await run.outcome()
+        result = await run.outcome(wait=wait, on_waiting=on_waiting)
+    except StillRunning as err:
+        return still_running(err, as_json)
     except RunFailed as err:
         failed = {"run_id": run.id, "status": err.status, "error": {"type": err.error_type, "message": err.message}}
         emit(as_json, failed | {"output": None}, f"run {err.status}: {err.error_type}: {err.message}", error=True)
@@ -124,12 +118,13 @@ async def print_result(run: RunHandle, as_json: bool) -> int:
     return 0
 
 
-async def cmd_result(client: Client, args: argparse.Namespace) -> int:
-    run = AgentClient(client).get(args.run_id)
-    status = await run.exists()
+async def cmd_result(client: AgentClient, args: argparse.Namespace) -> int:
+    run = client.get(args.run_id)
+    await run.exists()
     if args.message is not None:
+        session = client.get_session(args.run_id)
         if args.no_wait:
-            exchange = await session.get_exchange(client, args.run_id, args.message)
+            exchange = await session.exchange_now(args.message)
             if exchange is None or (exchange.output is None and exchange.error is None):
                 emit(
                     args.json,
@@ -139,21 +134,45 @@ async def cmd_result(client: Client, args: argparse.Namespace) -> int:
                 )
                 return 1
         else:
-            exchange = await session.wait_answer(client, args.run_id, args.message, gap_note(args.run_id))
+            exchange = await session.exchange(args.message, gap_note(args.run_id))
         return print_exchange(args.run_id, args.message, exchange, args.json)
-    if args.no_wait and status == WorkflowExecutionStatus.RUNNING:
-        still = {"run_id": args.run_id, "status": "running", "output": None}
-        emit(args.json, still, "the run is still running", error=True)
-        return 1
-    return await print_result(run, args.json)
+    if args.no_wait:
+        try:
+            await run.outcome(wait=0)
+        except StillRunning as err:
+            return still_running(err, args.json)
+        except RunFailed:
+            pass  # printed below, as without --no-wait
+    note = None if args.no_wait else waits_note(args.run_id)
+    return await print_result(run, args.json, on_waiting=note, wait=None if args.no_wait else args.result_wait)
 
 
-async def cmd_list(client: Client, args: argparse.Namespace) -> int:
+def still_running(err: StillRunning, as_json: bool) -> int:
+    """`result --no-wait` (or `--wait S` run out) on a run that has not ended: what it waits for a
+    person on, if anything."""
+    waits = [w for w in err.waiting_for if isinstance(w, WaitingFor)]
+    obj: dict[str, Any] = {"run_id": err.run_id, "status": "waiting_for_person" if waits else "running"}
+    obj["output"] = None
+    obj |= {"waiting_for": [w.model_dump(mode="json") for w in waits], "phase": err.phase}
+    emit(as_json, obj, str(err), error=True)
+    return 1
+
+
+def waits_note(run_id: str) -> Any:
+    """While `result` waits: one line on stderr each time the run starts waiting for a person."""
+
+    def note(waits: list[WaitingFor]) -> None:
+        if waits:
+            said = "; ".join(str(w) for w in waits)
+            print(f"run {run_id} waits for a person: {said} (result waits on until it ends)", file=sys.stderr)
+
+    return note
+
+
+async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 1000:
         raise UsageError("--limit must be between 1 and 1000")
-    rows: list[dict[str, Any]] = []
-    async for wf in client.list_workflows(f'WorkflowType="{t.WORKFLOW_NAME}"', limit=args.limit):
-        rows.append(run_row(wf))
+    rows = [r.model_dump(mode="json") for r in await client.list(args.limit)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -164,23 +183,7 @@ async def cmd_list(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def run_row(wf: WorkflowExecution) -> dict[str, Any]:
-    """One run as `list` shows it (and the console's runs page), from its visibility record alone."""
-    sa = wf.typed_search_attributes
-    return {
-        "run_id": wf.id,
-        "status": STATUS_NAMES.get(wf.status, "unknown") if wf.status else "unknown",
-        "agent": sa.get(t.SA_AGENT),
-        "phase": sa.get(t.SA_PHASE),
-        "turn": sa.get(t.SA_TURN) or 0,
-        "total_tokens": sa.get(t.SA_TOKENS) or 0,
-        "cost_usd": sa.get(t.SA_COST) or 0.0,
-        "pending_approvals": sa.get(t.SA_PENDING) or 0,
-        "started_at": wf.start_time.isoformat(),
-    }
-
-
-async def cmd_cancel(client: Client, args: argparse.Namespace) -> int:
-    await AgentClient(client).get(args.run_id).cancel()
+async def cmd_cancel(client: AgentClient, args: argparse.Namespace) -> int:
+    await client.get(args.run_id).cancel()
     emit(args.json, {"run_id": args.run_id, "cancel_requested": True}, f"cancellation requested for {args.run_id}")
     return 0

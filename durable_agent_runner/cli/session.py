@@ -10,11 +10,9 @@ the CLI's `--wait` flag and keeps the names the CLI's commands use.
 from __future__ import annotations
 
 import argparse
-import math
 
-from temporalio.client import Client
-
-from durable_agent_runner.client.agent_client import AgentClient, session_id
+from durable_agent_runner.client import checks
+from durable_agent_runner.client.agent_client import session_id
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered
 from durable_agent_runner.client.updates import (
     DEADLINE,
@@ -54,18 +52,10 @@ __all__ = [
     "get_exchange",
     "send_message",
     "session_id",
-    "start_session",
     "update",
     "wait_answer",
     "wait_seconds",
 ]
-
-
-async def start_session(
-    client: Client, *, agent: str, task_queue: str, run_id: str | None = None, model: str | None = None
-) -> str:
-    handle = await AgentClient(client, task_queue=task_queue).start_session(agent, id=run_id, model=model)
-    return handle.id
 
 
 def add_wait(cmd: argparse.ArgumentParser, *, answer_flag: bool = False) -> None:
@@ -96,10 +86,8 @@ def add_read_wait(cmd: argparse.ArgumentParser) -> None:
 
 
 def wait_seconds(text: str) -> float:
+    """`--wait SECONDS`, bounded as the client bounds every wait (checks.seconds)."""
     try:
-        value = float(text)
+        return checks.seconds(float(text))
     except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value <= 3600):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600], not {text[:40]!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600], not {text[:40]!r}") from None

@@ -7,8 +7,6 @@ import argparse
 import json
 from typing import Any
 
-from temporalio.client import Client
-
 from durable_agent_runner.cli.budget import render_budget
 from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client.agent_client import AgentClient
@@ -109,7 +107,7 @@ def _doubt_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
-async def cmd_status(client: Client, args: argparse.Namespace) -> int:
-    status = (await AgentClient(client).get(args.run_id).status()).as_dict()
+async def cmd_status(client: AgentClient, args: argparse.Namespace) -> int:
+    status = (await client.get(args.run_id).status()).as_dict()
     emit(args.json, status, render_status(status))
     return 0

@@ -14,8 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from temporalio.client import Client
-
+from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import EventsUnavailable
 from durable_agent_runner.client.events import Live, Retrying, RunClosed, TextDelta, TextDiscarded, TextTracker
@@ -184,12 +183,14 @@ class Printer:
         return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
 
-async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None) -> int:
+async def watch(
+    client: AgentClient, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None
+) -> int:
     """Print the run's story from event `since` on until it ends; 0 if it answered, else 1."""
     printer = Printer(run_id, as_json, out or sys.stdout)
     last = ""
     try:
-        async for item in AgentClient(client).get(run_id).events(since, check=False):
+        async for item in client.get(run_id).events(since, check=False):
             if isinstance(item, TextDelta | TextDiscarded):
                 printer.show(item)
             elif isinstance(item, Retrying):
@@ -209,6 +210,8 @@ async def watch(client: Client, run_id: str, since: int = 0, as_json: bool = Fal
     return 0 if last in ("final", "ended") else 1
 
 
-async def cmd_watch(client: Client, args: argparse.Namespace) -> int:
-    await AgentClient(client).get(args.run_id).exists()
+async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:
+    if args.since < 0:
+        raise UsageError("--since must be 0 or more")
+    await client.get(args.run_id).exists()
     return await watch(client, args.run_id, args.since, args.json)

@@ -1,5 +1,6 @@
 """The Python client: start agent runs, await their typed results, follow them live, decide
-their tool calls, talk to sessions. `client.py` is a thin shell over it.
+their tool calls, pause, edit and fork them, list and export them, talk to sessions. The CLI
+(`durable-agent-runner`, `client.py`) and the web console are thin shells over it.
 
     import durable_agent_runner as dar
 
@@ -17,6 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from durable_agent_runner.client.agent_client import AgentClient, connect
+    from durable_agent_runner.client.checks import BadArgument
+    from durable_agent_runner.client.control import Forked
+    from durable_agent_runner.client.diff import RunDiff
     from durable_agent_runner.client.errors import (
         AgentRunError,
         DecisionRefused,
@@ -25,11 +29,14 @@ if TYPE_CHECKING:
         RunCancelled,
         RunFailed,
         RunNotFound,
+        StillRunning,
     )
     from durable_agent_runner.client.events import Event, Retrying, RunClosed, TextDelta, TextDiscarded
-    from durable_agent_runner.client.handles import RunHandle, SessionHandle
+    from durable_agent_runner.client.handles import RunHandle
+    from durable_agent_runner.client.listing import RunRow, RunsPage
     from durable_agent_runner.client.script import run_script
-    from durable_agent_runner.client.status import RunInfo
+    from durable_agent_runner.client.sessions import SessionHandle
+    from durable_agent_runner.client.status import RunInfo, WaitingFor
     from durable_agent_runner.workflows.types import RunEvent
 
 # Imported on first use: the CLI's modules import parts of this package, and this package's
@@ -45,13 +52,20 @@ _EXPORTS = {
     "RunCancelled": "durable_agent_runner.client.errors",
     "RunFailed": "durable_agent_runner.client.errors",
     "RunNotFound": "durable_agent_runner.client.errors",
+    "StillRunning": "durable_agent_runner.client.errors",
+    "BadArgument": "durable_agent_runner.client.checks",
+    "Forked": "durable_agent_runner.client.control",
+    "RunDiff": "durable_agent_runner.client.diff",
+    "RunRow": "durable_agent_runner.client.listing",
+    "RunsPage": "durable_agent_runner.client.listing",
+    "WaitingFor": "durable_agent_runner.client.status",
     "Event": "durable_agent_runner.client.events",
     "Retrying": "durable_agent_runner.client.events",
     "RunClosed": "durable_agent_runner.client.events",
     "TextDelta": "durable_agent_runner.client.events",
     "TextDiscarded": "durable_agent_runner.client.events",
     "RunHandle": "durable_agent_runner.client.handles",
-    "SessionHandle": "durable_agent_runner.client.handles",
+    "SessionHandle": "durable_agent_runner.client.sessions",
     "RunInfo": "durable_agent_runner.client.status",
     "RunEvent": "durable_agent_runner.workflows.types",
 }
@@ -59,21 +73,28 @@ _EXPORTS = {
 __all__ = [
     "AgentClient",
     "AgentRunError",
+    "BadArgument",
     "DecisionRefused",
     "Event",
     "EventsUnavailable",
+    "Forked",
     "NoWorkerAnswered",
     "Retrying",
     "RunCancelled",
     "RunClosed",
+    "RunDiff",
     "RunEvent",
     "RunFailed",
     "RunHandle",
     "RunInfo",
     "RunNotFound",
+    "RunRow",
+    "RunsPage",
     "SessionHandle",
+    "StillRunning",
     "TextDelta",
     "TextDiscarded",
+    "WaitingFor",
     "connect",
     "run_script",
 ]

@@ -1,4 +1,5 @@
-"""`connect()` and `AgentClient`: start runs and sessions, and get the handle of one that exists.
+"""`connect()` and `AgentClient`: start runs and sessions, list runs, compare two, and get the
+handle of one that exists (durable_agent_runner/client/handles.py: what a handle does).
 
 The connection is the one `client.py` makes (durable_agent_runner/config/connection.py): address,
 namespace, TLS and API key from the `temporal` CLI's profile and TEMPORAL_* variables, payloads
@@ -11,19 +12,24 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from durable_agent_runner.activities import wire
 from durable_agent_runner.agents.agent import Agent
-from durable_agent_runner.client.handles import RunHandle, SessionHandle
+from durable_agent_runner.client import checks, listing
+from durable_agent_runner.client.diff import RunDiff, diff_runs
+from durable_agent_runner.client.handles import RunHandle
+from durable_agent_runner.client.listing import RunRow, RunsPage
+from durable_agent_runner.client.sessions import SessionHandle
+from durable_agent_runner.client.updates import DEFAULT_WAIT
 from durable_agent_runner.config import connection
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
-MAX_RUN_ID = 255
+MAX_RUN_ID = checks.MAX_RUN_ID
 SUMMARY_CHARS = 120  # of the prompt, in the run's summary in the Web UI
 DETAILS_CHARS = 2000  # of the prompt, in the run's details in the Web UI
 
@@ -40,21 +46,21 @@ def session_id(agent: str) -> str:
 
 
 def check_run_id(run_id: str) -> str:
-    if not (0 < len(run_id) <= MAX_RUN_ID and run_id.isprintable()):
-        raise ValueError(f"id must be 1-{MAX_RUN_ID} printable characters")
-    return run_id
+    return checks.run_id(run_id)
 
 
 def check_settings(settings: t.ModelSettings | Mapping[str, Any] | None) -> t.ModelSettings | None:
-    """Model settings checked before anything starts: ValueError (pydantic's) if one is bad."""
-    if settings is None:
-        return None
-    checked = settings if isinstance(settings, t.ModelSettings) else t.ModelSettings.model_validate(dict(settings))
-    try:
-        wire.check_extra_body(checked.extra_body)
-    except wire.BadSettings as err:
-        raise ValueError(f"model_settings: {err}") from None
-    return checked
+    """Model settings checked before anything starts (checks.model_settings: unknown fields too)."""
+    return checks.model_settings(settings)
+
+
+def agent_name(agent: object) -> str:
+    """The agent's name: given as it, or as an `Agent`; anything else is a TypeError."""
+    if isinstance(agent, Agent):
+        return agent.name
+    if not isinstance(agent, str):
+        raise TypeError(f"agent must be an agent's name or an Agent, not {type(agent).__name__}")
+    return checks.agent(agent)
 
 
 def output_types(agent: str | Agent, output_type: Any = None) -> dict[str, Any]:
@@ -94,21 +100,25 @@ class AgentClient:
         call's raw request and response, `breakpoints`. `output_type` types `result()` when the
         agent is given by name (an Agent brings its own). WorkflowAlreadyStartedError if `id` is
         taken by a running run."""
-        name = agent if isinstance(agent, str) else agent.name
-        if not isinstance(input, str) or not input.strip():
-            raise ValueError("the input is empty: give the agent a prompt")
-        if max_turns is not None and max_turns < 1:
-            raise ValueError("max_turns must be at least 1")
-        run_id = check_run_id(id) if id is not None else new_run_id(name, input)
+        name = agent_name(agent)
+        checks.prompt(input)
+        turns = checks.max_turns(max_turns)
+        if model is not None:
+            checks.name(model, "model")
+        if breakpoints is not None and not isinstance(breakpoints, t.Breakpoints):
+            raise TypeError(f"breakpoints must be a Breakpoints, not {type(breakpoints).__name__}")
+        settings = checks.model_settings(model_settings)
+        checks.flag(capture, "capture")
+        run_id = checks.run_id(id) if id is not None else new_run_id(name, input)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
             t.RunInput(
                 prompt=input,
                 agent=name,
-                max_turns=max_turns,
+                max_turns=turns,
                 model=model,
                 capture=capture,
-                model_settings=check_settings(model_settings),
+                model_settings=settings,
                 breakpoints=breakpoints,
             ),
             id=run_id,
@@ -121,7 +131,7 @@ class AgentClient:
             static_summary=f"{name}: {input[:SUMMARY_CHARS]}",
             static_details=f"**prompt**\n\n{input[:DETAILS_CHARS]}" + ("…" if len(input) > DETAILS_CHARS else ""),
         )
-        return RunHandle(self.temporal, run_id, output_types(agent, output_type))
+        return RunHandle(self.temporal, run_id, output_types(agent, output_type), task_queue=self.task_queue)
 
     async def start_session(
         self,
@@ -134,8 +144,10 @@ class AgentClient:
     ) -> SessionHandle:
         """Start a session of `agent`: a run that answers each message `send` gives it until
         `end()`, its agent's idle timeout, or `cancel()`."""
-        name = agent if isinstance(agent, str) else agent.name
-        run_id = check_run_id(id) if id is not None else session_id(name)
+        name = agent_name(agent)
+        if model is not None:
+            checks.name(model, "model")
+        run_id = checks.run_id(id) if id is not None else session_id(name)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
             t.RunInput(prompt="", agent=name, model=model, session=True),
@@ -147,16 +159,51 @@ class AgentClient:
             ),
             static_summary=f"{name}: a conversation (client.py chat {run_id})",
         )
-        return SessionHandle(self.temporal, run_id, output_types(agent, output_type))
+        return SessionHandle(self.temporal, run_id, output_types(agent, output_type), task_queue=self.task_queue)
 
     def get(self, run_id: str, *, agent: Agent | None = None, output_type: Any = None) -> RunHandle:
         """The handle of a run that exists (RunNotFound at its first call if none does). `agent`
-        or `output_type` type its `result()`."""
-        return RunHandle(self.temporal, run_id, output_types(agent or "", output_type))
+        or `output_type` type its `result()`. An empty or unprintable id is a ValueError here."""
+        return RunHandle(self.temporal, run_id, output_types(agent or "", output_type), task_queue=self.task_queue)
 
     def get_session(self, run_id: str, *, agent: Agent | None = None, output_type: Any = None) -> SessionHandle:
         """The handle of a session that exists; `send` to a run that is not one is DecisionRefused."""
-        return SessionHandle(self.temporal, run_id, output_types(agent or "", output_type))
+        return SessionHandle(self.temporal, run_id, output_types(agent or "", output_type), task_queue=self.task_queue)
+
+    async def list(self, limit: int = 20, *, phase: str = "", agent: str = "", waiting: bool = False) -> list[RunRow]:
+        """Recent runs (the visibility store's order), at most `limit` (1-1000): only those in
+        `phase`, of `agent`, or `waiting` for a person, when given. No worker is needed."""
+        checks.whole(limit, "limit", 1, listing.MAX_LIST)
+        query = _query(phase, agent, waiting)
+        return await listing.list_runs(self.temporal, query, limit)
+
+    async def runs_page(
+        self,
+        page: str = "",
+        *,
+        phase: str = "",
+        agent: str = "",
+        waiting: bool = False,
+        query: str | None = None,
+        page_size: int = 50,
+    ) -> RunsPage:
+        """One page of runs, newest first within it, and the token of the next (`page` of a later
+        call), filtered as `list` filters. A token this client did not make is a ValueError."""
+        checks.whole(page_size, "page_size", 1, listing.MAX_LIST)
+        query = _query(phase, agent, waiting) if query is None else checks.string(query, "query")
+        return await listing.runs_page(self.temporal, query, checks.string(page, "page"), page_size)
+
+    async def diff(self, run_a: str, run_b: str, *, wait: float = DEFAULT_WAIT) -> RunDiff:
+        """Where two runs diverge (a fork and its origin, or any two): the first turn whose
+        messages differ, and each side's messages from there."""
+        a, b = checks.run_id(run_a, "run_a", checks.MAX_ANY_ID), checks.run_id(run_b, "run_b", checks.MAX_ANY_ID)
+        found, _, _ = await diff_runs(self.temporal, a, b, timedelta(seconds=checks.seconds(wait)))
+        return found
+
+
+def _query(phase: object, agent: object, waiting: object) -> str:
+    checked = checks.string(phase, "phase"), checks.string(agent, "agent"), checks.flag(waiting, "waiting")
+    return listing.runs_query(*checked)
 
 
 async def connect(

@@ -6,6 +6,8 @@
     │                          for a call that is not waiting (unknown id, already decided),
     │                          edited arguments its tool refuses, a message to a run that is not a
     │                          session, anything sent to a run that has ended
+    ├── StillRunning           `result(timeout=...)`: the run had not ended in time;
+    │                          `waiting_for` says what it waits for a person on, if anything
     ├── NoWorkerAnswered       no worker took what was sent within `wait` seconds. It is not
     │                          recorded: a worker that starts soon may still apply it, once, or
     │                          never; sending the same again is safe (it counts once)
@@ -15,11 +17,14 @@
     │   └── RunCancelled       someone cancelled it
     └── EventsUnavailable      `events()` gave up: its reads failed `give_up_after` times in a row
 
-Arguments that are wrong before anything is sent (a bad run id, bad model settings) are
-`ValueError`s, as Python's own are.
+Arguments that are wrong before anything is sent (a bad run id, bad model settings, a wait that
+is not a finite number of seconds) are `ValueError`s (`checks.BadArgument`, naming the argument),
+and arguments of the wrong type `TypeError`s, as Python's own are (durable_agent_runner/client/checks.py).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -38,11 +43,30 @@ class RunNotFound(AgentRunError):
 
 
 class DecisionRefused(AgentRunError):
-    """The run refused what was asked (its reason is the message); nothing was recorded."""
+    """The run refused what was asked (its reason is the message); nothing was recorded. `kind`:
+    the run's name for the refusal when it gave one (`InvalidArguments`, `InvalidDecision`, ...)."""
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class NoWorkerAnswered(AgentRunError):
     """No worker took it in time; see the module docstring for what becomes of it."""
+
+
+class StillRunning(AgentRunError):
+    """The run had not ended within the time given. `waiting_for`: what it waits for a person on
+    (`WaitingFor`s: a call's approval, a call in doubt, a resume, a session's next message); empty
+    when it is working, or when no worker answered to say."""
+
+    def __init__(self, run_id: str, waiting_for: Sequence[object], phase: str | None = None) -> None:
+        if waiting_for:
+            text = f"run {run_id} waits for a person: " + "; ".join(str(w) for w in waiting_for)
+        else:
+            text = f"run {run_id} is still running" + (f" ({phase})" if phase else "")
+        super().__init__(text)
+        self.run_id, self.waiting_for, self.phase = run_id, list(waiting_for), phase
 
 
 class RunFailed(AgentRunError):

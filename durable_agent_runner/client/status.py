@@ -5,8 +5,8 @@ its forks and the activities it retries."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Literal
 from urllib.parse import quote
 
 from pydantic import BaseModel
@@ -92,6 +92,7 @@ class RunInfo(BaseModel):
     forks: list[dict[str, Any]] = []
     retrying: list[dict[str, Any]] = []
     budget: dict[str, Any] | None = None  # runs with a budget: spent, reserved, left for the run and its tree
+    parent: str | None = None  # a child run (an agent used as a tool): the run that started it
     note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -130,6 +131,8 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
         "closed_at": desc.close_time.isoformat() if desc.close_time else None,
         "ui_url": ui_url(handle.id),
     }
+    if desc.parent_id:
+        out["parent"] = desc.parent_id
     try:
         live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
         out.update(_live(live, out["status"]))
@@ -205,4 +208,55 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
         if status == "running" and live.status == "waiting":
             status = "waiting"
     out["status"] = status
+    return out
+
+
+class WaitingFor(BaseModel):
+    """One thing a run waits for a person on: a call's `approval`, a call `in_doubt`, a `resume`
+    (it is paused) or a `message` (a session between messages). `command` acts on it."""
+
+    kind: Literal["approval", "in_doubt", "resume", "message"]
+    call_id: str | None = None
+    tool: str | None = None
+    since: datetime | None = None
+    command: str
+
+    def __str__(self) -> str:
+        what = {
+            "approval": f"approval of {self.tool} (call {self.call_id})",
+            "in_doubt": f"a decision on {self.tool} (call {self.call_id}), in doubt",
+            "resume": "a resume (it is paused)",
+            "message": "the next message, or its end (a session)",
+        }[self.kind]
+        return f"{what}: {self.command}"
+
+
+def waiting_for(run_id: str, live: t.RunStatus) -> list[WaitingFor]:
+    """What a live run waits for a person on, from its status query (empty: nothing, it works)."""
+    if live.status in ("completed", "failed", "cancelled"):
+        return []
+    out = [
+        WaitingFor(
+            kind="approval",
+            call_id=p.call_id,
+            tool=p.tool,
+            since=p.since,
+            command=f"python client.py approve {run_id} {p.call_id} | reject {run_id} {p.call_id} --reason WHY",
+        )
+        for p in live.pending_approvals
+    ]
+    out += [
+        WaitingFor(
+            kind="in_doubt",
+            call_id=d.call_id,
+            tool=d.tool,
+            since=d.ended_at,
+            command=f"python client.py resolve {run_id} {d.call_id} --rerun | --result JSON | --fail REASON",
+        )
+        for d in live.in_doubt
+    ]
+    if live.paused is not None:
+        out.append(WaitingFor(kind="resume", since=live.paused.at, command=f"python client.py resume {run_id}"))
+    if live.session is not None and live.status == "waiting":
+        out.append(WaitingFor(kind="message", command=f"python client.py send {run_id} TEXT | end {run_id}"))
     return out

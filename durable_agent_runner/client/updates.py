@@ -12,6 +12,8 @@ most once: sent again under the same update id, it counts once.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -92,7 +94,8 @@ async def update(
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-        raise DecisionRefused(f"run {handle.id} refused it: {reason}") from None
+        kind = (cause.type or "") if isinstance(cause, ApplicationError) else ""
+        raise DecisionRefused(f"run {handle.id} refused it: {reason}", kind) from None
     except WorkflowUpdateRPCTimeoutOrCancelledError:
         raise AgentRunError(f"run {handle.id} did not take it in time (is a worker running?); send it again") from None
     except RPCError as err:
@@ -142,8 +145,14 @@ async def decide(
     handle: WorkflowHandle[Any, Any], decision: t.ApprovalDecision, wait: float | None = DEFAULT_WAIT
 ) -> t.DecisionReceipt:
     """Approve or reject a waiting call. The update id makes a repeated decision count once:
-    Temporal answers it with the first's result."""
+    Temporal answers it with the first's result. An approval with edited arguments has their
+    digest in its id, so other arguments for the same call are a new decision (the run refuses
+    it: the call no longer waits), never the first's answer."""
     verdict = "approve" if decision.approve else "reject"
+    update_id = f"{verdict}-{decision.call_id}"
+    if decision.arguments is not None:
+        digest = hashlib.sha256(json.dumps(decision.arguments, sort_keys=True).encode()).hexdigest()[:12]
+        update_id = f"edit-{decision.call_id}-{digest}"
     receipt: t.DecisionReceipt = await update(
         handle,
         t.APPROVAL_UPDATE,
@@ -151,7 +160,7 @@ async def decide(
         t.DecisionReceipt,
         "no call of it is pending",
         wait=wait,
-        update_id=f"{verdict}-{decision.call_id}",
+        update_id=update_id,
     )
     return receipt
 

@@ -5,7 +5,6 @@ Never a stack trace: anything unexpected is one line and a 500."""
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import secrets
@@ -18,11 +17,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from durable_agent_runner.cli import debug
-from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.control import make_edit
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunNotFound
 from durable_agent_runner.console import data, links, sse, views, views_run
 from durable_agent_runner.console import whole as whole_value
@@ -41,9 +39,9 @@ DECIMAL = re.compile(r"-?(?:[0-9]{1,300}(?:\.[0-9]{0,300})?|\.[0-9]{1,300})(?:[e
 
 
 class Console:
-    """The console's state: the Temporal client, who decides by default, the CSRF token."""
+    """The console's state: the Python client, who decides by default, the CSRF token."""
 
-    def __init__(self, client: Client, *, by: str, task_queue: str) -> None:
+    def __init__(self, client: AgentClient, *, by: str, task_queue: str) -> None:
         self.client = client
         self.by = by
         self.task_queue = task_queue
@@ -88,7 +86,7 @@ class Console:
         index = whole(str(request.path_params["index"]), "a message index")
         try:
             found = await whole_value.message_at(self.client, run_id, index)
-        except (RPCError, WorkflowQueryFailedError) as err:
+        except (RPCError, AgentRunError) as err:
             raise Refused(503, f"no worker answered for run {run_id}: its messages need one ({err})"[:500]) from None
         if found is None:
             raise Refused(404, f"run {run_id} has no message {index}")
@@ -332,30 +330,30 @@ def checked_edit(form: dict[str, str], arguments: dict[str, Any], waiting: data.
 
 
 def run_edit(form: dict[str, str], by: str) -> t.Edit:
-    """One edit of a paused run from the form, as `client.py edit` builds it (debug.edit_of)."""
+    """One edit of a paused run from the form, as `client.py edit` builds it (the client's make_edit)."""
     op = form.get("op", "")
-    ns: dict[str, Any] = {name: None for name in ("text", "drop", "insert", "args", "drop_call", "agent")}
+    ns: dict[str, Any] = {}
     text, index, call_id = form.get("text", ""), form.get("index", "").strip(), form.get("call_id", "").strip()
     if op in ("text", "drop", "insert"):
         at = whole(index, f"{op}: the item index")
     if op == "text":
-        ns["text"] = [str(at), text]
+        ns["text"] = (str(at), text)
     elif op == "drop":
         ns["drop"] = at
     elif op == "insert":
-        ns["insert"] = [str(at), form.get("role", "user"), text]
+        ns["insert"] = (str(at), form.get("role", "user"), text)
     elif op == "args":
-        ns["args"] = [call_id, text]
+        ns["args"] = (call_id, text)
     elif op == "drop_call":
         ns["drop_call"] = call_id
     elif op == "agent":
         ns["agent"] = form.get("agent", "").strip()
     else:
         raise Refused(400, "edit must be one of text, drop, insert, args, drop_call, agent")
-    return debug.edit_of(argparse.Namespace(**ns, by=by))
+    return make_edit(**ns, by=by)
 
 
-def build_app(client: Client, *, by: str, task_queue: str, token: str | None, loopback: bool) -> Any:
+def build_app(client: AgentClient, *, by: str, task_queue: str, token: str | None, loopback: bool) -> Any:
     console = Console(client, by=by, task_queue=task_queue)
 
     def guarded(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -372,7 +370,7 @@ def build_app(client: Client, *, by: str, task_queue: str, token: str | None, lo
                 return console.refusal(request, 404, str(err))
             except NoWorkerAnswered as err:
                 return console.refusal(request, 503, str(err))
-            except (UsageError, AgentRunError) as err:  # refused: decided already, ended, not a session
+            except AgentRunError as err:  # refused: decided already, ended, not a session
                 status = 404 if str(err).startswith("no run with id") else 409
                 return console.refusal(request, status, str(err))
             except ValidationError as err:

@@ -1,7 +1,6 @@
-"""What the console reads and does, in one module: the same calls the CLI makes (its list row,
-its status, its decision, its session message, its pause / resume / edit / fork), so a person
-sees and does here exactly what `client.py` would. Another front end (the Python client API)
-can take this module's place later without touching the pages.
+"""What the console reads and does, in one module, through the Python client the CLI uses too
+(its list rows, its status, its decision, its session message, its pause / resume / edit /
+fork), so a person sees and does here exactly what `client.py` would.
 
 Every read is bounded: the runs page asks the server's visibility store for one page, the inbox
 asks it for the runs whose AgentPendingApprovals is above zero or whose AgentInDoubt is true and
@@ -10,24 +9,19 @@ queries at most INBOX_RUNS of them, and a run's page shows at most MAX_MESSAGES 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, get_args
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from durable_agent_runner.cli import debug
-from durable_agent_runner.cli.common import UsageError, existing, ui_url
-from durable_agent_runner.cli.decisions import decide
-from durable_agent_runner.cli.runs import run_row
-from durable_agent_runner.cli.session import send_message
-from durable_agent_runner.cli.watch import events_since
+from durable_agent_runner.client import listing
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.status import gather
+from durable_agent_runner.client.checks import BadArgument
+from durable_agent_runner.client.errors import AgentRunError, RunNotFound
+from durable_agent_runner.client.status import ENDED, STATUS_NAMES
 from durable_agent_runner.console.links import BadRequest, seal, unseal
 from durable_agent_runner.workflows import types as t
 
@@ -96,48 +90,32 @@ Asking = Waiting | Doubt  # what the inbox lists: a call waiting for approval, o
 
 
 def runs_query(phase: str = "", agent: str = "", waiting: bool = False) -> str:
-    """The visibility query for the runs page's filters (each value checked, then quoted)."""
-    parts = [f'WorkflowType="{t.WORKFLOW_NAME}"']
-    if phase:
-        if phase not in PHASES:
-            raise BadRequest(f"phase must be one of {', '.join(PHASES)}")
-        parts.append(f"{t.SA_PHASE.name}={json.dumps(phase)}")
-    if agent:
-        if len(agent) > 200 or not agent.isprintable():
-            raise BadRequest("agent must be a name of at most 200 printable characters")
-        parts.append(f"{t.SA_AGENT.name}={json.dumps(agent)}")
-    if waiting:
-        parts.append(f'ExecutionStatus="Running" AND ({t.SA_PENDING.name} > 0 OR {t.SA_IN_DOUBT.name} = true)')
-    return " AND ".join(parts)
+    """The visibility query for the runs page's filters (the client's: each value checked, then
+    quoted); a bad one is a BadRequest (400)."""
+    try:
+        return listing.runs_query(phase, agent, waiting)
+    except BadArgument as err:  # a filter's field, as the form names it: "phase must be one of …"
+        raise BadRequest(f"{err.field} {err.reason}" if err.field else err.reason) from None
 
 
 async def runs_page(
-    client: Client, query: str, token: str = "", page_size: int = PAGE_SIZE, *, key: bytes
+    client: AgentClient, query: str, token: str = "", page_size: int = PAGE_SIZE, *, key: bytes
 ) -> tuple[list[dict[str, Any]], str]:
-    """One page of runs (the server's order) and the link token of the next page ("" if none)."""
-    start = unseal(token, key)
-    pages = client.list_workflows(query, page_size=page_size, next_page_token=start, rpc_timeout=QUERY_TIMEOUT)
+    """One page of runs (newest first) and the link of the next page ("" if none). Links are the
+    client's page tokens signed with the console's key (console/links.py): only this console's
+    reach Temporal."""
+    start = unseal(token, key)  # BadRequest unless this console made it
     try:
-        await pages.fetch_next_page()
-    except RPCError as err:
-        if err.status == RPCStatusCode.INVALID_ARGUMENT:
-            raise BadRequest(f"Temporal refused the query: {err.message}") from None
-        raise
-    rows = []
-    # Newest first within the page: the dev server's SQLite store ignores ORDER BY and gives
-    # running runs first, then by close time; Elasticsearch and SQL stores give start time already.
-    for wf in sorted(pages.current_page or [], key=lambda wf: wf.start_time, reverse=True):
-        row = run_row(wf)
-        row["ui_url"] = ui_url(wf.id)
-        row["in_doubt"] = bool(wf.typed_search_attributes.get(t.SA_IN_DOUBT))
-        rows.append(row)
+        page = await client.runs_page(start.decode() if start else "", query=query, page_size=page_size)
+    except BadArgument as err:  # a query Temporal refused, or a token of another client
+        raise BadRequest(str(err)) from None
+    rows = [row.model_dump() for row in page.rows]
     asking = [r for r in rows if (r["pending_approvals"] or r["in_doubt"]) and r["status"] == "running"]
     await _waiting_calls(client, asking)
-    nxt = pages.next_page_token
-    return rows, seal(nxt, key) if nxt else ""
+    return rows, seal(page.next_page.encode(), key) if page.next_page else ""
 
 
-async def _waiting_calls(client: Client, rows: list[dict[str, Any]]) -> None:
+async def _waiting_calls(client: AgentClient, rows: list[dict[str, Any]]) -> None:
     """Each row's waiting calls' names (`tool (call id)`), read live."""
 
     async def one(row: dict[str, Any]) -> None:
@@ -158,25 +136,17 @@ async def _bounded(jobs: list[Any]) -> None:
     await asyncio.gather(*(run(j) for j in jobs))
 
 
-async def run_is_live(client: Client, run_id: str) -> bool:
+async def _status(client: AgentClient, run_id: str) -> t.RunStatus | None:
+    return await client.get(run_id).live(QUERY_TIMEOUT.total_seconds())
+
+
+async def run_is_live(client: AgentClient, run_id: str) -> bool:
     """Whether the run is open (False: it has closed); NotFound for an unknown id."""
     try:
-        desc = await client.get_workflow_handle(run_id).describe(rpc_timeout=QUERY_TIMEOUT)
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise NotFound(f"no run with id '{run_id}'") from None
-        raise
-    return desc.status in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
-
-
-async def _status(client: Client, run_id: str) -> t.RunStatus | None:
-    try:
-        status: t.RunStatus = await client.get_workflow_handle(run_id).query(
-            t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT
-        )
-    except (RPCError, WorkflowQueryFailedError):
-        return None
-    return status
+        status = await client.get(run_id).exists()
+    except RunNotFound:
+        raise NotFound(f"no run with id '{run_id}'") from None
+    return STATUS_NAMES.get(status) not in ENDED if status is not None else False
 
 
 # ----------------------------------------------------------------------------------- inbox
@@ -184,21 +154,17 @@ async def _status(client: Client, run_id: str) -> t.RunStatus | None:
 _specs: OrderedDict[str, t.AgentSpec | None] = OrderedDict()  # run id → its frozen agent (with its team)
 
 
-async def agent_spec(client: Client, run_id: str) -> t.AgentSpec | None:
-    """The run's frozen first agent and team, read once per run (the transcript query from past
-    its end carries the agent and no message)."""
+async def agent_spec(client: AgentClient, run_id: str) -> t.AgentSpec | None:
+    """The run's frozen first agent and team, read once per run."""
     if run_id in _specs:
         return _specs[run_id]
-    try:
-        answer: t.Transcript = await client.get_workflow_handle(run_id).query(
-            t.TRANSCRIPT_QUERY, t.TranscriptQuery(start=10**9), result_type=t.Transcript, rpc_timeout=QUERY_TIMEOUT
-        )
-    except (RPCError, WorkflowQueryFailedError):
+    spec = await client.get(run_id).agent(wait=QUERY_TIMEOUT.total_seconds())
+    if spec is None:
         return None
-    _specs[run_id] = answer.agent
+    _specs[run_id] = spec
     while len(_specs) > 1000:
         _specs.popitem(last=False)
-    return answer.agent
+    return spec
 
 
 def find_agent(spec: t.AgentSpec | None, name: str | None) -> t.AgentSpec | None:
@@ -223,7 +189,7 @@ def call_keys(run_id: str, status: t.RunStatus | None) -> list[str] | None:
     return [f"{run_id}/{p.call_id}" for p in status.pending_approvals] + doubts
 
 
-async def waiting_in(client: Client, run_id: str, status: t.RunStatus | None = None) -> list[Asking]:
+async def waiting_in(client: AgentClient, run_id: str, status: t.RunStatus | None = None) -> list[Asking]:
     """The calls waiting for a person in one run: approvals (with their tools' schemas and
     timeouts), then calls in doubt."""
     status = status or await _status(client, run_id)
@@ -258,13 +224,13 @@ class Inbox:
         self._read: tuple[float, list[Asking]] | None = None
         self._lock: asyncio.Lock | None = None
 
-    async def read(self, client: Client) -> list[Asking]:
+    async def read(self, client: AgentClient) -> list[Asking]:
         self._lock = self._lock or asyncio.Lock()
         async with self._lock:
             if self._read is not None and time.monotonic() - self._read[0] < INBOX_TTL:
                 return self._read[1]
             found: list[Asking] = []
-            ids = [wf.id async for wf in client.list_workflows(runs_query(waiting=True), limit=INBOX_RUNS)]
+            ids = [row.run_id for row in await client.list(INBOX_RUNS, waiting=True)]
 
             async def one(run_id: str) -> None:
                 found.extend(await waiting_in(client, run_id))
@@ -294,25 +260,23 @@ class RunView:
     live: bool  # a worker answered its queries
 
 
-async def run_view(client: Client, run_id: str) -> RunView:
+async def run_view(client: AgentClient, run_id: str) -> RunView:
+    run = client.get(run_id)
     try:
-        handle, desc = await existing(client, run_id)
-    except UsageError:
+        status = (await run.status()).as_dict()
+    except RunNotFound:
         raise NotFound(f"no run with id '{run_id}'") from None
-    status = (await gather(client, handle, desc)).as_dict()
     live = "note" not in status
     messages: list[tuple[int, t.Message]] = []
     hidden = 0
     events: list[t.RunEvent] = []
     if live:
         try:
-            transcript: t.Transcript = await handle.query(
-                t.TRANSCRIPT_QUERY, t.TranscriptQuery(), result_type=t.Transcript, rpc_timeout=QUERY_TIMEOUT
-            )
+            transcript = await run.transcript(wait=QUERY_TIMEOUT.total_seconds())
             hidden = max(len(transcript.messages) - MAX_MESSAGES, 0)
             messages = list(enumerate(transcript.messages))[hidden:]
             events = await read_events(client, run_id, 0)
-        except (RPCError, WorkflowQueryFailedError):
+        except (RPCError, AgentRunError):
             live = False
     asks = live and (status.get("pending_approvals") or status.get("in_doubt"))
     waiting = await waiting_in(client, run_id) if asks else []
@@ -323,7 +287,7 @@ async def run_view(client: Client, run_id: str) -> RunView:
         events=events,
         next_event=follow_from(events),
         children=await children_of(client, run_id),
-        parent=desc.parent_id,
+        parent=status.get("parent"),
         waiting=waiting,
         live=live,
     )
@@ -340,45 +304,36 @@ def follow_from(events: list[t.RunEvent]) -> int:
     return events[-1].seq + 1 if events else 0
 
 
-async def read_events(client: Client, run_id: str, since: int) -> list[t.RunEvent]:
-    out: list[t.RunEvent] = []
-    while len(out) < MAX_EVENTS:
-        page = await events_since(client, run_id, since)
-        if not page.events:
-            break
-        out.extend(page.events)
-        since = page.events[-1].seq + 1
-    return out[:MAX_EVENTS]
+async def read_events(client: AgentClient, run_id: str, since: int) -> list[t.RunEvent]:
+    return await client.get(run_id).read_events(since, MAX_EVENTS)
 
 
-async def children_of(client: Client, run_id: str, depth: int = 2) -> list[dict[str, Any]]:
+async def children_of(client: AgentClient, run_id: str, depth: int = 2) -> list[dict[str, Any]]:
     """The runs this one started (agents as tools), with theirs, `depth` levels down."""
-    query = f'ParentWorkflowId={json.dumps(run_id)} AND WorkflowType="{t.WORKFLOW_NAME}"'
-    out = []
-    try:
-        async for wf in client.list_workflows(query, limit=MAX_CHILDREN, rpc_timeout=QUERY_TIMEOUT):
-            row = run_row(wf)
-            row["children"] = await children_of(client, wf.id, depth - 1) if depth > 1 else []
-            out.append(row)
-    except RPCError:
-        return []
-    return out
+    return await client.get(run_id).children(depth)
 
 
 # ------------------------------------------------------------------------------ actions
 
 
 async def decide_call(
-    client: Client, run_id: str, call_id: str, *, approve: bool, by: str, reason: str = "", arguments: Any = None
+    client: AgentClient,
+    run_id: str,
+    call_id: str,
+    *,
+    approve: bool,
+    by: str,
+    reason: str = "",
+    arguments: Any = None,
 ) -> t.DecisionReceipt:
     decision = t.ApprovalDecision(
         call_id=call_id, approve=approve, arguments=arguments, reason="" if approve else reason, by=by
     )
-    return await decide(client, run_id, decision, WAIT)
+    return await client.get(run_id).decide(decision, wait=WAIT)
 
 
 async def resolve(
-    client: Client,
+    client: AgentClient,
     run_id: str,
     call_id: str,
     action: Any,
@@ -389,26 +344,25 @@ async def resolve(
     doubt: int | None,
 ) -> t.ResolveReceipt:
     """A person's decision on a call in doubt, as `client.py resolve` records it."""
-    run = AgentClient(client).get(run_id)
-    return await run.resolve(call_id, action, result, reason, by=by, doubt=doubt, wait=WAIT)
+    return await client.get(run_id).resolve(call_id, action, result, reason, by=by, doubt=doubt, wait=WAIT)
 
 
-async def send(client: Client, run_id: str, text: str, by: str) -> t.MessageReceipt:
-    return await send_message(client, run_id, text, by=by, wait=WAIT)
+async def send(client: AgentClient, run_id: str, text: str, by: str) -> t.MessageReceipt:
+    return await client.get_session(run_id).send(text, by=by, wait=WAIT)
 
 
-async def pause(client: Client, run_id: str, by: str, reason: str) -> t.RunStatus:
-    return await debug.pause_run(client, run_id, by=by, reason=reason, wait=WAIT)
+async def pause(client: AgentClient, run_id: str, by: str, reason: str) -> t.RunStatus:
+    return await client.get(run_id).pause(reason, by=by, wait=WAIT)
 
 
-async def resume(client: Client, run_id: str, by: str) -> t.RunStatus:
-    return await debug.resume_run(client, run_id, by=by, wait=WAIT)
+async def resume(client: AgentClient, run_id: str, by: str) -> t.RunStatus:
+    return await client.get(run_id).resume(by=by, wait=WAIT)
 
 
-async def edit(client: Client, run_id: str, change: t.Edit) -> t.EditReceipt:
-    return await debug.edit_run(client, run_id, change)
+async def edit(client: AgentClient, run_id: str, change: t.Edit) -> t.EditReceipt:
+    return await client.get(run_id).edit(change, wait=WAIT)
 
 
-async def fork(client: Client, run_id: str, at_turn: int, prompt: str, task_queue: str) -> str:
-    new_id, _, _ = await debug.fork_run(client, run_id, at_turn, prompt or None, None, task_queue)
-    return new_id
+async def fork(client: AgentClient, run_id: str, at_turn: int, prompt: str, task_queue: str) -> str:
+    forked = await client.get(run_id).fork(at_turn, prompt or None, task_queue=task_queue)
+    return forked.run_id

@@ -6,22 +6,21 @@ call decided anywhere (here, the CLI, a signal) leaves every open page at the ne
 stream is asked only for a run that exists (else 404 at once); it ends (`end`) as soon as the run
 has ended or is gone, so it holds its slot no longer than the run is open.
 
-A run's stream follows it as `client.py watch` does (cli/watch.py: its events, and the streamed
-text of the model call in flight, with the same handling of retried calls), and re-renders the
-parts of the page that changed."""
+A run's stream follows it as `client.py watch` does (the client's `RunHandle.follow` and
+`TextTracker`: its events, and the streamed text of the model call in flight, with the same
+handling of retried calls), and re-renders the parts of the page that changed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from temporalio.client import Client
-
-from durable_agent_runner.cli.watch import Closed, Gap, Printer, follow
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.events import TextDelta, TextTracker
+from durable_agent_runner.client.follow import Closed, Gap
 from durable_agent_runner.console import data, views, views_run
 from durable_agent_runner.workflows import types as t
 
@@ -43,7 +42,7 @@ def calls_update(calls: list[data.Asking], shown: set[str], with_run: bool) -> d
     }
 
 
-async def inbox_stream(client: Client, inbox: data.Inbox) -> AsyncIterator[str]:
+async def inbox_stream(client: AgentClient, inbox: data.Inbox) -> AsyncIterator[str]:
     shown: list[str] | None = None
     clock = asyncio.get_running_loop().time
     began = quiet = clock()
@@ -62,16 +61,16 @@ async def inbox_stream(client: Client, inbox: data.Inbox) -> AsyncIterator[str]:
         await asyncio.sleep(POLL)
 
 
-async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[str]:
+async def run_stream(client: AgentClient, run_id: str, since: int) -> AsyncIterator[str]:
     """The run page's updates from event `since` on, until the run ends (then `end`)."""
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
 
     async def pump() -> None:
-        async for item in follow(client, run_id, since):
+        async for item in client.get(run_id).follow(since):
             await queue.put(item)
 
     follower = asyncio.create_task(pump())
-    printer = Printer(run_id, as_json=True, out=io.StringIO())
+    text = TextTracker()
     clock = asyncio.get_running_loop().time
     began = polled = clock()
     dirty, ended = False, False
@@ -88,18 +87,20 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
             except TimeoutError:
                 item = None
             if isinstance(item, t.ModelProgress):
-                for line in _printed(printer, lambda p=item: printer.delta(p)):
-                    text = line.get("text", "")
-                    if line["type"] == "discard":
+                for piece in text.take(item):
+                    text.note(piece)
+                    chunk = piece.text if isinstance(piece, TextDelta) else ""
+                    if piece.type == "discard":
                         live_chars = 0
                     elif live_chars >= LIVE_CHARS:
                         continue
-                    elif live_chars + len(text) >= LIVE_CHARS:  # the rest comes whole, in the conversation
-                        text = text[: LIVE_CHARS - live_chars] + "\n… (the rest shows in the conversation)"
-                    live_chars += len(text)
-                    yield frame(line["type"], {"text": text})
+                    elif live_chars + len(chunk) >= LIVE_CHARS:  # the rest comes whole, in the conversation
+                        chunk = chunk[: LIVE_CHARS - live_chars] + "\n… (the rest shows in the conversation)"
+                    live_chars += len(chunk)
+                    yield frame(piece.type, {"text": chunk})
             elif isinstance(item, t.RunEvent):
-                printer.event(item)
+                if item.kind in ("model_finished", "model_dropped"):  # the next call streams afresh
+                    text.reset(item.turn + (item.kind == "model_dropped"))
                 dirty = True
                 if item.kind == "model_finished":
                     live_chars = 0
@@ -165,13 +166,3 @@ async def run_stream(client: Client, run_id: str, since: int) -> AsyncIterator[s
 
 def _session(last: tuple[Any, ...] | None) -> bool:
     return bool(last and last[4])
-
-
-def _printed(printer: Printer, act: Any) -> list[dict[str, Any]]:
-    """What the watcher's printer made of one step (its JSON lines), read back."""
-    out = printer.out
-    assert isinstance(out, io.StringIO)
-    out.seek(0)
-    out.truncate()
-    act()
-    return [json.loads(line) for line in out.getvalue().splitlines() if line]

@@ -1,0 +1,195 @@
+"""The client's arguments, checked at the door: one set of rules that a user's code and the CLI's
+flags both meet (the CLI parses its flags, then calls these), before anything is sent.
+
+A value of the wrong type is a `TypeError`; a value of the right type out of its bounds is a
+`BadArgument` (a `ValueError`) whose `field` names the argument, so the CLI can name its flag.
+Each message is one line."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from durable_agent_runner.activities import wire
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
+
+MAX_RUN_ID = 255  # characters of the id of a run the client starts
+MAX_ANY_ID = 1000  # of a run that exists (Temporal's own limit): a child run's id is its parent's and more
+MAX_NAME = 200  # an agent's, a tool call's or a person's name
+MAX_PROMPT_CHARS = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a run's start
+MAX_TURNS = 10_000
+MAX_WAIT = 3600.0  # seconds: the longest any call of the client waits for a worker
+MAX_JSON_DEPTH = 32  # of a JSON object a person gives (model settings, tool arguments)
+
+
+class BadArgument(ValueError):
+    """An argument out of its bounds; `field` names it (`max_turns`, `temperature`, ...)."""
+
+    def __init__(self, field: str, message: str, sep: str = ": ") -> None:
+        super().__init__(f"{field}{sep}{message}" if field else message)
+        self.field, self.reason = field, message
+
+
+def string(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a str, not {type(value).__name__}")
+    return value
+
+
+def name(value: object, field: str, limit: int = MAX_NAME) -> str:
+    text = string(value, field)
+    if not (0 < len(text) <= limit and text.isprintable()):
+        raise BadArgument(field, f"must be 1-{limit} printable characters")
+    return text
+
+
+def run_id(value: object, field: str = "id", limit: int = MAX_RUN_ID) -> str:
+    """A run id: 1-255 printable characters (one that exists: up to 1000, as Temporal allows)."""
+    return name(value, field, limit)
+
+
+def call_id(value: object) -> str:
+    return name(value, "call_id")
+
+
+def agent(value: object) -> str:
+    """An agent's name (an `Agent` is given by its name: the caller takes `.name`)."""
+    return name(value, "agent")
+
+
+def by(value: object) -> str:
+    """Who decides or talks: a name of at most 200 characters (it may be empty)."""
+    text = string(value, "by")
+    if len(text) > MAX_NAME:
+        raise BadArgument("by", f"must be at most {MAX_NAME} characters")
+    return text
+
+
+def prompt(value: object, field: str = "input") -> str:
+    """A prompt or a message: text that is not blank, at most 10 MiB of characters."""
+    text = string(value, field)
+    if not text.strip():
+        raise BadArgument(field, "is empty: give the agent a prompt")
+    if len(text) > MAX_PROMPT_CHARS:
+        raise BadArgument(field, f"is longer than {MAX_PROMPT_CHARS:,} characters: give large inputs to a tool")
+    return text
+
+
+def reason(value: object, field: str = "reason") -> str:
+    """A reason the model is told (a rejection, a failed call in doubt): never empty."""
+    text = string(value, field)
+    if not text.strip():
+        raise BadArgument(field, "is empty: the model is told it, so say why")
+    return text
+
+
+def whole(value: object, field: str, low: int = 1, high: int = MAX_TURNS) -> int:
+    """A whole number in [low, high] (a bool is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{field} must be an int, not {type(value).__name__}")
+    if not low <= value <= high:
+        raise BadArgument(field, f"must be between {low} and {high:,}")
+    return value
+
+
+def max_turns(value: object) -> int | None:
+    return None if value is None else whole(value, "max_turns")
+
+
+def seconds(value: object, field: str = "wait", *, zero: bool = False) -> float:
+    """A bounded wait: a finite number of seconds in (0, 3600] ([0, 3600] with `zero`)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{field} must be a number of seconds, not {type(value).__name__}")
+    number = float(value)
+    low_ok = number >= 0 if zero else number > 0
+    if not (math.isfinite(number) and low_ok and number <= MAX_WAIT):
+        interval = "[0, 3600]" if zero else "(0, 3600]"
+        raise BadArgument(field, f"must be a number of seconds in {interval}, not {value!r}")
+    return number
+
+
+def flag(value: object, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{field} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def json_object(text: str, field: str, what: str = "a JSON object") -> dict[str, Any]:
+    """`text` as a JSON object (bounded by workflows/bounds.py, at most 32 levels deep), or
+    BadArgument naming `field`."""
+    try:
+        value = parse_json(string(text, field), max_depth=MAX_JSON_DEPTH)
+    except OutsideDataError as err:
+        raise BadArgument(field, f"is not valid JSON: {err}" if err.bound is None else f"is {err}", " ") from None
+    if not isinstance(value, dict):
+        raise BadArgument(field, f"must be {what}", " ")
+    return value
+
+
+def json_text(text: object, field: str = "result") -> str:
+    """JSON text a person gives as a tool's result: valid, and within the bounds."""
+    raw = string(text, field)
+    try:
+        parse_json(raw)
+    except OutsideDataError as err:
+        raise BadArgument(field, f"is not valid JSON: {err}" if err.bound is None else f"is {err}", " ") from None
+    return raw
+
+
+def arguments(value: object, field: str = "args") -> dict[str, Any] | None:
+    """Edited tool arguments: a dict (or None: the model's own)."""
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(f"{field} must be a dict of the tool's arguments, not {type(value).__name__}")
+    return value
+
+
+def first_error(err: ValidationError) -> tuple[str, str]:
+    """A pydantic error as (the field it is about, its message), for one line."""
+    first = err.errors(include_url=False)[0]
+    return ".".join(str(x) for x in first["loc"]), str(first["msg"])
+
+
+def model_settings(value: object) -> t.ModelSettings | None:
+    """Model settings: a ModelSettings or a mapping of its fields. An unknown field is refused (a
+    typo would otherwise be dropped silently), and so is a bad value or an `extra_body` that
+    overrides what the wire itself sends."""
+    if value is None:
+        return None
+    if isinstance(value, t.ModelSettings):
+        given = value.model_dump(exclude_unset=True)
+    elif isinstance(value, Mapping):
+        given = dict(value)
+    else:
+        raise TypeError(f"model_settings must be a ModelSettings or a dict, not {type(value).__name__}")
+    unknown = sorted(str(k) for k in set(given) - set(t.ModelSettings.model_fields))
+    if unknown:
+        known = ", ".join(t.ModelSettings.model_fields)
+        raise BadArgument("model_settings", f"unknown field {', '.join(unknown)} (known: {known})")
+    try:
+        settings = t.ModelSettings.model_validate(given)
+    except ValidationError as err:
+        field, message = first_error(err)
+        raise BadArgument(field.split(".")[0], message) from None
+    try:
+        wire.check_extra_body(settings.extra_body)
+    except wire.BadSettings as err:
+        raise BadArgument("extra_body", str(err)) from None
+    return settings
+
+
+def budget_raise(add_tokens: object = None, add_usd: object = None) -> t.BudgetRaise:
+    """What a resume adds to a run's budget: bounded, positive, finite (NaN and inf refused)."""
+    for field, value in (("add_tokens", add_tokens), ("add_usd", add_usd)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise TypeError(f"{field} must be a number, not {type(value).__name__}")
+    if isinstance(add_tokens, float):
+        raise TypeError("add_tokens must be an int, not float")
+    try:
+        return t.BudgetRaise.model_validate({"add_tokens": add_tokens, "add_usd": add_usd})
+    except ValidationError as err:
+        field, message = first_error(err)
+        raise BadArgument(field or "add_usd/add_tokens", message) from None

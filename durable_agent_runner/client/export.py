@@ -1,0 +1,402 @@
+"""A whole run as JSON lines (`RunHandle.export()`, `client.py export RUN_ID`), read from its
+history: no worker is needed.
+
+    {"type": "run", ...}            the agent as frozen at the start, the prompt, the outcome
+    {"type": "model_call", ...}     each model reply as recorded, with its wire capture if kept
+    {"type": "decision", ...}       what the run did next: the tool calls it ran, or its answer
+    {"type": "approval", ...}       a person's decision on a call that waited (who, when, what,
+                                    edited arguments); the run's own (a timeout, --always) too
+                                    when a worker answers the status query at export time
+    {"type": "resolution", ...}     a person's decision on a call in doubt: rerun, result, fail
+    {"type": "tool_result", ...}    what each tool returned: run by a worker, given by a person
+                                    (`resolve --result`: `given_by`), or a child run's answer
+                                    (`child_run_id`; a child that failed: `is_error`)
+    {"type": "message", ...}        a session: each message sent to it (K, text, sender, time)
+    {"type": "compaction", ...}     a session: each summary that replaced messages[:upto]
+    {"type": "result", ...}         the final answer, or why the run failed
+
+Every execution of a run that continued as new is included, oldest first: a session's whole
+transcript stays here after compaction has replaced its older messages in the run's memory.
+replay.py feeds the captured responses back through the pure turn logic: an exported run can be
+replayed offline, and must make the same decisions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from datetime import UTC, timedelta
+from typing import Any
+
+from temporalio.api.common.v1 import Payloads
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.update.v1 import Outcome
+from temporalio.client import Client
+from temporalio.converter import DataConverter
+
+from durable_agent_runner.activities.capture import CaptureStore
+from durable_agent_runner.workflows import types as t
+
+E = EventType
+
+
+async def export_run(client: Client, run_id: str, captures: CaptureStore) -> list[dict[str, Any]]:
+    runs = [wf async for wf in client.list_workflows(f"WorkflowId={visibility_string(run_id)}")]
+    runs.sort(key=lambda wf: wf.start_time)
+    if not runs:  # visibility can lag a just-started run; its latest execution is enough then
+        desc = await client.get_workflow_handle(run_id).describe()
+        runs_ids = [desc.run_id]
+    else:
+        runs_ids = [wf.run_id for wf in runs]
+    lines: list[dict[str, Any]] = []
+    for execution in runs_ids:
+        history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history()
+        lines += [line async for line in _lines(client.data_converter, history.events, captures)]
+    lines += await _run_decisions(client, run_id, lines)
+    lines.insert(0, {"type": "run", "run_id": run_id, "executions": len(runs_ids), **_header(lines)})
+    return [line for line in lines if line["type"] not in ("start", "agent")]
+
+
+STATUS_TIMEOUT = timedelta(seconds=3)
+
+
+async def _run_decisions(client: Client, run_id: str, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The decisions the run made itself (an approval timeout, an earlier `always`) and any the
+    history does not hold as a person's update (a signal's): from its status query, when a worker
+    answers it now. The history's own lines come first; these only add what they lack."""
+    try:
+        live: t.RunStatus = await client.get_workflow_handle(run_id).query(
+            t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=STATUS_TIMEOUT
+        )
+    except Exception:  # no worker answers: the history's decisions are what is known
+        return []
+    seen = {(line["type"], line["call_id"]) for line in lines if line["type"] in ("approval", "resolution")}
+    out: list[dict[str, Any]] = []
+    for d in live.decisions:
+        if ("approval", d.call_id) not in seen:
+            out.append({"type": "approval", "turn": None, **d.model_dump(mode="json"), "via": "run"})
+    for r in live.resolutions:
+        if ("resolution", r.call_id) not in seen:
+            out.append({"type": "resolution", "turn": None, **r.model_dump(mode="json"), "via": "run"})
+    return out
+
+
+def visibility_string(value: str) -> str:
+    """`value` as a quoted string literal of Temporal's visibility query language."""
+    return json.dumps(value)  # double quotes, with quotes and backslashes escaped
+
+
+def _header(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    start = next((line for line in lines if line["type"] == "start"), {})
+    agent = next((line["agent"] for line in lines if line["type"] == "agent"), start.get("agent"))
+    result = next((line for line in lines if line["type"] == "result"), {"status": "running"})
+    return {"prompt": start.get("prompt"), "agent": agent, "status": result["status"]}
+
+
+async def _decode(converter: DataConverter, payloads: Any, kind: type) -> Any:
+    (value,) = await converter.decode(payloads.payloads, [kind])
+    return value
+
+
+LOCAL_ACTIVITY_MARKER = "core_local_activity"
+FAILURE_KINDS = {"MaxTurnsExceeded": "max_turns", "TokenBudgetExceeded": "budget_spent"}
+# Ends no workflow code records: the history alone says how the run ended.
+ENDINGS = {
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED: ("cancelled", "workflow_execution_canceled_event_attributes"),
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: ("terminated", "workflow_execution_terminated_event_attributes"),
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: ("timed_out", "workflow_execution_timed_out_event_attributes"),
+}
+# Where an execution's last turn ends, its decision written.
+TURN_ENDS = {
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+    *ENDINGS,
+}
+
+
+async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captures: CaptureStore) -> Any:
+    scheduled: dict[int, tuple[str, Any]] = {}  # event id -> (activity name, input)
+    outcomes: dict[int, Outcome] = {}  # an accepted update's event id -> how it completed
+    for e in events:
+        if e.event_type == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED:
+            update = e.workflow_execution_update_completed_event_attributes
+            outcomes[update.accepted_event_id] = update.outcome
+    turn: int | None = None  # the turn whose decision is not yet written
+    ahead_turn: int | None = None  # that turn's reply came with a tool's result (it may be dropped)
+    ran: list[str] = []
+    # Calls the last reply brought back already run: the turn took those it ran no tool for.
+    with_reply: dict[str, t.ToolResult] = {}
+    asked: list[str] = []  # the last reply's call ids, in the model's order
+    tools: dict[str, str] = {}  # call id -> its tool, from the replies that asked for them
+    children: dict[int, tuple[str, str, int | None]] = {}  # initiated event id -> (call id, child run id, turn)
+    used: set[str] = set()  # every call id of the run's earlier replies: the run renames a repeat
+
+    def run_tools() -> dict[str, Any]:
+        order = {call_id: i for i, call_id in enumerate(asked)}
+        return {
+            "type": "decision",
+            "turn": turn,
+            "kind": "run_tools",
+            "ran": sorted(ran, key=lambda c: order.get(c, len(order))),
+        }
+
+    def brought_back(reply: t.ModelReply) -> tuple[dict[str, t.ToolResult], list[str]]:
+        """The results `reply` brought back that its turn may take, and its call ids. A renamed
+        call's result is never taken (turn.taken): the turn ran the call anew."""
+        results = {r.call_id: r for r in reply.tool_results if r.call_id not in used}
+        asked = [c.call_id for c in reply.message.tool_calls]
+        tools.update((c.call_id, c.name) for c in reply.message.tool_calls)
+        used.update(asked)
+        return results, asked
+
+    def taken() -> Iterator[dict[str, Any]]:
+        for result in with_reply.values():
+            ran.append(result.call_id)
+            yield {"type": "tool_result", "turn": turn, **result.model_dump(mode="json")}
+        with_reply.clear()
+
+    for e in events:
+        kind = e.event_type
+        if with_reply and kind in TURN_ENDS:
+            for line in taken():
+                yield line
+        if kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            run_input = await _decode(converter, e.workflow_execution_started_event_attributes.input, t.RunInput)
+            carried = run_input.carry.agent.model_dump() if run_input.carry else None
+            yield {"type": "start", "prompt": run_input.prompt, "agent": carried}
+        elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            a = e.activity_task_scheduled_event_attributes
+            name = a.activity_type.name
+            input_type = {
+                t.MODEL_CALL_ACTIVITY: t.ModelCallInput,
+                t.TOOL_CALL_ACTIVITY: t.ToolCallInput,
+                t.HOOK_ACTIVITY: t.HookInput,
+                t.COMPACT_ACTIVITY: t.CompactInput,
+            }.get(name)
+            value: Any = await _decode(converter, a.input, input_type) if input_type else None
+            scheduled[e.event_id] = (name, value)
+            if name == t.TOOL_CALL_ACTIVITY:
+                tools.setdefault(value.call_id, value.tool)
+            if name == t.MODEL_CALL_ACTIVITY:
+                for line in taken():
+                    yield line
+                if turn is not None and turn == ahead_turn == value.turn:  # the reply made ahead was not used
+                    yield {"type": "model_dropped", "turn": turn}
+                elif turn is not None:
+                    yield run_tools()
+                turn, ran, ahead_turn = value.turn, [], None
+            elif name == t.TOOL_CALL_ACTIVITY and value.call_id not in ran:
+                with_reply.pop(value.call_id, None)  # run anew: the turn did not take that result
+                ran.append(value.call_id)
+            elif name == t.HOOK_ACTIVITY and value.kind == "approval" and value.call_id not in ran:
+                ran.append(value.call_id)  # checked first; it ran, was rejected, or was told it was invalid
+        elif kind == E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            child = e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+            call_id = child.rsplit(".", 1)[-1]
+            children[e.event_id] = (call_id, child, turn)
+            if call_id not in ran:
+                ran.append(call_id)
+        elif kind in CHILD_ENDS:
+            answered = await _child_result(converter, e, children, tools)
+            if answered is not None:
+                yield answered
+        elif kind == E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            done = e.activity_task_completed_event_attributes
+            name, value = scheduled[done.scheduled_event_id]
+            if name == t.RESOLVE_AGENT_ACTIVITY:
+                spec = await _decode(converter, done.result, t.AgentSpec)
+                yield {"type": "agent", "agent": spec.model_dump()}
+            elif name == t.MODEL_CALL_ACTIVITY:
+                reply = await _decode(converter, done.result, t.ModelReply)
+                capture = captures.get(reply.capture) if reply.capture else None
+                yield {
+                    "type": "model_call",
+                    "turn": value.turn,
+                    "reply": reply.model_dump(mode="json", exclude={"tool_results"}),
+                    "capture": capture,
+                }
+                with_reply, asked = brought_back(reply)
+            elif name == t.TOOL_CALL_ACTIVITY:
+                result = await _decode(converter, done.result, t.ToolResult)
+                yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json", exclude={"ahead"})}
+                if result.ahead is not None:  # the next model call, made by this activity (workflows/ahead.py)
+                    made = result.ahead
+                    for line in taken():
+                        yield line
+                    if turn is not None:
+                        yield run_tools()
+                    turn, ran, ahead_turn = made.request.turn, [], made.request.turn
+                    capture = captures.get(made.reply.capture) if made.reply.capture else None
+                    reply_line = made.reply.model_dump(mode="json", exclude={"tool_results"})
+                    yield {"type": "model_call", "turn": turn, "reply": reply_line, "capture": capture}
+                    with_reply, asked = brought_back(made.reply)
+            elif name == t.COMPACT_ACTIVITY:
+                compacted = await _decode(converter, done.result, t.CompactResult)
+                yield {"type": "compaction", "turn": value.turn, "upto": value.upto, "summary": compacted.summary}
+        elif kind == E.EVENT_TYPE_MARKER_RECORDED and (found := local_result(e)) is not None:
+            name, payloads = found  # a local activity: its result is the marker's
+            if name == t.RESOLVE_AGENT_ACTIVITY:
+                spec = await _decode(converter, payloads, t.AgentSpec)
+                yield {"type": "agent", "agent": spec.model_dump()}
+            elif name == t.MODEL_CALL_ACTIVITY:  # a local model call: only what it brought back
+                for line in taken():
+                    yield line
+                with_reply, asked = brought_back(await _decode(converter, payloads, t.ModelReply))
+            elif name == t.TOOL_CALL_ACTIVITY:
+                local = await _decode(converter, payloads, t.ToolResult)
+                with_reply.pop(local.call_id, None)  # run anew: the turn did not take that result
+                if local.call_id not in ran:
+                    ran.append(local.call_id)
+                yield {"type": "tool_result", "turn": turn, **local.model_dump(mode="json")}
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            request = e.workflow_execution_update_accepted_event_attributes.accepted_request
+            outcome = outcomes.get(e.event_id)
+            if request.input.name == t.SESSION_SEND_UPDATE:
+                yield await _message(converter, e, request.input.args, outcome)
+            elif request.input.name in (t.APPROVAL_UPDATE, t.RESOLVE_UPDATE):
+                for line in await _decision(converter, e, request.input.name, request.input.args, outcome, tools, turn):
+                    yield line
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            signal = e.workflow_execution_signaled_event_attributes
+            if signal.signal_name in (t.APPROVAL_SIGNAL, t.RESOLVE_SIGNAL):
+                name = t.APPROVAL_UPDATE if signal.signal_name == t.APPROVAL_SIGNAL else t.RESOLVE_UPDATE
+                for line in await _decision(converter, e, name, signal.input, None, tools, turn):
+                    yield line | {"via": "signal"}  # a signal the run may have ignored: status says
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+            result = await _decode(converter, e.workflow_execution_completed_event_attributes.result, t.RunResult)
+            yield {"type": "decision", "turn": turn, "kind": "final", "output": result.output}
+            yield {"type": "result", "status": "completed", **result.model_dump(mode="json")}
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+            failure = e.workflow_execution_failed_event_attributes.failure
+            error_type = failure.application_failure_info.type
+            yield {"type": "decision", "turn": turn, "kind": FAILURE_KINDS.get(error_type, "failed")}
+            yield {"type": "result", "status": "failed", "error": failure.message, "error_type": error_type}
+        elif kind in ENDINGS:
+            status, attrs = ENDINGS[kind]
+            why = getattr(e, attrs)
+            detail = getattr(why, "reason", "") or getattr(getattr(why, "failure", None), "message", "")
+            yield {"type": "decision", "turn": turn, "kind": status}
+            yield {"type": "result", "status": status, "error": detail or status}
+        elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW and turn is not None:
+            yield run_tools()
+
+
+CHILD_ENDS = {
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED: "child_workflow_execution_completed_event_attributes",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_FAILED: "child_workflow_execution_failed_event_attributes",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_CANCELED: "child_workflow_execution_canceled_event_attributes",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT: "child_workflow_execution_timed_out_event_attributes",
+    E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED: "child_workflow_execution_terminated_event_attributes",
+}
+
+
+async def _child_result(
+    converter: DataConverter,
+    e: HistoryEvent,
+    children: dict[int, tuple[str, str, int | None]],
+    tools: dict[str, str],
+) -> dict[str, Any] | None:
+    """A child run's answer (an agent used as a tool) as its call's result; how it failed if it did."""
+    attrs = getattr(e, CHILD_ENDS[e.event_type])
+    started = children.get(attrs.initiated_event_id)
+    if started is None:
+        return None
+    call_id, child_id, turn = started
+    line: dict[str, Any] = {"type": "tool_result", "turn": turn, "call_id": call_id, "tool": tools.get(call_id, "")}
+    line["child_run_id"] = child_id
+    if e.event_type == E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
+        result = await _decode(converter, attrs.result, t.RunResult)
+        return line | {"output": result.output, "is_error": False, "agent": result.agent}
+    failure = getattr(attrs, "failure", None)
+    ended = E.Name(e.event_type).removeprefix("EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_").lower()
+    why = (failure.message if failure is not None and failure.message else "") or f"the child run {ended}"
+    return line | {"output": why, "is_error": True}
+
+
+async def _decision(
+    converter: DataConverter,
+    e: HistoryEvent,
+    name: str,
+    args: Payloads,
+    outcome: Outcome | None,
+    tools: dict[str, str],
+    turn: int | None,
+) -> list[dict[str, Any]]:
+    """A person's decision sent as an update (or a signal): an approval or a call in doubt
+    resolved, with the tool result given when it was `resolve --result`. An update the run refused
+    (its outcome a failure) changed nothing, and gives no line."""
+    if outcome is not None and outcome.HasField("failure"):
+        return []
+    at = e.event_time.ToDatetime(tzinfo=UTC).isoformat()
+    if name == t.APPROVAL_UPDATE:
+        asked = await _decode(converter, args, t.ApprovalDecision)
+        if outcome is not None:
+            receipt = await _decode(converter, outcome.success, t.DecisionReceipt)
+            at = receipt.recorded_at.isoformat()
+        return [
+            {
+                "type": "approval",
+                "turn": turn,
+                "call_id": asked.call_id,
+                "tool": tools.get(asked.call_id, ""),
+                "approved": asked.approve,
+                "by": asked.by,
+                "at": at,
+                "reason": asked.reason,
+                "arguments": asked.arguments,
+                "always": asked.always,
+            }
+        ]
+    resolve = await _decode(converter, args, t.ResolveCall)
+    if outcome is not None:
+        receipt = await _decode(converter, outcome.success, t.ResolveReceipt)
+        at = receipt.recorded_at.isoformat()
+    tool = tools.get(resolve.call_id, "")
+    line = {
+        "type": "resolution",
+        "turn": turn,
+        "call_id": resolve.call_id,
+        "tool": tool,
+        "action": resolve.action,
+        "by": resolve.by,
+        "at": at,
+        "doubt": resolve.doubt,
+        "result": resolve.result,
+        "reason": resolve.reason,
+    }
+    if resolve.action != "result":
+        return [line]
+    given = {"type": "tool_result", "turn": turn, "call_id": resolve.call_id, "tool": tool}
+    return [line, given | {"output": resolve.result, "is_error": False, "given_by": resolve.by}]
+
+
+def local_result(e: HistoryEvent) -> tuple[str, Payloads] | None:
+    """A completed local activity's type and result, from the marker the SDK records for it
+    (its `data` is the SDK's own plain JSON; its `result`, our payload); None for any other event."""
+    marker = e.marker_recorded_event_attributes
+    if marker.marker_name != LOCAL_ACTIVITY_MARKER or "result" not in marker.details:
+        return None
+    data = marker.details["data"].payloads
+    about = json.loads(data[0].data) if data else {}
+    if not marker.details["result"].payloads:
+        return None
+    return str(about.get("activity_type", "")), marker.details["result"]
+
+
+async def _message(
+    converter: DataConverter, e: HistoryEvent, args: Payloads, outcome: Outcome | None
+) -> dict[str, Any]:
+    """A message sent to a session, numbered K by its receipt (None while the update has none)."""
+    message = await _decode(converter, args, t.SessionMessage)
+    line: dict[str, Any] = {"type": "message", "message": None, "text": message.text, "by": message.by}
+    line["at"] = e.event_time.ToDatetime(tzinfo=UTC).isoformat()
+    if outcome is not None and outcome.HasField("success"):
+        receipt = await _decode(converter, outcome.success, t.MessageReceipt)
+        line["message"] = receipt.message
+        if receipt.duplicate:  # sent again with the same message_id: recorded once, under K
+            line["duplicate"] = True
+    elif outcome is not None and outcome.HasField("failure"):
+        line["error"] = outcome.failure.message
+    return line

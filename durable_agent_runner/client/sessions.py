@@ -1,0 +1,66 @@
+"""The handle of a session, `SessionHandle`: a run that answers message after message until it is
+ended. It adds `send`, `ask`, `answer`, `exchange` and `end` to what a `RunHandle` does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from durable_agent_runner.client import checks, updates
+from durable_agent_runner.client.errors import RunFailed
+from durable_agent_runner.client.handles import RunHandle, by_or_default
+from durable_agent_runner.workflows import types as t
+
+
+class SessionHandle(RunHandle):
+    """A session: a run that answers message after message until it is ended."""
+
+    async def send(
+        self, text: str, *, by: str | None = None, message_id: str | None = None, wait: float = updates.DEFAULT_WAIT
+    ) -> t.MessageReceipt:
+        """Send a message; the receipt holds its number K. Sent again with the same `message_id`
+        (say after NoWorkerAnswered), it counts once."""
+        checks.prompt(text, "text")
+        if len(text) > t.MAX_MESSAGE_CHARS:
+            raise checks.BadArgument(
+                "text", f"the message is longer than {t.MAX_MESSAGE_CHARS:,} characters: give large inputs to a tool"
+            )
+        if message_id is not None:
+            checks.call_id(message_id)
+        return await updates.send_message(
+            self.temporal, self.id, text, by=by_or_default(by), message_id=message_id, wait=checks.seconds(wait)
+        )
+
+    async def answer(self, message: int) -> Any:
+        """Message K's answer once it is given (typed as `result()` is); RunFailed if answering
+        it failed (the session failed with it), AgentRunError if the session ended first."""
+        exchange = await self.exchange(message)
+        if exchange.error is not None:
+            raise RunFailed(self.id, "failed", "MessageFailed", f"message {message}: {exchange.error}")
+        return self.typed("", exchange.output, exchange.output_object)
+
+    async def exchange(self, message: int, on_gap: Callable[[str, int], None] | None = None) -> t.Exchange:
+        """Message K's whole exchange (prompt, answer, usage, turns) once it is answered or failed.
+        Reads no worker answers are asked again, after `on_gap(what Temporal said, in a row)`."""
+        checks.whole(message, "message", 1, 10**9)
+        await self.exists()
+        return await updates.wait_answer(self.temporal, self.id, message, on_gap)
+
+    async def exchange_now(self, message: int) -> t.Exchange | None:
+        """Message K's exchange as it stands now (None: not taken yet); AgentRunError if the
+        session has fewer than K messages."""
+        checks.whole(message, "message", 1, 10**9)
+        await self.exists()
+        return await updates.get_exchange(self.temporal, self.id, message)
+
+    async def ask(self, text: str, *, by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> Any:
+        """Send a message and wait for its answer."""
+        receipt = await self.send(text, by=by, wait=wait)
+        return await self.answer(receipt.message)
+
+    async def end(self, reason: str = "", *, by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> t.EndReceipt:
+        """End the session once the messages it has taken are answered; ending it again counts once."""
+        checks.string(reason, "reason")
+        return await updates.end_session(
+            self.temporal, self.id, by=by_or_default(by), reason=reason, wait=checks.seconds(wait)
+        )

@@ -1,0 +1,202 @@
+"""The client checks its arguments at the door, with the rules the CLI's flags meet (one checker:
+durable_agent_runner/client/checks.py): a wrong type is a TypeError, a value out of bounds a
+ValueError naming the argument, and nothing reaches Temporal. No server: the client here holds a
+stand-in that fails the test if anything is sent."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import durable_agent_runner as dar
+from durable_agent_runner.client import checks
+from durable_agent_runner.workflows import types as t
+
+
+class NothingSent:
+    """A Temporal client that refuses every call: a check that lets a bad argument through fails."""
+
+    namespace = "default"
+
+    def get_workflow_handle(self, run_id: str, **_: Any) -> Any:
+        return NothingSent()
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"a bad argument reached Temporal ({name})")
+
+
+@pytest.fixture
+def api() -> dar.AgentClient:
+    return dar.AgentClient(NothingSent(), task_queue="nowhere")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        ({"max_turns": "3"}, TypeError, "max_turns must be an int"),
+        ({"max_turns": True}, TypeError, "max_turns must be an int"),
+        ({"max_turns": 0}, ValueError, "max_turns: must be between 1"),
+        ({"model_settings": {"temprature": 1}}, ValueError, "unknown field temprature"),
+        ({"model_settings": {"temperature": 9}}, ValueError, "temperature: Input should be less than"),
+        ({"model_settings": {"extra_body": {"stream": False}}}, ValueError, "extra_body"),
+        ({"model_settings": "hot"}, TypeError, "model_settings must be a ModelSettings or a dict"),
+        ({"id": ""}, ValueError, "id: must be 1-255 printable characters"),
+        ({"id": "a\nb"}, ValueError, "id: must be 1-255 printable characters"),
+        ({"id": "x" * 256}, ValueError, "id: must be 1-255"),
+        ({"model": ""}, ValueError, "model: must be 1-200"),
+        ({"capture": "yes"}, TypeError, "capture must be a bool"),
+        ({"breakpoints": {"at_turns": [1]}}, TypeError, "breakpoints must be a Breakpoints"),
+    ],
+)
+async def test_start_refuses_bad_options_before_anything_is_sent(api, kwargs, error, words):
+    with pytest.raises(error, match=words):
+        await api.start("demo", "hello", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "agent, prompt, error, words",
+    [
+        (None, "hello", TypeError, "agent must be an agent's name or an Agent, not NoneType"),
+        ("", "hello", ValueError, "agent: must be 1-200"),
+        ("demo", 42, TypeError, "input must be a str, not int"),
+        ("demo", "   ", ValueError, "input: is empty"),
+    ],
+)
+async def test_start_refuses_a_bad_agent_or_prompt(api, agent, prompt, error, words):
+    with pytest.raises(error, match=words):
+        await api.start(agent, prompt)
+
+
+def test_get_refuses_an_empty_or_unprintable_id_never_a_raw_rpc_error(api):
+    for bad in ("", "tab\there", "x" * 1001):
+        with pytest.raises(ValueError, match="run_id: must be 1-1000 printable characters"):
+            api.get(bad)
+    with pytest.raises(TypeError, match="run_id must be a str"):
+        api.get(None)  # type: ignore[arg-type]
+    assert api.get("x" * 1000).id == "x" * 1000  # a child run's id may be longer than one we start
+
+
+@pytest.mark.parametrize("wait", [-1, 0, math.nan, math.inf, -math.inf, 3601, 10**9])
+async def test_every_wait_is_bounded_and_finite(api, wait):
+    run = api.get("some-run")
+    session = api.get_session("some-chat")
+    for attempt in (
+        run.approve("call_1", wait=wait),
+        run.reject("call_1", "no", wait=wait),
+        run.resolve("call_1", "rerun", wait=wait),
+        run.pause(wait=wait),
+        run.resume(wait=wait),
+        run.inspect(wait=wait),
+        run.transcript(wait=wait),
+        session.send("hi", wait=wait),
+        session.end(wait=wait),
+        api.diff("a", "b", wait=wait),
+    ):
+        with pytest.raises(ValueError, match=r"wait: must be a number of seconds in \(0, 3600\]"):
+            await attempt
+
+
+async def test_result_waits_at_most_a_bounded_time(api):
+    for bad in (-1, math.nan, math.inf):
+        with pytest.raises(ValueError, match=r"wait: must be a number of seconds in \[0, 3600\]"):
+            await api.get("some-run").result(wait=bad)
+    with pytest.raises(TypeError, match="wait must be a number of seconds, not str"):
+        await api.get("some-run").outcome(wait="5")  # type: ignore[arg-type]
+
+
+async def test_decisions_refuse_empty_reasons_and_bad_fields(api):
+    run = api.get("some-run")
+    with pytest.raises(ValueError, match="reason: is empty"):
+        await run.reject("call_1", "  ")
+    with pytest.raises(ValueError, match="call_id: must be 1-200"):
+        await run.approve("")
+    with pytest.raises(TypeError, match="args must be a dict"):
+        await run.approve("call_1", '{"a": 1}')  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="always must be a bool"):
+        await run.approve("call_1", always=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="reason: is empty"):
+        await run.resolve("call_1", "fail")
+    with pytest.raises(ValueError, match="result is not valid JSON"):
+        await run.resolve("call_1", "result", "{not json")
+    with pytest.raises(ValueError, match="action: must be rerun, result or fail"):
+        await run.resolve("call_1", "retry")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="by: must be at most 200"):
+        await run.approve("call_1", by="x" * 201)
+
+
+async def test_debugger_verbs_check_their_arguments(api):
+    run = api.get("some-run")
+    with pytest.raises(ValueError, match="add_usd: Input should be a finite number"):
+        await run.resume(add_usd=math.nan)
+    with pytest.raises(ValueError, match="add_tokens: Input should be greater than or equal to 1"):
+        await run.resume(add_tokens=0)
+    with pytest.raises(TypeError, match="add_tokens must be an int"):
+        await run.resume(add_tokens=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="give exactly one edit"):
+        await run.edit()
+    with pytest.raises(ValueError, match="give exactly one edit"):
+        await run.edit(drop=1, drop_call="call_1")
+    with pytest.raises(ValueError, match="ROLE must be user or assistant"):
+        await run.edit(insert=(1, "system", "hi"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at_turn: must be between 1"):
+        await run.fork(0)
+    with pytest.raises(ValueError, match="prompt: is empty"):
+        await run.fork(2, "")
+    with pytest.raises(ValueError, match="limit: must be between 1 and 1,000"):
+        await api.list(0)
+    with pytest.raises(ValueError, match="phase: must be one of"):
+        await api.list(phase="sleeping")
+    with pytest.raises(ValueError, match="page: that page token is not one this client made"):
+        await api.runs_page("not base64!")
+
+
+async def test_a_session_message_is_text_that_is_not_empty(api):
+    session = api.get_session("some-chat")
+    with pytest.raises(ValueError, match="text: is empty"):
+        await session.send("")
+    with pytest.raises(TypeError, match="text must be a str, not int"):
+        await session.send(3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="text: the message is longer than"):
+        await session.send("x" * (t.MAX_MESSAGE_CHARS + 1))
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True) | st.integers(min_value=-(10**6), max_value=10**6))
+def test_a_wait_is_accepted_exactly_when_it_is_a_finite_number_of_seconds_up_to_an_hour(value):
+    ok = math.isfinite(value) and 0 < value <= checks.MAX_WAIT
+    try:
+        assert checks.seconds(value) == float(value) and ok
+    except ValueError:
+        assert not ok
+
+
+@given(st.text(max_size=300))
+def test_a_run_id_is_accepted_exactly_when_it_is_1_to_255_printable_characters(value):
+    ok = 0 < len(value) <= 255 and value.isprintable()
+    try:
+        assert checks.run_id(value) == value and ok
+    except ValueError:
+        assert not ok
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=20), st.none(), max_size=4))
+def test_model_settings_refuse_exactly_the_fields_they_do_not_know(fields):
+    unknown = set(fields) - set(t.ModelSettings.model_fields)
+    try:
+        checks.model_settings(fields)
+        assert not unknown
+    except checks.BadArgument as err:
+        assert unknown and err.field == "model_settings" and sorted(unknown)[0] in str(err)
+
+
+def test_an_item_index_is_written_in_ascii_digits():
+    """`edit --text 3 …` and the console's edit form: '٣' (Arabic-Indic three) is not an index."""
+    from durable_agent_runner.client.control import item_index
+
+    assert item_index("3") == 3
+    for bad in ("٣", "²", "3.0", "-1", "", "1" * 10):
+        with pytest.raises(checks.BadArgument):
+            item_index(bad)
