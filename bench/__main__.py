@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--json FILE] [--only SECTION ...] [--turns N] [--worker subprocess|inproc]`.
+"""`python -m bench [--quick] [--json FILE] [--only SECTION ...] [--turns N] [--reps N] [--worker subprocess|inproc]`.
 
 Starts its own Temporal dev server (SQLite, a free port) and fake model server, runs the
 sections, prints the tables, and stops everything it started on any exit, Ctrl-C included.
@@ -36,6 +36,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="where workers run (default: a subprocess, so they do not share the bench's GIL)")  # fmt: skip
     p.add_argument("--budget", type=float, help="seconds after which no new tuning round starts")
     p.add_argument("--turns", type=int, help="model calls per run in the per-turn section (full run: 20, quick: 10)")
+    p.add_argument("--reps", type=int, help="runs per row in the per-turn section, medians taken (full run: 5)")
     p.add_argument("--server-config", action="append", metavar="KEY=VALUE", default=[],
                    help="a dynamic config value for the dev server, after tests/devserver.py's (repeatable), "
                         "e.g. history.transferProcessorMaxPollRPS=20 for the default")  # fmt: skip
@@ -125,6 +126,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("bench: --turns must be at least 2 (a turn is the gap between two model calls)", file=sys.stderr)
             return 2
         plan = replace(plan, turns=args.turns)
+    if args.reps is not None:
+        if args.reps < 1:
+            print("bench: --reps must be at least 1", file=sys.stderr)
+            return 2
+        plan = replace(plan, reps=args.reps)
     only = set(args.only or SECTIONS)
     results: dict[str, Any] = {"environment": environment(plan, args.worker), "plan": asdict(plan)}
     results["build_worker_fixed"] = fixed_knobs()
