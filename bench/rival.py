@@ -20,10 +20,13 @@ its users run it, at its best honest configuration. Each choice, and why:
 - The Agents SDK's tracing off (`OPENAI_AGENTS_DISABLE_TRACING`): there is no OpenAI to export
   traces to, and exporting would only add to the rival's cost.
 - The workflow in temporalio's sandbox, as the integration's samples run (AgentRun leaves the
-  sandbox by its own definition; the rival measured unsandboxed was no faster: 51.9 against
-  58.4 ms on Responses at 20 turns, within that probe's noise).
+  sandbox by its own definition; the rival unsandboxed was not faster in a probe: on Responses,
+  51.9 / 87.5 against 58.4 / 79.2 ms a turn at 20 / 40 turns, within that probe's noise).
 - SDK defaults for every Worker option, as its users get them (our product worker gets
   `WORKER_DEFAULTS`, which only bound shutdown and heartbeat throttling: neither touches a turn).
+- Runs of 20 turns in the per-turn section (`bench.plan`): its turn grows with the turns (each
+  model activity carries the whole transcript), so the 40 the bench ran before 2.0 made it
+  about 1.4x slower a turn than at the independent measurement's 20.
 - Its process, event loop and server are the product worker's: `bench.worker_proc` runs every
   worker on the loop `python worker.py` runs on (uvloop; each worker reports its loop, and the
   bench records it), against the bench's one dev server with its one dynamic config.
