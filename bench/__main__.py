@@ -1,4 +1,4 @@
-"""`python -m bench [--quick] [--json FILE] [--only SECTION ...] [--worker subprocess|inproc]`.
+"""`python -m bench [--quick] [--json FILE] [--only SECTION ...] [--turns N] [--reps N] [--worker subprocess|inproc]`.
 
 Starts its own Temporal dev server (SQLite, a free port) and fake model server, runs the
 sections, prints the tables, and stops everything it started on any exit, Ctrl-C included.
@@ -35,6 +35,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--worker", choices=["subprocess", "inproc"], default="subprocess",
                    help="where workers run (default: a subprocess, so they do not share the bench's GIL)")  # fmt: skip
     p.add_argument("--budget", type=float, help="seconds after which no new tuning round starts")
+    p.add_argument("--turns", type=int, help="model calls per run in the per-turn section (full run: 20, quick: 10)")
+    p.add_argument("--reps", type=int, help="runs per row in the per-turn section, medians taken (full run: 5)")
     p.add_argument("--server-config", action="append", metavar="KEY=VALUE", default=[],
                    help="a dynamic config value for the dev server, after tests/devserver.py's (repeatable), "
                         "e.g. history.transferProcessorMaxPollRPS=20 for the default")  # fmt: skip
@@ -102,8 +104,8 @@ def render(results: dict[str, Any]) -> str:
     if env.get("dont_write_bytecode"):
         parts.append("PYTHONDONTWRITEBYTECODE is set: with no cached bytecode, each worker process compiles "
                      "what it imports when it starts (the Docker image compiles it at build instead)")  # fmt: skip
-    if env.get("server_config"):
-        parts.append(f"dev server dynamic config added: {env['server_config']}")
+    if env.get("server_dynamic_config"):
+        parts.append(f"one dev server for every worker, its dynamic config: {env['server_dynamic_config']}")
     printers = [("per_turn", report.per_turn), ("history", report.history), ("concurrency", report.concurrency),
                 ("tuning", report.tuning), ("streaming", report.streaming), ("timeline", report.timeline)]  # fmt: skip
     for key, fn in printers:
@@ -119,6 +121,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = QUICK if args.quick else FULL
     if args.budget is not None:
         plan = replace(plan, budget_s=args.budget)
+    if args.turns is not None:
+        if args.turns < 2:
+            print("bench: --turns must be at least 2 (a turn is the gap between two model calls)", file=sys.stderr)
+            return 2
+        plan = replace(plan, turns=args.turns)
+    if args.reps is not None:
+        if args.reps < 1:
+            print("bench: --reps must be at least 1", file=sys.stderr)
+            return 2
+        plan = replace(plan, reps=args.reps)
     only = set(args.only or SECTIONS)
     results: dict[str, Any] = {"environment": environment(plan, args.worker), "plan": asdict(plan)}
     results["build_worker_fixed"] = fixed_knobs()
@@ -126,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     t0 = time.monotonic()
     stack = Stack(workdir, args.worker, args.server_config)
     results["environment"]["server_config"] = args.server_config
+    results["environment"]["server_dynamic_config"] = list(stack.server_config_all)
     code = 0
     try:
         print(f"bench: starting dev server and fake model server (work dir {workdir})", file=sys.stderr)

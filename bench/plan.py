@@ -9,7 +9,11 @@ from dataclasses import dataclass
 class Plan:
     quick: bool
     reps: int  # runs per row in the per-turn section (median reported)
-    turns: int  # model calls per run there (loop:turns:size)
+    # Model calls per run there (loop:turns:size). 20 in the full run: the rival's time a turn grows
+    # with the turns (its model activity carries the whole transcript, which the openai SDK
+    # transforms afresh each call), so longer runs flatter us (at 40 its turn took ~1.4x as long);
+    # 20 is the independent measurement's K and a long agent run. `--turns` sets another.
+    turns: int
     size: int
     latencies: tuple[float, ...]
     activity_row: bool  # also AgentRun with its tool as a regular activity (the earlier figures' loop)
@@ -46,7 +50,7 @@ QUICK = Plan(
 )  # fmt: skip
 
 FULL = Plan(
-    quick=False, reps=5, turns=40, size=200, latencies=(0, 50), activity_row=True, walks_row=True,
+    quick=False, reps=5, turns=20, size=200, latencies=(0, 50), activity_row=True, walks_row=True,
     inproc_reps=0, variant_reps=0,
     variant_latencies=(50,), history_turns=201, rival_history_turns=61, history_variants=False,
     conc_levels=(50, 200), conc_turns=10, conc_size=100, conc_latency=50, conc_timeout=120,

@@ -80,6 +80,8 @@ def per_turn(data: dict[str, Any]) -> str:
     ]
     if data.get("rival_error"):
         text.append(f"   no rival rows: {data['rival_error']}")
+    if loops := data.get("event_loops"):
+        text.append("   event loops: " + ", ".join(f"{name} {loop}" for name, loop in loops.items()))
     mirror = next((r for r in rows if r["name"].startswith("BENCH-ONLY mirror: as AgentRun")), None)
     if mirror is not None:
         text.append("   BENCH-ONLY variants against the mirror of AgentRun (ms/turn; CPU ms/turn worker, server):")

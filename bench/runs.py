@@ -48,7 +48,10 @@ def new_prompt(tag: str) -> str:
 def _prompt_of(body: object) -> str | None:
     if not isinstance(body, dict):
         return None
-    for m in body.get("messages") or []:
+    items = body.get("messages") or body.get("input") or []  # Chat Completions or Responses
+    if isinstance(items, str):
+        return items
+    for m in items:
         if isinstance(m, dict) and m.get("role") == "user":
             return str(m.get("content"))
     return None

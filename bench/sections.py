@@ -153,9 +153,12 @@ async def per_turn(stack: Stack, plan: Plan, log: Any) -> dict[str, Any]:
         short: list[tuple[str, WorkerHandle, runs.Variant]] = [(OURS, product, None), (BARE, bare, BareInput())]
         short += [(RIVAL, rival, RivalInput())] if rival_ok else []
         shorts = await _short_runs(stack, plan, log, short)
+    named = [("product", product), ("rival", rival), ("bare", bare), ("in-process", inproc), ("variant", variant)]
     return {
         "scenario": runs.loop_model(plan.turns, plan.size),
         "rows": [s.row() for s in series],
+        # Every worker process's event loop, as it reported it: one loop for all rows (bench.rival).
+        "event_loops": {name: h.loop for name, h in named if h is not None and h.error is None and h.pid is not None},
         "idle": idle,
         "rival_error": None if rival_ok else f"{RIVAL_MISSING} ({rival.error})",
         "short": shorts,

@@ -77,6 +77,7 @@ class WorkerHandle:
     queue: str
     pid: int | None  # None: in-process
     error: str | None = None  # set when it failed to start (tolerant start only)
+    loop: str | None = None  # the event loop's module, as the worker reported it ("uvloop"); None: in-process
 
     def cpu(self) -> float | None:
         return cpu_seconds(self.pid)
@@ -89,7 +90,8 @@ class Stack:
         self.server_config = server_config or []
         # Our servers lift the transfer-queue poll limit (tests/devserver.DYNAMIC_CONFIG); given
         # values are added after it, so a bench can put the default back to compare.
-        self.server = DevServer(workdir, config=(*DYNAMIC_CONFIG, *self.server_config))
+        self.server_config_all = (*DYNAMIC_CONFIG, *self.server_config)  # every worker's one server runs this
+        self.server = DevServer(workdir, config=self.server_config_all)
         self.llm = FakeLLMServer(max_log=50_000)
         self.registry = Registry.from_modules(MODULES)
         self.client: Client | None = None
@@ -154,6 +156,8 @@ class Stack:
                     if not tolerant:
                         raise outcome
                     handles[index].error = f"{type(outcome).__name__}: {outcome}"
+                else:
+                    handles[index].loop = outcome
             yield handles
 
     @contextlib.asynccontextmanager
@@ -186,15 +190,18 @@ class Stack:
         self._procs.append(proc)
         return proc
 
-    async def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+    async def _wait_ready(self, proc: subprocess.Popen[bytes]) -> str:
+        """The event loop the worker said it runs on, once it is READY."""
         with self._ready.pop(proc.pid) as ready:
             try:
                 line = await asyncio.wait_for(asyncio.to_thread(ready.readline), READY_TIMEOUT)
             except TimeoutError:
                 msg = f"bench worker not ready after {READY_TIMEOUT:.0f}s: see {self.workdir}/workers.log"
                 raise RuntimeError(msg) from None
-        if line.strip() != b"READY":
+        word, _, loop = line.decode(errors="replace").strip().partition(" ")
+        if word != "READY":
             raise RuntimeError(f"bench worker failed to start: see {self.workdir}/workers.log")
+        return loop
 
     def _stop_all(self, procs: list[subprocess.Popen[bytes]]) -> None:
         for proc in procs:  # ask them all first, so they shut down in parallel

@@ -2,7 +2,7 @@
 
 The config names the dev server, task queue, model server, variant ("product", "variant",
 "rival": bench.rival, or "bare": bench.bare), tuning knobs and the pipe (`ready_fd`) it writes
-READY to once polling.
+READY to once polling, with the name of the event loop it runs on.
 Stops on SIGTERM/SIGINT or when its stdin closes, so it never outlives the bench, however the
 bench ended.
 """
@@ -29,9 +29,10 @@ from worker import event_loop
 
 
 def ready(config: dict[str, object]) -> None:
+    """READY and the event loop this worker runs on (its class's module: "uvloop", "asyncio...")."""
     fd = config["ready_fd"]
     assert isinstance(fd, int)
-    os.write(fd, b"READY\n")
+    os.write(fd, f"READY {type(asyncio.get_running_loop()).__module__}\n".encode())
     os.close(fd)
 
 
@@ -51,7 +52,9 @@ async def serve(config: dict[str, object]) -> None:
     if config["variant"] == "rival":  # Temporal's OpenAI Agents integration (the bench extra)
         from bench.rival import rival_worker
 
-        async with await rival_worker(str(config["target"]), str(config["queue"]), str(config["base_url"])):
+        what_if = config.get("options") or {}
+        assert isinstance(what_if, dict)
+        async with await rival_worker(str(config["target"]), str(config["queue"]), str(config["base_url"]), what_if):
             ready(config)
             await stop.wait()
         return
