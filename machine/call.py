@@ -45,10 +45,11 @@ from durable_agent_runner.machine.call_types import (
     Transition,
     Unexpected,
 )
-from durable_agent_runner.workflows.approvals import edited_note, rejection_text
+from durable_agent_runner.workflows.approvals import approval_record, decision_words, edited_note, rejection_text
 from durable_agent_runner.workflows.bounds import json_object
 from durable_agent_runner.workflows.calls import (
     PlannedCall,
+    Runs,
     answered,
     asks_first,
     attempt_ended,
@@ -58,6 +59,8 @@ from durable_agent_runner.workflows.calls import (
     resolved,
     runs,
 )
+from durable_agent_runner.workflows.doubts import resolution_words
+from durable_agent_runner.workflows.patches import FORK_ONCE_PATCH, IN_DOUBT_PATCH
 from durable_agent_runner.workflows.state import excerpt
 from durable_agent_runner.workflows.types import (
     ApprovalDecision,
@@ -101,8 +104,9 @@ __all__ = [
 # ------------------------------------------------------------------------------- transitions
 
 
-def start(planned: PlannedCall, turn: int, ctx: Ctx) -> Transition:
-    call = Call(planned=planned, turn=turn, stage=Stage.RUNNING, arguments=planned.call.arguments)
+def start(planned: PlannedCall, turn: int, ctx: Ctx, doubted: int = 0) -> Transition:
+    """`doubted`: how often the run had this call in doubt before (its doubts are numbered on)."""
+    call = Call(planned=planned, turn=turn, stage=Stage.RUNNING, arguments=planned.call.arguments, doubted=doubted)
     if planned.action in ("answer", "handoff"):  # runs nothing: answered at once
         return _finish(call, answered(planned), ())
     started = _note(call, "tool_started", detail=describe_call(planned.call))
@@ -111,16 +115,9 @@ def start(planned: PlannedCall, turn: int, ctx: Ctx) -> Transition:
         return Transition(call.model_copy(update={"stage": Stage.CHECKING}), (check,), (started,))
     if planned.approval == "auto":
         earlier = ctx.always[call.tool]
-        record = ApprovalRecord(
-            call_id=call.call_id,
-            tool=call.tool,
-            approved=True,
-            by=earlier.by,
-            at=ctx.now,
-            reason=f"'always' approval given by {earlier.by} for call {earlier.call_id}",
-            automatic=True,
-        )
-        call = call.model_copy(update={"approval": record})
+        reason = f"'always' approval given by {earlier.by} for call {earlier.call_id}"
+        decision = ApprovalDecision(call_id=call.call_id, approve=True, by=earlier.by, reason=reason)
+        call = call.model_copy(update={"approval": approval_record(decision, call.tool, ctx.now, automatic=True)})
     return _run(call, ctx, (started,))
 
 
@@ -128,7 +125,7 @@ def advance(call: Call, happened: Happened, ctx: Ctx) -> Transition:
     if isinstance(happened, Checked) and call.stage is Stage.CHECKING:
         return _checked(call, happened.result, ctx)
     if isinstance(happened, Decided) and call.stage is Stage.ASKING:
-        return _decided(call, happened.decision, ctx, automatic=False)
+        return _decided(call, happened.record, ctx)
     if isinstance(happened, Ran) and call.stage is Stage.RUNNING:
         message = ToolMessage(
             call_id=call.call_id, name=call.tool, content=happened.content, is_error=happened.is_error
@@ -137,7 +134,7 @@ def advance(call: Call, happened: Happened, ctx: Ctx) -> Transition:
     if isinstance(happened, Lost) and call.stage is Stage.RUNNING:
         return _lost(call, happened, ctx)
     if isinstance(happened, Resolved) and call.stage is Stage.IN_DOUBT:
-        return _resolved(call, happened.resolution, ctx)
+        return _resolved(call, happened.record, ctx)
     if isinstance(happened, TimedOut) and call.stage in (Stage.ASKING, Stage.IN_DOUBT):
         return _timed_out(call, ctx)
     raise Unexpected(f"{happened.kind} for {call.tool} ({call.call_id}) while it is {call.stage}")
@@ -177,21 +174,8 @@ def _checked(call: Call, result: HookResult, ctx: Ctx) -> Transition:
     return Transition(asking, (ask,), (_note(call, "approval_requested", detail=describe_call(call.planned.call)),))
 
 
-def _decided(call: Call, decision: ApprovalDecision, ctx: Ctx, automatic: bool) -> Transition:
-    record = ApprovalRecord(
-        call_id=call.call_id,
-        tool=call.tool,
-        approved=decision.approve,
-        by=decision.by,
-        at=ctx.now,
-        reason=decision.reason,
-        arguments=decision.arguments,
-        always=decision.always,
-        automatic=automatic,
-    )
-    verdict = "approved" if record.approved else f"rejected: {record.reason}"
-    detail = f"{verdict} by {record.by}" + (" (arguments edited)" if record.arguments is not None else "")
-    decided = (_note(call, "approval_decided", detail=detail),)
+def _decided(call: Call, record: ApprovalRecord, ctx: Ctx) -> Transition:
+    decided = (_note(call, "approval_decided", detail=decision_words(record)),)
     call = call.model_copy(update={"approval": record})
     if not record.approved:
         message = ToolMessage(call_id=call.call_id, name=call.tool, content=rejection_text(record), is_error=True)
@@ -201,8 +185,15 @@ def _decided(call: Call, decision: ApprovalDecision, ctx: Ctx, automatic: bool) 
     return _run(call, ctx, decided)
 
 
-def _run(call: Call, ctx: Ctx, notes: tuple[Note, ...]) -> Transition:
+def _how(call: Call, ctx: Ctx) -> Runs:
+    """How the call runs (`calls.runs`: the tool's own setting). Runs recorded before calls could
+    be in doubt ran a once tool as any other (none had one)."""
     how = runs(call.planned, ctx.agent, call.arguments)
+    return "activity" if how == "once" and not ctx.patched(IN_DOUBT_PATCH) else how
+
+
+def _run(call: Call, ctx: Ctx, notes: tuple[Note, ...]) -> Transition:
+    how = _how(call, ctx)
     running = call.model_copy(update={"stage": Stage.RUNNING, "scheduled_at": ctx.now})
     if how == "child":
         child = StartChild(call_id=call.call_id, target=call.planned.target, arguments=call.arguments)
@@ -215,7 +206,8 @@ def _run(call: Call, ctx: Ctx, notes: tuple[Note, ...]) -> Transition:
     spec = ctx.agent.tool(call.tool)
     if spec is None:
         raise Unexpected(f"{call.tool} is not a tool of {ctx.agent.name}: the plan answers unknown tools itself")
-    if asks_first(call.planned, how, call.approval is not None) and call.doubt is None:
+    first = call.doubt is None and asks_first(call.planned, how, call.approval is not None)
+    if first and ctx.patched(FORK_ONCE_PATCH):
         origin = ctx.forked_from or "the run this fork was taken from"
         ended = (
             f"not run in this fork: it ran in {origin}; a --live-tools fork runs a once call again only "
@@ -237,7 +229,7 @@ def _run(call: Call, ctx: Ctx, notes: tuple[Note, ...]) -> Transition:
 
 
 def _lost(call: Call, lost: Lost, ctx: Ctx) -> Transition:
-    how = runs(call.planned, ctx.agent, call.arguments)
+    how = _how(call, ctx)
     spec = ctx.agent.tool(call.tool)
     tries = attempts(how, spec) if spec is not None else 1
     message = attempt_ended(call.planned, how, lost.end, lost.why, tries)
@@ -251,7 +243,7 @@ def _in_doubt(
 ) -> Transition:
     """The call waits for a person: its attempt ended without a result (`ended` says how), or a
     live fork would run it again (`fork_of`)."""
-    previous = call.doubt.doubt if call.doubt is not None else 0
+    previous = call.doubt.doubt if call.doubt is not None else call.doubted
     args = json_object(call.arguments)
     doubt = InDoubtCall(
         call_id=call.call_id,
@@ -273,20 +265,8 @@ def _in_doubt(
     return Transition(waiting, (ask,), (*notes, note))
 
 
-def _resolved(call: Call, decision: ResolveCall, ctx: Ctx) -> Transition:
-    assert call.doubt is not None
-    record = CallResolution(
-        call_id=call.call_id,
-        tool=call.tool,
-        action=decision.action,
-        by=decision.by,
-        at=ctx.now,
-        doubt=call.doubt.doubt,
-        result=decision.result,
-        reason=decision.reason,
-    )
-    words = {"rerun": "run again", "result": "result given", "fail": f"failed: {record.reason}"}[record.action]
-    note = _note(call, "call_resolved", detail=f"{words} by {record.by}")
+def _resolved(call: Call, record: CallResolution, ctx: Ctx) -> Transition:
+    note = _note(call, "call_resolved", detail=resolution_words(record))
     outcome = resolved(call.planned, record)
     if outcome == "rerun":
         return _run(call.model_copy(update={"reruns": call.reruns + 1}), ctx, (note,))
@@ -305,7 +285,7 @@ def _timed_out(call: Call, ctx: Ctx) -> Transition:
     timed_out = ApprovalDecision(
         call_id=call.call_id, approve=False, by="timeout", reason=agent.approval_timeout_reason
     )
-    return _decided(call, timed_out, ctx, automatic=True)
+    return _decided(call, approval_record(timed_out, call.tool, ctx.now, automatic=True), ctx)
 
 
 def _finish(call: Call, message: ToolMessage, notes: tuple[Note, ...]) -> Transition:

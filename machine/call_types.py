@@ -6,7 +6,7 @@ No Temporal, no I/O, no clocks, no randomness.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -17,12 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from durable_agent_runner.workflows.calls import AttemptEnd, PlannedCall, Runs
 from durable_agent_runner.workflows.types import (
     AgentSpec,
-    ApprovalDecision,
     ApprovalRecord,
+    CallResolution,
     EventKind,
     HookResult,
     InDoubtCall,
-    ResolveCall,
     ToolMessage,
 )
 
@@ -51,6 +50,7 @@ class Call(_Frozen):
     approval: ApprovalRecord | None = None
     doubt: InDoubtCall | None = None  # the open doubt (IN_DOUBT), or the last one
     reruns: int = 0  # attempts a person asked for after a doubt
+    doubted: int = 0  # times in doubt before this life (a --live-tools fork carries its origin's)
     scheduled_at: datetime | None = None  # when the run last asked for an attempt
     message: ToolMessage | None = None  # DONE: what the model reads
 
@@ -138,10 +138,10 @@ class Checked(_Frozen):
 
 
 class Decided(_Frozen):
-    """A person's decision, checked at the door (`refusal`)."""
+    """A person's decision, checked and recorded at the door (the update's validator and handler)."""
 
     kind: Literal["decided"] = "decided"
-    decision: ApprovalDecision
+    record: ApprovalRecord
 
 
 class Ran(_Frozen):
@@ -165,10 +165,10 @@ class Lost(_Frozen):
 
 
 class Resolved(_Frozen):
-    """A person's resolution of the call in doubt, checked at the door (`refusal`)."""
+    """A person's resolution of the call in doubt, checked and recorded at the door."""
 
     kind: Literal["resolved"] = "resolved"
-    resolution: ResolveCall
+    record: CallResolution
 
 
 class TimedOut(_Frozen):
@@ -202,6 +202,9 @@ class Ctx:
     run_id: str
     always: Mapping[str, ApprovalRecord] = field(default_factory=dict)
     forked_from: str | None = None
+    # Whether the run takes a patched path (1.x only: `workflow.patched`, asked where the 1.x code
+    # asked it, so its marker lands where recorded histories have it). 2.0 has no patches.
+    patched: Callable[[str], bool] = field(default=lambda _id: True)
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durable_agent_runner.machine import call as m
+from durable_agent_runner.workflows.approvals import approval_record
 from durable_agent_runner.workflows.calls import plan_calls
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     ApprovalDecision,
     ApprovalRecord,
+    CallResolution,
     HookResult,
     ResolveCall,
     ToolCall,
@@ -44,6 +46,18 @@ def begin(name: str, arguments: str = '{"to": "ops@example.com"}', c: m.Ctx | No
     return m.start(planned, 1, c)
 
 
+def decided(decision: ApprovalDecision, tool: str = "send_report") -> m.Decided:
+    """A decision as the door records it (the update's handler)."""
+    return m.Decided(record=approval_record(decision, tool, NOW))
+
+
+def resolved(r: ResolveCall, doubt: int = 1, tool: str = "charge") -> m.Resolved:
+    record = CallResolution(
+        call_id=r.call_id, tool=tool, action=r.action, by=r.by, at=NOW, doubt=doubt, result=r.result, reason=r.reason
+    )
+    return m.Resolved(record=record)
+
+
 def kinds(t: m.Transition) -> list[str]:
     return [n.kind for n in t.notes]
 
@@ -68,7 +82,7 @@ def test_approval_is_checked_then_asked_then_the_approved_call_runs():
     assert asked.call.waits_for() == "waiting for a person to approve send_report (call_1_0)"
     decision = ApprovalDecision(call_id="call_1_0", approve=True, by="alice")
     assert m.refusal(asked.call, decision) is None
-    ran = m.advance(asked.call, m.Decided(decision=decision), ctx())
+    ran = m.advance(asked.call, decided(decision), ctx())
     assert ran.call.stage is m.Stage.RUNNING and isinstance(ran.steps[0], m.RunTool)
     assert kinds(ran) == ["approval_decided"] and ran.notes[0].detail == "approved by alice"
     done = m.advance(ran.call, m.Ran(call_id="call_1_0", content="sent"), ctx())
@@ -90,7 +104,7 @@ def test_a_rejection_is_the_models_message_and_nothing_runs():
         begin("send_report").call, m.Checked(call_id="call_1_0", result=HookResult(needs_approval=True)), ctx()
     )
     no = ApprovalDecision(call_id="call_1_0", approve=False, by="bob", reason="wrong address")
-    done = m.advance(asked.call, m.Decided(decision=no), ctx())
+    done = m.advance(asked.call, decided(no), ctx())
     assert done.steps == () and done.call.stage is m.Stage.DONE and done.call.message is not None
     assert done.call.message.is_error and "rejected by bob" in done.call.message.content
     assert "wrong address" in done.call.message.content
@@ -101,7 +115,7 @@ def test_edited_arguments_run_and_the_model_is_told_they_were_edited():
         begin("send_report").call, m.Checked(call_id="call_1_0", result=HookResult(needs_approval=True)), ctx()
     )
     edit = ApprovalDecision(call_id="call_1_0", approve=True, by="alice", arguments={"to": "team@example.com"})
-    ran = m.advance(asked.call, m.Decided(decision=edit), ctx())
+    ran = m.advance(asked.call, decided(edit), ctx())
     (run,) = ran.steps
     assert isinstance(run, m.RunTool) and run.arguments == '{"to": "team@example.com"}'
     done = m.advance(ran.call, m.Ran(call_id="call_1_0", content="sent"), ctx())
@@ -144,9 +158,7 @@ def test_a_once_call_lost_goes_in_doubt_then_a_rerun_and_a_stale_decision_is_ref
     assert doubt.call.stage is m.Stage.IN_DOUBT and kinds(doubt) == ["call_in_doubt"]
     assert doubt.call.doubt is not None and doubt.call.doubt.doubt == 1 and doubt.call.doubt.arguments == {"amount": 5}
     assert doubt.steps == (m.AskPerson(call_id="call_1_0", about="doubt", timeout=m.DOUBT_LIMIT),)
-    rerun = m.advance(
-        doubt.call, m.Resolved(resolution=ResolveCall(call_id="call_1_0", action="rerun", by="al")), ctx()
-    )
+    rerun = m.advance(doubt.call, resolved(ResolveCall(call_id="call_1_0", action="rerun", by="al")), ctx())
     (again,) = rerun.steps
     assert isinstance(again, m.RunTool) and again.activity_id == "tool-1-call_1_0-rerun-1"
     assert again.idempotency_key == run.idempotency_key  # the same call, so the same key
@@ -156,7 +168,7 @@ def test_a_once_call_lost_goes_in_doubt_then_a_rerun_and_a_stale_decision_is_ref
     assert "out of date" in (m.refusal(second.call, stale) or "")
     given_result = ResolveCall(call_id="call_1_0", action="result", result='{"id": 7}', by="al", doubt=2)
     assert m.refusal(second.call, given_result) is None
-    done = m.advance(second.call, m.Resolved(resolution=given_result), ctx())
+    done = m.advance(second.call, resolved(given_result, doubt=2), ctx())
     assert done.call.message is not None and done.call.message.content == '{"id": 7}'
     assert done.call.message.resolution is not None and done.call.message.resolution.doubt == 2
 
@@ -194,13 +206,13 @@ HAPPENINGS = st.sampled_from(
     [
         m.Checked(call_id="call_1_0", result=HookResult(needs_approval=True)),
         m.Checked(call_id="call_1_0", result=HookResult()),
-        m.Decided(decision=ApprovalDecision(call_id="call_1_0", approve=True, by="a")),
-        m.Decided(decision=ApprovalDecision(call_id="call_1_0", approve=False, by="b", reason="no")),
+        decided(ApprovalDecision(call_id="call_1_0", approve=True, by="a")),
+        decided(ApprovalDecision(call_id="call_1_0", approve=False, by="b", reason="no")),
         m.Ran(call_id="call_1_0", content="ok"),
         m.Lost(call_id="call_1_0", end="timeout", why="hb", ended="heartbeat timeout"),
         m.Lost(call_id="call_1_0", end="error", why="boom", ended="boom"),
-        m.Resolved(resolution=ResolveCall(call_id="call_1_0", action="rerun", by="c")),
-        m.Resolved(resolution=ResolveCall(call_id="call_1_0", action="fail", reason="gone", by="c")),
+        resolved(ResolveCall(call_id="call_1_0", action="rerun", by="c")),
+        resolved(ResolveCall(call_id="call_1_0", action="fail", reason="gone", by="c")),
         m.TimedOut(call_id="call_1_0"),
     ]
 )
@@ -233,13 +245,39 @@ def test_a_live_forks_once_call_goes_to_a_person_before_it_runs_again():
     t = m.start(planned.model_copy(update={"again": True}), 1, c)
     assert t.call.stage is m.Stage.IN_DOUBT and t.call.doubt is not None and t.call.doubt.fork_of == "run-1"
     assert kinds(t) == ["tool_started", "call_in_doubt"] and "it ran in run-1" in t.notes[1].detail
-    rerun = m.advance(t.call, m.Resolved(resolution=ResolveCall(call_id="call_1_0", action="rerun", by="al")), c)
+    rerun = m.advance(t.call, resolved(ResolveCall(call_id="call_1_0", action="rerun", by="al")), c)
     (run,) = rerun.steps
     assert isinstance(run, m.RunTool) and run.activity_id == "tool-1-call_1_0"  # its first run in this fork
     lost = m.Lost(call_id="call_1_0", end="timeout", why="hb", ended="heartbeat timeout")
     again = m.advance(
-        m.advance(rerun.call, lost, c).call, m.Resolved(resolution=ResolveCall(call_id="call_1_0", action="rerun")), c
+        m.advance(rerun.call, lost, c).call, resolved(ResolveCall(call_id="call_1_0", action="rerun"), doubt=2), c
     )
     assert again.steps[0].activity_id == "tool-1-call_1_0-rerun-2"  # type: ignore[union-attr]
     not_again = m.start(planned, 1, c)  # a call the fork did not carry over runs as ever
     assert not_again.call.stage is m.Stage.RUNNING
+
+
+def test_runs_recorded_before_a_patch_take_the_old_path_where_the_1x_code_asked_it():
+    """`Ctx.patched` answers as `workflow.patched` does on replay of a history without the marker."""
+    from durable_agent_runner.workflows.patches import FORK_ONCE_PATCH, IN_DOUBT_PATCH
+
+    asked: list[str] = []
+
+    def before(patch_id: str) -> bool:
+        asked.append(patch_id)
+        return False
+
+    old = m.Ctx(agent=AGENT, now=NOW, run_id="run-1", patched=before)
+    (run,) = begin("charge", c=old).steps
+    assert isinstance(run, m.RunTool) and run.how == "activity" and asked == [IN_DOUBT_PATCH]
+    planned = plan_calls(AGENT, [ToolCall(call_id="call_1_0", name="charge", arguments="{}")], {}).calls[0]
+    asked.clear()
+    fork = m.Ctx(
+        agent=AGENT,
+        now=NOW,
+        run_id="fork-1",
+        forked_from="run-1",
+        patched=lambda p: asked.append(p) or p != FORK_ONCE_PATCH,
+    )
+    t = m.start(planned.model_copy(update={"again": True}), 1, fork)
+    assert t.call.stage is m.Stage.RUNNING and asked == [IN_DOUBT_PATCH, FORK_ONCE_PATCH]  # a fork of before: runs it

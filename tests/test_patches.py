@@ -20,6 +20,7 @@ from tests.helpers import strict_replayer
 
 SOURCE = Path(__file__).resolve().parents[1]
 WORKFLOWS = SOURCE / "workflows"
+MACHINE = SOURCE / "machine"  # the call machine asks 1.x patches through its context (`ctx.patched(ID)`)
 HISTORIES = SOURCE / "tests" / "histories"
 ASKS = ("patched", "deprecate_patch")  # workflow.patched(ID), workflow.deprecate_patch(ID)
 # The registry's names for the ids: the code asks a patch by one of them, never by its text.
@@ -27,14 +28,15 @@ NAMES = {name: value for name, value in vars(patches).items() if name.endswith("
 
 
 def asked(source: str, where: str) -> list[tuple[str, str]]:
-    """(how, id) for each `workflow.patched(...)` / `workflow.deprecate_patch(...)` in the source.
-    The argument must be one of the registry's names (`X_PATCH` or `t.X_PATCH`): a literal or an
-    unknown name fails, naming the line."""
+    """(how, id) for each `workflow.patched(...)` / `workflow.deprecate_patch(...)` in the source,
+    and each `ctx.patched(...)` (the machine's context, which the workflow fills with
+    `workflow.patched`). The argument must be one of the registry's names (`X_PATCH` or
+    `t.X_PATCH`): a literal or an unknown name fails, naming the line."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ASKS):
             continue
-        if not (isinstance(node.func.value, ast.Name) and node.func.value.id == "workflow"):
+        if not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("workflow", "ctx")):
             continue
         (arg,) = node.args
         name = arg.id if isinstance(arg, ast.Name) else arg.attr if isinstance(arg, ast.Attribute) else None
@@ -47,7 +49,7 @@ def asked(source: str, where: str) -> list[tuple[str, str]]:
 def asked_in_workflows() -> dict[str, set[str]]:
     """Each patch id the workflow code asks, and how (patched / deprecate_patch)."""
     ids: dict[str, set[str]] = {}
-    for path in sorted(WORKFLOWS.rglob("*.py")):
+    for path in sorted([*WORKFLOWS.rglob("*.py"), *MACHINE.rglob("*.py")]):
         for how, patch_id in asked(path.read_text(), str(path.relative_to(SOURCE))):
             ids.setdefault(patch_id, set()).add(how)
     return ids
@@ -81,9 +83,9 @@ def test_the_workflow_code_asks_exactly_the_registered_patches() -> None:
 
 
 def test_the_patch_ids_are_written_once() -> None:
-    """No module of workflows/ but the registry writes a patch id as text."""
+    """No module of workflows/ or machine/ but the registry writes a patch id as text."""
     ids = {p.id for p in PATCHES}
-    for path in sorted(WORKFLOWS.rglob("*.py")):
+    for path in sorted([*WORKFLOWS.rglob("*.py"), *MACHINE.rglob("*.py")]):
         if path.name == "patches.py" and path.parent == WORKFLOWS:
             continue
         texts = {n.value for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Constant)}

@@ -61,18 +61,12 @@ class Approvals:
                 )
 
     def apply(self, decision: ApprovalDecision, now: datetime, automatic: bool = False) -> ApprovalRecord:
-        waiting = self.pending.pop(decision.call_id)
-        record = ApprovalRecord(
-            call_id=decision.call_id,
-            tool=waiting.tool,
-            approved=decision.approve,
-            by=decision.by,
-            at=now,
-            reason=decision.reason,
-            arguments=decision.arguments,
-            always=decision.always and decision.approve,
-            automatic=automatic,
-        )
+        waiting = self.pending[decision.call_id]
+        return self.settle(approval_record(decision, waiting.tool, now, automatic))
+
+    def settle(self, record: ApprovalRecord) -> ApprovalRecord:
+        """Records a decision made (by a person at the door, or by the run: a timeout)."""
+        self.pending.pop(record.call_id, None)
         self.decisions.append(record)
         if record.always:
             self.always[record.tool] = record
@@ -92,6 +86,27 @@ class Approvals:
         self.request(call_id, tool, {}, turn, now)
         reason = f"'always' approval given by {earlier.by} for call {earlier.call_id}"
         return self.apply(ApprovalDecision(call_id=call_id, approve=True, by=earlier.by, reason=reason), now, True)
+
+
+def approval_record(decision: ApprovalDecision, tool: str, now: datetime, automatic: bool = False) -> ApprovalRecord:
+    """The record of a decision on a call of `tool`: who, when, what (the one way one is made)."""
+    return ApprovalRecord(
+        call_id=decision.call_id,
+        tool=tool,
+        approved=decision.approve,
+        by=decision.by,
+        at=now,
+        reason=decision.reason,
+        arguments=decision.arguments,
+        always=decision.always and decision.approve,
+        automatic=automatic,
+    )
+
+
+def decision_words(record: ApprovalRecord) -> str:
+    """One line for the UI, watchers and status: what was decided, by whom."""
+    verdict = "approved" if record.approved else f"rejected: {record.reason}"
+    return f"{verdict} by {record.by}" + (" (arguments edited)" if record.arguments is not None else "")
 
 
 def rejection_text(record: ApprovalRecord) -> str:

@@ -1,6 +1,8 @@
-"""How a turn's calls are carried out: each asked about as its approval says, then run the one way
-its tool runs (`calls.runs`): with the model's reply, as a local activity, as a routed activity on
-the agent's version queue, or as a child run, whose usage counts here however it ends.
+"""How a turn's calls are carried out: each call's life is the call machine's (machine/call.py:
+asked about as its approval says, decided, run the one way its tool runs, in doubt, resolved);
+this module does each step it asks for (a hook, a wait for a person, the tool as a local or a
+routed activity, a child run, whose usage counts here however it ends) and feeds back what
+happened.
 
 Determinism rules for this module, as for all of workflows/: no I/O, no clocks, no randomness,
 no threads. Time comes from `workflow.now()`; activities are called by their declared names.
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from datetime import datetime, timedelta
 
 import pydantic
@@ -20,34 +21,28 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
+from durable_agent_runner.machine import call as machine
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.approvals import edited_note, rejection_text
 from durable_agent_runner.workflows.bounds import json_object
 from durable_agent_runner.workflows.calls import (
     AttemptEnd,
     PlannedCall,
-    Runs,
-    asks_first,
-    attempt_ended,
-    attempts,
-    checked,
     describe_call,
-    resolved,
-    runs,
 )
-from durable_agent_runner.workflows.patches import FORK_ONCE_PATCH, IN_DOUBT_PATCH
-from durable_agent_runner.workflows.state import excerpt
 from durable_agent_runner.workflows.steps import (
     MODEL_HEARTBEAT_TIMEOUT,
     MODEL_TIMEOUT_MARGIN,
+    CallDoing,
     Steps,
     agent_queue,
 )
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)
-# How long a call in doubt waits for a person when the agent sets no approval timeout; then the run fails.
-DOUBT_LIMIT = timedelta(days=30)
+
+
+# What status says a call does while it is at a stage (waiting for a person has its own words).
+DOING: dict[machine.Stage, CallDoing] = {machine.Stage.CHECKING: "checking", machine.Stage.RUNNING: "running"}
 
 
 class CallSteps(Steps):
@@ -59,210 +54,154 @@ class CallSteps(Steps):
         self._made_ahead: t.AheadReply | None = None  # what that call's activity brought back
 
     async def _carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
-        """One planned call: asked about if its approval says so, then run the one way its tool
-        runs (`calls.runs`). Siblings run meanwhile."""
-        s, call = self._s, planned.call
-        self._event("tool_started", call_id=call.call_id, tool=call.name, detail=describe_call(call))
-        record: t.ApprovalRecord | None = None
-        if planned.approval == "auto":
-            record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
-        elif planned.approval == "check":
-            self._doing(call.call_id, "checking", call)  # neither approved nor started: status says so
-            check = await self._hook(agent, "approval", call.name, call_id=call.call_id, arguments=call.arguments)
-            verdict = checked(planned, check)
-            if isinstance(verdict, t.ToolMessage):
-                return self._finished(verdict, None)
-            if verdict == "ask":
-                self._doing(call.call_id, None)
-                s.approvals.request(call.call_id, call.name, check.arguments or {}, s.turn, workflow.now())
-                record = await self._await_decision(agent, call)
-                if not record.approved:
-                    message = t.ToolMessage(
-                        call_id=call.call_id, name=call.name, content=rejection_text(record), is_error=True
-                    )
-                    return self._finished(message, record)
-        edited = record is not None and record.arguments is not None
-        arguments = json.dumps(record.arguments, ensure_ascii=False) if record and edited else call.arguments
-        how = runs(planned, agent, arguments)
-        if how != "with_reply":
-            self._doing(call.call_id, "running", call)
-        if how == "child":
-            message = await self._child(agent, planned, arguments)
-        elif how == "with_reply":  # the model activity ran it with the reply: no dispatch of its own
-            assert planned.ran is not None
-            message = t.ToolMessage(
-                call_id=call.call_id, name=call.name, content=planned.ran.output, is_error=planned.ran.is_error
-            )
-        else:
-            if how == "once" and not workflow.patched(IN_DOUBT_PATCH):
-                how = "activity"  # a history recorded before calls could be in doubt (none had `once`)
-            ask = asks_first(planned, how, record is not None) and workflow.patched(FORK_ONCE_PATCH)
-            message = await self._tool(agent, planned, arguments, how, ask)
-        if record is not None and edited:
-            message.content = edited_note(record) + message.content
-        return self._finished(message, record)
+        """One planned call, as the call machine decides (machine/call.py): its approval check, a
+        person's decision, its run, a doubt and its resolution are each one step done here, and
+        what happened is fed back, until the call has its message. Siblings run meanwhile."""
+        doubted = self._s.doubts.times(planned.call.call_id)  # a --live-tools fork carries its origin's
+        moved = machine.start(planned, self._s.turn, self._call_ctx(agent), doubted)
+        before: machine.Stage | None = None
+        while True:
+            self._took(moved, before)
+            if moved.call.message is not None:
+                return moved.call.message
+            before = moved.call.stage
+            happened = await self._do(agent, moved.call, moved.steps[0])
+            moved = machine.advance(moved.call, happened, self._call_ctx(agent))
 
-    def _finished(self, message: t.ToolMessage, record: t.ApprovalRecord | None) -> t.ToolMessage:
-        self._doing(message.call_id, None)
-        message.approval = record
-        at = self._made_ahead.began_at if self._made_ahead is not None else None  # its activity went on
-        self._event("tool_finished", at, call_id=message.call_id, tool=message.name, text=excerpt(message.content))
-        return message
+    def _call_ctx(self, agent: t.AgentSpec) -> machine.Ctx:
+        s = self._s
+        return machine.Ctx(
+            agent=agent,
+            now=workflow.now(),
+            run_id=workflow.info().workflow_id,
+            always=s.approvals.always,
+            forked_from=s.forked_from.run_id if s.forked_from is not None else None,
+            patched=workflow.patched,
+        )
 
-    async def _await_decision(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ApprovalRecord:
-        approvals = self._s.approvals
-        self._event("approval_requested", call_id=call.call_id, tool=call.name, detail=describe_call(call))
-        self._refresh_phase()
-        timeout = agent.approval_timeout_seconds
+    def _took(self, moved: machine.Transition, before: machine.Stage | None) -> None:
+        """A call's transition, carried into the run's books (approvals, doubts: what status,
+        queries and the update validators read), its events and its phase. The phase is
+        refreshed only as a call starts or stops waiting for a person, as each refresh may write
+        search attributes (a command)."""
+        s, c = self._s, moved.call
+        waits = (machine.Stage.ASKING, machine.Stage.IN_DOUBT)
+        if c.stage is machine.Stage.ASKING and before is not machine.Stage.ASKING:
+            s.approvals.request(c.call_id, c.tool, c.asked or {}, c.turn, workflow.now())
+        if c.stage is machine.Stage.IN_DOUBT and before is not machine.Stage.IN_DOUBT:
+            assert c.doubt is not None
+            s.doubts.mark(c.doubt)
+        if c.approval is not None and s.approvals.decided(c.call_id) is None:
+            s.approvals.settle(c.approval)  # the run's own: an earlier "always", an approval timeout
+        for note in moved.notes:
+            if note.kind == "approval_decided" and c.approval is not None:
+                self._record_decision(c.approval)
+            # A tool's activity that made the next model call went on after the tool: its own end.
+            at = self._made_ahead.began_at if note.kind == "tool_finished" and self._made_ahead else None
+            self._event(note.kind, at, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
+        doing = DOING.get(c.stage)
+        self._doing(c.call_id, doing, c.planned.call)
+        if before in waits or (c.stage in waits and before is not c.stage):
+            self._refresh_phase()
+
+    async def _do(self, agent: t.AgentSpec, c: machine.Call, step: machine.Step) -> machine.Happened:
+        """One step of a call, carried out; what happened, for the machine."""
+        if isinstance(step, machine.CheckApproval):
+            check = await self._hook(agent, "approval", c.tool, call_id=c.call_id, arguments=step.arguments)
+            return machine.Checked(call_id=c.call_id, result=check)
+        if isinstance(step, machine.AskPerson):
+            return await self._ask(c, step)
+        if isinstance(step, machine.RunTool):
+            return await self._tool(agent, c, step)
+        if isinstance(step, machine.StartChild):
+            message = await self._child(agent, c.planned, step.arguments)
+            return machine.Ran(call_id=c.call_id, content=message.content, is_error=message.is_error)
+        raise self._failure(step.message, step.error)
+
+    async def _ask(self, c: machine.Call, step: machine.AskPerson) -> machine.Happened:
+        """Waits for a person's decision on the call (`client.py approve|reject|resolve`, or the
+        signals), recorded at the door by the handlers; or for `step.timeout`. A cancel ends the
+        wait like any other."""
+        s = self._s
+        if step.about == "approval":
+            summary = f"approval timeout for {c.tool} {c.call_id}"
+            try:
+                await workflow.wait_condition(
+                    lambda: s.approvals.decided(c.call_id) is not None, timeout=step.timeout, timeout_summary=summary
+                )
+            except TimeoutError:
+                return machine.TimedOut(call_id=c.call_id)
+            record = s.approvals.decided(c.call_id)
+            assert record is not None
+            return machine.Decided(record=record)
+        assert c.doubt is not None
+        n = c.doubt.doubt
         try:
             await workflow.wait_condition(
-                lambda: approvals.decided(call.call_id) is not None,
-                timeout=timedelta(seconds=timeout) if timeout else None,
-                timeout_summary=f"approval timeout for {call.name} {call.call_id}",
+                lambda: s.doubts.decided(c.call_id, n) is not None,
+                timeout=step.timeout,
+                timeout_summary=f"in-doubt limit for {c.tool} ({c.call_id})",
             )
         except TimeoutError:
-            if agent.approval_timeout_outcome == "fail":
-                message = f"no decision on {describe_call(call)} ({call.call_id}) within {timeout:g}s"
-                raise self._failure(message, "ApprovalTimedOut") from None
-            timed_out = t.ApprovalDecision(
-                call_id=call.call_id, approve=False, by="timeout", reason=agent.approval_timeout_reason
-            )
-            self._record_decision(approvals.apply(timed_out, workflow.now(), automatic=True))
-        record = approvals.decided(call.call_id)
-        assert record is not None
-        self._refresh_phase()
-        return record
+            return machine.TimedOut(call_id=c.call_id)
+        resolution = s.doubts.decided(c.call_id, n)
+        assert resolution is not None
+        return machine.Resolved(record=resolution)
 
-    async def _tool(
-        self, agent: t.AgentSpec, planned: PlannedCall, arguments: str, how: Runs, ask: bool = False
-    ) -> t.ToolMessage:
-        """The tool activity: `local`, in this workflow task on a worker holding the agent's
-        version (on any other it says so, and the call runs routed); else routed to such a worker.
-        Once its retries are spent the run goes on and the model learns the tool failed; a `once`
-        call's lost attempt waits for a person instead (`_in_doubt`), who may have it run again.
-        `ask`: a person decides before it runs at all, as for a call in doubt (`calls.asks_first`)."""
-        s, call = self._s, planned.call
-        spec = agent.tool(call.name)
-        assert spec is not None  # decide() answers unknown tools itself
-        args = json_object(arguments)
+    async def _tool(self, agent: t.AgentSpec, c: machine.Call, step: machine.RunTool) -> machine.Ran | machine.Lost:
+        """One run of the tool, the way it runs (`step.how`): `local`, in this workflow task on a
+        worker holding the agent's version (on any other it says so, and the call runs routed);
+        else routed to such a worker, with Temporal's retries (`step.attempts`). What the attempts
+        came to: its result, or how they ended without one (the machine says what that means)."""
+        s = self._s
+        spec = agent.tool(c.tool)
+        assert spec is not None  # the plan answers unknown tools itself
+        args = json_object(step.arguments)
         then = None
-        if self._ahead_next is not None and self._ahead_next[0] == call.call_id and how == "activity":
-            if arguments == call.arguments:  # as the model asked: no person changed them
+        if self._ahead_next is not None and self._ahead_next[0] == c.call_id and step.how == "activity":
+            if step.arguments == c.planned.call.arguments:  # as the model asked: no person changed them
                 then = t.CallAhead(
                     upto=len(s.messages), call=self._ahead_next[1], tool_timeout_seconds=spec.timeout_seconds
                 )
         request = t.ToolCallInput(
-            call_id=call.call_id,
-            tool=call.name,
-            arguments="" if args is not None else arguments,
+            call_id=c.call_id,
+            tool=c.tool,
+            arguments="" if args is not None else step.arguments,
             args=args,
-            idempotency_key=t.idempotency_key(workflow.info().workflow_id, call.call_id),
+            idempotency_key=step.idempotency_key,
             turn=s.turn,
             agent=agent.name,
             then=then,
         )
-        activity_id = f"tool-{s.turn}-{call.call_id}"
-        summary = f"turn {s.turn} · tool: {describe_call(call)}"
+        summary = f"turn {s.turn} · tool: {describe_call(c.planned.call)}"
         timeout, beat = timedelta(seconds=spec.timeout_seconds), timedelta(seconds=spec.heartbeat_seconds)
         if then is not None:  # the tool keeps its own bound inside; the model call beats every 2 s
             timeout += timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN
             beat = max(beat, MODEL_HEARTBEAT_TIMEOUT)
             summary += f" · then model {agent.model or 'default'}"
-        if ask:
-            step = resolved(planned, await self._in_doubt(agent, self._ran_in_origin(call, args, arguments, request)))
-            if step != "rerun":
-                return step
-        while True:
-            asked = workflow.now()
-            try:
-                result: t.ToolResult | None = None
-                if how == "local":
-                    result = await self._local_tool(agent, spec, request, activity_id, summary)
-                if result is None:
-                    result = await workflow.execute_activity(
-                        t.TOOL_CALL_ACTIVITY,
-                        request,
-                        result_type=t.ToolResult,
-                        activity_id=activity_id,
-                        task_queue=agent_queue(agent),
-                        start_to_close_timeout=timeout,
-                        heartbeat_timeout=beat,
-                        retry_policy=RetryPolicy(maximum_attempts=attempts(how, spec)),
-                        summary=summary,
-                    )
-                    self._made_ahead = result.ahead if then is not None else None
-                return t.ToolMessage(
-                    call_id=call.call_id, name=call.name, content=result.output, is_error=result.is_error
-                )
-            except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
-                end, why, ended_how, started = _attempt_end(err)
-                if how == "once" and end == "cancelled":  # the run called it off (a cancel, a sibling's failure)
-                    raise asyncio.CancelledError from err
-                message = attempt_ended(planned, how, end, why, attempts(how, spec))
-                if message is not None:
-                    return message
-            ended = t.InDoubtCall(
-                call_id=call.call_id,
-                tool=call.name,
-                arguments=args if args is not None else arguments,
-                turn=s.turn,
-                doubt=s.doubts.times(call.call_id) + 1,
-                scheduled_at=asked,
-                started_at=started,
-                ended_at=workflow.now(),
-                ended=ended_how,
-                idempotency_key=request.idempotency_key,
-            )
-            step = resolved(planned, await self._in_doubt(agent, ended))
-            if step != "rerun":
-                return step
-            activity_id = f"tool-{s.turn}-{call.call_id}-rerun-{ended.doubt}"  # the key stays the call's
-
-    def _ran_in_origin(
-        self, call: t.ToolCall, args: dict[str, object] | None, arguments: str, request: t.ToolCallInput
-    ) -> t.InDoubtCall:
-        """A live fork's once call, before it runs: it ran in the run the fork was taken from."""
-        s, now = self._s, workflow.now()
-        origin = s.forked_from.run_id if s.forked_from is not None else "the run this fork was taken from"
-        return t.InDoubtCall(
-            call_id=call.call_id,
-            tool=call.name,
-            arguments=args if args is not None else arguments,
-            turn=s.turn,
-            doubt=s.doubts.times(call.call_id) + 1,
-            scheduled_at=now,
-            ended_at=now,
-            ended=f"not run in this fork: it ran in {origin}; a --live-tools fork runs a once call again only "
-            "when a person says so",
-            idempotency_key=request.idempotency_key,
-            fork_of=origin,
-        )
-
-    async def _in_doubt(self, agent: t.AgentSpec, doubt: t.InDoubtCall) -> t.CallResolution:
-        """Waits for a person to resolve a call in doubt (`client.py resolve`, or the signal):
-        as long as the agent's approval timeout, else DOUBT_LIMIT; then the run fails, never
-        guessing. A cancel ends the wait like any other."""
-        s = self._s
-        s.doubts.mark(doubt)
-        what = f"{doubt.tool} ({doubt.call_id})"
-        why = doubt.ended if doubt.fork_of else f"ended without a result: {doubt.ended}"
-        self._event("call_in_doubt", call_id=doubt.call_id, tool=doubt.tool, detail=why)
-        self._refresh_phase()
-        timeout = agent.approval_timeout_seconds
-        limit = timedelta(seconds=timeout) if timeout else DOUBT_LIMIT
         try:
-            await workflow.wait_condition(
-                lambda: s.doubts.decided(doubt.call_id, doubt.doubt) is not None,
-                timeout=limit,
-                timeout_summary=f"in-doubt limit for {what}",
-            )
-        except TimeoutError:
-            message = f"{what} stayed in doubt for {limit.total_seconds():g}s: no one resolved it"
-            raise self._failure(message, "CallInDoubt") from None
-        record = s.doubts.decided(doubt.call_id, doubt.doubt)
-        assert record is not None
-        self._refresh_phase()
-        return record
+            result: t.ToolResult | None = None
+            if step.how == "local":
+                result = await self._local_tool(agent, spec, request, step.activity_id, summary)
+            if result is None:
+                result = await workflow.execute_activity(
+                    t.TOOL_CALL_ACTIVITY,
+                    request,
+                    result_type=t.ToolResult,
+                    activity_id=step.activity_id,
+                    task_queue=agent_queue(agent),
+                    start_to_close_timeout=timeout,
+                    heartbeat_timeout=beat,
+                    retry_policy=RetryPolicy(maximum_attempts=step.attempts),
+                    summary=summary,
+                )
+                self._made_ahead = result.ahead if then is not None else None
+            return machine.Ran(call_id=c.call_id, content=result.output, is_error=result.is_error)
+        except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
+            end, why, ended, started = _attempt_end(err)
+            if step.how == "once" and end == "cancelled":  # the run called it off (a cancel, a sibling's failure)
+                raise asyncio.CancelledError from err
+            return machine.Lost(call_id=c.call_id, end=end, why=why, ended=ended, started_at=started)
 
     async def _local_tool(
         self, agent: t.AgentSpec, spec: t.ToolSpec, request: t.ToolCallInput, activity_id: str, summary: str

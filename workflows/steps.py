@@ -26,6 +26,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.approvals import decision_words
 from durable_agent_runner.workflows.budget import Ledger
 from durable_agent_runner.workflows.calls import describe_call
 from durable_agent_runner.workflows.doubts import resolution_words
@@ -288,16 +289,15 @@ class Steps:
 
     # ------------------------------------------------------------------------------ records
 
+    # A decision's event is the call machine's (its `approval_decided` / `call_resolved` note, as the
+    # waiting call takes it up, in the same workflow task): these say it in status at once.
+
     def _record_decision(self, record: t.ApprovalRecord) -> None:
-        verdict = "approved" if record.approved else f"rejected: {record.reason}"
-        detail = f"{verdict} by {record.by}" + (" (arguments edited)" if record.arguments is not None else "")
-        self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} {detail}"
-        self._event("approval_decided", call_id=record.call_id, tool=record.tool, detail=detail)
+        self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} {decision_words(record)}"
 
     def _record_resolution(self, record: t.CallResolution) -> None:
         detail = resolution_words(record)
         self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} in doubt: {detail}"
-        self._event("call_resolved", call_id=record.call_id, tool=record.tool, detail=detail)
 
     def _doing(self, call_id: str, doing: CallDoing | None, call: t.ToolCall | None = None) -> None:
         """What call `call_id` is doing now (None: nothing, it waits or ended); status names each
