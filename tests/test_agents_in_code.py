@@ -208,6 +208,9 @@ async def test_one_id_given_to_two_calls_at_once_is_agent_failed(
 ) -> None:
     """Before: the caller failed with temporalio's raw "already started" error."""
     models = [script(llm, {"content": "first"}), script(llm, {"content": "second"})]
+    # The first run is still going when the second starts: on a loaded server it could otherwise
+    # answer before the second start is processed, and the id would be free again by then.
+    llm.add_fault("delay", ms=20_000, model=models[0])
     wid = parent_id()
     misuse = Misuse(kind="same_id_at_once", models=models)
     caught = await asyncio.wait_for(
