@@ -38,14 +38,14 @@ openai-agents and openai SDKs); only the bench's worker subprocess imports this 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.rival_workflow import RivalRun, pad
 
-APIS = {"chat": "chat_completions", "responses": "responses"}
+APIS: dict[str, Literal["chat_completions", "responses"]] = {"chat": "chat_completions", "responses": "responses"}
 
 
 async def rival_worker(target: str, queue: str, base_url: str, what_if: dict[str, Any] | None = None) -> Worker:
@@ -62,6 +62,6 @@ async def rival_worker(target: str, queue: str, base_url: str, what_if: dict[str
     from agents import set_default_openai_api
     from temporalio.openai_agents import OpenAIAgentsPlugin
 
-    set_default_openai_api(APIS[api])  # type: ignore[arg-type]  # one of its two literals
+    set_default_openai_api(APIS[api])
     client = await Client.connect(target, namespace="default", plugins=[OpenAIAgentsPlugin()])
     return Worker(client, task_queue=queue, workflows=[RivalRun], activities=[pad])
