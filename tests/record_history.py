@@ -7,6 +7,7 @@ and `--fork-at N` records a fork of the run, started before model call N, as NAM
 `--script JSON` gives fake_llm's steps (a list, one per model call) instead of a named model, and
 `--resolve rerun|result:JSON|fail:REASON` (repeated) resolves each call in doubt as it comes, in order,
 and `--fork-resolve` (the same) those of the fork (a --live-tools fork's `once` calls ask first).
+`--budget-tokens N` hands the run a budget in its RunInput (a caller's cap).
 With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
 (the replay test replays each file under its name), so its child runs (agents used as tools) are
 recorded beside it under theirs, NAME.CALL_ID.json. Re-record only on purpose: a
@@ -94,6 +95,7 @@ async def record(
     script: str | None = None,
     resolutions: list[str] | None = None,
     fork_resolutions: list[str] | None = None,
+    budget_tokens: int | None = None,
 ) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         if script is not None:
@@ -115,6 +117,7 @@ async def record(
                         model=model,
                         session=bool(session),
                         breakpoints=t.Breakpoints(at_turns=[break_at]) if break_at else None,
+                        budget=t.Budget(tokens=budget_tokens) if budget_tokens is not None else None,
                     ),
                     id=name,
                     task_queue=queue,
@@ -194,6 +197,7 @@ def main() -> None:
     parser.add_argument("--script", metavar="JSON", help="fake_llm's steps, one per model call")
     parser.add_argument("--resolve", action="append", metavar="ACTION", help="rerun, result:JSON or fail:REASON")
     parser.add_argument("--fork-resolve", action="append", metavar="ACTION", help="as --resolve, in the fork")
+    parser.add_argument("--budget-tokens", type=int, metavar="N", help="the run is handed a budget of N tokens")
     args = parser.parse_args()
     paths = asyncio.run(
         record(
@@ -211,6 +215,7 @@ def main() -> None:
             args.script,
             args.resolve,
             args.fork_resolve,
+            args.budget_tokens,
         )
     )
     print("\n".join(map(str, paths)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from durable_agent_runner.client.export import local_result
 from durable_agent_runner.config.connection import DATA_CONVERTER
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.steps import COUNTERS_EVERY_SECONDS
 from tests.helpers import (
     activity_attempts,
     bytes_per_turn,
@@ -397,10 +399,73 @@ async def test_checked_in_histories_still_replay():
     assert fork_input.carry is not None and fork_input.carry.forked_from == t.ForkLink(run_id="breakpoint_1_0", turn=2)
 
 
-async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, worker_factory, llm, counter_file):
+TASK_ATTEMPT = ("WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED")
+TASK_RETRIED = ("WORKFLOW_TASK_TIMED_OUT", "WORKFLOW_TASK_FAILED")
+A_TURN = [  # a turn whose calls ran with the model's reply: the model activity, one workflow task
+    "ACTIVITY_TASK_SCHEDULED",
+    "ACTIVITY_TASK_STARTED",
+    "ACTIVITY_TASK_COMPLETED",
+    "WORKFLOW_TASK_SCHEDULED",
+    "WORKFLOW_TASK_STARTED",
+    "WORKFLOW_TASK_COMPLETED",
+]
+
+
+def without_retried_tasks(turn: list[str]) -> list[str]:
+    """A turn's events less the workflow task attempts the server retried. On a loaded machine a
+    task can time out (not done within its 10 s, or its sticky queue not polled in time) or fail
+    (an activation past the SDK's deadlock bound): the server records its SCHEDULED (STARTED) and
+    TIMED_OUT (FAILED), then the attempt that completes. None of them is a command of the run."""
+    kept: list[str] = []
+    for name in turn:
+        if name in TASK_RETRIED:
+            while kept and kept[-1] in TASK_ATTEMPT:
+                kept.pop()
+        else:
+            kept.append(name)
+    return kept
+
+
+def test_a_retried_workflow_task_is_not_counted_as_the_runs() -> None:
+    """session_1_0 was recorded with a first workflow task that timed out (start to close)."""
+    from temporalio.client import WorkflowHistory
+
+    path = Path(__file__).parent / "histories" / "session_1_0.json"
+    events = [
+        EventType.Name(e.event_type).removeprefix("EVENT_TYPE_")
+        for e in WorkflowHistory.from_json("session_1_0", path.read_text()).events
+    ]
+    head = events[: events.index("WORKFLOW_TASK_COMPLETED") + 1]
+    assert head == ["WORKFLOW_EXECUTION_STARTED", *A_TURN[3:5], "WORKFLOW_TASK_TIMED_OUT", *A_TURN[3:]]
+    assert without_retried_tasks(head) == ["WORKFLOW_EXECUTION_STARTED", *A_TURN[3:]]
+    # a turn whose task timed out (the flake's first turn: 9 events) or failed, or whose sticky
+    # queue was not polled in time, is the run's 6
+    for retried in (
+        [*A_TURN[:5], "WORKFLOW_TASK_TIMED_OUT", *A_TURN[3:]],
+        [*A_TURN[:5], "WORKFLOW_TASK_FAILED", *A_TURN[3:]],
+        [*A_TURN[:4], "WORKFLOW_TASK_TIMED_OUT", *A_TURN[3:]],
+    ):
+        assert without_retried_tasks(retried) == A_TURN, retried
+
+
+def counters_written(received: list[datetime]) -> list[bool]:
+    """After which model replies the run writes its counters (turn, tokens, …) in an upsert, by
+    workflows/steps.py's rule: when the reply clock (the replies' `received_at`, from the first
+    reply on) has moved COUNTERS_EVERY_SECONDS since the last write."""
+    written, last = [], received[0]
+    for at in received:
+        written.append((at - last).total_seconds() >= COUNTERS_EVERY_SECONDS)
+        last = at if written[-1] else last
+    return written
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["", "a slow second reply"])
+async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, worker_factory, llm, counter_file, slow):
     """A cheap tool's calls run in the model activity, once its reply is whole: a turn of them
-    is the model activity and one workflow task, 6 events, no marker; each call ran once, with
-    the idempotency key the turn gives it. A tool with side effects stays a routed activity."""
+    is the model activity and one workflow task, 6 events of the run's, no marker; each call ran
+    once, with the idempotency key the turn gives it. A tool with side effects stays a routed
+    activity. A reply that comes COUNTERS_EVERY_SECONDS after the last counters' write adds
+    their upsert to its turn (`slow`: the second reply, 6 s late, as on a loaded machine)."""
     model = script(
         llm,
         calls(("note", {"label": "a"}), ("note", {"label": "b"})),  # two at once
@@ -408,6 +473,8 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
         calls(("record", {"label": "side"})),
         {"content": "done"},
     )
+    if slow:  # faults are taken in order by the calls they match: the first call none, the second 6 s
+        llm.add_faults([{"kind": "delay", "ms": 0, "model": model}, {"kind": "delay", "ms": 6_000, "model": model}])
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="noter", model=model)
         result = await handle.result()
@@ -422,15 +489,6 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
         f"b {handle.id}:{ids['b']}",
         f"side {handle.id}:{tool_messages[4].call_id}",
     ]
-    turns = await events_per_turn(handle)
-    assert [len(turn) for turn in turns[:3]] == [6, 6, 6], turns  # the notes, the two additions
-    assert not any("MARKER_RECORDED" in turn for turn in turns[:3])
-    # record: a routed activity, which makes the last model call itself (workflows/ahead.py)
-    assert len(turns) == 5 and turns[4][:3] == [
-        "ACTIVITY_TASK_SCHEDULED",
-        "ACTIVITY_TASK_STARTED",
-        "ACTIVITY_TASK_COMPLETED",
-    ], turns
     history = await handle.fetch_history()
     model_calls = {
         e.event_id
@@ -444,6 +502,22 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
     ]
     ran = [[r.output for r in reply.tool_results] for (reply,) in replies]
     assert ran == [["noted a", "noted b"], ["1"], ["2"], []]  # the record call ran on its own
+    # Each turn's own events (the server's retried workflow tasks left out): the model activity
+    # and one workflow task, and the counters' upsert after the replies whose turn writes them.
+    turns = [without_retried_tasks(turn) for turn in await events_per_turn(handle)]
+    received = [reply.received_at for (reply,) in replies]
+    assert all(received)
+    written = counters_written([at for at in received if at is not None])
+    assert written[1] or not slow  # the slow run's second reply writes them, 6 s after the first
+    upsert = ["UPSERT_WORKFLOW_SEARCH_ATTRIBUTES"]
+    assert turns[:3] == [A_TURN + (upsert if due else []) for due in written[:3]], turns  # notes, two additions
+    assert not any("MARKER_RECORDED" in turn for turn in turns[:3])
+    # record: a routed activity, which makes the last model call itself (workflows/ahead.py)
+    assert len(turns) == 5 and turns[4][:3] == [
+        "ACTIVITY_TASK_SCHEDULED",
+        "ACTIVITY_TASK_STARTED",
+        "ACTIVITY_TASK_COMPLETED",
+    ], turns
     summaries = [e.user_metadata.summary.data for e in history.events if e.HasField("user_metadata")]
     assert any(b"model " in s and b"local tools with the reply" in s for s in summaries)
     await replay(handle)

@@ -36,7 +36,7 @@ from durable_agent_runner.workflows.outcomes import (
     Steered,
     ToolsRan,
 )
-from durable_agent_runner.workflows.patches import TREE_BUDGET_PATCH
+from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, TREE_BUDGET_PATCH
 from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Stop
 from durable_agent_runner.workflows.session import SessionState
@@ -95,23 +95,37 @@ class AgentRun(TurnSteps):
 
     async def _start(self, input: t.RunInput) -> t.AgentSpec:
         s = self._s
+        first: bool | None = None  # the budget's patch, asked before the resolve (see _budget)
         if input.carry is None:
+            if input.frozen is None and input.budget is not None:
+                first = workflow.patched(GIVEN_BUDGET_PATCH)
             s.agent = input.frozen or await self._resolve(input)
             self._search(t.SA_AGENT.value_set(s.agent.name), t.SA_VERSION.value_set(s.agent.version))
         assert s.agent is not None
-        self._ledger = self._budget(input, s.agent)
+        self._ledger = self._budget(input, s.agent, first)
         return s.agent
 
-    def _budget(self, input: t.RunInput, agent: t.AgentSpec) -> Ledger | None:
-        """The run's ledger (None: no budget, and no marker). A run handed a budget (a child's
-        share, a carried ledger) asks the patch before any command: it has resolved nothing
-        locally. A run that resolved its agent keeps a ledger without asking: `patched` right
-        after a local activity is not replay-safe (a worker may complete the workflow task
-        between the two, and a replay then finds the marker in the next task), and for histories
-        recorded before it the ledger issues the same commands as the old rule (tests/histories)."""
+    def _budget(self, input: t.RunInput, agent: t.AgentSpec, first: bool | None) -> Ledger | None:
+        """The run's ledger (None: no budget). A run handed a budget (a child's
+        share, a carried ledger, a caller's cap) asks a patch before any command of its own:
+        `given-budget-first-1.3` before it resolves its agent (`first`: its answer), the
+        others `tree-budget-1.1`, having resolved nothing. A run that resolved its agent for
+        budgets of the agent's own keeps a ledger without asking: for histories recorded before
+        it the ledger issues the same commands as the old rule (tests/histories).
+
+        `patched` right after the resolve, a local activity, is not replay-safe, and runs
+        handed a budget asked `tree-budget-1.1` there before 1.3: a status query that reaches
+        the run while the resolve runs makes the worker complete the first workflow task with
+        the resolve's marker alone, so the code after the resolve asks in the second task and
+        its marker is recorded there. A replay resolves the local activity from the first task
+        and asks before the second task's markers are announced: False, and the replay fails on
+        the marker (tests/test_budget_given_replay.py). Such runs only replay where the marker
+        came in the resolve's task; those recorded before 1.3 still ask there (`first` False)."""
         carried, child = input.carry.budget if input.carry is not None else None, self._is_child()
         ledger = Ledger(carried, shared=child) if carried else Ledger.start(agent, input.budget, child)
         if ledger is None or (input.budget is None and carried is None):
+            return ledger
+        if first:  # runs from 1.3 on: asked before the resolve, whether or not the agent adds a cap
             return ledger
         return ledger if workflow.patched(TREE_BUDGET_PATCH) else None
 

@@ -33,6 +33,7 @@ TREE_BUDGET_PATCH = "tree-budget-1.1"
 FORK_LIVE_TOOLS_PATCH = "fork-live-tools-1.1"
 CALL_AHEAD_PATCH = "call-ahead-1.2"
 FORK_ONCE_PATCH = "fork-once-asks-1.3"
+GIVEN_BUDGET_PATCH = "given-budget-first-1.3"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -91,6 +92,15 @@ PATCHES: tuple[Patch, ...] = (
         changes="a --live-tools fork asks a person before it runs a `once` call again, as for a call in doubt",
         added_in="1.3",
         history="fork_once_1_3.fork",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=GIVEN_BUDGET_PATCH,
+        changes="a run handed a budget that resolves its agent asks its budget's patch before the resolve, not after",
+        added_in="1.3",
+        history="budget_given_1_3",
         deprecate_in=None,
         remove_in="2.0",
         plan=_WITH_1X,
