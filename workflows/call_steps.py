@@ -62,7 +62,7 @@ class CallSteps(Steps):
         """One planned call: asked about if its approval says so, then run the one way its tool
         runs (`calls.runs`). Siblings run meanwhile."""
         s, call = self._s, planned.call
-        self._event("tool_started", call_id=call.call_id, tool=call.name, detail=describe_call(call))
+        self._event(t.EventKind.TOOL_STARTED, call_id=call.call_id, tool=call.name, detail=describe_call(call))
         record: t.ApprovalRecord | None = None
         if planned.approval == "auto":
             record = s.approvals.auto_approve(call.call_id, call.name, s.turn, workflow.now())
@@ -106,12 +106,14 @@ class CallSteps(Steps):
         self._doing(message.call_id, None)
         message.approval = record
         at = self._made_ahead.began_at if self._made_ahead is not None else None  # its activity went on
-        self._event("tool_finished", at, call_id=message.call_id, tool=message.name, text=excerpt(message.content))
+        self._event(
+            t.EventKind.TOOL_FINISHED, at, call_id=message.call_id, tool=message.name, text=excerpt(message.content)
+        )
         return message
 
     async def _await_decision(self, agent: t.AgentSpec, call: t.ToolCall) -> t.ApprovalRecord:
         approvals = self._s.approvals
-        self._event("approval_requested", call_id=call.call_id, tool=call.name, detail=describe_call(call))
+        self._event(t.EventKind.APPROVAL_REQUESTED, call_id=call.call_id, tool=call.name, detail=describe_call(call))
         self._refresh_phase()
         timeout = agent.approval_timeout_seconds
         try:
@@ -246,7 +248,7 @@ class CallSteps(Steps):
         s.doubts.mark(doubt)
         what = f"{doubt.tool} ({doubt.call_id})"
         why = doubt.ended if doubt.fork_of else f"ended without a result: {doubt.ended}"
-        self._event("call_in_doubt", call_id=doubt.call_id, tool=doubt.tool, detail=why)
+        self._event(t.EventKind.CALL_IN_DOUBT, call_id=doubt.call_id, tool=doubt.tool, detail=why)
         self._refresh_phase()
         timeout = agent.approval_timeout_seconds
         limit = timedelta(seconds=timeout) if timeout else DOUBT_LIMIT
