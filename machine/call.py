@@ -105,7 +105,7 @@ def start(planned: PlannedCall, turn: int, ctx: Ctx) -> Transition:
     call = Call(planned=planned, turn=turn, stage=Stage.RUNNING, arguments=planned.call.arguments)
     if planned.action in ("answer", "handoff"):  # runs nothing: answered at once
         return _finish(call, answered(planned), ())
-    started = _note(call, "tool_started", detail=describe_call(planned.call))
+    started = _note(call, EventKind.TOOL_STARTED, detail=describe_call(planned.call))
     if planned.approval == "check":
         check = CheckApproval(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
         return Transition(call.model_copy(update={"stage": Stage.CHECKING}), (check,), (started,))
@@ -174,7 +174,8 @@ def _checked(call: Call, result: HookResult, ctx: Ctx) -> Transition:
     timeout = ctx.agent.approval_timeout_seconds
     ask = AskPerson(call_id=call.call_id, about="approval", timeout=timedelta(seconds=timeout) if timeout else None)
     asking = call.model_copy(update={"stage": Stage.ASKING, "asked": result.arguments or {}})
-    return Transition(asking, (ask,), (_note(call, "approval_requested", detail=describe_call(call.planned.call)),))
+    note = _note(call, EventKind.APPROVAL_REQUESTED, detail=describe_call(call.planned.call))
+    return Transition(asking, (ask,), (note,))
 
 
 def _decided(call: Call, decision: ApprovalDecision, ctx: Ctx, automatic: bool) -> Transition:
@@ -191,7 +192,7 @@ def _decided(call: Call, decision: ApprovalDecision, ctx: Ctx, automatic: bool) 
     )
     verdict = "approved" if record.approved else f"rejected: {record.reason}"
     detail = f"{verdict} by {record.by}" + (" (arguments edited)" if record.arguments is not None else "")
-    decided = (_note(call, "approval_decided", detail=detail),)
+    decided = (_note(call, EventKind.APPROVAL_DECIDED, detail=detail),)
     call = call.model_copy(update={"approval": record})
     if not record.approved:
         message = ToolMessage(call_id=call.call_id, name=call.tool, content=rejection_text(record), is_error=True)
@@ -268,7 +269,7 @@ def _in_doubt(
     )
     timeout = ctx.agent.approval_timeout_seconds
     ask = AskPerson(call_id=call.call_id, about="doubt", timeout=timedelta(seconds=timeout) if timeout else DOUBT_LIMIT)
-    note = _note(call, "call_in_doubt", detail=ended if fork_of else f"ended without a result: {ended}")
+    note = _note(call, EventKind.CALL_IN_DOUBT, detail=ended if fork_of else f"ended without a result: {ended}")
     waiting = call.model_copy(update={"stage": Stage.IN_DOUBT, "doubt": doubt})
     return Transition(waiting, (ask,), (*notes, note))
 
@@ -286,7 +287,7 @@ def _resolved(call: Call, decision: ResolveCall, ctx: Ctx) -> Transition:
         reason=decision.reason,
     )
     words = {"rerun": "run again", "result": "result given", "fail": f"failed: {record.reason}"}[record.action]
-    note = _note(call, "call_resolved", detail=f"{words} by {record.by}")
+    note = _note(call, EventKind.CALL_RESOLVED, detail=f"{words} by {record.by}")
     outcome = resolved(call.planned, record)
     if outcome == "rerun":
         return _run(call.model_copy(update={"reruns": call.reruns + 1}), ctx, (note,))
@@ -314,7 +315,7 @@ def _finish(call: Call, message: ToolMessage, notes: tuple[Note, ...]) -> Transi
         message = message.model_copy(update={"content": edited_note(record) + message.content})
     message = message.model_copy(update={"approval": record})
     done = call.model_copy(update={"stage": Stage.DONE, "message": message})
-    finished = _note(call, "tool_finished", text=excerpt(message.content))
+    finished = _note(call, EventKind.TOOL_FINISHED, text=excerpt(message.content))
     return Transition(done, (), (*notes, finished))
 
 
