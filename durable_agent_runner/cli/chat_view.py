@@ -17,7 +17,16 @@ from durable_agent_runner.workflows import types as t
 
 SHOWN_LINES = 6  # of the last answer, when rejoining
 # Steps shown as `watch` shows them, dimmed.
-STEPS = ("tool_started", "tool_finished", "approval_decided", "handoff", "guardrail", "output_refused")
+STEPS = frozenset(
+    {
+        t.EventKind.TOOL_STARTED,
+        t.EventKind.TOOL_FINISHED,
+        t.EventKind.APPROVAL_DECIDED,
+        t.EventKind.HANDOFF,
+        t.EventKind.GUARDRAIL,
+        t.EventKind.OUTPUT_REFUSED,
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,8 @@ async def watch(
         print(f"watch: {err}", file=sys.stderr)
         return 1
     printer.emit({"type": "end", "outcome": last, "next": since}, None)
-    return 0 if last in ("final", "ended") else 1
+    answered = last in (t.EventKind.FINAL, t.EventKind.ENDED)  # a session: ended after its answers
+    return 0 if answered else 1
 
 
 async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:
