@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from temporalio.converter import encode_typed_search_attribute_value
 
+from durable_agent_runner import client as public
 from durable_agent_runner.client import listing
 from durable_agent_runner.config.connection import make_data_converter
 from durable_agent_runner.console import data as console_data
@@ -33,6 +34,7 @@ def test_the_enums_values_are_the_strings_1_2_wrote():
     assert all(k == k.value and str(k) == k.value and f"{k}" == k.value for k in t.EventKind)
     # the `--phase` filters of the CLI and the console offer every phase, in that order
     assert listing.PHASES == console_data.PHASES == OLD_PHASES
+    assert (public.Phase, public.EventKind) == (t.Phase, t.EventKind)  # what docs/python-client.md imports
 
 
 def test_the_final_sets_are_what_they_were():
