@@ -109,7 +109,7 @@ def start(planned: PlannedCall, turn: int, ctx: Ctx, doubted: int = 0) -> Transi
     call = Call(planned=planned, turn=turn, stage=Stage.RUNNING, arguments=planned.call.arguments, doubted=doubted)
     if planned.action in ("answer", "handoff"):  # runs nothing: answered at once
         return _finish(call, answered(planned), ())
-    started = _note(call, "tool_started", detail=describe_call(planned.call))
+    started = _note(call, EventKind.TOOL_STARTED, detail=describe_call(planned.call))
     if planned.approval == "check":
         check = CheckApproval(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
         return Transition(call.model_copy(update={"stage": Stage.CHECKING}), (check,), (started,))
@@ -171,11 +171,12 @@ def _checked(call: Call, result: HookResult, ctx: Ctx) -> Transition:
     timeout = ctx.agent.approval_timeout_seconds
     ask = AskPerson(call_id=call.call_id, about="approval", timeout=timedelta(seconds=timeout) if timeout else None)
     asking = call.model_copy(update={"stage": Stage.ASKING, "asked": result.arguments or {}})
-    return Transition(asking, (ask,), (_note(call, "approval_requested", detail=describe_call(call.planned.call)),))
+    note = _note(call, EventKind.APPROVAL_REQUESTED, detail=describe_call(call.planned.call))
+    return Transition(asking, (ask,), (note,))
 
 
 def _decided(call: Call, record: ApprovalRecord, ctx: Ctx) -> Transition:
-    decided = (_note(call, "approval_decided", detail=decision_words(record)),)
+    decided = (_note(call, EventKind.APPROVAL_DECIDED, detail=decision_words(record)),)
     call = call.model_copy(update={"approval": record})
     if not record.approved:
         message = ToolMessage(call_id=call.call_id, name=call.tool, content=rejection_text(record), is_error=True)
@@ -260,13 +261,13 @@ def _in_doubt(
     )
     timeout = ctx.agent.approval_timeout_seconds
     ask = AskPerson(call_id=call.call_id, about="doubt", timeout=timedelta(seconds=timeout) if timeout else DOUBT_LIMIT)
-    note = _note(call, "call_in_doubt", detail=ended if fork_of else f"ended without a result: {ended}")
+    note = _note(call, EventKind.CALL_IN_DOUBT, detail=ended if fork_of else f"ended without a result: {ended}")
     waiting = call.model_copy(update={"stage": Stage.IN_DOUBT, "doubt": doubt})
     return Transition(waiting, (ask,), (*notes, note))
 
 
 def _resolved(call: Call, record: CallResolution, ctx: Ctx) -> Transition:
-    note = _note(call, "call_resolved", detail=resolution_words(record))
+    note = _note(call, EventKind.CALL_RESOLVED, detail=resolution_words(record))
     outcome = resolved(call.planned, record)
     if outcome == "rerun":
         return _run(call.model_copy(update={"reruns": call.reruns + 1}), ctx, (note,))
@@ -294,7 +295,7 @@ def _finish(call: Call, message: ToolMessage, notes: tuple[Note, ...]) -> Transi
         message = message.model_copy(update={"content": edited_note(record) + message.content})
     message = message.model_copy(update={"approval": record})
     done = call.model_copy(update={"stage": Stage.DONE, "message": message})
-    finished = _note(call, "tool_finished", text=excerpt(message.content))
+    finished = _note(call, EventKind.TOOL_FINISHED, text=excerpt(message.content))
     return Transition(done, (), (*notes, finished))
 
 

@@ -89,7 +89,7 @@ class AgentRun(TurnSteps):
                 return await self._single(input)
             return await self._conversation(input)
         except asyncio.CancelledError:
-            self._end("cancelled", "cancelled: " + (self._s.last_step or "while starting"))
+            self._end(t.Phase.CANCELLED, "cancelled: " + (self._s.last_step or "while starting"))
             await self._tell_parent()
             raise
 
@@ -143,8 +143,8 @@ class AgentRun(TurnSteps):
             s.live_tools = workflow.patched(t.FORK_LIVE_TOOLS_PATCH)
         done = await self._answer(input, guard)
         s.output = done.output
-        self._event("final", text=done.output)
-        self._set_phase("completed", f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
+        self._event(t.EventKind.FINAL, text=done.output)
+        self._set_phase(t.Phase.COMPLETED, f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
         return self._result(done.output, done.output_object)
 
     def _result(self, output: str, output_object: object, **session: object) -> t.RunResult:
@@ -238,7 +238,7 @@ class AgentRun(TurnSteps):
         s = self._s
         assert s.agent is not None
         await workflow.wait_condition(workflow.all_handlers_finished)
-        self._set_phase("continuing", f"turn {s.turn}: continuing as new to keep history small")
+        self._set_phase(t.Phase.CONTINUING, f"turn {s.turn}: continuing as new to keep history small")
         carry = s.to_carry(workflow.info().run_id)
         if self._ledger is not None:
             carry.budget = self._ledger.budget
@@ -282,13 +282,13 @@ class AgentRun(TurnSteps):
                 kind = err.type or "Error"
                 error = f"{kind}: {err.message}"
                 session.close(workflow.now(), s.turn, s.usage, None, None, error, workflow.info().run_id)
-                self._event("answered", text=err.message, detail=f"message {number} · failed ({kind})")
+                self._event(t.EventKind.ANSWERED, text=err.message, detail=f"message {number} · failed ({kind})")
                 continue
             s.output = done.output
-            self._event("final", text=done.output)
+            self._event(t.EventKind.FINAL, text=done.output)
             run_id = workflow.info().run_id
             exchange = session.close(workflow.now(), s.turn, s.usage, done.output, done.output_object, None, run_id)
-            self._event("answered", text=done.output, detail=f"message {exchange.message}")
+            self._event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
 
     async def _wait_for_message(self, first: t.AgentSpec) -> str | None:
         """Waits for a message; None when one came, else why the session ends."""
@@ -299,8 +299,10 @@ class AgentRun(TurnSteps):
                 return f"ended by {session.ending.by}" + (f": {session.ending.reason}" if session.ending.reason else "")
             since = session.idle_since = session.idle_since or workflow.now()
             left = first.idle_timeout_seconds - (workflow.now() - since).total_seconds()
-            self._set_phase("waiting_for_message", f"answered {session.answered} message(s); waiting for the next")
-            self._event("waiting", detail=f"ends after {first.idle_timeout_seconds:g}s without a message")
+            self._set_phase(
+                t.Phase.WAITING_FOR_MESSAGE, f"answered {session.answered} message(s); waiting for the next"
+            )
+            self._event(t.EventKind.WAITING, detail=f"ends after {first.idle_timeout_seconds:g}s without a message")
             try:
                 await workflow.wait_condition(
                     lambda: bool(session.queue) or session.ending is not None,
@@ -316,7 +318,7 @@ class AgentRun(TurnSteps):
         s, session = self._s, self._s.session
         assert session is not None and s.agent is not None
         last = next((ex for ex in reversed(session.exchanges) if ex.output is not None), None)
-        self._event("ended", text=why)
-        self._set_phase("completed", f"session ended: {why}")
+        self._event(t.EventKind.ENDED, text=why)
+        self._set_phase(t.Phase.COMPLETED, f"session ended: {why}")
         output, output_object = (last.output or "", last.output_object) if last else ("", None)
         return self._result(output, output_object, messages=session.answered, ended_by=why)

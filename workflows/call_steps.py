@@ -94,10 +94,10 @@ class CallSteps(Steps):
         if c.approval is not None and s.approvals.decided(c.call_id) is None:
             s.approvals.settle(c.approval)  # the run's own: an earlier "always", an approval timeout
         for note in moved.notes:
-            if note.kind == "approval_decided" and c.approval is not None:
+            if note.kind is t.EventKind.APPROVAL_DECIDED and c.approval is not None:
                 self._record_decision(c.approval)
             # A tool's activity that made the next model call went on after the tool: its own end.
-            at = self._made_ahead.began_at if note.kind == "tool_finished" and self._made_ahead else None
+            at = self._made_ahead.began_at if note.kind is t.EventKind.TOOL_FINISHED and self._made_ahead else None
             self._event(note.kind, at, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
         doing = DOING.get(c.stage)
         self._doing(c.call_id, doing, c.planned.call)

@@ -42,7 +42,7 @@ class Handlers(CallSteps):
         s.take_edit(state)
         record = t.EditRecord(edit=edit, at=workflow.now(), turn=s.turn, summary=summary)
         s.edits.append(record)
-        self._event("edited", detail=summary)
+        self._event(t.EventKind.EDITED, detail=summary)
         workflow.set_current_details(s.details())
         return record
 
@@ -156,7 +156,7 @@ class Handlers(CallSteps):
     def _received(self, message: t.SessionMessage, receipt: t.MessageReceipt) -> None:
         how = f" · {receipt.queued} ahead" if receipt.queued else ""
         how = " · steers the answer in progress" if receipt.steer else how
-        self._event("message", text=message.text, detail=f"message {receipt.message} from {message.by}{how}")
+        self._event(t.EventKind.MESSAGE, text=message.text, detail=f"message {receipt.message} from {message.by}{how}")
         workflow.set_current_details(self._s.details())
 
     @send_message.validator
@@ -221,12 +221,12 @@ class Handlers(CallSteps):
             self._ledger.raised(request)
             raised = f"+{request.add_tokens} tokens" if request.add_tokens else ""
             raised += f"{' ' if raised else ''}+${request.add_usd:g}" if request.add_usd else ""
-            self._event("budget_raised", detail=f"{raised} by {request.by}")
+            self._event(t.EventKind.BUDGET_RAISED, detail=f"{raised} by {request.by}")
         if s.paused is not None:
             s.resumed_by = request.by
         else:  # paused only on request so far: the request is withdrawn
             asked, s.pause_request = s.pause_request, None
-            self._event("resumed", detail=f"pause request withdrawn by {request.by}")
+            self._event(t.EventKind.RESUMED, detail=f"pause request withdrawn by {request.by}")
             if asked is not None and s.last_step == pause_requested(asked):  # the run has said nothing since
                 self._say(self._before_pause)
         return self.status()

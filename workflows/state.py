@@ -56,7 +56,7 @@ class RunState:
         self.turn = 0
         self.usage = t.Usage()
         self.usage_by_agent: dict[str, t.Usage] = {}
-        self.phase: t.Phase = "starting"
+        self.phase = t.Phase.STARTING
         self.last_step = "starting"
         self.output: str | None = None
         self.error: str | None = None
@@ -292,8 +292,10 @@ class RunState:
         return line
 
     def status(self, run_id: str) -> t.RunStatus:
-        status: str = self.phase if self.phase in (*t.FINAL_PHASES, "awaiting_approval") else "running"
-        status = "waiting" if self.phase == "waiting_for_message" else "paused" if self.phase == "paused" else status
+        # The final phases and awaiting_approval show as they are, two waits by a shorter name.
+        named = {t.Phase.WAITING_FOR_MESSAGE: "waiting", t.Phase.PAUSED: "paused"}
+        shown = self.phase in t.FINAL_PHASES or self.phase == t.Phase.AWAITING_APPROVAL
+        status: str = self.phase.value if shown else named.get(self.phase, "running")
         session = None
         if self.session is not None:
             agent = self.agent

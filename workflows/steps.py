@@ -60,9 +60,9 @@ COUNTERS_EVERY_SECONDS = 5.0
 # What a call of the turn is doing, as status says it: its approval checked (by the agent's policy,
 # in the hook activity), or run.
 CallDoing = Literal["checking", "running"]
-FILTERED_PHASES: frozenset[t.Phase] = frozenset(
-    {"awaiting_approval", "paused", "waiting_for_message", "completed", "failed", "cancelled", "in_doubt"}
-)
+FILTERED_PHASES: frozenset[t.Phase] = t.FINAL_PHASES | {
+    t.Phase.AWAITING_APPROVAL, t.Phase.PAUSED, t.Phase.WAITING_FOR_MESSAGE, t.Phase.IN_DOUBT,
+}  # fmt: skip
 
 
 def model_retry(agent: t.AgentSpec) -> RetryPolicy:
@@ -114,7 +114,7 @@ class Steps:
         self._s.error, self._s.error_type = message, kind
         session = self._s.session
         if session is None or session.current is None:  # in a session, only the answer fails
-            self._end("failed", message)
+            self._end(t.Phase.FAILED, message)
         ledger = t.ChildUsage(usage_by_agent=self._s.usage_by_agent)
         return ApplicationError(message, ledger.model_dump(mode="json"), type=kind, non_retryable=True)
 
@@ -122,7 +122,7 @@ class Steps:
         """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
         self._s.approvals.abandon()
         self._s.doubts.abandon()
-        self._event("failed" if phase == "failed" else "cancelled", text=message)
+        self._event(t.EventKind.FAILED if phase == t.Phase.FAILED else t.EventKind.CANCELLED, text=message)
         self._set_phase(phase, message)
 
     def _failed_activity(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
@@ -211,8 +211,8 @@ class Steps:
         its reply, already made by the last tool's activity (workflows/ahead.py)."""
         s = self._s
         model = agent.model or "the worker's default model"
-        self._set_phase("calling_model", f"turn {s.turn}: {agent.name} calling {model}")
-        self._event("model_started", made.began_at if made else None, detail=f"{self._who(agent)}{model}")
+        self._set_phase(t.Phase.CALLING_MODEL, f"turn {s.turn}: {agent.name} calling {model}")
+        self._event(t.EventKind.MODEL_STARTED, made.began_at if made else None, detail=f"{self._who(agent)}{model}")
         if made is not None:
             return self._clocked(made.reply)
         n = len(s.messages)
@@ -307,7 +307,7 @@ class Steps:
         else:
             assert call is not None
             self._calls_now[call_id] = (describe_call(call, 60), doing)
-        if self._s.phase == "running_tools" and self._calls_now:
+        if self._s.phase == t.Phase.RUNNING_TOOLS and self._calls_now:
             self._say(self._calls_step())
 
     def _calls_step(self) -> str:
@@ -330,15 +330,15 @@ class Steps:
         s = self._s
         if s.approvals.pending:
             calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
-            self._set_phase("awaiting_approval", f"turn {s.turn}: waiting for approval of {calls}")
+            self._set_phase(t.Phase.AWAITING_APPROVAL, f"turn {s.turn}: waiting for approval of {calls}")
         elif s.doubts.pending:
             calls = ", ".join(f"{d.tool} ({d.call_id})" for d in s.doubts.pending.values())
-            self._set_phase("in_doubt", f"turn {s.turn}: in doubt, waiting for a person to resolve {calls}")
-        elif s.phase == "awaiting_approval":
+            self._set_phase(t.Phase.IN_DOUBT, f"turn {s.turn}: in doubt, waiting for a person to resolve {calls}")
+        elif s.phase == t.Phase.AWAITING_APPROVAL:
             step = self._calls_step() if self._calls_now else f"turn {s.turn}: running approved tools"
-            self._set_phase("running_tools", step)
-        elif s.phase == "in_doubt":
-            self._set_phase("running_tools", s.last_step)  # what the person decided
+            self._set_phase(t.Phase.RUNNING_TOOLS, step)
+        elif s.phase == t.Phase.IN_DOUBT:
+            self._set_phase(t.Phase.RUNNING_TOOLS, s.last_step)  # what the person decided
 
     def _event(self, kind: t.EventKind, at: datetime | None = None, **fields: object) -> None:
         """An event now, or `at` (a time history recorded: when a call made ahead began)."""

@@ -56,6 +56,7 @@ from durable_agent_runner.workflows.state import RunState
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AheadReply,
+    EventKind,
     HookResult,
     ModelReply,
     PauseWhere,
@@ -285,7 +286,7 @@ class Turn:
         self.ahead = None
         self.s.add_usage(made.request.agent, made.reply.usage)
         why = "a model call made with the tool's result, not used: the run changed while the tool ran"
-        self.s.event(facts.now, "model_dropped", detail=why, usage=made.reply.usage)
+        self.s.event(facts.now, EventKind.MODEL_DROPPED, detail=why, usage=made.reply.usage)
 
     # ---------------------------------------------------------------------- after the model
 
@@ -300,7 +301,7 @@ class Turn:
             self.ledger.settle()
         s.last_input_tokens = reply.usage.input_tokens
         names = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
-        s.event(facts.now, "model_finished", text=reply.message.content or "", detail=names, usage=reply.usage)
+        s.event(facts.now, EventKind.MODEL_FINISHED, text=reply.message.content or "", detail=names, usage=reply.usage)
         step = decide(
             agent,
             self.number,
@@ -352,7 +353,7 @@ class Turn:
         messages = [results.get(p.call.call_id) or answered(p) for p in self.plan.calls]
         for m in messages:
             if m.call_id not in results:  # answered without running anything
-                self.s.event(facts.now, "tool_finished", call_id=m.call_id, tool=m.name, text=m.content)
+                self.s.event(facts.now, EventKind.TOOL_FINISHED, call_id=m.call_id, tool=m.name, text=m.content)
         return messages
 
     # ------------------------------------------------------------------------------ output
@@ -373,7 +374,7 @@ class Turn:
     def _checked(self, outcome: Done | Retry | Stop, facts: Facts) -> NextStep:
         if isinstance(outcome, Retry):
             self.s.messages.append(UserMessage(content=outcome.feedback))
-            self.s.event(facts.now, "output_refused", text=outcome.feedback)
+            self.s.event(facts.now, EventKind.OUTPUT_REFUSED, text=outcome.feedback)
             return self._begin(facts)
         if isinstance(outcome, Stop):
             return outcome

@@ -57,8 +57,8 @@ class TurnSteps(Handlers):
             if step.where == "before_model"
             else f"before the tool calls of turn {step.turn}"
         )
-        self._event("paused", detail=f"{point}: {step.why}")
-        self._set_phase("paused", f"paused {point}: {step.why}")
+        self._event(t.EventKind.PAUSED, detail=f"{point}: {step.why}")
+        self._set_phase(t.Phase.PAUSED, f"paused {point}: {step.why}")
         try:
             await workflow.wait_condition(
                 lambda: s.resumed_by is not None, timeout=PAUSE_LIMIT, timeout_summary="pause limit"
@@ -67,9 +67,9 @@ class TurnSteps(Handlers):
             s.paused = None
             message = f"paused {point} for {PAUSE_LIMIT.days} days without a resume (fork it to go on)"
             raise self._failure(message, "PausedTooLong") from None
-        self._event("resumed", detail=f"by {s.resumed_by}")
+        self._event(t.EventKind.RESUMED, detail=f"by {s.resumed_by}")
         s.paused = None
-        phase: t.Phase = "running_tools" if step.where == "before_tools" else "calling_model"
+        phase = t.Phase.RUNNING_TOOLS if step.where == "before_tools" else t.Phase.CALLING_MODEL
         self._set_phase(phase, f"resumed by {s.resumed_by}")
 
     # ------------------------------------------------------------------------------ sessions
@@ -80,7 +80,7 @@ class TurnSteps(Handlers):
         for queued in session.steer():
             self._s.messages.append(t.UserMessage(content=queued.text))
             detail = f"message {queued.message} from {queued.by} · steers the answer"
-            self._event("message", text=queued.text, detail=detail)
+            self._event(t.EventKind.MESSAGE, text=queued.text, detail=detail)
 
     async def _compact(self, plan: memory.Compaction) -> None:
         """Compacts a session's transcript as the machine planned: a visible step of its own."""
@@ -88,7 +88,7 @@ class TurnSteps(Handlers):
         assert session is not None and s.agent is not None
         agent, policy = s.agent_now, s.agent.memory
         size = memory.transcript_bytes(s.messages[: plan.upto])
-        self._set_phase("compacting", f"turn {s.turn}: compacting {plan.upto} earlier messages ({plan.reason})")
+        self._set_phase(t.Phase.COMPACTING, f"turn {s.turn}: compacting {plan.upto} earlier messages ({plan.reason})")
         summary, how = None, f"dropped {plan.upto} earlier messages ({size:,} bytes)"
         if plan.strategy == "summarize":
             result = await self._summarize(agent, plan.upto, policy, session.compactions + 1)
@@ -101,7 +101,7 @@ class TurnSteps(Handlers):
         s.replace_messages(memory.compacted(s.messages, plan.upto, summary))
         s.last_input_tokens = 0
         session.compactions += 1
-        self._event("compacted", text=summary or "", detail=f"{how}; {plan.reason}")
+        self._event(t.EventKind.COMPACTED, text=summary or "", detail=f"{how}; {plan.reason}")
 
     async def _summarize(
         self, agent: t.AgentSpec, upto: int, policy: t.MemoryPolicy, number: int
@@ -137,7 +137,7 @@ class TurnSteps(Handlers):
             self._ledger.expect(sum(p.action == "child" for p in runs))
         names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"
         self._calls_now = {}  # each call says what it does as it goes (_doing)
-        self._set_phase("running_tools", f"turn {self._s.turn}: running {names}")
+        self._set_phase(t.Phase.RUNNING_TOOLS, f"turn {self._s.turn}: running {names}")
         tasks = [asyncio.create_task(self._carry_out(agent, p)) for p in runs]
         try:
             return {m.call_id: m for m in await asyncio.gather(*tasks)}
@@ -180,9 +180,9 @@ class TurnSteps(Handlers):
         )
         s.handoffs.append(record)
         s.current = target.name
-        self._event("handoff", detail=f"{agent.name} → {target.name}", call_id=record.call_id)
+        self._event(t.EventKind.HANDOFF, detail=f"{agent.name} → {target.name}", call_id=record.call_id)
         self._search(t.SA_AGENT.value_set(target.name), t.SA_VERSION.value_set(target.version))
-        self._set_phase("running_tools", f"turn {s.turn}: {agent.name} handed off to {target.name}")
+        self._set_phase(t.Phase.RUNNING_TOOLS, f"turn {s.turn}: {agent.name} handed off to {target.name}")
 
     # ------------------------------------------------------------------------------ guardrails
 
@@ -211,5 +211,5 @@ class TurnSteps(Handlers):
         results = await asyncio.gather(*(self._hook(agent, hook, name, text=text) for name in names))
         for name, result in zip(names, results, strict=True):
             verdict = "tripped" if result.tripwire else "passed"
-            self._event("guardrail", detail=f"{kind} guardrail {name}: {verdict}")
+            self._event(t.EventKind.GUARDRAIL, detail=f"{kind} guardrail {name}: {verdict}")
         return tripwire(kind, list(zip(names, results, strict=True)))

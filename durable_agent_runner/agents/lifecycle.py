@@ -32,7 +32,7 @@ from durable_agent_runner.agents.registry import (
     _import as import_module_ref,  # the Registry's loader: a module is imported once
 )
 from durable_agent_runner.redact import Redactor
-from durable_agent_runner.workflows.types import ModelReply, RunEvent, Usage
+from durable_agent_runner.workflows.types import EventKind, ModelReply, RunEvent, Usage
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class Step:
     event: RunEvent  # kind, text, detail, call_id, tool, usage, at
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> EventKind:  # a StrEnum: step.kind == "final" holds
         return self.event.kind
 
 

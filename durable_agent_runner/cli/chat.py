@@ -77,13 +77,13 @@ class Awaited:
     seen: bool = False
 
     def answers(self, ev: t.RunEvent) -> bool:
-        n = message_number(ev.detail) if ev.kind == "answered" else None
+        n = message_number(ev.detail) if ev.kind == t.EventKind.ANSWERED else None
         return n is not None and (n >= self.message or (self.steer and self.seen))
 
     def done(self, ev: t.RunEvent) -> bool:
-        if ev.kind == "message" and message_number(ev.detail) == self.message:
+        if ev.kind == t.EventKind.MESSAGE and message_number(ev.detail) == self.message:
             self.seen = True
-        return self.answers(ev) or (self.seen and ev.kind == "waiting")
+        return self.answers(ev) or (self.seen and ev.kind == t.EventKind.WAITING)
 
 
 class Chat(ChatIO):
@@ -221,21 +221,21 @@ class Chat(ChatIO):
                     if isinstance(item, Closed):
                         return self.ended(item.status)
                     ev, self.since = item, item.seq + 1
-                    if ev.kind == "approval_requested":
+                    if ev.kind == t.EventKind.APPROVAL_REQUESTED:
                         if self.tty:
                             await self.ask(ev)
                         elif await self.announce(ev):
                             announced.add(ev.call_id or "")
                             limit.reschedule(loop.time() + self.approval_wait)
-                    if ev.kind == "approval_decided" and ev.call_id in announced:
+                    if ev.kind == t.EventKind.APPROVAL_DECIDED and ev.call_id in announced:
                         announced.discard(ev.call_id)
                         self.waiting_on = None
                         limit.reschedule(None if not announced else limit.when())
-                    if ev.kind == "answered" and not self.tty:
+                    if ev.kind == t.EventKind.ANSWERED and not self.tty:
                         await self.print_answer(ev, mine(ev))
                     else:
                         self.printer.event(ev)
-                    if ev.kind in ("failed", "cancelled"):
+                    if ev.kind in t.STOP_KINDS:
                         return 1
                     if done(ev):
                         return None
@@ -248,7 +248,7 @@ class Chat(ChatIO):
         return 1  # not reached: the story ends with Closed
 
     def ended(self, status: str) -> int:
-        if status == "completed":
+        if status == t.Phase.COMPLETED:
             self.say(self.printer.style.dim(f"session {self.run_id} has ended"))
             return 0
         self.error(f"run {self.run_id} {status}")
@@ -296,7 +296,7 @@ class Chat(ChatIO):
         self.since = await self.resume_point(answering)
         if s.state == "waiting":
             return None
-        return await self.follow_until(lambda ev: ev.kind == "waiting")
+        return await self.follow_until(lambda ev: ev.kind == t.EventKind.WAITING)
 
     async def resume_point(self, answering: t.Exchange | None) -> int:
         """Just after the message whose answer is in progress, so its steps so far are shown again;
@@ -306,7 +306,11 @@ class Chat(ChatIO):
         while True:
             page = await patiently(functools.partial(run.events_page, since, QUERY_TIMEOUT.total_seconds()), self.say)
             for ev in page.events:
-                if answering is not None and ev.kind == "message" and message_number(ev.detail) == answering.message:
+                if (
+                    answering is not None
+                    and ev.kind == t.EventKind.MESSAGE
+                    and message_number(ev.detail) == answering.message
+                ):
                     found = ev.seq + 1
             if not page.events:
                 return found if found is not None else page.next

@@ -17,7 +17,16 @@ from durable_agent_runner.workflows import types as t
 
 SHOWN_LINES = 6  # of the last answer, when rejoining
 # Steps shown as `watch` shows them, dimmed.
-STEPS = ("tool_started", "tool_finished", "approval_decided", "handoff", "guardrail", "output_refused")
+STEPS = frozenset(
+    {
+        t.EventKind.TOOL_STARTED,
+        t.EventKind.TOOL_FINISHED,
+        t.EventKind.APPROVAL_DECIDED,
+        t.EventKind.HANDOFF,
+        t.EventKind.GUARDRAIL,
+        t.EventKind.OUTPUT_REFUSED,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -92,7 +101,7 @@ def message_number(detail: str) -> int | None:
 
 def failed(ev: t.RunEvent) -> bool:
     """An "answered" event for a message whose answer failed (the session goes on)."""
-    return ev.kind == "answered" and " · failed" in ev.detail
+    return ev.kind == t.EventKind.ANSWERED and " · failed" in ev.detail
 
 
 def sender(detail: str) -> str:
@@ -170,29 +179,34 @@ class ChatPrinter(Printer):
 
     def render(self, ev: t.RunEvent) -> str:
         s = self.style
-        if ev.kind in ("model_finished", "final") and not self.stream:
+        if ev.kind in (t.EventKind.MODEL_FINISHED, t.EventKind.FINAL) and not self.stream:
             return ""  # through a pipe, only the answers are printed, whole
-        if ev.kind == "model_finished":
+        if ev.kind == t.EventKind.MODEL_FINISHED:
             text = self.reply(ev)
             if text and not self.open and ev.text:  # nothing of it was streamed
                 text = s.agent(f"{self.agent}> ") + text
             self.open = False
             return text
-        if ev.kind == "final":  # the answer is the reply just shown; repeat it only if it was not
+        if ev.kind == t.EventKind.FINAL:  # the answer is the reply just shown; repeat it only if it was not
             return "" if self.answered == ev.turn else s.agent(f"{self.agent}> ") + ev.text + "\n"
-        if ev.kind == "message":
+        if ev.kind == t.EventKind.MESSAGE:
             if message_number(ev.detail) in self.mine:
                 return ""
             return s.person(f"{sender(ev.detail)}> ") + ev.text + "\n"
-        if ev.kind == "answered" and failed(ev):
+        if ev.kind == t.EventKind.ANSWERED and failed(ev):
             return s.red(f"✗ message {message_number(ev.detail)} was not answered: {ev.text}\n")
-        if ev.kind in ("model_started", "answered", "waiting", "approval_requested"):
+        if ev.kind in (
+            t.EventKind.MODEL_STARTED,
+            t.EventKind.ANSWERED,
+            t.EventKind.WAITING,
+            t.EventKind.APPROVAL_REQUESTED,
+        ):
             return ""  # answers are shown as replies; approvals are asked (or announced) by the chat
-        if ev.kind == "compacted":
+        if ev.kind == t.EventKind.COMPACTED:
             return s.dim(f"  (memory compacted: {ev.detail})\n")
-        if ev.kind == "ended":
+        if ev.kind == t.EventKind.ENDED:
             return s.dim(f"session ended: {ev.text}\n")
-        if ev.kind in ("failed", "cancelled"):
+        if ev.kind in t.STOP_KINDS:
             return s.red(self._render(ev))
         if ev.kind in STEPS:
             return s.dim(self._render(ev))

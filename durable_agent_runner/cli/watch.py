@@ -19,7 +19,6 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import EventsUnavailable
 from durable_agent_runner.client.events import Live, Retrying, RunClosed, TextDelta, TextDiscarded, TextTracker
 from durable_agent_runner.client.follow import (
-    ENDINGS,
     GIVE_UP_AFTER,
     POLL,
     STREAM_POLL,
@@ -34,7 +33,6 @@ from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.state import EVENT_TEXT
 
 __all__ = [  # the story's parts, kept importable from here for chat and older callers
-    "ENDINGS",
     "GIVE_UP_AFTER",
     "POLL",
     "STREAM_POLL",
@@ -92,8 +90,8 @@ class Printer:
         obj = {"type": "event", **ev.model_dump(mode="json")}
         self.emit(obj, None)
         if self.as_json:
-            if ev.kind in ("model_finished", "model_dropped"):
-                self.text.reset(ev.turn + (ev.kind == "model_dropped"))
+            if ev.kind in (t.EventKind.MODEL_FINISHED, t.EventKind.MODEL_DROPPED):
+                self.text.reset(ev.turn + (ev.kind == t.EventKind.MODEL_DROPPED))
             return
         self.emit(obj, self._render(ev))
 
@@ -115,70 +113,70 @@ class Printer:
         return text + "\n" if (text or live.end) else ""
 
     def _render(self, ev: t.RunEvent) -> str:
-        if ev.kind == "model_started":
+        if ev.kind == t.EventKind.MODEL_STARTED:
             self.tooling = None
             if self.headed == ev.turn:  # its text has streamed already, under its header
                 return ""
             self.headed = ev.turn
             return f"── turn {ev.turn} · {ev.detail}\n"
-        if ev.kind == "model_dropped":  # the next call of that turn streams afresh
+        if ev.kind == t.EventKind.MODEL_DROPPED:  # the next call of that turn streams afresh
             self.text.reset(ev.turn + 1)
             self.headed = None
             return f"  ↷ {ev.detail}\n"
-        if ev.kind == "model_finished":
+        if ev.kind == t.EventKind.MODEL_FINISHED:
             calls = f"  → asks for: {ev.detail}\n" if ev.detail else ""
             return self.reply(ev) + calls
-        if ev.kind == "tool_started":
+        if ev.kind == t.EventKind.TOOL_STARTED:
             self.tooling = ev.turn
             return f"  ⚙ {ev.detail}\n"
-        if ev.kind == "tool_finished" and self.headed == ev.turn + 1:  # the next reply streamed already
+        if ev.kind == t.EventKind.TOOL_FINISHED and self.headed == ev.turn + 1:  # the next reply streamed already
             return f"\n  ← {ev.tool}: {ev.text}\n"
-        if ev.kind == "tool_finished":
+        if ev.kind == t.EventKind.TOOL_FINISHED:
             return f"  ← {ev.tool}: {ev.text}\n"
-        if ev.kind == "approval_requested":
+        if ev.kind == t.EventKind.APPROVAL_REQUESTED:
             hint = f"python client.py approve {self.run_id} {ev.call_id}"
             return f"  ⏸ waiting for approval: {ev.detail}  ({hint})\n"
-        if ev.kind == "approval_decided":
+        if ev.kind == t.EventKind.APPROVAL_DECIDED:
             return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
-        if ev.kind == "final":  # the answer is the reply just shown; repeat it only if it was not
+        if ev.kind == t.EventKind.FINAL:  # the answer is the reply just shown; repeat it only if it was not
             return f"✓ final answer (turn {ev.turn})\n" if self.answered == ev.turn else f"\n{ev.text}\n"
-        if ev.kind == "handoff":
+        if ev.kind == t.EventKind.HANDOFF:
             return f"  ⇢ handoff: {ev.detail}\n"
-        if ev.kind == "guardrail":
+        if ev.kind == t.EventKind.GUARDRAIL:
             return f"  ⛨ {ev.detail}\n"
-        if ev.kind == "output_refused":
+        if ev.kind == t.EventKind.OUTPUT_REFUSED:
             return f"  ↺ final output refused, asking again: {ev.text.splitlines()[0] if ev.text else ''}\n"
-        if ev.kind == "cancelled":
+        if ev.kind == t.EventKind.CANCELLED:
             return f"\n✗ run {ev.text}\n"
-        if ev.kind == "failed":
+        if ev.kind == t.EventKind.FAILED:
             return f"\n✗ run failed: {ev.text}\n"
         return self._later(ev)
 
     def _later(self, ev: t.RunEvent) -> str:
         """Sessions' and breakpoints' steps."""
         first_line = ev.text.splitlines()[0] if ev.text else ""
-        if ev.kind == "message":
+        if ev.kind == t.EventKind.MESSAGE:
             return f"\n» {ev.detail}: {first_line}\n"
-        if ev.kind == "answered":
+        if ev.kind == t.EventKind.ANSWERED:
             return f"  ✗ {ev.detail}: {first_line}\n" if "failed" in ev.detail else f"✓ answered {ev.detail}\n"
-        if ev.kind == "compacted":
+        if ev.kind == t.EventKind.COMPACTED:
             return f"  ⊟ memory compacted: {ev.detail}\n"
-        if ev.kind == "waiting":
+        if ev.kind == t.EventKind.WAITING:
             return f"… waiting for the next message ({ev.detail})\n"
-        if ev.kind == "ended":
+        if ev.kind == t.EventKind.ENDED:
             return f"\n■ session ended: {ev.text}\n"
-        if ev.kind == "paused":
+        if ev.kind == t.EventKind.PAUSED:
             return f"  ⏸ paused {ev.detail}  (python client.py inspect {self.run_id})\n"
-        if ev.kind == "edited":
+        if ev.kind == t.EventKind.EDITED:
             return f"  ✎ {ev.detail}\n"
-        if ev.kind == "resumed":
+        if ev.kind == t.EventKind.RESUMED:
             return f"  ▶ resumed {ev.detail}\n"
-        if ev.kind == "budget_raised":
+        if ev.kind == t.EventKind.BUDGET_RAISED:
             return f"  $ budget raised: {ev.detail}\n"
-        if ev.kind == "call_in_doubt":
+        if ev.kind == t.EventKind.CALL_IN_DOUBT:
             hint = f"python client.py resolve {self.run_id} {ev.call_id} --rerun | --result JSON | --fail REASON"
             return f"  ⚠ in doubt: {ev.tool} {ev.call_id} {ev.detail}  ({hint})\n"
-        if ev.kind == "call_resolved":
+        if ev.kind == t.EventKind.CALL_RESOLVED:
             return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
         return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
@@ -207,7 +205,8 @@ async def watch(
         print(f"watch: {err}", file=sys.stderr)
         return 1
     printer.emit({"type": "end", "outcome": last, "next": since}, None)
-    return 0 if last in ("final", "ended") else 1
+    answered = last in (t.EventKind.FINAL, t.EventKind.ENDED)  # a session: ended after its answers
+    return 0 if answered else 1
 
 
 async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from durable_agent_runner.client.script import run_script
     from durable_agent_runner.client.sessions import SessionHandle
     from durable_agent_runner.client.status import RunInfo, WaitingFor
-    from durable_agent_runner.workflows.types import RunEvent
+    from durable_agent_runner.workflows.types import EventKind, Phase, RunEvent
 
 # Imported on first use: the CLI's modules import parts of this package, and this package's
 # handles import none of the CLI's, so no cycle forms however they are reached.
@@ -68,6 +68,8 @@ _EXPORTS = {
     "SessionHandle": "durable_agent_runner.client.sessions",
     "RunInfo": "durable_agent_runner.client.status",
     "RunEvent": "durable_agent_runner.workflows.types",
+    "EventKind": "durable_agent_runner.workflows.types",
+    "Phase": "durable_agent_runner.workflows.types",
 }
 
 __all__ = [
@@ -76,9 +78,11 @@ __all__ = [
     "BadArgument",
     "DecisionRefused",
     "Event",
+    "EventKind",
     "EventsUnavailable",
     "Forked",
     "NoWorkerAnswered",
+    "Phase",
     "Retrying",
     "RunCancelled",
     "RunClosed",

@@ -125,7 +125,7 @@ class AgentClient:
             task_queue=task_queue or self.task_queue,
             result_type=t.RunResult,
             search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, "starting")]
+                [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, t.Phase.STARTING)]
             ),
             # The prompt itself travels once, in the run's input; the UI's summary shows an excerpt.
             static_summary=f"{name}: {input[:SUMMARY_CHARS]}",
@@ -155,7 +155,7 @@ class AgentClient:
             task_queue=task_queue or self.task_queue,
             result_type=t.RunResult,
             search_attributes=TypedSearchAttributes(
-                [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, "starting")]
+                [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, t.Phase.STARTING)]
             ),
             static_summary=f"{name}: a conversation (client.py chat {run_id})",
         )

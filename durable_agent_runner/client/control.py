@@ -179,7 +179,7 @@ async def fork(
         search_attributes=TypedSearchAttributes(
             [
                 SearchAttributePair(t.SA_AGENT, point.current or point.agent.name),
-                SearchAttributePair(t.SA_PHASE, "starting"),
+                SearchAttributePair(t.SA_PHASE, t.Phase.STARTING),
                 SearchAttributePair(t.SA_FORKED_FROM, run_id),
             ]
         ),

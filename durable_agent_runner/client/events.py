@@ -23,9 +23,8 @@ from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, follo
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.state import EVENT_TEXT
 
-SESSION_KINDS = ("message", "waiting", "answered", "ended")  # events only a session has
-RUN_ENDS = ("final", "failed", "cancelled")  # after one of these, a plain run's story is over
-SESSION_ENDS = ("ended", "failed", "cancelled")  # a session's answers don't end it
+# events only a session has
+SESSION_KINDS = frozenset({t.EventKind.MESSAGE, t.EventKind.WAITING, t.EventKind.ANSWERED, t.EventKind.ENDED})
 
 
 class TextDelta(BaseModel):
@@ -142,10 +141,10 @@ async def stream(
                 yield RunClosed(status=item.status)
                 return
             else:
-                if item.kind in ("model_finished", "model_dropped"):
-                    tracker.reset(item.turn + (item.kind == "model_dropped"))
+                if item.kind in (t.EventKind.MODEL_FINISHED, t.EventKind.MODEL_DROPPED):
+                    tracker.reset(item.turn + (item.kind == t.EventKind.MODEL_DROPPED))
                 since = item.seq + 1
                 yield item
                 session = session or item.kind in SESSION_KINDS
-                if item.kind in (SESSION_ENDS if session else RUN_ENDS):
+                if item.kind in (t.SESSION_END_KINDS if session else t.RUN_END_KINDS):
                     return

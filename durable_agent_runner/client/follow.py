@@ -20,12 +20,18 @@ from temporalio.service import RPCError
 
 from durable_agent_runner.workflows import types as t
 
-ENDINGS = ("final", "failed", "cancelled")  # events after which a run calls no model
 POLL = 0.1  # seconds between polls while a run is live
 # After these no model call is in flight: nothing streams until the next model_started (or a
 # tool_started, whose activity may make the next call). A wait for a person reads no progress.
 CALL_ENDS = frozenset(
-    {"model_finished", "model_dropped", "tool_finished", "approval_requested", "call_in_doubt", "paused"}
+    {
+        t.EventKind.MODEL_FINISHED,
+        t.EventKind.MODEL_DROPPED,
+        t.EventKind.TOOL_FINISHED,
+        t.EventKind.APPROVAL_REQUESTED,
+        t.EventKind.CALL_IN_DOUBT,
+        t.EventKind.PAUSED,
+    }
 )
 STREAM_POLL = 0.05  # seconds between reads of the streamed text while a model call is in flight
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before a watcher gives up
@@ -114,10 +120,10 @@ async def follow(
                     events = (await events_since(client, run_id, since)).events
                     closed = None if events else status.name.lower() if status else "ended"
             for ev in events:
-                calling = ev.turn if ev.kind == "model_started" else None if ev.kind in CALL_ENDS else calling
+                calling = ev.turn if ev.kind == t.EventKind.MODEL_STARTED else None if ev.kind in CALL_ENDS else calling
                 # A lone tool's activity may make the next model call (workflows/ahead.py): its text too.
-                calling = ev.turn + 1 if ev.kind == "tool_started" else calling
-            if calling is not None and closed is None and not any(ev.kind in ENDINGS for ev in events):
+                calling = ev.turn + 1 if ev.kind == t.EventKind.TOOL_STARTED else calling
+            if calling is not None and closed is None and not any(ev.kind in t.RUN_END_KINDS for ev in events):
                 progress = await live_progress(client, run_id, calling)
         except Exception as err:  # a server restart or a worker gap: keep our place and retry, a while
             errors += 1

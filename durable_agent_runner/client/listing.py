@@ -7,7 +7,7 @@ import base64
 import binascii
 import json
 from datetime import timedelta
-from typing import Any, get_args
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution
@@ -17,7 +17,7 @@ from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.status import STATUS_NAMES, ui_url
 from durable_agent_runner.workflows import types as t
 
-PHASES: tuple[str, ...] = get_args(t.Phase)
+PHASES: tuple[str, ...] = tuple(t.Phase)
 MAX_LIST = 1000
 READ_TIMEOUT = timedelta(seconds=10)
 

@@ -28,16 +28,18 @@ from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
 QUERY_TIMEOUT = timedelta(seconds=3)
-STATUS_NAMES = {
+# Temporal's execution statuses, named as `status` shows them: an ended run's is its final phase,
+# unless the server ended it (ServerEnding).
+STATUS_NAMES: dict[WorkflowExecutionStatus, str] = {
     WorkflowExecutionStatus.RUNNING: "running",
-    WorkflowExecutionStatus.COMPLETED: "completed",
-    WorkflowExecutionStatus.FAILED: "failed",
-    WorkflowExecutionStatus.CANCELED: "cancelled",
-    WorkflowExecutionStatus.TERMINATED: "terminated",
+    WorkflowExecutionStatus.COMPLETED: t.Phase.COMPLETED.value,
+    WorkflowExecutionStatus.FAILED: t.Phase.FAILED.value,
+    WorkflowExecutionStatus.CANCELED: t.Phase.CANCELLED.value,
+    WorkflowExecutionStatus.TERMINATED: t.ServerEnding.TERMINATED.value,
     WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
-    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
+    WorkflowExecutionStatus.TIMED_OUT: t.ServerEnding.TIMED_OUT.value,
 }
-ENDED = {"failed", "cancelled", "terminated", "timed_out", "completed"}
+ENDED = t.ENDED_STATUSES
 
 
 class StatusUsage(BaseModel):
@@ -157,9 +159,9 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
     ]
     if retrying:
         out["retrying"] = retrying
-    if out["status"] in ENDED and out.get("phase") not in (None, "completed", "failed", "cancelled"):
+    if out["status"] in ENDED and out.get("phase") not in {None, *t.FINAL_PHASES}:
         out["phase"] = out["status"]  # terminated or timed out: the run could not record it itself
-    if out["status"] in ENDED - {"completed"} and "error" not in out:
+    if out["status"] in ENDED - {t.Phase.COMPLETED} and "error" not in out:
         try:
             await handle.result()
         except WorkflowFailureError as err:
@@ -184,7 +186,7 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
         out["error"] = {"type": live.error_type or "RunFailed", "message": live.error}
     out["handoffs"] = [h.model_dump(mode="json") for h in live.handoffs]
     if status == "running" and live.pending_approvals:
-        status = "awaiting_approval"
+        status = t.Phase.AWAITING_APPROVAL.value
     out["usage_by_agent"] = {name: u.model_dump() for name, u in live.usage_by_agent.items()}
     # Only a running run has calls waiting: an ended one's state may predate how it ended.
     waiting = live.pending_approvals if status not in ENDED else []
@@ -194,7 +196,7 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
     out["in_doubt"] = [d.model_dump(mode="json") for d in doubts]
     out["resolutions"] = [r.model_dump(mode="json") for r in live.resolutions]
     if status == "running" and doubts:
-        status = "in_doubt"
+        status = t.Phase.IN_DOUBT.value
     if live.ignored_signals:
         out["ignored_signals"] = live.ignored_signals
     if live.paused is not None:
@@ -233,7 +235,7 @@ class WaitingFor(BaseModel):
 
 def waiting_for(run_id: str, live: t.RunStatus) -> list[WaitingFor]:
     """What a live run waits for a person on, from its status query (empty: nothing, it works)."""
-    if live.status in ("completed", "failed", "cancelled"):
+    if live.status in t.FINAL_PHASES:
         return []
     out = [
         WaitingFor(

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, get_args
+from typing import Any
 
 from temporalio.service import RPCError
 
@@ -25,7 +25,7 @@ from durable_agent_runner.client.status import ENDED, STATUS_NAMES
 from durable_agent_runner.console.links import BadRequest, seal, unseal
 from durable_agent_runner.workflows import types as t
 
-PHASES: tuple[str, ...] = get_args(t.Phase)
+PHASES: tuple[str, ...] = tuple(t.Phase)
 PAGE_SIZE = 50  # runs per page
 INBOX_RUNS = 200  # runs with waiting calls the inbox reads, newest first
 QUERY_TIMEOUT = timedelta(seconds=2)  # one run's live state; a run no worker answers for is left out
@@ -193,7 +193,7 @@ async def waiting_in(client: AgentClient, run_id: str, status: t.RunStatus | Non
     """The calls waiting for a person in one run: approvals (with their tools' schemas and
     timeouts), then calls in doubt."""
     status = status or await _status(client, run_id)
-    if status is None or status.status in ("completed", "failed", "cancelled"):
+    if status is None or status.status in t.FINAL_PHASES:
         return []
     doubts: list[Asking] = [Doubt(run_id, status.agent or "?", d) for d in status.in_doubt]
     if not status.pending_approvals:
@@ -297,9 +297,9 @@ def follow_from(events: list[t.RunEvent]) -> int:
     """Where a live page follows the run from: after its last event, or at the model call still in
     flight (the follower learns from that event that text streams)."""
     for ev in reversed(events):
-        if ev.kind == "model_finished":
+        if ev.kind == t.EventKind.MODEL_FINISHED:
             break
-        if ev.kind == "model_started":
+        if ev.kind == t.EventKind.MODEL_STARTED:
             return ev.seq
     return events[-1].seq + 1 if events else 0
 

@@ -99,13 +99,14 @@ async def run_stream(client: AgentClient, run_id: str, since: int) -> AsyncItera
                     live_chars += len(chunk)
                     yield frame(piece.type, {"text": chunk})
             elif isinstance(item, t.RunEvent):
-                if item.kind in ("model_finished", "model_dropped"):  # the next call streams afresh
-                    text.reset(item.turn + (item.kind == "model_dropped"))
+                if item.kind in (t.EventKind.MODEL_FINISHED, t.EventKind.MODEL_DROPPED):  # the next call streams afresh
+                    text.reset(item.turn + (item.kind == t.EventKind.MODEL_DROPPED))
                 dirty = True
-                if item.kind == "model_finished":
+                if item.kind == t.EventKind.MODEL_FINISHED:
                     live_chars = 0
                     yield frame("discard", {})
-                ended = item.kind in ("failed", "cancelled", "ended") or (item.kind == "final" and not _session(last))
+                # A session goes on after "final" (its answer); a plain run ends with it.
+                ended = item.kind in (t.SESSION_END_KINDS if _session(last) else t.END_KINDS)
             elif isinstance(item, Closed):
                 dirty = ended = True
             elif isinstance(item, Gap):

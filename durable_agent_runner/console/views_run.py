@@ -14,7 +14,7 @@ from durable_agent_runner.console.data import Asking, RunView
 from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
 from durable_agent_runner.workflows import types as t
 
-ENDED = ("completed", "failed", "cancelled", "terminated", "timed_out")
+ENDED = t.ENDED_STATUSES
 # Each part's share of views.MAX_PAGE_BYTES (1 MiB): with the layout (~12 KB) and the controls
 # (~8 KB), they sum to less than it. A part over its share is cut (the newest messages, the last
 # turns, the first children kept) and says what it left out.
@@ -332,16 +332,16 @@ def turns(events: list[t.RunEvent]) -> list[Turn]:
         turn = by.setdefault(ev.turn, Turn(ev.turn))
         turn.span(ev.at)
         call = ev.call_id or ""
-        if ev.kind in ("model_started", "tool_started", *WAITS):
+        if ev.kind in (t.EventKind.MODEL_STARTED, t.EventKind.TOOL_STARTED, *WAITS):
             opened[(ev.turn, ev.kind, call)] = ev.at
         elif ev.kind in closes:
             began = opened.pop((ev.turn, closes[ev.kind], call), None)
             if began is None or ev.at < began:
                 continue
-            if ev.kind == "model_finished":
+            if ev.kind == t.EventKind.MODEL_FINISHED:
                 model.setdefault(ev.turn, []).append((began, ev.at))
                 turn.usage = ev.usage
-            elif ev.kind == "tool_finished":
+            elif ev.kind == t.EventKind.TOOL_FINISHED:
                 tool.setdefault(ev.turn, {}).setdefault(call, []).append((began, ev.at))
             else:
                 wait.setdefault(ev.turn, {}).setdefault(call, []).append((began, ev.at))

@@ -336,30 +336,30 @@ class HookFeed:
         step = Step(run_id=cursor.run_id, seq=ev.seq, turn=ev.turn, agent=cursor.agent, event=ev)
         call = self.hooks.call
         kind = ev.kind
-        if kind == "model_started":
+        if kind == t.EventKind.MODEL_STARTED:
             if not cursor.active:
                 cursor.active = True
                 await call("on_agent_start", step, cursor.agent)
             await call("on_model_start", step, ev.detail.rsplit(" · ", 1)[-1])
-        elif kind == "model_finished":
+        elif kind == t.EventKind.MODEL_FINISHED:
             await call("on_model_end", step, ev.text, ev.usage)
-        elif kind == "tool_started":
+        elif kind == t.EventKind.TOOL_STARTED:
             await call("on_tool_start", step, ev.tool or "", ev.call_id or "", ev.detail)
-        elif kind == "tool_finished":
+        elif kind == t.EventKind.TOOL_FINISHED:
             await call("on_tool_end", step, ev.tool or "", ev.call_id or "", ev.text)
-        elif kind == "handoff":
+        elif kind == t.EventKind.HANDOFF:
             source, _, target = ev.detail.partition(" → ")
             await call("on_handoff", step, source, target)
             cursor.agent, cursor.active = target, True
             await call("on_agent_start", Step(step.run_id, step.seq, step.turn, target, ev), target)
-        elif kind == "approval_requested":
+        elif kind == t.EventKind.APPROVAL_REQUESTED:
             await call("on_approval_requested", step, ev.tool or "", ev.call_id or "", ev.detail)
-        elif kind == "approval_decided":
+        elif kind == t.EventKind.APPROVAL_DECIDED:
             await call("on_approval_decided", step, ev.tool or "", ev.call_id or "", ev.detail)
-        elif kind in ("final", "failed", "cancelled", "ended"):
+        elif kind in t.END_KINDS:
             cursor.active = False
             await call("on_agent_end", step, cursor.agent, ev.text)
-        elif kind == "answered":  # a session's answer is over (a failed one too): the next one starts anew
+        elif kind == t.EventKind.ANSWERED:  # a session's answer is over (a failed one too): the next one starts anew
             cursor.active = False
         await call("on_event", step)
 

@@ -6,6 +6,7 @@ histories recorded by older code still decode and replay."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Literal
 
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
@@ -73,13 +74,37 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     for k in (SA_AGENT, SA_PHASE, SA_TURN, SA_TOKENS, SA_PENDING, SA_VERSION, SA_FORKED_FROM, SA_COST, SA_IN_DOUBT)
 }
 
-# A run's phase: the AgentPhase search attribute and `status`. FINAL_PHASES are final; `in_doubt`
-# (a call's attempt ended without a result: a person resolves it) is not.
-Phase = Literal[
-    "starting", "calling_model", "running_tools", "awaiting_approval", "continuing", "completed", "failed", "cancelled",
-    "waiting_for_message", "compacting", "paused", "in_doubt",
-]  # fmt: skip
-FINAL_PHASES: tuple[Phase, ...] = ("completed", "failed", "cancelled")
+
+# A run's phase: the AgentPhase search attribute and `status`. Each value is a contract (search
+# attribute values, status payloads, `--phase` filters): a StrEnum, so it is its string on the wire.
+class Phase(StrEnum):
+    STARTING = "starting"
+    CALLING_MODEL = "calling_model"
+    RUNNING_TOOLS = "running_tools"
+    AWAITING_APPROVAL = "awaiting_approval"
+    CONTINUING = "continuing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    WAITING_FOR_MESSAGE = "waiting_for_message"
+    COMPACTING = "compacting"
+    PAUSED = "paused"
+    IN_DOUBT = "in_doubt"  # a call's attempt ended without a result: a person resolves it (not final)
+
+
+# The phases a run ends in, defined once: a run in one records nothing more.
+FINAL_PHASES: frozenset[Phase] = frozenset({Phase.COMPLETED, Phase.FAILED, Phase.CANCELLED})
+
+
+# How Temporal ended a run's execution beyond those: the server ended it (a terminate, a run
+# timeout), so the run recorded no final phase. Execution statuses, not phases: `status` shows them.
+class ServerEnding(StrEnum):
+    TERMINATED = "terminated"
+    TIMED_OUT = "timed_out"
+
+
+# Every status of a run that has ended, whoever ended it.
+ENDED_STATUSES: frozenset[str] = frozenset({*FINAL_PHASES, *ServerEnding})
 
 # The two wires a model is reached over: Chat Completions and the Responses API (one name each,
 # for the agent's `api`, LLM_API and the wire chosen per call).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -103,32 +104,45 @@ class RunResult(Contract):
     ended_by: str = ""  # sessions: "end by alice", "idle for 3600s"
 
 
-EventKind = Literal[
-    "model_started",  # detail: model name
-    "model_finished",  # text: the reply's text; detail: the tool calls asked for
-    "model_dropped",  # detail: why a reply made ahead by a tool's activity was not used (its tokens count)
-    "tool_started",  # detail: get_weather(city=Tokyo)
-    "tool_finished",  # text: an excerpt of the result
-    "approval_requested",
-    "approval_decided",  # detail: approved by alice / rejected by bob: reason
-    "final",  # text: the final answer
-    "failed",  # text: why
-    "cancelled",  # text: what was in flight
-    "handoff",  # detail: from → to
-    "guardrail",  # detail: which guardrail, and whether its tripwire fired
-    "output_refused",  # text: why the final output was refused, as told to the model
-    "message",  # sessions: text: the message; detail: "message K from BY" (+ " · steers the answer")
-    "answered",  # sessions: text: the answer to message K (detail: "message K"); follows "final"
-    "compacted",  # sessions: detail: what was summarized or dropped
-    "waiting",  # sessions: answered everything; waiting for the next message
-    "ended",  # sessions: text: why the session ended
-    "paused",  # detail: where and why (before model call 3: breakpoint; by alice)
-    "edited",  # detail: what an edit changed, and who made it
-    "resumed",  # detail: who resumed the run
-    "budget_raised",  # detail: what a person added to a budget (resume --add-usd / --add-tokens)
-    "call_in_doubt",  # detail: the call, and how its attempt ended without a result
-    "call_resolved",  # detail: rerun / result given / failed, by whom
-]
+class EventKind(StrEnum):
+    """What one RunEvent tells. Each value is a contract (watch streams, query results, hooks): a
+    StrEnum, so it is its string on the wire and old watchers still read it."""
+
+    MODEL_STARTED = "model_started"  # detail: model name
+    MODEL_FINISHED = "model_finished"  # text: the reply's text; detail: the tool calls asked for
+    MODEL_DROPPED = "model_dropped"  # detail: why a reply made ahead by a tool's activity went unused (tokens count)
+    TOOL_STARTED = "tool_started"  # detail: get_weather(city=Tokyo)
+    TOOL_FINISHED = "tool_finished"  # text: an excerpt of the result
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"  # detail: approved by alice / rejected by bob: reason
+    FINAL = "final"  # text: the final answer
+    FAILED = "failed"  # text: why
+    CANCELLED = "cancelled"  # text: what was in flight
+    HANDOFF = "handoff"  # detail: from → to
+    GUARDRAIL = "guardrail"  # detail: which guardrail, and whether its tripwire fired
+    OUTPUT_REFUSED = "output_refused"  # text: why the final output was refused, as told to the model
+    MESSAGE = "message"  # sessions: text: the message; detail: "message K from BY" (+ " · steers the answer")
+    ANSWERED = "answered"  # sessions: text: the answer to message K (detail: "message K"); follows "final"
+    COMPACTED = "compacted"  # sessions: detail: what was summarized or dropped
+    WAITING = "waiting"  # sessions: answered everything; waiting for the next message
+    ENDED = "ended"  # sessions: text: why the session ended
+    PAUSED = "paused"  # detail: where and why (before model call 3: breakpoint; by alice)
+    EDITED = "edited"  # detail: what an edit changed, and who made it
+    RESUMED = "resumed"  # detail: who resumed the run
+    BUDGET_RAISED = "budget_raised"  # detail: what a person added to a budget (resume --add-usd / --add-tokens)
+    CALL_IN_DOUBT = "call_in_doubt"  # detail: the call, and how its attempt ended without a result
+    CALL_RESOLVED = "call_resolved"  # detail: rerun / result given / failed, by whom
+
+
+# The kinds after which a story is over, defined once (next to the kinds):
+# a plain run's: after one of these, it calls no model and records nothing more;
+RUN_END_KINDS: frozenset[EventKind] = frozenset({EventKind.FINAL, EventKind.FAILED, EventKind.CANCELLED})
+# a session's: its answers ("final", then "answered") don't end it;
+SESSION_END_KINDS: frozenset[EventKind] = frozenset({EventKind.ENDED, EventKind.FAILED, EventKind.CANCELLED})
+# either: a run or a session has ended;
+END_KINDS: frozenset[EventKind] = RUN_END_KINDS | SESSION_END_KINDS
+# those in both: the run stopped without its answer.
+STOP_KINDS: frozenset[EventKind] = RUN_END_KINDS & SESSION_END_KINDS
 
 
 class RunEvent(Contract):
