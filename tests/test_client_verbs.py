@@ -127,6 +127,10 @@ async def test_pause_inspect_edit_resume_fork_diff_and_export(api, worker_factor
         (wait,) = await waits_on(run, "approval")
         pausing = await run.pause("look first", by="ann")
         assert pausing.phase == "awaiting_approval"
+        # a second pause while one is requested is refused, naming the first; nothing is recorded
+        with pytest.raises(dar.DecisionRefused, match=r"a pause is already requested by ann \(look first\)") as twice:
+            await run.pause("me too", by="bob")
+        assert twice.value.kind == "PauseAlreadyRequested" and "resume withdraws the request" in str(twice.value)
         await run.approve(wait.call_id, {"label": "final"}, by="ann")
         await waits_on(run, "resume")
         view = await run.inspect()

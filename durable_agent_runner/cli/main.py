@@ -14,7 +14,8 @@ polls the run before the server drops it (a restart, the run leaving its cache) 
 once; otherwise never. Sending the same again is safe: each is sent under an id that makes a
 repeat count once (approve/reject: the call; resolve: the call and its time in doubt; send:
 --message-id, which the line names; end: the run), except pause and resume, which the run refuses
-when repeated (already paused; not paused). `status` shows what was applied.
+when repeated (a pause already requested, naming who asked, or already paused; not paused).
+`status` shows what was applied.
 
 --json: every command that prints something takes it (errors too become a JSON object on
 standard output), except `export` (always JSON lines), `codec-server` and `console` (servers).

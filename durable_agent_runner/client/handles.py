@@ -342,7 +342,8 @@ class RunHandle:
         self, reason: str = "", *, by: str | None = None, wait: float = updates.DEFAULT_WAIT
     ) -> t.RunStatus:
         """Pause the run at its next safe point (before a model call or the tool calls a reply
-        asked for); the status it had when it took the request. DecisionRefused if it is paused."""
+        asked for); the status it had when it took the request. DecisionRefused if it is paused, or
+        a pause is already requested (the refusal names who asked: `resume` withdraws it)."""
         checks.string(reason, "reason")
         return await control.pause(
             self.temporal, self.id, by=by_or_default(by), reason=reason, wait=checks.seconds(wait)
