@@ -21,7 +21,7 @@ from temporalio.service import RPCError
 
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.control import make_edit
-from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunNotFound
+from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
 from durable_agent_runner.console import data, links, sse, views, views_run
 from durable_agent_runner.console import whole as whole_value
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
@@ -35,6 +35,8 @@ MAX_ARG_DEPTH = 32
 # other scripts' digits ('٣' is 3) and superscripts, which a person never means here.
 WHOLE = re.compile(r"[0-9]{1,9}")
 INTEGER = re.compile(r"-?[0-9]{1,300}")
+TOKENS = re.compile(r"[0-9]{1,12}")  # a raise: its bound (10**9) is the client's to say
+USD = re.compile(r"[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9}")  # a raise: dollars, maybe cents and less
 DECIMAL = re.compile(r"-?(?:[0-9]{1,300}(?:\.[0-9]{0,300})?|\.[0-9]{1,300})(?:[eE][-+]?[0-9]{1,4})?")
 
 
@@ -142,7 +144,15 @@ class Console:
             reason=reason,
         )
         self.inbox.forget()
-        return _done(f"{receipt.call_id} {'approved' if receipt.approved else 'rejected'} by {self._by(form)}")
+        done = f"{receipt.call_id} {'approved' if receipt.approved else 'rejected'} by {self._by(form)}"
+        return await self._approved(_run_id(request), done) if receipt.approved else _done(done)
+
+    async def _approved(self, run_id: str, done: str) -> Response:
+        """An approval's answer, with what no worker takes said now (`stalled: …`, as `client.py
+        approve` says it), not left to sit in "running approved tools"."""
+        waits = await data.unserved(self.client, run_id)
+        text = done + "".join(f"\nstalled: {wait['message']}" for wait in waits)
+        return _done(text, unserved=waits)
 
     async def edit_args(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
@@ -157,7 +167,7 @@ class Console:
         )
         self.inbox.forget()
         how = "with its arguments unchanged" if same else "with edited arguments"
-        return _done(f"{receipt.call_id} approved {how} by {self._by(form)}")
+        return await self._approved(run_id, f"{receipt.call_id} approved {how} by {self._by(form)}")
 
     async def resolve(self, request: Request) -> Response:
         """Rerun, Result or Fail a call in doubt. A result is checked as `client.py resolve
@@ -208,9 +218,22 @@ class Console:
         return _done(f"pauses at its next safe point (now: {status.phase}, turn {status.turn})")
 
     async def resume(self, request: Request) -> Response:
+        """Resume a paused run; one paused on its budget with it raised (tokens, USD: the client's
+        checks, as `client.py resume --add-tokens N --add-usd X`). The run's refusal (nothing
+        raised, a raise past what a child's parent granted it) is shown as it said it."""
         form = await read_form(request, self.csrf)
-        await data.resume(self.client, _run_id(request), self._by(form))
-        return _done(f"resumed by {self._by(form)}")
+        tokens, usd = budget_raise(form)
+        try:
+            await data.resume(self.client, _run_id(request), self._by(form), tokens, usd)
+        except DecisionRefused as err:
+            if err.kind == "BudgetNotRaised":
+                refused = "the run is paused on its budget: add tokens or USD to resume it, or cancel it"
+                raise Refused(409, refused) from None
+            if err.kind in ("BeyondParentGrant", "NoBudget"):  # the run's own words, without "run X refused it"
+                raise Refused(409, f"the raise is refused: {str(err).partition(' refused it: ')[2] or err}") from None
+            raise
+        raised = " and ".join(x for x in (f"{tokens:,} tokens" if tokens else "", f"${usd:g}" if usd else "") if x)
+        return _done(f"resumed by {self._by(form)}" + (f", its budget raised by {raised}" if raised else ""))
 
     async def edit(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
@@ -250,6 +273,17 @@ def whole(text: str, name: str) -> int:
     return int(text)
 
 
+def budget_raise(form: dict[str, str]) -> tuple[int | None, float | None]:
+    """The resume form's raise: tokens in ASCII digits, USD a decimal (dollars, maybe cents); an
+    empty field raises nothing. Their bounds are the client's (checks.budget_raise)."""
+    tokens, usd = form.get("add_tokens", "").strip(), form.get("add_usd", "").strip()
+    if tokens and not TOKENS.fullmatch(tokens):
+        raise Refused(400, f"add tokens must be a whole number, written with the digits 0-9, not {tokens[:40]!r}")
+    if usd and not USD.fullmatch(usd):
+        raise Refused(400, f"add USD must be a decimal number of dollars (the digits 0-9, a .), not {usd[:40]!r}")
+    return (int(tokens) if tokens else None), (float(usd) if usd else None)
+
+
 def _raw(text: str, media_type: str) -> Response:
     """A value whole, never run as a page: not HTML (a tool's result may hold a script), not
     sniffed, sandboxed; at most MAX_RAW_CHARS (the rest is said to be cut)."""
@@ -260,8 +294,9 @@ def _raw(text: str, media_type: str) -> Response:
     return Response(text, media_type=f"{media_type}; charset=utf-8", headers=headers)
 
 
-def _done(message: str, redirect: str | None = None) -> Response:
-    return JSONResponse({"ok": True, "message": message, "redirect": redirect})
+def _done(message: str, redirect: str | None = None, unserved: list[dict[str, str]] | None = None) -> Response:
+    body: dict[str, Any] = {"ok": True, "message": message, "redirect": redirect}
+    return JSONResponse(body | ({"unserved": unserved} if unserved else {}))
 
 
 def _json(text: str, name: str) -> Any:

@@ -84,7 +84,8 @@ def page(title: str, body: str, csrf: str, by: str, stream: str = "") -> str:
 <style>{CSS}</style></head>
 <body{data}><header><nav><a href="/">Runs</a> <a href="/inbox">Inbox</a></nav>
 <label class="by">Deciding as <input id="by" name="by" value="{h(by)}" maxlength="200"></label></header>
-<main><h1>{h(title)}</h1>{body}</main><script>{JS}</script></body></html>"""
+<main><h1>{h(title)}</h1><p id="flash" class="msg" role="status" hidden></p>
+{body}</main><script>{JS}</script></body></html>"""
 
 
 def message_page(title: str, message: str, csrf: str, by: str, back: str = "/") -> str:
