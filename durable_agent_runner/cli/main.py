@@ -146,7 +146,8 @@ def parser() -> argparse.ArgumentParser:
                 dest="result_wait",
                 type=session.wait_seconds,
                 metavar="SECONDS",
-                help="give up after this long: exit 1, saying what the run waits for (default: until it ends)",
+                help="give up after this long: exit 1, saying what the run waits for (default: until it ends; "
+                "with --message, at most 3600)",
             )
             cmd.add_argument("--message", type=positive_int, metavar="K", help="a session's answer to message K")
         cmd.set_defaults(fn=fn)
@@ -190,7 +191,9 @@ def parser() -> argparse.ArgumentParser:
     send.add_argument("run_id")
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
     send.add_argument("--prompt-file", type=Path, metavar="F", help="read the message from this file")
-    send.add_argument("--wait", action="store_true", help="wait for this message's answer and print it")
+    send.add_argument(
+        "--wait", action="store_true", help="wait for this message's answer (at most 3600 s) and print it"
+    )
     send.add_argument("--by", default=who, help="who is talking (default: %(default)s)")
     send.add_argument("--message-id", metavar="ID", help="sending the same id again counts once (default: new)")
     send.add_argument("--json", action="store_true", help="print JSON")
