@@ -19,6 +19,7 @@ import durable_agent_runner as dar
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.client import RunEvent, RunRow, StillRunning, WaitingFor
 from durable_agent_runner.client.follow import Closed
+from durable_agent_runner.client.sessions import NotAnswered
 from tests.fixtures import agents as fixtures
 from tests.helpers import calls, script
 from tests.test_client import cli  # noqa: F401  (the fixture: client.py as a subprocess)
@@ -127,6 +128,10 @@ async def test_pause_inspect_edit_resume_fork_diff_and_export(api, worker_factor
         (wait,) = await waits_on(run, "approval")
         pausing = await run.pause("look first", by="ann")
         assert pausing.phase == "awaiting_approval"
+        # a second pause while one is requested is refused, naming the first; nothing is recorded
+        with pytest.raises(dar.DecisionRefused, match=r"a pause is already requested by ann \(look first\)") as twice:
+            await run.pause("me too", by="bob")
+        assert twice.value.kind == "PauseAlreadyRequested" and "resume withdraws the request" in str(twice.value)
         await run.approve(wait.call_id, {"label": "final"}, by="ann")
         await waits_on(run, "resume")
         view = await run.inspect()
@@ -219,3 +224,35 @@ async def test_the_reads_under_the_faces(api, worker_factory, llm, agents):
     assert desc.id == run.id and isinstance(story[-1], Closed) and story[-1].status == "completed"
     assert [item.seq for item in story if isinstance(item, RunEvent)] == [e.seq for e in events]
     assert last == events[-1:]
+
+
+async def test_a_sessions_answer_waits_within_its_bound_and_says_what_the_run_waits_for(
+    api, worker_factory, llm, agents, cli
+):
+    """`answer` and `exchange` wait at most `wait` seconds (checked like every wait), then raise
+    NotAnswered (a StillRunning) naming what the run waits for: here a call's approval. The CLI's
+    `result --message K --wait S` passes its bound and says the same, exit 1."""
+    model = script(llm, calls(("send", {"label": "memo"})), {"content": "sent the memo"})
+    async with worker_factory(registry=agents):
+        chat = await api.start_session("guarded", model=model)
+        receipt = await chat.send("send the memo")
+        (wait,) = await waits_on(chat, "approval")
+        began = time.monotonic()
+        with pytest.raises(StillRunning, match=f"message 1 of session {chat.id} has no answer after 1s") as late:
+            await chat.answer(receipt.message, wait=1)
+        assert time.monotonic() - began < 10
+        assert f"waits for a person: approval of send (call {wait.call_id})" in str(late.value)
+        assert isinstance(late.value, NotAnswered) and late.value.message == 1
+        for bad in (-1, 0, float("nan"), float("inf"), 3601):
+            with pytest.raises(ValueError, match="wait: must be a number of seconds in"):
+                await chat.exchange(1, wait=bad)
+        with pytest.raises(TypeError, match="wait must be a number of seconds"):
+            await chat.answer(1, wait="3")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="answer_wait: must be a number of seconds in"):
+            await chat.ask("again?", answer_wait=-1)
+        shown = await cli("result", chat.id, "--message", "1", "--wait", "1")
+        assert shown.code == 1 and "message 1 of session" in shown.out + shown.err, shown
+        assert f"approval of send (call {wait.call_id})" in shown.out + shown.err
+        await chat.approve(wait.call_id, by="ann")
+        assert await chat.answer(1, wait=30) == "sent the memo"
+        await chat.end(by="ann")

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,13 +21,15 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from durable_agent_runner import Agent, Registry
+from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.console.data import PAGE_SIZE
 from durable_agent_runner.console.security import MAX_FORM_BYTES
 from durable_agent_runner.workflows import types as t
+from tests.budget_runs import pausing_agent
 from tests.console_helpers import pending, serve_console
 from tests.fixtures.agents import send
 from tests.helpers import calls, script, start
+from tests.test_agents import child_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "console-test-token-0123456789"
@@ -325,3 +328,134 @@ async def test_a_stream_whose_page_is_gone_frees_its_slot(client, task_queue):
             await asyncio.sleep(0.1)
         assert console.streams == 0
     await waiting.terminate("test over")
+
+
+async def test_an_approval_no_worker_takes_says_stalled_in_its_answer(client, task_queue, worker_factory, llm):
+    """Approve a call whose agent's version no running worker serves: the console's answer says so
+    within seconds (`stalled: …`, as `client.py approve`), not "approved" alone while the run sits
+    in "running approved tools"; the run goes on once such a worker starts."""
+    model = script(llm, calls(("send", {"label": "x"})), {"content": "sent"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+    async with (
+        worker_factory(registry=Registry.from_modules(["examples.demo_agent"])),  # not `guarded`
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        csrf = csrf_of((await web.get("/inbox")).text)
+        began = time.monotonic()
+        answer = await web.post(
+            f"/runs/{handle.id}/calls/{waiting.call_id}/decide",
+            data={"verdict": "approve", "csrf": csrf, "by": "carol"},
+            headers={"Accept": "application/json"},
+        )
+        took = time.monotonic() - began
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    said = f"{waiting.call_id} approved by carol\nstalled: no worker serves agent 'guarded' at version"
+    assert body["ok"] and body["message"].startswith(said), body
+    assert "for a tool call" in body["message"] and took < 15, (took, body)
+    (wait,) = body["unserved"]
+    assert wait["waiting"] == "a tool call" and wait["queue"].startswith(f"{task_queue}@guarded@")
+    async with worker_factory():  # a worker that holds the agent's version: the call runs
+        assert (await asyncio.wait_for(handle.result(), 30)).output == "sent"
+
+
+async def test_a_run_paused_on_its_budget_is_raised_from_the_console(client, task_queue, worker_factory, llm):
+    """Resume on a run paused on its budget: the form has the raise's fields; no raise is refused
+    with what to do, bad numbers are 400 (ASCII digits; USD a decimal), a raise goes on."""
+    async with (
+        worker_factory(registry=pausing_agent(llm)),
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        handle = await start(client, task_queue, "Explain tides", agent="careful")
+        async with asyncio.timeout(30):
+            while (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).paused is None:
+                await asyncio.sleep(0.1)
+        page = (await web.get(f"/runs/{handle.id}")).text
+        assert "Paused on its budget: raise it to go on" in page and 'name="add_tokens"' in page, page
+        assert 'name="add_usd"' not in page  # it has no USD budget
+        csrf, json_ = csrf_of(page), {"Accept": "application/json"}
+        action = f"/runs/{handle.id}/resume"
+
+        async def resume(**fields: str) -> httpx.Response:
+            return await web.post(action, data={"csrf": csrf, "by": "carol", **fields}, headers=json_)
+
+        assert (await web.post(action, data={"add_tokens": "1000"}, headers=json_)).status_code == 403  # no CSRF
+        plain = await resume()
+        assert plain.status_code == 409
+        assert plain.json()["message"].startswith("the run is paused on its budget: add tokens or USD to resume it")
+        for bad, why in (
+            ({"add_tokens": "١٠٠٠"}, "add tokens must be a whole number, written with the digits 0-9"),
+            ({"add_tokens": "-5"}, "add tokens must be a whole number"),
+            ({"add_tokens": "0"}, "add_tokens"),  # the client's bound: at least 1
+            ({"add_tokens": "2000000000"}, "add_tokens"),  # and at most 10**9
+            ({"add_usd": "1e3"}, "add USD must be a decimal number of dollars"),
+            ({"add_usd": "٢.5"}, "add USD must be a decimal number of dollars"),
+        ):
+            refused = await resume(**bad)
+            assert refused.status_code == 400 and why in refused.json()["message"], (bad, refused.text)
+        no_usd = await resume(add_usd="2.50")
+        assert no_usd.status_code == 409 and no_usd.json()["message"].startswith("the raise is refused: "), no_usd.text
+        assert (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).paused is not None  # nothing recorded
+        raised = await resume(add_tokens="1000")
+        assert raised.status_code == 200, raised.text
+        assert raised.json()["message"] == "resumed by carol, its budget raised by 1,000 tokens"
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert result.output == "Tides follow the moon."
+
+
+async def test_a_childs_raise_beyond_its_parents_grant_is_refused_plainly(client, task_queue, worker_factory, llm):
+    """A child run paused by a person and resumed from the console with a raise beyond what its
+    parent granted it: refused with the run's own words, nothing recorded; a raise within it goes on."""
+
+    @tool
+    async def nap(seconds: float) -> str:
+        """Wait a while.
+
+        Args:
+            seconds: How long.
+        """
+        await asyncio.sleep(seconds)
+        return "rested"
+
+    usage = {"usage": {"prompt_tokens": 100, "completion_tokens": 0}}
+    scholar = Agent(
+        name="scholar",
+        model=script(llm, calls(("nap", {"seconds": 2})) | usage, {"content": "tides follow the moon"} | usage),
+        tools=[nap],
+        token_budget=500,
+    )
+    lead_model = script(llm, calls(("ask", {"input": "tides"})) | usage, {"content": "done"} | usage)
+    lead = Agent(name="lead", model=lead_model, tools=[scholar.as_tool(name="ask")], token_budget=20_000)
+    async with (
+        worker_factory(registry=Registry(agents=[lead])),
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        handle = await start(client, task_queue, "Explain tides", agent="lead")
+        async with asyncio.timeout(30):
+            while not (children := await child_runs(handle)):
+                await asyncio.sleep(0.1)
+            child = client.get_workflow_handle(children[0])
+            while (await child.query(t.STATUS_QUERY, result_type=t.RunStatus)).phase != "running_tools":
+                await asyncio.sleep(0.1)
+            csrf, json_ = csrf_of((await web.get("/inbox")).text), {"Accept": "application/json"}
+            base = f"/runs/{children[0]}"
+            paused = await web.post(f"{base}/pause", data={"csrf": csrf, "by": "carol"}, headers=json_)
+            assert paused.status_code == 200, paused.text
+            while (await child.query(t.STATUS_QUERY, result_type=t.RunStatus)).paused is None:
+                await asyncio.sleep(0.1)
+        page = (await web.get(base)).text
+        assert "Raise its budget: " in page and 'name="add_tokens"' in page
+        huge = await web.post(f"{base}/resume", data={"csrf": csrf, "add_tokens": "1000000000"}, headers=json_)
+        assert huge.status_code == 409, huge.text
+        said = huge.json()["message"]
+        assert said.startswith("the raise is refused: a child run's budget comes out of its parent's"), said
+        assert "its parent granted it 19900 tokens and it has 500: it may be raised by at most 19400 tokens" in said
+        assert (await child.query(t.STATUS_QUERY, result_type=t.RunStatus)).paused is not None  # still paused
+        within = await web.post(f"{base}/resume", data={"csrf": csrf, "add_tokens": "1000"}, headers=json_)
+        assert within.status_code == 200 and "raised by 1,000 tokens" in within.json()["message"], within.text
+        assert (await asyncio.wait_for(handle.result(), 30)).output == "done"

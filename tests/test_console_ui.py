@@ -22,6 +22,7 @@ from durable_agent_runner import Agent, Registry
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.console.views import CUT
 from durable_agent_runner.workflows import types as t
+from tests.budget_runs import pausing_agent
 from tests.console_helpers import pending, serve_console
 from tests.fixtures.large_payload_tools import blob, blob_text
 from tests.helpers import calls, script, start
@@ -242,3 +243,44 @@ async def test_a_long_result_is_cut_with_a_link_to_the_whole_and_the_budget_show
         await tool.get_by_role("link", name="the whole value").click()
         await page.wait_for_url(f"{url}/runs/{handle.id}/messages/2")
         assert await page.inner_text("body") == blob_text("long", size)
+
+
+async def test_approve_says_stalled_when_no_worker_takes_the_call(browser, client, task_queue, worker_factory, llm):
+    """Approve in the inbox a call whose agent no running worker serves: the page's answer line
+    says it is stalled and why, within seconds, as `client.py approve` does (the row itself leaves)."""
+    model = script(llm, calls(("send", {"label": "x"})), {"content": "sent"})
+    async with worker_factory():
+        handle = await start(client, task_queue, "go", agent="guarded", model=model)
+        (waiting,) = await pending(handle)
+    async with (
+        worker_factory(registry=Registry.from_modules(["examples.demo_agent"])),  # not `guarded`
+        serve_console(client, task_queue) as url,
+    ):
+        inbox = await open_page(browser, f"{url}/inbox")
+        row = inbox.locator(f'[data-call="{handle.id}/{waiting.call_id}"]')
+        await row.get_by_role("button", name="Approve", exact=True).click()
+        said = inbox.locator("#flash.warn")  # the row leaves the inbox: the answer stays in the flash line
+        await said.wait_for(timeout=15 * SECOND)
+        text = await said.inner_text()
+    assert text.startswith(f"{waiting.call_id} approved by console-test"), text
+    assert "stalled: no worker serves agent 'guarded' at version" in text and "for a tool call" in text, text
+    async with worker_factory():
+        assert (await asyncio.wait_for(handle.result(), 30)).output == "sent"
+
+
+async def test_a_run_paused_on_its_budget_is_raised_on_its_page(browser, client, task_queue, worker_factory, llm):
+    """A run paused on its budget: Resume alone is refused with what to do; Resume with tokens
+    added raises its budget and the run goes on to its answer, on screen."""
+    async with worker_factory(registry=pausing_agent(llm)), serve_console(client, task_queue) as url:
+        handle = await start(client, task_queue, "Explain tides", agent="careful")
+        page = await open_page(browser, f"{url}/runs/{handle.id}")
+        form = page.locator('form[action$="/resume"]')
+        await form.get_by_text("Paused on its budget: raise it to go on").wait_for(timeout=20 * SECOND)
+        await form.get_by_role("button", name="Resume").click()
+        await form.locator(".msg.bad", has_text="add tokens or USD to resume it").wait_for(timeout=10 * SECOND)
+        await form.locator('input[name="add_tokens"]').fill("1000")
+        await form.get_by_role("button", name="Resume").click()
+        await form.locator(".msg.good", has_text="its budget raised by 1,000 tokens").wait_for(timeout=10 * SECOND)
+        await page.locator("#status", has_text="completed").wait_for(timeout=20 * SECOND)
+        assert "Tides follow the moon." in await page.inner_text("#story")
+    assert (await handle.result()).output == "Tides follow the moon."

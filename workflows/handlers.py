@@ -209,6 +209,15 @@ class Handlers(CallSteps):
             raise ApplicationError(
                 f"the run is already paused ({s.paused.why})", type="AlreadyPaused", non_retryable=True
             )
+        asked = s.pause_request
+        if asked is not None:  # refused, not taken again: the first asker's name and reason stay on record
+            why = f" ({asked.reason})" if asked.reason else ""
+            raise ApplicationError(
+                f"a pause is already requested by {asked.by}{why}: the run pauses at its next safe point "
+                "(resume withdraws the request)",
+                type="PauseAlreadyRequested",
+                non_retryable=True,
+            )
 
     @workflow.update(
         name=t.RESUME_UPDATE,

@@ -7,10 +7,12 @@ from __future__ import annotations
 import argparse
 from typing import Literal
 
+from temporalio.service import RPCError
+
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.stuck import unserved_soon
+from durable_agent_runner.client.handles import RunHandle
 
 
 async def cmd_decide(client: AgentClient, args: argparse.Namespace) -> int:
@@ -29,11 +31,20 @@ async def cmd_decide(client: AgentClient, args: argparse.Namespace) -> int:
     done = "approved" if receipt.approved else "rejected"
     text = f"{args.call_id} {done} by {args.by} at {receipt.recorded_at:%Y-%m-%d %H:%M:%S}"
     # An approved call that no worker takes (none serves its agent's version) is said now, not sat on.
-    waits = await unserved_soon(run.temporal, run.handle) if receipt.approved else []
+    waits = await unserved(run) if receipt.approved else []
     text += "".join(f"\nstalled: {wait['message']}" for wait in waits)
     body = {"run_id": args.run_id, "call_id": args.call_id, **receipt.model_dump(mode="json")}
     emit(args.json, body | ({"unserved": waits} if waits else {}), text)
     return 0
+
+
+async def unserved(run: RunHandle) -> list[dict[str, str]]:
+    """`RunHandle.unserved` after an approval; a look the server did not answer in time says nothing
+    (the approval stands: `status` looks again)."""
+    try:
+        return await run.unserved()
+    except (RPCError, TimeoutError):
+        return []
 
 
 async def cmd_resolve(client: AgentClient, args: argparse.Namespace) -> int:

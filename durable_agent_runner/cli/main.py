@@ -14,7 +14,8 @@ polls the run before the server drops it (a restart, the run leaving its cache) 
 once; otherwise never. Sending the same again is safe: each is sent under an id that makes a
 repeat count once (approve/reject: the call; resolve: the call and its time in doubt; send:
 --message-id, which the line names; end: the run), except pause and resume, which the run refuses
-when repeated (already paused; not paused). `status` shows what was applied.
+when repeated (a pause already requested, naming who asked, or already paused; not paused).
+`status` shows what was applied.
 
 --json: every command that prints something takes it (errors too become a JSON object on
 standard output), except `export` (always JSON lines), `codec-server` and `console` (servers).
@@ -145,7 +146,8 @@ def parser() -> argparse.ArgumentParser:
                 dest="result_wait",
                 type=session.wait_seconds,
                 metavar="SECONDS",
-                help="give up after this long: exit 1, saying what the run waits for (default: until it ends)",
+                help="give up after this long: exit 1, saying what the run waits for (default: until it ends; "
+                "with --message, at most 3600)",
             )
             cmd.add_argument("--message", type=positive_int, metavar="K", help="a session's answer to message K")
         cmd.set_defaults(fn=fn)
@@ -189,7 +191,9 @@ def parser() -> argparse.ArgumentParser:
     send.add_argument("run_id")
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
     send.add_argument("--prompt-file", type=Path, metavar="F", help="read the message from this file")
-    send.add_argument("--wait", action="store_true", help="wait for this message's answer and print it")
+    send.add_argument(
+        "--wait", action="store_true", help="wait for this message's answer (at most 3600 s) and print it"
+    )
     send.add_argument("--by", default=who, help="who is talking (default: %(default)s)")
     send.add_argument("--message-id", metavar="ID", help="sending the same id again counts once (default: new)")
     send.add_argument("--json", action="store_true", help="print JSON")

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from durable_agent_runner.cli.common import UsageError, emit, read_prompt
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.errors import StillRunning
 from durable_agent_runner.workflows import types as t
 
 
@@ -60,7 +61,11 @@ async def cmd_send(client: AgentClient, args: argparse.Namespace) -> int:
         )
         emit(args.json, {"run_id": args.run_id, **receipt.model_dump()}, f"message {receipt.message} sent{how}")
         return 0
-    exchange = await run.exchange(receipt.message, gap_note(args.run_id))
+    try:  # at most the client's own bound (an hour): then what the run waits for, exit 1
+        exchange = await run.exchange(receipt.message, gap_note(args.run_id))
+    except StillRunning as err:
+        emit(args.json, {"run_id": args.run_id, "message": receipt.message, "output": None}, str(err), error=True)
+        return 1
     return print_exchange(args.run_id, receipt.message, exchange, args.json)
 
 

@@ -17,6 +17,7 @@ from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import RunFailed, StillRunning
 from durable_agent_runner.client.handles import RunHandle
+from durable_agent_runner.client.sessions import ANSWER_WAIT
 from durable_agent_runner.client.status import WaitingFor
 from durable_agent_runner.client.stuck import warn_unserved
 from durable_agent_runner.workflows import types as t
@@ -134,7 +135,11 @@ async def cmd_result(client: AgentClient, args: argparse.Namespace) -> int:
                 )
                 return 1
         else:
-            exchange = await session.exchange(args.message, gap_note(args.run_id))
+            wait = args.result_wait if args.result_wait is not None else ANSWER_WAIT
+            try:
+                exchange = await session.exchange(args.message, gap_note(args.run_id), wait=wait)
+            except StillRunning as err:
+                return still_running(err, args.json)
         return print_exchange(args.run_id, args.message, exchange, args.json)
     if args.no_wait:
         try:

@@ -193,3 +193,26 @@ def budget_raise(add_tokens: object = None, add_usd: object = None) -> t.BudgetR
     except ValidationError as err:
         field, message = first_error(err)
         raise BadArgument(field or "add_usd/add_tokens", message) from None
+
+
+def resolve_call(
+    call: object, action: object, result: object, why: object, who: str, doubt: object = None
+) -> t.ResolveCall:
+    """A person's decision on a call in doubt: `rerun` it, give the `result` it returned (JSON text
+    within the bounds) or `fail` it with a reason the model is told (`why`); `doubt`: the time the
+    call is in doubt that the person saw (None: now)."""
+    if action not in ("rerun", "result", "fail"):
+        raise BadArgument("action", f"must be rerun, result or fail, not {action!r}")
+    if action == "result":
+        json_text(result, "result")
+    if action == "fail":
+        reason(why)
+    seen = None if doubt is None else whole(doubt, "doubt", 1, 10**6)
+    try:
+        decision = t.ResolveCall.model_validate(
+            {"call_id": call_id(call), "action": action, "result": result, "reason": why, "by": who}
+        )
+    except ValidationError as err:
+        raise BadArgument(*first_error(err)) from None
+    decision.doubt = seen
+    return decision

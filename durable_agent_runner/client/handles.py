@@ -11,7 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
@@ -23,7 +23,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.activities.capture import CaptureStore
-from durable_agent_runner.client import checks, control, listing, updates
+from durable_agent_runner.client import checks, control, listing, stuck, updates
 from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, StillRunning, run_failed
 from durable_agent_runner.client.events import Event, stream
 from durable_agent_runner.client.export import export_run
@@ -291,21 +291,7 @@ class RunHandle:
         give the `result` it returned (JSON text, checked against the bounds: ValueError), or
         `fail` it with a `reason` the model is told. `doubt`: the time the call is in doubt that the
         person saw (default: now). DecisionRefused unless the call is in doubt; a repeat counts once."""
-        if action not in ("rerun", "result", "fail"):
-            raise checks.BadArgument("action", f"must be rerun, result or fail, not {action!r}")
-        if action == "result":
-            checks.json_text(result, "result")
-        if action == "fail":
-            checks.reason(reason)
-        if doubt is not None:
-            checks.whole(doubt, "doubt", 1, 10**6)
-        try:
-            decision = t.ResolveCall(
-                call_id=checks.call_id(call_id), action=action, result=result, reason=reason, by=by_or_default(by)
-            )
-        except ValidationError as err:
-            raise checks.BadArgument(*checks.first_error(err)) from None
-        decision.doubt = doubt
+        decision = checks.resolve_call(call_id, action, result, reason, by_or_default(by), doubt)
         bound = checks.seconds(wait)
         if await self.exists() != WorkflowExecutionStatus.RUNNING:
             raise DecisionRefused(f"run {self.id} has already finished: no call of it is in doubt")
@@ -327,6 +313,14 @@ class RunHandle:
             raise DecisionRefused(f"run {self.id} has already finished: no call of it is pending")
         return await updates.decide(self.handle, decision, wait)
 
+    async def unserved(self) -> list[dict[str, str]]:
+        """What the run waits for that no worker takes: its next step (no worker polls its queue) or
+        an activity on an agent's queue (no worker serves that agent, or that version), each as
+        {queue, waiting, message}; [] when each has a worker. What it was just asked for (an approved
+        call's tool) gets stuck.GRACE to be taken first. Bounded: TimeoutError past stuck.LOOK_BOUND."""
+        async with asyncio.timeout(stuck.LOOK_BOUND.total_seconds()):
+            return await stuck.unserved_soon(self.temporal, self.handle)
+
     async def cancel(self) -> None:
         """Ask the run to stop: it answers the calls in flight as cancelled and ends cancelled
         (`result()` then raises RunCancelled). DecisionRefused if it has already ended."""
@@ -342,7 +336,8 @@ class RunHandle:
         self, reason: str = "", *, by: str | None = None, wait: float = updates.DEFAULT_WAIT
     ) -> t.RunStatus:
         """Pause the run at its next safe point (before a model call or the tool calls a reply
-        asked for); the status it had when it took the request. DecisionRefused if it is paused."""
+        asked for); the status it had when it took the request. DecisionRefused if it is paused, or
+        a pause is already requested (the refusal names who asked: `resume` withdraws it)."""
         checks.string(reason, "reason")
         return await control.pause(
             self.temporal, self.id, by=by_or_default(by), reason=reason, wait=checks.seconds(wait)

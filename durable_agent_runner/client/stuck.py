@@ -5,7 +5,7 @@ A workflow task that keeps failing is a bug in the workflow code a worker runs, 
 retries the task: a fixed worker carries it on from there. `status` says so, with the error, and
 what to do. A wait on a task queue no worker polls (no worker for the run's queue, or for the
 agent and version a tool call or an approval check needs) is said within seconds by `status`,
-`run --wait` and `approve` (`unserved`), instead of a silent wait.
+`run --wait`, `approve` and the console's Approve (`RunHandle.unserved`), instead of a silent wait.
 """
 
 from __future__ import annotations
@@ -58,6 +58,9 @@ async def stuck(client: Client, desc: WorkflowExecutionDescription) -> dict[str,
 # is busy with all it can take). Pollers alone do not tell: the server lists one for minutes
 # after its worker has gone, and a live worker's poll is up to a minute old.
 GRACE = timedelta(seconds=3)
+# The longest `RunHandle.unserved` looks (GRACE for a young wait, its reads on top): an approval's
+# answer waits at most this long for the look; past it the look gives up (TimeoutError).
+LOOK_BOUND = GRACE + timedelta(seconds=5)
 WHAT_WAITS = {
     t.TOOL_CALL_ACTIVITY: "a tool call",
     t.HOOK_ACTIVITY: "its code (an approval check, a guardrail, a breakpoint)",

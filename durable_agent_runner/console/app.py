@@ -5,8 +5,6 @@ Never a stack trace: anything unexpected is one line and a 500."""
 
 from __future__ import annotations
 
-import math
-import re
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,22 +18,16 @@ from starlette.routing import Route
 from temporalio.service import RPCError
 
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.control import make_edit
-from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunNotFound
+from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
 from durable_agent_runner.console import data, links, sse, views, views_run
 from durable_agent_runner.console import whole as whole_value
+from durable_agent_runner.console.forms import budget_raise, checked_edit, edited_arguments, run_edit, whole
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_ID = 1000
 MAX_RAW_CHARS = 32 * 1024 * 1024  # of one value served whole (a message, a call's arguments)
-MAX_ARG_DEPTH = 32
-# Numbers are written with the ASCII digits 0-9 only: Python's int() and str.isdigit() also take
-# other scripts' digits ('٣' is 3) and superscripts, which a person never means here.
-WHOLE = re.compile(r"[0-9]{1,9}")
-INTEGER = re.compile(r"-?[0-9]{1,300}")
-DECIMAL = re.compile(r"-?(?:[0-9]{1,300}(?:\.[0-9]{0,300})?|\.[0-9]{1,300})(?:[eE][-+]?[0-9]{1,4})?")
 
 
 class Console:
@@ -142,7 +134,15 @@ class Console:
             reason=reason,
         )
         self.inbox.forget()
-        return _done(f"{receipt.call_id} {'approved' if receipt.approved else 'rejected'} by {self._by(form)}")
+        done = f"{receipt.call_id} {'approved' if receipt.approved else 'rejected'} by {self._by(form)}"
+        return await self._approved(_run_id(request), done) if receipt.approved else _done(done)
+
+    async def _approved(self, run_id: str, done: str) -> Response:
+        """An approval's answer, with what no worker takes said now (`stalled: …`, as `client.py
+        approve` says it), not left to sit in "running approved tools"."""
+        waits = await data.unserved(self.client, run_id)
+        text = done + "".join(f"\nstalled: {wait['message']}" for wait in waits)
+        return _done(text, unserved=waits)
 
     async def edit_args(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
@@ -157,7 +157,7 @@ class Console:
         )
         self.inbox.forget()
         how = "with its arguments unchanged" if same else "with edited arguments"
-        return _done(f"{receipt.call_id} approved {how} by {self._by(form)}")
+        return await self._approved(run_id, f"{receipt.call_id} approved {how} by {self._by(form)}")
 
     async def resolve(self, request: Request) -> Response:
         """Rerun, Result or Fail a call in doubt. A result is checked as `client.py resolve
@@ -208,9 +208,22 @@ class Console:
         return _done(f"pauses at its next safe point (now: {status.phase}, turn {status.turn})")
 
     async def resume(self, request: Request) -> Response:
+        """Resume a paused run; one paused on its budget with it raised (tokens, USD: the client's
+        checks, as `client.py resume --add-tokens N --add-usd X`). The run's refusal (nothing
+        raised, a raise past what a child's parent granted it) is shown as it said it."""
         form = await read_form(request, self.csrf)
-        await data.resume(self.client, _run_id(request), self._by(form))
-        return _done(f"resumed by {self._by(form)}")
+        tokens, usd = budget_raise(form)
+        try:
+            await data.resume(self.client, _run_id(request), self._by(form), tokens, usd)
+        except DecisionRefused as err:
+            if err.kind == "BudgetNotRaised":
+                refused = "the run is paused on its budget: add tokens or USD to resume it, or cancel it"
+                raise Refused(409, refused) from None
+            if err.kind in ("BeyondParentGrant", "NoBudget"):  # the run's own words, without "run X refused it"
+                raise Refused(409, f"the raise is refused: {str(err).partition(' refused it: ')[2] or err}") from None
+            raise
+        raised = " and ".join(x for x in (f"{tokens:,} tokens" if tokens else "", f"${usd:g}" if usd else "") if x)
+        return _done(f"resumed by {self._by(form)}" + (f", its budget raised by {raised}" if raised else ""))
 
     async def edit(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
@@ -243,13 +256,6 @@ def _call_id(request: Request) -> str:
     return call_id
 
 
-def whole(text: str, name: str) -> int:
-    """A whole number from 0 written with the ASCII digits 0-9 (at most 9 of them); else 400."""
-    if not WHOLE.fullmatch(text):
-        raise Refused(400, f"{name} must be a whole number from 0, written with the digits 0-9, not {text[:40]!r}")
-    return int(text)
-
-
 def _raw(text: str, media_type: str) -> Response:
     """A value whole, never run as a page: not HTML (a tool's result may hold a script), not
     sniffed, sandboxed; at most MAX_RAW_CHARS (the rest is said to be cut)."""
@@ -260,97 +266,9 @@ def _raw(text: str, media_type: str) -> Response:
     return Response(text, media_type=f"{media_type}; charset=utf-8", headers=headers)
 
 
-def _done(message: str, redirect: str | None = None) -> Response:
-    return JSONResponse({"ok": True, "message": message, "redirect": redirect})
-
-
-def _json(text: str, name: str) -> Any:
-    try:
-        return parse_json(text, max_depth=MAX_ARG_DEPTH)
-    except OutsideDataError as err:
-        raise Refused(400, f"{name}: not valid JSON ({err})") from None
-
-
-def edited_arguments(form: dict[str, str]) -> dict[str, Any]:
-    """The edit form's fields (`KIND.NAME`, views.PREFIX) as the call's arguments; an empty field
-    is left out. Whether they fit the tool's schema is the run's to say (its validator)."""
-    if "arguments" in form:
-        value = _json(form["arguments"], "arguments")
-        if not isinstance(value, dict):
-            raise Refused(400, "arguments must be a JSON object")
-        return value
-    out: dict[str, Any] = {}
-    for key, raw in form.items():
-        kind, _, name = key.partition(".")
-        if not name or kind not in ("int", "num", "str", "bool", "json") or (raw == "" and kind != "str"):
-            continue
-        if kind == "int":
-            if not INTEGER.fullmatch(raw.strip()):
-                raise Refused(400, f"{name}: {raw[:40]!r} is not a whole number (the digits 0-9, maybe a -)")
-            out[name] = int(raw.strip())
-        elif kind == "num":
-            number = float(raw.strip()) if DECIMAL.fullmatch(raw.strip()) else math.nan
-            if not math.isfinite(number):
-                raise Refused(400, f"{name}: {raw[:40]!r} is not a number (the digits 0-9, a . and an exponent)")
-            out[name] = number
-        elif kind == "bool":
-            out[name] = raw == "true"
-        elif kind == "json":
-            out[name] = _json(raw, name)
-        else:
-            out[name] = raw
-    return out
-
-
-def checked_edit(form: dict[str, str], arguments: dict[str, Any], waiting: data.Waiting) -> dict[str, Any]:
-    """The edited arguments, checked against the tool's schema here first: a required field left
-    empty is refused with its name (the form marks it `required` too). A field too long to edit
-    in a page (`keep.NAME`, views.edit_form) keeps the call's own value."""
-    original = waiting.call.arguments
-    for key in form:
-        kind, _, name = key.partition(".")
-        if kind == "keep" and name in original:
-            arguments[name] = original[name]
-    if "arguments" in form:  # one JSON box: the run checks it against the schema
-        return arguments
-    schema = waiting.schema
-    props = schema.get("properties")
-    required = schema.get("required")
-    if not isinstance(props, dict) or not isinstance(required, list):
-        return arguments
-    empty = [
-        str(name)
-        for name in required
-        if name in props
-        and (name not in arguments or (isinstance(arguments[name], str) and not arguments[name].strip()))
-    ]
-    if empty:
-        raise Refused(400, f"{', '.join(empty)} {'is' if len(empty) == 1 else 'are'} required: give a value")
-    return arguments
-
-
-def run_edit(form: dict[str, str], by: str) -> t.Edit:
-    """One edit of a paused run from the form, as `client.py edit` builds it (the client's make_edit)."""
-    op = form.get("op", "")
-    ns: dict[str, Any] = {}
-    text, index, call_id = form.get("text", ""), form.get("index", "").strip(), form.get("call_id", "").strip()
-    if op in ("text", "drop", "insert"):
-        at = whole(index, f"{op}: the item index")
-    if op == "text":
-        ns["text"] = (str(at), text)
-    elif op == "drop":
-        ns["drop"] = at
-    elif op == "insert":
-        ns["insert"] = (str(at), form.get("role", "user"), text)
-    elif op == "args":
-        ns["args"] = (call_id, text)
-    elif op == "drop_call":
-        ns["drop_call"] = call_id
-    elif op == "agent":
-        ns["agent"] = form.get("agent", "").strip()
-    else:
-        raise Refused(400, "edit must be one of text, drop, insert, args, drop_call, agent")
-    return make_edit(**ns, by=by)
+def _done(message: str, redirect: str | None = None, unserved: list[dict[str, str]] | None = None) -> Response:
+    body: dict[str, Any] = {"ok": True, "message": message, "redirect": redirect}
+    return JSONResponse(body | ({"unserved": unserved} if unserved else {}))
 
 
 def build_app(client: AgentClient, *, by: str, task_queue: str, token: str | None, loopback: bool) -> Any:

@@ -1,7 +1,8 @@
 """The console's stylesheet and its few lines of plain JavaScript (no build step).
 
 The script posts every action form with the page's CSRF token and shows the answer inline (a
-refusal stays beside the form, nothing is recorded), and follows the page's SSE stream: calls
+refusal stays beside the form, nothing is recorded; an answer that warns, or whose form has left
+the page, in the page's flash line too), and follows the page's SSE stream: calls
 that are no longer waiting leave the page, new ones join it, a run's story and live text update."""
 
 CSS = """
@@ -26,7 +27,8 @@ form.act label{margin-right:8px}form.act input[name=reason]{width:24em}
 .edit form label{display:block;margin:4px 0}.edit textarea{width:100%;min-height:4em}
 button{padding:3px 12px;margin-right:4px}button.approve{background:#1f7a3a;color:#fff;border:0}
 button.reject{background:#a42828;color:#fff;border:0}
-.msg{margin-left:8px;font-weight:600}.msg.bad,.refusal{color:#a42828}.msg.good{color:#1f7a3a}
+.msg{margin-left:8px;font-weight:600;white-space:pre-line}.msg.bad,.refusal{color:#a42828}.msg.good{color:#1f7a3a}
+.msg.warn{color:#8a5a00}#flash{margin:0 0 10px;padding:6px 10px;background:#fff;border:1px solid #e3e6ea}
 .conv .m{background:#fff;border:1px solid #e3e6ea;border-radius:6px;padding:6px 10px;margin:6px 0;max-width:900px}
 .conv .user{border-left:4px solid #3867d6}.conv .assistant{border-left:4px solid #20bf6b}
 .conv .tool{border-left:4px solid #8854d0;margin-left:32px}.conv .tool.error{border-left-color:#a42828}
@@ -59,8 +61,15 @@ document.addEventListener('submit', async (ev) => {
       headers: {'X-CSRF-Token': csrf, 'Accept': 'application/json'}});
     answer = await r.json();
   } catch (e) { answer = {ok: false, message: 'no answer from the console: ' + e}; }
-  msg.className = 'msg ' + (answer.ok ? 'good' : 'bad');
+  const kind = answer.ok ? (answer.unserved ? 'warn' : 'good') : 'bad';
+  msg.className = 'msg ' + kind;
   msg.textContent = answer.message;
+  // A decided call's form leaves the page as the run moves on: an answer that warns (an approved
+  // call no worker takes), or whose form has gone, stays in the page's flash line.
+  const flash = document.getElementById('flash');
+  if (flash && (answer.unserved || !form.isConnected)) {
+    flash.hidden = false; flash.className = 'msg ' + kind; flash.textContent = answer.message;
+  }
   if (answer.ok && answer.redirect) location.href = answer.redirect;
   if (answer.ok && form.classList.contains('clear')) form.reset();
 });

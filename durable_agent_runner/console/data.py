@@ -332,6 +332,16 @@ async def decide_call(
     return await client.get(run_id).decide(decision, wait=WAIT)
 
 
+async def unserved(client: AgentClient, run_id: str) -> list[dict[str, str]]:
+    """After an approval: what the run now waits for that no worker takes (`RunHandle.unserved`, as
+    `client.py approve` says it). A look the server does not answer within its bound says nothing:
+    the approval stands, and the run's page looks again."""
+    try:
+        return await client.get(run_id).unserved()
+    except (RPCError, TimeoutError):
+        return []
+
+
 async def resolve(
     client: AgentClient,
     run_id: str,
@@ -355,8 +365,11 @@ async def pause(client: AgentClient, run_id: str, by: str, reason: str) -> t.Run
     return await client.get(run_id).pause(reason, by=by, wait=WAIT)
 
 
-async def resume(client: AgentClient, run_id: str, by: str) -> t.RunStatus:
-    return await client.get(run_id).resume(by=by, wait=WAIT)
+async def resume(
+    client: AgentClient, run_id: str, by: str, add_tokens: int | None = None, add_usd: float | None = None
+) -> t.RunStatus:
+    """Resume a paused run; one paused on its budget goes on with it raised (the client checks the raise)."""
+    return await client.get(run_id).resume(by=by, add_tokens=add_tokens, add_usd=add_usd, wait=WAIT)
 
 
 async def edit(client: AgentClient, run_id: str, change: t.Edit) -> t.EditReceipt:

@@ -84,7 +84,8 @@ def page(title: str, body: str, csrf: str, by: str, stream: str = "") -> str:
 <style>{CSS}</style></head>
 <body{data}><header><nav><a href="/">Runs</a> <a href="/inbox">Inbox</a></nav>
 <label class="by">Deciding as <input id="by" name="by" value="{h(by)}" maxlength="200"></label></header>
-<main><h1>{h(title)}</h1>{body}</main><script>{JS}</script></body></html>"""
+<main><h1>{h(title)}</h1><p id="flash" class="msg" role="status" hidden></p>
+{body}</main><script>{JS}</script></body></html>"""
 
 
 def message_page(title: str, message: str, csrf: str, by: str, back: str = "/") -> str:
@@ -210,7 +211,7 @@ def doubt_row(d: Doubt, with_run: bool = False) -> str:
 
 def edit_form(w: Waiting, action: str) -> str:
     """A form built from the tool's JSON schema: a field per property, typed; others as JSON. A
-    required property's field is `required` (the console checks it too: app.checked_edit); a long
+    required property's field is `required` (the console checks it too: forms.checked_edit); a long
     or multi-line text is a textarea."""
     props = w.schema.get("properties") if isinstance(w.schema.get("properties"), dict) else None
     required = set(w.schema.get("required") or []) if isinstance(w.schema.get("required"), list) else set()
@@ -225,7 +226,7 @@ def edit_form(w: Waiting, action: str) -> str:
             title = f' title="{h(desc)}"' if desc else ""
             field = f"{PREFIX.get(str(kind), 'json')}.{h(name)}"
             shown = "" if value is None else str(value) if kind in PREFIX else pretty(value)
-            if len(shown) > EDIT_MAX:  # kept as it is (app.checked_edit reads keep.NAME)
+            if len(shown) > EDIT_MAX:  # kept as it is (forms.checked_edit reads keep.NAME)
                 fields.append(
                     f'<p class="meta">{label}: too long to edit here ({len(shown):,} characters), kept as it is '
                     f'(<a href="{action}/arguments">see it whole</a>)<input type="hidden" name="keep.{h(name)}" '

@@ -121,7 +121,10 @@ def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
             rows.append((f"budget{' (tree)' if scope == 'tree' else ''}", f'<span class="budget {kind}">{text}</span>'))
     if rows and b.get("on_budget") == "pause":
         rows.append(
-            ("on budget", "pauses when spent: raise it with client.py resume RUN_ID --add-tokens N | --add-usd X")
+            (
+                "on budget",
+                "pauses when spent: raise it with Resume, or client.py resume RUN_ID --add-tokens N | --add-usd X",
+            )
         )
     children = b.get("children") or []
     if children:
@@ -131,6 +134,19 @@ def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
         )
         rows.append(("children's shares", shares + (f" and {len(children) - 20} more" if len(children) > 20 else "")))
     return rows
+
+
+def raise_fields(s: dict[str, Any]) -> str:
+    """A paused run with a budget may go on with it raised (`client.py resume --add-tokens N |
+    --add-usd X`), one paused on its budget only so: the raise's fields, for the kinds it has."""
+    run = (s.get("budget") or {}).get("run") or {}
+    tokens = '<label>Add tokens <input name="add_tokens" size="10" inputmode="numeric"></label>'
+    usd = '<label>Add USD <input name="add_usd" size="8" inputmode="decimal"></label>'
+    fields = (tokens if run.get("tokens") else "") + (usd if run.get("usd") else "")
+    if not fields:
+        return ""
+    on_budget = (s.get("paused") or {}).get("reason") == "budget"
+    return ("<b>Paused on its budget: raise it to go on</b> " if on_budget else "Raise its budget: ") + fields
 
 
 def _usd(x: float) -> str:
@@ -158,7 +174,7 @@ def controls(view: RunView) -> str:
         out.append(f"""<form class="act" method="post" action="{base}/pause"><label>Reason
 <input name="reason" maxlength="1000"></label><button>Pause</button><span class="msg" role="status"></span></form>""")
     if running and s.get("paused"):
-        out.append(f"""<form class="act" method="post" action="{base}/resume"><button>Resume</button>
+        out.append(f"""<form class="act" method="post" action="{base}/resume">{raise_fields(s)}<button>Resume</button>
 <span class="msg" role="status"></span></form>""")
         ops = "".join(
             f'<option value="{o}">{o}</option>' for o in ("text", "drop", "insert", "args", "drop_call", "agent")
