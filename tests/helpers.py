@@ -193,3 +193,22 @@ def closed_address() -> Iterator[str]:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         yield f"127.0.0.1:{held.getsockname()[1]}"
+
+
+TASK_ATTEMPT = ("WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED")
+TASK_RETRIED = ("WORKFLOW_TASK_TIMED_OUT", "WORKFLOW_TASK_FAILED")
+
+
+def without_retried_tasks(turn: list[str]) -> list[str]:
+    """A turn's events less the workflow task attempts the server retried. On a loaded machine a
+    task can time out (not done within its 10 s, or its sticky queue not polled in time) or fail
+    (an activation past the SDK's deadlock bound): the server records its SCHEDULED (STARTED) and
+    TIMED_OUT (FAILED), then the attempt that completes. None of them is a command of the run."""
+    kept: list[str] = []
+    for name in turn:
+        if name in TASK_RETRIED:
+            while kept and kept[-1] in TASK_ATTEMPT:
+                kept.pop()
+        else:
+            kept.append(name)
+    return kept

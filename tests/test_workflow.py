@@ -30,6 +30,7 @@ from tests.helpers import (
     starts_turn,
     strict_replayer,
     transcript,
+    without_retried_tasks,
 )
 
 
@@ -399,8 +400,6 @@ async def test_checked_in_histories_still_replay():
     assert fork_input.carry is not None and fork_input.carry.forked_from == t.ForkLink(run_id="breakpoint_1_0", turn=2)
 
 
-TASK_ATTEMPT = ("WORKFLOW_TASK_SCHEDULED", "WORKFLOW_TASK_STARTED")
-TASK_RETRIED = ("WORKFLOW_TASK_TIMED_OUT", "WORKFLOW_TASK_FAILED")
 A_TURN = [  # a turn whose calls ran with the model's reply: the model activity, one workflow task
     "ACTIVITY_TASK_SCHEDULED",
     "ACTIVITY_TASK_STARTED",
@@ -409,21 +408,6 @@ A_TURN = [  # a turn whose calls ran with the model's reply: the model activity,
     "WORKFLOW_TASK_STARTED",
     "WORKFLOW_TASK_COMPLETED",
 ]
-
-
-def without_retried_tasks(turn: list[str]) -> list[str]:
-    """A turn's events less the workflow task attempts the server retried. On a loaded machine a
-    task can time out (not done within its 10 s, or its sticky queue not polled in time) or fail
-    (an activation past the SDK's deadlock bound): the server records its SCHEDULED (STARTED) and
-    TIMED_OUT (FAILED), then the attempt that completes. None of them is a command of the run."""
-    kept: list[str] = []
-    for name in turn:
-        if name in TASK_RETRIED:
-            while kept and kept[-1] in TASK_ATTEMPT:
-                kept.pop()
-        else:
-            kept.append(name)
-    return kept
 
 
 def test_a_retried_workflow_task_is_not_counted_as_the_runs() -> None:

@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.errors import DecisionRefused, RunNotFound
-from durable_agent_runner.client.updates import READ_TIMEOUT, update
+from durable_agent_runner.client.updates import READ_TIMEOUT, describe, update
 from durable_agent_runner.workflows import types as t
 
 
@@ -197,12 +197,7 @@ async def model_calls_made(client: Client, run_id: str) -> int:
     lower bounds (the attribute is written at most once a turn; the history is this execution's),
     so a fork is never let past a call the run made."""
     handle = client.get_workflow_handle(run_id)
-    try:
-        desc = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunNotFound(run_id) from None
-        raise
+    desc = await describe(handle)  # RunNotFound for an unknown id
     counted = 0
     name = t.MODEL_CALL_ACTIVITY.encode()
     tools: set[int] = set()  # tool activities asked to bring the next model call's reply (workflows/ahead.py)

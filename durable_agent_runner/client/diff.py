@@ -16,10 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client.control import query_run
-from durable_agent_runner.client.errors import RunNotFound
+from durable_agent_runner.client.updates import describe
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import json_object
 
@@ -101,12 +100,7 @@ def compare(a_id: str, a: list[t.Message], b_id: str, b: list[t.Message]) -> dic
 async def transcript_of(client: Client, run_id: str, wait: timedelta) -> tuple[list[t.Message], str | None]:
     """The run's transcript, and what it was forked from (its memo); RunNotFound for an unknown id."""
     handle = client.get_workflow_handle(run_id)
-    try:
-        desc = await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunNotFound(run_id) from None
-        raise
+    desc = await describe(handle)  # RunNotFound for an unknown id
     link = (await desc.memo()).get("forked_from")
     fork = None
     if isinstance(link, dict) and "run_id" in link:
