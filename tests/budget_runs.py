@@ -3,6 +3,7 @@ three children run in parallel against its token budget, and an agent that pause
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from durable_agent_runner import Agent, Registry, tool
@@ -49,3 +50,28 @@ def pausing_agent(llm: Any) -> Registry:
     )
     careful = Agent(name="careful", model=model, tools=[fact], token_budget=100, on_budget="pause")
     return Registry(agents=[careful])
+
+
+def lead_with_a_napping_child(llm: Any) -> Agent:
+    """A lead (20,000 tokens) whose one call asks `scholar` (its share of them; 500 of its own),
+    which naps 2 s in a tool first: time for a person to pause the child."""
+
+    @tool
+    async def nap(seconds: float) -> str:
+        """Wait a while.
+
+        Args:
+            seconds: How long.
+        """
+        await asyncio.sleep(seconds)
+        return "rested"
+
+    usage = {"usage": {"prompt_tokens": 100, "completion_tokens": 0}}
+    scholar = Agent(
+        name="scholar",
+        model=script(llm, calls(("nap", {"seconds": 2})) | usage, {"content": "tides follow the moon"} | usage),
+        tools=[nap],
+        token_budget=500,
+    )
+    lead_model = script(llm, calls(("ask", {"input": "tides"})) | usage, {"content": "done"} | usage)
+    return Agent(name="lead", model=lead_model, tools=[scholar.as_tool(name="ask")], token_budget=20_000)

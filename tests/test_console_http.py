@@ -21,11 +21,11 @@ from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from durable_agent_runner import Agent, Registry, tool
+from durable_agent_runner import Agent, Registry
 from durable_agent_runner.console.data import PAGE_SIZE
 from durable_agent_runner.console.security import MAX_FORM_BYTES
 from durable_agent_runner.workflows import types as t
-from tests.budget_runs import pausing_agent
+from tests.budget_runs import lead_with_a_napping_child, pausing_agent
 from tests.console_helpers import pending, serve_console
 from tests.fixtures.agents import send
 from tests.helpers import calls, script, start
@@ -411,25 +411,7 @@ async def test_a_childs_raise_beyond_its_parents_grant_is_refused_plainly(client
     """A child run paused by a person and resumed from the console with a raise beyond what its
     parent granted it: refused with the run's own words, nothing recorded; a raise within it goes on."""
 
-    @tool
-    async def nap(seconds: float) -> str:
-        """Wait a while.
-
-        Args:
-            seconds: How long.
-        """
-        await asyncio.sleep(seconds)
-        return "rested"
-
-    usage = {"usage": {"prompt_tokens": 100, "completion_tokens": 0}}
-    scholar = Agent(
-        name="scholar",
-        model=script(llm, calls(("nap", {"seconds": 2})) | usage, {"content": "tides follow the moon"} | usage),
-        tools=[nap],
-        token_budget=500,
-    )
-    lead_model = script(llm, calls(("ask", {"input": "tides"})) | usage, {"content": "done"} | usage)
-    lead = Agent(name="lead", model=lead_model, tools=[scholar.as_tool(name="ask")], token_budget=20_000)
+    lead = lead_with_a_napping_child(llm)
     async with (
         worker_factory(registry=Registry(agents=[lead])),
         serve_console(client, task_queue) as url,

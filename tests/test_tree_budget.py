@@ -24,6 +24,7 @@ from tests.budget_runs import (
     CHILDREN,
     LEAD_CALL,
     OVERSHOOT,
+    lead_with_a_napping_child,
     parallel_team,
     pausing_agent,
 )
@@ -161,27 +162,7 @@ async def test_a_raise_on_a_paused_child_is_refused_past_what_its_parent_granted
 ):
     """A person pauses a child run and resumes it with a huge raise: refused (the raise would come
     from nowhere: its parent holds only the share it granted); a raise within the share goes on."""
-    from durable_agent_runner import tool
-
-    @tool
-    async def nap(seconds: float) -> str:
-        """Wait a while.
-
-        Args:
-            seconds: How long.
-        """
-        await asyncio.sleep(seconds)
-        return "rested"
-
-    usage = {"usage": {"prompt_tokens": 100, "completion_tokens": 0}}
-    scholar = Agent(
-        name="scholar",
-        model=script(llm, calls(("nap", {"seconds": 2})) | usage, {"content": "tides follow the moon"} | usage),
-        tools=[nap],
-        token_budget=500,
-    )
-    lead_model = script(llm, calls(("ask", {"input": "tides"})) | usage, {"content": "done"} | usage)
-    lead = Agent(name="lead", model=lead_model, tools=[scholar.as_tool(name="ask")], token_budget=20_000)
+    lead = lead_with_a_napping_child(llm)
     async with worker_factory(registry=Registry(agents=[lead])):
         handle = await start(client, task_queue, "Explain tides", agent="lead")
         deadline = time.monotonic() + 30
