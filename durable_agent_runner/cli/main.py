@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +46,7 @@ from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunFailed
+from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
 from durable_agent_runner.config.env import ClientSettings, SettingsError, login_name
 from durable_agent_runner.payloads import codec
@@ -331,13 +330,8 @@ def run(prog: str = "client.py", argv: Sequence[str] | None = None) -> NoReturn:
         code = exit.code if isinstance(exit.code, int) else 1
     except BrokenPipeError:  # whoever read our output stopped reading (`| head`): nothing left to say
         code = 0
-    flush_telemetry()  # before os._exit, which skips the exporter's own exit hook
-    with contextlib.suppress(BrokenPipeError):
-        sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter teardown: the Temporal SDK's native runtime can abort the process while
-    # its threads wind down after an early exit, turning a clean exit code into SIGABRT.
-    os._exit(code)
+    flush_telemetry()  # before leaving without teardown, which skips the exporter's own exit hook
+    exit_now(code)  # the Temporal SDK's native runtime can SIGABRT an interpreter's teardown
 
 
 def script() -> NoReturn:

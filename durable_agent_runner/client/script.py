@@ -27,6 +27,11 @@ def run_script(main: Coroutine[Any, Any, object]) -> NoReturn:
     except BaseException:
         traceback.print_exc()
         code = 1
+    exit_now(code)
+
+
+def exit_now(code: int) -> NoReturn:
+    """Flush what is written and leave with `code`, without interpreter teardown (see above)."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

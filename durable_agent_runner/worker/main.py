@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -41,6 +40,7 @@ from durable_agent_runner import Registry
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.activities.prices import PriceTable
 from durable_agent_runner.agents.lifecycle import hooks_in_modules
+from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import address, connect, ensure_search_attributes, namespace, task_queue
 from durable_agent_runner.config.env import SettingsError, WorkerSettings, secret_values
 from durable_agent_runner.config.llm import LLMSettings
@@ -183,11 +183,7 @@ def run(prog: str = "worker.py", argv: Sequence[str] | None = None) -> NoReturn:
     """The worker as a process runs it: main's exit code, and no interpreter teardown."""
     global PROG
     PROG = prog
-    code = main(argv)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter teardown: the Temporal SDK's native threads can abort it (sdk-python#300).
-    os._exit(code)
+    exit_now(main(argv))  # no teardown: the Temporal SDK's native threads can abort it (sdk-python#300)
 
 
 def script() -> NoReturn:
