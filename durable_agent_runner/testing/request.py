@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from durable_agent_runner.activities.wire import function_tools
 from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.agents.tools import tool_name_for
-from durable_agent_runner.testing.fake_llm.conversation import Conversation, as_dict, as_list, content_text
+from durable_agent_runner.testing.fake_llm.conversation import Api, Conversation, as_dict, as_list, content_text
+from durable_agent_runner.testing.fake_llm.dialects import DIALECTS
 from durable_agent_runner.testing.fake_llm.scripts import Answer
 from durable_agent_runner.testing.fake_llm.wire import ApiError
 from durable_agent_runner.workflows.types import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
@@ -37,7 +38,7 @@ class ModelRequest:
     instructions: str = ""
     output_schema: Mapping[str, Any] | None = None  # the JSON schema asked for, when typed output
     model: str = ""
-    api: Literal["chat", "responses"] = "chat"
+    api: Api = "chat"
     stream: bool = False
     body: Mapping[str, Any] = field(default_factory=lambda: {}, repr=False, compare=False)  # as sent
 
@@ -79,7 +80,8 @@ class ModelRequest:
     @property
     def tool_schemas(self) -> dict[str, dict[str, Any]]:
         """Each offered tool's parameters (JSON schema), by name, in the order offered."""
-        return tool_parameters(self.body)
+        chat_like = self.api in ("anthropic", "gemini")
+        return tool_parameters(DIALECTS[self.api].as_chat(dict(self.body)) if chat_like else self.body)
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,9 @@ def _call(raw: Mapping[str, Any]) -> ToolCall:
 def request_of(conv: Conversation, index: AgentIndex) -> ModelRequest:
     """The typed view of a parsed request; raises ValueError when two known agents fit it."""
     body = conv.request
-    messages = messages_of(body, conv.api)
+    chat_like = conv.api in ("anthropic", "gemini")  # read through its Chat Completions equivalent
+    seen = DIALECTS[conv.api].as_chat(body) if chat_like else body
+    messages = messages_of(seen, "chat" if chat_like else cast(Literal["chat", "responses"], conv.api))
     agent = index.identify(conv.instructions, conv.tool_names)
     return ModelRequest(
         agent=agent,
@@ -228,7 +232,7 @@ def request_of(conv: Conversation, index: AgentIndex) -> ModelRequest:
         messages=tuple(messages),
         tools=conv.tool_names,
         instructions=conv.instructions,
-        output_schema=output_schema(body),
+        output_schema=output_schema(seen),
         model=conv.model,
         api=conv.api,
         stream=conv.stream,

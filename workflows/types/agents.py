@@ -27,6 +27,9 @@ class ModelSettings(Contract):
     reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = None
     seed: int | None = None
     stop: list[str] | None = Field(default=None, max_length=4)
+    # Tokens the model may think before it answers: Anthropic's `thinking.budget_tokens`, Gemini's
+    # `thinkingConfig.thinkingBudget`. OpenAI's models take `reasoning_effort` instead.
+    thinking_tokens: int | None = Field(default=None, ge=1024)
     extra_body: dict[str, Any] = Field(default_factory=dict)  # provider-specific fields, sent as given
 
     def over(self, base: ModelSettings) -> ModelSettings:
@@ -96,7 +99,12 @@ class AgentOptions(Contract):
 
     name: str = Field(min_length=1)
     instructions: str = ""
-    model: str | None = None  # None: the worker's LLM_MODEL
+    model: str | None = None  # None: the worker's LLM_MODEL; "anthropic:…", "gemini:…", "openai:…" name a provider
+    # Models to try in order when a call to `model` has used its retries (activities/providers.py).
+    fallback_models: list[str] = Field(default_factory=list)
+    # Prompt caching where the provider needs marks (Anthropic's cache_control): "5m" or "1h" TTL
+    # breakpoints on the stable prefix, or "off". OpenAI and Gemini cache on their own.
+    prompt_cache: Literal["5m", "1h", "off"] = "5m"
     max_turns: int = Field(default=10, ge=1)
     temperature: float | None = None  # a shortcut for settings.temperature
     # Bounds on each model call; None: the worker's LLM_READ_TIMEOUT, LLM_MAX_ATTEMPTS and

@@ -42,10 +42,26 @@ class UserMessage(Contract):
     summary_of: int = 0
 
 
+class Thinking(Contract):
+    """A block of the model's reasoning that its provider signed: kept in the transcript and sent
+    back unchanged to that provider (Anthropic refuses a tool-use continuation without it),
+    dropped for any other, and never shown as answer text. `kind`: Anthropic's "thinking" (its
+    `text` and `signature`) or "redacted_thinking" (opaque `data`); Gemini's "signature" (a
+    `thoughtSignature`, on the part of `call_id`'s function call, or on text when "")."""
+
+    provider: Literal["anthropic", "gemini"]
+    kind: Literal["thinking", "redacted_thinking", "signature"] = "thinking"
+    text: str = ""
+    signature: str = ""
+    data: str = ""
+    call_id: str = ""
+
+
 class AssistantMessage(Contract):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
+    thinking: list[Thinking] = Field(default_factory=list)  # signed reasoning, in the order it came
 
 
 class ApprovalRecord(Contract):
@@ -95,7 +111,8 @@ Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discrimi
 class Usage(Contract):
     requests: int = 0
     input_tokens: int = 0
-    cached_tokens: int = 0
+    cached_tokens: int = 0  # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of input_tokens: written to the prompt cache (Anthropic bills them higher)
     output_tokens: int = 0
     reasoning_tokens: int = 0
     cost_usd: float = 0.0  # from the worker's price table (activities/prices.py)
@@ -110,6 +127,7 @@ class Usage(Contract):
             requests=self.requests + other.requests,
             input_tokens=self.input_tokens + other.input_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
             cost_usd=round(self.cost_usd + other.cost_usd, 8),

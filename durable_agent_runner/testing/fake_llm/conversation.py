@@ -13,7 +13,7 @@ from typing import Any, Literal, cast
 
 from durable_agent_runner.testing.fake_llm.wire import ApiError
 
-Api = Literal["chat", "responses"]
+Api = Literal["chat", "responses", "anthropic", "gemini"]
 
 
 @dataclass(frozen=True)

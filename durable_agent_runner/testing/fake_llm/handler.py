@@ -21,7 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from durable_agent_runner.testing.fake_llm import hostile
 from durable_agent_runner.testing.fake_llm.control import State, apply_control
-from durable_agent_runner.testing.fake_llm.conversation import Api, Conversation, as_dict, parse_chat, parse_responses
+from durable_agent_runner.testing.fake_llm.conversation import Api, Conversation, as_dict
+from durable_agent_runner.testing.fake_llm.dialects import DIALECTS, Call, call_for, rid_for
 from durable_agent_runner.testing.fake_llm.faults import (
     KEEPALIVE,
     STALL_MS,
@@ -31,19 +32,9 @@ from durable_agent_runner.testing.fake_llm.faults import (
     shape_stream,
     status_error,
 )
-from durable_agent_runner.testing.fake_llm.wire import (
-    SSE,
-    ApiError,
-    Reply,
-    chat_completion,
-    chat_stream,
-    dumps,
-    response_object,
-    response_stream,
-)
+from durable_agent_runner.testing.fake_llm.wire import SSE, ApiError, Reply, dumps
 
 BATCH_BYTES = 64 * 1024  # an unpaced stream's chunks (see _stream)
-_API_PATHS: dict[str, Api] = {"/v1/chat/completions": "chat", "/v1/responses": "responses"}
 
 
 class HTTPServer(ThreadingHTTPServer):
@@ -103,15 +94,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_json(self, status: int, obj: object, headers: dict[str, str] | None = None) -> None:
         self._send_bytes(status, dumps(obj).encode(), "application/json", headers)
 
-    def _send_error(self, err: ApiError) -> None:
+    def _send_error(self, err: ApiError, api: Api = "chat") -> None:
         if err.raw:
             self._send_bytes(err.status, err.message.encode(), "text/plain; charset=utf-8", err.headers)
         else:
-            self._send_json(err.status, err.body(), err.headers)
+            self._send_json(err.status, DIALECTS[api].error(err), err.headers)
 
-    def _key(self) -> str:
+    def _key(self, api: Api) -> str:
         """The request's key exactly as sent, for a hostile server to echo."""
-        return self.headers.get("Authorization") or self.headers.get("api-key") or ""
+        return DIALECTS[api].key({k.lower(): v for k, v in self.headers.items()})
 
     def _not_found(self) -> None:
         self._send_error(ApiError(404, f"Invalid URL ({self.command} {self.path.split('?')[0]})"))
@@ -180,18 +171,18 @@ class _Handler(BaseHTTPRequestHandler):
                 "status": None,
             }
         )
-        api = _API_PATHS.get(path)
+        call = call_for(self.command, path, urlsplit(self.path).query)
         try:
             if self.command == "GET" and path == "/v1/models":
                 self.state.update(entry, status=200)
                 self._send_json(200, self._models())
-            elif self.command == "POST" and api is not None:
-                self._model_call(api, raw, entry)
+            elif call is not None:
+                self._model_call(call, raw, entry)
             else:
                 raise ApiError(404, f"Invalid URL ({self.command} {path})")
         except ApiError as err:
             self.state.update(entry, status=err.status)
-            self._send_error(err)
+            self._send_error(err, call.api if call is not None else "chat")
 
     def _models(self) -> dict[str, Any]:
         with self.state.lock:
@@ -203,10 +194,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ----------------------------------------------------------------------- model calls
 
-    def _model_call(self, api: Api, raw: bytes, entry: dict[str, Any]) -> None:
+    def _model_call(self, call: Call, raw: bytes, entry: dict[str, Any]) -> None:
         self.state.sleep(self.state.latency_ms)  # benchmarks: every reply pays it, before byte one
+        api = call.api
+        dialect = DIALECTS[api]
         body = self._json_body(raw)
-        conv = parse_chat(body) if api == "chat" else parse_responses(body)
+        conv = dialect.parse(body, call)
         fault = self.state.faults.take(conv.model, api, conv.stream)
         self.state.update(
             entry,
@@ -219,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
         )
         if fault and fault.kind == "delay":
             self.state.sleep(fault.ms)
-        key = self._key()
+        key = self._key(api)
         if fault and fault.kind == "status":
             raise status_error(fault, key)
         if fault and fault.kind == "error_event" and not conv.stream:
@@ -232,19 +225,15 @@ class _Handler(BaseHTTPRequestHandler):
             reply = hostile.bend_reply(case, reply, key)
         self.state.update(entry, status=200)
         # From the request, not random: a retry, streamed or not, gets the very same reply.
-        rid = f"chatcmpl-{conv.fingerprint}" if api == "chat" else f"resp_{conv.fingerprint}"
+        rid = rid_for(api, conv.fingerprint)
         created = int(time.time())
         if conv.stream:
-            self._stream(api, conv, reply, body, rid, created, fault, entry, case, key)
+            self._stream(api, conv, reply, rid, created, fault, entry, case, key)
             return
         if fault and fault.kind == "malformed":
             self._send_bytes(200, malformed_body(fault, key), "application/json")
             return
-        obj = (
-            chat_completion(reply, rid=rid, model=conv.model, created=created)
-            if api == "chat"
-            else response_object(reply, rid=rid, model=conv.model, created=created, request=body)
-        )
+        obj = dialect.body(reply, conv, rid, created)
         payload = dumps(hostile.bend(case, obj, key) if case else obj).encode()
         if fault and fault.kind in ("cut", "stall"):
             # Promise the full body, deliver half, then hang up (cut) or go quiet (stall).
@@ -265,7 +254,6 @@ class _Handler(BaseHTTPRequestHandler):
         api: Api,
         conv: Conversation,
         reply: Reply,
-        body: dict[str, Any],
         rid: str,
         created: int,
         fault: Fault | None,
@@ -273,11 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
         case: str | None,
         key: str,
     ) -> None:
-        events: list[SSE] = (
-            chat_stream(reply, rid=rid, model=conv.model, created=created, include_usage=conv.include_usage)
-            if api == "chat"
-            else response_stream(reply, rid=rid, model=conv.model, created=created, request=body)
-        )
+        events: list[SSE] = DIALECTS[api].stream(reply, conv, rid, created)
         if case is not None:
             events = [
                 SSE(hostile.bend(case, e.payload, key), e.event) if isinstance(e.payload, dict) else e for e in events
