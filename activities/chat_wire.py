@@ -73,6 +73,14 @@ def _settings(s: ModelSettings, tools: bool) -> dict[str, Any]:
     return out
 
 
+def check_settings(s: ModelSettings) -> list[str]:
+    """What Chat Completions lacks of `s`: a thinking budget (OpenAI's models take
+    reasoning_effort; a compatible server's own field can go in extra_body)."""
+    if s.thinking_tokens is not None:
+        return ["thinking_tokens: Chat Completions has no thinking budget; set reasoning_effort instead"]
+    return []
+
+
 def build_request(agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]:
     wire: list[dict[str, Any]] = []
     if agent.instructions:

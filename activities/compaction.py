@@ -25,7 +25,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.activities import errors
-from durable_agent_runner.activities.model import ModelActivities, build_request, wire_for
+from durable_agent_runner.activities.model import ModelActivities, build_request, endpoint_for
 from durable_agent_runner.workflows.types import (
     COMPACT_ACTIVITY,
     AssistantMessage,
@@ -72,7 +72,7 @@ class CompactionActivities:
             raise failed(f"nothing to summarize in messages[:{input.upto}]")
         settings = self._model.settings
         model = input.model or settings.model
-        wire, path = wire_for(agent.api or settings.api)
+        endpoint = endpoint_for(self._model.providers, model, agent)
         # The agent's model settings and bounds, without anything that asks for tools or a format.
         instructions = f"{HEAD}\n\n{input.instructions.strip() or DEFAULT_GUIDANCE}"
         plain: dict[str, object] = {
@@ -83,8 +83,8 @@ class CompactionActivities:
             "team": [],
         }
         spec = agent.model_copy(update=plain)
-        body = build_request(wire, spec, [UserMessage(content=render(messages))], model, settings.stream)
-        reply, _ = await self._model.send(spec, wire, path, body, turn=input.turn, began=began)
+        body = build_request(endpoint, spec, [UserMessage(content=render(messages))], settings.stream)
+        reply, _ = await self._model.send(spec, endpoint, body, settings.stream, turn=input.turn, began=began)
         summary = (reply.message.content or "").strip()
         if not summary:
             why = f"finish reason {reply.finish_reason!r}" if reply.finish_reason else "no reason given"

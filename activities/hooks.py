@@ -40,7 +40,8 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.activities import errors
 from durable_agent_runner.activities.mcp_tools import FrozenTools
-from durable_agent_runner.activities.model import heartbeating, read_context, wire_for
+from durable_agent_runner.activities.model import build_request, endpoint_for, heartbeating, read_context
+from durable_agent_runner.activities.providers import Providers
 from durable_agent_runner.activities.wire import parse_body
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.agent import Agent, approval_check
@@ -79,6 +80,7 @@ class HookActivities:
         self.http = http
         self.threads = threads  # None: executor.shared(), for tests
         self._redactor = Redactor.for_settings(self.settings)
+        self._providers = Providers(self.settings)
         self.mcp = FrozenTools(client)  # MCP tools, as each run froze them
 
     @activity.defn(name=HOOK_ACTIVITY)
@@ -169,12 +171,10 @@ class HookActivities:
         s, mask = self.settings, self._redactor.text
         if self.http is None:
             raise RuntimeError("this hook activity has no HTTP client to ask a model with")
-        api = agent.api or s.api
-        wire, path = wire_for(api)
-        spec = AgentSpec(name=agent.name, instructions=instructions, api=api)
-        body = wire.build_request(spec, [UserMessage(content=prompt)], model or s.model, False)
-        url = f"{s.base_url}/{path}"
-        headers = {"Content-Type": "application/json", **s.auth_headers()}
+        spec = AgentSpec(name=agent.name, instructions=instructions, api=agent.api or s.api)
+        endpoint = endpoint_for(self._providers, model or s.model, spec)
+        body = build_request(endpoint, spec, [UserMessage(content=prompt)], False)
+        url, headers = endpoint.url(False), endpoint.headers
         timeout = httpx.Timeout(s.read_timeout, connect=s.connect_timeout)
         deadline = asyncio.timeout(s.timeout)
         try:
@@ -187,9 +187,9 @@ class HookActivities:
                 raise
             raise errors.attempt_timeout(s.timeout) from None
         except httpx.TransportError as err:
-            raise errors.from_transport(err, s.base_url, self._redactor) from None
+            raise errors.from_transport(err, endpoint.base_url, self._redactor) from None
         try:
-            reply = wire.parse_response(parse_body(text, mask=mask), 0, mask=mask)
+            reply = endpoint.wire.parse_response(parse_body(text, mask=mask), 0, mask=mask)
         except ValueError as err:  # MalformedResponse is a ValueError too
             raise errors.malformed(mask(str(err))[:500], 1) from None
         return reply.message.content or ""

@@ -1,4 +1,5 @@
-"""The model-call activity: one call to an OpenAI-compatible server over raw httpx.
+"""The model-call activity: one call to a model over raw httpx, whichever provider serves it
+(activities/providers.py chooses the endpoint and its wire; every wire is a pure module).
 
 The activity's input names a turn, not a transcript: it reads the agent and the messages from
 the workflow with a query (`agent.model_context`), so each message enters history exactly once
@@ -30,14 +31,15 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner import telemetry
-from durable_agent_runner.activities import chat_wire, errors, responses_wire
+from durable_agent_runner.activities import errors
 from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.activities.context_cache import ContextCache
 from durable_agent_runner.activities.model_call import Call
 from durable_agent_runner.activities.prices import PriceTable
+from durable_agent_runner.activities.providers import Endpoint, Providers, ProviderUnavailable
 from durable_agent_runner.activities.sse import LineTooLong, iter_lines
 from durable_agent_runner.activities.tool_activities import ToolActivities
-from durable_agent_runner.activities.wire import BadSettings, MalformedResponse, StreamFailed, Wire, parse_body
+from durable_agent_runner.activities.wire import BadSettings, MalformedResponse, StreamFailed, parse_body
 from durable_agent_runner.agents.lifecycle import HookCaller, ModelAttempt, ModelResponse
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import Redactor
@@ -58,16 +60,22 @@ from durable_agent_runner.workflows.types import (
 log = logging.getLogger(__name__)
 
 
-def wire_for(api: str) -> tuple[Wire, str]:
-    """The wire module for an API and its path under the base URL: one place for the choice."""
-    return (responses_wire, "responses") if api == "responses" else (chat_wire, "chat/completions")
+def endpoint_for(providers: Providers, model: str | None, agent: AgentSpec) -> Endpoint:
+    """The endpoint of `model` for `agent`; one this worker cannot reach fails for good (a run
+    with fallback models goes on to the next: workflows/fallback.py)."""
+    try:
+        return providers.endpoint(model, agent.api)
+    except ProviderUnavailable as err:
+        raise ApplicationError(str(err), type="ModelProviderUnavailable", non_retryable=True) from None
+    except ValueError as err:  # a provider's prefix with no model after it
+        raise ApplicationError(str(err), type="ModelSettingsInvalid", non_retryable=True) from None
 
 
-def build_request(wire: Wire, agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]:
+def build_request(endpoint: Endpoint, agent: AgentSpec, messages: list[Message], stream: bool) -> dict[str, Any]:
     """The request body for `messages`; settings no server could accept fail for good, since
     the agent's author must fix them and no retry will."""
     try:
-        return wire.build_request(agent, messages, model, stream)
+        return endpoint.wire.build_request(agent, messages, endpoint.model, stream)
     except BadSettings as err:
         raise ApplicationError(f"agent {agent.name}: {err}", type="ModelSettingsInvalid", non_retryable=True) from None
 
@@ -181,9 +189,7 @@ class ModelActivities:
         # Masks the key in everything built from a server's bytes, with or without the worker's
         # RedactingInterceptor: some servers and proxies echo the key they were sent.
         self._redactor = Redactor.for_settings(settings)
-        # Built once, not per request: httpx would parse the URL and merge the headers each time.
-        self._headers = httpx.Headers({"Content-Type": "application/json", **settings.auth_headers()})
-        self._urls: dict[str, httpx.URL] = {}
+        self.providers = Providers(settings)  # each provider's headers, built once
 
     @property
     def cache(self) -> ContextCache | None:
@@ -212,22 +218,24 @@ class ModelActivities:
         run = activity.info().workflow_id or ""
         settings = self._settings
         model = input.model or settings.model
-        wire, path = wire_for(agent.api or settings.api)
+        endpoint = endpoint_for(self.providers, model, agent)
         # A local call has no heartbeats to carry streamed text to watchers: it asks for the whole reply.
+        stream = settings.stream and not activity.info().is_local
         asked = capped(agent, input.max_output_tokens)  # what the run's budget has room for
-        body = build_request(wire, asked, messages, model, settings.stream and not activity.info().is_local)
-        telemetry.model_request(agent, messages, api=path, stream=body.get("stream") is True)  # the attempt's span
+        body = build_request(endpoint, asked, messages, stream)
+        path = endpoint.path
+        telemetry.model_request(agent, messages, api=path, stream=stream)  # the attempt's span
         capture = input.capture or settings.capture
         hooks = self._hooks
         info = activity.info()
         at = ModelAttempt(
             run_id=info.workflow_id or "", agent=agent.name, turn=input.turn, attempt=info.attempt, model=model,
-            api=path, stream=body.get("stream") is True,
+            api=path, stream=stream,
         )  # fmt: skip
         if hooks.wants("on_model_request"):  # a copy: what a hook does to it is never sent
             await self._hook(input.turn, "on_model_request", at, copy.deepcopy(body))
         keep_raw = capture or hooks.wants("on_model_response")  # a stream's raw lines are kept only then
-        reply, call = await self.send(agent, wire, path, body, turn=input.turn, began=began, capture=keep_raw)
+        reply, call = await self.send(agent, endpoint, body, stream, turn=input.turn, began=began, capture=keep_raw)
         if hooks.wants("on_model_response"):
             response = ModelResponse(
                 body=call.payload if not call.stream else None,
@@ -275,26 +283,26 @@ class ModelActivities:
     async def send(
         self,
         agent: AgentSpec,
-        wire: Wire,
-        path: str,
+        endpoint: Endpoint,
         body: dict[str, Any],
+        stream: bool,
         *,
         turn: int,
         began: float,
         capture: bool = False,
     ) -> tuple[ModelReply, Call]:
-        """One attempt at one request (`body`, streamed when it says so) to the model server at
-        `path`, within the agent's bounds: its read timeout, and its model timeout counted from
-        `began`. Heartbeats all along (streamed text as progress); failures come out as retryable
-        or not (activities/errors.py), masked. The `Call` keeps the raw reply when `capture`."""
+        """One attempt at one request (`body`, streamed or not) to `endpoint`, within the agent's
+        bounds: its read timeout, and its model timeout counted from `began`. Heartbeats all along
+        (streamed text as progress); failures come out as retryable or not (activities/errors.py),
+        masked. The `Call` keeps the raw reply when `capture`."""
         settings = self._settings
         read = agent.model_read_timeout_seconds or settings.read_timeout
         call = Call(
-            wire=wire,
-            url=self._urls.get(path) or self._urls.setdefault(path, httpx.URL(f"{settings.base_url}/{path}")),
+            wire=endpoint.wire,
+            url=endpoint.url(stream),
             body=body,
-            headers=self._headers,
-            stream=body.get("stream") is True,
+            headers=endpoint.headers,
+            stream=stream,
             turn=turn,
             timeout=httpx.Timeout(read, connect=settings.connect_timeout),
             redactor=self._redactor,
@@ -315,7 +323,7 @@ class ModelActivities:
                     raise
                 raise errors.attempt_timeout(limit) from None
             except httpx.TransportError as err:
-                raise errors.from_transport(err, settings.base_url, self._redactor) from None
+                raise errors.from_transport(err, endpoint.base_url, self._redactor) from None
             except MalformedResponse as err:
                 # Count bad bodies, not attempts: 429s and crashes before it must not use up
                 # the few retries a garbage-sending server gets. The next attempt reads this.
@@ -324,7 +332,7 @@ class ModelActivities:
                 raise errors.malformed(mask(str(err)), call.progress.malformed) from None
             except StreamFailed as err:
                 raise ApplicationError(mask(str(err)), type="ModelStreamFailed") from None
-        reply.usage = self._prices.priced(reply.usage, str(body.get("model") or reply.model or ""))
+        reply.usage = self._prices.priced(reply.usage, endpoint.model)
         return reply, call
 
     async def _send(self, call: Call) -> ModelReply:

@@ -15,8 +15,9 @@ Pure functions, no I/O, the same shape as chat_wire (and the errors of activitie
 
 Model settings go out under their Responses names (`max_output_tokens`, `reasoning.effort`,
 a named `tool_choice` as `{"type": "function", "name": ...}`). `seed` and `stop` are not
-Responses parameters and OpenAI refuses unknown ones, so they are left out here; a compatible
-server that takes them can get them through `extra_body`, merged last (never over `OWNED`).
+Responses parameters and OpenAI refuses unknown ones, so a run that sets them is refused when it
+starts (`check_settings`); a compatible server that takes them can get them through `extra_body`,
+merged last (never over `OWNED`).
 Handoff tools and the typed output's schema are activities.wire's (`function_tools`,
 `output_format`).
 """
@@ -53,7 +54,10 @@ from durable_agent_runner.workflows.types import (
     Usage,
 )
 
-__all__ = ["MalformedResponse", "StreamFailed", "build_request", "parse_response", "parse_stream", "parse_usage"]
+__all__ = [
+    "MalformedResponse", "StreamFailed", "build_request", "check_settings", "parse_response", "parse_stream",
+    "parse_usage",
+]  # fmt: skip
 
 _USABLE = ("completed", "incomplete")
 _TERMINAL = {"response.completed": "completed", "response.incomplete": "incomplete"}
@@ -72,6 +76,18 @@ def _settings(s: ModelSettings, tools: bool) -> dict[str, Any]:
     if s.reasoning_effort is not None:
         out["reasoning"] = {"effort": s.reasoning_effort}
     return out
+
+
+def check_settings(s: ModelSettings) -> list[str]:
+    """What the Responses API lacks of `s`, one line each."""
+    problems = []
+    if s.seed is not None:
+        problems.append("seed: the Responses API has no seed (put it in extra_body for a server that takes one)")
+    if s.stop:
+        problems.append("stop: the Responses API has no stop sequences (put them in extra_body for a server that does)")
+    if s.thinking_tokens is not None:
+        problems.append("thinking_tokens: the Responses API has no thinking budget; set reasoning_effort instead")
+    return problems
 
 
 def build_request(agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from durable_agent_runner.activities import wire
 from durable_agent_runner.activities.context_cache import ContextCache
 from durable_agent_runner.activities.mcp_tools import FrozenTools, McpTool, freeze
 from durable_agent_runner.activities.prices import PriceTable
+from durable_agent_runner.activities.providers import settings_problems
 from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.agents.executor import ToolThreads
 from durable_agent_runner.agents.lifecycle import HookCaller, ToolAttempt
@@ -71,6 +72,7 @@ class ToolActivities:
         # The worker's LLM_MODEL, pinned into runs that name none.
         self.default_model = default_model or (settings.model if settings else None)
         self.model_bounds = model_bounds(settings or LLMSettings())  # no settings: the defaults
+        self.default_api = (settings or LLMSettings()).api
         self.threads = threads  # None: executor.shared(), for tests
         self.mcp = FrozenTools()  # MCP tools, as each run froze them
         self._versions: dict[str, str | None] = {}  # agent name -> the version this worker holds
@@ -265,7 +267,7 @@ class ToolActivities:
         try:
             members = [(agent, agent.spec(max_turns=input.max_turns, model=input.model))]
             members += [(member, member.spec(model=input.model)) for member in agent.team()]
-            filled = [self._filled(a, spec, input.model_settings) for a, spec in members]
+            filled = [self._filled(a, spec, input.model_settings, input.fallback_models) for a, spec in members]
             frozen = await asyncio.gather(*(freeze(a, spec) for (a, _), spec in zip(members, filled, strict=True)))
         except ValueError as exc:  # wire.BadSettings among them
             raise ApplicationError(str(exc), type="InvalidRunInput", non_retryable=True) from exc
@@ -279,9 +281,12 @@ class ToolActivities:
             self.cache.seed(info.workflow_id, spec, [UserMessage(content=input.prompt)])
         return spec
 
-    def _filled(self, agent: Agent, spec: AgentSpec, settings: ModelSettings | None) -> AgentSpec:
-        """`spec` with the run's model settings on top of its own and the worker's defaults in
-        what the agent leaves open; settings no wire may send are refused now, not mid-run."""
+    def _filled(
+        self, agent: Agent, spec: AgentSpec, settings: ModelSettings | None, fallbacks: list[str] | None = None
+    ) -> AgentSpec:
+        """`spec` with the run's model settings (and fallback models) on top of its own and the
+        worker's defaults in what the agent leaves open; settings that no wire may send, or that
+        the provider of one of its models lacks, are refused now, not mid-run."""
         fill: dict[str, object] = {k: v for k, v in self.model_bounds.items() if getattr(spec, k) is None}
         if agent.model_timeout_seconds is None:
             fill["model_timeout_seconds"] = self.model_bounds["model_timeout_seconds"]
@@ -292,11 +297,21 @@ class ToolActivities:
             fill["output_price"] = price.output
         if settings is not None:
             fill["settings"] = settings.over(spec.settings)
+        if fallbacks:
+            fill["fallback_models"] = list(fallbacks)
         filled = spec.model_copy(update=fill)
         try:
             wire.check_extra_body(filled.settings.extra_body)
         except wire.BadSettings as exc:
             raise ValueError(f"agent '{agent.name}': {exc}") from None
+        problems: list[str] = []
+        for model in [filled.model or "", *filled.fallback_models]:
+            try:
+                problems += settings_problems(model, filled.api or self.default_api, filled.settings_now())
+            except ValueError as exc:  # "anthropic:" with no model after it
+                problems.append(str(exc))
+        if problems:
+            raise ValueError(f"agent '{agent.name}': " + "; ".join(problems))
         return filled
 
 

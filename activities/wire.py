@@ -244,7 +244,11 @@ class Budget:
 
 
 class Wire(Protocol):
-    """What activities.chat_wire and activities.responses_wire both provide."""
+    """What every wire module provides (chat_wire, responses_wire, anthropic_wire, gemini_wire):
+    pure functions from the transcript to a request body and from a body or a stream to a reply,
+    and the settings it cannot send. activities/providers.py chooses one per model."""
+
+    def check_settings(self, settings: ModelSettings) -> list[str]: ...
 
     def build_request(self, agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]: ...
     def parse_response(self, body: object, turn: int, *, mask: Mask | None = None) -> ModelReply: ...

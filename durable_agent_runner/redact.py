@@ -55,7 +55,7 @@ class Redactor:
 
     @classmethod
     def for_settings(cls, settings: LLMSettings) -> Redactor:
-        return cls(settings.api_key.get_secret_value() if settings.api_key else None)
+        return cls(*settings.keys())
 
     def text(self, s: str) -> str:
         return self._masked(s, 0, len(s))

@@ -18,6 +18,7 @@ from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_RUN_ID = 255  # characters of the id of a run the client starts
+MAX_FALLBACKS = 8  # fallback models of a run: more is a list gone wrong, not a plan
 MAX_ANY_ID = 1000  # of a run that exists (Temporal's own limit): a child run's id is its parent's and more
 MAX_NAME = 200  # an agent's, a tool call's or a person's name
 MAX_PROMPT_CHARS = 10 * 1024 * 1024  # larger prompts belong in a tool's input, not a run's start
@@ -45,6 +46,25 @@ def name(value: object, field: str, limit: int = MAX_NAME) -> str:
     if not (0 < len(text) <= limit and text.isprintable()):
         raise BadArgument(field, f"must be 1-{limit} printable characters")
     return text
+
+
+def model(value: object, field: str = "model") -> str:
+    """A model string: a model's name, or a provider's prefix and its model ("anthropic:claude-…")."""
+    text = name(value, field)
+    try:
+        t.split_model(text)
+    except ValueError as err:
+        raise BadArgument(field, str(err)) from None
+    return text
+
+
+def models(value: object, field: str = "fallback_models") -> list[str]:
+    """Fallback models: a list of model strings, tried in order (at most 8)."""
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise TypeError(f"{field} must be a list of model strings, not {type(value).__name__}")
+    if len(value) > MAX_FALLBACKS:
+        raise BadArgument(field, f"at most {MAX_FALLBACKS} models")
+    return [model(v, field) for v in value]
 
 
 def run_id(value: object, field: str = "id", limit: int = MAX_RUN_ID) -> str:

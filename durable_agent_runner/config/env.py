@@ -23,6 +23,8 @@ Variables (default in brackets):
   LLM_BASE_URL, LLM_MODEL, LLM_API_KEY / OPENAI_API_KEY, LLM_API_KEY_HEADER, LLM_API [chat],
   LLM_STREAM [on], LLM_CAPTURE [off], LLM_READ_TIMEOUT, LLM_TIMEOUT, LLM_MAX_ATTEMPTS,
   LLM_RETRY_SECONDS   the model (durable_agent_runner/config/llm.py)
+  OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, GEMINI_BASE_URL,
+  GEMINI_API_KEY / GOOGLE_API_KEY   the providers "openai:…", "anthropic:…", "gemini:…" name
   LLM_PRICES, TOOL_THREADS [16], WORKER_EVENT_LOOP [uvloop], HOOKS_STATE_DIR [.state/hooks]
   USER / USERNAME   who decides, when a command is not told (`--by`)
   NO_COLOR   any value: no colour in the chat (https://no-color.org)
@@ -53,7 +55,12 @@ from durable_agent_runner.workflows.types import (
 DEFAULT_CAPTURE_DIR = ".state/captures"  # LLM_CAPTURE_DIR's default (activities/capture.py)
 SHOWN = 40  # characters of a bad value quoted back
 # Never quoted back, even when bad: a mistyped secret is still most of the secret.
-SECRETS = frozenset({"CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS"})
+SECRETS = frozenset(
+    {
+        "CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+        "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS",
+    }
+)  # fmt: skip
 MAX_TEXT = 4096  # characters of a name, a path or a URL
 MAX_NAME = 200  # characters of a login name kept as who decided (the CLI's --by takes as many)
 
@@ -281,7 +288,7 @@ class WorkerSettings(ClientSettings):
 
     llm_base_url: Url = Field("https://api.openai.com/v1", validation_alias=_env("LLM_BASE_URL"))
     llm_model: Text = Field("gpt-4.1-mini", validation_alias=_env("LLM_MODEL"))
-    llm_api_key: ApiKey | None = Field(None, validation_alias=_env("LLM_API_KEY", "OPENAI_API_KEY"))
+    llm_api_key: ApiKey | None = Field(None, validation_alias=_env("LLM_API_KEY"))  # else OPENAI_API_KEY
     llm_api_key_header: HeaderName = Field("Authorization", validation_alias=_env("LLM_API_KEY_HEADER"))
     llm_api: WireName = Field("chat", validation_alias=_env("LLM_API"))
     llm_stream: Switch = Field(True, validation_alias=_env("LLM_STREAM"))
@@ -291,6 +298,13 @@ class WorkerSettings(ClientSettings):
     llm_max_attempts: Attempts = Field(DEFAULT_MODEL_MAX_ATTEMPTS, validation_alias=_env("LLM_MAX_ATTEMPTS"))
     llm_retry_seconds: CallSeconds = Field(DEFAULT_MODEL_RETRY_SECONDS, validation_alias=_env("LLM_RETRY_SECONDS"))
     llm_prices: Text | None = Field(None, validation_alias=_env("LLM_PRICES"))  # read by activities/prices.py
+    # The providers a model string names ("openai:…", "anthropic:…", "gemini:…"; activities/providers.py).
+    openai_base_url: Url = Field("https://api.openai.com/v1", validation_alias=_env("OPENAI_BASE_URL"))
+    openai_api_key: ApiKey | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))  # else LLM_API_KEY
+    anthropic_base_url: Url = Field("https://api.anthropic.com", validation_alias=_env("ANTHROPIC_BASE_URL"))
+    anthropic_api_key: ApiKey | None = Field(None, validation_alias=_env("ANTHROPIC_API_KEY"))
+    gemini_base_url: Url = Field("https://generativelanguage.googleapis.com", validation_alias=_env("GEMINI_BASE_URL"))
+    gemini_api_key: ApiKey | None = Field(None, validation_alias=_env("GEMINI_API_KEY", "GOOGLE_API_KEY"))
     tool_threads: Threads = Field(16, validation_alias=_env("TOOL_THREADS"))
     event_loop: Annotated[Literal["uvloop", "asyncio"], BeforeValidator(_word)] | None = Field(
         None, validation_alias=_env("WORKER_EVENT_LOOP")

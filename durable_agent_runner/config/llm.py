@@ -56,6 +56,14 @@ class LLMSettings(BaseModel):
     retry_seconds: CallSeconds = DEFAULT_MODEL_RETRY_SECONDS  # from a call's first attempt to giving up
     capture: bool = False  # keep every call's raw request and response (activities/capture.py)
     capture_dir: Path = Path(DEFAULT_CAPTURE_DIR)
+    # The providers a model string names by prefix (activities/providers.py): "openai:…",
+    # "anthropic:…", "gemini:…". A model without a prefix goes to base_url above, as it always has.
+    openai_base_url: str = DEFAULT_BASE_URL
+    openai_api_key: ApiKey | None = None
+    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_api_key: ApiKey | None = None
+    gemini_base_url: str = "https://generativelanguage.googleapis.com"
+    gemini_api_key: ApiKey | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
@@ -66,7 +74,7 @@ class LLMSettings(BaseModel):
         return cls(
             base_url=s.llm_base_url,
             model=s.llm_model,
-            api_key=s.llm_api_key,
+            api_key=s.llm_api_key or s.openai_api_key,
             api_key_header=s.llm_api_key_header,
             api=s.llm_api,
             stream=s.llm_stream,
@@ -76,7 +84,18 @@ class LLMSettings(BaseModel):
             retry_seconds=s.llm_retry_seconds,
             capture=s.llm_capture,
             capture_dir=Path(s.capture_dir),
+            openai_base_url=s.openai_base_url,
+            openai_api_key=s.openai_api_key or s.llm_api_key,
+            anthropic_base_url=s.anthropic_base_url,
+            anthropic_api_key=s.anthropic_api_key,
+            gemini_base_url=s.gemini_base_url,
+            gemini_api_key=s.gemini_api_key,
         )
+
+    def keys(self) -> list[str]:
+        """Every key this worker holds, for the redactor: none of them may leave the worker."""
+        found = (self.api_key, self.openai_api_key, self.anthropic_api_key, self.gemini_api_key)
+        return [k.get_secret_value() for k in found if k is not None]
 
     def auth_headers(self) -> dict[str, str]:
         if self.api_key is None:
