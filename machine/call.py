@@ -61,7 +61,7 @@ from durable_agent_runner.workflows.calls import (
 )
 from durable_agent_runner.workflows.doubts import resolution_words
 from durable_agent_runner.workflows.patches import FORK_ONCE_PATCH, IN_DOUBT_PATCH
-from durable_agent_runner.workflows.state import excerpt
+from durable_agent_runner.workflows.texts import excerpt
 from durable_agent_runner.workflows.types import (
     ApprovalDecision,
     ApprovalRecord,

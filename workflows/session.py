@@ -13,12 +13,12 @@ import hashlib
 from datetime import datetime, timedelta
 
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.texts import excerpt
 
 MAX_QUEUED = 100  # unanswered messages; the sender is told to wait for answers
 MAX_QUEUED_CHARS = 1_000_000
 RECENT_IDS = 1000  # message ids remembered for de-duplication, across continue-as-new
 KEEP_EXCHANGES = 10  # exchanges carried whole into the next execution
-EXCERPT = 300
 
 
 class Refused(Exception):
@@ -32,10 +32,6 @@ class Refused(Exception):
 def text_digest(text: str) -> str:
     """A short digest of a message's text: enough to tell a repeat from another message."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def excerpt(text: str, limit: int = EXCERPT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class SessionState:

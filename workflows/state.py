@@ -17,33 +17,7 @@ from durable_agent_runner.workflows.bounds import json_object
 from durable_agent_runner.workflows.calls import describe_call
 from durable_agent_runner.workflows.edits import Editable
 from durable_agent_runner.workflows.session import SessionState
-
-EXCERPT = 300
-# Event texts (a reply, the answer) are kept whole up to this size; queries stay far below
-# gRPC's 4 MB message limit, and `client.py result` prints an answer of any size.
-EVENT_TEXT = 32_000
-EVENTS_PAGE_BYTES = 1_000_000
-
-
-def excerpt(text: str, limit: int = EXCERPT) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def spans(numbers: list[int]) -> str:
-    """[1, 2, 3, 5] → "1-3, 5"."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][-1] + 1:
-            runs[-1].append(n)
-        else:
-            runs.append([n])
-    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
-
-
-def event_text(text: str) -> str:
-    if len(text) <= EVENT_TEXT:
-        return text
-    return text[:EVENT_TEXT] + f"\n… [{len(text) - EVENT_TEXT} more characters: `client.py result` prints it whole]"
+from durable_agent_runner.workflows.texts import EVENTS_PAGE_BYTES, event_text, excerpt, spans
 
 
 class RunState:
@@ -56,6 +30,7 @@ class RunState:
         self.turn = 0
         self.usage = t.Usage()
         self.usage_by_agent: dict[str, t.Usage] = {}
+        self.usage_by_model: dict[str, t.Usage] = {}  # the run's own model calls, by model string
         self.phase = t.Phase.STARTING
         self.last_step = "starting"
         self.output: str | None = None
@@ -167,9 +142,13 @@ class RunState:
                     call.call_id += "_"
             self._call_ids.add(call.call_id)
 
-    def add_usage(self, agent: str, usage: t.Usage) -> None:
+    def add_usage(self, agent: str, usage: t.Usage, model: str | None = None) -> None:
+        """Counts `usage` for the run and `agent`, and for `model` when one of the run's own
+        model calls made it (a child's usage has its own run's books)."""
         self.usage = self.usage + usage
         self.usage_by_agent[agent] = self.usage_by_agent.get(agent, t.Usage()) + usage
+        if model:
+            self.usage_by_model[model] = self.usage_by_model.get(model, t.Usage()) + usage
 
     def event(self, now: datetime, kind: t.EventKind, **fields: object) -> None:
         seq = self.first_event + len(self.events)
@@ -197,6 +176,7 @@ class RunState:
             turn=self.turn,
             usage=self.usage,
             usage_by_agent=self.usage_by_agent,
+            usage_by_model=self.usage_by_model,
             decisions=self.approvals.decisions,
             next_event=self.first_event + len(self.events),
             previous_run_id=run_id,
@@ -219,6 +199,7 @@ class RunState:
         self.turn = carry.turn
         self.usage = carry.usage
         self.usage_by_agent = dict(carry.usage_by_agent)
+        self.usage_by_model = dict(carry.usage_by_model)
         self.approvals.decisions = list(carry.decisions)
         self.approvals.always = {d.tool: d for d in carry.decisions if d.always}
         self.first_event = carry.next_event
@@ -318,6 +299,7 @@ class RunState:
             decisions=self.approvals.decisions,
             ignored_signals=self.approvals.ignored,
             usage_by_agent=self.usage_by_agent,
+            usage_by_model=self.usage_by_model,
             session=session,
             paused=self.paused,
             forked_from=self.forked_from,

@@ -30,7 +30,7 @@ from durable_agent_runner.client.follow import (
     live_progress,
 )
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.state import EVENT_TEXT
+from durable_agent_runner.workflows.texts import EVENT_TEXT
 
 __all__ = [  # the story's parts, kept importable from here for chat and older callers
     "GIVE_UP_AFTER",

@@ -1,0 +1,30 @@
+"""How a run's texts are cut for its events and views: one place for the sizes."""
+
+from __future__ import annotations
+
+EXCERPT = 300
+# Event texts (a reply, the answer) are kept whole up to this size; queries stay far below
+# gRPC's 4 MB message limit, and `client.py result` prints an answer of any size.
+EVENT_TEXT = 32_000
+EVENTS_PAGE_BYTES = 1_000_000
+
+
+def excerpt(text: str, limit: int = EXCERPT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def spans(numbers: list[int]) -> str:
+    """[1, 2, 3, 5] → "1-3, 5"."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+def event_text(text: str) -> str:
+    if len(text) <= EVENT_TEXT:
+        return text
+    return text[:EVENT_TEXT] + f"\n… [{len(text) - EVENT_TEXT} more characters: `client.py result` prints it whole]"
