@@ -25,11 +25,12 @@ OLD_KINDS = (
     "approval_decided", "final", "failed", "cancelled", "handoff", "guardrail", "output_refused", "message", "answered",
     "compacted", "waiting", "ended", "paused", "edited", "resumed", "budget_raised", "call_in_doubt", "call_resolved",
 )  # fmt: skip
+NEW_KINDS = ("model_fallback",)  # 1.4: appended, never inserted
 
 
 def test_the_enums_values_are_the_strings_1_2_wrote():
     assert tuple(p.value for p in t.Phase) == OLD_PHASES
-    assert tuple(k.value for k in t.EventKind) == OLD_KINDS
+    assert tuple(k.value for k in t.EventKind) == OLD_KINDS + NEW_KINDS
     assert all(p == p.value and str(p) == p.value and f"{p}" == p.value for p in t.Phase)
     assert all(k == k.value and str(k) == k.value and f"{k}" == k.value for k in t.EventKind)
     # the `--phase` filters of the CLI and the console offer every phase, in that order

@@ -40,6 +40,7 @@ from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, TREE_BUDG
 from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Stop
 from durable_agent_runner.workflows.session import SessionState
+from durable_agent_runner.workflows.steps import FallingBack
 from durable_agent_runner.workflows.turn import (
     Breakpoint,
     CallModel,
@@ -158,6 +159,7 @@ class AgentRun(TurnSteps):
                 "turns": s.turn,
                 "usage": s.usage,
                 "usage_by_agent": s.usage_by_agent,
+                "usage_by_model": s.usage_by_model,
                 "handoffs": s.handoffs,
                 **session,
             }
@@ -201,9 +203,12 @@ class AgentRun(TurnSteps):
         s = self._s
         if isinstance(step, CallModel):
             cap = step.max_output_tokens
-            if step.guard is not None:
-                return Replied(await self._first_call_guarded(step.agent, step.guard, input.capture, cap))
-            return Replied(await self._call_model(step.agent, input.capture, step.with_reply, cap, step.made))
+            try:
+                if step.guard is not None:
+                    return Replied(await self._first_call_guarded(step.agent, step.guard, input.capture, cap))
+                return Replied(await self._call_model(step.agent, input.capture, step.with_reply, cap, step.made))
+            except FallingBack as fall:
+                return fall.outcome
         if isinstance(step, RunTools):
             return ToolsRan(*await self._run_calls(step, input.capture))
         if isinstance(step, RerunRecorded):  # a --live-tools fork: a recorded turn's calls, run again

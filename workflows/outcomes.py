@@ -52,6 +52,15 @@ class Replied:
 
 
 @dataclass(frozen=True)
+class ModelFailed:
+    """The model call failed in a way that sends the turn to the agent's next model
+    (workflows/fallback.falls_back said so): `error` is the failure's type, `message` its words."""
+
+    error: str
+    message: str
+
+
+@dataclass(frozen=True)
 class ToolsRan:
     results: dict[str, ToolMessage]  # by call id: the calls that ran (or were decided on)
     ahead: AheadReply | None = None  # the next model call, made by the lone call's activity (CallAhead)
@@ -79,6 +88,7 @@ Outcome = (
     | Steered
     | Compacted
     | Replied
+    | ModelFailed
     | ToolsRan
     | HandedOff
     | OutputChecked

@@ -34,6 +34,7 @@ FORK_LIVE_TOOLS_PATCH = "fork-live-tools-1.1"
 CALL_AHEAD_PATCH = "call-ahead-1.2"
 FORK_ONCE_PATCH = "fork-once-asks-1.3"
 GIVEN_BUDGET_PATCH = "given-budget-first-1.3"
+MODEL_FALLBACK_PATCH = "model-fallback-1.4"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -101,6 +102,15 @@ PATCHES: tuple[Patch, ...] = (
         changes="a run handed a budget that resolves its agent asks its budget's patch before the resolve, not after",
         added_in="1.3",
         history="budget_given_1_3",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=MODEL_FALLBACK_PATCH,
+        changes="a model call that failed for good sends the turn to the agent's next model (fallback_models)",
+        added_in="1.4",
+        history="model_fallback_1_4",
         deprecate_in=None,
         remove_in="2.0",
         plan=_WITH_1X,

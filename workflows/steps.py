@@ -25,11 +25,14 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
+from durable_agent_runner.workflows import fallback
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.approvals import decision_words
 from durable_agent_runner.workflows.budget import Ledger
 from durable_agent_runner.workflows.calls import describe_call
 from durable_agent_runner.workflows.doubts import resolution_words
+from durable_agent_runner.workflows.outcomes import ModelFailed
+from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
 from durable_agent_runner.workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
@@ -63,6 +66,29 @@ CallDoing = Literal["checking", "running"]
 FILTERED_PHASES: frozenset[t.Phase] = t.FINAL_PHASES | {
     t.Phase.AWAITING_APPROVAL, t.Phase.PAUSED, t.Phase.WAITING_FOR_MESSAGE, t.Phase.IN_DOUBT,
 }  # fmt: skip
+
+
+class FallingBack(Exception):
+    """A model call failed in a way that sends the turn to the agent's next model: the turn
+    machine makes the switch (workflows/turn.py, workflows/fallback.py)."""
+
+    def __init__(self, outcome: ModelFailed) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+def _cause(err: ActivityError, default_type: str) -> tuple[str, str]:
+    """An activity failure's own message and type. A call that ran out of time is reported with
+    the last error it got (the provider's own words)."""
+    cause = err.cause
+    message = cause.message if isinstance(cause, FailureError) else err.message
+    kind = cause.type if isinstance(cause, ApplicationError) and cause.type else default_type
+    if isinstance(cause, ActivityTimeout):
+        last = cause.cause if isinstance(cause.cause, FailureError) else None
+        kind = last.type if isinstance(last, ApplicationError) and last.type else default_type
+        what = cause.type.name.lower().replace("_", "-") if cause.type is not None else "timeout"
+        message = f"gave up after the {what} timeout" + (f"; last error: {last.message}" if last else "")
+    return message, kind
 
 
 def model_retry(agent: t.AgentSpec) -> RetryPolicy:
@@ -126,16 +152,8 @@ class Steps:
         self._set_phase(phase, message)
 
     def _failed_activity(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
-        """The run's failure, carrying the cause's own message and type to the client. A call that
-        ran out of time is reported with the last error it got (the provider's own words)."""
-        cause = err.cause
-        message = cause.message if isinstance(cause, FailureError) else err.message
-        kind = cause.type if isinstance(cause, ApplicationError) and cause.type else default_type
-        if isinstance(cause, ActivityTimeout):
-            last = cause.cause if isinstance(cause.cause, FailureError) else None
-            kind = last.type if isinstance(last, ApplicationError) and last.type else default_type
-            what = cause.type.name.lower().replace("_", "-") if cause.type is not None else "timeout"
-            message = f"gave up after the {what} timeout" + (f"; last error: {last.message}" if last else "")
+        """The run's failure, carrying the cause's own message and type to the client."""
+        message, kind = _cause(err, default_type)
         return self._failure(f"{context}{message}", kind)
 
     # ------------------------------------------------------------------------------ agents
@@ -146,7 +164,11 @@ class Steps:
         does, through the agent's queue, which only such workers poll."""
         queue = t.agent_task_queue(workflow.info().task_queue, input.agent)
         request = t.ResolveAgentInput(
-            agent=input.agent, max_turns=input.max_turns, model=input.model, model_settings=input.model_settings
+            agent=input.agent,
+            max_turns=input.max_turns,
+            model=input.model,
+            model_settings=input.model_settings,
+            fallback_models=input.fallback_models or None,
         )
         seed = input.prompt if len(input.prompt) < t.SEED_PROMPT_CHARS else None
         here = await self._resolve_here(request.model_copy(update={"prompt": seed}))
@@ -254,10 +276,13 @@ class Steps:
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):  # the run called it off (a tripped guardrail)
                 raise asyncio.CancelledError from err
-            raise self._failed_activity(err, "ModelCallFailed", f"model call failed on turn {s.turn}: ") from err
+            failed: Exception = err
+            message, kind = _cause(err, "ModelCallFailed")
         except ApplicationError as err:  # a local call's failure may come bare
-            kind = err.type or "ModelCallFailed"
-            raise self._failure(f"model call failed on turn {s.turn}: {err.message}", kind) from err
+            failed, message, kind = err, err.message, err.type or "ModelCallFailed"
+        if fallback.falls_back(agent, kind) and workflow.patched(MODEL_FALLBACK_PATCH):
+            raise FallingBack(ModelFailed(kind, message)) from failed
+        raise self._failure(f"model call failed on turn {s.turn}: {message}", kind) from failed
 
     # ------------------------------------------------------------------------------- hooks
 

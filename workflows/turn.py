@@ -4,6 +4,7 @@ the time and what only Temporal knows come in as `Facts` (tests/test_turn.py).
 
     Ready ──▶ [RerunRecorded: a --live-tools fork's calls] ─▶ [Stop | Pause: budget] ─▶ [ContinueAsNew]
           ──▶ [Breakpoint] ─▶ [Pause before_model] ─▶ [Steer] ─▶ [Compact] ─▶ CallModel
+    ModelFailed ──▶ CallModel (the agent's next model: workflows/fallback.py)
     Replied ──▶ Stop | RunTools (after [Pause before_tools]) | CheckOutput | Guardrails | Done
     ToolsRan ──▶ HandOff | Ready …   Reran ──▶ Ready …   OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from durable_agent_runner.workflows import ahead as ahead_calls
-from durable_agent_runner.workflows import edits, memory, rerun
+from durable_agent_runner.workflows import edits, fallback, memory, rerun
 from durable_agent_runner.workflows.budget import Ledger, spent_words
 from durable_agent_runner.workflows.calls import (
     PlannedCall,
@@ -42,6 +43,7 @@ from durable_agent_runner.workflows.outcomes import (
     Facts,
     GuardrailsRan,
     HandedOff,
+    ModelFailed,
     Outcome,
     OutputChecked,
     Ready,
@@ -169,6 +171,7 @@ class Turn:
         self._stage: Literal["begin", "model", "tools", "steered", "budget"] = "begin"
         self.reruns: rerun.Reruns | None = None  # a fork's recorded calls, run again first (--live-tools)
         self.ahead: AheadReply | None = None  # a model call a tool's activity made ahead, not yet taken
+        self._guarded: str | None = None  # the last model call's guard (a fallback makes it again)
 
     @property
     def number(self) -> int:
@@ -191,6 +194,8 @@ class Turn:
             return self._call_model()
         if isinstance(outcome, Replied):
             return self._replied(outcome.reply, facts)
+        if isinstance(outcome, ModelFailed):
+            return self._fall_back(outcome, facts)
         if isinstance(outcome, ToolsRan):
             assert self.plan is not None
             for m in self._merge(outcome.results, facts):
@@ -260,12 +265,25 @@ class Turn:
                 return Compact(plan)
         return self._call_model()
 
+    def _fall_back(self, failed: ModelFailed, facts: Facts) -> NextStep:
+        """The same turn, on the agent's next model: the switch is in state and in the story."""
+        s, agent = self.s, self.s.agent_now
+        lost = fallback.thinking_lost(s.messages, agent.fallback_models[0])
+        detail = fallback.switch_words(agent, f"{failed.error}: {failed.message}", lost)
+        # In the run's state: a worker killed after the switch resumes on the model the run reached.
+        s.agent = fallback.switched(self.first if s.agent is None else s.agent, agent.name)
+        s.event(facts.now, EventKind.MODEL_FALLBACK, detail=detail)
+        self.calls -= 1  # the same model call, made again: max_turns counts it once
+        self.guard = self._guarded
+        return self._call_model()
+
     def _call_model(self) -> NextStep:
         s = self.s
         self.calls += 1
         s.mark()
         self._stage = "model"
         guard, self.guard = self.guard, None
+        self._guarded = guard  # a fallback makes the call again, guardrails and all
         ahead = None
         if guard is None and s.pause_request is None:
             ahead = with_reply(
@@ -284,7 +302,7 @@ class Turn:
 
     def _drop_ahead(self, made: AheadReply, facts: Facts) -> None:
         self.ahead = None
-        self.s.add_usage(made.request.agent, made.reply.usage)
+        self.s.add_usage(made.request.agent, made.reply.usage, made.request.model)
         why = "a model call made with the tool's result, not used: the run changed while the tool ran"
         self.s.event(facts.now, EventKind.MODEL_DROPPED, detail=why, usage=made.reply.usage)
 
@@ -296,7 +314,7 @@ class Turn:
         s.claim_call_ids(reply.message)
         ran = taken(asked, reply)
         s.messages.append(reply.message)
-        s.add_usage(agent.name, reply.usage)
+        s.add_usage(agent.name, reply.usage, agent.model)
         if self.ledger is not None:
             self.ledger.settle()
         s.last_input_tokens = reply.usage.input_tokens

@@ -96,7 +96,7 @@ class TurnSteps(Handlers):
                 how += f": summarizing failed ({result})"
             else:
                 summary = result.summary
-                s.add_usage(agent.name, result.usage)
+                s.add_usage(agent.name, result.usage, agent.model)
                 how = f"summarized {plan.upto} earlier messages ({size:,} bytes) in {len(summary):,} characters"
         s.replace_messages(memory.compacted(s.messages, plan.upto, summary))
         s.last_input_tokens = 0

@@ -58,6 +58,7 @@ from durable_agent_runner.workflows.types import (
     Message,
     ModelSettings,
     ToolSpec,
+    split_model,
 )
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,11 @@ class Agent(AgentOptions):
                 f.alias for f in cls.model_fields.values() if f.alias
             }
             refuse_unknown("agent option", (k for k in data if isinstance(k, str)), known)
+            models = data.get("model")
+            if isinstance(models, list | tuple):  # model=["anthropic:…", "openai:…"]: the rest are fallbacks
+                if not models:
+                    raise ValueError("model=[] names no model: give one, or a list in the order to try them")
+                data = {**data, "model": models[0], "fallback_models": [*models[1:], *data.get("fallback_models", [])]}
         return data
 
     @field_validator("output_type")
@@ -238,6 +244,11 @@ class Agent(AgentOptions):
         unknown = sorted(n for n in set(self.approvals) - set(tools) if not any(n.startswith(p) for p in prefixes))
         if unknown:
             raise ValueError(f"agent '{self.name}' sets approval for tools it does not have: {', '.join(unknown)}")
+        for model in [self.model or "", *self.fallback_models]:
+            try:
+                split_model(model)
+            except ValueError as exc:
+                raise ValueError(f"agent '{self.name}': {exc}") from None
         if self.model_settings is not None:
             try:
                 wire.check_extra_body(self.model_settings.extra_body)

@@ -98,7 +98,15 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--prompt-file", type=Path, metavar="F", help="read the prompt from this file")
     run.add_argument("--agent", default=t.DEFAULT_AGENT, help="agent name (default: %(default)s)")
     run.add_argument("--max-turns", type=positive_int, help="override the agent's max_turns")
-    run.add_argument("--model", help="override the agent's model")
+    run.add_argument(
+        "--model", help="override the agent's model: anthropic:NAME, gemini:NAME, openai:NAME, or the worker server's"
+    )
+    run.add_argument(
+        "--fallback-model",
+        action="append",
+        metavar="MODEL",
+        help="when a call to the model fails for good, the turn goes to this one (repeatable, in order)",
+    )
     run.add_argument("--id", help="run id to use (default: generated)")
     run.add_argument("--wait", action="store_true", help="wait and print the final answer")
     run.add_argument("--follow", action="store_true", help="print the run's steps and text as they happen")

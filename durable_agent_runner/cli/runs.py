@@ -68,6 +68,7 @@ async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
         id=args.id,
         max_turns=args.max_turns,
         model=args.model,
+        fallback_models=args.fallback_model,
         capture=args.capture,
         model_settings=args.settings,
         breakpoints=breakpoints(args),

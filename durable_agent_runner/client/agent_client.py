@@ -93,22 +93,26 @@ class AgentClient:
         breakpoints: t.Breakpoints | None = None,
         task_queue: str | None = None,
         output_type: Any = None,
+        fallback_models: list[str] | None = None,
     ) -> RunHandle:
         """Start a run of `agent` (its name, or the Agent: a worker on the task queue must serve
         it) answering `input`. The options are `client.py run`'s: `id` (default: readable and
-        new), `max_turns`, `model` and `model_settings` over the agent's, `capture` each model
-        call's raw request and response, `breakpoints`. `output_type` types `result()` when the
+        new), `max_turns`, `model` ("anthropic:…", "gemini:…", "openai:…", or a model of the
+        worker's LLM_BASE_URL server), `fallback_models` (tried in order when a call to the model
+        fails for good) and `model_settings` over the agent's, `capture` each model call's raw
+        request and response, `breakpoints`. `output_type` types `result()` when the
         agent is given by name (an Agent brings its own). WorkflowAlreadyStartedError if `id` is
         taken by a running run."""
         name = agent_name(agent)
         checks.prompt(input)
         turns = checks.max_turns(max_turns)
         if model is not None:
-            checks.name(model, "model")
+            checks.model(model)
         if breakpoints is not None and not isinstance(breakpoints, t.Breakpoints):
             raise TypeError(f"breakpoints must be a Breakpoints, not {type(breakpoints).__name__}")
         settings = checks.model_settings(model_settings)
         checks.flag(capture, "capture")
+        fallbacks = checks.models(fallback_models) if fallback_models is not None else None
         run_id = checks.run_id(id) if id is not None else new_run_id(name, input)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
@@ -117,6 +121,7 @@ class AgentClient:
                 agent=name,
                 max_turns=turns,
                 model=model,
+                fallback_models=fallbacks,
                 capture=capture,
                 model_settings=settings,
                 breakpoints=breakpoints,
@@ -146,7 +151,7 @@ class AgentClient:
         `end()`, its agent's idle timeout, or `cancel()`."""
         name = agent_name(agent)
         if model is not None:
-            checks.name(model, "model")
+            checks.model(model)
         run_id = checks.run_id(id) if id is not None else session_id(name)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,

@@ -90,6 +90,7 @@ from durable_agent_runner.workflows.types.names import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
     PAUSE_UPDATE,
+    PROVIDER_PREFIXES,
     RESOLVE_AGENT_ACTIVITY,
     RESOLVE_SECONDS,
     RESOLVE_SIGNAL,
@@ -112,9 +113,11 @@ from durable_agent_runner.workflows.types.names import (
     TRANSCRIPT_QUERY,
     WORKFLOW_NAME,
     Phase,
+    Provider,
     ServerEnding,
     WireName,
     agent_task_queue,
+    split_model,
 )
 from durable_agent_runner.workflows.types.run import (
     END_KINDS,
@@ -192,6 +195,7 @@ __all__ = [
     "MODEL_CALL_ACTIVITY",
     "MODEL_CONTEXT_QUERY",
     "PAUSE_UPDATE",
+    "PROVIDER_PREFIXES",
     "RESOLVE_AGENT_ACTIVITY",
     "RESOLVE_SECONDS",
     "RESOLVE_SIGNAL",
@@ -280,6 +284,7 @@ __all__ = [
     "PendingApproval",
     "PendingCall",
     "Phase",
+    "Provider",
     "Queued",
     "ResolveAgentInput",
     "ResolveCall",
@@ -309,4 +314,5 @@ __all__ = [
     "agent_task_queue",
     "chain_digest",
     "idempotency_key",
+    "split_model",
 ]

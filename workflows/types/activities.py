@@ -39,6 +39,7 @@ class ResolveAgentInput(Contract):
     max_turns: int | None = None
     model: str | None = None
     model_settings: ModelSettings | None = None
+    fallback_models: list[str] | None = None  # the run's own, in place of each agent's
     # Set for a resolve on the run's own worker (a local activity): the run's prompt, so the
     # worker's context cache holds the first model call's context and the call reads it there.
     # Not for a prompt of SEED_PROMPT_CHARS or more: copying it (to the payload store, past its

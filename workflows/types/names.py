@@ -110,6 +110,24 @@ ENDED_STATUSES: frozenset[str] = frozenset({*FINAL_PHASES, *ServerEnding})
 # for the agent's `api`, LLM_API and the wire chosen per call).
 WireName = Literal["chat", "responses"]
 
+# Who a model string names: a prefix picks a provider ("anthropic:claude-sonnet-4-5"); a model
+# without one ("gpt-4.1-mini", Ollama's "llama3:8b") goes to the worker's LLM_BASE_URL server, "llm".
+Provider = Literal["llm", "openai", "anthropic", "gemini"]
+PROVIDER_PREFIXES: tuple[Provider, ...] = ("openai", "anthropic", "gemini")
+
+
+def split_model(model: str) -> tuple[Provider, str]:
+    """(provider, the provider's own model name) of a model string; ValueError for a prefix
+    with no name after it ("anthropic:")."""
+    prefix, colon, name = model.partition(":")
+    for provider in PROVIDER_PREFIXES:
+        if colon and prefix == provider:
+            if not name.strip():
+                raise ValueError(f"model {model!r} names the provider {provider} but no model")
+            return provider, name
+    return "llm", model
+
+
 DEFAULT_AGENT = "demo"
 EMPTY_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
 

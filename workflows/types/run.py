@@ -49,6 +49,7 @@ class Carry(Contract):
     turn: int
     usage: Usage
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)  # by model string: cost per provider
     decisions: list[ApprovalRecord] = Field(default_factory=list)  # "always" approvals among them
     next_event: int = 0
     previous_run_id: str | None = None
@@ -75,6 +76,7 @@ class RunInput(Contract):
     agent: str = DEFAULT_AGENT
     max_turns: int | None = None  # overrides the agent's
     model: str | None = None  # overrides the agent's
+    fallback_models: list[str] | None = None  # overrides the agent's: tried in order when `model` fails
     carry: Carry | None = None  # set only by the run itself, when it continues as new (prompt is then "")
     capture: bool = False  # keep each model call's raw request and response (see activities/capture.py)
     # How long the run waits for a worker that serves its agent before failing with a clear error.
@@ -98,6 +100,7 @@ class RunResult(Contract):
     turns: int
     usage: Usage
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)  # this run's own calls, by model string
     output_object: Any = None  # typed output: the validated object
     handoffs: list[HandoffRecord] = Field(default_factory=list)
     messages: int = 0  # sessions: messages answered; the output is the last answer
@@ -132,6 +135,7 @@ class EventKind(StrEnum):
     BUDGET_RAISED = "budget_raised"  # detail: what a person added to a budget (resume --add-usd / --add-tokens)
     CALL_IN_DOUBT = "call_in_doubt"  # detail: the call, and how its attempt ended without a result
     CALL_RESOLVED = "call_resolved"  # detail: rerun / result given / failed, by whom
+    MODEL_FALLBACK = "model_fallback"  # 1.4: which model failed, why, and which one the turn goes to
 
 
 # The kinds after which a story is over, defined once (next to the kinds):
@@ -175,7 +179,10 @@ class EventsPage(Contract):
 
 def chain_digest(previous: str, message: UserMessage | AssistantMessage | ToolMessage) -> str:
     """The transcript hash extended by one message (only what the model sees counts)."""
-    seen = json.dumps(message.model_dump(mode="json", exclude={"approval"}), sort_keys=True, ensure_ascii=False)
+    dumped = message.model_dump(mode="json", exclude={"approval"})
+    if not dumped.get("thinking", True):  # no thinking: hashed as before the field was (recorded digests hold)
+        del dumped["thinking"]
+    seen = json.dumps(dumped, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(f"{previous}\n{seen}".encode()).hexdigest()
 
 
@@ -294,6 +301,7 @@ class RunStatus(Contract):
     decisions: list[ApprovalRecord] = Field(default_factory=list)
     ignored_signals: list[str] = Field(default_factory=list)
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
+    usage_by_model: dict[str, Usage] = Field(default_factory=dict)  # this run's own calls, by model string
     handoffs: list[HandoffRecord] = Field(default_factory=list)
     session: SessionStatus | None = None  # set for a session run
     paused: PauseInfo | None = None

@@ -1,0 +1,166 @@
+"""A durable fallback across models (workflows/fallback.py), on the dev server: a model that fails
+for good hands the same turn to the next, the switch is in the run's story and state, a request's
+own fault does not switch, and a worker killed after the switch resumes on the model reached."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from durable_agent_runner.client import AgentClient
+from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.workflows import fallback
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
+from tests.helpers import calls, replay, script, start
+
+HISTORIES = Path(__file__).parent / "histories"
+FOREVER = 1000  # faults: more than any retry bound uses
+
+
+@pytest.fixture
+def settings(llm) -> LLMSettings:
+    # Two attempts per call: a provider that answers 529 forever uses its bound in about a second.
+    return LLMSettings(
+        base_url=llm.base_url, model="demo", openai_base_url=llm.base_url, openai_api_key="sk-Q7f3a9c2eZ41", max_attempts=2
+    )
+
+
+def requests_for(llm, model: str) -> int:
+    return sum(r["model"] == model for r in llm.requests())
+
+
+async def events(handle) -> list[t.RunEvent]:
+    page = await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)
+    return page.events
+
+
+async def test_a_provider_down_for_good_hands_the_same_turn_to_the_next_model(
+    client, task_queue, worker_factory, llm
+):
+    down = script(llm, {"content": "never said"})
+    up = script(llm, calls(("get_weather", {"city": "Paris"})), {"content": "Sunny in Paris."})
+    llm.add_faults([{"kind": "status", "status": 529, "count": FOREVER, "model": down}])
+    async with worker_factory():
+        handle = await start(
+            client, task_queue, "Weather in Paris?", model=f"openai:{down}", fallback_models=[up]
+        )
+        result = await handle.result()
+        story = await events(handle)
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        await replay(handle)
+    assert result.output == "Sunny in Paris."
+    switches = [e for e in story if e.kind == t.EventKind.MODEL_FALLBACK]
+    assert len(switches) == 1
+    assert switches[0].turn == 1
+    assert f"openai:{down} failed" in switches[0].detail and "529" in switches[0].detail
+    assert f"goes to {up}" in switches[0].detail
+    assert requests_for(llm, down) == 2  # its retry bound, then never again: turn 2 asks the model reached
+    assert requests_for(llm, up) == 2
+    assert set(result.usage_by_model) == {up}  # cost per model: the failed calls cost nothing
+    assert result.usage_by_model[up].requests == 2
+    assert status.usage_by_model == result.usage_by_model
+    if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
+        history = await handle.fetch_history()
+        (HISTORIES / "model_fallback_1_4.json").write_text(history.to_json())
+
+
+async def test_the_switch_records_its_patch_marker(client, task_queue, worker_factory, llm):
+    down, up = script(llm, {"content": "x"}), script(llm, {"content": "from the fallback"})
+    llm.add_faults([{"kind": "status", "status": 503, "count": FOREVER, "model": down}])
+    async with worker_factory():
+        handle = await start(client, task_queue, "hi", model=f"openai:{down}", fallback_models=[up])
+        assert (await handle.result()).output == "from the fallback"
+        history = await handle.fetch_history()
+    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    assert any(MODEL_FALLBACK_PATCH.encode() in m.SerializeToString() for m in markers)
+
+
+async def test_a_request_s_own_fault_does_not_switch(client, task_queue, worker_factory, llm):
+    bad, up = script(llm, {"content": "x"}), script(llm, {"content": "never asked"})
+    llm.add_faults([{"kind": "status", "status": 400, "count": FOREVER, "model": bad, "message": "bad schema"}])
+    async with worker_factory():
+        handle = await start(client, task_queue, "hi", model=bad, fallback_models=[up])
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        story = await events(handle)
+    assert "bad schema" in str(failure.value.cause)
+    assert not any(e.kind == t.EventKind.MODEL_FALLBACK for e in story)
+    assert requests_for(llm, up) == 0
+
+
+async def test_a_provider_with_no_key_on_the_worker_is_skipped_at_once(client, task_queue, worker_factory, llm):
+    up = script(llm, {"content": "answered by the next one"})
+    async with worker_factory():  # no ANTHROPIC_API_KEY on this worker
+        handle = await start(client, task_queue, "hi", model="anthropic:claude-sonnet-4-5", fallback_models=[up])
+        result = await handle.result()
+        story = await events(handle)
+    assert result.output == "answered by the next one"
+    (switch,) = [e for e in story if e.kind == t.EventKind.MODEL_FALLBACK]
+    assert "ANTHROPIC_API_KEY is not set" in switch.detail
+
+
+async def test_every_model_down_fails_the_run_with_the_last_one_s_words(client, task_queue, worker_factory, llm):
+    first, second = script(llm, {"content": "x"}), script(llm, {"content": "y"})
+    llm.add_faults([{"kind": "status", "status": 503, "count": FOREVER, "model": m} for m in (first, second)])
+    async with worker_factory():
+        handle = await start(client, task_queue, "hi", model=first, fallback_models=[second])
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+        story = await events(handle)
+    assert "503" in str(failure.value.cause)
+    assert [e.kind for e in story].count(t.EventKind.MODEL_FALLBACK) == 1
+
+
+async def test_a_worker_killed_after_the_switch_resumes_on_the_model_reached(client, task_queue, worker_factory, llm):
+    down = script(llm, {"content": "x"})
+    up = script(llm, calls(("get_weather", {"city": "Oslo"})), {"content": "Cold in Oslo."})
+    llm.add_faults([{"kind": "status", "status": 529, "count": FOREVER, "model": down}])
+    llm.add_faults([{"kind": "delay", "ms": 4000, "model": up}])  # the next model's first reply is slow
+    async with worker_factory():
+        handle = await start(client, task_queue, "Oslo?", model=down, fallback_models=[up])
+        for _ in range(200):
+            if any(e.kind == t.EventKind.MODEL_FALLBACK for e in await events(handle)):
+                break
+            await asyncio.sleep(0.05)
+        asked = requests_for(llm, down)
+    async with worker_factory():  # a new worker: the old one died mid-call to the model reached
+        result = await handle.result()
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+    assert result.output == "Cold in Oslo."
+    assert requests_for(llm, down) == asked  # the failed model is never asked again
+    assert set(status.usage_by_model) == {up}
+
+
+async def test_the_client_refuses_a_model_string_with_no_model(client):
+    agents = AgentClient(client, task_queue="unused")
+    with pytest.raises(ValueError, match="names the provider anthropic but no model"):
+        await agents.start("demo", "hi", model="anthropic:")
+    with pytest.raises(ValueError, match="names the provider gemini but no model"):
+        await agents.start("demo", "hi", fallback_models=["gemini: "])
+    with pytest.raises(TypeError, match="list of model strings"):
+        await agents.start("demo", "hi", fallback_models="openai:gpt-4.1")  # type: ignore[arg-type]
+
+
+def test_which_failures_switch():
+    agent = t.AgentSpec(name="a", model="anthropic:claude-x", fallback_models=["openai:gpt-4.1"])
+    for kind in ("ModelHTTP529", "ModelHTTP429", "ModelHTTP401", "ModelQuotaExceeded", "ModelTimeout", None):
+        assert fallback.falls_back(agent, kind), kind
+    for kind in ("ModelHTTP400", "ModelHTTP422", "ModelSettingsInvalid"):
+        assert not fallback.falls_back(agent, kind), kind
+    assert not fallback.falls_back(agent.model_copy(update={"fallback_models": []}), "ModelHTTP529")
+
+
+def test_a_switch_moves_only_that_agent_on_and_counts_the_thinking_left_behind():
+    member = t.AgentSpec(name="b", model="gemini:g", fallback_models=["openai:o", "x"])
+    first = t.AgentSpec(name="a", model="m", team=[member])
+    moved = fallback.switched(first, "b")
+    assert (moved.model, moved.member("b").model, moved.member("b").fallback_models) == ("m", "openai:o", ["x"])
+    thinking = [t.Thinking(provider="anthropic", text="hm", signature="sig")]
+    messages: list[t.Message] = [t.UserMessage(content="q"), t.AssistantMessage(content="a", thinking=thinking)]
+    assert fallback.thinking_lost(messages, "openai:gpt-4.1") == 1
+    assert fallback.thinking_lost(messages, "anthropic:claude-x") == 0
