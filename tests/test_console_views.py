@@ -108,6 +108,9 @@ def worst_view() -> RunView:
         "paused": {"where": "model_call", "turn": 3, "why": BIG},
         "stuck": {"error": BIG, "what_to_do": BIG},
         "handoffs": [{"from_agent": "a" * 200, "to_agent": "b" * 200, "turn": 1, "at": T0.isoformat()}] * 1000,
+        "switches": [
+            {"from_model": "m" * 4000, "to_model": "n" * 4000, "turn": 1, "at": T0.isoformat(), "why": BIG}
+        ] * 1000,
         "budget": {
             "on_budget": "pause",
             "run": {"tokens": {"limit": 1e12, "spent": 1e11, "reserved": 0, "left": 9e11}, "usd": None},

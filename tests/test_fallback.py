@@ -11,8 +11,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from durable_agent_runner.cli.status import render_status
 from durable_agent_runner.client import AgentClient
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.console.data import run_view
+from durable_agent_runner.console.views_run import story
 from durable_agent_runner.workflows import fallback
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
@@ -26,7 +29,11 @@ FOREVER = 1000  # faults: more than any retry bound uses
 def settings(llm) -> LLMSettings:
     # Two attempts per call: a provider that answers 529 forever uses its bound in about a second.
     return LLMSettings(
-        base_url=llm.base_url, model="demo", openai_base_url=llm.base_url, openai_api_key="sk-Q7f3a9c2eZ41", max_attempts=2
+        base_url=llm.base_url,
+        model="demo",
+        openai_base_url=llm.base_url,
+        openai_api_key="sk-Q7f3a9c2eZ41",
+        max_attempts=2,
     )
 
 
@@ -164,3 +171,26 @@ def test_a_switch_moves_only_that_agent_on_and_counts_the_thinking_left_behind()
     messages: list[t.Message] = [t.UserMessage(content="q"), t.AssistantMessage(content="a", thinking=thinking)]
     assert fallback.thinking_lost(messages, "openai:gpt-4.1") == 1
     assert fallback.thinking_lost(messages, "anthropic:claude-x") == 0
+
+
+async def test_the_switch_shows_in_status_the_cli_the_console_and_the_export(client, task_queue, worker_factory, llm):
+    down, up = script(llm, {"content": "x"}), script(llm, {"content": "answered after the switch"})
+    llm.add_faults([{"kind": "status", "status": 529, "count": FOREVER, "model": down}])
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        run = await agents.start("demo", "hi", model=f"openai:{down}", fallback_models=[up])
+        assert await run.result(wait=60) == "answered after the switch"
+        info = await run.status()
+        view = await run_view(agents, run.id)
+    exported = await run.export()
+    (switch,) = info.switches
+    assert (switch.from_model, switch.to_model, switch.turn, switch.agent) == (f"openai:{down}", up, 1, "demo")
+    assert "ModelHTTP529" in switch.why and info.model == up
+    text = render_status(info.as_dict())
+    assert f"· model {up}" in text and f"fallback: openai:{down} → {up} in turn 1" in text
+    page = story(view)
+    assert "<h2>Model fallbacks</h2>" in page and f"openai:{down} → {up} in turn 1" in page
+    lines = [line for line in exported if line["type"] == "model_fallback"]
+    assert len(lines) == 1 and lines[0]["from"] == f"openai:{down}" and lines[0]["to"] == up and lines[0]["turn"] == 1
+    assert "529" in lines[0]["error"]
+    assert [line["type"] for line in exported].count("decision") == 1  # the fallback is no decision of the run

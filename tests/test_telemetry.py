@@ -419,3 +419,27 @@ def test_worker_refuses_a_bad_setting_in_one_line(monkeypatch, capsys):
         "worker.py: error: OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL with a host, "
         "not 'localhost:4318'"
     )
+
+
+async def test_a_fallback_is_an_event_on_its_turn_and_each_call_names_its_provider(
+    client, task_queue, worker_factory, llm, settings, telemetry, receiver
+):
+    down, up = script(llm, {"content": "x"}), script(llm, {"content": ANSWER})
+    llm.add_faults([{"kind": "status", "status": 529, "count": 1000, "model": down}])
+    keyed = settings.model_copy(
+        update={"openai_base_url": llm.base_url, "openai_api_key": SecretStr(SECRET), "max_attempts": 1}
+    )
+    async with worker_factory(settings=keyed, telemetry=telemetry):
+        handle = await start(
+            telemetry.client(client), task_queue, PROMPT, agent="scripted", model=f"openai:{down}", fallback_models=[up]
+        )
+        assert (await handle.result()).output == ANSWER
+    flushed(telemetry)
+    spans = receiver.trace_of(handle.id)
+    turn = one(spans, "turn 1")
+    assert turn.events == [("model_fallback", {"agent.model.from": f"openai:{down}", "agent.model.to": up})]
+    failed, answered = one(spans, f"chat openai:{down}"), one(spans, f"chat {up}")
+    assert failed.status == ERROR and failed.attributes["error.type"] == "ModelHTTP529"
+    assert failed.attributes["gen_ai.provider.name"] == answered.attributes["gen_ai.provider.name"] == "openai"
+    assert answered.status != ERROR and answered.parent_id == failed.parent_id == turn.span_id
+    assert leaks(spans, SECRET, SECRET[-12:]) == []

@@ -31,6 +31,7 @@ class RunState:
         self.usage = t.Usage()
         self.usage_by_agent: dict[str, t.Usage] = {}
         self.usage_by_model: dict[str, t.Usage] = {}  # the run's own model calls, by model string
+        self.switches: list[t.ModelSwitch] = []  # durable fallbacks (workflows/fallback.py)
         self.phase = t.Phase.STARTING
         self.last_step = "starting"
         self.output: str | None = None
@@ -177,6 +178,7 @@ class RunState:
             usage=self.usage,
             usage_by_agent=self.usage_by_agent,
             usage_by_model=self.usage_by_model,
+            switches=self.switches,
             decisions=self.approvals.decisions,
             next_event=self.first_event + len(self.events),
             previous_run_id=run_id,
@@ -200,6 +202,7 @@ class RunState:
         self.usage = carry.usage
         self.usage_by_agent = dict(carry.usage_by_agent)
         self.usage_by_model = dict(carry.usage_by_model)
+        self.switches = list(carry.switches)
         self.approvals.decisions = list(carry.decisions)
         self.approvals.always = {d.tool: d for d in carry.decisions if d.always}
         self.first_event = carry.next_event
@@ -300,6 +303,8 @@ class RunState:
             ignored_signals=self.approvals.ignored,
             usage_by_agent=self.usage_by_agent,
             usage_by_model=self.usage_by_model,
+            model=self.agent_now.model if self.agent is not None else None,
+            switches=self.switches,
             session=session,
             paused=self.paused,
             forked_from=self.forked_from,

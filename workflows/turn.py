@@ -61,6 +61,7 @@ from durable_agent_runner.workflows.types import (
     EventKind,
     HookResult,
     ModelReply,
+    ModelSwitch,
     PauseWhere,
     ToolMessage,
     UserMessage,
@@ -269,7 +270,12 @@ class Turn:
         """The same turn, on the agent's next model: the switch is in state and in the story."""
         s, agent = self.s, self.s.agent_now
         lost = fallback.thinking_lost(s.messages, agent.fallback_models[0])
-        detail = fallback.switch_words(agent, f"{failed.error}: {failed.message}", lost)
+        why = f"{failed.error}: {failed.message}"
+        detail = fallback.switch_words(agent, why, lost)
+        to = agent.fallback_models[0]
+        s.switches.append(
+            ModelSwitch(agent=agent.name, turn=s.turn, from_model=agent.model or "", to_model=to, why=why, at=facts.now)
+        )
         # In the run's state: a worker killed after the switch resumes on the model the run reached.
         s.agent = fallback.switched(self.first if s.agent is None else s.agent, agent.name)
         s.event(facts.now, EventKind.MODEL_FALLBACK, detail=detail)

@@ -27,7 +27,7 @@ def render_status(s: dict[str, Any]) -> str:
         tokens += f" · ${s['cost_usd']:.4f}"
     lines = [
         f"run:     {s['run_id']}",
-        f"agent:   {s['agent'] or '?'}",
+        f"agent:   {s['agent'] or '?'}" + (f" · model {s['model']}" if s.get("model") else ""),
         f"status:  {s['status']}" + (f" ({s['phase']})" if s.get("phase") and s["phase"] != s["status"] else ""),
         f"turn:    {turn}",
         f"tokens:  {tokens}",
@@ -77,6 +77,8 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"ignored: {note}")
     for r in s.get("retrying", []):
         lines.append(f"retrying: {r['activity']} attempt {r['attempt']}: {r['last_failure']}")
+    for x in s.get("switches", []):
+        lines.append(f"fallback: {x['from_model']} → {x['to_model']} in turn {x['turn']} at {x['at'][:19]}: {x['why']}")
     for h in s.get("handoffs", []):
         lines.append(f"handoff: {h['from_agent']} → {h['to_agent']} in turn {h['turn']} at {h['at'][:19]}")
     if s.get("error"):

@@ -3,6 +3,7 @@ history: no worker is needed.
 
     {"type": "run", ...}            the agent as frozen at the start, the prompt, the outcome
     {"type": "model_call", ...}     each model reply as recorded, with its wire capture if kept
+    {"type": "model_fallback", ...} a model that failed for good, and the model its turn went to
     {"type": "decision", ...}       what the run did next: the tool calls it ran, or its answer
     {"type": "approval", ...}       a person's decision on a call that waited (who, when, what,
                                     edited arguments); the run's own (a timeout, --always) too
@@ -132,6 +133,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
     tools: dict[str, str] = {}  # call id -> its tool, from the replies that asked for them
     children: dict[int, tuple[str, str, int | None]] = {}  # initiated event id -> (call id, child run id, turn)
     used: set[str] = set()  # every call id of the run's earlier replies: the run renames a repeat
+    failed: dict[str, Any] | None = None  # the last model call, when it failed for good
 
     def run_tools() -> dict[str, Any]:
         order = {call_id: i for i, call_id in enumerate(asked)}
@@ -182,11 +184,13 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             if name == t.MODEL_CALL_ACTIVITY:
                 for line in taken():
                     yield line
-                if turn is not None and turn == ahead_turn == value.turn:  # the reply made ahead was not used
+                if failed is not None and failed["turn"] == value.turn:  # the same turn, on the next model
+                    yield failed | {"to": value.model}
+                elif turn is not None and turn == ahead_turn == value.turn:  # the reply made ahead was not used
                     yield {"type": "model_dropped", "turn": turn}
                 elif turn is not None:
                     yield run_tools()
-                turn, ran, ahead_turn = value.turn, [], None
+                turn, ran, ahead_turn, failed = value.turn, [], None, None
             elif name == t.TOOL_CALL_ACTIVITY and value.call_id not in ran:
                 with_reply.pop(value.call_id, None)  # run anew: the turn did not take that result
                 ran.append(value.call_id)
@@ -202,6 +206,8 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             answered = await _child_result(converter, e, children, tools)
             if answered is not None:
                 yield answered
+        elif kind in MODEL_CALL_ENDS:
+            failed = _failed_model_call(MODEL_CALL_ENDS[kind](e), scheduled) or failed
         elif kind == E.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
             done = e.activity_task_completed_event_attributes
             name, value = scheduled[done.scheduled_event_id]
@@ -281,6 +287,20 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             yield {"type": "result", "status": status, "error": detail or status}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW and turn is not None:
             yield run_tools()
+
+
+MODEL_CALL_ENDS = {  # how a model call fails for good: the next one of its turn is a fallback
+    E.EVENT_TYPE_ACTIVITY_TASK_FAILED: lambda e: e.activity_task_failed_event_attributes,
+    E.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: lambda e: e.activity_task_timed_out_event_attributes,
+}
+def _failed_model_call(ended: Any, scheduled: dict[int, tuple[str, Any]]) -> dict[str, Any] | None:
+    """A model call that failed for good: what a fallback line says of it (None: not a model call)."""
+    name, asked = scheduled[ended.scheduled_event_id]
+    if name != t.MODEL_CALL_ACTIVITY:
+        return None
+    why = ended.failure
+    error = why.cause.message or why.message if why.HasField("cause") else why.message
+    return {"type": "model_fallback", "turn": asked.turn, "from": asked.model, "error": error}
 
 
 CHILD_ENDS = {

@@ -81,6 +81,9 @@ class RunInfo(BaseModel):
     error: RunError | None = None
     handoffs: list[t.HandoffRecord] = []
     usage_by_agent: dict[str, t.Usage] = {}
+    usage_by_model: dict[str, t.Usage] = {}  # the run's own model calls, by model string (cost per provider)
+    model: str | None = None  # the model the agent in charge calls now
+    switches: list[t.ModelSwitch] = []  # durable fallbacks: which model failed, why, and the one its turn went to
     pending_approvals: list[t.PendingApproval] = []
     decisions: list[t.ApprovalRecord] = []
     in_doubt: list[t.InDoubtCall] = []  # calls of `once` tools whose attempt ended without a result
@@ -188,6 +191,9 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
     if status == "running" and live.pending_approvals:
         status = t.Phase.AWAITING_APPROVAL.value
     out["usage_by_agent"] = {name: u.model_dump() for name, u in live.usage_by_agent.items()}
+    out["usage_by_model"] = {name: u.model_dump() for name, u in live.usage_by_model.items()}
+    out["model"] = live.model
+    out["switches"] = [x.model_dump(mode="json") for x in live.switches]
     # Only a running run has calls waiting: an ended one's state may predate how it ended.
     waiting = live.pending_approvals if status not in ENDED else []
     out["pending_approvals"] = [p.model_dump(mode="json") for p in waiting]

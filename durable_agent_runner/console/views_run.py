@@ -205,6 +205,14 @@ def story(view: RunView) -> str:
             f'<p class="meta">{len(handoffs) - HANDOFFS} earlier not shown.</p>' if len(handoffs) > HANDOFFS else ""
         )
         parts.append(f"<h2>Handoffs</h2>{earlier}<ul>{items}</ul>")
+    switches = view.status.get("switches") or []
+    if switches:
+        items = "".join(
+            f"<li>{h(x['from_model'][:200])} → {h(x['to_model'][:200])} in turn {x['turn']} at {when(x['at'])}:"
+            f" {h(x['why'][:300])}</li>"
+            for x in switches[-HANDOFFS:]
+        )
+        parts.append(f"<h2>Model fallbacks</h2><ul>{items}</ul>")
     if view.children:
         shown = tree(view.children)
         if size(shown) > TREE_BYTES:  # the runs it started, without theirs

@@ -40,7 +40,7 @@ from durable_agent_runner.telemetry.spans import (
     current_model_call,
     mark_error,
     model_ahead,
-    provider_name,
+    provider_of,
     record_tool_result,
     tool_attributes,
     usage_attributes,
@@ -132,11 +132,12 @@ class _ActivitySpans(ActivityInboundInterceptor):
         """A model call's attempt: the model activity's, or one a tool's activity makes ahead."""
         root = self._root
         model = getattr(arg, "model", None) or root.settings.model
-        address = urlsplit(root.settings.base_url)
+        provider, base_url = provider_of(model, root.settings)
+        address = urlsplit(base_url)
         attributes = self._common(arg) | {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": root.provider,
-            "gen_ai.system": root.provider,  # the attribute's name before the conventions renamed it
+            "gen_ai.provider.name": provider,
+            "gen_ai.system": provider,  # the attribute's name before the conventions renamed it
             "gen_ai.request.model": model,
             "server.address": address.hostname or "",
             "server.port": address.port or (443 if address.scheme == "https" else 80),
@@ -177,7 +178,6 @@ class RunTracing(Interceptor):
     def __init__(self, telemetry: Telemetry, settings: LLMSettings) -> None:
         self.tracer = telemetry.tracer
         self.settings = settings
-        self.provider = provider_name(settings.base_url)
         self.content = Content(Redactor.for_settings(settings)) if telemetry.capture_content else None
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
@@ -207,6 +207,15 @@ class _Turn:
         self.span = span
         self.context = context
         self.last_done: int | None = None  # workflow time the turn's last activity or child run ended
+        self.model: str | None = None  # the model its last model call asked
+
+    def model_call(self, model: str | None) -> None:
+        """A model call of this turn: one that asks another model than the last is a fallback
+        (workflows/fallback.py), an event on the turn's span."""
+        if self.model is not None and model != self.model:
+            attributes = {"agent.model.from": self.model, "agent.model.to": model or ""}
+            self.span.add_event("model_fallback", attributes, timestamp=workflow.time_ns())
+        self.model = model
 
     def done(self, _: object) -> None:
         self.last_done = workflow.time_ns()
@@ -316,6 +325,8 @@ class _RunOutbound(WorkflowOutboundInterceptor):
             handle = super().start_activity(input)
         if turn is not None:
             handle.add_done_callback(turn.done)
+            if input.activity == MODEL_CALL_ACTIVITY and input.args:
+                turn.model_call(getattr(input.args[0], "model", None))
         then = getattr(input.args[0], "then", None) if input.args else None
         if then is not None:  # it makes the next turn's model call: that turn begins as it ends
             handle.add_done_callback(lambda _: execution.enter([then.call]))

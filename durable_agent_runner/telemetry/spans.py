@@ -15,6 +15,7 @@ from opentelemetry.util.types import AttributeValue
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.activities.errors import cut
+from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import Redactor
 from durable_agent_runner.workflows.types import (
     AgentSpec,
@@ -26,6 +27,7 @@ from durable_agent_runner.workflows.types import (
     ToolMessage,
     ToolResult,
     Usage,
+    split_model,
 )
 
 CONTENT_LIMIT = 16 * 1024  # characters of one captured attribute: a long transcript would be sent on every call
@@ -62,6 +64,17 @@ def usage_attributes(usage: Usage) -> Attributes:
     if usage.cost_usd:
         attributes["agent.usage.cost_usd"] = usage.cost_usd
     return attributes
+
+
+def provider_of(model: str, settings: LLMSettings) -> tuple[str, str]:
+    """gen_ai.provider.name and the base URL of the provider a model string names."""
+    provider, _ = split_model(model)
+    if provider == "anthropic":
+        return "anthropic", settings.anthropic_base_url
+    if provider == "gemini":
+        return "gcp.gemini", settings.gemini_base_url
+    base = settings.openai_base_url if provider == "openai" else settings.base_url
+    return provider_name(base), base
 
 
 def provider_name(base_url: str) -> str:

@@ -28,6 +28,18 @@ class HandoffRecord(Contract):
     call_id: str
 
 
+class ModelSwitch(Contract):
+    """One durable fallback: agent `agent`'s model call of turn `turn` failed for good on
+    `from_model` (`why`), and the turn went to `to_model` (workflows/fallback.py)."""
+
+    agent: str
+    turn: int
+    from_model: str
+    to_model: str
+    why: str
+    at: datetime
+
+
 MAX_MESSAGE_CHARS = 200_000  # a session message or edited text; larger inputs belong in a tool's input
 
 

@@ -22,6 +22,7 @@ from durable_agent_runner.workflows.types.control import (
     EditRecord,
     ForkLink,
     HandoffRecord,
+    ModelSwitch,
     PauseInfo,
 )
 from durable_agent_runner.workflows.types.names import DEFAULT_AGENT
@@ -50,6 +51,7 @@ class Carry(Contract):
     usage: Usage
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
     usage_by_model: dict[str, Usage] = Field(default_factory=dict)  # by model string: cost per provider
+    switches: list[ModelSwitch] = Field(default_factory=list)  # durable fallbacks, oldest first
     decisions: list[ApprovalRecord] = Field(default_factory=list)  # "always" approvals among them
     next_event: int = 0
     previous_run_id: str | None = None
@@ -302,6 +304,8 @@ class RunStatus(Contract):
     ignored_signals: list[str] = Field(default_factory=list)
     usage_by_agent: dict[str, Usage] = Field(default_factory=dict)
     usage_by_model: dict[str, Usage] = Field(default_factory=dict)  # this run's own calls, by model string
+    model: str | None = None  # the model the agent in charge calls now
+    switches: list[ModelSwitch] = Field(default_factory=list)  # durable fallbacks, oldest first
     handoffs: list[HandoffRecord] = Field(default_factory=list)
     session: SessionStatus | None = None  # set for a session run
     paused: PauseInfo | None = None
