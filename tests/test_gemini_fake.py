@@ -13,6 +13,7 @@ import pytest
 
 from durable_agent_runner.activities import gemini_wire as gw
 from durable_agent_runner.activities import wire
+from durable_agent_runner.redact import Redactor
 from durable_agent_runner.testing.fake_llm import gemini
 from durable_agent_runner.testing.fake_llm.server import LLMServer
 from durable_agent_runner.testing.fake_llm.wire import ApiError
@@ -28,6 +29,7 @@ from durable_agent_runner.workflows.types import (
     ToolSpec,
     UserMessage,
 )
+from tests.test_responses_wire import WEATHER_AGENT, run_tool
 
 AGENT = AgentSpec(
     name="weather",
@@ -380,3 +382,53 @@ async def test_an_error_event_mid_stream_and_keepalives(fake: LLMServer):
     fake.add_fault("keepalive")
     reply: ModelReply = await ask(fake, AGENT, list(HI), model, True)
     assert reply.message.content == "A long enough answer to stream in several chunks."
+
+
+# --------------------------------------------------- the default scenarios and hostile:echo
+
+
+async def weather_conversation(srv: LLMServer, stream: bool) -> list[ModelReply]:
+    messages: list[Message] = [UserMessage(content="Is it warmer in Tokyo or Paris?")]
+    replies: list[ModelReply] = []
+    for turn in range(3):
+        reply = await ask(srv, WEATHER_AGENT, messages, "weather", stream, turn)
+        replies.append(reply)
+        messages.append(reply.message)
+        messages += [ToolMessage(call_id=c.call_id, name=c.name, content=run_tool(c)) for c in reply.message.tool_calls]
+    return replies
+
+
+async def test_the_weather_demo_runs_on_gemini_through_the_testing_kit(llm: LLMServer):
+    """The default scenarios read a Gemini request through as_chat, as they read Chat's."""
+    first, second, last = await weather_conversation(llm, stream=False)
+    assert [(c.name, json.loads(c.arguments)) for c in first.message.tool_calls] == [
+        ("get_weather", {"city": "Tokyo"}),
+        ("get_weather", {"city": "Paris"}),
+    ]
+    assert [c.name for c in second.message.tool_calls] == ["convert_temperature"]
+    assert last.message.content == "Tokyo: sunny, 22.0°C. Paris: cloudy, 15.0°C. Tokyo is warmer at 71.6°F."
+    assert last.finish_reason == "stop" and all(r.model == "weather" for r in (first, second, last))
+    assert await weather_conversation(llm, stream=True) == [first, second, last]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_server_echoing_the_key_everywhere_leaks_nothing_through_the_wire(llm: LLMServer, stream: bool):
+    body = gw.build_request(WEATHER_AGENT, [UserMessage(content="Tokyo?")], "hostile:echo", stream)
+    headers = {"x-goog-api-key": KEY}
+    mask = Redactor(KEY).text
+    async with httpx.AsyncClient(timeout=10) as client:
+        if stream:
+            async with client.stream("POST", url(llm, "hostile:echo", True), json=body, headers=headers) as r:
+                raw = await r.aread()
+                reply = await gw.parse_stream(lines(raw.decode()), 1, mask=mask)
+        else:
+            r = await client.post(url(llm, "hostile:echo", False), json=body, headers=headers)
+            raw = r.content
+            reply = gw.parse_response(r.json(), 1, mask=mask)
+    assert KEY.encode() in raw  # the server did echo it: in ids, the model, the finish reason, usage
+    assert KEY not in reply.model_dump_json() and reply.message.tool_calls
+
+
+async def lines(text: str) -> AsyncIterator[str]:
+    for line in text.splitlines():
+        yield line
