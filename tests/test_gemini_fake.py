@@ -341,6 +341,9 @@ def test_status_faults_answer_in_googles_shape_with_retry_after(fake: LLMServer)
     busy = post(fake, model, contents(USER))
     assert busy.status_code == 429 and busy.headers["retry-after"] == "2"
     assert busy.json()["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert busy.json()["error"]["details"] == [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "2s"}
+    ]
     assert post(fake, model, contents(USER)).json()["error"]["status"] == "UNAVAILABLE"
     echoed = post(fake, model, contents(USER))
     assert echoed.status_code == 401 and KEY in echoed.json()["error"]["message"]

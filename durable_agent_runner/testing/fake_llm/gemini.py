@@ -65,7 +65,12 @@ THOUGHT_SUMMARY = "Thinking about what the request needs."
 
 
 def error_body(err: ApiError) -> JSONDict:
-    return {"error": {"code": err.status, "message": err.message, "status": status_name(err.status)}}
+    """Google's error; a 429 with a Retry-After says it as Gemini does, in a google.rpc.RetryInfo."""
+    error: JSONDict = {"code": err.status, "message": err.message, "status": status_name(err.status)}
+    delay = err.headers.get("Retry-After")
+    if err.status == 429 and delay is not None:
+        error["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{delay}s"}]
+    return {"error": error}
 
 
 def error_event(message: str, status: int = 500) -> SSE:
