@@ -10,8 +10,10 @@ The transcript:
   `args` is an object (a Struct): arguments that are not a JSON object (the model sent text that
   is not JSON; the tool already answered that) go back as `{}`. An assistant message with
   neither text nor calls is left out: Gemini refuses a content without parts;
-- a tool result is a `functionResponse` part, `{"result": text}` (`{"error": text}` when the
-  tool failed), in a user content with the other results of that step;
+- a tool result is a `functionResponse` part, `{"output": text}` (`{"error": text}` when the
+  tool failed: the two keys the API's reference gives a meaning; Google's guides often write
+  "result", which the API reads as a whole object of output), in a user content with the other
+  results of that step;
 - ids: Gemini 3 gives each call an `id` and asks for it back on the call and its response;
   Gemini 2.5 gives none. The provider's id goes back on both exactly as it came, and no id goes
   when the provider gave none (or gave one id twice in a step: it would pair nothing);
@@ -150,7 +152,7 @@ def _contents(messages: list[Message]) -> list[dict[str, Any]]:
             ids |= own
             role, parts = "model", _model_parts(m, own, current=i > last_user)
         elif isinstance(m, ToolMessage):
-            fr: dict[str, Any] = {"name": m.name, "response": {"error" if m.is_error else "result": m.content}}
+            fr: dict[str, Any] = {"name": m.name, "response": {"error" if m.is_error else "output": m.content}}
             if m.call_id in ids:
                 fr["id"] = ids[m.call_id]
             role, parts = "user", [{"functionResponse": fr}]

@@ -80,7 +80,7 @@ def test_the_transcript_becomes_contents_with_the_runs_pairs_and_the_providers_i
         {
             "role": "user",  # both results of the step in one content
             "parts": [
-                {"functionResponse": {"name": "get_weather", "response": {"result": "rain"}, "id": "g1"}},
+                {"functionResponse": {"name": "get_weather", "response": {"output": "rain"}, "id": "g1"}},
                 {"functionResponse": {"name": "get_weather", "response": {"error": "no such city"}, "id": "g2"}},
             ],
         },

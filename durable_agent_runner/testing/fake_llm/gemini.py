@@ -161,9 +161,10 @@ def _text(parts: object) -> str:
 
 
 def _result(response: object) -> str:
-    """A function response's text: its "result" or "error" when that is text, else its JSON."""
+    """A function response's text: its "output", "error" (or a guide's "result") when that is its
+    only key and text, else its JSON."""
     obj = as_dict(response) or {}
-    for key in ("result", "error", "output"):
+    for key in ("output", "error", "result"):
         if isinstance(obj.get(key), str) and len(obj) == 1:
             return str(obj[key])
     return json.dumps(response)
