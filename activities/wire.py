@@ -63,6 +63,8 @@ OWNED = frozenset(
     {
         "model", "messages", "input", "instructions", "tools", "stream", "stream_options", "store",
         "response_format", "text", "previous_response_id", "conversation",
+        # Gemini's (the REST API reads either spelling): the transcript, and server-side context
+        "contents", "systemInstruction", "system_instruction", "cachedContent", "cached_content",
     }
 )  # fmt: skip
 TOOL_CHOICES = ("auto", "required", "none")  # any other tool_choice names a tool

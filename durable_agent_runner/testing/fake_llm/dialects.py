@@ -44,6 +44,8 @@ class Dialect:
     # The request as an equivalent Chat Completions body (system message, function tools, a
     # json_schema response_format), for the testing kit's typed view (testing/request.py).
     as_chat: Callable[[dict[str, Any]], dict[str, Any]] = lambda body: body
+    # Raises ApiError when the request's headers (lower-cased) lack what the API requires.
+    auth: Callable[[dict[str, str]], None] = lambda headers: None
 
 
 def _openai_key(headers: dict[str, str]) -> str:
@@ -86,6 +88,7 @@ DIALECTS: dict[Api, Dialect] = {
         error=gemini.error_body,
         key=lambda headers: headers.get("x-goog-api-key", ""),
         as_chat=gemini.as_chat,
+        auth=gemini.require_key,
     ),
 }
 

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
+from durable_agent_runner.testing.fake_llm import gemini
 from durable_agent_runner.testing.fake_llm.conversation import Api, as_dict
 from durable_agent_runner.testing.fake_llm.hostile import echoed
 from durable_agent_runner.testing.fake_llm.wire import SSE, ApiError, chat_error_event, responses_error_event
@@ -78,8 +79,8 @@ def parse_fault(raw: object) -> Fault:
         raise ValueError("each fault must be an object")
     if spec.get("kind") not in KINDS:
         raise ValueError(f"fault kind must be one of {list(KINDS)}, got {spec.get('kind')!r}")
-    if spec.get("path") not in (None, "chat", "responses"):
-        raise ValueError("fault path must be 'chat' or 'responses'")
+    if spec.get("path") not in (None, *get_args(Api)):
+        raise ValueError(f"fault path must be one of {list(get_args(Api))}")
     fields = set(Fault.__dataclass_fields__)
     unknown = set(spec) - fields
     if unknown:
@@ -201,7 +202,9 @@ def shape_stream(events: list[SSE], fault: Fault | None, api: Api, keepalive: bo
     kind = fault.kind if fault else None
     if kind in ("cut", "stall"):
         assert fault is not None
-        return StreamPlan([e.render() for e in events[: fault.after_events]], abort=True)
+        # A Gemini stream ends with its body: a cut one must lack the last chunk, its finishReason.
+        keep = min(fault.after_events, len(events) - 1) if api == "gemini" else fault.after_events
+        return StreamPlan([e.render() for e in events[:keep]], abort=True)
     if kind == "malformed":
         assert fault is not None
         broken = SSE(
@@ -216,7 +219,12 @@ def shape_stream(events: list[SSE], fault: Fault | None, api: Api, keepalive: bo
             fault.code or "server_error",
             message_for(fault, "The server had an error while processing your request.", key),
         )
-        error = chat_error_event(code, message) if api == "chat" else responses_error_event(code, message, len(kept))
+        if api == "gemini":
+            error = gemini.error_event(message)
+        elif api == "chat":
+            error = chat_error_event(code, message)
+        else:
+            error = responses_error_event(code, message, len(kept))
         return StreamPlan([e.render() for e in [*kept, error]], abort=False)
     if kind == "keepalive" or keepalive:
         frames = [KEEPALIVE]
@@ -230,6 +238,8 @@ def shape_stream(events: list[SSE], fault: Fault | None, api: Api, keepalive: bo
 def _until_second_delta(events: list[SSE], api: Api) -> list[SSE]:
     if api == "chat":  # role chunk + two deltas (fewer if the stream is shorter)
         return events[: min(3, len(events) - 2)]
+    if api == "gemini":  # two chunks, never the last (the one with the finishReason)
+        return events[: min(2, len(events) - 1)]
     seen = 0
     for i, event in enumerate(events):
         if (event.event or "").endswith(".delta"):

@@ -198,6 +198,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.state.sleep(self.state.latency_ms)  # benchmarks: every reply pays it, before byte one
         api = call.api
         dialect = DIALECTS[api]
+        dialect.auth({k.lower(): v for k, v in self.headers.items()})
         body = self._json_body(raw)
         conv = dialect.parse(body, call)
         fault = self.state.faults.take(conv.model, api, conv.stream)

@@ -1,7 +1,7 @@
 """Hostile mode: a model server that attacks its client, for tests of the client's defences.
 
 The model `hostile:<case>` answers like the weather demo (so a run still ends), then bends
-every reply, streamed or not, on both APIs:
+every reply, streamed or not, on every API (Gemini's field names included):
   echo       the request's key (its Authorization or api-key header value, exactly as sent) in
              every field it can reach: the text, tool-call arguments, ids and names, the
              reply's id, model, finish_reason and system_fingerprint, every usage field
@@ -31,8 +31,11 @@ from durable_agent_runner.testing.fake_llm.wire import ApiError, JSONDict, Reply
 CASES = ("echo", "reuse-ids", "same-id", "odd", "deep", "digits")
 BIG = 10_000  # characters of an odd id, model or finish_reason
 DEPTH = DIGITS = 5_000  # of `deep` arguments' nesting, of the `digits` integer
+ODD_COUNTS: tuple[object, ...] = (-5, "12", 1e30, 10**30, True, None, [3])  # token counts of `odd`
 NUMBER_NAME = "__number__"  # a tool name rendered as the JSON number 7
-_ID_FIELDS = ("id", "call_id", "item_id", "system_fingerprint", "model")
+_ID_FIELDS = ("id", "call_id", "item_id", "system_fingerprint", "model", "responseId", "modelVersion")
+_FINISH_FIELDS = ("finish_reason", "finishReason")  # Chat's and the Responses API's, Gemini's
+_USAGE_FIELDS = ("usage", "usageMetadata")
 
 
 def case_of(model: str) -> str | None:
@@ -113,26 +116,30 @@ def _echo(d: dict[str, Any], key: str) -> None:
     for name in _ID_FIELDS:
         if isinstance(d.get(name), str):
             d[name] = key
-    if d.get("finish_reason") is not None:
-        d["finish_reason"] = key
-    if (usage := as_dict(d.get("usage"))) is not None:
-        d["usage"] = _usage(usage, lambda _: key)
+    for name in _FINISH_FIELDS:
+        if d.get(name) is not None:
+            d[name] = key
+    for name in _USAGE_FIELDS:
+        if (usage := as_dict(d.get(name))) is not None:
+            d[name] = _usage(usage, lambda _: key)
 
 
 def _odd(d: dict[str, Any]) -> None:
     if d.get("name") == NUMBER_NAME:
         d["name"] = 7
-    if isinstance(d.get("model"), str):
-        d["model"] = "m" * BIG
+    for name in ("model", "modelVersion"):
+        if isinstance(d.get(name), str):
+            d[name] = "m" * BIG
     if d.get("object") in ("chat.completion", "chat.completion.chunk", "response"):
         d["id"] = "i" * BIG
-    if d.get("finish_reason") is not None:
-        d["finish_reason"] = "f" * BIG
+    for name in _FINISH_FIELDS:
+        if d.get(name) is not None:
+            d[name] = "f" * BIG
     if isinstance(d.get("index"), int) and "function" in d:  # a streamed Chat tool-call delta
         d["index"] = str(d["index"])
-    if (usage := as_dict(d.get("usage"))) is not None:
-        odd: list[object] = [-5, "12", 1e30, 10**30, True, None, [3]]
-        d["usage"] = _usage(usage, lambda i: odd[i % len(odd)])
+    for name in _USAGE_FIELDS:
+        if (usage := as_dict(d.get(name))) is not None:
+            d[name] = _usage(usage, lambda i: ODD_COUNTS[i % len(ODD_COUNTS)])
 
 
 def _usage(usage: dict[str, Any], value: Callable[[int], object], start: int = 0) -> dict[str, Any]:

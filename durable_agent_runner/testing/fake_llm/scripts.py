@@ -8,7 +8,9 @@ over the control API, for the `script:<id>` models:
   script:<id>   step k answers turn k (past the end: the last step again). A step is
                 {"content": text} and/or {"tool_calls": [{"name", "arguments"}]}, or {"json": value}
                 for a final answer that is that value as JSON text (typed output); optional
-                "usage", "keepalive", and "delta_chars" (characters per streamed text delta)
+                "usage", "keepalive", "delta_chars" (characters per streamed text delta), and
+                "finish" / "blocked" (a provider's own stop reason, or a prompt refused with that
+                reason: Gemini's finishReason "SAFETY", promptFeedback.blockReason)
 
 `reply_of` turns a scenario's answer (text, calls) into a `Reply` with the usage a real server
 would report for that request; it is a pure function of the request, so a retry gets the same.
@@ -36,6 +38,8 @@ class ScriptStep:
     keepalive: bool = False
     delta_chars: int | None = None  # None: about 16, like a few tokens
     ids: tuple[str, ...] = ()  # the tool calls' ids, when the script sets them (a server that reuses ids)
+    finish: str | None = None  # see Reply.finish
+    blocked: str | None = None  # see Reply.blocked
 
 
 Scripts = Mapping[str, Sequence[ScriptStep]]
@@ -81,7 +85,8 @@ def reply_of(conv: Conversation, answer: Answer, step: ScriptStep | None = None)
     tool_calls = tuple(
         ToolCall(ids[i] if ids else f"call_{conv.turn}_{i}", name, args) for i, (name, args) in enumerate(calls)
     )
-    return Reply(content, tool_calls, _usage(conv, content, calls, step.usage), step.keepalive, step.delta_chars)
+    usage = _usage(conv, content, calls, step.usage)
+    return Reply(content, tool_calls, usage, step.keepalive, step.delta_chars, step.finish, step.blocked)
 
 
 def script_reply(conv: Conversation, scripts: Scripts) -> Reply:
@@ -105,6 +110,8 @@ def scripts_only(conv: Conversation, scripts: Scripts) -> Reply:
 
 
 # ------------------------------------------------------------------------------- scripts
+
+STEP_KEYS = frozenset({"content", "json", "tool_calls", "usage", "keepalive", "delta_chars", "finish", "blocked"})
 
 _USAGE_ALIASES = {
     "prompt_tokens": "prompt_tokens",
@@ -139,7 +146,7 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
         step = as_dict(step_raw)
         if step is None:
             raise ValueError(f"steps[{i}] must be an object")
-        unknown = set(step) - {"content", "json", "tool_calls", "usage", "keepalive", "delta_chars"}
+        unknown = set(step) - STEP_KEYS
         if unknown:
             raise ValueError(f"steps[{i}]: unknown keys {sorted(unknown)}")
         content = step.get("content")
@@ -172,5 +179,10 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
             content = ""
         if ids and len(ids) != len(calls):
             raise ValueError(f"steps[{i}]: give an id for every tool call or for none")
-        out.append(ScriptStep(content, tuple(calls), usage, step.get("keepalive") is True, size, tuple(ids)))
+        stops = {key: step.get(key) for key in ("finish", "blocked")}
+        for key, value in stops.items():
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(f"steps[{i}].{key} must be a non-empty string")
+        keepalive = step.get("keepalive") is True
+        out.append(ScriptStep(content, tuple(calls), usage, keepalive, size, tuple(ids), **stops))
     return tuple(out)

@@ -59,6 +59,11 @@ class Reply:
     usage: Usage = field(default_factory=lambda: Usage(1, 1))
     keepalive: bool = False  # interleave ": keep-alive" comments when streamed
     delta_chars: int | None = None  # characters per streamed text delta; None: see text_pieces
+    # A provider's own stop reason, rendered as is by the wires that have one (Gemini's finishReason,
+    # e.g. "SAFETY" or "MAX_TOKENS"); None: the usual one. `blocked`: the prompt is refused with this
+    # reason before any reply (Gemini's promptFeedback.blockReason).
+    finish: str | None = None
+    blocked: str | None = None
 
     @property
     def finish_reason(self) -> str:
