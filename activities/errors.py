@@ -3,6 +3,7 @@
     retryable       connection errors, timeouts (no byte for the read timeout, or an attempt
                     longer than the model timeout), 408, 409, 429, 5xx, a malformed body (a
                     few times): `ApplicationError` with `next_retry_delay` from Retry-After
+                    (or a Google error body's RetryInfo)
     non-retryable   400, 401, 403, 404, 422, other 4xx, and 429 with code `insufficient_quota`:
                     the run fails at once with the provider's own message
 
@@ -78,6 +79,24 @@ def retry_after(headers: httpx.Headers) -> float | None:
             return None
 
 
+def body_retry_delay(body: str) -> float | None:
+    """Seconds to wait from a `google.rpc.RetryInfo` detail of an error body, or None."""
+    try:
+        parsed = bounds.parse_json(body, max_chars=len(body), max_items=None)
+    except bounds.OutsideDataError:
+        return None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else []:
+        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(delay, str) and delay.endswith("s"):
+            try:
+                return _bounded(float(delay[:-1]))
+            except ValueError:
+                return None
+    return None
+
+
 def _bounded(seconds: float) -> float | None:
     return None if seconds != seconds else min(max(seconds, 0.0), MAX_RETRY_DELAY)  # NaN: unreadable
 
@@ -93,6 +112,8 @@ def from_status(
         return ApplicationError(text, type="ModelQuotaExceeded", non_retryable=True)
     if status in RETRYABLE_STATUS or status >= 500:
         delay = retry_after(response.headers)
+        if delay is None:  # Google's APIs say it in the body: error.details[].retryDelay ("7s")
+            delay = body_retry_delay(response.text if body is None else body)
         return ApplicationError(
             text,
             type=f"ModelHTTP{status}",

@@ -325,6 +325,8 @@ class Turn:
             self.ledger.settle()
         s.last_input_tokens = reply.usage.input_tokens
         names = ", ".join(describe_call(c, 60) for c in reply.message.tool_calls)
+        if reply.finish_reason in ("length", "content_filter"):  # cut short, or withheld by the provider
+            names = ", ".join(filter(None, [names, f"stopped: {reply.finish_reason}"]))
         s.event(facts.now, EventKind.MODEL_FINISHED, text=reply.message.content or "", detail=names, usage=reply.usage)
         step = decide(
             agent,

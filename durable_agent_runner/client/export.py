@@ -43,7 +43,7 @@ E = EventType
 
 
 async def export_run(client: Client, run_id: str, captures: CaptureStore) -> list[dict[str, Any]]:
-    runs = [wf async for wf in client.list_workflows(f"WorkflowId={visibility_string(run_id)}")]
+    runs = [wf async for wf in client.list_workflows(f"WorkflowId={json.dumps(run_id)}")]  # a quoted literal
     runs.sort(key=lambda wf: wf.start_time)
     if not runs:  # visibility can lag a just-started run; its latest execution is enough then
         desc = await client.get_workflow_handle(run_id).describe()
@@ -81,11 +81,6 @@ async def _run_decisions(client: Client, run_id: str, lines: list[dict[str, Any]
         if ("resolution", r.call_id) not in seen:
             out.append({"type": "resolution", "turn": None, **r.model_dump(mode="json"), "via": "run"})
     return out
-
-
-def visibility_string(value: str) -> str:
-    """`value` as a quoted string literal of Temporal's visibility query language."""
-    return json.dumps(value)  # double quotes, with quotes and backslashes escaped
 
 
 def _header(lines: list[dict[str, Any]]) -> dict[str, Any]:
