@@ -128,6 +128,15 @@ fi
 # 2. The model: a real one if you named it, else the offline test double.
 if [ -z "${LLM_BASE_URL:-}" ] && [ -z "${LLM_API_KEY:-}${OPENAI_API_KEY:-}" ]; then
   export LLM_BASE_URL="http://127.0.0.1:$FAKE_LLM_PORT/v1" LLM_MODEL="${LLM_MODEL:-$FAKE_MODEL}"
+  # fake_llm speaks Anthropic's and Gemini's APIs too: `--model anthropic:demo` and `gemini:demo`
+  # reach it, unless you gave that provider a key of your own.
+  if [ -z "${ANTHROPIC_API_KEY:-}" ]; then
+    export ANTHROPIC_BASE_URL="http://127.0.0.1:$FAKE_LLM_PORT" ANTHROPIC_API_KEY="offline-demo-key"
+  fi
+  if [ -z "${GEMINI_API_KEY:-}${GOOGLE_API_KEY:-}" ]; then
+    export GEMINI_BASE_URL="http://127.0.0.1:$FAKE_LLM_PORT" GEMINI_API_KEY="offline-demo-key"
+  fi
+  export OPENAI_BASE_URL="${OPENAI_BASE_URL:-http://127.0.0.1:$FAKE_LLM_PORT/v1}" OPENAI_API_KEY="offline-demo-key"
   SERVES="${OWN_MODEL:-default scenarios}"  # what fake_llm answers with; a running one of ours that serves other is replaced
   if alive "$STATE/fake_llm.pid" && [ "$(cat "$STATE/fake_llm.model" 2>/dev/null || echo "default scenarios")" != "$SERVES" ]; then
     OLD_LLM="$(cat "$STATE/fake_llm.pid")"

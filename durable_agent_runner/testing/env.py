@@ -28,7 +28,6 @@ from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.agents.registry import Registry
 from durable_agent_runner.client import AgentClient, RunHandle, SessionHandle
 from durable_agent_runner.config.connection import connect
-from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.devserver import DevServer
 from durable_agent_runner.testing.models import OfflineModel
 from durable_agent_runner.testing.server import ModelServer
@@ -108,7 +107,7 @@ class AgentTestEnv:
             why = str(exc) or f"no answer in {self.startup_seconds:.0f} s"
             raise RuntimeError(f"AgentTestEnv: cannot connect to Temporal at {address}: {why}") from None
         self._model_server = await self._stack.enter_async_context(self.model.serve(self.agents))
-        settings = LLMSettings(base_url=self._model_server.base_url, model="offline", api=self.api, stream=self.stream)
+        settings = self._model_server.settings(model="offline", api=self.api, stream=self.stream)
         http = await self._stack.enter_async_context(new_http_client(settings))
         worker = build_worker(self._client, self.task_queue, registry, settings, http, **self.worker_options)
         await self._stack.enter_async_context(worker)

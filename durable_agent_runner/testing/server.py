@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING, Any
 
+from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm.conversation import Conversation
 from durable_agent_runner.testing.fake_llm.scripts import Scripts, reply_of
 from durable_agent_runner.testing.fake_llm.server import LLMServer
@@ -43,6 +44,23 @@ class ModelServer:
     @property
     def base_url(self) -> str:
         return self.fake.base_url
+
+    def settings(self, **fields: Any) -> LLMSettings:
+        """A worker's model settings that reach this server on every wire: OpenAI-compatible at
+        `base_url`, and the providers a model string names ("anthropic:…", "gemini:…", "openai:…")
+        at its root, each with a placeholder key (the fake asks for one, as the real APIs do)."""
+        root = self.fake.base_url.removesuffix("/v1")
+        key = "offline-model-key"
+        return LLMSettings(
+            base_url=self.base_url,
+            openai_base_url=self.base_url,
+            openai_api_key=key,
+            anthropic_base_url=root,
+            anthropic_api_key=key,
+            gemini_base_url=root,
+            gemini_api_key=key,
+            **fields,
+        )
 
     @property
     def requests(self) -> list[ModelRequest]:
