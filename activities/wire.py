@@ -63,6 +63,7 @@ OWNED = frozenset(
     {
         "model", "messages", "input", "instructions", "tools", "stream", "stream_options", "store",
         "response_format", "text", "previous_response_id", "conversation",
+        "system",  # Anthropic's instructions (activities.anthropic_wire)
     }
 )  # fmt: skip
 TOOL_CHOICES = ("auto", "required", "none")  # any other tool_choice names a tool

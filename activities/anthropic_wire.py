@@ -1,0 +1,531 @@
+"""Anthropic's Messages API on the wire: the transcript to a request body, a message to a reply.
+
+Pure functions, no I/O, the same shape as chat_wire and responses_wire (and the errors of
+activities.wire). The lead's model activity adds the URL and the `x-api-key` and
+`anthropic-version` headers.
+
+The request:
+- `system` is the agent's instructions; `max_tokens` is always sent: `max_output_tokens`, else
+  DEFAULT_MAX_TOKENS (8,192, which every Claude model since 3.5 accepts; set `max_output_tokens`
+  for an older one), plus the thinking budget when thinking is on (thinking counts in max_tokens);
+- `messages` alternate user / assistant: a run of tool results (and a user message beside them)
+  is one user message, its `tool_result` blocks first, as the API requires. An assistant message
+  is its signed thinking blocks (Anthropic's own, exactly as received; another provider's are
+  dropped), then its text, then one `tool_use` per call with the run's call id and the parsed
+  arguments; arguments that are not a JSON object go as `{}` (the workflow has already told the
+  model they were invalid, in the call's result). Empty texts are left out (the API refuses
+  them) and a message left empty is dropped;
+- settings: temperature, top_p, `stop` as `stop_sequences`, `thinking_tokens` as
+  `thinking: {type: enabled, budget_tokens}`, `reasoning_effort` as a thinking budget
+  (EFFORT_BUDGET: minimal 1,024, low 2,048, medium 8,192, high 24,576). `check_settings` names
+  what Anthropic refuses (a seed, a temperature above 1 or beside thinking, top_p below 0.95
+  beside thinking, a forced tool choice beside thinking, max_output_tokens not above the thinking
+  budget, both a budget and an effort, blank stop sequences) and `build_request` raises
+  `BadSettings` with the same line;
+- tool_choice: auto {"type": "auto"}, required {"type": "any"}, none {"type": "none"}, a name
+  {"type": "tool", "name": ...}; `parallel_tool_calls=False` adds `disable_parallel_tool_use`;
+- typed output goes through an output tool, not the API's structured outputs (`output_config`),
+  which only Claude 4.5 and later take and which refuses most pydantic schemas (it wants
+  `additionalProperties: false` on every object and no numeric or length bounds). The tool is
+  OUTPUT_TOOL, its input_schema the output's schema (a schema that is not an object is wrapped as
+  OUTPUT_VALUE_TOOL's `{"value": ...}`); the model must call a tool (`{"type": "any"}`), or that
+  tool when it has no other; with thinking on it may only be offered (`auto`: the API refuses a
+  forced choice with thinking), and a plain-text answer is taken as the output. The reply's call
+  of it becomes the reply's text (the output's JSON, the text beside it dropped), so the runner
+  sees a plain JSON answer; an agent tool of either name is refused;
+- prompt caching by default (`AgentSpec.prompt_cache`, "5m", "1h" or "off"): `cache_control`
+  on at most 4 blocks: the last tool, the system prompt (then sent as a list of text blocks),
+  the last block of the latest message, and the last block of the message before the latest
+  user turn, so each turn reads the turns before it from the cache;
+- a request whose last assistant message made tool calls without a signed thinking block (a
+  transcript another provider wrote, after a fallback) goes without `thinking`: the API refuses
+  a tool-use continuation with thinking on and no thinking block.
+
+The reply: `text` blocks are the content, `tool_use` blocks the calls (the run's own ids),
+`thinking` / `redacted_thinking` go to `AssistantMessage.thinking` (never into the content),
+other blocks (server tools) carry nothing the transcript keeps. `stop_reason` takes Chat's
+names: end_turn and stop_sequence "stop", max_tokens and model_context_window_exceeded "length",
+tool_use "tool_calls", refusal "content_filter", pause_turn "length" (the runner offers no server
+tool, so a paused turn is an unfinished reply); another value passes as it is. Usage:
+`input_tokens` is all input (Anthropic's input_tokens + cache_creation_input_tokens +
+cache_read_input_tokens), `cached_tokens` the cache reads, `cache_write_tokens` the cache writes.
+
+A stream is an answer only once `message_stop` arrives; its blocks are assembled from
+`content_block_start` / `_delta` (text_delta, input_json_delta, thinking_delta, signature_delta)
+/ `_stop` and parsed exactly as a plain body. `ping` is ignored; an `error` event is
+StreamFailed with its message, masked. Text and argument deltas count against `limit`, and
+`on_delta` sees text only, never thinking.
+
+Untrusted values go through activities.wire's `Reader`. Thinking text is masked like any text:
+a block that held the key would come back changed, and the API would refuse it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from durable_agent_runner.activities.sse import iter_events
+from durable_agent_runner.activities.wire import (
+    MAX_TOOL_CALLS,
+    TOOL_CHOICES,
+    BadSettings,
+    Budget,
+    MalformedResponse,
+    Mask,
+    Reader,
+    StreamFailed,
+    check_extra_body,
+    count,
+    function_tools,
+    output_format,
+    parse_body,
+    run_ids,
+    settings_for,
+    utf8,
+)
+from durable_agent_runner.workflows.types import (
+    AgentSpec,
+    AssistantMessage,
+    Message,
+    ModelReply,
+    ModelSettings,
+    Thinking,
+    ToolCall,
+    ToolMessage,
+    Usage,
+)
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "EFFORT_BUDGET",
+    "OUTPUT_TOOL",
+    "OUTPUT_VALUE_TOOL",
+    "build_request",
+    "check_settings",
+    "parse_response",
+    "parse_stream",
+    "parse_usage",
+]
+
+DEFAULT_MAX_TOKENS = 8192
+EFFORT_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+OUTPUT_TOOL = "final_output"  # its input is the typed output
+OUTPUT_VALUE_TOOL = "final_output_value"  # its input is {"value": the typed output}
+MAX_BREAKPOINTS = 4  # the API refuses a fifth cache_control
+MAX_BLOCKS = 2 * MAX_TOOL_CALLS  # content blocks in one streamed reply
+_THINKING = ("thinking", "redacted_thinking")
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "pause_turn": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+# ------------------------------------------------------------------------------ settings
+
+
+def _budget(s: ModelSettings) -> int | None:
+    """The thinking budget the settings ask for, or None."""
+    if s.thinking_tokens is not None:
+        return s.thinking_tokens
+    return EFFORT_BUDGET[s.reasoning_effort] if s.reasoning_effort is not None else None
+
+
+def check_settings(settings: ModelSettings) -> list[str]:
+    """One line per setting Anthropic's Messages API refuses as it is set."""
+    s, out = settings, []
+    budget = _budget(s)
+    if s.seed is not None:
+        out.append("seed: Anthropic's Messages API has no seed")
+    if s.temperature is not None and s.temperature > 1:
+        out.append(f"temperature: Anthropic takes 0 to 1, not {s.temperature:g}")
+    if s.thinking_tokens is not None and s.reasoning_effort is not None:
+        out.append("reasoning_effort: give thinking_tokens or reasoning_effort, not both (each sets the budget)")
+    if budget is not None:
+        if s.temperature is not None:
+            out.append("temperature: Anthropic refuses a temperature with thinking (thinking_tokens, reasoning_effort)")
+        if s.top_p is not None and s.top_p < 0.95:
+            out.append(f"top_p: with extended thinking Anthropic takes 0.95 to 1, not {s.top_p:g}")
+        if s.tool_choice not in (None, "auto", "none"):
+            out.append(f"tool_choice: Anthropic refuses a forced tool choice ({s.tool_choice}) with extended thinking")
+        if s.max_output_tokens is not None and s.max_output_tokens <= budget:
+            out.append(
+                f"max_output_tokens: must exceed the thinking budget ({budget}), which Anthropic counts in max_tokens"
+            )
+    if s.stop and any(not stop.strip() for stop in s.stop):
+        out.append("stop: Anthropic refuses a stop sequence of only whitespace")
+    return out
+
+
+def _tool_choice(s: ModelSettings, output: str | None, functions: bool, thinking: bool) -> dict[str, Any] | None:
+    """The `tool_choice` for these settings; `output` is the output tool's name when offered."""
+    choice = s.tool_choice
+    if output is not None:
+        if thinking:
+            picked: dict[str, Any] = {"type": "auto"}
+        elif choice in (None, "auto", "required"):
+            picked = {"type": "any"} if functions else {"type": "tool", "name": output}
+        else:
+            picked = {"type": "tool", "name": output if choice == "none" else choice}
+    elif choice is None:
+        picked = {"type": "auto"} if s.parallel_tool_calls is False else {}
+    elif choice in TOOL_CHOICES:
+        picked = {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
+    else:
+        picked = {"type": "tool", "name": choice}
+    if s.parallel_tool_calls is False and picked.get("type") not in (None, "none"):
+        picked["disable_parallel_tool_use"] = True
+    return picked or None
+
+
+# ------------------------------------------------------------------------------ requests
+
+
+def _input(arguments: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments)
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _thinking_block(t: Thinking) -> dict[str, Any] | None:
+    if t.provider != "anthropic":
+        return None
+    if t.kind == "thinking":
+        return {"type": "thinking", "thinking": t.text, "signature": t.signature}
+    if t.kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": t.data}
+    return None
+
+
+def _blocks(m: Message) -> tuple[str, list[dict[str, Any]]]:
+    if isinstance(m, AssistantMessage):
+        blocks = [b for b in map(_thinking_block, m.thinking) if b is not None]
+        if m.content:
+            blocks.append({"type": "text", "text": m.content})
+        blocks += [
+            {"type": "tool_use", "id": c.call_id, "name": c.name, "input": _input(c.arguments)} for c in m.tool_calls
+        ]
+        return "assistant", blocks
+    if isinstance(m, ToolMessage):
+        result: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.call_id}
+        if m.content:  # an empty text block is refused; an absent content is an empty result
+            result["content"] = m.content
+        if m.is_error:
+            result["is_error"] = True
+        return "user", [result]
+    return "user", [{"type": "text", "text": m.content}] if m.content else []
+
+
+def _messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The transcript as alternating messages; in a user message, tool results come first."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role, blocks = _blocks(m)
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"] += blocks
+        else:
+            out.append({"role": role, "content": blocks})
+    for merged in out:
+        if merged["role"] == "user":  # stable: results in order, then the texts in order
+            merged["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return out
+
+
+def _unsigned_tool_turn(wire: list[dict[str, Any]]) -> bool:
+    """The last assistant message calls tools without a thinking block first."""
+    last = next((m for m in reversed(wire) if m["role"] == "assistant"), None)
+    if last is None or not any(b["type"] == "tool_use" for b in last["content"]):
+        return False
+    return last["content"][0]["type"] not in _THINKING
+
+
+def _output_tool(agent: AgentSpec) -> dict[str, Any] | None:
+    typed = output_format(agent)
+    if typed is None:
+        return None
+    name, schema = typed
+    text = f"Give your final answer, the {name}, as this tool's input. Call it once, when you are done."
+    if schema.get("type") == "object":
+        return {"name": OUTPUT_TOOL, "description": text, "input_schema": schema}
+    inner = {k: v for k, v in schema.items() if k not in ("$defs", "definitions")}
+    wrapped: dict[str, Any] = {"type": "object", "properties": {"value": inner}, "required": ["value"]}
+    wrapped |= {k: v for k, v in schema.items() if k in ("$defs", "definitions")}  # refs resolve from the top
+    return {"name": OUTPUT_VALUE_TOOL, "description": text, "input_schema": wrapped}
+
+
+def _mark(block: dict[str, Any], cache: dict[str, str]) -> None:
+    block["cache_control"] = dict(cache)
+
+
+def _last_cacheable(message: dict[str, Any]) -> dict[str, Any] | None:
+    return next((b for b in reversed(message["content"]) if b["type"] not in _THINKING), None)
+
+
+def _cache(body: dict[str, Any], ttl: str) -> None:
+    """Breakpoints on the stable prefix: the last tool, the system prompt, the latest message,
+    and the message before the latest user turn (at most MAX_BREAKPOINTS)."""
+    cache = {"type": "ephemeral"} | ({"ttl": "1h"} if ttl == "1h" else {})
+    if body.get("tools"):
+        _mark(body["tools"][-1], cache)
+    if isinstance(body.get("system"), str):
+        body["system"] = [{"type": "text", "text": body["system"]}]
+        _mark(body["system"][0], cache)
+    wire: list[dict[str, Any]] = body["messages"]
+    users = [i for i, m in enumerate(wire) if m["role"] == "user"]
+    for i in {len(wire) - 1, users[-1] - 1 if users else -1}:
+        block = _last_cacheable(wire[i]) if i >= 0 else None
+        if block is not None:
+            _mark(block, cache)
+
+
+def build_request(agent: AgentSpec, messages: list[Message], model: str, stream: bool) -> dict[str, Any]:
+    settings = settings_for(agent, messages)
+    refused = check_settings(settings)
+    if refused:
+        raise BadSettings("; ".join(refused))
+    check_extra_body(settings.extra_body)
+    wire = _messages(messages)
+    budget = _budget(settings)
+    thinking = budget is not None and not _unsigned_tool_turn(wire)
+    body: dict[str, Any] = {"model": model, "max_tokens": settings.max_output_tokens or DEFAULT_MAX_TOKENS}
+    if thinking and budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if settings.max_output_tokens is None:
+            body["max_tokens"] += budget
+    if agent.instructions:
+        body["system"] = agent.instructions
+    body["messages"] = wire
+    functions = function_tools(agent)
+    taken = sorted({name for name, _, _ in functions} & {OUTPUT_TOOL, OUTPUT_VALUE_TOOL})
+    if taken:
+        raise BadSettings(f"a tool may not be named {taken[0]}: on Anthropic's wire that name is the typed output's")
+    tools = [{"name": name, "description": text, "input_schema": params} for name, text, params in functions]
+    output = _output_tool(agent)
+    if output is not None:
+        tools.append(output)
+    if tools:
+        body["tools"] = tools
+        choice = _tool_choice(settings, output["name"] if output else None, bool(functions), thinking)
+        if choice is not None:
+            body["tool_choice"] = choice
+    plain = {"temperature": settings.temperature, "top_p": settings.top_p}
+    body |= {field: value for field, value in plain.items() if value is not None}
+    if settings.stop:
+        body["stop_sequences"] = list(settings.stop)
+    if agent.prompt_cache != "off":
+        _cache(body, agent.prompt_cache)
+    if stream:
+        body["stream"] = True
+    return body | settings.extra_body  # last: a provider's own options win over ours
+
+
+# ------------------------------------------------------------------------------- replies
+
+
+def parse_usage(raw: object) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage(requests=1)
+    details = raw.get("output_tokens_details")
+    read, write = count(raw.get("cache_read_input_tokens")), count(raw.get("cache_creation_input_tokens"))
+    return Usage(
+        requests=1,
+        input_tokens=count(raw.get("input_tokens")) + read + write,
+        cached_tokens=read,
+        cache_write_tokens=write,
+        output_tokens=count(raw.get("output_tokens")),
+        reasoning_tokens=count(details.get("thinking_tokens")) if isinstance(details, dict) else 0,
+    )
+
+
+def _error_text(raw: object, r: Reader) -> str:
+    """`type: message` from an error event or body (`{"type": "error", "error": {...}}`)."""
+    if isinstance(raw, dict):
+        err = raw["error"] if isinstance(raw.get("error"), dict) else raw
+        kind, message = err.get("type"), err.get("message")
+        if message or (kind and kind != "error"):
+            return f"{r.sample(kind or 'error', 100)}: {r.sample(message or '', 300)}"
+    return r.sample(raw, 300)
+
+
+def _output_text(name: str, raw: object, r: Reader) -> str:
+    """The typed output an output tool's input carries, as JSON text (bounded as arguments are;
+    text that is not JSON stays, and the workflow tells the model what is wrong with it)."""
+    if name == OUTPUT_TOOL or not isinstance(raw, str | dict):
+        return r.arguments(raw)
+    try:
+        value = parse_body(raw, "output tool input", r.mask) if isinstance(raw, str) else raw
+    except MalformedResponse:
+        return r.arguments(raw)
+    value = value.get("value") if isinstance(value, dict) else None
+    try:
+        return r.arguments(json.dumps(value, ensure_ascii=False))
+    except (TypeError, ValueError, RecursionError) as err:
+        raise MalformedResponse(f"output tool input cannot be read: {r.sample(raw)}") from err
+
+
+def _thinking(block: dict[str, Any], r: Reader) -> Thinking:
+    if block.get("type") == "redacted_thinking":
+        data = block.get("data")
+        if not isinstance(data, str):
+            raise MalformedResponse(f"redacted_thinking block without data: {r.sample(block)}")
+        return Thinking(provider="anthropic", kind="redacted_thinking", data=data)
+    text, signature = block.get("thinking"), block.get("signature")
+    if not isinstance(text, str) or not isinstance(signature, str):
+        raise MalformedResponse(f"thinking block without its text or signature: {r.sample(block)}")
+    return Thinking(provider="anthropic", kind="thinking", text=r.text(text), signature=utf8(signature))
+
+
+def parse_response(body: object, turn: int, *, mask: Mask | None = None) -> ModelReply:
+    r = Reader(mask)
+    if not isinstance(body, dict):
+        raise MalformedResponse("body is not a JSON object")
+    if body.get("type") == "error":
+        raise MalformedResponse(f"an error body with status 200: {_error_text(body, r)}")
+    content = body.get("content")
+    if not isinstance(content, list):
+        raise MalformedResponse("no content in the message")
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    thinking: list[Thinking] = []
+    output: str | None = None
+    for block in content:
+        if not isinstance(block, dict):
+            raise MalformedResponse(f"content block is not a JSON object: {r.sample(block)}")
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            texts.append(text if isinstance(text, str) else "")
+        elif kind == "tool_use" and block.get("name") in (OUTPUT_TOOL, OUTPUT_VALUE_TOOL):
+            output = _output_text(str(block["name"]), block.get("input"), r)
+        elif kind == "tool_use":
+            calls.append(r.call(block.get("id"), block.get("name"), block.get("input")))
+        elif kind in _THINKING:
+            thinking.append(_thinking(block, r))
+        # server tools' blocks and any other type carry nothing the transcript keeps
+    stop = body.get("stop_reason")
+    finish = "stop" if stop == "tool_use" and output is not None and not calls else _FINISH.get(str(stop), stop)
+    text = output if output is not None else r.text("".join(texts)) if texts else None
+    return ModelReply(
+        message=AssistantMessage(content=text, tool_calls=run_ids(calls, turn), thinking=thinking),
+        usage=parse_usage(body.get("usage")),
+        finish_reason=r.label(finish),
+        model=r.label(body.get("model")),
+        response_id=r.label(body.get("id")),
+    )
+
+
+# -------------------------------------------------------------------------------- streams
+
+
+def _index(value: object, default: int) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 10:
+        return int(value)
+    return default
+
+
+def _piece(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _assembled(blocks: dict[int, dict[str, Any]], parts: dict[int, list[str]]) -> list[dict[str, Any]]:
+    """The message's content rebuilt from its blocks' starts and deltas."""
+    out: list[dict[str, Any]] = []
+    for i in sorted(blocks):
+        block, joined = dict(blocks[i]), "".join(parts.get(i, []))
+        kind = block.get("type")
+        if kind == "text":
+            block["text"] = _piece(block.get("text")) + joined
+        elif kind == "tool_use" and joined:
+            block["input"] = joined  # JSON text: read within the bounds as any arguments
+        elif kind == "thinking":
+            block["thinking"] = _piece(block.get("thinking")) + joined
+        out.append(block)
+    return out
+
+
+async def parse_stream(
+    lines: AsyncIterator[str],
+    turn: int,
+    *,
+    on_delta: Callable[[str], None] | None = None,
+    mask: Mask | None = None,
+    limit: int | None = None,
+) -> ModelReply:
+    """Assemble a streamed message; `on_delta` sees each piece of text as it arrives (raw: a
+    secret may span pieces, so the caller masks what it shows), never thinking. Only a stream
+    that reached `message_stop` is an answer; one whose deltas pass `limit` characters is none,
+    nor one with no content block and no stop_reason, nor one with a delta for a block that never
+    started or already stopped."""
+    r = Reader(mask)
+    budget = Budget(limit)
+    head: dict[str, Any] = {}
+    usage: dict[str, Any] = {}
+    blocks: dict[int, dict[str, Any]] = {}
+    parts: dict[int, list[str]] = {}
+    stopped: set[int] = set()
+    last = -1
+    stop: object = None
+    async for sse in iter_events(lines):
+        event = r.json_object(sse.data)
+        kind = event["type"] if isinstance(event.get("type"), str) else sse.event
+        if kind == "ping":
+            continue
+        if kind == "error":
+            raise StreamFailed(f"error event mid-stream: {_error_text(event, r)}")
+        if kind == "message_start" and isinstance(event.get("message"), dict):
+            head = dict(event["message"])
+            usage |= head["usage"] if isinstance(head.get("usage"), dict) else {}
+        elif kind == "content_block_start":
+            last = _index(event.get("index"), len(blocks))
+            block = event.get("content_block")
+            if not isinstance(block, dict):
+                raise MalformedResponse(f"content_block_start without a block: {r.sample(event)}")
+            blocks[last] = dict(block)
+            if len(blocks) > MAX_BLOCKS:
+                raise MalformedResponse(f"more than {MAX_BLOCKS} content blocks in one reply")
+        elif kind == "content_block_delta":
+            i = _index(event.get("index"), last)
+            delta = event.get("delta")
+            if i not in blocks or i in stopped:
+                raise MalformedResponse(f"a delta for content block {i}, which is not open")
+            if not isinstance(delta, dict):
+                continue
+            dtype = delta.get("type")
+            if dtype == "text_delta":
+                piece = budget.take(utf8(_piece(delta.get("text"))))
+                parts.setdefault(i, []).append(piece)
+                if on_delta is not None and piece:
+                    on_delta(piece)
+            elif dtype == "input_json_delta":
+                parts.setdefault(i, []).append(budget.take(_piece(delta.get("partial_json"))))
+            elif dtype == "thinking_delta":
+                parts.setdefault(i, []).append(budget.take(_piece(delta.get("thinking"))))
+            elif dtype == "signature_delta":
+                blocks[i]["signature"] = _piece(blocks[i].get("signature")) + budget.take(
+                    _piece(delta.get("signature"))
+                )
+        elif kind == "content_block_stop":
+            stopped.add(_index(event.get("index"), last))
+        elif kind == "message_delta":
+            delta = event.get("delta")
+            stop = delta.get("stop_reason") or stop if isinstance(delta, dict) else stop
+            more = event.get("usage")
+            usage |= {k: v for k, v in more.items() if v is not None} if isinstance(more, dict) else {}
+        elif kind == "message_stop":
+            if not blocks and not stop:
+                raise MalformedResponse("the stream carried no content block and no stop_reason")
+            body = {**head, "content": _assembled(blocks, parts), "stop_reason": stop, "usage": usage}
+            return parse_response(body, turn, mask=mask)
+    raise StreamFailed("stream ended before message_stop")
