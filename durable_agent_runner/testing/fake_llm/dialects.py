@@ -44,6 +44,8 @@ class Dialect:
     # The request as an equivalent Chat Completions body (system message, function tools, a
     # json_schema response_format), for the testing kit's typed view (testing/request.py).
     as_chat: Callable[[dict[str, Any]], dict[str, Any]] = lambda body: body
+    # The headers the API requires (lower-cased), checked before the body; raises ApiError.
+    check: Callable[[dict[str, str]], None] = lambda headers: None
 
 
 def _openai_key(headers: dict[str, str]) -> str:
@@ -78,6 +80,7 @@ DIALECTS: dict[Api, Dialect] = {
         error=anthropic.error_body,
         key=lambda headers: headers.get("x-api-key", ""),
         as_chat=anthropic.as_chat,
+        check=anthropic.check_headers,
     ),
     "gemini": Dialect(
         parse=lambda body, call: gemini.parse(body, call.model or "", bool(call.stream)),

@@ -8,7 +8,8 @@ over the control API, for the `script:<id>` models:
   script:<id>   step k answers turn k (past the end: the last step again). A step is
                 {"content": text} and/or {"tool_calls": [{"name", "arguments"}]}, or {"json": value}
                 for a final answer that is that value as JSON text (typed output); optional
-                "usage", "keepalive", and "delta_chars" (characters per streamed text delta)
+                "usage", "keepalive", "delta_chars" (characters per streamed text delta) and
+                "thinking" (the text of the signed thinking block an Anthropic reply opens with)
 
 `reply_of` turns a scenario's answer (text, calls) into a `Reply` with the usage a real server
 would report for that request; it is a pure function of the request, so a retry gets the same.
@@ -36,6 +37,7 @@ class ScriptStep:
     keepalive: bool = False
     delta_chars: int | None = None  # None: about 16, like a few tokens
     ids: tuple[str, ...] = ()  # the tool calls' ids, when the script sets them (a server that reuses ids)
+    thinking: str | None = None  # what the model thought first, where the API shows it (Anthropic)
 
 
 Scripts = Mapping[str, Sequence[ScriptStep]]
@@ -61,14 +63,19 @@ def _usage(
     prompt = max(1, conv.prompt_chars // 4)
     out_chars = len(content or "") + sum(len(name) + len(args) for name, args in calls)
     prefix = conv.prefix_chars // 4
-    # Like OpenAI: caching starts at 1024 tokens and grows in 128-token blocks.
+    # Like OpenAI: caching starts at 1024 tokens and grows in 128-token blocks; where the request
+    # marks what to cache, the server's prompt cache counted it (prompt_cache.py).
     cached = min(prompt, prefix // 128 * 128) if prefix >= 1024 else 0
+    written = 0
+    if conv.cache_chars is not None:
+        cached, written = conv.cache_chars[0] // 4, conv.cache_chars[1] // 4
     return Usage(
         prompt_tokens=override.get("prompt_tokens", prompt),
         completion_tokens=override.get("completion_tokens", max(1, out_chars // 4)),
         cached_tokens=override.get("cached_tokens", cached),
         reasoning_tokens=override.get("reasoning_tokens", 0),
         total_tokens=override.get("total_tokens"),
+        cache_write_tokens=override.get("cache_write_tokens", written),
     )
 
 
@@ -81,7 +88,8 @@ def reply_of(conv: Conversation, answer: Answer, step: ScriptStep | None = None)
     tool_calls = tuple(
         ToolCall(ids[i] if ids else f"call_{conv.turn}_{i}", name, args) for i, (name, args) in enumerate(calls)
     )
-    return Reply(content, tool_calls, _usage(conv, content, calls, step.usage), step.keepalive, step.delta_chars)
+    usage = _usage(conv, content, calls, step.usage)
+    return Reply(content, tool_calls, usage, step.keepalive, step.delta_chars, thinking=step.thinking)
 
 
 def script_reply(conv: Conversation, scripts: Scripts) -> Reply:
@@ -114,6 +122,9 @@ _USAGE_ALIASES = {
     "total_tokens": "total_tokens",
     "cached_tokens": "cached_tokens",
     "reasoning_tokens": "reasoning_tokens",
+    "cache_read_input_tokens": "cached_tokens",  # Anthropic's names
+    "cache_creation_input_tokens": "cache_write_tokens",
+    "cache_write_tokens": "cache_write_tokens",
 }
 
 
@@ -139,7 +150,7 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
         step = as_dict(step_raw)
         if step is None:
             raise ValueError(f"steps[{i}] must be an object")
-        unknown = set(step) - {"content", "json", "tool_calls", "usage", "keepalive", "delta_chars"}
+        unknown = set(step) - {"content", "json", "tool_calls", "usage", "keepalive", "delta_chars", "thinking"}
         if unknown:
             raise ValueError(f"steps[{i}]: unknown keys {sorted(unknown)}")
         content = step.get("content")
@@ -166,11 +177,15 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
             if not isinstance(args, (str, dict)):
                 raise ValueError(f"steps[{i}].tool_calls[{j}].arguments must be an object or a string")
             calls.append((name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)))
+        thinking = step.get("thinking")
+        if thinking is not None and not isinstance(thinking, str):
+            raise ValueError(f"steps[{i}].thinking must be a string")
         usage: dict[str, int] = {}
         _flatten_usage(as_dict(step.get("usage")) or {}, usage)
         if content is None and not calls:
             content = ""
         if ids and len(ids) != len(calls):
             raise ValueError(f"steps[{i}]: give an id for every tool call or for none")
-        out.append(ScriptStep(content, tuple(calls), usage, step.get("keepalive") is True, size, tuple(ids)))
+        keepalive = step.get("keepalive") is True
+        out.append(ScriptStep(content, tuple(calls), usage, keepalive, size, tuple(ids), thinking))
     return tuple(out)

@@ -27,6 +27,7 @@ class Usage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     total_tokens: int | None = None  # None: prompt + completion
+    cache_write_tokens: int = 0  # of prompt_tokens: written to a prompt cache (Anthropic's)
 
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens if self.total_tokens is None else self.total_tokens
@@ -59,6 +60,7 @@ class Reply:
     usage: Usage = field(default_factory=lambda: Usage(1, 1))
     keepalive: bool = False  # interleave ": keep-alive" comments when streamed
     delta_chars: int | None = None  # characters per streamed text delta; None: see text_pieces
+    thinking: str | None = None  # the model's reasoning, where the API shows it (Anthropic's signed blocks)
 
     @property
     def finish_reason(self) -> str:
