@@ -1,13 +1,16 @@
 """Anthropic's Messages API on the wire: the transcript to a request body, a message to a reply.
 
 Pure functions, no I/O, the same shape as chat_wire and responses_wire (and the errors of
-activities.wire). The lead's model activity adds the URL and the `x-api-key` and
-`anthropic-version` headers.
+activities.wire). The model activity adds the URL and the `x-api-key` and `anthropic-version`
+headers; the version this wire speaks is API_VERSION, 2023-06-01: version 2026-10-21 (the
+default of Anthropic's SDKs 2.x) refuses `temperature` and `top_p` at any value, which this wire
+sends when an agent sets them.
 
 The request:
 - `system` is the agent's instructions; `max_tokens` is always sent: `max_output_tokens`, else
   DEFAULT_MAX_TOKENS (8,192, which every Claude model since 3.5 accepts; set `max_output_tokens`
-  for an older one), plus the thinking budget when thinking is on (thinking counts in max_tokens);
+  for an older one) plus the thinking budget when one is set (thinking counts in max_tokens), or
+  ADAPTIVE_MAX_TOKENS (32,000) with adaptive thinking;
 - `messages` alternate user / assistant: a run of tool results (and a user message beside them)
   is one user message, its `tool_result` blocks first, as the API requires. An assistant message
   is its signed thinking blocks (Anthropic's own, exactly as received; another provider's are
@@ -15,13 +18,15 @@ The request:
   arguments; arguments that are not a JSON object go as `{}` (the workflow has already told the
   model they were invalid, in the call's result). Empty texts are left out (the API refuses
   them) and a message left empty is dropped;
-- settings: temperature, top_p, `stop` as `stop_sequences`, `thinking_tokens` as
-  `thinking: {type: enabled, budget_tokens}`, `reasoning_effort` as a thinking budget
-  (EFFORT_BUDGET: minimal 1,024, low 2,048, medium 8,192, high 24,576). `check_settings` names
-  what Anthropic refuses (a seed, a temperature above 1 or beside thinking, top_p below 0.95
-  beside thinking, a forced tool choice beside thinking, max_output_tokens not above the thinking
-  budget, both a budget and an effort, blank stop sequences) and `build_request` raises
-  `BadSettings` with the same line;
+- settings: temperature, top_p, `stop` as `stop_sequences`; `thinking_tokens` as
+  `thinking: {type: enabled, budget_tokens}` (what models before Claude 4.6 take; the newest
+  refuse a budget), `reasoning_effort` as adaptive thinking with an effort,
+  `thinking: {type: adaptive}` and `output_config: {effort}` (Claude 4.6 and later; EFFORT:
+  minimal and low "low", medium "medium", high "high"). `check_settings` names what Anthropic
+  refuses (a seed, a temperature above 1 or beside thinking, top_p below 0.95 beside thinking, a
+  forced tool choice beside thinking, max_output_tokens not above the thinking budget, both a
+  budget and an effort, blank stop sequences) and `build_request` raises `BadSettings` with the
+  same line;
 - tool_choice: auto {"type": "auto"}, required {"type": "any"}, none {"type": "none"}, a name
   {"type": "tool", "name": ...}; `parallel_tool_calls=False` adds `disable_parallel_tool_use`;
 - typed output goes through an output tool, not the API's structured outputs (`output_config`),
@@ -98,8 +103,10 @@ from durable_agent_runner.workflows.types import (
 )
 
 __all__ = [
+    "ADAPTIVE_MAX_TOKENS",
+    "API_VERSION",
     "DEFAULT_MAX_TOKENS",
-    "EFFORT_BUDGET",
+    "EFFORT",
     "OUTPUT_TOOL",
     "OUTPUT_VALUE_TOOL",
     "build_request",
@@ -109,8 +116,10 @@ __all__ = [
     "parse_usage",
 ]
 
+API_VERSION = "2023-06-01"  # the `anthropic-version` header this wire's requests are valid under
 DEFAULT_MAX_TOKENS = 8192
-EFFORT_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+ADAPTIVE_MAX_TOKENS = 32_000  # room to think and answer; every model with adaptive thinking takes it
+EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}  # -> output_config.effort
 OUTPUT_TOOL = "final_output"  # its input is the typed output
 OUTPUT_VALUE_TOOL = "final_output_value"  # its input is {"value": the typed output}
 MAX_BREAKPOINTS = 4  # the API refuses a fifth cache_control
@@ -130,31 +139,28 @@ _FINISH = {
 # ------------------------------------------------------------------------------ settings
 
 
-def _budget(s: ModelSettings) -> int | None:
-    """The thinking budget the settings ask for, or None."""
-    if s.thinking_tokens is not None:
-        return s.thinking_tokens
-    return EFFORT_BUDGET[s.reasoning_effort] if s.reasoning_effort is not None else None
+def _thinks(s: ModelSettings) -> bool:
+    return s.thinking_tokens is not None or s.reasoning_effort is not None
 
 
 def check_settings(settings: ModelSettings) -> list[str]:
     """One line per setting Anthropic's Messages API refuses as it is set."""
     s, out = settings, []
-    budget = _budget(s)
+    budget = s.thinking_tokens
     if s.seed is not None:
         out.append("seed: Anthropic's Messages API has no seed")
     if s.temperature is not None and s.temperature > 1:
         out.append(f"temperature: Anthropic takes 0 to 1, not {s.temperature:g}")
     if s.thinking_tokens is not None and s.reasoning_effort is not None:
-        out.append("reasoning_effort: give thinking_tokens or reasoning_effort, not both (each sets the budget)")
-    if budget is not None:
+        out.append("reasoning_effort: give thinking_tokens (a budget) or reasoning_effort (adaptive), not both")
+    if _thinks(s):
         if s.temperature is not None:
             out.append("temperature: Anthropic refuses a temperature with thinking (thinking_tokens, reasoning_effort)")
         if s.top_p is not None and s.top_p < 0.95:
             out.append(f"top_p: with extended thinking Anthropic takes 0.95 to 1, not {s.top_p:g}")
         if s.tool_choice not in (None, "auto", "none"):
             out.append(f"tool_choice: Anthropic refuses a forced tool choice ({s.tool_choice}) with extended thinking")
-        if s.max_output_tokens is not None and s.max_output_tokens <= budget:
+        if s.max_output_tokens is not None and budget is not None and s.max_output_tokens <= budget:
             out.append(
                 f"max_output_tokens: must exceed the thinking budget ({budget}), which Anthropic counts in max_tokens"
             )
@@ -295,13 +301,17 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
         raise BadSettings("; ".join(refused))
     check_extra_body(settings.extra_body)
     wire = _messages(messages)
-    budget = _budget(settings)
-    thinking = budget is not None and not _unsigned_tool_turn(wire)
+    budget, effort = settings.thinking_tokens, settings.reasoning_effort
+    thinking = _thinks(settings) and not _unsigned_tool_turn(wire)
     body: dict[str, Any] = {"model": model, "max_tokens": settings.max_output_tokens or DEFAULT_MAX_TOKENS}
     if thinking and budget is not None:
         body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        if settings.max_output_tokens is None:
-            body["max_tokens"] += budget
+        body["max_tokens"] = settings.max_output_tokens or DEFAULT_MAX_TOKENS + budget
+    elif thinking:
+        body["thinking"] = {"type": "adaptive"}
+        body["max_tokens"] = settings.max_output_tokens or ADAPTIVE_MAX_TOKENS
+    if effort is not None:
+        body["output_config"] = {"effort": EFFORT[effort]}
     if agent.instructions:
         body["system"] = agent.instructions
     body["messages"] = wire

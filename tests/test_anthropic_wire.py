@@ -149,15 +149,16 @@ def test_tool_choice_maps_to_anthropics_objects(choice, parallel, sent):
     assert "tool_choice" not in aw.build_request(bare, HI, "m", stream=False)  # only beside tools
 
 
-def test_thinking_budget_raises_max_tokens_and_reasoning_effort_maps_to_a_budget():
+def test_a_thinking_budget_raises_max_tokens_and_reasoning_effort_is_adaptive_thinking():
     body = aw.build_request(with_settings(thinking_tokens=2000), HI, "m", stream=False)
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2000}
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2000} and "output_config" not in body
     assert body["max_tokens"] == aw.DEFAULT_MAX_TOKENS + 2000
     given_cap = aw.build_request(with_settings(thinking_tokens=2000, max_output_tokens=5000), HI, "m", stream=False)
     assert given_cap["max_tokens"] == 5000
-    for effort, budget in aw.EFFORT_BUDGET.items():
+    for effort, sent in [("minimal", "low"), ("low", "low"), ("medium", "medium"), ("high", "high")]:
         body = aw.build_request(with_settings(reasoning_effort=effort), HI, "m", stream=False)
-        assert body["thinking"]["budget_tokens"] == budget and body["max_tokens"] > budget
+        assert body["thinking"] == {"type": "adaptive"} and body["output_config"] == {"effort": sent}
+        assert body["max_tokens"] == aw.ADAPTIVE_MAX_TOKENS
 
 
 @pytest.mark.parametrize(
@@ -169,7 +170,7 @@ def test_thinking_budget_raises_max_tokens_and_reasoning_effort_maps_to_a_budget
         ({"reasoning_effort": "low", "top_p": 0.5}, "top_p: with extended thinking"),
         ({"thinking_tokens": 2000, "tool_choice": "required"}, "tool_choice: Anthropic refuses a forced tool choice"),
         ({"thinking_tokens": 2000, "max_output_tokens": 2000}, "max_output_tokens: must exceed the thinking budget"),
-        ({"thinking_tokens": 2000, "reasoning_effort": "low"}, "reasoning_effort: give thinking_tokens or"),
+        ({"thinking_tokens": 2000, "reasoning_effort": "low"}, "reasoning_effort: give thinking_tokens (a budget) or"),
         ({"stop": ["  "]}, "stop: Anthropic refuses a stop sequence of only whitespace"),
     ],
 )
