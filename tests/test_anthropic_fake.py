@@ -14,8 +14,10 @@ import pytest
 
 from durable_agent_runner.activities import anthropic_wire as aw
 from durable_agent_runner.activities import wire
+from durable_agent_runner.redact import Redactor
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.testing.fake_llm.anthropic import REDACTED_TRIGGER, as_chat, parse
+from durable_agent_runner.testing.fake_llm.hostile import CASES
 from durable_agent_runner.testing.request import AgentIndex, request_of
 from durable_agent_runner.workflows.types import (
     AgentSpec,
@@ -363,3 +365,29 @@ def test_tool_results_reach_the_kit_with_the_call_they_answer():
     ]
     request = request_of(conv, AgentIndex())
     assert request.result_of("get_weather") == "cold" and request.call_of("c1") is not None
+
+
+# --------------------------------------------------------------------------------- hostile mode
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("case", CASES)
+async def test_a_hostile_anthropic_server_gives_a_clean_reply_or_a_named_failure(
+    srv: FakeLLMServer, case: str, stream: bool
+):
+    body = aw.build_request(WEATHER_AGENT, [UserMessage(content="Weather in Tokyo?")], f"hostile:{case}", stream)
+    mask = Redactor(KEY).text
+    async with httpx.AsyncClient(base_url=srv.url, timeout=10, headers=HEADERS) as http:
+        try:
+            if stream:
+                async with http.stream("POST", "/v1/messages", json=body) as response:
+                    reply = await aw.parse_stream(response.aiter_lines(), 1, mask=mask, limit=1_000_000)
+            else:
+                response = await http.post("/v1/messages", json=body)
+                reply = aw.parse_response(wire.parse_body(response.text, mask=mask), 1, mask=mask)
+        except (wire.MalformedResponse, wire.StreamFailed):
+            return
+    assert KEY not in reply.model_dump_json() and KEY[:12] not in reply.model_dump_json()
+    assert all(c.call_id.startswith("call_1_") for c in reply.message.tool_calls)
+    assert all(len(c.provider_id) <= wire.MAX_PROVIDER_ID for c in reply.message.tool_calls)
+    assert 0 <= reply.usage.input_tokens <= 3 * wire.MAX_COUNT

@@ -2,12 +2,13 @@
 
 Faults are consumed in order by the model calls they match (`model`, `path`, `stream`), each
 `count` times. Kinds:
-  status       that HTTP status with an OpenAI error body (+ Retry-After / retry-after-ms)
+  status       that HTTP status with the API's error body (+ Retry-After / retry-after-ms)
   delay        sleep `ms`, then answer normally
   malformed    200 with invalid JSON (streams: one `data:` line of invalid JSON)
   cut          streams: `after_events` events then a dropped connection;
                otherwise a Content-Length larger than the body, then a dropped connection
-  error_event  streams: a couple of deltas, then an error event; otherwise a 500
+  error_event  streams: a couple of deltas, then an error event (Anthropic: `type` or
+               overloaded_error); otherwise a 500
   keepalive    streams: ": keep-alive" comments (Anthropic: `ping` events) and multi-line
                `data:` events (matches streaming requests only, unless `stream` says otherwise)
   stall        headers and part of the body (streams: `after_events` events; otherwise half the

@@ -1,7 +1,7 @@
 """Hostile mode: a model server that attacks its client, for tests of the client's defences.
 
 The model `hostile:<case>` answers like the weather demo (so a run still ends), then bends
-every reply, streamed or not, on both APIs:
+every reply, streamed or not, on every API:
   echo       the request's key (its Authorization or api-key header value, exactly as sent) in
              every field it can reach: the text, tool-call arguments, ids and names, the
              reply's id, model, finish_reason and system_fingerprint, every usage field
@@ -113,8 +113,9 @@ def _echo(d: dict[str, Any], key: str) -> None:
     for name in _ID_FIELDS:
         if isinstance(d.get(name), str):
             d[name] = key
-    if d.get("finish_reason") is not None:
-        d["finish_reason"] = key
+    for name in ("finish_reason", "stop_reason"):  # Chat's and Responses', Anthropic's
+        if d.get(name) is not None:
+            d[name] = key
     if (usage := as_dict(d.get("usage"))) is not None:
         d["usage"] = _usage(usage, lambda _: key)
 
@@ -124,12 +125,13 @@ def _odd(d: dict[str, Any]) -> None:
         d["name"] = 7
     if isinstance(d.get("model"), str):
         d["model"] = "m" * BIG
-    if d.get("object") in ("chat.completion", "chat.completion.chunk", "response"):
+    if d.get("object") in ("chat.completion", "chat.completion.chunk", "response") or d.get("type") == "message":
         d["id"] = "i" * BIG
-    if d.get("finish_reason") is not None:
-        d["finish_reason"] = "f" * BIG
-    if isinstance(d.get("index"), int) and "function" in d:  # a streamed Chat tool-call delta
-        d["index"] = str(d["index"])
+    for name in ("finish_reason", "stop_reason"):
+        if d.get(name) is not None:
+            d[name] = "f" * BIG
+    if isinstance(d.get("index"), int) and ("function" in d or str(d.get("type")).startswith("content_block")):
+        d["index"] = str(d["index"])  # a streamed Chat tool-call delta, an Anthropic block event
     if (usage := as_dict(d.get("usage"))) is not None:
         odd: list[object] = [-5, "12", 1e30, 10**30, True, None, [3]]
         d["usage"] = _usage(usage, lambda i: odd[i % len(odd)])
