@@ -349,7 +349,7 @@ def parse_usage(raw: object) -> Usage:
     read, write = count(raw.get("cache_read_input_tokens")), count(raw.get("cache_creation_input_tokens"))
     return Usage(
         requests=1,
-        input_tokens=count(raw.get("input_tokens")) + read + write,
+        input_tokens=count(count(raw.get("input_tokens")) + read + write),  # the sum within the bound too
         cached_tokens=read,
         cache_write_tokens=write,
         output_tokens=count(raw.get("output_tokens")),
@@ -388,7 +388,7 @@ def _thinking(block: dict[str, Any], r: Reader) -> Thinking:
         data = block.get("data")
         if not isinstance(data, str):
             raise MalformedResponse(f"redacted_thinking block without data: {r.sample(block)}")
-        return Thinking(provider="anthropic", kind="redacted_thinking", data=data)
+        return Thinking(provider="anthropic", kind="redacted_thinking", data=utf8(data))
     text, signature = block.get("thinking"), block.get("signature")
     if not isinstance(text, str) or not isinstance(signature, str):
         raise MalformedResponse(f"thinking block without its text or signature: {r.sample(block)}")
@@ -423,7 +423,9 @@ def parse_response(body: object, turn: int, *, mask: Mask | None = None) -> Mode
             thinking.append(_thinking(block, r))
         # server tools' blocks and any other type carry nothing the transcript keeps
     stop = body.get("stop_reason")
-    finish = "stop" if stop == "tool_use" and output is not None and not calls else _FINISH.get(str(stop), stop)
+    finish = _FINISH.get(stop, stop) if isinstance(stop, str) else None
+    if stop == "tool_use" and output is not None and not calls:
+        finish = "stop"  # only the output tool was called: the answer is whole
     text = output if output is not None else r.text("".join(texts)) if texts else None
     return ModelReply(
         message=AssistantMessage(content=text, tool_calls=run_ids(calls, turn), thinking=thinking),

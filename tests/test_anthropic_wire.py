@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from typing import Any
 
 import httpx
@@ -437,6 +438,8 @@ def test_hostile_values_are_normalized():
     assert (call.name, call.arguments, call.provider_id) == ("7", '{"a": 1}', "")
     assert len(reply.response_id or "") == wire.MAX_LABEL and len(reply.finish_reason or "") == wire.MAX_LABEL
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (0, wire.MAX_COUNT)
+    huge = {"input_tokens": 10**30, "cache_read_input_tokens": 10**30, "cache_creation_input_tokens": 10**30}
+    assert aw.parse_usage(huge).input_tokens == wire.MAX_COUNT
 
 
 def test_too_many_tool_calls_are_malformed():
@@ -574,3 +577,24 @@ async def test_arguments_past_the_bounds_are_replaced_by_why_when_streamed(argum
 async def test_events_past_the_bounds_are_malformed(text):
     with pytest.raises(wire.MalformedResponse, match="stream event is not JSON"):
         await aw.parse_stream(lines("event: content_block_delta\n", f"data: {text}\n", "\n"), 1)
+
+
+# ------------------------------------------------------------------------ mutated replies
+
+
+async def test_mutated_messages_give_a_valid_reply_or_a_named_failure_never_anything_else():
+    """As tests/test_hostile_model.py does for the other wires: one random edit of a valid
+    message or stream at a time, and only a valid reply or MalformedResponse / StreamFailed."""
+    from tests.test_hostile_model import SEED, _lines, _mutate, _stream_lines, assert_valid
+
+    rng = random.Random(SEED)
+    events = [json.loads(line[len("data: ") :]) for line in stream_of(MESSAGE) if line.startswith("data: ")]
+    outcomes = {"reply": 0, "failed": 0}
+    for _ in range(400):
+        try:
+            assert_valid(aw.parse_response(_mutate(MESSAGE, rng), 3), 3)
+            assert_valid(await aw.parse_stream(_lines(_stream_lines(events, rng)), 3, on_delta=str), 3)
+            outcomes["reply"] += 1
+        except (wire.MalformedResponse, wire.StreamFailed):
+            outcomes["failed"] += 1
+    assert outcomes["reply"] > 50 and outcomes["failed"] > 20, outcomes
