@@ -254,9 +254,22 @@ async def test_a_twenty_turn_run_reads_most_of_its_input_from_the_cache(srv: Fak
     assert reads >= 0.95 * sum(r.usage.input_tokens for r in replies[1:])
 
 
-async def test_without_cache_control_nothing_is_cached(srv: FakeLLMServer):
-    replies = await twenty_turns(srv, BIG_AGENT.model_copy(update={"prompt_cache": "off"}))
-    assert all(r.usage.cached_tokens == r.usage.cache_write_tokens == 0 for r in replies)
+async def test_without_cache_control_nothing_is_cached_and_caching_costs_under_a_third(srv: FakeLLMServer):
+    uncached = await twenty_turns(srv, BIG_AGENT.model_copy(update={"prompt_cache": "off"}))
+    assert all(r.usage.cached_tokens == r.usage.cache_write_tokens == 0 for r in uncached)
+    srv.reset()
+    cached = await twenty_turns(srv, BIG_AGENT)
+
+    def input_cost(replies: list[ModelReply]) -> float:
+        """In base input prices: Anthropic bills a 5-minute cache write 1.25x, a read 0.1x."""
+        return sum(
+            (u.input_tokens - u.cached_tokens - u.cache_write_tokens)
+            + 1.25 * u.cache_write_tokens
+            + 0.1 * u.cached_tokens
+            for u in (r.usage for r in replies)
+        )
+
+    assert input_cost(cached) <= 0.3 * input_cost(uncached)
 
 
 async def test_a_short_prefix_is_not_cached_and_a_one_hour_write_says_so(srv: FakeLLMServer):
@@ -305,6 +318,15 @@ async def test_stream_faults_never_give_a_half_answer(srv: FakeLLMServer):
     with pytest.raises((wire.StreamFailed, httpx.TransportError)):
         await call(srv, WEATHER_AGENT, messages, "weather", True, 0)
     assert srv.pending_faults() == []
+
+
+async def test_a_stalled_stream_is_no_answer(srv: FakeLLMServer):
+    srv.add_fault("stall", path="anthropic", stream=True, after_events=5, ms=300)
+    body = aw.build_request(WEATHER_AGENT, [UserMessage(content="Tokyo?")], "weather", stream=True)
+    async with httpx.AsyncClient(base_url=srv.url, timeout=5, headers=HEADERS) as http:
+        with pytest.raises((wire.StreamFailed, httpx.TransportError)):
+            async with http.stream("POST", "/v1/messages", json=body) as response:
+                await aw.parse_stream(response.aiter_lines(), 0)
 
 
 async def test_keepalive_is_ping_events_and_changes_nothing(srv: FakeLLMServer):
