@@ -413,3 +413,21 @@ async def test_a_hostile_anthropic_server_gives_a_clean_reply_or_a_named_failure
     assert all(c.call_id.startswith("call_1_") for c in reply.message.tool_calls)
     assert all(len(c.provider_id) <= wire.MAX_PROVIDER_ID for c in reply.message.tool_calls)
     assert 0 <= reply.usage.input_tokens <= 3 * wire.MAX_COUNT
+
+
+def test_version_2026_10_21_refuses_sampling_fields_as_the_api_does(srv: FakeLLMServer):
+    sampled = {**OK, "temperature": 1.0}
+    assert post(srv, sampled).status_code == 200  # 2023-06-01, the wire's version (aw.API_VERSION)
+    newer = {**HEADERS, "anthropic-version": "2026-10-21"}
+    response = post(srv, sampled, headers=newer)
+    assert (
+        response.status_code == 400
+        and response.json()["error"]["message"] == "temperature: Extra inputs are not permitted"
+    )
+    assert post(srv, OK, headers=newer).status_code == 200
+
+
+def test_a_bearer_key_is_the_key_a_hostile_server_echoes(srv: FakeLLMServer):
+    srv.add_fault("status", status=401, echo_key=True, path="anthropic")
+    bearer = {"anthropic-version": "2026-10-21", "authorization": f"Bearer {KEY}"}
+    assert KEY in post(srv, OK, headers=bearer).json()["error"]["message"]

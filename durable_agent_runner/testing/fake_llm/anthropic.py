@@ -9,8 +9,10 @@ with thinking on: a budget under 1,024 or not under max_tokens, a temperature ot
 forced tool choice, and a tool-use continuation whose assistant message does not open with a
 thinking block. Every thinking block sent back must be one the fake signed (an HMAC of its text
 under SECRET; redacted blocks carry their own MAC): a changed or missing one is refused as the
-API refuses it. `check_headers` requires `anthropic-version`; `x-api-key` is read (a hostile
-server echoes it) but not checked, as fake_llm checks no key on the OpenAI paths.
+API refuses it. `check_headers` requires `anthropic-version` (and from version 2026-10-21 on,
+refuses `temperature`, `top_p` and `top_k`, as that version does); the key (`x-api-key`, or the
+SDKs' 2.x `Authorization: Bearer`) is read, for a hostile server to echo, but not checked, as
+fake_llm checks no key on the OpenAI paths.
 
 A `Reply` renders as a message: a signed thinking block first when the request enables
 thinking (the reply's own text, or one saying what it thinks about; a redacted block when the
@@ -69,6 +71,7 @@ __all__ = [
 response = message
 
 MAX_BREAKPOINTS = 4
+SAMPLING, SAMPLING_GONE = ("temperature", "top_p", "top_k"), "2026-10-21"  # the API version that refuses them
 DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,128}$")
 _FIELDS = frozenset(
@@ -107,9 +110,14 @@ def _signed(block: dict[str, Any]) -> bool:
 # ---------------------------------------------------------------------------------- requests
 
 
-def check_headers(headers: dict[str, str]) -> None:
-    if not headers.get("anthropic-version"):
+def check_headers(headers: dict[str, str], body: dict[str, Any]) -> None:
+    """`anthropic-version` is required; from version 2026-10-21 on, sampling fields are refused."""
+    version = headers.get("anthropic-version")
+    if not version:
         raise _invalid("anthropic-version: header is required")
+    sampling = [k for k in SAMPLING if k in body]
+    if version >= SAMPLING_GONE and sampling:
+        raise _invalid(f"{sampling[0]}: Extra inputs are not permitted")
 
 
 def _blocks(content: object, where: str) -> list[dict[str, Any]]:

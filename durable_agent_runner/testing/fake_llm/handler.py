@@ -199,8 +199,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.state.sleep(self.state.latency_ms)  # benchmarks: every reply pays it, before byte one
         api = call.api
         dialect = DIALECTS[api]
-        dialect.check({k.lower(): v for k, v in self.headers.items()})
         body = self._json_body(raw)
+        dialect.check({k.lower(): v for k, v in self.headers.items()}, body)
         conv = dialect.parse(body, call)
         fault = self.state.faults.take(conv.model, api, conv.stream)
         self.state.update(
