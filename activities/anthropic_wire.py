@@ -35,7 +35,8 @@ The request:
   OUTPUT_TOOL, its input_schema the output's schema (a schema that is not an object is wrapped as
   OUTPUT_VALUE_TOOL's `{"value": ...}`); the model must call a tool (`{"type": "any"}`), or that
   tool when it has no other; with thinking on it may only be offered (`auto`: the API refuses a
-  forced choice with thinking), and a plain-text answer is taken as the output. The reply's call
+  forced choice with thinking; with tool_choice "none" not even offered), and a plain-text
+  answer is taken as the output. The reply's call
   of it becomes the reply's text (the output's JSON, the text beside it dropped), so the runner
   sees a plain JSON answer; an agent tool of either name is refused;
 - prompt caching by default (`AgentSpec.prompt_cache`, "5m", "1h" or "off"): `cache_control`
@@ -140,8 +141,8 @@ def _tool_choice(s: ModelSettings, output: str | None, functions: bool, thinking
     """The `tool_choice` for these settings; `output` is the output tool's name when offered."""
     choice = s.tool_choice
     if output is not None:
-        if thinking:
-            picked: dict[str, Any] = {"type": "auto"}
+        if thinking:  # offered, not forced; "none": the answer comes as text
+            picked: dict[str, Any] = {"type": "none" if choice == "none" else "auto"}
         elif choice in (None, "auto", "required"):
             picked = {"type": "any"} if functions else {"type": "tool", "name": output}
         else:
@@ -286,7 +287,10 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
     taken = sorted({name for name, _, _ in functions} & {OUTPUT_TOOL, OUTPUT_VALUE_TOOL})
     if taken:
         raise BadSettings(f"a tool may not be named {taken[0]}: on Anthropic's wire that name is the typed output's")
-    tools = [{"name": name, "description": text, "input_schema": params} for name, text, params in functions]
+    tools = [
+        {"name": name} | ({"description": text} if text else {}) | {"input_schema": params}
+        for name, text, params in functions
+    ]
     output = _output_tool(agent)
     if output is not None:
         tools.append(output)

@@ -215,6 +215,8 @@ def test_typed_output_is_an_output_tool_the_model_must_call_when_it_has_no_other
     assert aw.build_request(none, HI, "m", False)["tool_choice"] == {"type": "tool", "name": aw.OUTPUT_TOOL}
     thinking = with_settings(typed, thinking_tokens=2000)  # the API refuses a forced choice with thinking
     assert aw.build_request(thinking, HI, "m", False)["tool_choice"] == {"type": "auto"}
+    quiet = with_settings(typed, thinking_tokens=2000, tool_choice="none")
+    assert aw.build_request(quiet, HI, "m", False)["tool_choice"] == {"type": "none"}
 
 
 def test_a_typed_output_that_is_not_an_object_is_wrapped_with_its_defs_at_the_top():
@@ -234,6 +236,13 @@ def test_a_tool_named_as_the_output_tool_is_refused():
     clash = AgentSpec(name="b", tools=[ToolSpec(name=aw.OUTPUT_TOOL)])
     with pytest.raises(wire.BadSettings, match="may not be named final_output"):
         aw.build_request(clash, HI, "m", stream=False)
+
+
+def test_a_tool_without_a_description_is_sent_without_one():
+    bare = AgentSpec(name="b", tools=[ToolSpec(name="ping")], prompt_cache="off")
+    assert aw.build_request(bare, HI, "m", False)["tools"] == [
+        {"name": "ping", "input_schema": bare.tools[0].parameters}
+    ]
 
 
 def test_handoffs_are_tools_without_arguments():
