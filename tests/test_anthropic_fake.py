@@ -18,6 +18,7 @@ from durable_agent_runner.redact import Redactor
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.testing.fake_llm.anthropic import REDACTED_TRIGGER, as_chat, parse
 from durable_agent_runner.testing.fake_llm.hostile import CASES
+from durable_agent_runner.testing.fake_llm.prompt_cache import MIN_CHARS, Prefixes, PromptCache
 from durable_agent_runner.testing.request import AgentIndex, request_of
 from durable_agent_runner.workflows.types import (
     AgentSpec,
@@ -431,3 +432,18 @@ def test_a_bearer_key_is_the_key_a_hostile_server_echoes(srv: FakeLLMServer):
     srv.add_fault("status", status=401, echo_key=True, path="anthropic")
     bearer = {"anthropic-version": "2026-10-21", "authorization": f"Bearer {KEY}"}
     assert KEY in post(srv, OK, headers=bearer).json()["error"]["message"]
+
+
+def test_the_prompt_cache_reads_only_up_to_a_requests_own_marks_within_their_ttl():
+    chars = [5000 * (i + 1) for i in range(4)]
+    ends = tuple((f"d{i}", c) for i, c in enumerate(chars))
+    cache = PromptCache(max_entries=2)
+    assert cache.account(Prefixes(ends, ((1, 300.0),)), now=0) == (0, 10000)  # written up to its mark
+    assert cache.account(Prefixes(ends), now=1) == (0, 0)  # marks nothing: reads nothing
+    assert cache.account(Prefixes(ends, ((3, 300.0),)), now=2) == (10000, 10000)
+    assert cache.account(Prefixes(ends, ((0, 300.0),)), now=3) == (0, 5000)  # d1 lies past its mark
+    assert cache.account(Prefixes(ends, ((2, 300.0),)), now=1000) == (0, 15000)  # expired
+    assert cache.account(Prefixes(ends[:1], ((0, 300.0),)), now=1001) == (0, 5000)  # d0 expired: written again
+    assert cache.account(Prefixes(ends, ((3, 300.0),)), now=1002) == (15000, 5000)  # d3 was evicted (2 kept)
+    small = ((("s", MIN_CHARS - 1),), ((0, 300.0),))
+    assert cache.account(Prefixes(*small), now=1003) == (0, 0)  # too short to cache

@@ -296,6 +296,9 @@ def parse(body: dict[str, Any], *args: Any) -> Conversation:
             if cache is not None:
                 marks.append((len(parts), TTL_SECONDS.get(str(cache.get("ttl", "5m")), TTL_SECONDS["5m"])))
             parts.append([kind, _unmarked(block)])
+    automatic = as_dict(body.get("cache_control"))  # the top-level mark: on the last block
+    if automatic is not None and parts:
+        marks.append((len(parts) - 1, TTL_SECONDS.get(str(automatic.get("ttl", "5m")), TTL_SECONDS["5m"])))
     if len(marks) > MAX_BREAKPOINTS:
         raise _invalid(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(marks)}.")
     prefixes = _prefixes(model, parts, marks)

@@ -3,8 +3,9 @@
 A request is a sequence of blocks (tools, then system, then each message's content blocks); a
 prefix is everything up to the end of one block. The cache remembers the prefixes earlier
 requests marked with `cache_control` (within their TTL, at least MIN_CHARS long, the most recent
-MAX_ENTRIES). A request reads the longest remembered prefix it starts with and writes the rest
-up to its own last mark; the remainder is plain input. Sizes are characters of canonical JSON:
+MAX_ENTRIES). A request reads the longest remembered prefix it starts with, up to its own last
+mark (a request that marks nothing reads nothing), and writes the rest up to that mark; the
+remainder is plain input. Sizes are characters of canonical JSON:
 the fake's token estimate divides them by 4, as for the whole prompt.
 """
 
@@ -31,7 +32,7 @@ class Prefixes:
     @property
     def long(self) -> bool:
         """Its last mark asks for the 1-hour TTL."""
-        return bool(self.marks) and self.marks[-1][1] > TTL_SECONDS["5m"]
+        return bool(self.marks) and max(self.marks)[1] > TTL_SECONDS["5m"]
 
 
 class PromptCache:
@@ -47,8 +48,11 @@ class PromptCache:
         request's marked prefixes are remembered."""
         now = time.monotonic() if now is None else now
         read = 0
+        if not prefixes.marks:
+            return 0, 0
+        reach = max(index for index, _ in prefixes.marks) + 1
         with self._lock:
-            for digest, chars in reversed(prefixes.ends):
+            for digest, chars in reversed(prefixes.ends[:reach]):
                 expires = self._entries.get(digest)
                 if expires is not None and expires > now:
                     read = chars
