@@ -11,12 +11,14 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from durable_agent_runner.activities import anthropic_wire as aw
 from durable_agent_runner.activities import wire
 from durable_agent_runner.redact import Redactor
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from durable_agent_runner.testing.fake_llm.anthropic import REDACTED_TRIGGER, as_chat, parse
+from durable_agent_runner.testing.fake_llm.anthropic import REDACTED_TRIGGER, as_chat, parse, sign
 from durable_agent_runner.testing.fake_llm.hostile import CASES
 from durable_agent_runner.testing.fake_llm.prompt_cache import MIN_CHARS, Prefixes, PromptCache
 from durable_agent_runner.testing.request import AgentIndex, request_of
@@ -26,6 +28,7 @@ from durable_agent_runner.workflows.types import (
     Message,
     ModelReply,
     ModelSettings,
+    Thinking,
     ToolCall,
     ToolMessage,
     ToolSpec,
@@ -447,3 +450,34 @@ def test_the_prompt_cache_reads_only_up_to_a_requests_own_marks_within_their_ttl
     assert cache.account(Prefixes(ends, ((3, 300.0),)), now=1002) == (15000, 5000)  # d3 was evicted (2 kept)
     small = ((("s", MIN_CHARS - 1),), ((0, 300.0),))
     assert cache.account(Prefixes(*small), now=1003) == (0, 0)  # too short to cache
+
+
+_turn = st.tuples(
+    st.text(alphabet="ab ", max_size=3),  # the user's text ("" or blank: none)
+    st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.booleans(), st.booleans()), max_size=4),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(turns=st.lists(_turn, min_size=1, max_size=5), thinking=st.booleans(), typed=st.booleans())
+def test_every_transcript_the_workflow_writes_is_a_request_the_fake_accepts(turns, thinking, typed):
+    """Whatever the shape of the run (parallel calls, steering messages beside results, signed
+    thinking, answers without text), the wire's request passes the fake's checks of the API."""
+    messages: list[Message] = []
+    for text, steps in turns:
+        messages.append(UserMessage(content=text or "go"))
+        for n, with_text, steer, thought in steps:
+            calls = [ToolCall(call_id=f"c{len(messages)}_{i}", name="get_weather", arguments="{}") for i in range(n)]
+            block = [Thinking(provider="anthropic", text="hm", signature=sign("hm"))] if thought or thinking else []
+            messages.append(AssistantMessage(content="ok" if with_text else None, tool_calls=calls, thinking=block))
+            results: list[Message] = [ToolMessage(call_id=c.call_id, name=c.name, content="r") for c in calls]
+            messages += [*results[:1], UserMessage(content="also"), *results[1:]] if steer else results
+    agent = WEATHER_AGENT.model_copy(
+        update={
+            "settings": ModelSettings(thinking_tokens=1024) if thinking else ModelSettings(),
+            "output_schema": SCHEMA if typed else None,
+        }
+    )
+    body = aw.build_request(agent, messages, "m", stream=False)
+    conv = parse(body)
+    assert conv.turn == sum(1 for m in body["messages"] if m["role"] == "assistant")

@@ -4,15 +4,17 @@
 or `messages`, unknown top-level fields, roles that do not alternate starting with the user
 (the real API merges consecutive turns; the fake refuses them, so that a client's own merging is
 tested), a `tool_result` without its `tool_use` in the message before it and a `tool_use`
-without its result in the message after it, empty text blocks, a fifth `cache_control`, and
-with thinking on: a budget under 1,024 or not under max_tokens, a temperature other than 1, a
-forced tool choice, and a tool-use continuation whose assistant message does not open with a
-thinking block. Every thinking block sent back must be one the fake signed (an HMAC of its text
-under SECRET; redacted blocks carry their own MAC): a changed or missing one is refused as the
-API refuses it. `check_headers` requires `anthropic-version` (and from version 2026-10-21 on,
-refuses `temperature`, `top_p` and `top_k`, as that version does); the key (`x-api-key`, or the
-SDKs' 2.x `Authorization: Bearer`) is read, for a hostile server to echo, but not checked, as
-fake_llm checks no key on the OpenAI paths.
+without its result opening the message after it (text before the results leaves calls open),
+empty text blocks, a fifth `cache_control`, and with thinking on: a budget under 1,024 or not
+under max_tokens, a temperature other than 1, a forced tool choice, and a tool-use continuation
+whose assistant message does not open with a thinking block. Every thinking block sent back
+must be one the fake signed (an HMAC of its text under anthropic_reply.SECRET; redacted blocks
+carry their own MAC): a changed or missing one is refused as the API refuses it.
+
+`check_headers` requires `anthropic-version` (and from version 2026-10-21 on refuses
+`temperature`, `top_p` and `top_k`, as that version does). The key (`x-api-key`, or the SDKs'
+2.x `Authorization: Bearer`) is read, for a hostile server to echo, but not checked: fake_llm
+checks no key on the OpenAI paths either.
 
 A `Reply` renders as a message: a signed thinking block first when the request enables
 thinking (the reply's own text, or one saying what it thinks about; a redacted block when the
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import json
 import re
 from typing import Any
@@ -177,7 +180,9 @@ def _check_pairs(messages: list[tuple[str, list[dict[str, Any]]]], thinking: boo
                 raise _invalid(f"messages.{i}.content.{j}: Invalid `{field}` in `{b['type']}` block")
         if i + 1 == len(messages):
             continue  # a final assistant message is a prefill
-        answered = {b.get("tool_use_id") for b in messages[i + 1][1] if b["type"] == "tool_result"}
+        # Only results that open the next message answer: text before them leaves the calls open.
+        leading = itertools.takewhile(lambda b: b["type"] == "tool_result", messages[i + 1][1])
+        answered = {b.get("tool_use_id") for b in leading}
         missing = [str(b.get("id")) for b in blocks if b["type"] == "tool_use" and b.get("id") not in answered]
         if missing:
             raise _invalid(
