@@ -16,8 +16,8 @@ A stream is an answer only once `message_stop` arrives; its blocks are assembled
 StreamFailed with its message, masked. Text and argument deltas count against `limit`, and
 `on_delta` sees text only, never thinking.
 
-Untrusted values go through activities.wire's `Reader`. Thinking text is masked like any text:
-a block that held the key would come back changed, and the API would refuse it.
+Untrusted values go through activities.wire's `Reader`. Thinking is masked like any text (its
+signature and data too): a block that held the key would come back changed, and be refused.
 """
 
 from __future__ import annotations
@@ -107,11 +107,11 @@ def _thinking(block: dict[str, Any], r: Reader) -> Thinking:
         data = block.get("data")
         if not isinstance(data, str):
             raise MalformedResponse(f"redacted_thinking block without data: {r.sample(block)}")
-        return Thinking(provider="anthropic", kind="redacted_thinking", data=utf8(data))
+        return Thinking(provider="anthropic", kind="redacted_thinking", data=r.text(data))
     text, signature = block.get("thinking"), block.get("signature")
     if not isinstance(text, str) or not isinstance(signature, str):
         raise MalformedResponse(f"thinking block without its text or signature: {r.sample(block)}")
-    return Thinking(provider="anthropic", kind="thinking", text=r.text(text), signature=utf8(signature))
+    return Thinking(provider="anthropic", kind="thinking", text=r.text(text), signature=r.text(signature))
 
 
 def parse_response(body: object, turn: int, *, mask: Mask | None = None) -> ModelReply:

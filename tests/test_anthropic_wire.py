@@ -451,6 +451,18 @@ def test_hostile_values_are_normalized():
     assert aw.parse_usage(huge).input_tokens == wire.MAX_COUNT
 
 
+def test_a_key_in_thinking_never_reaches_the_transcript():
+    key = "sk-ant-secret-0123456789abcdef"
+    body = {
+        "content": [
+            {"type": "thinking", "thinking": f"the key is {key}", "signature": key},
+            {"type": "redacted_thinking", "data": f"x{key}"},
+        ]
+    }
+    reply = aw.parse_response(body, 0, mask=Redactor(key).text)
+    assert key not in reply.model_dump_json() and reply.message.thinking[0].text == "the key is ***"
+
+
 def test_too_many_tool_calls_are_malformed():
     calls = [{"type": "tool_use", "id": str(i), "name": "f", "input": {}} for i in range(wire.MAX_TOOL_CALLS + 1)]
     with pytest.raises(wire.MalformedResponse, match="tool calls in one reply"):
