@@ -28,7 +28,6 @@ from durable_agent_runner.activities.wire import Wire
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows.types import ModelSettings, Provider, WireName, split_model
 
-ANTHROPIC_VERSION = "2023-06-01"  # the Messages API's version header (the only stable one)
 KEY_VARIABLES: dict[Provider, str] = {
     "llm": "LLM_API_KEY",
     "openai": "OPENAI_API_KEY",
@@ -105,7 +104,7 @@ class Providers:
             raise ProviderUnavailable(f"{KEY_VARIABLES[provider]} is not set on this worker: it cannot call {provider}")
         value = _value(key)
         if provider == "anthropic":
-            return {"x-api-key": value, "anthropic-version": ANTHROPIC_VERSION}
+            return {"x-api-key": value, "anthropic-version": anthropic_wire.API_VERSION}
         if provider == "gemini":
             return {"x-goog-api-key": value}
         return {"Authorization": f"Bearer {value}"}

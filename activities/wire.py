@@ -65,6 +65,7 @@ OWNED = frozenset(
         "response_format", "text", "previous_response_id", "conversation",
         # Gemini's (the REST API reads either spelling): the transcript, and server-side context
         "contents", "systemInstruction", "system_instruction", "cachedContent", "cached_content",
+        "system",  # Anthropic's instructions (activities.anthropic_wire)
     }
 )  # fmt: skip
 TOOL_CHOICES = ("auto", "required", "none")  # any other tool_choice names a tool

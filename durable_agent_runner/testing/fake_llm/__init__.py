@@ -1,8 +1,9 @@
-"""fake_llm: a TEST DOUBLE for OpenAI-compatible model servers. Never used in production.
+"""fake_llm: a TEST DOUBLE for model servers. Never used in production.
 
-A local HTTP server speaking the OpenAI wire format (Chat Completions and the Responses API,
-streamed or not, with the real status codes, error bodies, SSE framing, tool-call deltas and
-usage), scripted by model name and able to inject faults. The project's tests and its offline
+A local HTTP server speaking the OpenAI wire format (Chat Completions and the Responses API) and
+Anthropic's Messages API (`anthropic`: signed thinking, prompt caching), streamed or not, with
+the real status codes, error bodies, SSE framing, tool-call deltas and usage, scripted by model
+name and able to inject faults. The project's tests and its offline
 demo point the runtime at it by base URL (e.g. LLM_BASE_URL=http://127.0.0.1:8400/v1); the
 runtime code never knows it exists.
 

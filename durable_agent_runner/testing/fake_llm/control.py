@@ -21,6 +21,7 @@ from typing import Any, TypeGuard
 
 from durable_agent_runner.testing.fake_llm.conversation import as_list
 from durable_agent_runner.testing.fake_llm.faults import FaultQueue, parse_fault
+from durable_agent_runner.testing.fake_llm.prompt_cache import PromptCache
 from durable_agent_runner.testing.fake_llm.scripts import Responder, ScriptStep, parse_steps, scripts_only
 
 
@@ -41,6 +42,7 @@ class State:
         self.lock = threading.Lock()
         self.scripts: dict[str, tuple[ScriptStep, ...]] = {}
         self.faults = FaultQueue()
+        self.prompt_cache = PromptCache()  # the prefixes requests marked with cache_control
         self.latency_ms = self.initial_latency_ms = latency_ms
         self.stream_event_ms = 0.0  # a pause after each SSE frame, so a stream takes time
         # Bounded, and bodies kept as raw bytes (parsed when read): a 1,000-turn run sends
@@ -85,6 +87,7 @@ class State:
             self.latency_ms = self.initial_latency_ms  # e.g. the CLI's --latency-ms
             self.stream_event_ms = 0.0
         self.faults.clear()
+        self.prompt_cache.clear()
 
 
 def apply_control(state: State, name: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
+from durable_agent_runner.testing.fake_llm.prompt_cache import Prefixes
 from durable_agent_runner.testing.fake_llm.wire import ApiError
 
 Api = Literal["chat", "responses", "anthropic", "gemini"]
@@ -46,6 +47,10 @@ class Conversation:
     # The request body as sent, for a scenario that reads what this class does not model
     # (tool parameters, the response format: see durable_agent_runner/testing/scenarios/team.py).
     request: dict[str, Any] = field(default_factory=lambda: {}, repr=False, compare=False)
+    # APIs that mark what to cache (Anthropic's cache_control): the request's prefixes, and what
+    # the server's prompt cache made of them (characters read, written; prompt_cache.py).
+    prefixes: Prefixes | None = field(default=None, repr=False, compare=False)
+    cache_chars: tuple[int, int] | None = None
 
 
 def as_dict(value: object) -> dict[str, Any] | None:

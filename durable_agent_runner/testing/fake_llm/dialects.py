@@ -44,8 +44,9 @@ class Dialect:
     # The request as an equivalent Chat Completions body (system message, function tools, a
     # json_schema response_format), for the testing kit's typed view (testing/request.py).
     as_chat: Callable[[dict[str, Any]], dict[str, Any]] = lambda body: body
-    # Raises ApiError when the request's headers (lower-cased) lack what the API requires.
-    auth: Callable[[dict[str, str]], None] = lambda headers: None
+    # What the API requires of the headers (lower-cased) beside the body (a key, a version),
+    # checked before the body is read as a conversation; raises ApiError.
+    check: Callable[[dict[str, str], dict[str, Any]], None] = lambda headers, body: None
 
 
 def _openai_key(headers: dict[str, str]) -> str:
@@ -78,8 +79,9 @@ DIALECTS: dict[Api, Dialect] = {
         body=anthropic.message,
         stream=anthropic.stream,
         error=anthropic.error_body,
-        key=lambda headers: headers.get("x-api-key", ""),
+        key=lambda headers: headers.get("x-api-key") or headers.get("authorization", ""),  # the SDKs 2.x: Bearer
         as_chat=anthropic.as_chat,
+        check=anthropic.check_headers,
     ),
     "gemini": Dialect(
         parse=lambda body, call: gemini.parse(body, call.model or "", bool(call.stream)),
@@ -88,7 +90,7 @@ DIALECTS: dict[Api, Dialect] = {
         error=gemini.error_body,
         key=lambda headers: headers.get("x-goog-api-key", ""),
         as_chat=gemini.as_chat,
-        auth=gemini.require_key,
+        check=lambda headers, body: gemini.require_key(headers),
     ),
 }
 

@@ -2,14 +2,15 @@
 
 Faults are consumed in order by the model calls they match (`model`, `path`, `stream`), each
 `count` times. Kinds:
-  status       that HTTP status with an OpenAI error body (+ Retry-After / retry-after-ms)
+  status       that HTTP status with the API's error body (+ Retry-After / retry-after-ms)
   delay        sleep `ms`, then answer normally
   malformed    200 with invalid JSON (streams: one `data:` line of invalid JSON)
   cut          streams: `after_events` events then a dropped connection;
                otherwise a Content-Length larger than the body, then a dropped connection
-  error_event  streams: a couple of deltas, then an error event; otherwise a 500
-  keepalive    streams: ": keep-alive" comments and multi-line `data:` events
-               (matches streaming requests only, unless `stream` says otherwise)
+  error_event  streams: a couple of deltas, then an error event (Anthropic: `type` or
+               overloaded_error); otherwise a 500
+  keepalive    streams: ": keep-alive" comments (Anthropic: `ping` events) and multi-line
+               `data:` events (matches streaming requests only, unless `stream` says otherwise)
   stall        headers and part of the body (streams: `after_events` events; otherwise half the
                body), then silence for `ms` (default 30 s) and a dropped connection; with
                `drip_ms`, a keep-alive comment (streams) or one more byte of the body every
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal, get_args
 
-from durable_agent_runner.testing.fake_llm import gemini
+from durable_agent_runner.testing.fake_llm import anthropic, gemini
 from durable_agent_runner.testing.fake_llm.conversation import Api, as_dict
 from durable_agent_runner.testing.fake_llm.hostile import echoed
 from durable_agent_runner.testing.fake_llm.wire import SSE, ApiError, chat_error_event, responses_error_event
@@ -207,9 +208,8 @@ def shape_stream(events: list[SSE], fault: Fault | None, api: Api, keepalive: bo
         return StreamPlan([e.render() for e in events[:keep]], abort=True)
     if kind == "malformed":
         assert fault is not None
-        broken = SSE(
-            malformed_body(fault, key).decode(), event="response.output_text.delta" if api == "responses" else None
-        )
+        named = {"responses": "response.output_text.delta", "anthropic": "content_block_delta"}
+        broken = SSE(malformed_body(fault, key).decode(), event=named.get(api))
         tail = [SSE("[DONE]")] if api == "chat" else []
         return StreamPlan([e.render() for e in [events[0], broken, *tail]], abort=False)
     if kind == "error_event":
@@ -221,16 +221,19 @@ def shape_stream(events: list[SSE], fault: Fault | None, api: Api, keepalive: bo
         )
         if api == "gemini":
             error = gemini.error_event(message)
+        elif api == "anthropic":
+            error = anthropic.error_event(fault.type or "overloaded_error", message)
         elif api == "chat":
             error = chat_error_event(code, message)
         else:
             error = responses_error_event(code, message, len(kept))
         return StreamPlan([e.render() for e in [*kept, error]], abort=False)
     if kind == "keepalive" or keepalive:
-        frames = [KEEPALIVE]
+        alive = anthropic.ping().render() if api == "anthropic" else KEEPALIVE  # Anthropic's own keep-alive
+        frames = [alive]
         for i, event in enumerate(events):
             frames.append(event.render(multiline=i % 2 == 1))
-            frames.append(KEEPALIVE)
+            frames.append(alive)
         return StreamPlan(frames, abort=False)
     return StreamPlan([e.render() for e in events], abort=False)
 
@@ -242,7 +245,7 @@ def _until_second_delta(events: list[SSE], api: Api) -> list[SSE]:
         return events[: min(2, len(events) - 1)]
     seen = 0
     for i, event in enumerate(events):
-        if (event.event or "").endswith(".delta"):
+        if (event.event or "").endswith((".delta", "content_block_delta")):
             seen += 1
             if seen == 2:
                 return events[: i + 1]

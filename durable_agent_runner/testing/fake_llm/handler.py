@@ -15,6 +15,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
@@ -198,8 +199,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.state.sleep(self.state.latency_ms)  # benchmarks: every reply pays it, before byte one
         api = call.api
         dialect = DIALECTS[api]
-        dialect.auth({k.lower(): v for k, v in self.headers.items()})
         body = self._json_body(raw)
+        dialect.check({k.lower(): v for k, v in self.headers.items()}, body)
         conv = dialect.parse(body, call)
         fault = self.state.faults.take(conv.model, api, conv.stream)
         self.state.update(
@@ -218,6 +219,8 @@ class _Handler(BaseHTTPRequestHandler):
             raise status_error(fault, key)
         if fault and fault.kind == "error_event" and not conv.stream:
             raise error_event_http(fault, key)
+        if conv.prefixes is not None:  # a request that reached the model reads and writes the cache
+            conv = replace(conv, cache_chars=self.state.prompt_cache.account(conv.prefixes))
         with self.state.lock:
             scripts = dict(self.state.scripts)
         case = hostile.case_of(conv.model)

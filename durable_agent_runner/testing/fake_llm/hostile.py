@@ -1,7 +1,7 @@
 """Hostile mode: a model server that attacks its client, for tests of the client's defences.
 
 The model `hostile:<case>` answers like the weather demo (so a run still ends), then bends
-every reply, streamed or not, on every API (Gemini's field names included):
+every reply, streamed or not, on every API (Gemini's and Anthropic's field names included):
   echo       the request's key (its Authorization or api-key header value, exactly as sent) in
              every field it can reach: the text, tool-call arguments, ids and names, the
              reply's id, model, finish_reason and system_fingerprint, every usage field
@@ -34,7 +34,7 @@ DEPTH = DIGITS = 5_000  # of `deep` arguments' nesting, of the `digits` integer
 ODD_COUNTS: tuple[object, ...] = (-5, "12", 1e30, 10**30, True, None, [3])  # token counts of `odd`
 NUMBER_NAME = "__number__"  # a tool name rendered as the JSON number 7
 _ID_FIELDS = ("id", "call_id", "item_id", "system_fingerprint", "model", "responseId", "modelVersion")
-_FINISH_FIELDS = ("finish_reason", "finishReason")  # Chat's and the Responses API's, Gemini's
+_FINISH_FIELDS = ("finish_reason", "finishReason", "stop_reason")  # Chat's and Responses', Gemini's, Anthropic's
 _USAGE_FIELDS = ("usage", "usageMetadata")
 
 
@@ -130,13 +130,13 @@ def _odd(d: dict[str, Any]) -> None:
     for name in ("model", "modelVersion"):
         if isinstance(d.get(name), str):
             d[name] = "m" * BIG
-    if d.get("object") in ("chat.completion", "chat.completion.chunk", "response"):
+    if d.get("object") in ("chat.completion", "chat.completion.chunk", "response") or d.get("type") == "message":
         d["id"] = "i" * BIG
     for name in _FINISH_FIELDS:
         if d.get(name) is not None:
             d[name] = "f" * BIG
-    if isinstance(d.get("index"), int) and "function" in d:  # a streamed Chat tool-call delta
-        d["index"] = str(d["index"])
+    if isinstance(d.get("index"), int) and ("function" in d or str(d.get("type")).startswith("content_block")):
+        d["index"] = str(d["index"])  # a streamed Chat tool-call delta, an Anthropic block event
     for name in _USAGE_FIELDS:
         if (usage := as_dict(d.get(name))) is not None:
             d[name] = _usage(usage, lambda i: ODD_COUNTS[i % len(ODD_COUNTS)])

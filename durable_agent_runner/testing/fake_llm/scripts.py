@@ -8,9 +8,10 @@ over the control API, for the `script:<id>` models:
   script:<id>   step k answers turn k (past the end: the last step again). A step is
                 {"content": text} and/or {"tool_calls": [{"name", "arguments"}]}, or {"json": value}
                 for a final answer that is that value as JSON text (typed output); optional
-                "usage", "keepalive", "delta_chars" (characters per streamed text delta), and
+                "usage", "keepalive", "delta_chars" (characters per streamed text delta),
                 "finish" / "blocked" (a provider's own stop reason, or a prompt refused with that
-                reason: Gemini's finishReason "SAFETY", promptFeedback.blockReason)
+                reason: Gemini's finishReason "SAFETY", promptFeedback.blockReason) and
+                "thinking" (the text of the signed thinking block an Anthropic reply opens with)
 
 `reply_of` turns a scenario's answer (text, calls) into a `Reply` with the usage a real server
 would report for that request; it is a pure function of the request, so a retry gets the same.
@@ -40,6 +41,7 @@ class ScriptStep:
     ids: tuple[str, ...] = ()  # the tool calls' ids, when the script sets them (a server that reuses ids)
     finish: str | None = None  # see Reply.finish
     blocked: str | None = None  # see Reply.blocked
+    thinking: str | None = None  # what the model thought first, where the API shows it (Anthropic)
 
 
 Scripts = Mapping[str, Sequence[ScriptStep]]
@@ -65,14 +67,19 @@ def _usage(
     prompt = max(1, conv.prompt_chars // 4)
     out_chars = len(content or "") + sum(len(name) + len(args) for name, args in calls)
     prefix = conv.prefix_chars // 4
-    # Like OpenAI: caching starts at 1024 tokens and grows in 128-token blocks.
+    # Like OpenAI: caching starts at 1024 tokens and grows in 128-token blocks; where the request
+    # marks what to cache, the server's prompt cache counted it (prompt_cache.py).
     cached = min(prompt, prefix // 128 * 128) if prefix >= 1024 else 0
+    written = 0
+    if conv.cache_chars is not None:
+        cached, written = conv.cache_chars[0] // 4, conv.cache_chars[1] // 4
     return Usage(
         prompt_tokens=override.get("prompt_tokens", prompt),
         completion_tokens=override.get("completion_tokens", max(1, out_chars // 4)),
         cached_tokens=override.get("cached_tokens", cached),
         reasoning_tokens=override.get("reasoning_tokens", 0),
         total_tokens=override.get("total_tokens"),
+        cache_write_tokens=override.get("cache_write_tokens", written),
     )
 
 
@@ -86,7 +93,9 @@ def reply_of(conv: Conversation, answer: Answer, step: ScriptStep | None = None)
         ToolCall(ids[i] if ids else f"call_{conv.turn}_{i}", name, args) for i, (name, args) in enumerate(calls)
     )
     usage = _usage(conv, content, calls, step.usage)
-    return Reply(content, tool_calls, usage, step.keepalive, step.delta_chars, step.finish, step.blocked)
+    return Reply(
+        content, tool_calls, usage, step.keepalive, step.delta_chars, step.finish, step.blocked, thinking=step.thinking
+    )
 
 
 def script_reply(conv: Conversation, scripts: Scripts) -> Reply:
@@ -111,7 +120,9 @@ def scripts_only(conv: Conversation, scripts: Scripts) -> Reply:
 
 # ------------------------------------------------------------------------------- scripts
 
-STEP_KEYS = frozenset({"content", "json", "tool_calls", "usage", "keepalive", "delta_chars", "finish", "blocked"})
+STEP_KEYS = frozenset(
+    {"content", "json", "tool_calls", "usage", "keepalive", "delta_chars", "finish", "blocked", "thinking"}
+)
 
 _USAGE_ALIASES = {
     "prompt_tokens": "prompt_tokens",
@@ -121,6 +132,9 @@ _USAGE_ALIASES = {
     "total_tokens": "total_tokens",
     "cached_tokens": "cached_tokens",
     "reasoning_tokens": "reasoning_tokens",
+    "cache_read_input_tokens": "cached_tokens",  # Anthropic's names
+    "cache_creation_input_tokens": "cache_write_tokens",
+    "cache_write_tokens": "cache_write_tokens",
 }
 
 
@@ -173,6 +187,9 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
             if not isinstance(args, (str, dict)):
                 raise ValueError(f"steps[{i}].tool_calls[{j}].arguments must be an object or a string")
             calls.append((name, args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)))
+        thinking = step.get("thinking")
+        if thinking is not None and not isinstance(thinking, str):
+            raise ValueError(f"steps[{i}].thinking must be a string")
         usage: dict[str, int] = {}
         _flatten_usage(as_dict(step.get("usage")) or {}, usage)
         if content is None and not calls:
@@ -184,5 +201,5 @@ def parse_steps(raw: object) -> tuple[ScriptStep, ...]:
             if value is not None and (not isinstance(value, str) or not value):
                 raise ValueError(f"steps[{i}].{key} must be a non-empty string")
         keepalive = step.get("keepalive") is True
-        out.append(ScriptStep(content, tuple(calls), usage, keepalive, size, tuple(ids), **stops))
+        out.append(ScriptStep(content, tuple(calls), usage, keepalive, size, tuple(ids), thinking=thinking, **stops))
     return tuple(out)

@@ -27,6 +27,7 @@ class Usage:
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     total_tokens: int | None = None  # None: prompt + completion
+    cache_write_tokens: int = 0  # of prompt_tokens: written to a prompt cache (Anthropic's)
 
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens if self.total_tokens is None else self.total_tokens
@@ -64,6 +65,7 @@ class Reply:
     # reason before any reply (Gemini's promptFeedback.blockReason).
     finish: str | None = None
     blocked: str | None = None
+    thinking: str | None = None  # the model's reasoning, where the API shows it (Anthropic's signed blocks)
 
     @property
     def finish_reason(self) -> str:
