@@ -14,6 +14,7 @@ from tests.helpers import calls, replay, script, start, transcript
 
 GEMINI_KEY = "g-Zr8Kq2Lw5Xv9"
 ANTHROPIC_KEY = "a-Jm4Tn7Ps1Yc6"
+OPENAI_KEY = "o-Hd3Wq8Nv2Bx5"
 
 
 @pytest.fixture
@@ -25,6 +26,8 @@ def settings(llm) -> LLMSettings:
         gemini_api_key=GEMINI_KEY,
         anthropic_base_url=llm.url,
         anthropic_api_key=ANTHROPIC_KEY,
+        openai_base_url=llm.base_url,
+        openai_api_key=OPENAI_KEY,
         max_attempts=2,
     )
 
@@ -39,7 +42,7 @@ def weather_script(llm) -> str:
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
-@pytest.mark.parametrize("provider", ["gemini"])
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "openai"])
 async def test_a_run_with_tools_over_several_turns(client, task_queue, worker_factory, llm, settings, provider, stream):
     model = weather_script(llm)
     async with worker_factory(settings=settings.model_copy(update={"stream": stream})):
@@ -54,9 +57,10 @@ async def test_a_run_with_tools_over_several_turns(client, task_queue, worker_fa
     assert [m.name for m in results] == ["get_weather", "get_weather", "convert_temperature"]
     assert not any(m.is_error for m in results), [m.content for m in results]
     sent = [r for r in llm.requests() if r["model"] == model]
-    assert len(sent) == 3 and all(r["api"] == provider and r["stream"] is stream for r in sent)
+    api = "chat" if provider == "openai" else provider
+    assert len(sent) == 3 and all(r["api"] == api and r["stream"] is stream for r in sent)
     history = json.dumps([json.loads(m.model_dump_json()) for m in messages])
-    assert GEMINI_KEY not in history and ANTHROPIC_KEY not in history
+    assert not {GEMINI_KEY, ANTHROPIC_KEY, OPENAI_KEY} & {k for k in (GEMINI_KEY, ANTHROPIC_KEY, OPENAI_KEY) if k in history}
 
 
 async def test_a_provider_s_setting_it_lacks_is_refused_when_the_run_starts(client, task_queue, worker_factory, llm):
@@ -73,3 +77,50 @@ async def test_a_provider_s_setting_it_lacks_is_refused_when_the_run_starts(clie
             await handle.result()
     assert "parallel_tool_calls" in str(failure.value.cause) and f"gemini:{model}" in str(failure.value.cause)
     assert not [r for r in llm.requests() if r["model"] == model]
+
+
+async def test_a_claude_run_with_thinking_sends_each_signed_block_back_unchanged(
+    client, task_queue, worker_factory, llm, settings
+):
+    model = weather_script(llm)
+    async with worker_factory(settings=settings):
+        handle = await start(
+            client,
+            task_queue,
+            "Paris or Oslo?",
+            model=f"anthropic:{model}",
+            model_settings=t.ModelSettings(thinking_tokens=2048),
+        )
+        result = await handle.result()
+        messages = await transcript(handle)
+    # fake_llm signs the thinking it sends and refuses a continuation whose block changed or went
+    # missing (as the API does): three calls answered means each came back exactly as it was sent.
+    assert result.output == "Paris is warmer than Oslo." and result.turns == 3
+    replies = [m for m in messages if isinstance(m, t.AssistantMessage)]
+    assert all(len(r.thinking) == 1 and r.thinking[0].provider == "anthropic" for r in replies)
+    assert all(r.thinking[0].signature and r.thinking[0].text for r in replies)
+    assert all(r.thinking[0].text not in (r.content or "") for r in replies)  # never answer text
+    bodies = [r["body"] for r in llm.requests() if r["model"] == model]
+    assert all(b["thinking"] == {"type": "enabled", "budget_tokens": 2048} for b in bodies)
+    sent_back = [m["content"][0] for b in bodies[1:] for m in b["messages"] if m["role"] == "assistant"]
+    assert sent_back and all(block["type"] == "thinking" and block["signature"] for block in sent_back)
+
+
+async def test_anthropic_answering_529_forever_falls_back_to_openai_and_the_run_completes(
+    client, task_queue, worker_factory, llm, settings
+):
+    down, up = weather_script(llm), weather_script(llm)
+    llm.add_faults([{"kind": "status", "status": 529, "count": 1000, "model": down, "type": "overloaded_error"}])
+    async with worker_factory(settings=settings):
+        handle = await start(
+            client, task_queue, "Paris or Oslo?", model=f"anthropic:{down}", fallback_models=[f"openai:{up}"]
+        )
+        result = await handle.result()
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+    assert result.output == "Paris is warmer than Oslo."
+    (switch,) = status.switches
+    assert (switch.from_model, switch.to_model, switch.turn) == (f"anthropic:{down}", f"openai:{up}", 1)
+    assert "ModelHTTP529" in switch.why
+    assert set(result.usage_by_model) == {f"openai:{up}"}
+    to_anthropic = [r for r in llm.requests() if r["model"] == down]
+    assert len(to_anthropic) == 2 and all(r["api"] == "anthropic" and r["status"] == 529 for r in to_anthropic)
