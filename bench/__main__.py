@@ -20,11 +20,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import report, sections
+from bench import caching, report, sections
 from bench.plan import FULL, QUICK, Plan
 from bench.stack import Stack
 
-SECTIONS = ("per-turn", "timeline", "history", "concurrency", "tuning", "streaming")
+SECTIONS = ("per-turn", "timeline", "history", "concurrency", "tuning", "streaming", "caching")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -82,6 +82,8 @@ async def run(stack: Stack, plan: Plan, only: set[str], results: dict[str, Any],
         results["concurrency"] = await sections.concurrency(stack, plan, log, t0 + 0.5 * plan.budget_s)
     if "streaming" in only:
         results["streaming"] = await sections.streaming_latency(stack, plan, log)
+    if "caching" in only:
+        results["caching"] = await caching.caching(stack, log)
     if "tuning" in only:  # last: its later rounds fill what is left of the budget
         results["tuning"] = await sections.tuning(stack, plan, log, t0 + plan.budget_s)
 
@@ -107,7 +109,8 @@ def render(results: dict[str, Any]) -> str:
     if env.get("server_dynamic_config"):
         parts.append(f"one dev server for every worker, its dynamic config: {env['server_dynamic_config']}")
     printers = [("per_turn", report.per_turn), ("history", report.history), ("concurrency", report.concurrency),
-                ("tuning", report.tuning), ("streaming", report.streaming), ("timeline", report.timeline)]  # fmt: skip
+                ("tuning", report.tuning), ("streaming", report.streaming), ("timeline", report.timeline),
+                ("caching", caching.report)]  # fmt: skip
     for key, fn in printers:
         if key in results:
             parts.append(fn(results[key]))

@@ -113,7 +113,12 @@ class Stack:
         return proc.pid if proc is not None else None
 
     def settings(self, stream: bool = False) -> LLMSettings:
-        return LLMSettings(base_url=self.llm.base_url, model="demo", stream=stream)
+        # The providers a model string names reach the same fake (bench.caching: anthropic:…).
+        root, key = self.llm.url, "bench-offline-key"
+        return LLMSettings(
+            base_url=self.llm.base_url, model="demo", stream=stream, anthropic_base_url=root, anthropic_api_key=key,
+            gemini_base_url=root, gemini_api_key=key, openai_base_url=self.llm.base_url, openai_api_key=key,
+        )  # fmt: skip
 
     def phase(self, latency_ms: float) -> None:
         """A clean request log and the given model latency for the next measurement."""
