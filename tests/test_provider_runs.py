@@ -122,3 +122,14 @@ async def test_anthropic_answering_529_forever_falls_back_to_openai_and_the_run_
     assert set(result.usage_by_model) == {f"openai:{up}"}
     to_anthropic = [r for r in llm.requests() if r["model"] == down]
     assert len(to_anthropic) == 2 and all(r["api"] == "anthropic" and r["status"] == 529 for r in to_anthropic)
+
+
+async def test_the_providers_example_runs_offline(temporal_server):
+    from examples import providers
+
+    lines = await providers.main(address=temporal_server.target)
+    assert all("it is sunny in Paris, 22 C." in line for line in lines[:3]), lines  # each on its own wire
+    assert "anthropic:claude-sonnet-4-5: " in lines[0] and "gemini:gemini-2.5-flash: " in lines[1]
+    assert "openai:gpt-4.1-mini: " in lines[2]
+    assert lines[3] == "fallback anthropic:claude-sonnet-4-5 → gemini:gemini-2.5-flash in turn 1"
+    assert lines[4] == "careful  careful: it is sunny in Paris, 22 C."
