@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -239,3 +241,34 @@ async def test_cancel_ends_a_waiting_session(client: Client, task_queue: str, wo
         assert st.status == "cancelled" and st.session is not None and st.session.state == "ended"
         with pytest.raises(SessionError, match="has ended"):
             await send_message(client, handle.id, "still there?", by="a")
+
+
+async def test_the_opening_prompt_stays_message_1_when_a_message_comes_with_the_start(
+    client: Client, task_queue: str, worker_factory: Any
+) -> None:
+    """The start and a message delivered in the same first workflow task (no worker was up yet):
+    the update's handler runs before the run does, and must still find the prompt as message 1."""
+    handle = await open_session(client, task_queue, model="echo", prompt="first")
+    early = asyncio.create_task(send_message(client, handle.id, "second", by="alice"))
+    await asyncio.sleep(1.0)  # the update waits at the server for the run's first workflow task
+    async with worker_factory():
+        receipt = await early
+        await until(lambda: _answered(handle, 2))
+        story = await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)
+        await end_session(client, handle.id, by="test")
+        await handle.result()
+    assert receipt.message == 2
+    if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
+        (Path(__file__).parent / "histories" / "session_prompt_1_4.json").write_text(
+            (await handle.fetch_history()).to_json()
+        )
+    messages = [e for e in story.events if e.kind == t.EventKind.MESSAGE]
+    assert [(e.text, e.detail.split(" · ")[0]) for e in messages] == [
+        ("first", "message 1 from client"),
+        ("second", "message 2 from alice"),
+    ]
+
+
+async def _answered(handle: WorkflowHandle[Any, Any], n: int) -> bool:
+    live = await status(handle)
+    return live.session is not None and live.session.answered >= n

@@ -36,7 +36,7 @@ from durable_agent_runner.workflows.outcomes import (
     Steered,
     ToolsRan,
 )
-from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, TREE_BUDGET_PATCH
+from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH, TREE_BUDGET_PATCH
 from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
 from durable_agent_runner.workflows.rules import Done, Stop
 from durable_agent_runner.workflows.session import SessionState
@@ -75,11 +75,23 @@ class AgentRun(TurnSteps):
     def __init__(self, input: t.RunInput) -> None:
         # State exists before any handler runs: a message may arrive with the start itself.
         super().__init__()
+        self._prompt_taken = False
         if input.carry is not None:
             self._s.from_carry(input.carry)
         else:
             self._s.breakpoints = input.breakpoints
             self._s.session = SessionState() if input.session else None
+            # Here, not in the run: a message delivered with the start itself (its update runs
+            # before the run does) must not take the opening prompt's place as message 1.
+            if self._s.session is not None and input.prompt and workflow.patched(SESSION_PROMPT_PATCH):
+                self._accept_prompt(input.prompt)
+
+    def _accept_prompt(self, prompt: str) -> None:
+        session = self._s.session
+        assert session is not None
+        first = t.SessionMessage(text=prompt, by="client")
+        self._received(first, session.accept(first, workflow.now(), steer=False))
+        self._prompt_taken = True
 
     # ------------------------------------------------------------------------------- the run
 
@@ -260,9 +272,8 @@ class AgentRun(TurnSteps):
         message's error; the conversation goes on."""
         s, session = self._s, self._s.session
         assert session is not None
-        if input.carry is None and input.prompt:
-            first_message = t.SessionMessage(text=input.prompt, by="client")
-            self._received(first_message, session.accept(first_message, workflow.now(), steer=False))
+        if input.carry is None and input.prompt and not self._prompt_taken:  # a run recorded before 1.4
+            self._accept_prompt(input.prompt)
         first = await self._start(input)
         while True:
             guard = None
