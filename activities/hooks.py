@@ -29,6 +29,7 @@ import functools
 import inspect
 import logging
 import re
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -38,11 +39,14 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.activities import errors
 from durable_agent_runner.activities.mcp_tools import FrozenTools
-from durable_agent_runner.activities.model import build_request, endpoint_for, heartbeating, read_context
-from durable_agent_runner.activities.providers import Providers
-from durable_agent_runner.activities.wire import parse_body
+from durable_agent_runner.activities.model import (
+    ModelActivities,
+    build_request,
+    endpoint_for,
+    heartbeating,
+    read_context,
+)
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.agent import Agent, approval_check
 from durable_agent_runner.agents.breakpoints import BreakpointState, verdict
@@ -50,13 +54,11 @@ from durable_agent_runner.agents.guardrails import GuardrailContext, ModelCaller
 from durable_agent_runner.agents.registry import Registry
 from durable_agent_runner.agents.tools import RETRYABLE, describe_errors, describe_exception
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.redact import Redactor
 from durable_agent_runner.workflows.types import HOOK_ACTIVITY, AgentSpec, HookInput, HookResult, Message, UserMessage
 
 log = logging.getLogger(__name__)
 
 HOOK_FAILED = "AgentHookFailed"
-MAX_ASK_CHARS = 1024 * 1024  # of a reply to a guardrail's question: far past any verdict
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 # A reply wrapped in a Markdown code fence, as models that ignore the response format send it.
 _FENCE = re.compile(r"\A\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
@@ -79,8 +81,8 @@ class HookActivities:
         self.settings = settings or LLMSettings()
         self.http = http
         self.threads = threads  # None: executor.shared(), for tests
-        self._redactor = Redactor.for_settings(self.settings)
-        self._providers = Providers(self.settings)
+        # A guardrail's `ask_model` goes through the model activity's own send (one way to call a model).
+        self.model = ModelActivities(client, self.settings, http) if http is not None else None
         self.mcp = FrozenTools(client)  # MCP tools, as each run froze them
 
     @activity.defn(name=HOOK_ACTIVITY)
@@ -167,31 +169,18 @@ class HookActivities:
         return functools.partial(self._ask_model, agent)
 
     async def _ask_model(self, agent: Agent, prompt: str, instructions: str, model: str | None) -> str:
-        """One model call for a guardrail: no tools, no stream, no retries here (the hook's)."""
-        s, mask = self.settings, self._redactor.text
-        if self.http is None:
-            raise RuntimeError("this hook activity has no HTTP client to ask a model with")
-        spec = AgentSpec(name=agent.name, instructions=instructions, api=agent.api or s.api)
-        endpoint = endpoint_for(self._providers, model or s.model, spec)
+        """One model call for a guardrail: no tools, no stream, no retries here (the hook's). It
+        goes through the model activity's own `send`, so a guardrail's call meets the same
+        endpoints, bounds, masking and retry rules as a turn's."""
+        s = self.settings
+        if self.model is None:
+            raise RuntimeError("this hook activity has no model activities to ask a model with")
+        spec = AgentSpec(
+            name=agent.name, instructions=instructions, api=agent.api or s.api, model_timeout_seconds=s.timeout
+        )
+        endpoint = endpoint_for(self.model.providers, model or s.model, spec)
         body = build_request(endpoint, spec, [UserMessage(content=prompt)], False)
-        url, headers = endpoint.url(False), endpoint.headers
-        timeout = httpx.Timeout(s.read_timeout, connect=s.connect_timeout)
-        deadline = asyncio.timeout(s.timeout)
-        try:
-            async with deadline, self.http.stream("POST", url, json=body, headers=headers, timeout=timeout) as response:
-                text = await _bounded_text(response)
-                if response.status_code != 200:
-                    raise errors.from_status(response, text, self._redactor, cut=len(text) >= MAX_ASK_CHARS)
-        except TimeoutError:
-            if not deadline.expired():
-                raise
-            raise errors.attempt_timeout(s.timeout) from None
-        except httpx.TransportError as err:
-            raise errors.from_transport(err, endpoint.base_url, self._redactor) from None
-        try:
-            reply = endpoint.wire.parse_response(parse_body(text, mask=mask), 0, mask=mask)
-        except ValueError as err:  # MalformedResponse is a ValueError too
-            raise errors.malformed(mask(str(err))[:500], 1) from None
+        reply, _ = await self.model.send(spec, endpoint, body, False, turn=0, began=time.monotonic())
         return reply.message.content or ""
 
 
@@ -233,13 +222,3 @@ def _authors_code(what: str) -> Iterator[None]:
         ) from None
 
 
-async def _bounded_text(response: httpx.Response) -> str:
-    """The body's text, cut at MAX_ASK_CHARS: a server must not make the worker hold any size."""
-    parts: list[str] = []
-    size = 0
-    async for chunk in response.aiter_text():
-        parts.append(chunk)
-        size += len(chunk)
-        if size >= MAX_ASK_CHARS:
-            break
-    return "".join(parts)[:MAX_ASK_CHARS]

@@ -171,7 +171,7 @@ def new_http_client(settings: LLMSettings) -> httpx.AsyncClient:
 class ModelActivities:
     def __init__(
         self,
-        client: Client,
+        client: Client | None,
         settings: LLMSettings,
         http: httpx.AsyncClient,
         cache: ContextCache | None = None,
@@ -196,6 +196,7 @@ class ModelActivities:
         return self._cache
 
     async def read_context(self, upto: int) -> tuple[AgentSpec, list[Message]]:
+        assert self._client is not None, "a worker's model activities have a Temporal client"
         return await read_context(self._client, upto)
 
     @property
