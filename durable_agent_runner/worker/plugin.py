@@ -65,6 +65,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig
 from durable_agent_runner.activities.ahead import call_ahead
 from durable_agent_runner.activities.compaction import CompactionActivities
 from durable_agent_runner.activities.context_cache import ContextCache
+from durable_agent_runner.activities.deliver import DeliverActivities
 from durable_agent_runner.activities.hooks import HookActivities
 from durable_agent_runner.activities.model import ModelActivities, new_http_client
 from durable_agent_runner.activities.prices import PriceTable
@@ -80,7 +81,7 @@ from durable_agent_runner.telemetry import Telemetry
 from durable_agent_runner.worker.group import WorkerGroup
 from durable_agent_runner.worker.hook_feed import HookFeed, state_dir_from_env
 from durable_agent_runner.worker.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
-from durable_agent_runner.workflows import AgentRun
+from durable_agent_runner.workflows import AgentRun, DeliverMessage
 from durable_agent_runner.workflows.types import agent_task_queue
 
 DEFAULT_TOOLS = ["examples.demo_agent"]
@@ -147,7 +148,7 @@ class AgentPlugin(SimplePlugin):
         super().__init__(
             "durable-agent-runner",
             data_converter=lambda _: data_converter(),
-            workflows=[AgentRun],
+            workflows=[AgentRun, DeliverMessage],  # DeliverMessage: schedules' and webhooks' messages to sessions
             run_context=self._running,
         )
 
@@ -181,7 +182,8 @@ class AgentPlugin(SimplePlugin):
         interceptors: list[Any] = [*(telemetry.worker_interceptors(settings) if telemetry else []), masking]
         config["interceptors"] = [*interceptors, *config.get("interceptors", [])]
         served: list[Callable[..., Any]] = [
-            model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook
+            model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook,
+            DeliverActivities(client).deliver,
         ]  # fmt: skip
         config["activities"] = [*config.get("activities", []), *served]
         for key, value in WORKER_DEFAULTS.items():
