@@ -6,6 +6,7 @@ delete; bad arguments refused with one line before anything is sent."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -20,6 +21,7 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.schedules import ScheduleExists, ScheduleNotFound, ScheduleView
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, script
 from tests.test_client import cli  # noqa: F401  (the fixture: client.py as a subprocess)
 
@@ -206,3 +208,44 @@ async def _cli_lists(cli: Any, sched: str) -> dict[str, Any] | None:
     done = await cli("schedule", "list", "--json")
     assert done.code == 0, done.err
     return next((r for r in json.loads(done.out)["schedules"] if r["name"] == sched), None)
+
+
+async def test_a_schedule_sends_its_input_to_a_session_and_its_runs_name_it_in_the_cli(
+    client, task_queue, worker_factory, cli
+):
+    agents = AgentClient(client, task_queue=task_queue)
+    sched = name()
+    async with worker_factory():
+        session = await agents.start_session("demo")
+        made = await agents.schedules.create(
+            sched, agent="demo", input="Weather in Tokyo?", every="1h", session=session.id, paused=True
+        )
+        assert made.session == session.id and made.input == "Weather in Tokyo?"
+        try:
+            with pytest.raises(BadArgument, match="a session has its own model and budget"):
+                await agents.schedules.create(name(), agent="demo", input="x", every="1h", session=session.id,
+                                              budget_usd=1.0)  # fmt: skip
+            done = await agents.schedules.trigger(sched)
+            assert done.run_id and done.run_id.startswith(f"sched-{sched}-")
+            delivered = await client.get_workflow_handle(done.run_id, result_type=t.Delivered).result()
+            assert (delivered.session, delivered.message) == (session.id, 1)
+            exchange = await session.exchange(1, wait=60)
+            assert exchange.prompt == "Weather in Tokyo?" and exchange.by == f"schedule {sched}" and exchange.output
+            # A run of an agent it started: `status` and `list` name the schedule.
+            runs = await agents.schedules.create(f"{sched}-runs", agent="demo", input="Weather in Paris?", every="1h")
+            started = await agents.schedules.trigger(runs.name)
+            assert started.run_id and await agents.get(started.run_id).result()
+            status = await cli("status", started.run_id)
+            assert f"schedule: started by schedule {sched}-runs" in status.out, status.out
+            listed = await until(lambda: _cli_list_names(cli, started.run_id))
+            assert f"· schedule {sched}-runs" in listed
+        finally:
+            for made_name in (sched, f"{sched}-runs"):
+                with contextlib.suppress(ScheduleNotFound):
+                    await agents.schedules.delete(made_name)
+            await session.end("done")
+
+
+async def _cli_list_names(cli: Any, run_id: str) -> str | None:
+    done = await cli("list", "--limit", "50")
+    return next((line for line in done.out.splitlines() if line.startswith(run_id)), None)
