@@ -11,7 +11,9 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +28,7 @@ from durable_agent_runner.cli import main as cli_main
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.webhooks import Hook, HookConfigError, build_app, hooks_from, load, sign
 from durable_agent_runner.workflows import types as t
+from tests.test_client import ROOT
 
 SECRET = "s3cret-for-tests-only"
 HOOKS = {
@@ -153,6 +156,11 @@ async def test_bad_signatures_stale_slack_and_bad_bodies_start_nothing(client, t
         retry = await post("chat", event, {**headers, "X-Slack-Retry-Num": "1"})
         assert (first.status_code, first.json()["started"], retry.json()["started"]) == (202, True, False)
         assert first.json()["delivery"] == "field event_id" and first.json()["run_id"] == retry.json()["run_id"]
+        # Slack's signed check of a new URL is answered, and starts nothing.
+        challenge = json.dumps({"type": "url_verification", "challenge": "abc123"}).encode()
+        signed_challenge = {**headers, "X-Slack-Signature": sign("slack", SECRET.encode(), challenge, str(now))}
+        answered = await post("chat", challenge, signed_challenge)
+        assert (answered.status_code, answered.json()) == (200, {"challenge": "abc123"})
         # No delivery header: the body's digest is the delivery, and says so.
         plain = json.dumps({"city": "Oslo"}).encode()
         signed = {"Content-Type": "application/json", "X-Signature-256": sign("generic", SECRET.encode(), plain)}
@@ -223,8 +231,49 @@ def test_serve_hooks_refuses_a_bad_file_before_connecting(tmp_path: Path, capsys
         (["serve-hooks", "--config", str(tmp_path / "missing.yaml")], "cannot read"),
         (["serve-hooks", "--config", str(broken)], "is not valid YAML"),
         (["serve-hooks", "--config", str(broken), "--port", "0"], "--port must be 1-65535"),
+        (["serve-hooks", "--config", str(broken), "--max-body", "10"], "--max-body must be 1024-"),
     ]:
         with pytest.raises(SystemExit) as exit:
             cli_main.main(argv)
         err = capsys.readouterr().err
         assert exit.value.code == 2 and says in err and err.count("\n") == 1, err
+
+
+async def test_client_py_serve_hooks_serves_the_file_it_is_given(temporal_server, task_queue, client, tmp_path):
+    config = tmp_path / "hooks.yaml"
+    config.write_text(
+        "issues:\n  agent: demo\n  secret_env: TEST_HOOK_SECRET\n  kind: github\n  input: '{issue.title}'\n"
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "TEMPORAL_ADDRESS": temporal_server.target,
+        "TEMPORAL_NAMESPACE": "default",
+        "AGENT_TASK_QUEUE": task_queue,
+        "TEST_HOOK_SECRET": SECRET,
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "client.py", "serve-hooks", "--port", str(port), "--config", str(config),
+        cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line.strip() == f"hook issues: POST http://127.0.0.1:{port}/hooks/issues (github-signed) -> agent demo"
+        body = json.dumps({"issue": {"title": "Weather in Rome?"}}).encode()
+        async with httpx.AsyncClient(timeout=20) as http:
+            for _ in range(100):  # the server listens a moment after it prints
+                with contextlib.suppress(httpx.ConnectError):
+                    answer = await http.post(
+                        f"http://127.0.0.1:{port}/hooks/issues", content=body, headers=github(body, "cli-1")
+                    )
+                    break
+                await asyncio.sleep(0.1)
+        assert answer.status_code == 202 and answer.json()["started"] is True, answer.text
+        await client.get_workflow_handle(answer.json()["run_id"]).terminate("test over: no worker serves it")
+    finally:
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert SECRET not in err.decode()

@@ -12,7 +12,7 @@ import uvicorn
 
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.webhooks import HookConfigError, build_app, load
+from durable_agent_runner.webhooks import MAX_BODY, HookConfigError, build_app, load
 
 DEFAULT_PORT = 8238
 
@@ -22,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     cmd.add_argument("--config", required=True, type=Path, metavar="FILE", help="the hooks: a JSON or YAML file")
     cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
+    cmd.add_argument(
+        "--max-body", type=int, default=MAX_BODY, metavar="BYTES", help="larger bodies get 413 (default: %(default)s)"
+    )
     cmd.set_defaults(fn=cmd_serve_hooks)
 
 
@@ -29,6 +32,8 @@ def check(args: argparse.Namespace) -> None:
     """Before connecting to anything: the port, the file, each hook's secret."""
     if not 0 < args.port < 65536:
         raise UsageError("--port must be 1-65535")
+    if not 1024 <= args.max_body <= 32 * MAX_BODY:
+        raise UsageError(f"--max-body must be 1024-{32 * MAX_BODY} bytes")
     try:
         args.hooks = load(args.config)
     except HookConfigError as err:
@@ -37,7 +42,7 @@ def check(args: argparse.Namespace) -> None:
 
 async def cmd_serve_hooks(client: AgentClient, args: argparse.Namespace) -> int:
     hooks = args.hooks if hasattr(args, "hooks") else load(args.config)
-    app = build_app(client, hooks)
+    app = build_app(client, hooks, max_body=args.max_body)
     # No access log: a sender's query string or headers are not ours to keep.
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off")
     shown = f"[{args.host}]" if ":" in args.host else args.host

@@ -5,7 +5,8 @@ for the run. `client.py serve-hooks` serves it; `build_app` is its Python face.
 In order, a request is refused with one line: an unknown hook 404; a body over `max_body` bytes
 413; not JSON by its Content-Type 415; unsigned, wrongly signed or stale 401 (nothing is
 parsed or started before the signature holds); a body that is not JSON 400; a field the input
-needs missing 422; Temporal unreachable 503. Secrets and signatures are never logged or echoed."""
+needs missing 422; Temporal unreachable 503. Slack's signed `url_verification` challenge is
+answered (200) and starts nothing. Secrets and signatures are never logged or echoed."""
 
 from __future__ import annotations
 
@@ -74,6 +75,9 @@ class Ingress:
             parsed = parse_json(body.decode("utf-8"))
         except (UnicodeDecodeError, OutsideDataError) as err:
             raise Refused(400, f"the body is not valid JSON: {err}"[:300]) from None
+        if hook.kind == "slack" and isinstance(parsed, dict) and parsed.get("type") == "url_verification":
+            # Slack checks a new Events API URL with a signed challenge, answered, never a run.
+            return JSONResponse({"challenge": str(parsed.get("challenge", ""))[:200]})
         delivery, source = self._delivery(hook, request, body, parsed)
         text = self._input(hook, parsed, request)
         run_id = deliveries.delivery_run_id(f"hook-{name}", delivery)
