@@ -116,16 +116,20 @@ def _t(at: datetime | None) -> str:
     return f"{at:%Y-%m-%d %H:%M:%S} UTC" if at else "-"
 
 
-def _row(r: ScheduleRow) -> str:
+def _head(r: ScheduleRow) -> str:
     state = f"paused ({r.note})" if r.paused and r.note else "paused" if r.paused else "active"
     target = f"session {r.session}" if r.session else f"agent {r.agent}"
+    return f"{r.name}  {r.when}  {target}  {state}"
+
+
+def _row(r: ScheduleRow) -> str:
     last = f"last {r.last_run.run_id} at {_t(r.last_run.started_at)}" if r.last_run else "no run yet"
     nxt = f"next {_t(r.next_runs[0])}" if r.next_runs and not r.paused else "next -"
-    return f"{r.name}  {r.when}  {target}  {state}  {last}  {nxt}"
+    return f"{_head(r)}  {last}  {nxt}"
 
 
 def describe_text(v: ScheduleView) -> str:
-    lines = [_row(v).split("  last ")[0].split("  no run")[0]]
+    lines = [_head(v)]
     lines.append(f"  input: {v.input[:300]!r}" + (" …" if len(v.input) > 300 else ""))
     policy = [f"overlap {v.overlap}"]
     if v.catchup_window_seconds is not None:

@@ -46,7 +46,7 @@ from durable_agent_runner.workflows import types as t
 RPC_TIMEOUT = timedelta(seconds=10)
 TRIGGER_WAIT = 5.0  # seconds `trigger` looks for the run it started before answering without its id
 MAX_LIST = 1000
-MEMO_INPUT = 300  # characters of the input kept in the schedule's memo, for the list
+MAX_SCAN = 10_000  # schedules of the namespace a list reads at most (others' too), a bound whatever it holds
 RUN_PREFIX = "sched-"  # a scheduled run's id: sched-NAME-2026-12-02T07:00:00Z (Temporal adds the time)
 MARK = "durable_agent_runner"  # the memo key that says a schedule is ours (the list shows only ours)
 
@@ -213,11 +213,11 @@ class Schedules:
                 ),
                 static_summary=f"{agent}: {input[:120]} ({by})",
             )
+        # What the list shows without reading each schedule whole; never the input (the action holds it).
         memo: dict[str, Any] = {
             MARK: 1,
             "agent": agent,
             "session": session,
-            "input": input[:MEMO_INPUT],
             "cron": spec.cron_expressions[0] if spec.cron_expressions else None,
             "every_seconds": spec.intervals[0].every.total_seconds() if spec.intervals else None,
             "timezone": spec.time_zone_name,
@@ -299,7 +299,11 @@ class Schedules:
         consistent: one created a moment ago may show a second later."""
         checks.whole(limit, "limit", 1, MAX_LIST)
         rows: list[ScheduleRow] = []
+        scanned = 0
         async for entry in await self.temporal.list_schedules(page_size=100, rpc_timeout=RPC_TIMEOUT):
+            scanned += 1
+            if scanned > MAX_SCAN:
+                break
             memo = await entry.memo()
             if not memo.get(MARK):
                 continue

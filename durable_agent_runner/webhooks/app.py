@@ -89,6 +89,8 @@ class Ingress:
                 done = await deliveries.start_once(temporal, queue, run_id, hook.agent, text, source=f"hook {name}")
         except RPCError as err:
             raise Refused(503, f"could not start the run: Temporal said: {err.message}"[:300]) from None
+        except ValueError as err:  # the client's check of the input (a session's message is at most 200,000 characters)
+            raise Refused(422, f"the hook's input is refused: {err}"[:300]) from None
         LOG.info(
             "hook %s: delivery by %s -> %s (%s)", name, source, done.run_id, "started" if done.started else "repeat"
         )
