@@ -108,7 +108,11 @@ async def test_a_delivery_posted_twice_starts_one_run(client, task_queue, worker
 async def test_bad_signatures_stale_slack_and_bad_bodies_start_nothing(client, task_queue, hooks):
     agents = AgentClient(client, task_queue=task_queue)
     body = json.dumps({"issue": {"number": 8, "title": "x"}}).encode()
-    async with serve_hooks(agents, hooks, max_body=4096) as url, httpx.AsyncClient(timeout=20) as http:
+    now = int(time.time())  # the ingress's clock, held still: the 5-minute bound is tested to the second
+    async with (
+        serve_hooks(agents, hooks, max_body=4096, clock=lambda: now) as url,
+        httpx.AsyncClient(timeout=20) as http,
+    ):
 
         async def post(name: str, content: bytes, headers: dict[str, str]) -> httpx.Response:
             return await http.post(f"{url}/hooks/{name}", content=content, headers=headers)
@@ -121,7 +125,6 @@ async def test_bad_signatures_stale_slack_and_bad_bodies_start_nothing(client, t
             ("malformed", await post("issues", body, {**github(body, "bad-4"), "X-Hub-Signature-256": "sha256=zz"}),
              401, "not sha256=<64 hex digits>"),
         ]  # fmt: skip
-        now = int(time.time())
         event = json.dumps({"event_id": "Ev1", "event": {"text": "Weather in Paris?"}}).encode()
         for label, stamp in (("stale", now - 301), ("future", now + 301)):
             headers = {
@@ -146,11 +149,11 @@ async def test_bad_signatures_stale_slack_and_bad_bodies_start_nothing(client, t
         for n in range(1, 10):  # none of them started a run
             assert not await exists(client, f"hook-issues-{hashlib.sha256(f'bad-{n}'.encode()).hexdigest()[:16]}")
 
-        # Signed and fresh, Slack's event starts one run; its retry (same event_id) starts none.
+        # Signed and fresh (5 minutes old at most), Slack's event starts one run; its retry (same event_id) none.
         headers = {
             "Content-Type": "application/json; charset=utf-8",
-            "X-Slack-Request-Timestamp": str(now),
-            "X-Slack-Signature": sign("slack", SECRET.encode(), event, str(now)),
+            "X-Slack-Request-Timestamp": str(now - 300),
+            "X-Slack-Signature": sign("slack", SECRET.encode(), event, str(now - 300)),
         }
         first = await post("chat", event, headers)
         retry = await post("chat", event, {**headers, "X-Slack-Retry-Num": "1"})
@@ -158,7 +161,7 @@ async def test_bad_signatures_stale_slack_and_bad_bodies_start_nothing(client, t
         assert first.json()["delivery"] == "field event_id" and first.json()["run_id"] == retry.json()["run_id"]
         # Slack's signed check of a new URL is answered, and starts nothing.
         challenge = json.dumps({"type": "url_verification", "challenge": "abc123"}).encode()
-        signed_challenge = {**headers, "X-Slack-Signature": sign("slack", SECRET.encode(), challenge, str(now))}
+        signed_challenge = {**headers, "X-Slack-Signature": sign("slack", SECRET.encode(), challenge, str(now - 300))}
         answered = await post("chat", challenge, signed_challenge)
         assert (answered.status_code, answered.json()) == (200, {"challenge": "abc123"})
         # No delivery header: the body's digest is the delivery, and says so.
