@@ -75,13 +75,14 @@ async def test_a_schedule_runs_one_at_a_time_with_overlap_skip_pauses_and_trigge
             second = await until(lambda: _running(agents, sched, other_than={first}))
             assert (await agents.schedules.describe(sched)).runs_started == 2
 
-            # Paused: nothing more starts, however long it waits.
-            await agents.get(second).cancel()
+            # Paused: nothing more starts, however long it waits, with no run going on to skip for.
             paused = await agents.schedules.pause(sched, "quiet for the test")
-            assert paused.paused and paused.note == "quiet for the test"
+            assert paused.paused and paused.note == "quiet for the test" and paused.runs_started == 2
+            await agents.get(second).cancel()
+            await until(lambda: _none_running(agents, sched))
             await asyncio.sleep(4.5)  # two intervals and more
             still = await agents.schedules.describe(sched)
-            assert (still.runs_started, still.skipped_overlap) == (2, paused.skipped_overlap)
+            assert (still.runs_started, still.skipped_overlap, still.next_runs) == (2, paused.skipped_overlap, [])
 
             # Trigger: one run now, paused or not, and the answer names it.
             done = await agents.schedules.trigger(sched)
@@ -100,6 +101,10 @@ async def _running(agents: AgentClient, sched: str, other_than: set[str] = froze
     view = await agents.schedules.describe(sched)
     fresh = [r for r in view.running if r not in other_than]
     return fresh[0] if fresh else None
+
+
+async def _none_running(agents: AgentClient, sched: str) -> bool:
+    return not (await agents.schedules.describe(sched)).running
 
 
 async def _when_skipped(agents: AgentClient, sched: str, skipped: int) -> ScheduleView | None:

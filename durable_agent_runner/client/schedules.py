@@ -81,7 +81,7 @@ class ScheduleRow(BaseModel):
     paused: bool = False
     note: str = ""
     last_run: ScheduledRun | None = None
-    next_runs: list[datetime] = []
+    next_runs: list[datetime] = []  # when it will start runs next (none while it is paused)
     ui_url: str = ""
 
 
@@ -266,7 +266,7 @@ class Schedules:
             "when": _when(memo),
             "paused": s.state.paused,
             "note": s.state.note or "",
-            "next_runs": list(info.next_action_times[:5]),
+            "next_runs": [] if s.state.paused else list(info.next_action_times[:5]),
             "ui_url": ui_url(name),
             "timezone": s.spec.time_zone_name or None,
             "jitter_seconds": s.spec.jitter.total_seconds() if s.spec.jitter else None,
@@ -318,7 +318,9 @@ class Schedules:
                     paused=bool(state and state.paused),
                     note=(state.note if state else "") or "",
                     last_run=_run(recent[-1]) if recent else None,
-                    next_runs=list(entry.info.next_action_times[:3]) if entry.info else [],
+                    next_runs=list(entry.info.next_action_times[:3])
+                    if entry.info and not (state and state.paused)
+                    else [],
                     ui_url=ui_url(entry.id),
                 )
             )
