@@ -27,6 +27,8 @@ async def test_a_delivery_gives_its_session_one_message_however_often_it_is_star
         exchange = await session.exchange(1, wait=60)
         assert exchange.prompt == "Weather in Tokyo?" and exchange.by == "hook test" and exchange.output
         await replay(handle)
+        status = await agents.get(run_id).status()
+        assert status.status == "completed" and status.note and status.note.startswith("a delivery: it gives a session")
         await session.end("done")
         # Ended, the session refuses; the delivery fails at once with its reason, never retried.
         late = await send_once(client, task_queue, f"{run_id}-late", session.id, "anyone?", by="hook test")

@@ -192,13 +192,15 @@ def test_durations_are_read_as_people_write_them():
 async def test_the_cli_creates_describes_lists_pauses_and_deletes_with_json(cli):
     sched = name()
     made = await cli("schedule", "create", sched, "--agent", "demo", "--input", "Weather in Tokyo?",
-                     "--every", "1h", "--budget-tokens", "5000", "--paused", "--json")  # fmt: skip
+                     "--every", "1h", "--budget-tokens", "5000", "--paused", "--catchup-window", "5m",
+                     "--jitter", "30s", "--overlap", "buffer-one", "--model", "demo", "--json")  # fmt: skip
     assert made.code == 0, made.err
     view = json.loads(made.out)
     assert (view["name"], view["when"], view["paused"], view["budget_tokens"]) == (sched, "every 1h", True, 5000)
     shown = await cli("schedule", "describe", sched)
     assert shown.code == 0 and f"{sched}  every 1h  agent demo  paused" in shown.out, shown.out
     assert "budget per run: 5,000 tokens" in shown.out and "/schedules/" in shown.out
+    assert "overlap buffer-one · catch-up window 300s · jitter 30s" in shown.out and "model: demo" in shown.out
     unpaused = await cli("schedule", "unpause", sched, "--json")
     assert unpaused.code == 0 and json.loads(unpaused.out)["paused"] is False
     listed = await until(lambda: _cli_lists(cli, sched))

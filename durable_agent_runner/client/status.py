@@ -143,10 +143,13 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
     if sa.get(SCHEDULED_BY):
         out["schedule"] = sa.get(SCHEDULED_BY)
     try:
-        live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
-        out.update(_live(live, out["status"]))
-        if live.budget is not None:
-            out["budget"] = await budget_view(client, live)
+        if desc.workflow_type == t.DELIVER_WORKFLOW:  # no agent, no status query: say what it is
+            out["note"] = "a delivery: it gives a session one message from a schedule or a webhook (see the session)"
+        else:
+            live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
+            out.update(_live(live, out["status"]))
+            if live.budget is not None:
+                out["budget"] = await budget_view(client, live)
     except (RPCError, WorkflowQueryFailedError):
         out["note"] = "live details unavailable (is a worker running?); showing search attributes"
     held = await stuck(client, desc) if out["status"] == "running" else None
