@@ -134,7 +134,7 @@ async def test_create_refuses_a_name_taken_a_missing_session_and_a_cron_the_serv
     finally:
         await agents.schedules.delete(sched)
     with pytest.raises(BadArgument, match="session: no run with id 'nobody-here'"):
-        await agents.schedules.create(name(), agent="demo", input="hi", every="1h", session="nobody-here")
+        await agents.schedules.create(name(), input="hi", every="1h", session="nobody-here")
     with pytest.raises(BadArgument, match="Temporal refused it"):
         await agents.schedules.create(name(), agent="demo", input="hi", cron="99 99 * * *")
     with pytest.raises(ScheduleNotFound):
@@ -225,13 +225,14 @@ async def test_a_schedule_sends_its_input_to_a_session_and_its_runs_name_it_in_t
     async with worker_factory():
         session = await agents.start_session("demo")
         made = await agents.schedules.create(
-            sched, agent="demo", input="Weather in Tokyo?", every="1h", session=session.id, paused=True
+            sched, input="Weather in Tokyo?", every="1h", session=session.id, paused=True
         )
         assert made.session == session.id and made.input == "Weather in Tokyo?"
         try:
             with pytest.raises(BadArgument, match="a session has its own model and budget"):
-                await agents.schedules.create(name(), agent="demo", input="x", every="1h", session=session.id,
-                                              budget_usd=1.0)  # fmt: skip
+                await agents.schedules.create(name(), input="x", every="1h", session=session.id, budget_usd=1.0)
+            with pytest.raises(BadArgument, match="give one of agent"):
+                await agents.schedules.create(name(), agent="demo", input="x", every="1h", session=session.id)
             done = await agents.schedules.trigger(sched)
             assert done.run_id and done.run_id.startswith(f"sched-{sched}-")
             delivered = await client.get_workflow_handle(done.run_id, result_type=t.Delivered).result()

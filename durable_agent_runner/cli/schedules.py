@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
     c = verbs.add_parser("create", help="a schedule that starts a run of an agent (or messages a session)")
     c.add_argument("name", type=NAME, help="its name: letters, digits, . _ - (its runs' ids begin sched-NAME-)")
-    c.add_argument("--agent", required=True, type=AGENT, help="the agent each run runs")
+    c.add_argument("--agent", type=AGENT, help="the agent each run runs (or --session)")
     c.add_argument("--input", required=True, help="what each run is asked (or the message sent to --session)")
     when = c.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", type=_typed(specs.cron), metavar="EXPR", help="e.g. '0 9 * * 1-5' or @daily")

@@ -142,7 +142,7 @@ class Schedules:
         self,
         name: str,
         *,
-        agent: str,
+        agent: str | None = None,
         input: str,
         cron: str | None = None,
         every: timedelta | float | str | None = None,
@@ -157,14 +157,15 @@ class Schedules:
         paused: bool = False,
         note: str = "",
     ) -> ScheduleView:
-        """A schedule named `name` that starts a run of `agent` answering `input` (or, with
-        `session`, sends `input` to that session) by `cron` or `every` interval, one of the two.
+        """A schedule named `name` that starts a run of `agent` answering `input` (or, given
+        `session` instead, sends `input` to that session) by `cron` or `every` interval, one of the two.
         `overlap`: skip (default), buffer-one, cancel-other or allow-all, when a run is still going
         at the next time; `catchup_window`: how late a missed time (the server was down) may still
         start; `jitter`: a random delay up to this; `timezone` (IANA) for cron; `budget_usd` and
         `budget_tokens` cap each run; `model` overrides the agent's; `paused` creates it paused."""
         name = specs.name(name)
-        agent = checks.agent(agent)
+        if (agent is None) == (session is None):
+            raise checks.BadArgument("agent/session", "give one of agent (start its runs) or session (message it)")
         checks.prompt(input)
         if (cron is None) == (every is None):
             raise checks.BadArgument("cron/every", "give one of cron or every")
@@ -203,6 +204,7 @@ class Schedules:
                 static_summary=f"{by}: a message to session {session}"[:200],
             )
         else:
+            agent = checks.agent(agent)
             action = ScheduleActionStartWorkflow(
                 t.WORKFLOW_NAME,
                 t.RunInput(prompt=input, agent=agent, model=model, budget=budget),
@@ -216,7 +218,7 @@ class Schedules:
         # What the list shows without reading each schedule whole; never the input (the action holds it).
         memo: dict[str, Any] = {
             MARK: 1,
-            "agent": agent,
+            "agent": agent or "",
             "session": session,
             "cron": spec.cron_expressions[0] if spec.cron_expressions else None,
             "every_seconds": spec.intervals[0].every.total_seconds() if spec.intervals else None,

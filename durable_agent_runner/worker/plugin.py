@@ -122,11 +122,12 @@ class AgentPlugin(SimplePlugin):
 
     On the client: the runner's data converter (pydantic; large payloads and encryption when
     configured). On a worker: the AgentRun workflow (outside the sandbox, by its own definition:
-    workflows/agent.py; the worker's other workflows keep theirs); the model, tool, resolve, hook
-    and compaction activities; the masking (and, given `telemetry`, tracing)
-    interceptors; and, while the worker runs, the per-agent workers that routing needs (a run's
-    tool calls go only to workers holding its agent's version: `agent_task_queue`), the tool
-    threads, the loop watchdog and the lifecycle hooks' feed. `python worker.py` runs the same.
+    workflows/agent.py; the worker's other workflows keep theirs) and DeliverMessage (a schedule's
+    or a webhook's message to a session); the model, tool, resolve, hook, compaction and deliver
+    activities; the masking (and, given `telemetry`, tracing) interceptors; and, while the worker
+    runs, the per-agent workers that routing needs (a run's tool calls go only to workers holding
+    its agent's version: `agent_task_queue`), the tool threads, the loop watchdog and the
+    lifecycle hooks' feed. `python worker.py` runs the same.
     One plugin serves one worker (its task queue decides the per-agent queues)."""
 
     def __init__(
