@@ -131,6 +131,10 @@ async def test_create_refuses_a_name_taken_a_missing_session_and_a_cron_the_serv
             await agents.schedules.create(sched, agent="demo", input="hi", every="1h")
         backfilled = await agents.schedules.backfill(sched, "2026-11-30T00:00", "2026-11-30T00:01")
         assert backfilled.name == sched
+        with pytest.raises(BadArgument, match="a cron schedule backfills at most 31 days"):
+            await agents.schedules.backfill(sched, "2026-01-01", "2026-06-01")
+        with pytest.raises(BadArgument, match="FROM must be before TO"):
+            await agents.schedules.backfill(sched, "2026-06-01", "2026-01-01")
     finally:
         await agents.schedules.delete(sched)
     with pytest.raises(BadArgument, match="session: no run with id 'nobody-here'"):
@@ -203,6 +207,8 @@ async def test_the_cli_creates_describes_lists_pauses_and_deletes_with_json(cli)
     assert "overlap buffer-one · catch-up window 300s · jitter 30s" in shown.out and "model: demo" in shown.out
     unpaused = await cli("schedule", "unpause", sched, "--json")
     assert unpaused.code == 0 and json.loads(unpaused.out)["paused"] is False
+    many = await cli("schedule", "backfill", sched, "2026-01-01", "2026-06-01")
+    assert many.code == 2 and "that range would start 3,624 runs, more than 1,000" in many.err, many.err
     listed = await until(lambda: _cli_lists(cli, sched))
     assert listed["agent"] == "demo" and listed["next_runs"]
     gone = await cli("schedule", "delete", sched, "--json")

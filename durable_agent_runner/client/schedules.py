@@ -46,6 +46,8 @@ from durable_agent_runner.workflows import types as t
 RPC_TIMEOUT = timedelta(seconds=10)
 TRIGGER_WAIT = 5.0  # seconds `trigger` looks for the run it started before answering without its id
 MAX_LIST = 1000
+MAX_BACKFILL = 1000  # runs one backfill may start: a range past it is refused, not started by the thousand
+MAX_BACKFILL_CRON = timedelta(days=31)  # a cron schedule's range (its count is the server's to know)
 MAX_SCAN = 10_000  # schedules of the namespace a list reads at most (others' too), a bound whatever it holds
 RUN_PREFIX = "sched-"  # a scheduled run's id: sched-NAME-2026-12-02T07:00:00Z (Temporal adds the time)
 MARK = "durable_agent_runner"  # the memo key that says a schedule is ours (the list shows only ours)
@@ -89,6 +91,7 @@ class ScheduleView(ScheduleRow):
     """A schedule whole, as `schedule describe` shows it."""
 
     input: str = ""
+    every_seconds: float | None = None
     timezone: str | None = None
     jitter_seconds: float | None = None
     overlap: str = "skip"
@@ -266,6 +269,7 @@ class Schedules:
             "agent": memo.get("agent", ""),
             "session": memo.get("session"),
             "when": _when(memo),
+            "every_seconds": memo.get("every_seconds"),
             "paused": s.state.paused,
             "note": s.state.note or "",
             "next_runs": [] if s.state.paused else list(info.next_action_times[:5]),
@@ -368,10 +372,18 @@ class Schedules:
 
     async def backfill(self, name: str, start: datetime | str, end: datetime | str) -> ScheduleView:
         """Start the runs the schedule would have started between `start` and `end` (times, or ISO
-        8601 text: UTC unless a zone is given), as if it had run then."""
+        8601 text: UTC unless a zone is given), as if it had run then: at most MAX_BACKFILL runs
+        of an interval, MAX_BACKFILL_CRON of a cron schedule's times."""
         since, until = specs.moment(start, "from"), specs.moment(end, "to")
         if since >= until:
             raise checks.BadArgument("from/to", "FROM must be before TO")
+        view = await self.describe(name)
+        span = until - since
+        if view.every_seconds and span.total_seconds() / view.every_seconds > MAX_BACKFILL:
+            many = int(span.total_seconds() / view.every_seconds)
+            raise checks.BadArgument("from/to", f"that range would start {many:,} runs, more than {MAX_BACKFILL:,}")
+        if not view.every_seconds and span > MAX_BACKFILL_CRON:
+            raise checks.BadArgument("from/to", f"a cron schedule backfills at most {MAX_BACKFILL_CRON.days} days")
         fill = ScheduleBackfill(start_at=since, end_at=until, overlap=ScheduleOverlapPolicy.ALLOW_ALL)
         await self._call(name, self._handle(name).backfill(fill, rpc_timeout=RPC_TIMEOUT))
         return await self.describe(name)
