@@ -14,7 +14,7 @@ from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent_runner.config.connection import DATA_CONVERTER
-from durable_agent_runner.workflows import AgentRun
+from durable_agent_runner.workflows import AgentRun, DeliverMessage
 from durable_agent_runner.workflows import types as t
 
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
@@ -31,7 +31,13 @@ STRICT_SANDBOX = SandboxedWorkflowRunner(
 def strict_replayer() -> Replayer:
     """A replayer of AgentRun in STRICT_SANDBOX (AgentRun is `sandboxed=False`, so it runs in
     the replayer's unsandboxed runner: that is the one given the sandbox)."""
-    return Replayer(workflows=[AgentRun], data_converter=DATA_CONVERTER, unsandboxed_workflow_runner=STRICT_SANDBOX)
+    # DeliverMessage is sandboxed: it replays in the same strict sandbox.
+    return Replayer(
+        workflows=[AgentRun, DeliverMessage],
+        data_converter=DATA_CONVERTER,
+        workflow_runner=STRICT_SANDBOX,
+        unsandboxed_workflow_runner=STRICT_SANDBOX,
+    )
 
 
 def script(llm: Any, *steps: dict[str, Any]) -> str:

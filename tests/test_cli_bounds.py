@@ -117,5 +117,7 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         assert ended.value.code == 0, name
         out = capsys.readouterr().out
         assert out.startswith(f"usage: client.py {name}"), name
-        has_json = any("--json" in a.option_strings for a in sub._actions)
-        assert has_json or name in ("export", "codec-server", "console"), f"{name} has no --json"
+        verbs = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]  # `schedule VERB`: each verb's
+        parsers = list(verbs[0].choices.values()) if verbs else [sub]
+        has_json = all(any("--json" in a.option_strings for a in p._actions) for p in parsers)
+        assert has_json or name in ("export", "codec-server", "console", "serve-hooks"), f"{name} has no --json"

@@ -7,5 +7,6 @@ if __name__ != "durable_agent_runner.workflows":
     raise ImportError(f"import durable_agent_runner.workflows, not {__name__}: the engine is no top-level package")
 
 from durable_agent_runner.workflows.agent import AgentRun
+from durable_agent_runner.workflows.deliver import DeliverMessage
 
-__all__ = ["AgentRun"]
+__all__ = ["AgentRun", "DeliverMessage"]

@@ -18,7 +18,8 @@ when repeated (a pause already requested, naming who asked, or already paused; n
 `status` shows what was applied.
 
 --json: every command that prints something takes it (errors too become a JSON object on
-standard output), except `export` (always JSON lines), `codec-server` and `console` (servers).
+standard output), except `export` (always JSON lines), `codec-server`, `console` and `serve-hooks`
+(servers).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import NoReturn, get_args
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent_runner.cli import chat, codec_server, debug, diff, session
+from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serve, schedules, session
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
@@ -194,6 +195,8 @@ def parser() -> argparse.ArgumentParser:
     debug.add_parsers(sub, who)
     diff.add_parser(sub)
     console_cli.add_parser(sub, who)
+    schedules.add_parser(sub)
+    hooks_serve.add_parser(sub)
     send = sub.add_parser("send", help="send a message to a session (see chat)")
     send.add_argument("run_id")
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
@@ -320,6 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return codec_server.cmd_codec_server(args)
         if args.command == "console":  # refused before connecting when it would be open without a token
             console_cli.check(args)
+        if args.command == "serve-hooks":  # its file and secrets read before connecting
+            hooks_serve.check(args)
         return asyncio.run(dispatch(args))
     except UsageError as err:
         fail(str(err), 2, bool(getattr(args, "json", False)))

@@ -185,7 +185,10 @@ async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
     if not rows:
         print("no runs yet")
     for r in rows:
-        print(f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4} {r['started_at'][:19]}")
+        by = f" · schedule {r['schedule']}" if r.get("schedule") else ""
+        print(
+            f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4} {r['started_at'][:19]}{by}"
+        )
     return 0
 
 

@@ -46,6 +46,8 @@ def render_status(s: dict[str, Any]) -> str:
         p = s["paused"]
         point = "model call" if p["where"] == "before_model" else "the tool calls of turn"
         lines.append(f"paused:  before {point} {p['turn']}: {p['why']} (inspect, edit, then resume)")
+    if s.get("schedule"):
+        lines.append(f"schedule: started by schedule {s['schedule']} (client.py schedule describe {s['schedule']})")
     if s.get("forked_from"):
         f = s["forked_from"]
         live = " (its earlier tool calls and child runs ran again: --live-tools)" if f.get("live_tools") else ""

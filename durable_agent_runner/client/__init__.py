@@ -34,6 +34,15 @@ if TYPE_CHECKING:
     from durable_agent_runner.client.events import Event, Retrying, RunClosed, TextDelta, TextDiscarded
     from durable_agent_runner.client.handles import RunHandle
     from durable_agent_runner.client.listing import RunRow, RunsPage
+    from durable_agent_runner.client.schedules import (
+        ScheduledRun,
+        ScheduleExists,
+        ScheduleNotFound,
+        ScheduleRow,
+        Schedules,
+        ScheduleView,
+        Triggered,
+    )
     from durable_agent_runner.client.script import run_script
     from durable_agent_runner.client.sessions import SessionHandle
     from durable_agent_runner.client.status import RunInfo, WaitingFor
@@ -67,6 +76,13 @@ _EXPORTS = {
     "RunHandle": "durable_agent_runner.client.handles",
     "SessionHandle": "durable_agent_runner.client.sessions",
     "RunInfo": "durable_agent_runner.client.status",
+    "Schedules": "durable_agent_runner.client.schedules",
+    "ScheduleView": "durable_agent_runner.client.schedules",
+    "ScheduleRow": "durable_agent_runner.client.schedules",
+    "ScheduledRun": "durable_agent_runner.client.schedules",
+    "Triggered": "durable_agent_runner.client.schedules",
+    "ScheduleNotFound": "durable_agent_runner.client.schedules",
+    "ScheduleExists": "durable_agent_runner.client.schedules",
     "RunEvent": "durable_agent_runner.workflows.types",
     "EventKind": "durable_agent_runner.workflows.types",
     "Phase": "durable_agent_runner.workflows.types",
@@ -94,10 +110,17 @@ __all__ = [
     "RunNotFound",
     "RunRow",
     "RunsPage",
+    "ScheduleExists",
+    "ScheduleNotFound",
+    "ScheduleRow",
+    "ScheduleView",
+    "ScheduledRun",
+    "Schedules",
     "SessionHandle",
     "StillRunning",
     "TextDelta",
     "TextDiscarded",
+    "Triggered",
     "WaitingFor",
     "connect",
     "run_script",

@@ -23,6 +23,7 @@ from durable_agent_runner.client import checks, listing
 from durable_agent_runner.client.diff import RunDiff, diff_runs
 from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.listing import RunRow, RunsPage
+from durable_agent_runner.client.schedules import Schedules
 from durable_agent_runner.client.sessions import SessionHandle
 from durable_agent_runner.client.updates import DEFAULT_WAIT
 from durable_agent_runner.config import connection
@@ -79,6 +80,7 @@ class AgentClient:
     def __init__(self, temporal: Client, *, task_queue: str | None = None) -> None:
         self.temporal = temporal
         self.task_queue = task_queue or str(ClientSettings.load().task_queue)
+        self.schedules = Schedules(temporal, self.task_queue)  # runs that start themselves (client/schedules.py)
 
     async def start(
         self,

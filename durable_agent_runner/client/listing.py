@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client.checks import BadArgument
+from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
 from durable_agent_runner.client.status import STATUS_NAMES, ui_url
 from durable_agent_runner.workflows import types as t
 
@@ -35,6 +36,7 @@ class RunRow(BaseModel):
     pending_approvals: int = 0
     in_doubt: bool = False
     started_at: str
+    schedule: str | None = None  # the schedule that started it (client/schedules.py)
     ui_url: str = ""
 
 
@@ -58,6 +60,7 @@ def run_row(wf: WorkflowExecution) -> RunRow:
         pending_approvals=sa.get(t.SA_PENDING) or 0,
         in_doubt=bool(sa.get(t.SA_IN_DOUBT)),
         started_at=wf.start_time.isoformat(),
+        schedule=sa.get(SCHEDULED_BY),
         ui_url=ui_url(wf.id),
     )
 

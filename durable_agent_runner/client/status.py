@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 
 from durable_agent_runner.client.budget import budget_view
 from durable_agent_runner.client.errors import failure
+from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
 from durable_agent_runner.client.stuck import stuck, unserved
 from durable_agent_runner.config.connection import namespace
 from durable_agent_runner.config.env import ClientSettings
@@ -98,6 +99,7 @@ class RunInfo(BaseModel):
     retrying: list[dict[str, Any]] = []
     budget: dict[str, Any] | None = None  # runs with a budget: spent, reserved, left for the run and its tree
     parent: str | None = None  # a child run (an agent used as a tool): the run that started it
+    schedule: str | None = None  # a run a schedule started: the schedule's name
     note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -138,11 +140,16 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
     }
     if desc.parent_id:
         out["parent"] = desc.parent_id
+    if sa.get(SCHEDULED_BY):
+        out["schedule"] = sa.get(SCHEDULED_BY)
     try:
-        live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
-        out.update(_live(live, out["status"]))
-        if live.budget is not None:
-            out["budget"] = await budget_view(client, live)
+        if desc.workflow_type == t.DELIVER_WORKFLOW:  # no agent, no status query: say what it is
+            out["note"] = "a delivery: it gives a session one message from a schedule or a webhook (see the session)"
+        else:
+            live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=QUERY_TIMEOUT)
+            out.update(_live(live, out["status"]))
+            if live.budget is not None:
+                out["budget"] = await budget_view(client, live)
     except (RPCError, WorkflowQueryFailedError):
         out["note"] = "live details unavailable (is a worker running?); showing search attributes"
     held = await stuck(client, desc) if out["status"] == "running" else None

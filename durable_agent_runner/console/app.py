@@ -19,7 +19,8 @@ from temporalio.service import RPCError
 
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
-from durable_agent_runner.console import data, links, sse, views, views_run
+from durable_agent_runner.client.schedules import ScheduleNotFound
+from durable_agent_runner.console import data, links, sse, views, views_run, views_schedules
 from durable_agent_runner.console import whole as whole_value
 from durable_agent_runner.console.forms import budget_raise, checked_edit, edited_arguments, run_edit, whole
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
@@ -69,6 +70,10 @@ class Console:
         stream = "" if view.status["status"] in views_run.ENDED else f"{quote(run_id, safe='')}/events"
         stream = f"/runs/{stream}?since={view.next_event}" if stream else ""
         return self.page(f"Run {run_id}", views_run.run_body(view), stream=stream)
+
+    async def schedules_page(self, request: Request) -> Response:
+        rows = await self.client.schedules.list(limit=views_schedules.MAX_ROWS + 1)
+        return self.page("Schedules", views_schedules.schedules_body(rows))
 
     # ------------------------------------------------------------------ whole values (GET)
 
@@ -238,6 +243,24 @@ class Console:
         new_id = await data.fork(self.client, _run_id(request), at, form.get("prompt", "")[:4000], self.task_queue)
         return _done(f"forked as {new_id}", redirect=f"/runs/{quote(new_id, safe='')}")
 
+    async def schedule_action(self, request: Request) -> Response:
+        """Pause, unpause or trigger a schedule; a pause or unpause reloads the page with its new state."""
+        form = await read_form(request, self.csrf)
+        name, verb = str(request.path_params["name"]), str(request.path_params["verb"])
+        schedules = self.client.schedules
+        try:
+            if verb == "trigger":
+                return _done(f"{name}: {(await schedules.trigger(name)).message}")
+            if verb == "pause":
+                await schedules.pause(name, f"paused by {self._by(form)} in the console")
+            elif verb == "unpause":
+                await schedules.unpause(name, f"unpaused by {self._by(form)} in the console")
+            else:
+                raise Refused(404, "a schedule's actions are pause, unpause and trigger")
+        except ScheduleNotFound as err:
+            raise Refused(404, str(err)) from None
+        return _done(f"{name} {verb}d by {self._by(form)}", redirect="/schedules")
+
     def _by(self, form: dict[str, str]) -> str:
         return (form.get("by") or "").strip()[:200] or self.by
 
@@ -309,6 +332,8 @@ def build_app(client: AgentClient, *, by: str, task_queue: str, token: str | Non
         Route("/", guarded(c.runs)),
         Route("/inbox", guarded(c.inbox_page)),
         Route("/inbox/events", guarded(c.inbox_events)),
+        Route("/schedules", guarded(c.schedules_page)),
+        Route("/schedules/{name}/{verb}", guarded(c.schedule_action), methods=["POST"]),
         Route("/runs/{run_id:path}/events", guarded(c.run_events)),
         Route("/runs/{run_id:path}/messages/{index}", guarded(c.message_whole)),
         Route("/runs/{run_id:path}/calls/{call_id}/arguments", guarded(c.arguments_whole)),

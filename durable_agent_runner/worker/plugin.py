@@ -65,6 +65,7 @@ from temporalio.worker import PollerBehaviorSimpleMaximum, Worker, WorkerConfig
 from durable_agent_runner.activities.ahead import call_ahead
 from durable_agent_runner.activities.compaction import CompactionActivities
 from durable_agent_runner.activities.context_cache import ContextCache
+from durable_agent_runner.activities.deliver import DeliverActivities
 from durable_agent_runner.activities.hooks import HookActivities
 from durable_agent_runner.activities.model import ModelActivities, new_http_client
 from durable_agent_runner.activities.prices import PriceTable
@@ -80,7 +81,7 @@ from durable_agent_runner.telemetry import Telemetry
 from durable_agent_runner.worker.group import WorkerGroup
 from durable_agent_runner.worker.hook_feed import HookFeed, state_dir_from_env
 from durable_agent_runner.worker.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
-from durable_agent_runner.workflows import AgentRun
+from durable_agent_runner.workflows import AgentRun, DeliverMessage
 from durable_agent_runner.workflows.types import agent_task_queue
 
 DEFAULT_TOOLS = ["examples.demo_agent"]
@@ -121,11 +122,12 @@ class AgentPlugin(SimplePlugin):
 
     On the client: the runner's data converter (pydantic; large payloads and encryption when
     configured). On a worker: the AgentRun workflow (outside the sandbox, by its own definition:
-    workflows/agent.py; the worker's other workflows keep theirs); the model, tool, resolve, hook
-    and compaction activities; the masking (and, given `telemetry`, tracing)
-    interceptors; and, while the worker runs, the per-agent workers that routing needs (a run's
-    tool calls go only to workers holding its agent's version: `agent_task_queue`), the tool
-    threads, the loop watchdog and the lifecycle hooks' feed. `python worker.py` runs the same.
+    workflows/agent.py; the worker's other workflows keep theirs) and DeliverMessage (a schedule's
+    or a webhook's message to a session); the model, tool, resolve, hook, compaction and deliver
+    activities; the masking (and, given `telemetry`, tracing) interceptors; and, while the worker
+    runs, the per-agent workers that routing needs (a run's tool calls go only to workers holding
+    its agent's version: `agent_task_queue`), the tool threads, the loop watchdog and the
+    lifecycle hooks' feed. `python worker.py` runs the same.
     One plugin serves one worker (its task queue decides the per-agent queues)."""
 
     def __init__(
@@ -147,7 +149,7 @@ class AgentPlugin(SimplePlugin):
         super().__init__(
             "durable-agent-runner",
             data_converter=lambda _: data_converter(),
-            workflows=[AgentRun],
+            workflows=[AgentRun, DeliverMessage],  # DeliverMessage: schedules' and webhooks' messages to sessions
             run_context=self._running,
         )
 
@@ -181,7 +183,8 @@ class AgentPlugin(SimplePlugin):
         interceptors: list[Any] = [*(telemetry.worker_interceptors(settings) if telemetry else []), masking]
         config["interceptors"] = [*interceptors, *config.get("interceptors", [])]
         served: list[Callable[..., Any]] = [
-            model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook
+            model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook,
+            DeliverActivities(client).deliver,
         ]  # fmt: skip
         config["activities"] = [*config.get("activities", []), *served]
         for key, value in WORKER_DEFAULTS.items():

@@ -68,6 +68,15 @@ from durable_agent_runner.workflows.types.control import (
     Transcript,
     TranscriptQuery,
 )
+from durable_agent_runner.workflows.types.deliver import (
+    DELIVER_ACTIVITY,
+    DELIVER_SECONDS,
+    DELIVER_WORKFLOW,
+    SESSION_REFUSED,
+    DeliverCall,
+    Delivered,
+    Delivery,
+)
 from durable_agent_runner.workflows.types.names import (
     APPROVAL_SIGNAL,
     APPROVAL_UPDATE,
@@ -179,6 +188,9 @@ __all__ = [
     "DEFAULT_MODEL_READ_TIMEOUT",
     "DEFAULT_MODEL_RETRY_SECONDS",
     "DEFAULT_MODEL_TIMEOUT",
+    "DELIVER_ACTIVITY",
+    "DELIVER_SECONDS",
+    "DELIVER_WORKFLOW",
     "EDIT_UPDATE",
     "EMPTY_PARAMETERS",
     "ENDED_STATUSES",
@@ -216,6 +228,7 @@ __all__ = [
     "SEED_PROMPT_CHARS",
     "SESSION_END_KINDS",
     "SESSION_END_UPDATE",
+    "SESSION_REFUSED",
     "SESSION_SEND_UPDATE",
     "STATUS_QUERY",
     "STOP_KINDS",
@@ -244,6 +257,9 @@ __all__ = [
     "CompactResult",
     "Contract",
     "DecisionReceipt",
+    "DeliverCall",
+    "Delivered",
+    "Delivery",
     "Edit",
     "EditOp",
     "EditReceipt",

@@ -1,0 +1,53 @@
+"""`client.py serve-hooks --config FILE`: serve the signed-webhook ingress (durable_agent_runner/
+webhooks/) until stopped, as `client.py console` serves the console. The hooks file is read, and
+every secret found, before anything connects: a bad file is a one-line usage error."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.webhooks import MAX_BODY, HookConfigError, build_app, load
+
+DEFAULT_PORT = 8238
+
+
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
+    cmd = sub.add_parser("serve-hooks", help="serve signed webhooks (POST /hooks/NAME) that start runs, once each")
+    cmd.add_argument("--config", required=True, type=Path, metavar="FILE", help="the hooks: a JSON or YAML file")
+    cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
+    cmd.add_argument(
+        "--max-body", type=int, default=MAX_BODY, metavar="BYTES", help="larger bodies get 413 (default: %(default)s)"
+    )
+    cmd.set_defaults(fn=cmd_serve_hooks)
+
+
+def check(args: argparse.Namespace) -> None:
+    """Before connecting to anything: the port, the file, each hook's secret."""
+    if not 0 < args.port < 65536:
+        raise UsageError("--port must be 1-65535")
+    if not 1024 <= args.max_body <= 32 * MAX_BODY:
+        raise UsageError(f"--max-body must be 1024-{32 * MAX_BODY} bytes")
+    try:
+        args.hooks = load(args.config)
+    except HookConfigError as err:
+        raise UsageError(str(err)) from None
+
+
+async def cmd_serve_hooks(client: AgentClient, args: argparse.Namespace) -> int:
+    hooks = args.hooks if hasattr(args, "hooks") else load(args.config)
+    app = build_app(client, hooks, max_body=args.max_body)
+    # No access log: a sender's query string or headers are not ours to keep.
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off")
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    for name, hook in sorted(hooks.items()):
+        target = f"session {hook.session}" if hook.session else f"agent {hook.agent}"
+        print(f"hook {name}: POST http://{shown}:{args.port}/hooks/{name} ({hook.kind}-signed) -> {target}", flush=True)
+    await uvicorn.Server(config).serve()
+    return 0
