@@ -380,3 +380,9 @@ def describe(err: ValidationError, env: Mapping[str, str]) -> str:
         shown = raw if len(raw) <= SHOWN else raw[:SHOWN] + "…"
         parts.append(f"{name} must be {allowed}, not {shown!r}")
     return "; ".join(parts)
+
+
+def named_secret(name: str, env: Mapping[str, str] | None = None) -> str:
+    """The value of a variable a user's file names as holding a secret (a webhook's `secret_env`):
+    read here, as every variable is, and "" when it is not set."""
+    return (os.environ if env is None else env).get(name, "")

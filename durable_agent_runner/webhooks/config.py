@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.schedule_specs import NAME
+from durable_agent_runner.config.env import named_secret
 
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_TEMPLATE = 100_000
@@ -80,7 +80,7 @@ class Hook(BaseModel):
         if self.secret is not None:
             value = self.secret.get_secret_value()
         else:
-            value = os.environ.get(self.secret_env or "", "")
+            value = named_secret(self.secret_env or "")
             if not value:
                 raise HookConfigError(f"hook {self.name}: the environment variable {self.secret_env} is not set")
         if len(value) < 8:
