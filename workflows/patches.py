@@ -35,6 +35,7 @@ CALL_AHEAD_PATCH = "call-ahead-1.2"
 FORK_ONCE_PATCH = "fork-once-asks-1.3"
 GIVEN_BUDGET_PATCH = "given-budget-first-1.3"
 MODEL_FALLBACK_PATCH = "model-fallback-1.4"
+NOTIFY_PATCH = "notify-1.4"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -111,6 +112,15 @@ PATCHES: tuple[Patch, ...] = (
         changes="a model call that failed for good sends the turn to the agent's next model (fallback_models)",
         added_in="1.4",
         history="model_fallback_1_4",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=NOTIFY_PATCH,
+        changes="a wait for a person (approval, doubt, budget pause) notifies the run's channels and escalates",
+        added_in="1.4",
+        history="notify_1_4",
         deprecate_in=None,
         remove_in="2.0",
         plan=_WITH_1X,
