@@ -33,6 +33,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.activities.errors import cut, retry_after
+from durable_agent_runner.activities.model import heartbeating
 from durable_agent_runner.config.addresses import email_address
 from durable_agent_runner.config.notify import NotifySettings
 from durable_agent_runner.console.links import inbox_link, run_link
@@ -42,6 +43,7 @@ USER_AGENT = "durable-agent-runner-notify"
 RETRYABLE_STATUS = {408, 409, 425, 429}  # and every 5xx: the receiver may answer later
 NOT_CONFIGURED = "NotifyNotConfigured"
 SHOWN = 300  # characters of a receiver's answer kept in an error
+READ = 4096  # bytes of a receiver's answer read at most: the rest is never downloaded
 ARGS_SHOWN = 1500  # characters of the arguments shown in a Slack message (its blocks take 3,000)
 
 
@@ -120,12 +122,14 @@ def slack_payload(n: NotifyInput, link: str) -> dict[str, object]:
     return {"text": f"{headline(n)}: {link}", "blocks": blocks}
 
 
-def _from_status(response: httpx.Response, channel: str) -> ApplicationError | None:
-    """None for a 2xx; else the failure, retryable when the receiver may answer later."""
+def _from_status(response: httpx.Response, answer: str, channel: str) -> ApplicationError | None:
+    """None for a 2xx; else the failure, retryable when the receiver may answer later. `answer`:
+    the start of what the receiver said, on one line in the error."""
     status = response.status_code
     if 200 <= status < 300:
         return None
-    text = f"{channel} answered HTTP {status}: {cut(response.text.strip(), SHOWN) or response.reason_phrase}"
+    said = cut(" ".join(answer.split()), SHOWN) or response.reason_phrase
+    text = f"{channel} answered HTTP {status}: {said}"
     if status in RETRYABLE_STATUS or status >= 500:
         delay = retry_after(response.headers)
         wait = timedelta(seconds=delay) if delay is not None else None
@@ -142,6 +146,12 @@ class NotifyActivities:
 
     @activity.defn(name=NOTIFY_ACTIVITY)
     async def notify(self, n: NotifyInput) -> NotifyResult:
+        """Heartbeats while it sends: a worker killed mid-send is noticed within the heartbeat
+        timeout, and a wait that ended calls the send off."""
+        async with heartbeating():
+            return await self._notify(n)
+
+    async def _notify(self, n: NotifyInput) -> NotifyResult:
         link = console_link(self.settings, n)
         if n.channel == "email":
             return await self._email(n, link)
@@ -173,11 +183,16 @@ class NotifyActivities:
         timeout = httpx.Timeout(self.settings.timeout)
         async with httpx.AsyncClient(timeout=timeout, transport=self._transport, follow_redirects=False) as http:
             try:
-                response = await http.post(url, content=body, headers=headers)
+                async with http.stream("POST", url, content=body, headers=headers) as response:
+                    answer = b""
+                    async for chunk in response.aiter_bytes():
+                        answer += chunk
+                        if len(answer) >= READ:
+                            break
             except httpx.TransportError as err:  # the message may quote the URL: the redactor masks Slack's
                 kind = "NotifyTimeout" if isinstance(err, httpx.TimeoutException) else "NotifyConnectionError"
                 raise ApplicationError(f"cannot reach the {channel}: {err or type(err).__name__}", type=kind) from None
-        failure = _from_status(response, channel)
+        failure = _from_status(response, answer[:READ].decode("utf-8", "replace"), channel)
         if failure is not None:
             raise failure
         return response.status_code
@@ -190,7 +205,7 @@ class NotifyActivities:
             to = [email_address(a) for a in n.email_to] or s.email_to
         except ValueError as err:
             raise ApplicationError(
-                f"the agent's email_to: {err}", type="NotifyBadAddress", non_retryable=True
+                f"the agent's email_to: each must be {err}", type="NotifyBadAddress", non_retryable=True
             ) from None
         if not to:
             raise _unset("NOTIFY_EMAIL_TO")

@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
 from durable_agent_runner.activities.notify import NotifyActivities, slack_payload
 from durable_agent_runner.config.env import SettingsError
@@ -44,6 +46,11 @@ def wait(**fields: object) -> t.NotifyInput:
     return t.NotifyInput.model_validate(base | fields)
 
 
+async def run(activities: NotifyActivities, n: t.NotifyInput) -> t.NotifyResult:
+    """The activity as a worker runs it (its heartbeats need an activity's context)."""
+    return await ActivityEnvironment().run(activities.notify, n)
+
+
 def recording(
     status: int = 200, headers: dict[str, str] | None = None
 ) -> tuple[list[httpx.Request], httpx.MockTransport]:
@@ -61,7 +68,7 @@ async def test_the_webhook_is_signed_over_its_raw_body_and_carries_its_key() -> 
     settings = NotifySettings(
         webhook_url="https://hooks.example/in", webhook_secret=SECRET, console_url="https://c.example"
     )
-    result = await NotifyActivities(settings, transport).notify(wait())
+    result = await run(NotifyActivities(settings, transport), wait())
     (request,) = seen
     assert result == t.NotifyResult(channel="webhook", sent="webhook (HTTP 200)")
     assert str(request.url) == "https://hooks.example/in" and request.headers["Idempotency-Key"] == "k" * 40
@@ -79,8 +86,9 @@ async def test_the_webhook_is_signed_over_its_raw_body_and_carries_its_key() -> 
 
 async def test_an_agent_s_own_webhook_wins_and_an_unsigned_one_says_so_by_no_header() -> None:
     seen, transport = recording()
-    await NotifyActivities(NotifySettings(webhook_url="https://worker.example"), transport).notify(
-        wait(url="https://own.example/hook")
+    await run(
+        NotifyActivities(NotifySettings(webhook_url="https://worker.example"), transport),
+        wait(url="https://own.example/hook"),
     )
     (request,) = seen
     assert str(request.url) == "https://own.example/hook" and "X-Signature-256" not in request.headers
@@ -93,7 +101,7 @@ async def test_an_agent_s_own_webhook_wins_and_an_unsigned_one_says_so_by_no_hea
 async def test_which_answers_are_retried(status: int, retried: bool, delay: int | None) -> None:
     _, transport = recording(status, {"Retry-After": "7"} if delay else None)
     with pytest.raises(ApplicationError) as failed:
-        await NotifyActivities(NotifySettings(webhook_url="https://h.example"), transport).notify(wait())
+        await run(NotifyActivities(NotifySettings(webhook_url="https://h.example"), transport), wait())
     assert failed.value.non_retryable is not retried and failed.value.type == f"NotifyHTTP{status}"
     assert f"HTTP {status}" in failed.value.message
     assert failed.value.next_retry_delay == (timedelta(seconds=delay) if delay else None)
@@ -102,7 +110,7 @@ async def test_which_answers_are_retried(status: int, retried: bool, delay: int 
 async def test_a_receiver_that_cannot_be_reached_is_retried() -> None:
     with closed_address() as address:
         with pytest.raises(ApplicationError) as failed:
-            await NotifyActivities(NotifySettings(webhook_url=f"http://{address}/hook", timeout=2)).notify(wait())
+            await run(NotifyActivities(NotifySettings(webhook_url=f"http://{address}/hook", timeout=2)), wait())
     assert failed.value.type == "NotifyConnectionError" and not failed.value.non_retryable
 
 
@@ -114,14 +122,14 @@ async def test_a_channel_the_worker_lacks_fails_at_once() -> None:
         (wait(channel="email"), "SMTP_HOST"),
     ]:
         with pytest.raises(ApplicationError, match=name) as failed:
-            await NotifyActivities(NotifySettings()).notify(n)
+            await run(NotifyActivities(NotifySettings()), n)
         assert failed.value.non_retryable and failed.value.type == "NotifyNotConfigured"
 
 
 async def test_slack_shows_the_tool_its_arguments_and_a_link_without_letting_them_mention_anyone() -> None:
     seen, transport = recording()
     settings = NotifySettings(slack_webhook_url=SLACK, console_url="https://c.example")  # type: ignore[arg-type]
-    result = await NotifyActivities(settings, transport).notify(wait(channel="slack"))
+    result = await run(NotifyActivities(settings, transport), wait(channel="slack"))
     (request,) = seen
     assert result.sent == "slack (HTTP 200)" and str(request.url) == SLACK
     body = json.loads(request.content)
@@ -141,7 +149,7 @@ async def test_one_email_with_a_message_id_from_its_key() -> None:
         settings = NotifySettings(
             smtp_host="127.0.0.1", smtp_port=smtp.port, email_to=["ops@example.com"], email_from="bot@corp.example"
         )
-        result = await NotifyActivities(settings).notify(wait(channel="email", email_to=["lead@example.com"]))
+        result = await run(NotifyActivities(settings), wait(channel="email", email_to=["lead@example.com"]))
     assert result.sent == "email to 1 recipient"
     (mail,) = smtp.messages
     assert mail["Message-ID"] == f"<{'k' * 40}@corp.example>" and mail["X-Idempotency-Key"] == "k" * 40
@@ -156,10 +164,10 @@ async def test_an_email_that_cannot_go_is_retried_and_a_bad_address_is_not() -> 
         host, port = address.split(":")
         settings = NotifySettings(smtp_host=host, smtp_port=int(port), email_to=["ops@example.com"], timeout=2)
         with pytest.raises(ApplicationError) as failed:
-            await NotifyActivities(settings).notify(wait(channel="email"))
+            await run(NotifyActivities(settings), wait(channel="email"))
         assert failed.value.type == "NotifySmtpConnection" and not failed.value.non_retryable
         with pytest.raises(ApplicationError) as bad:
-            await NotifyActivities(settings).notify(wait(channel="email", email_to=["x@y.z\r\nBcc: all@corp"]))
+            await run(NotifyActivities(settings), wait(channel="email", email_to=["x@y.z\r\nBcc: all@corp"]))
         assert bad.value.type == "NotifyBadAddress" and bad.value.non_retryable
 
 
@@ -221,3 +229,18 @@ def test_a_bad_secret_url_is_never_quoted_back() -> None:
     with pytest.raises(SettingsError) as refused:
         LLMSettings.from_env({"NOTIFY_SLACK_WEBHOOK_URL": "hooks.slack.example/services/T0/B0/secretpart"})
     assert "secretpart" not in str(refused.value) and "not shown" in str(refused.value)
+
+
+async def test_a_receiver_s_answer_is_read_only_in_part_and_said_on_one_line() -> None:
+    sent: list[int] = []
+
+    async def huge() -> AsyncIterator[bytes]:
+        for _ in range(1000):  # 8 MB, were it all read
+            sent.append(1)
+            yield b"line one\r\nline two " * 400
+
+    transport = httpx.MockTransport(lambda request: httpx.Response(502, content=huge()))
+    with pytest.raises(ApplicationError) as failed:
+        await run(NotifyActivities(NotifySettings(webhook_url="https://h.example"), transport), wait())
+    assert len(sent) < 5 and "\n" not in failed.value.message and len(failed.value.message) < 500
+    assert failed.value.message.startswith("webhook answered HTTP 502: line one line two")

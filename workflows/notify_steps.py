@@ -40,6 +40,8 @@ from durable_agent_runner.workflows.texts import excerpt
 # One attempt: the activity bounds each network step by NOTIFY_TIMEOUT (at most 120 s); an SMTP
 # exchange takes a few of them. Retries back off from 1 s, within the run's NOTIFY_MAX_ATTEMPTS.
 NOTIFY_ATTEMPT = timedelta(minutes=5)
+# The activity heartbeats every 2 s while it sends: a worker killed mid-send is noticed within this.
+NOTIFY_HEARTBEAT = timedelta(seconds=10)
 NOTIFY_FIRST_RETRY = timedelta(seconds=1)
 NOTIFY_MAX_RETRY = timedelta(minutes=2)
 ARGUMENTS_SHOWN = 2000  # characters of a call's arguments a notification carries
@@ -159,6 +161,7 @@ class NotifySteps(Steps):
                 result_type=t.NotifyResult,
                 activity_id=f"notify-{wait.label}-{'escalation' if n.escalation else n.channel}",
                 start_to_close_timeout=NOTIFY_ATTEMPT,
+                heartbeat_timeout=NOTIFY_HEARTBEAT,
                 retry_policy=RetryPolicy(
                     initial_interval=NOTIFY_FIRST_RETRY, maximum_interval=NOTIFY_MAX_RETRY, maximum_attempts=attempts
                 ),
