@@ -12,6 +12,7 @@ import json
 import socket
 import threading
 import time
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -71,7 +72,10 @@ class Receiver:
         ok = self.signed(body, h.headers.get("X-Signature-256"))
         with self._lock:
             first = not self.requests
-            self.requests.append({"key": key, "signed": ok, "json": json.loads(body), "headers": dict(h.headers)})
+            at = datetime.now(UTC)
+            self.requests.append(
+                {"key": key, "signed": ok, "json": json.loads(body), "headers": dict(h.headers), "at": at}
+            )
         if first and self.stall_first:
             time.sleep(self.stall_first)
         status = self.status if ok else 401

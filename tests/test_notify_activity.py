@@ -244,3 +244,14 @@ async def test_a_receiver_s_answer_is_read_only_in_part_and_said_on_one_line() -
         await run(NotifyActivities(NotifySettings(webhook_url="https://h.example"), transport), wait())
     assert len(sent) < 5 and "\n" not in failed.value.message and len(failed.value.message) < 500
     assert failed.value.message.startswith("webhook answered HTTP 502: line one line two")
+
+
+def test_the_link_lands_on_the_call_s_row_in_the_console_s_inbox() -> None:
+    from durable_agent_runner.console.data import Waiting
+    from durable_agent_runner.console.links import call_anchor, inbox_link
+    from durable_agent_runner.console.views import call_row
+
+    pending = t.PendingApproval(call_id="call_9", tool="send", arguments={"label": "x"}, since=SINCE, turn=2)
+    row = call_row(Waiting("run-1", "mailer", pending), with_run=True)
+    assert f'id="{call_anchor("run-1", "call_9")}"' in row
+    assert inbox_link("https://c.example/", "run-1", "call_9").endswith("/inbox#" + call_anchor("run-1", "call_9"))
