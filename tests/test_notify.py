@@ -267,3 +267,27 @@ async def test_a_call_in_doubt_notifies_once_for_that_doubt(client, task_queue, 
     assert body["kind"] == "doubt" and body["tool"] == "hasty_pay" and "ended without a result" in body["why"]
     assert request["key"] == notify_key(handle.id, f"doubt-1-{notified.call_id}-1")
     assert "is in doubt and waits for a person" in body["text"]
+
+
+async def test_the_approval_timeout_still_decides_while_a_notification_is_in_flight(
+    client, task_queue, worker_factory, llm
+):
+    """The wait decides alone: its timeout rejects the call as before, with the webhook still held by
+    its receiver, and the notification in flight is called off with the wait."""
+    model = script(llm, calls(("send", {"label": "late"})), {"content": "it was rejected"})
+    with Receiver(SECRET, stall_first=8.0) as hook:
+        settings = notify_settings(llm, webhook_url=hook.url)
+        registry = guarded(approval_timeout_seconds=1.5, approval_timeout_reason="nobody answered")
+        async with worker_factory(settings=settings, registry=registry):
+            handle = await start(client, task_queue, "send it", agent="notified", model=model)
+            result = await asyncio.wait_for(handle.result(), 30)
+            events = await story(handle)
+            history = await handle.fetch_history()
+            await replay(handle)
+    assert result.output == "it was rejected"
+    (decided,) = [e for e in events if e.kind == t.EventKind.APPROVAL_DECIDED]
+    assert "nobody answered" in decided.detail
+    assert len(hook.requests) <= 1  # never again once the wait was over (its retry called off)
+    kinds = [e.event_type for e in history.events]
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in kinds
+    assert not [e for e in events if e.kind in (t.EventKind.NOTIFIED, t.EventKind.NOTIFY_FAILED)]

@@ -40,6 +40,9 @@ from durable_agent_runner.workflows.texts import excerpt
 # One attempt: the activity bounds each network step by NOTIFY_TIMEOUT (at most 120 s); an SMTP
 # exchange takes a few of them. Retries back off from 1 s, within the run's NOTIFY_MAX_ATTEMPTS.
 NOTIFY_ATTEMPT = timedelta(minutes=5)
+# A notification that could not go within this (no worker took it, or its retries ran long) is a
+# failure in the story: a wait may last days, its notifications do not.
+NOTIFY_WITHIN = timedelta(hours=1)
 # The activity heartbeats every 2 s while it sends: a worker killed mid-send is noticed within this.
 NOTIFY_HEARTBEAT = timedelta(seconds=10)
 NOTIFY_FIRST_RETRY = timedelta(seconds=1)
@@ -161,6 +164,7 @@ class NotifySteps(Steps):
                 result_type=t.NotifyResult,
                 activity_id=f"notify-{wait.label}-{'escalation' if n.escalation else n.channel}",
                 start_to_close_timeout=NOTIFY_ATTEMPT,
+                schedule_to_close_timeout=NOTIFY_WITHIN,
                 heartbeat_timeout=NOTIFY_HEARTBEAT,
                 retry_policy=RetryPolicy(
                     initial_interval=NOTIFY_FIRST_RETRY, maximum_interval=NOTIFY_MAX_RETRY, maximum_attempts=attempts
