@@ -118,23 +118,32 @@ async def test_a_waiting_approval_sends_one_signed_webhook_and_one_email(client,
         (HISTORIES / "notify_1_4.json").write_text(history.to_json())
 
 
-async def test_a_worker_killed_mid_send_leaves_one_delivery_per_key(client, task_queue, worker_factory, llm):
-    """The receiver holds the first webhook while its worker stops (it never hears the answer);
-    the next worker sends it again with the same key, and the receiver acts on it once."""
+async def test_a_worker_killed_mid_send_leaves_one_delivery_per_key_and_the_wait_escalates(
+    client, task_queue, worker_factory, llm
+):
+    """Issue 35's test in one run: a waiting approval sends one notification to a webhook receiver
+    and one email to the SMTP server, with the same key across a worker kill, and escalates after
+    its timer. The receiver holds the first webhook while its worker stops (that worker never hears
+    the answer); the next worker sends it again with the same key, and the receiver acts once."""
     model = script(llm, calls(("send", {"label": "invoice"})), {"content": "sent"})
-    with Receiver(SECRET, stall_first=6.0) as hook, SmtpSink() as smtp:
+    with Receiver(SECRET, stall_first=6.0) as hook, Receiver(SECRET) as boss, SmtpSink() as smtp:
         settings = notify_settings(
-            llm, webhook_url=hook.url, smtp_host="127.0.0.1", smtp_port=smtp.port, email_to=["ops@example.com"]
+            llm,
+            webhook_url=hook.url,
+            escalate_webhook_url=boss.url,
+            smtp_host="127.0.0.1",
+            smtp_port=smtp.port,
+            email_to=["ops@example.com"],
         )
-        registry = guarded()
+        registry = guarded(notify=NotifyOptions(escalate_after=3))
         async with worker_factory(settings=settings, registry=registry, graceful_shutdown_timeout=timedelta(seconds=1)):
             handle = await start(client, task_queue, "send it", agent="notified", model=model)
             (waiting,) = await pending(handle)
             await until(lambda: len(hook.requests) >= 1, what="the first webhook")
             await until(lambda: len(smtp.messages) >= 1, what="the email")
-        # that worker is gone, its webhook unanswered; another takes the retry
+        # that worker is gone, its webhook unanswered; another takes the retry (and the timer)
         async with worker_factory(settings=settings, registry=registry):
-            (notified,) = await until_event(handle, t.EventKind.NOTIFIED, timeout=60)
+            notified = await until_event(handle, t.EventKind.NOTIFIED, count=2, timeout=60)
             await update(handle, decide(waiting.call_id, by="bob"))
             result = await handle.result()
             await replay(handle)
@@ -144,7 +153,13 @@ async def test_a_worker_killed_mid_send_leaves_one_delivery_per_key(client, task
     assert {r["key"] for r in hook.requests} == {key} and all(r["signed"] for r in hook.requests)
     assert hook.acted == [key]  # once, from the receiver's point of view
     assert {m["Message-ID"] for m in smtp.messages} == {f"<{key}@localhost>"}
-    assert "webhook (HTTP 200)" in notified.detail
+    assert sorted(e.detail for e in notified) == [
+        "escalated after 3s: escalation webhook (HTTP 200)",
+        "webhook (HTTP 200), email to 1 recipient",
+    ]
+    (escalation,) = boss.requests
+    assert escalation["signed"] and escalation["json"]["escalation"] is True
+    assert boss.acted == [notify_key(handle.id, f"approval-1-{waiting.call_id}/escalation")]
 
 
 async def test_a_wait_nobody_decides_escalates_after_its_timer(client, task_queue, worker_factory, llm):
