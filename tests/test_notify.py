@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.fixtures.once_agents import hasty_pay
 from tests.helpers import calls, replay, script, start
 from tests.notify_receivers import Receiver, SmtpSink
 from tests.test_approvals import decide, pending, update
+from tests.test_durability import start_worker_process
 
 HISTORIES = Path(__file__).parent / "histories"
 SECRET = "whsec-4f1c9e7a2b8d3605"
@@ -306,3 +308,41 @@ async def test_the_approval_timeout_still_decides_while_a_notification_is_in_fli
     kinds = [e.event_type for e in history.events]
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED in kinds
     assert not [e for e in events if e.kind in (t.EventKind.NOTIFIED, t.EventKind.NOTIFY_FAILED)]
+
+
+async def test_a_sigkilled_worker_process_read_from_its_environment_resends_with_the_same_key(
+    client, temporal_server, task_queue, llm, tmp_path, monkeypatch
+):
+    """`python worker.py` with NOTIFY_* in its environment, SIGKILLed while the receiver holds the
+    webhook: the heartbeat stops, the next worker sends it again with the same key and signature."""
+    model = script(llm, calls(("send", {"label": "ledger"})), {"content": "sent"})
+    log = tmp_path / "worker.log"
+    with Receiver(SECRET, stall_first=20.0) as hook:
+        for name, value in {
+            "NOTIFY_WEBHOOK_URL": hook.url,
+            "NOTIFY_WEBHOOK_SECRET": SECRET,
+            "NOTIFY_CONSOLE_URL": CONSOLE,
+        }.items():
+            monkeypatch.setenv(name, value)
+        first = start_worker_process(temporal_server, llm, task_queue, log)
+        try:
+            handle = await start(client, task_queue, "send it", agent="guarded", model=model)
+            await until(lambda: len(hook.requests) >= 1, what="the first webhook")
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait(30)
+        second = start_worker_process(temporal_server, llm, task_queue, log)
+        try:
+            (notified,) = await until_event(handle, t.EventKind.NOTIFIED, timeout=60)
+            (waiting,) = await pending(handle)
+            await update(handle, decide(waiting.call_id, by="ivy"))
+            result = await asyncio.wait_for(handle.result(), 30)
+        finally:
+            second.send_signal(signal.SIGTERM)
+            second.wait(30)
+    assert result.output == "sent" and notified.detail == "webhook (HTTP 200)"
+    key = notify_key(handle.id, f"approval-1-{waiting.call_id}")
+    assert len(hook.requests) == 2 and {r["key"] for r in hook.requests} == {key}
+    assert all(r["signed"] for r in hook.requests) and hook.acted == [key]
+    assert hook.requests[0]["json"]["console_url"] == inbox_link(CONSOLE, handle.id, waiting.call_id)
+    assert SECRET not in log.read_text()
