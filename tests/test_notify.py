@@ -346,3 +346,17 @@ async def test_a_sigkilled_worker_process_read_from_its_environment_resends_with
     assert all(r["signed"] for r in hook.requests) and hook.acted == [key]
     assert hook.requests[0]["json"]["console_url"] == inbox_link(CONSOLE, handle.id, waiting.call_id)
     assert SECRET not in log.read_text()
+
+
+async def test_an_agent_s_own_webhook_is_told_where_the_worker_has_none(client, task_queue, worker_factory, llm):
+    model = script(llm, calls(("send", {"label": "own"})), {"content": "sent"})
+    with Receiver(SECRET) as own:
+        settings = notify_settings(llm)  # the worker signs, but names no webhook of its own
+        async with worker_factory(settings=settings, registry=guarded(notify=NotifyOptions(webhook_url=own.url))):
+            handle = await start(client, task_queue, "send it", agent="notified", model=model)
+            (waiting,) = await pending(handle)
+            await until_event(handle, t.EventKind.NOTIFIED)
+            await update(handle, decide(waiting.call_id, by="jo"))
+            await handle.result()
+    (request,) = own.requests
+    assert request["signed"] and request["json"]["call_id"] == waiting.call_id
