@@ -119,7 +119,7 @@ def slack_payload(n: NotifyInput, link: str) -> dict[str, object]:
         label = "Resolve in the console"
     button = {"type": "button", "text": {"type": "plain_text", "text": label}, "url": link}
     blocks.append({"type": "actions", "elements": [button]})
-    return {"text": f"{headline(n)}: {link}", "blocks": blocks}
+    return {"text": f"{head}: {link}", "blocks": blocks}  # `text`: the notification's line, mrkdwn too
 
 
 def _from_status(response: httpx.Response, answer: str, channel: str) -> ApplicationError | None:
