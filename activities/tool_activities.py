@@ -73,6 +73,7 @@ class ToolActivities:
         self.default_model = default_model or (settings.model if settings else None)
         self.model_bounds = model_bounds(settings or LLMSettings())  # no settings: the defaults
         self.default_api = (settings or LLMSettings()).api
+        self.notify = (settings or LLMSettings()).notify  # which channels a run's waits reach (names only)
         self.threads = threads  # None: executor.shared(), for tests
         self.mcp = FrozenTools()  # MCP tools, as each run froze them
         self._versions: dict[str, str | None] = {}  # agent name -> the version this worker holds
@@ -299,6 +300,9 @@ class ToolActivities:
             fill["settings"] = settings.over(spec.settings)
         if fallbacks:
             fill["fallback_models"] = list(fallbacks)
+        plan = self.notify.plan(spec.notify)
+        if plan is not None:  # None: the run notifies no one and schedules nothing (docs/notifications.md)
+            fill["notify_plan"] = plan
         filled = spec.model_copy(update=fill)
         try:
             wire.check_extra_body(filled.settings.extra_body)

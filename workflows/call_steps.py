@@ -29,11 +29,11 @@ from durable_agent_runner.workflows.calls import (
     PlannedCall,
     describe_call,
 )
+from durable_agent_runner.workflows.notify_steps import NotifySteps, Wait
 from durable_agent_runner.workflows.steps import (
     MODEL_HEARTBEAT_TIMEOUT,
     MODEL_TIMEOUT_MARGIN,
     CallDoing,
-    Steps,
     agent_queue,
 )
 
@@ -45,7 +45,7 @@ CHILD_USAGE_WAIT = timedelta(seconds=30)
 DOING: dict[machine.Stage, CallDoing] = {machine.Stage.CHECKING: "checking", machine.Stage.RUNNING: "running"}
 
 
-class CallSteps(Steps):
+class CallSteps(NotifySteps):
     """The calls of a turn; `Handlers` and `AgentRun` build on it."""
 
     def __init__(self) -> None:
@@ -110,7 +110,7 @@ class CallSteps(Steps):
             check = await self._hook(agent, "approval", c.tool, call_id=c.call_id, arguments=step.arguments)
             return machine.Checked(call_id=c.call_id, result=check)
         if isinstance(step, machine.AskPerson):
-            return await self._ask(c, step)
+            return await self._ask(agent, c, step)
         if isinstance(step, machine.RunTool):
             return await self._tool(agent, c, step)
         if isinstance(step, machine.StartChild):
@@ -118,17 +118,27 @@ class CallSteps(Steps):
             return machine.Ran(call_id=c.call_id, content=message.content, is_error=message.is_error)
         raise self._failure(step.message, step.error)
 
-    async def _ask(self, c: machine.Call, step: machine.AskPerson) -> machine.Happened:
+    async def _ask(self, agent: t.AgentSpec, c: machine.Call, step: machine.AskPerson) -> machine.Happened:
         """Waits for a person's decision on the call (`client.py approve|reject|resolve`, or the
         signals), recorded at the door by the handlers; or for `step.timeout`. A cancel ends the
-        wait like any other."""
+        wait like any other. The run's channels hear of the wait meanwhile (workflows/notify_steps.py)."""
         s = self._s
+        spec = agent.tool(c.tool)
+        own = agent.notify.escalate_after if agent.notify is not None else None
+        escalate = spec.escalate_after if spec is not None and spec.escalate_after is not None else own
         if step.about == "approval":
             summary = f"approval timeout for {c.tool} {c.call_id}"
+
+            def decided() -> bool:
+                return s.approvals.decided(c.call_id) is not None
+
+            wait = Wait(
+                "approval", f"approval-{c.turn}-{c.call_id}", c.turn, c.waits_for(), lambda: not decided(),
+                c.call_id, c.tool, c.arguments, escalate,
+            )  # fmt: skip
             try:
-                await workflow.wait_condition(
-                    lambda: s.approvals.decided(c.call_id) is not None, timeout=step.timeout, timeout_summary=summary
-                )
+                async with self._notifying(agent, wait):
+                    await workflow.wait_condition(decided, timeout=step.timeout, timeout_summary=summary)
             except TimeoutError:
                 return machine.TimedOut(call_id=c.call_id)
             record = s.approvals.decided(c.call_id)
@@ -136,12 +146,20 @@ class CallSteps(Steps):
             return machine.Decided(record=record)
         assert c.doubt is not None
         n = c.doubt.doubt
+
+        def resolved() -> bool:
+            return s.doubts.decided(c.call_id, n) is not None
+
+        why = f"ended without a result: {c.doubt.ended}"
+        wait = Wait(
+            "doubt", f"doubt-{c.turn}-{c.call_id}-{n}", c.turn, why, lambda: not resolved(),
+            c.call_id, c.tool, c.arguments, escalate,
+        )  # fmt: skip
         try:
-            await workflow.wait_condition(
-                lambda: s.doubts.decided(c.call_id, n) is not None,
-                timeout=step.timeout,
-                timeout_summary=f"in-doubt limit for {c.tool} ({c.call_id})",
-            )
+            async with self._notifying(agent, wait):
+                await workflow.wait_condition(
+                    resolved, timeout=step.timeout, timeout_summary=f"in-doubt limit for {c.tool} ({c.call_id})"
+                )
         except TimeoutError:
             return machine.TimedOut(call_id=c.call_id)
         resolution = s.doubts.decided(c.call_id, n)

@@ -36,6 +36,7 @@ FORK_ONCE_PATCH = "fork-once-asks-1.3"
 GIVEN_BUDGET_PATCH = "given-budget-first-1.3"
 MODEL_FALLBACK_PATCH = "model-fallback-1.4"
 SESSION_PROMPT_PATCH = "session-prompt-first-1.4"
+NOTIFY_PATCH = "notify-1.4"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -121,6 +122,15 @@ PATCHES: tuple[Patch, ...] = (
         changes="a session takes its opening prompt as message 1 when it starts, before any message's handler runs",
         added_in="1.4",
         history="session_prompt_1_4",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=NOTIFY_PATCH,
+        changes="a wait for a person (approval, doubt, budget pause) notifies the run's channels and escalates",
+        added_in="1.4",
+        history="notify_1_4",
         deprecate_in=None,
         remove_in="2.0",
         plan=_WITH_1X,

@@ -9,6 +9,7 @@ no threads. Time comes from `workflow.now()`; activities are called by their dec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Literal
 
@@ -19,6 +20,7 @@ from durable_agent_runner.workflows import edits, memory
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.calls import RunTools, describe_call
 from durable_agent_runner.workflows.handlers import Handlers
+from durable_agent_runner.workflows.notify_steps import Wait
 from durable_agent_runner.workflows.patches import CALL_AHEAD_PATCH
 from durable_agent_runner.workflows.rules import Stop, tripwire
 from durable_agent_runner.workflows.steps import model_call_bounds
@@ -59,10 +61,19 @@ class TurnSteps(Handlers):
         )
         self._event(t.EventKind.PAUSED, detail=f"{point}: {step.why}")
         self._set_phase(t.Phase.PAUSED, f"paused {point}: {step.why}")
+
+        def resumed() -> bool:
+            return s.resumed_by is not None
+
+        agent = s.agent_now
+        # A budget pause waits for a person who did not ask for it: they hear of it. A breakpoint
+        # or `client.py pause` is a person's own doing: no one is told.
+        escalate = agent.notify.escalate_after if agent.notify is not None else None
+        label, why = f"budget-{step.turn}-{step.where}", f"paused {point}: {step.why}"
+        wait = Wait("budget", label, step.turn, why, lambda: not resumed(), escalate_after=escalate)
         try:
-            await workflow.wait_condition(
-                lambda: s.resumed_by is not None, timeout=PAUSE_LIMIT, timeout_summary="pause limit"
-            )
+            async with self._notifying(agent, wait) if step.reason == "budget" else contextlib.nullcontext():
+                await workflow.wait_condition(resumed, timeout=PAUSE_LIMIT, timeout_summary="pause limit")
         except TimeoutError:
             s.paused = None
             message = f"paused {point} for {PAUSE_LIMIT.days} days without a resume (fork it to go on)"

@@ -98,6 +98,9 @@ class ToolOptions(TypedDict, total=False):
     # in doubt and a person decides (`client.py resolve`); an error the tool raises goes to the
     # model. Not with `local` (a local activity is re-run after a crash).
     once: bool
+    # Seconds a wait for a person on a call of it may last before the escalation webhook hears of
+    # it (docs/notifications.md); default: the agent's `notify.escalate_after`.
+    escalate_after: float
 
 
 def refuse_unknown(what: str, given: Iterable[str], known: Iterable[str]) -> None:
@@ -141,6 +144,7 @@ class Tool(Generic[P, R]):
             {"name": self.name, "description": options.get("description", summary), **limits}
             | {"parameters": parameters_schema(self.args_model), "local": bool(options.get("local", False))}
             | {"once": once}
+            | ({"escalate_after": options["escalate_after"]} if "escalate_after" in options else {})
         )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:

@@ -25,6 +25,10 @@ Variables (default in brackets):
   LLM_RETRY_SECONDS   the model (durable_agent_runner/config/llm.py)
   OPENAI_BASE_URL, OPENAI_API_KEY, ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, GEMINI_BASE_URL,
   GEMINI_API_KEY / GOOGLE_API_KEY   the providers "openai:…", "anthropic:…", "gemini:…" name
+  NOTIFY_WEBHOOK_URL, NOTIFY_WEBHOOK_SECRET, NOTIFY_SLACK_WEBHOOK_URL, NOTIFY_ESCALATE_WEBHOOK_URL,
+  SMTP_HOST, SMTP_PORT [25], SMTP_USERNAME, SMTP_PASSWORD, SMTP_STARTTLS [off], NOTIFY_EMAIL_TO,
+  NOTIFY_EMAIL_FROM, NOTIFY_CONSOLE_URL, NOTIFY_MAX_ATTEMPTS [5], NOTIFY_TIMEOUT [10]   who hears of a
+  run waiting for a person (durable_agent_runner/config/notify.py)
   LLM_PRICES, TOOL_THREADS [16], WORKER_EVENT_LOOP [uvloop], HOOKS_STATE_DIR [.state/hooks]
   USER / USERNAME   who decides, when a command is not told (`--by`)
   NO_COLOR   any value: no colour in the chat (https://no-color.org)
@@ -44,6 +48,7 @@ from urllib.parse import urlsplit
 from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from durable_agent_runner.config.addresses import email_address, email_list
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -58,7 +63,7 @@ SHOWN = 40  # characters of a bad value quoted back
 SECRETS = frozenset(
     {
         "CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-        "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS",
+        "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS", "NOTIFY_WEBHOOK_SECRET", "NOTIFY_SLACK_WEBHOOK_URL", "SMTP_PASSWORD",
     }
 )  # fmt: skip
 MAX_TEXT = 4096  # characters of a name, a path or a URL
@@ -194,6 +199,14 @@ AttemptSeconds = Annotated[float, BeforeValidator(number(float, 0, 3600, open_lo
 CallSeconds = Annotated[float, BeforeValidator(number(float, 0, 86400, open_low=True, unit="seconds"))]
 Attempts = Annotated[int, BeforeValidator(number(int, 1, 100))]
 Threads = Annotated[int, BeforeValidator(number(int, 1, 1024))]
+Port = Annotated[int, BeforeValidator(number(int, 1, 65535))]
+NotifyAttempts = Annotated[int, BeforeValidator(number(int, 1, 20))]
+NotifySeconds = Annotated[float, BeforeValidator(number(float, 0, 120, open_low=True, unit="seconds"))]
+SecretUrl = Annotated[SecretStr, BeforeValidator(_url)]  # a URL that is its own credential (Slack's webhooks)
+Secret = Annotated[SecretStr, BeforeValidator(_text)]
+# NOTIFY_EMAIL_TO (kept as the addresses joined by ", ") and NOTIFY_EMAIL_FROM
+Emails = Annotated[str, BeforeValidator(lambda raw: ", ".join(email_list(raw)) if isinstance(raw, str) else raw)]
+Email = Annotated[str, BeforeValidator(lambda raw: email_address(raw) if isinstance(raw, str) else raw)]
 # Long enough not to be guessed, short enough for a header; printable, as it rides in a link and a cookie.
 ConsoleToken = Annotated[SecretStr, BeforeValidator(_token)]
 ApiKey = Annotated[SecretStr, BeforeValidator(_header_value)]
@@ -310,6 +323,21 @@ class WorkerSettings(ClientSettings):
         None, validation_alias=_env("WORKER_EVENT_LOOP")
     )
     hooks_state_dir: Text | None = Field(None, validation_alias=_env("HOOKS_STATE_DIR"))
+    # Who hears of a run waiting for a person (durable_agent_runner/config/notify.py).
+    notify_webhook_url: Url | None = Field(None, validation_alias=_env("NOTIFY_WEBHOOK_URL"))
+    notify_webhook_secret: Secret | None = Field(None, validation_alias=_env("NOTIFY_WEBHOOK_SECRET"))
+    notify_slack_webhook_url: SecretUrl | None = Field(None, validation_alias=_env("NOTIFY_SLACK_WEBHOOK_URL"))
+    notify_escalate_webhook_url: Url | None = Field(None, validation_alias=_env("NOTIFY_ESCALATE_WEBHOOK_URL"))
+    smtp_host: Text | None = Field(None, validation_alias=_env("SMTP_HOST"))
+    smtp_port: Port = Field(25, validation_alias=_env("SMTP_PORT"))
+    smtp_username: Text | None = Field(None, validation_alias=_env("SMTP_USERNAME"))
+    smtp_password: Secret | None = Field(None, validation_alias=_env("SMTP_PASSWORD"))
+    smtp_starttls: Switch = Field(False, validation_alias=_env("SMTP_STARTTLS"))
+    notify_email_to: Emails | None = Field(None, validation_alias=_env("NOTIFY_EMAIL_TO"))  # comma-separated
+    notify_email_from: Email = Field("durable-agent-runner@localhost", validation_alias=_env("NOTIFY_EMAIL_FROM"))
+    notify_console_url: Url = Field("http://127.0.0.1:8237", validation_alias=_env("NOTIFY_CONSOLE_URL"))
+    notify_max_attempts: NotifyAttempts = Field(5, validation_alias=_env("NOTIFY_MAX_ATTEMPTS"))
+    notify_timeout: NotifySeconds = Field(10.0, validation_alias=_env("NOTIFY_TIMEOUT"))
 
 
 class TelemetrySettings(Settings):

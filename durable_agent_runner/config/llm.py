@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from durable_agent_runner.config.env import (
     DEFAULT_CAPTURE_DIR,
@@ -24,6 +24,7 @@ from durable_agent_runner.config.env import (
     HeaderName,
     WorkerSettings,
 )
+from durable_agent_runner.config.notify import NotifySettings
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -64,6 +65,9 @@ class LLMSettings(BaseModel):
     anthropic_api_key: ApiKey | None = None
     gemini_base_url: str = "https://generativelanguage.googleapis.com"
     gemini_api_key: ApiKey | None = None
+    # Who hears of a run waiting for a person (NOTIFY_*, SMTP_*): with the model's settings, as
+    # every worker-side setting travels to the activities with them.
+    notify: NotifySettings = Field(default_factory=NotifySettings)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
@@ -90,12 +94,13 @@ class LLMSettings(BaseModel):
             anthropic_api_key=s.anthropic_api_key,
             gemini_base_url=s.gemini_base_url,
             gemini_api_key=s.gemini_api_key,
+            notify=NotifySettings.of(s),
         )
 
     def keys(self) -> list[str]:
         """Every key this worker holds, for the redactor: none of them may leave the worker."""
         found = (self.api_key, self.openai_api_key, self.anthropic_api_key, self.gemini_api_key)
-        return [k.get_secret_value() for k in found if k is not None]
+        return [k.get_secret_value() for k in found if k is not None] + self.notify.keys()
 
     def auth_headers(self) -> dict[str, str]:
         if self.api_key is None:

@@ -1,6 +1,8 @@
-"""The runs page's next-page links: the server's page token, signed with the console's key, so
-only links this console made reach Temporal (a forged token cost it seconds of retries, then a
-500). A link that is not one is a BadRequest (400)."""
+"""The console's links: the runs page's next-page links (the server's page token, signed with the
+console's key, so only links this console made reach Temporal: a forged token cost it seconds of
+retries, then a 500; a link that is not one is a BadRequest, 400), and the links a notification
+carries to a waiting call in the inbox or to a run's page (activities/notify.py). Those carry no
+credential: off localhost, the console asks for its token as for any other page."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+from urllib.parse import quote
 
 
 class BadRequest(Exception):
@@ -40,3 +43,18 @@ def unseal(text: str, key: bytes) -> bytes | None:
     if not token or not hmac.compare_digest(mac, hmac.new(key, token, hashlib.sha256).digest()[:MAC]):
         raise refused
     return token
+
+
+def call_anchor(run_id: str, call_id: str) -> str:
+    """The id of a waiting call's row in the inbox (and on its run's page): a link's #fragment."""
+    return f"call-{run_id}/{call_id}"
+
+
+def inbox_link(console_url: str, run_id: str, call_id: str) -> str:
+    """The console's inbox, scrolled to the call waiting for a person."""
+    return f"{console_url.rstrip('/')}/inbox#{quote(call_anchor(run_id, call_id), safe='/')}"
+
+
+def run_link(console_url: str, run_id: str) -> str:
+    """A run's page in the console (a run paused on its budget is resumed there)."""
+    return f"{console_url.rstrip('/')}/runs/{quote(run_id, safe='')}"

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 
 from durable_agent_runner.console.assets import CSS, JS
 from durable_agent_runner.console.data import PHASES, Asking, Doubt, Waiting
+from durable_agent_runner.console.links import call_anchor
 
 FOLD = 300  # characters shown before a long text folds
 LONG_TEXT = 60  # characters past which an edited text is a textarea, not one line
@@ -170,7 +171,8 @@ def _call_row(w: Asking, with_run: bool = False, editable: bool = True) -> str:
     edit = f'<details class="edit"><summary>Edit arguments</summary>{edit_form(w, action)}</details>'
     if not editable:
         edit = f'<p class="meta">Too large to edit here: {TOO_LONG_HINT}</p>'
-    return f"""<section class="call" data-call="{h(w.key)}">
+    anchor = h(call_anchor(w.run_id, w.call.call_id))  # where a notification's link lands
+    return f"""<section class="call" id="{anchor}" data-call="{h(w.key)}">
 <h3><code>{h(w.call.tool)}</code> <small>{h(w.call.call_id)} · turn {w.call.turn}</small></h3>
 <p class="meta">{where}waiting since {when(w.call.since)} · {h(timeout)}</p>
 {shown_args(w.call.arguments, f"{action}/arguments")}
@@ -192,7 +194,8 @@ def doubt_row(d: Doubt, with_run: bool = False) -> str:
     where = f"run {run_link(d.run_id)} · agent {h(d.agent)} · " if with_run else ""
     started = f"attempt started {when(c.started_at)}" if c.started_at else f"attempt asked for {when(c.scheduled_at)}"
     again = f" (in doubt again: time {c.doubt})" if c.doubt > 1 else ""
-    return f"""<section class="call doubt" data-call="{h(d.key)}">
+    anchor = h(call_anchor(d.run_id, c.call_id))  # where a notification's link lands
+    return f"""<section class="call doubt" id="{anchor}" data-call="{h(d.key)}">
 <h3><code>{h(c.tool)}</code> <small>{h(c.call_id)} · turn {c.turn}</small>
 <span class="phase in_doubt">in doubt</span></h3>
 <p class="meta">{where}{started} · ended without a result at {when(c.ended_at)}: {h(c.ended)}{again}</p>

@@ -68,6 +68,7 @@ from durable_agent_runner.activities.context_cache import ContextCache
 from durable_agent_runner.activities.deliver import DeliverActivities
 from durable_agent_runner.activities.hooks import HookActivities
 from durable_agent_runner.activities.model import ModelActivities, new_http_client
+from durable_agent_runner.activities.notify import NotifyActivities
 from durable_agent_runner.activities.prices import PriceTable
 from durable_agent_runner.activities.tool_activities import ToolActivities
 from durable_agent_runner.agents import executor
@@ -123,11 +124,11 @@ class AgentPlugin(SimplePlugin):
     On the client: the runner's data converter (pydantic; large payloads and encryption when
     configured). On a worker: the AgentRun workflow (outside the sandbox, by its own definition:
     workflows/agent.py; the worker's other workflows keep theirs) and DeliverMessage (a schedule's
-    or a webhook's message to a session); the model, tool, resolve, hook, compaction and deliver
-    activities; the masking (and, given `telemetry`, tracing) interceptors; and, while the worker
-    runs, the per-agent workers that routing needs (a run's tool calls go only to workers holding
-    its agent's version: `agent_task_queue`), the tool threads, the loop watchdog and the
-    lifecycle hooks' feed. `python worker.py` runs the same.
+    or a webhook's message to a session); the model, tool, resolve, hook, compaction, deliver and
+    notification activities; the masking (and, given `telemetry`, tracing) interceptors; and, while
+    the worker runs, the per-agent workers that routing needs (a run's tool calls go only to
+    workers holding its agent's version: `agent_task_queue`), the tool threads, the loop watchdog
+    and the lifecycle hooks' feed. `python worker.py` runs the same.
     One plugin serves one worker (its task queue decides the per-agent queues)."""
 
     def __init__(
@@ -178,13 +179,14 @@ class AgentPlugin(SimplePlugin):
         tools.ahead = functools.partial(call_ahead, model)  # a lone tool's activity calls the model next
         compaction = CompactionActivities(model)
         hooks = HookActivities(registry, client, settings, http, threads)
+        notify = NotifyActivities(settings.notify)  # who hears of a run waiting for a person
         masking, _ = redaction_for(settings)
         # Tracing outside masking: spans see masked values.
         interceptors: list[Any] = [*(telemetry.worker_interceptors(settings) if telemetry else []), masking]
         config["interceptors"] = [*interceptors, *config.get("interceptors", [])]
         served: list[Callable[..., Any]] = [
             model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook,
-            DeliverActivities(client).deliver,
+            DeliverActivities(client).deliver, notify.notify,
         ]  # fmt: skip
         config["activities"] = [*config.get("activities", []), *served]
         for key, value in WORKER_DEFAULTS.items():

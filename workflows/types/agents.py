@@ -10,6 +10,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from durable_agent_runner.workflows.types.names import DEFAULT_MODEL_TIMEOUT, EMPTY_PARAMETERS, WireName
+from durable_agent_runner.workflows.types.notify import MAX_ESCALATE_SECONDS, NotifyOptions, NotifyPlan
 from durable_agent_runner.workflows.types.transcript import Contract
 
 # ------------------------------------------------------------------------------------- agents
@@ -74,6 +75,9 @@ class ToolSpec(Contract):
     # that ends without a result (a worker killed, a timeout, a lost heartbeat) puts the call in
     # doubt, and a person decides (`client.py resolve`). Never local, never with the reply.
     once: bool = False
+    # Seconds a wait for a person on this tool's call may last before the escalation channel hears
+    # of it (`@tool(escalate_after=...)`); None: the agent's `notify.escalate_after`.
+    escalate_after: float | None = Field(default=None, gt=0, le=MAX_ESCALATE_SECONDS)
 
 
 MidTurn = Literal["queue", "steer"]
@@ -136,6 +140,8 @@ class AgentOptions(Contract):
     # order; "steer" adds it to the conversation before the next model call of this answer.
     mid_turn: MidTurn = "queue"
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
+    # The agent's own notification channels and escalation (docs/notifications.md); None: the worker's.
+    notify: NotifyOptions | None = None
 
 
 class AgentSpec(AgentOptions):
@@ -163,6 +169,9 @@ class AgentSpec(AgentOptions):
     # US dollars per million output tokens of `model`, from the resolving worker's price table
     # (None: no price known): what a model call reserves of a cost budget (workflows/budget.py).
     output_price: float | None = None
+    # Who hears of the run's waits for a person, as the resolving worker saw it (names of channels,
+    # no secrets): filled in when a run starts. None (runs recorded before 1.4 too): no one.
+    notify_plan: NotifyPlan | None = None
 
     def settings_now(self) -> ModelSettings:
         """The model settings to send, with the older `temperature` field folded in."""

@@ -51,6 +51,9 @@ EDIT_UPDATE = "agent.edit"
 INSPECT_QUERY = "agent.inspect"
 # The state just before model call N, read by `client.py fork` to start a new run from it.
 FORK_POINT_QUERY = "agent.fork_point"
+# Tells people a run waits for them (a webhook, Slack, an email), once per wait and channel
+# (activities/notify.py); its failure shows in the run's story and never fails the run.
+NOTIFY_ACTIVITY = "agent.notify"
 # A cancelled child run tells its parent what it spent (ChildUsage), so the parent's budget counts it.
 CHILD_USAGE_SIGNAL = "agent.child_usage"
 

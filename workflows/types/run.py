@@ -138,6 +138,8 @@ class EventKind(StrEnum):
     CALL_IN_DOUBT = "call_in_doubt"  # detail: the call, and how its attempt ended without a result
     CALL_RESOLVED = "call_resolved"  # detail: rerun / result given / failed, by whom
     MODEL_FALLBACK = "model_fallback"  # 1.4: which model failed, why, and which one the turn goes to
+    NOTIFIED = "notified"  # 1.4: detail: the channels a wait for a person was sent to (an escalation says so)
+    NOTIFY_FAILED = "notify_failed"  # 1.4: detail: a channel that could not be reached within its retries, and why
 
 
 # The kinds after which a story is over, defined once (next to the kinds):

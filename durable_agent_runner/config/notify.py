@@ -1,0 +1,82 @@
+"""Worker-side notification settings: where a person hears that a run waits for them
+(docs/notifications.md), read from the environment through the one settings model
+(durable_agent_runner/config/env.py), which parses and bounds every value.
+
+The webhook's signing secret, the SMTP password and Slack's webhook URL (which is its own
+credential) live only here, in the worker process: they are never part of an activity input or
+result, and the worker's redactor masks them (`keys()`). What a run freezes of these settings when
+it starts is the names of the channels (`plan()`), never their addresses or secrets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, Field, SecretStr
+
+from durable_agent_runner.config.addresses import email_list
+from durable_agent_runner.config.env import WorkerSettings
+from durable_agent_runner.workflows.types import Channel, NotifyOptions, NotifyPlan
+
+DEFAULT_CONSOLE_URL = "http://127.0.0.1:8237"  # `client.py console`'s default address
+
+
+class NotifySettings(BaseModel):
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None  # signs each webhook's body: X-Signature-256
+    slack_webhook_url: SecretStr | None = None
+    escalate_webhook_url: str | None = None
+    smtp_host: str | None = None
+    smtp_port: int = 25
+    smtp_username: str | None = None
+    smtp_password: SecretStr | None = None
+    smtp_starttls: bool = False
+    email_to: list[str] = Field(default_factory=list)
+    email_from: str = "durable-agent-runner@localhost"
+    console_url: str = DEFAULT_CONSOLE_URL  # the links in messages open its inbox
+    max_attempts: int = Field(default=5, ge=1, le=20)  # each notification's retry bound
+    timeout: float = Field(default=10.0, gt=0, le=120)  # seconds for one attempt to reach a channel
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> NotifySettings:
+        return cls.of(WorkerSettings.load(env))
+
+    @classmethod
+    def of(cls, s: WorkerSettings) -> NotifySettings:
+        return cls(
+            webhook_url=s.notify_webhook_url,
+            webhook_secret=s.notify_webhook_secret,
+            slack_webhook_url=s.notify_slack_webhook_url,
+            escalate_webhook_url=s.notify_escalate_webhook_url,
+            smtp_host=s.smtp_host,
+            smtp_port=s.smtp_port,
+            smtp_username=s.smtp_username,
+            smtp_password=s.smtp_password,
+            smtp_starttls=s.smtp_starttls,
+            email_to=email_list(s.notify_email_to or ""),  # checked by the settings model
+            email_from=s.notify_email_from,
+            console_url=s.notify_console_url,
+            max_attempts=s.notify_max_attempts,
+            timeout=s.notify_timeout,
+        )
+
+    def keys(self) -> list[str]:
+        """The secrets these settings hold, for the redactor."""
+        found = (self.webhook_secret, self.slack_webhook_url, self.smtp_password)
+        return [k.get_secret_value() for k in found if k is not None]
+
+    def plan(self, own: NotifyOptions | None) -> NotifyPlan | None:
+        """What a run of an agent with these channels of its own (`own`) freezes: the channels
+        that exist, on this worker or the agent; None when there is none (nothing is scheduled)."""
+        own = own or NotifyOptions()
+        channels: list[Channel] = []
+        if self.webhook_url or own.webhook_url:
+            channels.append("webhook")
+        if self.slack_webhook_url is not None:
+            channels.append("slack")
+        if self.smtp_host and (self.email_to or own.email_to):
+            channels.append("email")
+        escalate = bool(own.escalate_webhook_url or self.escalate_webhook_url)  # when a wait has escalate_after
+        if not channels and not escalate:
+            return None
+        return NotifyPlan(channels=channels, escalate=escalate, attempts=self.max_attempts)
