@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import httpx
-from pydantic import SecretStr
 
 from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_wire, responses_wire
 from durable_agent_runner.activities.wire import Wire
@@ -102,16 +101,12 @@ class Providers:
         key = {"openai": s.openai_api_key, "anthropic": s.anthropic_api_key, "gemini": s.gemini_api_key}[provider]
         if key is None:
             raise ProviderUnavailable(f"{KEY_VARIABLES[provider]} is not set on this worker: it cannot call {provider}")
-        value = _value(key)
+        value = key.get_secret_value()
         if provider == "anthropic":
             return {"x-api-key": value, "anthropic-version": anthropic_wire.API_VERSION}
         if provider == "gemini":
             return {"x-goog-api-key": value}
         return {"Authorization": f"Bearer {value}"}
-
-
-def _value(key: SecretStr) -> str:
-    return key.get_secret_value()
 
 
 def settings_problems(model: str, api: WireName, settings: ModelSettings) -> list[str]:

@@ -16,7 +16,7 @@ from durable_agent_runner.workflows.types import AgentSpec, AssistantMessage, Me
 # Failures that are the request's own fault: another model would refuse it too, or the agent's
 # author must fix it. Everything else (a provider down, out of quota, a key refused, a model it
 # does not serve, replies it cannot form, every retry used) sends the turn on.
-REQUEST_FAULTS = frozenset({"ModelSettingsInvalid", "ModelHTTP400", "ModelHTTP413", "ModelHTTP422", "InvalidRunInput"})
+REQUEST_FAULTS = frozenset({"ModelSettingsInvalid", "ModelHTTP400", "ModelHTTP413", "ModelHTTP422"})
 
 
 def switched(agent: AgentSpec, name: str) -> AgentSpec:

@@ -277,7 +277,8 @@ class Turn:
             ModelSwitch(agent=agent.name, turn=s.turn, from_model=agent.model or "", to_model=to, why=why, at=facts.now)
         )
         # In the run's state: a worker killed after the switch resumes on the model the run reached.
-        s.agent = fallback.switched(self.first if s.agent is None else s.agent, agent.name)
+        assert s.agent is not None
+        s.agent = fallback.switched(s.agent, agent.name)
         s.event(facts.now, EventKind.MODEL_FALLBACK, detail=detail)
         self.calls -= 1  # the same model call, made again: max_turns counts it once
         self.guard = self._guarded

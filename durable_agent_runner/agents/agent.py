@@ -211,7 +211,8 @@ class Agent(AgentOptions):
             if isinstance(models, list | tuple):  # model=["anthropic:…", "openai:…"]: the rest are fallbacks
                 if not models:
                     raise ValueError("model=[] names no model: give one, or a list in the order to try them")
-                data = {**data, "model": models[0], "fallback_models": [*models[1:], *data.get("fallback_models", [])]}
+                more = data.get("fallback_models") or []
+                data = {**data, "model": models[0], "fallback_models": [*models[1:], *more]}
         return data
 
     @field_validator("output_type")
