@@ -194,3 +194,16 @@ async def test_the_switch_shows_in_status_the_cli_the_console_and_the_export(cli
     assert len(lines) == 1 and lines[0]["from"] == f"openai:{down}" and lines[0]["to"] == up and lines[0]["turn"] == 1
     assert "529" in lines[0]["error"]
     assert [line["type"] for line in exported].count("decision") == 1  # the fallback is no decision of the run
+
+
+def test_an_agent_lists_its_models_in_order_and_a_bad_one_is_refused():
+    from durable_agent_runner import Agent
+
+    careful = Agent(name="careful", model=["anthropic:claude-x", "gemini:g"], fallback_models=["openai:o"])
+    assert (careful.model, careful.fallback_models) == ("anthropic:claude-x", ["gemini:g", "openai:o"])
+    assert careful.spec().fallback_models == ["gemini:g", "openai:o"]
+    assert Agent(name="plain").spec().fallback_models == []  # its version digest is as before
+    with pytest.raises(ValueError, match="names no model"):
+        Agent(name="none", model=[])
+    with pytest.raises(ValueError, match="names the provider openai but no model"):
+        Agent(name="bad", model="gpt-4.1", fallback_models=["openai:"])

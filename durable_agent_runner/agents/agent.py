@@ -165,6 +165,9 @@ class Agent(AgentOptions):
     # name, instructions, model, max_turns, temperature, the model-call bounds, api, approval
     # timeouts, token_budget, continue_as_new_after, handoff_description, output_retries: the
     # options AgentSpec keeps as they are, declared once in workflows.types.AgentOptions.
+    # One model string, or several in the order to try them: the rest become `fallback_models`
+    # (turned into a string before the agent exists, so `agent.model` is one model or None).
+    model: str | list[str] | None = None  # type: ignore[assignment]
     tools: list[Tool[..., Any] | AgentTool] = Field(default_factory=lambda: list[Tool[..., Any] | AgentTool]())
     model_settings: ModelSettings | None = None  # a run's model_settings go on top of these
     model_timeout_seconds: float | None = Field(default=None, gt=0)  # None: the worker's LLM_TIMEOUT
@@ -245,7 +248,7 @@ class Agent(AgentOptions):
         unknown = sorted(n for n in set(self.approvals) - set(tools) if not any(n.startswith(p) for p in prefixes))
         if unknown:
             raise ValueError(f"agent '{self.name}' sets approval for tools it does not have: {', '.join(unknown)}")
-        for model in [self.model or "", *self.fallback_models]:
+        for model in [self.model if isinstance(self.model, str) else "", *self.fallback_models]:
             try:
                 split_model(model)
             except ValueError as exc:
