@@ -1,0 +1,182 @@
+"""Datasets in code and in files: what loads, what is refused (one line naming the file, the case
+and the field), the bounds, and a save → load round trip of random datasets."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from durable_agent_runner.evals import (
+    MAX_CASES,
+    Case,
+    Contains,
+    Dataset,
+    DatasetError,
+    EvaluatorSpec,
+    MaxTurns,
+    Regex,
+    load_dataset,
+    save_dataset,
+)
+
+GOOD = """\
+name: weather
+evaluators: [EqualsExpected]
+cases:
+- name: tokyo
+  inputs: What is the weather in Tokyo?
+  expected_output: sunny
+  metadata: {difficulty: easy}
+  evaluators:
+  - Contains: {value: sunny, case_sensitive: false}
+  - {MaxTurns: 3}
+- name: typed
+  inputs: {city: Paris, days: 2}
+"""
+
+
+def _write(tmp_path, text, name="cases.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _refused(path) -> str:
+    with pytest.raises(DatasetError) as err:
+        load_dataset(path)
+    message = str(err.value)
+    assert "\n" not in message and "Traceback" not in message
+    assert message.startswith(str(path))
+    return message
+
+
+def test_a_file_in_pydantic_evals_layout_loads_with_its_short_forms(tmp_path):
+    d = load_dataset(_write(tmp_path, GOOD))
+    assert d.name == "weather" and [c.name for c in d.cases] == ["tokyo", "typed"]
+    tokyo = d.case("tokyo")
+    assert tokyo.expected_output == "sunny" and tokyo.metadata == {"difficulty": "easy"}
+    assert tokyo.evaluators == [
+        EvaluatorSpec(name="Contains", kwargs={"value": "sunny", "case_sensitive": False}),
+        EvaluatorSpec(name="MaxTurns", args=(3,)),
+    ]
+    assert d.case("typed").inputs == {"city": "Paris", "days": 2}
+    assert d.evaluators == [EvaluatorSpec(name="EqualsExpected")]
+
+
+def test_the_name_defaults_to_the_file_stem_and_unnamed_cases_are_numbered(tmp_path):
+    d = load_dataset(_write(tmp_path, "cases: [{inputs: a}, {name: b, inputs: b}, {inputs: c}]", "smoke.yml"))
+    assert d.name == "smoke" and [c.name for c in d.cases] == ["Case 1", "b", "Case 3"]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("cases: [{name: a, inputs: x, expected: y}]", "case 'a' (#1), field expected: Extra inputs"),
+        ("cases: [{name: a, inputs: x}, {name: b}]", "case 'b' (#2), field inputs: Field required"),
+        ("cases: [{name: a, inputs: x, metadata: [1]}]", "case 'a' (#1), field metadata"),
+        ("cases: [{name: a, inputs: x}]\nowner: me", "field owner: Extra inputs"),
+        ("cases: [{name: a, inputs: x}, {name: a, inputs: y}]", "two cases are named 'a'"),
+        ("cases: [{name: a, inputs: x, evaluators: [Nope]}]", "case 'a' (#1), field evaluators[0]: no evaluator named"),
+        ("cases: [{name: a, inputs: x, evaluators: [{Contains: {valu: x}}]}]", "field evaluators[0]: Contains: value"),
+        ("cases: [{name: a, inputs: x, evaluators: [{MaxTurns: -1}]}]", "field evaluators[0]: MaxTurns: turns"),
+        ("evaluators: [{Regex: '(a+)+$'}]\ncases: []", "field evaluators[0]: Regex: pattern"),
+        ("cases: [{name: a, inputs: x, evaluators: [{A: 1, B: 2}]}]", "case 'a' (#1), field evaluators[0]"),
+        ("cases: [{name: a, inputs: x}]\nreport_evaluators: [ConfusionMatrix]", "field report_evaluators"),
+        ("- just a list", "a dataset is a mapping"),
+        ("cases: [{name: a, inputs: x}", "not YAML at line 1"),
+        ("cases: [{name: a, inputs: !!python/object:os.system x}]", "not YAML"),
+        ("cases: [{name: a, inputs: 2024-01-01}]", "a date is not a JSON value"),
+        ("cases: [{name: a, inputs: !!binary aGk=}]", "a bytes is not a JSON value"),
+    ],
+)
+def test_bad_files_are_refused_in_one_line_naming_the_case_and_field(tmp_path, text, where):
+    assert where in _refused(_write(tmp_path, text))
+
+
+def test_bad_json_files_are_refused_through_the_bounded_parser(tmp_path):
+    assert "field cases[0]" not in _refused(_write(tmp_path, '{"cases": [', "d.json"))
+    deep = '{"cases": [{"name": "a", "inputs": ' + "[" * 100 + "]" * 100 + "}]}"
+    assert "nested deeper than 64 levels" in _refused(_write(tmp_path, deep, "deep.json"))
+    assert "NaN" in _refused(_write(tmp_path, '{"cases": [{"name": "a", "inputs": NaN}]}', "nan.json"))
+
+
+def test_size_count_and_alias_bombs_are_bounded(tmp_path):
+    big = tmp_path / "big.json"
+    with big.open("w") as f:
+        f.write('{"cases": [{"name": "a", "inputs": "')
+        f.write("x" * (16 * 1024 * 1024))
+        f.write('"}]}')
+    assert "larger than 16 MiB" in _refused(big)
+    many = {"cases": [{"name": f"c{i}", "inputs": "x"} for i in range(MAX_CASES + 1)]}
+    assert "more than 10,000 cases" in _refused(_write(tmp_path, json.dumps(many), "many.json"))
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)},"
+        f" *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(8)
+    )
+    assert "more than 100,000 values" in _refused(_write(tmp_path, bomb + "cases: []\n", "bomb.yaml"))
+    with pytest.raises(DatasetError, match="cannot tell the format"):
+        load_dataset(tmp_path / "x.txt")
+    with pytest.raises(DatasetError, match="cannot read"):
+        load_dataset(tmp_path / "missing.yaml")
+
+
+def test_cases_in_code_take_evaluator_instances_and_refuse_duplicates_and_unknown_fields():
+    case = Case(name="a", inputs="hi", evaluators=[Contains(value="x"), MaxTurns(turns=2), "EqualsExpected"])
+    assert [s.model_dump() for s in case.evaluators] == [{"Contains": "x"}, {"MaxTurns": 2}, "EqualsExpected"]
+    with pytest.raises(ValueError, match="two cases are named 'a'"):
+        Dataset(name="d", cases=[case, case])
+    with pytest.raises(ValueError, match="Extra inputs"):
+        Case.model_validate({"name": "a", "inputs": "x", "expect": "y"})
+    # A case is a payload: its JSON gives the same case back, evaluators in their short forms.
+    d = Dataset(name="d", cases=[case], evaluators=[Regex(pattern="^h", case_sensitive=False)])
+    assert Dataset.model_validate_json(d.model_dump_json()) == d
+
+
+_names = st.text(string.ascii_letters + string.digits + " _-", min_size=1, max_size=20).filter(str.strip)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**9), 10**9) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+_specs = st.sampled_from(
+    [
+        EvaluatorSpec(name="EqualsExpected"),
+        EvaluatorSpec(name="Contains", args=("x",)),
+        EvaluatorSpec(name="Contains", kwargs={"value": "y", "case_sensitive": False}),
+        EvaluatorSpec(name="Equals", kwargs={"value": {"a": [1, None]}}),
+        EvaluatorSpec(name="CalledTool", kwargs={"name": "get_weather", "arguments": {"city": "Tokyo"}}),
+        EvaluatorSpec(name="MaxCostUSD", args=(0.5,)),
+    ]
+)
+
+
+@st.composite
+def _datasets(draw):
+    names = draw(st.lists(_names, min_size=0, max_size=5, unique=True))
+    cases = [
+        Case(
+            name=n,
+            inputs=draw(st.text(max_size=40) | _json.filter(lambda v: v is not None)),
+            expected_output=draw(_json),
+            metadata=draw(st.dictionaries(st.text(max_size=8), _json, max_size=3)),
+            evaluators=draw(st.lists(_specs, max_size=3)),
+        )
+        for n in names
+    ]
+    return Dataset(name=draw(_names), cases=cases, evaluators=draw(st.lists(_specs, max_size=2)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(dataset=_datasets(), fmt=st.sampled_from(["yaml", "json"]))
+def test_save_then_load_gives_the_same_dataset(tmp_path, dataset, fmt):
+    path = tmp_path / f"d.{fmt}"
+    save_dataset(dataset, path)
+    assert load_dataset(path) == dataset
+    if fmt == "yaml":  # plain YAML: no tags a reader needs our code for
+        assert "!!" not in path.read_text() and yaml.safe_load(path.read_text())["name"] == dataset.name
