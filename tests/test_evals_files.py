@@ -82,7 +82,7 @@ def test_the_name_defaults_to_the_file_stem_and_unnamed_cases_are_numbered(tmp_p
         ("cases: [{name: a, inputs: x}]\nowner: me", "field owner: Extra inputs"),
         ("cases: [{name: a, inputs: x}, {name: a, inputs: y}]", "two cases are named 'a'"),
         ("cases: [{name: a, inputs: x, evaluators: [Nope]}]", "case 'a' (#1), field evaluators[0]: no evaluator named"),
-        ("cases: [{name: a, inputs: x, evaluators: [{Contains: {valu: x}}]}]", "field evaluators[0]: Contains: value"),
+        ("cases: [{name: a, inputs: x, evaluators: [{Contains: {valu: x}}]}]", "Contains: valu: Extra inputs"),
         ("cases: [{name: a, inputs: x, evaluators: [{MaxTurns: -1}]}]", "field evaluators[0]: MaxTurns: turns"),
         ("evaluators: [{Regex: '(a+)+$'}]\ncases: []", "field evaluators[0]: Regex: pattern"),
         ("cases: [{name: a, inputs: x, evaluators: [{A: 1, B: 2}]}]", "case 'a' (#1), field evaluators[0]"),
@@ -180,3 +180,21 @@ def test_save_then_load_gives_the_same_dataset(tmp_path, dataset, fmt):
     assert load_dataset(path) == dataset
     if fmt == "yaml":  # plain YAML: no tags a reader needs our code for
         assert "!!" not in path.read_text() and yaml.safe_load(path.read_text())["name"] == dataset.name
+
+
+def test_the_docs_example_runs_and_its_error_line_is_what_a_user_sees(tmp_path, capsys):
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "evals.md").read_text()
+    example = page.split("<!-- evals-example: start -->\n```python\n")[1].split("```\n<!-- evals-example: end -->")[0]
+    exec(compile(example, "docs/evals.md", "exec"), {"__name__": "evals_docs_example"})
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "MaxTurns True turns 2 (at most 4)",
+        "Contains True ",
+        "says_city True looked for Tokyo",
+        'CalledTool True get_weather with {"city": "Tokyo"} called 1 times (want 1..)',
+    ]
+    path = _write(tmp_path, "cases:\n- name: tokyo\n  inputs: q\n  evaluators: [{Contains: {valu: sunny}}]\n")
+    shown = "cases.yaml: case 'tokyo' (#1), field evaluators[0]: Contains: valu: Extra inputs are not permitted"
+    assert _refused(path).endswith(shown) and shown in page

@@ -27,7 +27,7 @@ from durable_agent_runner.workflows.bounds import OutsideDataError, check_value,
 
 from .cases import MAX_CASES, Dataset
 from .context import one_line
-from .registry import EvaluatorSpec, EvaluatorSpecError, build
+from .registry import EvaluatorSpec, EvaluatorSpecError, build, first_error
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
 _MAX_DEPTH = 64
@@ -112,7 +112,7 @@ def dataset_from_value(data: object, source: str, default_name: str) -> Dataset:
     try:
         dataset = Dataset.model_validate(data)
     except ValidationError as err:
-        first = err.errors()[0]
+        first = first_error(err)
         more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
         msg = one_line(f"{source}: {_where(data, first['loc'])}: {first['msg']}{more}", 500)
         raise DatasetError(msg) from None

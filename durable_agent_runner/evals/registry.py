@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_serializer, model_validator
+from pydantic_core import ErrorDetails
 
 from .context import EvaluationReason, EvaluatorContext, one_line
 
@@ -129,7 +130,7 @@ def build(spec: EvaluatorSpec) -> Evaluator:
         try:
             return target(**kwargs)
         except ValidationError as err:
-            first = err.errors()[0]
+            first = first_error(err)
             where = ".".join(str(p) for p in first["loc"]) or "arguments"
             raise EvaluatorSpecError(one_line(f"{spec.name}: {where}: {first['msg']}", 300)) from None
     if isinstance(target, type):
@@ -159,6 +160,13 @@ def to_spec(evaluator: Evaluator) -> EvaluatorSpec:
     if len(values) == 1 and fields and fields[0] in values and not isinstance(values[fields[0]], dict):
         return EvaluatorSpec(name=name, args=(values[fields[0]],))
     return EvaluatorSpec(name=name, kwargs=values or None)
+
+
+def first_error(err: ValidationError) -> ErrorDetails:
+    """The error to name first: an unknown field (most likely a typo, which also causes the
+    "required" error of the field meant), else the first."""
+    errors = err.errors()
+    return next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
 
 
 def _qualname(obj: object) -> str:
