@@ -169,6 +169,10 @@ def save_dataset(dataset: Dataset, path: str | Path, fmt: Format | None = None) 
     value = dataset_to_value(dataset)
     if _format(path, fmt) == "yaml":
         text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True)
+        # PyYAML writes some line breaks (U+0085, U+2028) raw, and reads them back as breaks:
+        # when the readable form does not read back the same, the escaped form is written.
+        if yaml.safe_load(text) != value:
+            text = yaml.safe_dump(value, sort_keys=False, allow_unicode=False)
     else:
         text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
     path.write_text(text, encoding="utf-8")
