@@ -72,6 +72,12 @@ def test_equals_and_equals_expected_compare_the_text_or_its_json():
     assert verdict(EqualsExpected(), ctx("anything")) is True  # nothing to compare, as pydantic-evals
     assert verdict(Equals(value=[1, 2]), ctx("[1, 2]", [1, 2])) is True
     assert verdict(Equals(value="x"), ctx("y")) is False
+    # JSON equality: 1 is 1.0, but true is not 1, though Python says True == 1
+    assert verdict(Equals(value=1), ctx("1.0", 1.0)) is True
+    assert verdict(Equals(value=True), ctx("1", 1)) is False
+    assert verdict(Equals(value={"ok": 1}), ctx('{"ok": true}', {"ok": True})) is False
+    assert verdict(Contains(value={"ok": True}), ctx('{"ok": 1}', {"ok": 1})) is False
+    assert verdict(Contains(value=1), ctx("[true]", [True])) is False
 
 
 def test_contains_text_items_and_subsets():
@@ -113,6 +119,7 @@ def test_max_duration_takes_a_timedelta_as_pydantic_evals_does():
     from datetime import timedelta
 
     assert MaxDuration(seconds=timedelta(seconds=2)).seconds == 2.0
+    assert MaxDuration.model_validate({"seconds": "PT1M30S"}).seconds == 90.0  # its ISO 8601 in a file
 
 
 def test_called_tool_counts_calls_whose_arguments_include_the_subset():

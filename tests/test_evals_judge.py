@@ -4,6 +4,7 @@ call itself comes with durable evals; until then a judge without a reply is erro
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from hypothesis import given
@@ -89,6 +90,14 @@ def test_hostile_replies_are_errored_in_one_line_never_raised(reply, why):
     (r,) = parse_verdict(judge, "J", reply)
     assert r.kind == "error" and why in (r.error or "") and "\n" not in (r.error or "")
     assert len(r.error or "") <= 300
+
+
+def test_a_hostile_reply_is_read_in_linear_time():
+    started = time.monotonic()
+    for reply in ["```{" * 16_000, "{" * 60_000, "x } " * 16_000 + "{", "```json\n{" + "a}" * 30_000]:
+        (r,) = parse_verdict(LLMJudge(rubric="r"), "J", reply)
+        assert r.kind == "error"
+    assert time.monotonic() - started < 1
 
 
 def test_a_missing_score_errs_only_the_score():

@@ -3,6 +3,8 @@ read by its own `Dataset.to_file` / `from_file` (a dev-only dependency: never th
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from pydantic_evals import Case as PECase
 from pydantic_evals import Dataset as PEDataset
@@ -18,6 +20,7 @@ from durable_agent_runner.evals import (
     IsInstance,
     LLMJudge,
     MaxDuration,
+    RunFacts,
     evaluate_case,
     load_dataset,
     save_dataset,
@@ -39,7 +42,7 @@ THEIRS = PEDataset[object, object, dict](
         ),
         PECase(inputs={"city": "Paris", "days": 2}),
     ],
-    evaluators=[pe.EqualsExpected(), pe.MaxDuration(2.5), pe.IsInstance("str")],
+    evaluators=[pe.EqualsExpected(), pe.MaxDuration(2.5), pe.IsInstance("str"), pe.MaxDuration(timedelta(minutes=1))],
 )
 
 
@@ -62,10 +65,17 @@ def test_a_file_pydantic_evals_wrote_loads_here(tmp_path, suffix):
         {"Equals": {"value": {"a": 1}}},
         {"LLMJudge": {"rubric": "Says the weather", "include_input": True, "score": {"include_reason": False}}},
     ]
-    assert [s.model_dump() for s in ours.evaluators] == ["EqualsExpected", {"MaxDuration": 2.5}, {"IsInstance": "str"}]
+    assert [s.model_dump() for s in ours.evaluators] == [
+        "EqualsExpected",
+        {"MaxDuration": 2.5},
+        {"IsInstance": "str"},
+        {"MaxDuration": "PT1M"},  # a timedelta, as pydantic-evals writes it: read as 60 seconds
+    ]
     ctx = EvaluatorContext(case_name="tokyo", inputs=tokyo.inputs, output="Sunny", expected_output="sunny")
     got = {r.name: r.value for r in evaluate_case(tokyo, ours, ctx) if r.error is None}
     assert got == {"EqualsExpected": False, "MaxDuration": True, "IsInstance": True, "Contains": True, "Equals": False}
+    ctx = ctx.model_copy(update={"facts": RunFacts(seconds=30)})
+    assert [r.value for r in evaluate_case(tokyo, ours, ctx) if r.name == "MaxDuration"] == [False, True]
 
 
 @pytest.mark.parametrize("suffix", ["yaml", "json"])

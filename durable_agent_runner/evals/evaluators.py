@@ -12,7 +12,7 @@ from datetime import timedelta
 from functools import lru_cache
 
 import jsonschema
-from pydantic import Field, JsonValue, field_validator
+from pydantic import Field, JsonValue, TypeAdapter, field_validator
 
 from .context import EvaluationReason, EvaluatorContext, one_line
 from .registry import Evaluator, register
@@ -25,6 +25,24 @@ MAX_REGEX_TEXT_CHARS = 20_000
 # patterns that backtrack exponentially. Refused at load, with what to write instead.
 _NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,\d*\})")
 _BACKREFERENCE = re.compile(r"\\[1-9]|\(\?P=")
+
+
+def _equal(a: object, b: object) -> bool:
+    """JSON equality: 1 == 1.0 as in JSON, but true is not 1 (Python's bool is an int)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if a != b:
+        return False
+    return type(a) is type(b) or (isinstance(a, int | float) and isinstance(b, int | float))
+
+
+def _matches(value: object, ctx: EvaluatorContext) -> bool:
+    """The output equals `value`: its text, or its parsed JSON."""
+    return _equal(value, ctx.output) or (ctx.output_json is not None and _equal(value, ctx.output_json))
 
 
 def _short(value: object, limit: int = 100) -> str:
@@ -40,7 +58,7 @@ class EqualsExpected(Evaluator):
     def evaluate(self, ctx: EvaluatorContext) -> EvaluationReason:
         if ctx.expected_output is None:
             return EvaluationReason(value=True, reason="no expected output")
-        ok = ctx.expected_output in (ctx.output, ctx.output_json)
+        ok = _matches(ctx.expected_output, ctx)
         return EvaluationReason(value=ok, reason=None if ok else f"expected {_short(ctx.expected_output)}")
 
 
@@ -51,7 +69,7 @@ class Equals(Evaluator):
     value: JsonValue
 
     def evaluate(self, ctx: EvaluatorContext) -> EvaluationReason:
-        ok = self.value in (ctx.output, ctx.output_json)
+        ok = _matches(self.value, ctx)
         return EvaluationReason(value=ok, reason=None if ok else f"output is {_short(ctx.output_value)}")
 
 
@@ -73,17 +91,18 @@ class Contains(Evaluator):
                 needle, hay = needle.casefold(), hay.casefold()
             ok = needle in hay
         elif isinstance(output, dict) and isinstance(self.value, dict):
-            missing = [k for k, v in self.value.items() if k not in output or output[k] != v]
+            missing = [k for k, v in self.value.items() if k not in output or not _equal(output[k], v)]
             if missing:
                 return EvaluationReason(value=False, reason=f"output differs at key {_short(missing[0])}")
             ok = True
         elif isinstance(output, list):
-            ok = self.value in output
+            ok = any(_equal(self.value, item) for item in output)
         else:
             ok = isinstance(self.value, str) and self.value in ctx.output
         return EvaluationReason(value=ok, reason=None if ok else f"output does not contain {_short(self.value)}")
 
 
+_DURATION = TypeAdapter(timedelta)
 _JSON_TYPES = {str: "str", int: "int", float: "float", bool: "bool", dict: "dict", list: "list", type(None): "NoneType"}
 
 
@@ -114,6 +133,8 @@ class MaxDuration(_AtMost):
     @field_validator("seconds", mode="before")
     @classmethod
     def _timedelta(cls, v: object) -> object:
+        if isinstance(v, str):  # pydantic-evals writes a timedelta as ISO 8601 ("PT2S")
+            v = _DURATION.validate_python(v)
         return v.total_seconds() if isinstance(v, timedelta) else v
 
     def evaluate(self, ctx: EvaluatorContext) -> EvaluationReason:

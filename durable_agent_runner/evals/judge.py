@@ -8,7 +8,6 @@ then `evaluate_case` reports a judge it has no reply for as errored, never as pa
 from __future__ import annotations
 
 import json
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
@@ -86,9 +85,6 @@ def judge_request(judge: LLMJudge, ctx: EvaluatorContext) -> JudgeRequest:
     return JudgeRequest(model=judge.model, system=SYSTEM, user="\n\n".join(parts), model_settings=judge.model_settings)
 
 
-_FENCED = re.compile(r"```(?:json)?\s*(\{.*?\})\s*```", re.DOTALL)
-
-
 class _Verdict(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     reason: str = ""
@@ -96,15 +92,25 @@ class _Verdict(BaseModel):
     score: float | None = Field(default=None, ge=0, le=1)
 
 
+def _object_text(text: str) -> str:
+    """The JSON object in a reply: inside its first fenced block, or from its first `{` to its
+    last `}` when prose surrounds it. Plain string search: a regex over a hostile reply could
+    backtrack for seconds."""
+    if text.startswith("{"):
+        return text
+    fence = text.find("```")
+    if fence >= 0:
+        end = text.find("```", fence + 3)
+        inner = text[fence + 3 : end if end >= 0 else len(text)]
+        return inner.removeprefix("json").strip()
+    first, last = text.find("{"), text.rfind("}")
+    return text[first : last + 1] if 0 <= first < last else text
+
+
 def _verdict(reply: str) -> _Verdict:
     if len(reply) > MAX_VERDICT_CHARS:
         raise ValueError(f"the judge's reply is longer than {MAX_VERDICT_CHARS:,} characters")
-    text = reply.strip()
-    fenced = _FENCED.search(text)
-    if fenced:
-        text = fenced.group(1)
-    elif not text.startswith("{") and "{" in text:  # prose around one object: take the object
-        text = text[text.index("{") : text.rindex("}") + 1]
+    text = _object_text(reply.strip())
     try:
         value = parse_json(text, max_chars=MAX_VERDICT_CHARS, max_depth=8)
     except OutsideDataError as err:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_serializer, model_validator
 from pydantic_core import ErrorDetails
@@ -94,7 +94,11 @@ _REGISTRY: dict[str, type[Evaluator] | EvaluatorFunction] = {}
 T = TypeVar("T", bound=type[Evaluator] | EvaluatorFunction)
 
 
-def register(obj: T | None = None, *, name: str | None = None) -> Any:
+@overload
+def register(obj: T, *, name: str | None = None) -> T: ...
+@overload
+def register(obj: None = None, *, name: str | None = None) -> Callable[[T], T]: ...
+def register(obj: T | None = None, *, name: str | None = None) -> T | Callable[[T], T]:
     """Register an Evaluator subclass or a function `f(ctx, ...)` under `name` (default: its own
     name), so specs can name it. Use as `@register` or `@register(name="...")`."""
 
