@@ -42,6 +42,7 @@ async def test_a_question_is_answered_from_the_inbox(client, task_queue, worker_
                 assert f'name="choice" value="{n}" class="approve">{n}. {choice}</button>' in row
             page = (await web.get(f"/runs/{handle.id}")).text
             assert f'data-call="{key}"' in page
+            assert f"ask_person ({asked.call_id}): a question" in (await web.get("/?waiting=1")).text
 
             action = f"/runs/{handle.id}/calls/{asked.call_id}/answer"
             form = {"csrf": csrf_of(inbox), "by": "dana"}

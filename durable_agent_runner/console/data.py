@@ -138,6 +138,7 @@ async def _waiting_calls(client: AgentClient, rows: list[dict[str, Any]]) -> Non
     async def one(row: dict[str, Any]) -> None:
         status = await _status(client, row["run_id"])
         doubts = [f"{d.tool} ({d.call_id}) in doubt" for d in status.in_doubt] if status else []
+        doubts += [f"ask_person ({q.call_id}): a question" for q in status.questions] if status else []
         row["waiting"] = [f"{p.tool} ({p.call_id})" for p in status.pending_approvals] + doubts if status else []
 
     await _bounded([one(r) for r in rows])
