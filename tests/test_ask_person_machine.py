@@ -2,16 +2,25 @@
 stage, an answer by choice or text, the timeout's default, the model's bad arguments, and every
 answer the door must refuse before anything is recorded."""
 
+import io
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from durable_agent_runner import Agent, ask_person
+from durable_agent_runner.cli.watch import Printer
 from durable_agent_runner.machine import call as m
 from durable_agent_runner.workflows.approvals import DecisionRefused
 from durable_agent_runner.workflows.calls import plan_calls
 from durable_agent_runner.workflows.questions import Questions, for_model, parse
-from durable_agent_runner.workflows.types import AgentSpec, AnswerQuestion, PendingQuestion, ToolCall
+from durable_agent_runner.workflows.types import (
+    AgentSpec,
+    AnswerQuestion,
+    EventKind,
+    PendingQuestion,
+    RunEvent,
+    ToolCall,
+)
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 AGENT: AgentSpec = Agent(
@@ -152,3 +161,16 @@ def test_the_tool_is_a_plain_tool_to_the_model_and_its_options_are_checked():
     assert spec.parameters["required"] == ["question"]  # type: ignore[index]
     with pytest.raises(ValueError):
         ask_person.with_options(timeout_seconds=-1)
+
+
+def test_watch_shows_the_question_and_its_answer():
+    out = io.StringIO()
+    printer = Printer("run-1", False, out)
+    asked = RunEvent(seq=1, at=NOW, kind=EventKind.QUESTION_ASKED, turn=1, call_id="call_1_0", text="Which day?")
+    printer.event(asked.model_copy(update={"detail": "1. Monday; 2. Tuesday"}))
+    answered = RunEvent(seq=2, at=NOW, kind=EventKind.QUESTION_ANSWERED, turn=1, call_id="call_1_0")
+    printer.event(answered.model_copy(update={"detail": "choice 2: Tuesday (by alice)"}))
+    shown = out.getvalue()
+    assert "? call_1_0 asks a person: Which day? [1. Monday; 2. Tuesday]" in shown
+    assert "python client.py answer run-1 call_1_0 TEXT | --choice N" in shown
+    assert "✔ call_1_0 answered: choice 2: Tuesday (by alice)" in shown
