@@ -3,20 +3,24 @@ stage, an answer by choice or text, the timeout's default, the model's bad argum
 answer the door must refuse before anything is recorded."""
 
 import io
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from durable_agent_runner import Agent, ask_person
+from durable_agent_runner.activities.notify import headline, slack_payload
 from durable_agent_runner.cli.watch import Printer
 from durable_agent_runner.machine import call as m
 from durable_agent_runner.workflows.approvals import DecisionRefused
 from durable_agent_runner.workflows.calls import plan_calls
 from durable_agent_runner.workflows.questions import Questions, for_model, parse
+from durable_agent_runner.workflows.state import RunState
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AnswerQuestion,
     EventKind,
+    NotifyInput,
     PendingQuestion,
     RunEvent,
     ToolCall,
@@ -174,3 +178,35 @@ def test_watch_shows_the_question_and_its_answer():
     assert "? call_1_0 asks a person: Which day? [1. Monday; 2. Tuesday]" in shown
     assert "python client.py answer run-1 call_1_0 TEXT | --choice N" in shown
     assert "✔ call_1_0 answered: choice 2: Tuesday (by alice)" in shown
+
+
+def test_a_question_s_notification_says_a_person_is_asked_and_links_to_answer_it():
+    n = NotifyInput(
+        channel="slack",
+        kind="question",
+        run_id="run-1",
+        call_id="call_1_0",
+        tool="ask_person",
+        arguments=DAYS,
+        agent="planner",
+        turn=1,
+        waiting_since=NOW,
+        why="waiting for an answer to: Which day?",
+        idempotency_key="k" * 40,
+    )
+    assert headline(n) == "planner asks a person a question"
+    body = slack_payload(n, "https://c.example/inbox#call-run-1/call_1_0")
+    (actions,) = [b for b in body["blocks"] if b["type"] == "actions"]  # type: ignore[index]
+    assert actions["elements"][0]["text"]["text"] == "Answer in the console"
+    assert "Which day?" in json.dumps(body["blocks"])  # the question, with its arguments
+
+
+def test_answers_are_carried_when_the_run_continues_as_new():
+    s = RunState()
+    s.agent = AGENT
+    q = s.questions
+    q.ask(PendingQuestion(call_id="call_1_0", question="Which day?", choices=["Monday"], since=NOW, turn=1))
+    q.apply(AnswerQuestion(call_id="call_1_0", choice=1, by="alice"), NOW)
+    after = RunState()
+    after.from_carry(s.to_carry("run-1"))
+    assert [(a.call_id, a.answer, a.by) for a in after.status("run-1").answers] == [("call_1_0", "Monday", "alice")]

@@ -181,6 +181,7 @@ class RunState:
             usage_by_model=self.usage_by_model,
             switches=self.switches,
             decisions=self.approvals.decisions,
+            answers=self.questions.answers,
             next_event=self.first_event + len(self.events),
             previous_run_id=run_id,
             executions=self.executions + 1,
@@ -206,6 +207,7 @@ class RunState:
         self.switches = list(carry.switches)
         self.approvals.decisions = list(carry.decisions)
         self.approvals.always = {d.tool: d for d in carry.decisions if d.always}
+        self.questions.answers = list(carry.answers)
         self.first_event = carry.next_event
         self.previous_run_id = carry.previous_run_id
         self.executions = carry.executions

@@ -55,6 +55,7 @@ class Carry(Contract):
     usage_by_model: dict[str, Usage] = Field(default_factory=dict)  # by model string: cost per provider
     switches: list[ModelSwitch] = Field(default_factory=list)  # durable fallbacks, oldest first
     decisions: list[ApprovalRecord] = Field(default_factory=list)  # "always" approvals among them
+    answers: list[AnswerRecord] = Field(default_factory=list)  # `ask_person` answers (1.4)
     next_event: int = 0
     previous_run_id: str | None = None
     executions: int = 1
