@@ -60,6 +60,7 @@ def headline(n: NotifyInput) -> str:
         "approval": f"{n.agent} waits for approval of {n.tool}",
         "doubt": f"{n.agent}: {n.tool} is in doubt and waits for a person to resolve it",
         "budget": f"{n.agent} is paused on its budget",
+        "question": f"{n.agent} asks a person a question",
     }[n.kind]
     return f"Escalated: {what}" if n.escalation else what
 
@@ -115,8 +116,8 @@ def slack_payload(n: NotifyInput, link: str) -> dict[str, object]:
         shown = cut(n.arguments, ARGS_SHOWN).replace("```", "'''")
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"```{_slack_text(shown)}```"}})
     label = "Open the run in the console" if n.call_id is None else "Approve or reject in the console"
-    if n.kind == "doubt":
-        label = "Resolve in the console"
+    if n.kind in ("doubt", "question"):
+        label = "Resolve in the console" if n.kind == "doubt" else "Answer in the console"
     button = {"type": "button", "text": {"type": "plain_text", "text": label}, "url": link}
     blocks.append({"type": "actions", "elements": [button]})
     return {"text": f"{head}: {link}", "blocks": blocks}  # `text`: the notification's line, mrkdwn too

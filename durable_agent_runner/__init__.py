@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers and editors; at run time each name is imported when first used
     from durable_agent_runner.agents.agent import Agent, AgentTool, Handoff, handoff
+    from durable_agent_runner.agents.ask import ask_person
     from durable_agent_runner.agents.breakpoints import BreakpointState, Pause
     from durable_agent_runner.agents.guardrails import (
         GuardrailContext,
@@ -90,6 +91,7 @@ _EXPORTS = {
     "McpServer": "durable_agent_runner.agents.mcp",
     "Registry": "durable_agent_runner.agents.registry",
     "Tool": "durable_agent_runner.agents.tools",
+    "ask_person": "durable_agent_runner.agents.ask",
     "ToolContext": "durable_agent_runner.agents.tools",
     "ToolRetryableError": "durable_agent_runner.agents.tools",
     "tool": "durable_agent_runner.agents.tools",
@@ -192,6 +194,7 @@ __all__ = [
     "ToolRetryableError",
     "UserMessage",
     "__version__",
+    "ask_person",
     "connect",
     "handoff",
     "input_guardrail",

@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 
 from durable_agent_runner.machine.call_types import (
     DOUBT_LIMIT,
+    Answered,
     AskPerson,
     Call,
     CheckApproval,
@@ -60,9 +61,11 @@ from durable_agent_runner.workflows.calls import (
     runs,
 )
 from durable_agent_runner.workflows.doubts import resolution_words
-from durable_agent_runner.workflows.patches import FORK_ONCE_PATCH, IN_DOUBT_PATCH
+from durable_agent_runner.workflows.patches import ASK_PERSON_PATCH, FORK_ONCE_PATCH, IN_DOUBT_PATCH
+from durable_agent_runner.workflows.questions import answer_words, for_model, parse, timeout_record
 from durable_agent_runner.workflows.texts import excerpt
 from durable_agent_runner.workflows.types import (
+    AnswerRecord,
     ApprovalDecision,
     ApprovalRecord,
     CallResolution,
@@ -76,6 +79,7 @@ from durable_agent_runner.workflows.types import (
 
 __all__ = [
     "DOUBT_LIMIT",
+    "Answered",
     "AskPerson",
     "Call",
     "CheckApproval",
@@ -110,6 +114,8 @@ def start(planned: PlannedCall, turn: int, ctx: Ctx, doubted: int = 0) -> Transi
     if planned.action in ("answer", "handoff"):  # runs nothing: answered at once
         return _finish(call, answered(planned), ())
     started = _note(call, EventKind.TOOL_STARTED, detail=describe_call(planned.call))
+    if planned.action == "ask":
+        return _question(call, ctx, started)
     if planned.approval == "check":
         check = CheckApproval(call_id=call.call_id, tool=call.tool, arguments=call.arguments)
         return Transition(call.model_copy(update={"stage": Stage.CHECKING}), (check,), (started,))
@@ -135,6 +141,12 @@ def advance(call: Call, happened: Happened, ctx: Ctx) -> Transition:
         return _lost(call, happened, ctx)
     if isinstance(happened, Resolved) and call.stage is Stage.IN_DOUBT:
         return _resolved(call, happened.record, ctx)
+    if isinstance(happened, Answered) and call.stage is Stage.QUESTION:
+        return _answered(call, happened.record)
+    if isinstance(happened, TimedOut) and call.stage is Stage.QUESTION:
+        spec = ctx.agent.tool(call.tool)
+        assert spec is not None and spec.ask is not None  # the plan asks only for an ask tool
+        return _answered(call, timeout_record(call.call_id, call.question, spec.ask, ctx.now))
     if isinstance(happened, TimedOut) and call.stage in (Stage.ASKING, Stage.IN_DOUBT):
         return _timed_out(call, ctx)
     raise Unexpected(f"{happened.kind} for {call.tool} ({call.call_id}) while it is {call.stage}")
@@ -272,6 +284,32 @@ def _resolved(call: Call, record: CallResolution, ctx: Ctx) -> Transition:
     if outcome == "rerun":
         return _run(call.model_copy(update={"reruns": call.reruns + 1}), ctx, (note,))
     return _finish(call, outcome, (note,))
+
+
+def _question(call: Call, ctx: Ctx, started: Note) -> Transition:
+    """An `ask_person` call: its question goes to a person, whose answer is the call's result.
+    Runs recorded before 1.4 never had the tool; a run that did is told so, as for an unknown tool."""
+    spec = ctx.agent.tool(call.tool)
+    if spec is None or spec.ask is None or not ctx.patched(ASK_PERSON_PATCH):
+        message = f"error: {call.tool} needs workers of release 1.4 or later"
+        return _finish(call, ToolMessage(call_id=call.call_id, name=call.tool, content=message, is_error=True), ())
+    parsed = parse(call.arguments)
+    if isinstance(parsed, str):  # the model is told what is wrong: no person is asked
+        return _finish(call, ToolMessage(call_id=call.call_id, name=call.tool, content=parsed, is_error=True), ())
+    question, choices = parsed
+    asking = call.model_copy(
+        update={"stage": Stage.QUESTION, "question": question, "choices": tuple(choices) if choices else None}
+    )
+    shown = "; ".join(f"{n}. {c}" for n, c in enumerate(choices or [], 1))
+    asked = _note(call, EventKind.QUESTION_ASKED, text=excerpt(question), detail=shown or "free text")
+    ask = AskPerson(call_id=call.call_id, about="question", timeout=timedelta(seconds=spec.ask.timeout_seconds))
+    return Transition(asking, (ask,), (started, asked))
+
+
+def _answered(call: Call, record: AnswerRecord) -> Transition:
+    message = ToolMessage(call_id=call.call_id, name=call.tool, content=for_model(record), answer=record)
+    note = _note(call, EventKind.QUESTION_ANSWERED, text=excerpt(record.answer), detail=answer_words(record))
+    return _finish(call, message, (note,))
 
 
 def _timed_out(call: Call, ctx: Ctx) -> Transition:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from durable_agent_runner.workflows.calls import AttemptEnd, PlannedCall, Runs
 from durable_agent_runner.workflows.types import (
     AgentSpec,
+    AnswerRecord,
     ApprovalRecord,
     CallResolution,
     EventKind,
@@ -34,6 +35,7 @@ class Stage(StrEnum):
     ASKING = "asking"  # waits for a person to approve or reject it
     RUNNING = "running"  # the tool, or the agent behind it as a child run
     IN_DOUBT = "in_doubt"  # a once call's attempt ended without a result: waits for a person
+    QUESTION = "question"  # an `ask_person` call: waits for a person's answer, which is its result
     DONE = "done"  # its message for the model is set
 
 
@@ -53,6 +55,8 @@ class Call(_Frozen):
     doubted: int = 0  # times in doubt before this life (a --live-tools fork carries its origin's)
     scheduled_at: datetime | None = None  # when the run last asked for an attempt
     message: ToolMessage | None = None  # DONE: what the model reads
+    question: str = ""  # QUESTION: what the model asked a person, and the choices it gave (None: free text)
+    choices: tuple[str, ...] | None = None
 
     @property
     def call_id(self) -> str:
@@ -70,6 +74,7 @@ class Call(_Frozen):
             Stage.ASKING: f"waiting for a person to approve {what}",
             Stage.RUNNING: f"running {what}",
             Stage.IN_DOUBT: f"in doubt, waiting for a person to resolve {what}",
+            Stage.QUESTION: f"waiting for an answer to: {self.question[:200]}",
             Stage.DONE: f"{what} done",
         }[self.stage]
 
@@ -87,11 +92,12 @@ class CheckApproval(_Frozen):
 
 
 class AskPerson(_Frozen):
-    """Wait for a person: to approve the call, or to resolve it in doubt. `timeout`: then `TimedOut`."""
+    """Wait for a person: to approve the call, to resolve it in doubt, or to answer its question.
+    `timeout`: then `TimedOut`."""
 
     kind: Literal["ask_person"] = "ask_person"
     call_id: str
-    about: Literal["approval", "doubt"]
+    about: Literal["approval", "doubt", "question"]
     timeout: timedelta | None
 
 
@@ -171,6 +177,13 @@ class Resolved(_Frozen):
     record: CallResolution
 
 
+class Answered(_Frozen):
+    """A person's answer to the call's question, checked and recorded at the door."""
+
+    kind: Literal["answered"] = "answered"
+    record: AnswerRecord
+
+
 class TimedOut(_Frozen):
     """An `AskPerson` wait ran out."""
 
@@ -178,7 +191,7 @@ class TimedOut(_Frozen):
     call_id: str
 
 
-Happened = Annotated[Checked | Decided | Ran | Lost | Resolved | TimedOut, Field(discriminator="kind")]
+Happened = Annotated[Checked | Decided | Ran | Lost | Resolved | Answered | TimedOut, Field(discriminator="kind")]
 
 
 class Note(_Frozen):

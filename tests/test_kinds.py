@@ -25,7 +25,7 @@ OLD_KINDS = (
     "approval_decided", "final", "failed", "cancelled", "handoff", "guardrail", "output_refused", "message", "answered",
     "compacted", "waiting", "ended", "paused", "edited", "resumed", "budget_raised", "call_in_doubt", "call_resolved",
 )  # fmt: skip
-NEW_KINDS = ("model_fallback", "notified", "notify_failed")  # 1.4: appended, never inserted
+NEW_KINDS = ("model_fallback", "notified", "notify_failed", "question_asked", "question_answered")  # 1.4: appended
 
 
 def test_the_enums_values_are_the_strings_1_2_wrote():

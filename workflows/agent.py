@@ -294,6 +294,7 @@ class AgentRun(TurnSteps):
             except ApplicationError as err:
                 s.approvals.abandon()
                 s.doubts.abandon()
+                s.questions.abandon()
                 s.error = s.error_type = None
                 kind = err.type or "Error"
                 error = f"{kind}: {err.message}"

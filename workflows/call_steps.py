@@ -85,12 +85,17 @@ class CallSteps(NotifySteps):
         refreshed only as a call starts or stops waiting for a person, as each refresh may write
         search attributes (a command)."""
         s, c = self._s, moved.call
-        waits = (machine.Stage.ASKING, machine.Stage.IN_DOUBT)
+        waits = (machine.Stage.ASKING, machine.Stage.IN_DOUBT, machine.Stage.QUESTION)
         if c.stage is machine.Stage.ASKING and before is not machine.Stage.ASKING:
             s.approvals.request(c.call_id, c.tool, c.asked or {}, c.turn, workflow.now())
         if c.stage is machine.Stage.IN_DOUBT and before is not machine.Stage.IN_DOUBT:
             assert c.doubt is not None
             s.doubts.mark(c.doubt)
+        if c.stage is machine.Stage.QUESTION and before is not machine.Stage.QUESTION:
+            s.questions.ask(self._pending_question(moved))
+        answer = c.message.answer if c.message is not None else None
+        if answer is not None and s.questions.answered(c.call_id) is None:
+            s.questions.settle(answer)  # the run's own: the question's timeout and its default
         if c.approval is not None and s.approvals.decided(c.call_id) is None:
             s.approvals.settle(c.approval)  # the run's own: an earlier "always", an approval timeout
         for note in moved.notes:
@@ -103,6 +108,15 @@ class CallSteps(NotifySteps):
         self._doing(c.call_id, doing, c.planned.call)
         if before in waits or (c.stage in waits and before is not c.stage):
             self._refresh_phase()
+
+    def _pending_question(self, moved: machine.Transition) -> t.PendingQuestion:
+        c, now = moved.call, workflow.now()
+        ask = next(step for step in moved.steps if isinstance(step, machine.AskPerson))
+        choices = list(c.choices) if c.choices is not None else None
+        deadline = now + ask.timeout if ask.timeout is not None else None
+        return t.PendingQuestion(
+            call_id=c.call_id, question=c.question, choices=choices, since=now, turn=c.turn, deadline=deadline
+        )
 
     async def _do(self, agent: t.AgentSpec, c: machine.Call, step: machine.Step) -> machine.Happened:
         """One step of a call, carried out; what happened, for the machine."""
@@ -126,6 +140,8 @@ class CallSteps(NotifySteps):
         spec = agent.tool(c.tool)
         own = agent.notify.escalate_after if agent.notify is not None else None
         escalate = spec.escalate_after if spec is not None and spec.escalate_after is not None else own
+        if step.about == "question":
+            return await self._question(agent, c, step, escalate)
         if step.about == "approval":
             summary = f"approval timeout for {c.tool} {c.call_id}"
 
@@ -165,6 +181,31 @@ class CallSteps(NotifySteps):
         resolution = s.doubts.decided(c.call_id, n)
         assert resolution is not None
         return machine.Resolved(record=resolution)
+
+    async def _question(
+        self, agent: t.AgentSpec, c: machine.Call, step: machine.AskPerson, escalate: float | None
+    ) -> machine.Happened:
+        """Waits for a person's answer to an `ask_person` call (`client.py answer`, the update),
+        recorded at the door by the handler; or for the tool's timeout (its default follows)."""
+        s = self._s
+
+        def answered() -> bool:
+            return s.questions.answered(c.call_id) is not None
+
+        wait = Wait(
+            "question", f"question-{c.turn}-{c.call_id}", c.turn, c.waits_for(), lambda: not answered(),
+            c.call_id, c.tool, c.arguments, escalate,
+        )  # fmt: skip
+        try:
+            async with self._notifying(agent, wait):
+                await workflow.wait_condition(
+                    answered, timeout=step.timeout, timeout_summary=f"answer timeout for {c.tool} {c.call_id}"
+                )
+        except TimeoutError:
+            return machine.TimedOut(call_id=c.call_id)
+        record = s.questions.answered(c.call_id)
+        assert record is not None
+        return machine.Answered(record=record)
 
     async def _tool(self, agent: t.AgentSpec, c: machine.Call, step: machine.RunTool) -> machine.Ran | machine.Lost:
         """One run of the tool, the way it runs (`step.how`): `local`, in this workflow task on a

@@ -55,13 +55,14 @@ class PlannedCall(BaseModel):
 
     action: `tool` runs the tool; `child` runs the agent behind the tool as a child run;
     `handoff` transfers the run to `target`; `answer` tells the model `answer` at once (an
-    unknown tool, a second handoff, a call a person dropped). approval: `check` asks the agent's
+    unknown tool, a second handoff, a call a person dropped); `ask` waits for a person's answer
+    (`ask_person`: nothing runs, the answer is the result). approval: `check` asks the agent's
     policy (the hook activity validates the arguments first); `auto` is approved by an earlier
     "always". `ran`: the result the model call brought back for it (WithReply), with the
     arguments it ran with; it is used only while the call still has those arguments."""
 
     call: ToolCall
-    action: Literal["tool", "child", "handoff", "answer"]
+    action: Literal["tool", "child", "handoff", "answer", "ask"]
     approval: Literal["none", "check", "auto"] = "none"
     target: str = ""
     answer: str = ""
@@ -111,6 +112,8 @@ def _plan(agent: AgentSpec, call: ToolCall, always: Collection[str], calls: Sequ
     if spec is None:
         known = [*(t.name for t in agent.tools), *(h.tool_name for h in agent.handoffs)]
         return PlannedCall(call=call, action="answer", answer=unknown_tool(call.name, known))
+    if spec.ask is not None:  # a person answers it: no approval, no activity
+        return PlannedCall(call=call, action="ask")
     approval: Literal["none", "check", "auto"] = "none"
     if spec.approval != "never":
         approval = "auto" if call.name in always else "check"

@@ -137,6 +137,28 @@ class Handlers(CallSteps):
         self._record_resolution(record)
         return t.ResolveReceipt(call_id=record.call_id, action=record.action, by=record.by, recorded_at=record.at)
 
+    # ------------------------------------------------------------------------------ questions
+
+    @workflow.update(
+        name=t.ANSWER_UPDATE,
+        description='Answer an ask_person question: {"call_id": "call_…", "text": "…", "by": "you"}, or '
+        '{"call_id": …, "choice": 2} (1-based). A choice outside the list, an empty answer or a question '
+        "already answered is refused before anything is recorded. The questions are in the current details.",
+    )
+    def answer_question(self, answer: t.AnswerQuestion) -> t.AnswerReceipt:
+        record = self._s.questions.apply(answer, workflow.now())
+        workflow.set_current_details(self._s.details())
+        return t.AnswerReceipt(
+            call_id=record.call_id, answer=record.answer, choice=record.choice, by=record.by, recorded_at=record.at
+        )
+
+    @answer_question.validator
+    def _validate_answer(self, answer: t.AnswerQuestion) -> None:
+        try:
+            self._s.questions.check(answer)
+        except DecisionRefused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
     # ------------------------------------------------------------------------- session updates
 
     @workflow.update(

@@ -37,6 +37,7 @@ GIVEN_BUDGET_PATCH = "given-budget-first-1.3"
 MODEL_FALLBACK_PATCH = "model-fallback-1.4"
 SESSION_PROMPT_PATCH = "session-prompt-first-1.4"
 NOTIFY_PATCH = "notify-1.4"
+ASK_PERSON_PATCH = "ask-person-1.4"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -131,6 +132,15 @@ PATCHES: tuple[Patch, ...] = (
         changes="a wait for a person (approval, doubt, budget pause) notifies the run's channels and escalates",
         added_in="1.4",
         history="notify_1_4",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=ASK_PERSON_PATCH,
+        changes="an `ask_person` call waits for a person's answer (a timer for its timeout), which is its result",
+        added_in="1.4",
+        history="ask_person_1_4",
         deprecate_in=None,
         remove_in="2.0",
         plan=_WITH_1X,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from durable_agent_runner.workflows import doubts
+from durable_agent_runner.workflows import doubts, questions
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.approvals import Approvals
 from durable_agent_runner.workflows.bounds import json_object
@@ -39,6 +39,7 @@ class RunState:
         self.error_type: str | None = None
         self.approvals = Approvals()
         self.doubts = doubts.Doubts()  # calls whose one attempt ended without a result
+        self.questions = questions.Questions()  # `ask_person` calls waiting for an answer, and answers
         self.events: list[t.RunEvent] = []
         self.first_event = 0  # seq of events[0]: earlier ones live in previous executions
         self.previous_run_id: str | None = None
@@ -180,6 +181,7 @@ class RunState:
             usage_by_model=self.usage_by_model,
             switches=self.switches,
             decisions=self.approvals.decisions,
+            answers=self.questions.answers,
             next_event=self.first_event + len(self.events),
             previous_run_id=run_id,
             executions=self.executions + 1,
@@ -205,6 +207,7 @@ class RunState:
         self.switches = list(carry.switches)
         self.approvals.decisions = list(carry.decisions)
         self.approvals.always = {d.tool: d for d in carry.decisions if d.always}
+        self.questions.answers = list(carry.answers)
         self.first_event = carry.next_event
         self.previous_run_id = carry.previous_run_id
         self.executions = carry.executions
@@ -261,7 +264,7 @@ class RunState:
                 f"Approve: Send a Signal → `{t.APPROVAL_SIGNAL}` with `{body}`"
                 ' (reject: `"approve": false, "reason": "…"`), or `python client.py approve RUN_ID CALL_ID`',
             ]
-        return "\n".join(lines + doubts.details(self.doubts.pending))
+        return "\n".join(lines + doubts.details(self.doubts.pending) + questions.details(self.questions.pending))
 
     def _conversation(self) -> str:
         session = self.session
@@ -310,6 +313,8 @@ class RunState:
             forked_from=self.forked_from,
             in_doubt=list(self.doubts.pending.values()),
             resolutions=self.doubts.resolutions,
+            questions=list(self.questions.pending.values()),
+            answers=self.questions.answers,
         )
 
     def inspection(self, run_id: str) -> t.Inspection:

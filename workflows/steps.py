@@ -33,6 +33,7 @@ from durable_agent_runner.workflows.calls import describe_call
 from durable_agent_runner.workflows.doubts import resolution_words
 from durable_agent_runner.workflows.outcomes import ModelFailed
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
+from durable_agent_runner.workflows.questions import waiting_words
 from durable_agent_runner.workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
@@ -148,6 +149,7 @@ class Steps:
         """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
         self._s.approvals.abandon()
         self._s.doubts.abandon()
+        self._s.questions.abandon()
         self._event(t.EventKind.FAILED if phase == t.Phase.FAILED else t.EventKind.CANCELLED, text=message)
         self._set_phase(phase, message)
 
@@ -356,9 +358,11 @@ class Steps:
 
     def _refresh_phase(self) -> None:
         s = self._s
-        if s.approvals.pending:
+        if s.approvals.pending or s.questions.pending:  # an `ask_person` question waits as an approval does
             calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
-            self._set_phase(t.Phase.AWAITING_APPROVAL, f"turn {s.turn}: waiting for approval of {calls}")
+            waits = [f"waiting for approval of {calls}"] if calls else []
+            waits += [waiting_words(q) for q in s.questions.pending.values()]
+            self._set_phase(t.Phase.AWAITING_APPROVAL, f"turn {s.turn}: " + "; ".join(waits))
         elif s.doubts.pending:
             calls = ", ".join(f"{d.tool} ({d.call_id})" for d in s.doubts.pending.values())
             self._set_phase(t.Phase.IN_DOUBT, f"turn {s.turn}: in doubt, waiting for a person to resolve {calls}")
@@ -383,7 +387,7 @@ class Steps:
         counters: list[SearchAttributeUpdate[Any]] = [
             t.SA_TURN.value_set(s.turn),
             t.SA_TOKENS.value_set(s.usage.total_tokens),
-            t.SA_PENDING.value_set(len(s.approvals.pending)),
+            t.SA_PENDING.value_set(len(s.approvals.pending) + len(s.questions.pending)),  # questions wait too
         ]
         if s.usage.cost_usd:  # priced calls only (runs recorded before prices upsert as they did)
             counters.append(t.SA_COST.value_set(s.usage.cost_usd))

@@ -143,7 +143,7 @@ class TurnSteps(Handlers):
     # --------------------------------------------------------------------------------- calls
 
     async def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
-        runs = [p for p in step.calls if p.action in ("tool", "child")]
+        runs = [p for p in step.calls if p.action in ("tool", "child", "ask")]
         if self._ledger is not None:  # the turn's child runs share what the budget has left
             self._ledger.expect(sum(p.action == "child" for p in runs))
         names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"

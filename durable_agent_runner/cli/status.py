@@ -75,6 +75,14 @@ def render_status(s: dict[str, Any]) -> str:
         edited = " with edited arguments" if d["arguments"] is not None else ""
         lines.append(f"decided: {d['call_id']}  {d['tool']} {verdict}{edited} by {d['by']} at {d['at'][:19]}{extra}")
     lines += _doubt_lines(s)
+    for q in s.get("questions", []):
+        lines.append(f"question: {q['call_id']}  {q['question'][:300]}  since {q['since'][:19]}")
+        lines += [f"         {n}. {c}" for n, c in enumerate(q.get("choices") or [], 1)]
+        how = "--choice N" if q.get("choices") else "TEXT"
+        lines.append(f"         answer: python client.py answer {s['run_id']} {q['call_id']} {how}")
+    for a in s.get("answers", []):
+        choice = f"choice {a['choice']}: " if a.get("choice") is not None else ""
+        lines.append(f"answered: {a['call_id']}  {choice}{a['answer'][:200]} by {a['by']} at {a['at'][:19]}")
     for note in s.get("ignored_signals", []):
         lines.append(f"ignored: {note}")
     for r in s.get("retrying", []):

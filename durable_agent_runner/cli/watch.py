@@ -178,6 +178,11 @@ class Printer:
             return f"  ⚠ in doubt: {ev.tool} {ev.call_id} {ev.detail}  ({hint})\n"
         if ev.kind == t.EventKind.CALL_RESOLVED:
             return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
+        if ev.kind == t.EventKind.QUESTION_ASKED:
+            hint = f"python client.py answer {self.run_id} {ev.call_id} TEXT | --choice N"
+            return f"  ? {ev.call_id} asks a person: {first_line} [{ev.detail}]  ({hint})\n"
+        if ev.kind == t.EventKind.QUESTION_ANSWERED:
+            return f"  ✔ {ev.call_id} answered: {ev.detail}\n"
         return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
 

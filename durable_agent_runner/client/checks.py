@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from durable_agent_runner.activities import wire
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
+from durable_agent_runner.workflows.types.questions import MAX_CHOICES
 
 MAX_RUN_ID = 255  # characters of the id of a run the client starts
 MAX_FALLBACKS = 8  # fallback models of a run: more is a list gone wrong, not a plan
@@ -213,6 +214,19 @@ def budget_raise(add_tokens: object = None, add_usd: object = None) -> t.BudgetR
     except ValidationError as err:
         field, message = first_error(err)
         raise BadArgument(field or "add_usd/add_tokens", message) from None
+
+
+def answer_question(call: object, text: object, choice: object, who: str) -> t.AnswerQuestion:
+    """A person's answer to an `ask_person` question: its `text`, or the 1-based `choice` (one of them).
+    Whether the choice is one of the question's, or the text may be empty, the run says (its validator)."""
+    if (text is None) == (choice is None):
+        raise BadArgument("answer", "give the answer as text or as a choice number, one of them")
+    given = string(text, "text") if text is not None else None
+    number = whole(choice, "choice", 1, MAX_CHOICES) if choice is not None else None
+    try:
+        return t.AnswerQuestion(call_id=call_id(call), text=given, choice=number, by=who)
+    except ValidationError as err:
+        raise BadArgument(*first_error(err)) from None
 
 
 def resolve_call(

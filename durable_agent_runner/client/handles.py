@@ -1,7 +1,7 @@
-"""The handle of one run, `RunHandle`: result, status, events, export; approve, reject, resolve,
-cancel; pause, resume, inspect, edit, fork (a session's adds send, ask, end: sessions.py). A handle
-is cheap and makes no call until used; an unknown run id is RunNotFound at the first call. Every
-argument is checked before anything is sent (durable_agent_runner/client/checks.py)."""
+"""The handle of one run, `RunHandle`: result, status, events, export; approve, reject, resolve, answer_question,
+cancel; pause, resume, inspect, edit, fork (a session's adds send, ask, end: sessions.py). A handle is cheap and
+makes no call until used; an unknown run id is RunNotFound at the first call. Every argument is checked before
+anything is sent (durable_agent_runner/client/checks.py)."""
 
 from __future__ import annotations
 
@@ -296,6 +296,12 @@ class RunHandle:
         if await self.exists() != WorkflowExecutionStatus.RUNNING:
             raise DecisionRefused(f"run {self.id} has already finished: no call of it is in doubt")
         return await updates.resolve(self.handle, decision, bound)
+
+    async def answer_question(self, call_id: str, text: str | None = None, *, choice: int | None = None,
+                              by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> t.AnswerReceipt:
+        """Answer an `ask_person` question: `text` or a 1-based `choice`; DecisionRefused: nothing recorded."""
+        return await updates.answer(self.handle, checks.answer_question(call_id, text, choice, by_or_default(by)),
+                                    checks.seconds(wait))  # fmt: skip
 
     async def decide(self, decision: t.ApprovalDecision, *, wait: float = updates.DEFAULT_WAIT) -> t.DecisionReceipt:
         """Send a whole decision (`approve` and `reject` build one): with `turn` set, the run

@@ -89,6 +89,8 @@ class RunInfo(BaseModel):
     decisions: list[t.ApprovalRecord] = []
     in_doubt: list[t.InDoubtCall] = []  # calls of `once` tools whose attempt ended without a result
     resolutions: list[t.CallResolution] = []
+    questions: list[t.PendingQuestion] = []  # `ask_person` calls waiting for a person's answer
+    answers: list[t.AnswerRecord] = []
     ignored_signals: list[str] = []
     paused: t.PauseInfo | None = None
     forked_from: t.ForkLink | None = None
@@ -210,6 +212,9 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
     out["resolutions"] = [r.model_dump(mode="json") for r in live.resolutions]
     if status == "running" and doubts:
         status = t.Phase.IN_DOUBT.value
+    questions = live.questions if status not in ENDED else []
+    out["questions"] = [q.model_dump(mode="json") for q in questions]
+    out["answers"] = [a.model_dump(mode="json") for a in live.answers]
     if live.ignored_signals:
         out["ignored_signals"] = live.ignored_signals
     if live.paused is not None:
@@ -230,9 +235,11 @@ class WaitingFor(BaseModel):
     """One thing a run waits for a person on: a call's `approval`, a call `in_doubt`, a `resume`
     (it is paused) or a `message` (a session between messages). `command` acts on it."""
 
-    kind: Literal["approval", "in_doubt", "resume", "message"]
+    kind: Literal["approval", "in_doubt", "resume", "message", "question"]
     call_id: str | None = None
     tool: str | None = None
+    question: str | None = None  # a `question`: what was asked, and its choices (None: a free answer)
+    choices: list[str] | None = None
     since: datetime | None = None
     command: str
 
@@ -242,6 +249,7 @@ class WaitingFor(BaseModel):
             "in_doubt": f"a decision on {self.tool} (call {self.call_id}), in doubt",
             "resume": "a resume (it is paused)",
             "message": "the next message, or its end (a session)",
+            "question": f"an answer to: {self.question}",
         }[self.kind]
         return f"{what}: {self.command}"
 
@@ -269,6 +277,18 @@ def waiting_for(run_id: str, live: t.RunStatus) -> list[WaitingFor]:
             command=f"python client.py resolve {run_id} {d.call_id} --rerun | --result JSON | --fail REASON",
         )
         for d in live.in_doubt
+    ]
+    out += [
+        WaitingFor(
+            kind="question",
+            call_id=q.call_id,
+            tool="ask_person",
+            since=q.since,
+            question=q.question,
+            choices=q.choices,
+            command=f"python client.py answer {run_id} {q.call_id} " + ("--choice N" if q.choices else "TEXT"),
+        )
+        for q in live.questions
     ]
     if live.paused is not None:
         out.append(WaitingFor(kind="resume", since=live.paused.at, command=f"python client.py resume {run_id}"))

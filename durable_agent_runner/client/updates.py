@@ -165,6 +165,17 @@ async def decide(
     return receipt
 
 
+async def answer(handle: WorkflowHandle[Any, Any], body: t.AnswerQuestion, wait: float | None) -> t.AnswerReceipt:
+    """Answer an `ask_person` question. The update id holds the answer's digest, so the same answer
+    sent again counts once (Temporal answers it with the first's receipt), and another is refused."""
+    digest = hashlib.sha256(f"{body.text}\n{body.choice}".encode()).hexdigest()[:12]
+    receipt: t.AnswerReceipt = await update(
+        handle, t.ANSWER_UPDATE, body, t.AnswerReceipt, "no question of it waits", wait=wait,
+        update_id=f"answer-{body.call_id}-{digest}",
+    )  # fmt: skip
+    return receipt
+
+
 async def send_message(
     client: Client,
     run_id: str,

@@ -197,6 +197,18 @@ class Console:
         words = {"rerun": "runs again", "result": "has the given result", "fail": "is told the model as failed"}
         return _done(f"{receipt.call_id} {words[receipt.action]}: resolved by {receipt.by}")
 
+    async def answer(self, request: Request) -> Response:
+        """Answer an `ask_person` question: a choice's button, or the text box. The run refuses a
+        choice outside the list or an empty answer (shown inline; nothing is recorded)."""
+        form = await read_form(request, self.csrf)
+        choice = form.get("choice", "").strip()
+        text = None if choice else form.get("text", "")
+        number = whole(choice, "choice") if choice else None
+        receipt = await data.answer(self.client, _run_id(request), _call_id(request), text, number, self._by(form))
+        self.inbox.forget()
+        picked = f" (choice {receipt.choice})" if receipt.choice is not None else ""
+        return _done(f"{receipt.call_id} answered{picked} by {receipt.by}: {receipt.answer}")
+
     async def send(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
         text = form.get("text", "")
@@ -340,6 +352,7 @@ def build_app(client: AgentClient, *, by: str, task_queue: str, token: str | Non
         Route("/runs/{run_id:path}/calls/{call_id}/decide", guarded(c.decide), methods=["POST"]),
         Route("/runs/{run_id:path}/calls/{call_id}/edit", guarded(c.edit_args), methods=["POST"]),
         Route("/runs/{run_id:path}/calls/{call_id}/resolve", guarded(c.resolve), methods=["POST"]),
+        Route("/runs/{run_id:path}/calls/{call_id}/answer", guarded(c.answer), methods=["POST"]),
         Route("/runs/{run_id:path}/send", guarded(c.send), methods=["POST"]),
         Route("/runs/{run_id:path}/pause", guarded(c.pause), methods=["POST"]),
         Route("/runs/{run_id:path}/resume", guarded(c.resume), methods=["POST"]),

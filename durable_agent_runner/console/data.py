@@ -83,7 +83,24 @@ class Doubt:
         return self.call.ended_at
 
 
-Asking = Waiting | Doubt  # what the inbox lists: a call waiting for approval, or one in doubt
+@dataclass
+class Question:
+    """An `ask_person` question waiting for a person's answer: a choice, or a text."""
+
+    run_id: str
+    agent: str
+    call: t.PendingQuestion
+
+    @property
+    def key(self) -> str:
+        return f"{self.run_id}/{self.call.call_id}/question"
+
+    @property
+    def since(self) -> datetime:
+        return self.call.since
+
+
+Asking = Waiting | Doubt | Question  # what the inbox lists: a call to approve, one in doubt, a question
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -121,6 +138,7 @@ async def _waiting_calls(client: AgentClient, rows: list[dict[str, Any]]) -> Non
     async def one(row: dict[str, Any]) -> None:
         status = await _status(client, row["run_id"])
         doubts = [f"{d.tool} ({d.call_id}) in doubt" for d in status.in_doubt] if status else []
+        doubts += [f"ask_person ({q.call_id}): a question" for q in status.questions] if status else []
         row["waiting"] = [f"{p.tool} ({p.call_id})" for p in status.pending_approvals] + doubts if status else []
 
     await _bounded([one(r) for r in rows])
@@ -186,7 +204,8 @@ def call_keys(run_id: str, status: t.RunStatus | None) -> list[str] | None:
     if status is None:
         return None
     doubts = [Doubt(run_id, "", d).key for d in status.in_doubt]
-    return [f"{run_id}/{p.call_id}" for p in status.pending_approvals] + doubts
+    questions = [Question(run_id, "", q).key for q in status.questions]
+    return [f"{run_id}/{p.call_id}" for p in status.pending_approvals] + doubts + questions
 
 
 async def waiting_in(client: AgentClient, run_id: str, status: t.RunStatus | None = None) -> list[Asking]:
@@ -196,6 +215,7 @@ async def waiting_in(client: AgentClient, run_id: str, status: t.RunStatus | Non
     if status is None or status.status in t.FINAL_PHASES:
         return []
     doubts: list[Asking] = [Doubt(run_id, status.agent or "?", d) for d in status.in_doubt]
+    doubts += [Question(run_id, status.agent or "?", q) for q in status.questions]
     if not status.pending_approvals:
         return doubts
     spec = await agent_spec(client, run_id)
@@ -278,7 +298,7 @@ async def run_view(client: AgentClient, run_id: str) -> RunView:
             events = await read_events(client, run_id, 0)
         except (RPCError, AgentRunError):
             live = False
-    asks = live and (status.get("pending_approvals") or status.get("in_doubt"))
+    asks = live and (status.get("pending_approvals") or status.get("in_doubt") or status.get("questions"))
     waiting = await waiting_in(client, run_id) if asks else []
     return RunView(
         status=status,
@@ -355,6 +375,13 @@ async def resolve(
 ) -> t.ResolveReceipt:
     """A person's decision on a call in doubt, as `client.py resolve` records it."""
     return await client.get(run_id).resolve(call_id, action, result, reason, by=by, doubt=doubt, wait=WAIT)
+
+
+async def answer(
+    client: AgentClient, run_id: str, call_id: str, text: str | None, choice: int | None, by: str
+) -> t.AnswerReceipt:
+    """A person's answer to an `ask_person` question, as `client.py answer` records it."""
+    return await client.get(run_id).answer_question(call_id, text, choice=choice, by=by, wait=WAIT)
 
 
 async def send(client: AgentClient, run_id: str, text: str, by: str) -> t.MessageReceipt:

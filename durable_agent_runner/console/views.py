@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from durable_agent_runner.console.assets import CSS, JS
-from durable_agent_runner.console.data import PHASES, Asking, Doubt, Waiting
+from durable_agent_runner.console.data import PHASES, Asking, Doubt, Question, Waiting
 from durable_agent_runner.console.links import call_anchor
 
 FOLD = 300  # characters shown before a long text folds
@@ -161,6 +161,8 @@ def _call_row(w: Asking, with_run: bool = False, editable: bool = True) -> str:
     call in doubt with its own (doubt_row)."""
     if isinstance(w, Doubt):
         return doubt_row(w, with_run)
+    if isinstance(w, Question):
+        return question_row(w, with_run)
     run = quote(w.run_id, safe="")
     call = quote(w.call.call_id, safe="")
     action = f"/runs/{run}/calls/{call}"
@@ -209,6 +211,31 @@ def doubt_row(d: Doubt, with_run: bool = False) -> str:
 <label>Reason <input name="reason" maxlength="4000" placeholder="told to the model when you fail it"></label>
 <button name="choice" value="fail" class="reject">Fail</button>
 <span class="msg" role="status"></span></form>
+</section>"""
+
+
+def question_row(q: Question, with_run: bool = False) -> str:
+    """An `ask_person` question: a button per choice, or a text box for a free answer."""
+    c = q.call
+    action = f"/runs/{quote(q.run_id, safe='')}/calls/{quote(c.call_id, safe='')}/answer"
+    where = f"run {run_link(q.run_id)} · agent {h(q.agent)} · " if with_run else ""
+    timeout = f" · the default applies at {when(c.deadline)}" if c.deadline is not None else ""
+    if c.choices:
+        pick = "".join(
+            f'<button name="choice" value="{n}" class="approve">{n}. {h(text)}</button> '
+            for n, text in enumerate(c.choices, 1)
+        )
+    else:
+        pick = (
+            '<label>Answer <textarea name="text" rows="2" maxlength="4000" required></textarea></label>'
+            '<button class="approve">Answer</button>'
+        )
+    anchor = h(call_anchor(q.run_id, c.call_id))  # where a notification's link lands
+    return f"""<section class="call question" id="{anchor}" data-call="{h(q.key)}">
+<h3><code>ask_person</code> <small>{h(c.call_id)} · turn {c.turn}</small></h3>
+<p class="meta">{where}asked {when(c.since)}{timeout}</p>
+<p>{folded(c.question)}</p>
+<form class="act answer" method="post" action="{action}">{pick}<span class="msg" role="status"></span></form>
 </section>"""
 
 

@@ -291,7 +291,9 @@ def tree(children: list[dict[str, Any]]) -> str:
 
 
 Span = tuple[datetime, datetime]
-WAITS = {"approval_requested": "approval_decided", "call_in_doubt": "call_resolved"}  # a person decides
+WAITS = {  # a person decides
+    "approval_requested": "approval_decided", "call_in_doubt": "call_resolved", "question_asked": "question_answered"
+}  # fmt: skip
 
 
 @dataclass

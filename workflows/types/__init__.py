@@ -78,6 +78,7 @@ from durable_agent_runner.workflows.types.deliver import (
     Delivery,
 )
 from durable_agent_runner.workflows.types.names import (
+    ANSWER_UPDATE,
     APPROVAL_SIGNAL,
     APPROVAL_UPDATE,
     CHILD_USAGE_SIGNAL,
@@ -139,6 +140,12 @@ from durable_agent_runner.workflows.types.notify import (
     NotifyResult,
     WaitKind,
 )
+from durable_agent_runner.workflows.types.questions import (
+    AnswerQuestion,
+    AnswerReceipt,
+    AskSpec,
+    PendingQuestion,
+)
 from durable_agent_runner.workflows.types.run import (
     END_KINDS,
     RUN_END_KINDS,
@@ -175,6 +182,7 @@ from durable_agent_runner.workflows.types.session import (
     SessionMessage,
 )
 from durable_agent_runner.workflows.types.transcript import (
+    AnswerRecord,
     ApprovalRecord,
     AssistantMessage,
     CallResolution,
@@ -189,6 +197,7 @@ from durable_agent_runner.workflows.types.transcript import (
 
 __all__ = [
     "AGENT_NOT_HERE",
+    "ANSWER_UPDATE",
     "APPROVAL_SIGNAL",
     "APPROVAL_UPDATE",
     "CHANNELS",
@@ -251,8 +260,12 @@ __all__ = [
     "AgentOptions",
     "AgentSpec",
     "AheadReply",
+    "AnswerQuestion",
+    "AnswerReceipt",
+    "AnswerRecord",
     "ApprovalDecision",
     "ApprovalRecord",
+    "AskSpec",
     "AssistantMessage",
     "BoundedArguments",
     "Breakpoints",
@@ -318,6 +331,7 @@ __all__ = [
     "PauseWhere",
     "PendingApproval",
     "PendingCall",
+    "PendingQuestion",
     "Phase",
     "Provider",
     "Queued",

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from durable_agent_runner.workflows.types.names import DEFAULT_MODEL_TIMEOUT, EMPTY_PARAMETERS, WireName
 from durable_agent_runner.workflows.types.notify import MAX_ESCALATE_SECONDS, NotifyOptions, NotifyPlan
+from durable_agent_runner.workflows.types.questions import AskSpec
 from durable_agent_runner.workflows.types.transcript import Contract
 
 # ------------------------------------------------------------------------------------- agents
@@ -78,6 +79,8 @@ class ToolSpec(Contract):
     # Seconds a wait for a person on this tool's call may last before the escalation channel hears
     # of it (`@tool(escalate_after=...)`); None: the agent's `notify.escalate_after`.
     escalate_after: float | None = Field(default=None, gt=0, le=MAX_ESCALATE_SECONDS)
+    # Set for `ask_person`: no activity runs the call; a person's answer is its result.
+    ask: AskSpec | None = None
 
 
 MidTurn = Literal["queue", "steer"]

@@ -36,6 +36,8 @@ APPROVAL_UPDATE = "approval_update"
 # `temporal workflow signal`, the update (validated before anything is recorded) for client.py.
 RESOLVE_SIGNAL = "resolve_call"
 RESOLVE_UPDATE = "resolve_call_update"
+# A person's answer to an `ask_person` call (AnswerQuestion), validated before anything is recorded.
+ANSWER_UPDATE = "answer_question"
 # Sessions: one run per conversation. A message and the end of a session are updates, so a
 # closed run refuses them at once; each message's answer is read back by query.
 SESSION_SEND_UPDATE = "session.send"

@@ -16,8 +16,8 @@ from durable_agent_runner.workflows.types.transcript import Contract
 # How a person is reached: a signed JSON webhook, a Slack incoming webhook, an email over SMTP.
 Channel = Literal["webhook", "slack", "email"]
 CHANNELS: tuple[Channel, ...] = ("webhook", "slack", "email")
-# What the run waits for: a call to approve, a call in doubt, a run paused on its budget.
-WaitKind = Literal["approval", "doubt", "budget"]
+# What the run waits for: a call to approve, a call in doubt, a run paused on its budget, an answer.
+WaitKind = Literal["approval", "doubt", "budget", "question"]
 MAX_RECIPIENTS = 20  # an agent's own email recipients (as NOTIFY_EMAIL_TO's)
 MAX_ESCALATE_SECONDS = 30 * 24 * 3600.0  # a wait for a call in doubt lasts at most 30 days anyway
 

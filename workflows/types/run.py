@@ -26,8 +26,10 @@ from durable_agent_runner.workflows.types.control import (
     PauseInfo,
 )
 from durable_agent_runner.workflows.types.names import DEFAULT_AGENT
+from durable_agent_runner.workflows.types.questions import PendingQuestion
 from durable_agent_runner.workflows.types.session import Exchange, SessionCarry
 from durable_agent_runner.workflows.types.transcript import (
+    AnswerRecord,
     ApprovalRecord,
     AssistantMessage,
     CallResolution,
@@ -53,6 +55,7 @@ class Carry(Contract):
     usage_by_model: dict[str, Usage] = Field(default_factory=dict)  # by model string: cost per provider
     switches: list[ModelSwitch] = Field(default_factory=list)  # durable fallbacks, oldest first
     decisions: list[ApprovalRecord] = Field(default_factory=list)  # "always" approvals among them
+    answers: list[AnswerRecord] = Field(default_factory=list)  # `ask_person` answers (1.4)
     next_event: int = 0
     previous_run_id: str | None = None
     executions: int = 1
@@ -140,6 +143,8 @@ class EventKind(StrEnum):
     MODEL_FALLBACK = "model_fallback"  # 1.4: which model failed, why, and which one the turn goes to
     NOTIFIED = "notified"  # 1.4: detail: the channels a wait for a person was sent to (an escalation says so)
     NOTIFY_FAILED = "notify_failed"  # 1.4: detail: a channel that could not be reached within its retries, and why
+    QUESTION_ASKED = "question_asked"  # 1.4: text: an `ask_person` question; detail: its choices
+    QUESTION_ANSWERED = "question_answered"  # 1.4: text: the answer; detail: by whom (or the timeout's default)
 
 
 # The kinds after which a story is over, defined once (next to the kinds):
@@ -183,7 +188,9 @@ class EventsPage(Contract):
 
 def chain_digest(previous: str, message: UserMessage | AssistantMessage | ToolMessage) -> str:
     """The transcript hash extended by one message (only what the model sees counts)."""
-    dumped = message.model_dump(mode="json", exclude={"approval"})
+    # The records beside a message (who approved, who answered) are not what the model sees, and
+    # `answer` (1.4) came after recorded digests: neither counts.
+    dumped = message.model_dump(mode="json", exclude={"approval", "answer"})
     if not dumped.get("thinking", True):  # no thinking: hashed as before the field was (recorded digests hold)
         del dumped["thinking"]
     seen = json.dumps(dumped, sort_keys=True, ensure_ascii=False)
@@ -315,6 +322,8 @@ class RunStatus(Contract):
     budget: BudgetStatus | None = None  # runs with a budget (tree-budget-1.1): spent, reserved, left
     in_doubt: list[InDoubtCall] = Field(default_factory=list)  # calls waiting for a person to resolve them
     resolutions: list[CallResolution] = Field(default_factory=list)
+    questions: list[PendingQuestion] = Field(default_factory=list)  # `ask_person` calls waiting for an answer
+    answers: list[AnswerRecord] = Field(default_factory=list)
 
 
 class SessionStatus(Contract):

@@ -93,6 +93,19 @@ class CallResolution(Contract):
     reason: str = ""
 
 
+class AnswerRecord(Contract):
+    """A person's answer to an `ask_person` call (or the run's, when nobody answered in time):
+    who, when, what. `choice`: the 1-based number of the chosen choice, when there were choices."""
+
+    call_id: str
+    question: str
+    answer: str  # the text the model reads (a choice's own text, when one was chosen)
+    choice: int | None = None
+    by: str
+    at: datetime
+    automatic: bool = False  # the run's own: the question timed out and its default was given
+
+
 class ToolMessage(Contract):
     """A tool call's result as the model will read it (errors included, flagged)."""
 
@@ -103,6 +116,7 @@ class ToolMessage(Contract):
     is_error: bool = False
     approval: ApprovalRecord | None = None  # never sent to the model; kept for the record
     resolution: CallResolution | None = None  # a person decided it after it was in doubt (for the record)
+    answer: AnswerRecord | None = None  # an `ask_person` call: who answered, when (for the record)
 
 
 Message = Annotated[UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
