@@ -130,13 +130,15 @@ async def test_a_worker_killed_after_the_switch_resumes_on_the_model_reached(cli
     llm.add_faults([{"kind": "delay", "ms": 4000, "model": up}])  # the next model's first reply is slow
     async with worker_factory():
         handle = await start(client, task_queue, "Oslo?", model=down, fallback_models=[up])
-        for _ in range(200):
+        for _ in range(600):  # while its queries race the run's first tasks (what once broke its replay)
             if any(e.kind == t.EventKind.MODEL_FALLBACK for e in await events(handle)):
                 break
             await asyncio.sleep(0.05)
+        else:
+            pytest.fail("no model_fallback event within 30 s")
         asked = requests_for(llm, down)
-    async with worker_factory():  # a new worker: the old one died mid-call to the model reached
-        result = await handle.result()
+    async with worker_factory():  # a new worker replays the run and goes on from the model it reached
+        result = await asyncio.wait_for(handle.result(), 120)
         status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
     assert result.output == "Cold in Oslo."
     assert requests_for(llm, down) == asked  # the failed model is never asked again

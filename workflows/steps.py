@@ -235,9 +235,6 @@ class Steps:
         its reply, already made by the last tool's activity (workflows/ahead.py)."""
         s = self._s
         model = agent.model or "the worker's default model"
-        # Asked before the call, not once it failed: after a local call, a query that came meanwhile
-        # would put the marker in a later workflow task than a replay asks in (see agent._budget).
-        may_fall_back = bool(agent.fallback_models) and workflow.patched(MODEL_FALLBACK_PATCH)
         self._set_phase(t.Phase.CALLING_MODEL, f"turn {s.turn}: {agent.name} calling {model}")
         self._event(t.EventKind.MODEL_STARTED, made.began_at if made else None, detail=f"{self._who(agent)}{model}")
         if made is not None:
@@ -285,7 +282,10 @@ class Steps:
             message, kind = _cause(err, "ModelCallFailed")
         except ApplicationError as err:  # a local call's failure may come bare
             failed, message, kind = err, err.message, err.type or "ModelCallFailed"
-        if may_fall_back and fallback.falls_back(agent, kind):
+        # Asked once a routed call failed, never after a local one: a query that came while a local
+        # activity ran puts the marker in a later workflow task than a replay asks in (see
+        # agent._budget), so an agent with local_model_call does not fall back (docs/providers.md).
+        if not agent.local_model_call and fallback.falls_back(agent, kind) and workflow.patched(MODEL_FALLBACK_PATCH):
             raise FallingBack(ModelFailed(kind, message)) from failed
         raise self._failure(f"model call failed on turn {s.turn}: {message}", kind) from failed
 
