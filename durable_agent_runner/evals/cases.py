@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
+from .from_run import RunPoint
 from .registry import EvaluatorSpec
 
 MAX_CASES = 10_000
@@ -17,7 +18,8 @@ MAX_NAME_CHARS = 200
 
 class Case(BaseModel):
     """One case: its `inputs` (text, or a JSON value for an agent with typed input), the
-    `expected_output` if any, free `metadata`, and `evaluators` run besides the dataset's."""
+    `expected_output` if any, free `metadata`, `evaluators` run besides the dataset's, and
+    `from_run` for a case made from a recorded run (this project's own field)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
@@ -25,6 +27,8 @@ class Case(BaseModel):
     expected_output: JsonValue = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     evaluators: list[EvaluatorSpec] = Field(default_factory=list)
+    # A case made from a recorded run (from_run.py): it starts there, and only the model is asked again.
+    from_run: RunPoint | None = None
 
     @field_validator("metadata", mode="before")
     @classmethod

@@ -156,6 +156,8 @@ def dataset_to_value(dataset: Dataset) -> dict[str, Any]:
             c["metadata"] = case.metadata
         if case.evaluators:
             c["evaluators"] = [s.model_dump(mode="json") for s in case.evaluators]
+        if case.from_run is not None:
+            c["from_run"] = case.from_run.model_dump(mode="json")
         cases.append(c)
     out["cases"] = cases
     if dataset.evaluators:
