@@ -29,7 +29,8 @@ from durable_agent_runner.workflows.calls import (
     PlannedCall,
     describe_call,
 )
-from durable_agent_runner.workflows.notify_steps import NotifySteps, Wait
+from durable_agent_runner.workflows.notify_steps import Wait
+from durable_agent_runner.workflows.outside_steps import OutsideSteps
 from durable_agent_runner.workflows.steps import (
     MODEL_HEARTBEAT_TIMEOUT,
     MODEL_TIMEOUT_MARGIN,
@@ -42,10 +43,12 @@ CHILD_USAGE_WAIT = timedelta(seconds=30)
 
 
 # What status says a call does while it is at a stage (waiting for a person has its own words).
-DOING: dict[machine.Stage, CallDoing] = {machine.Stage.CHECKING: "checking", machine.Stage.RUNNING: "running"}
+DOING: dict[machine.Stage, CallDoing] = {
+    machine.Stage.CHECKING: "checking", machine.Stage.RUNNING: "running", machine.Stage.OUTSIDE: "outside"
+}  # fmt: skip
 
 
-class CallSteps(NotifySteps):
+class CallSteps(OutsideSteps):
     """The calls of a turn; `Handlers` and `AgentRun` build on it."""
 
     def __init__(self) -> None:
@@ -93,6 +96,7 @@ class CallSteps(NotifySteps):
             s.doubts.mark(c.doubt)
         if c.stage is machine.Stage.QUESTION and before is not machine.Stage.QUESTION:
             s.questions.ask(self._pending_question(moved))
+        self._took_outside(self._s.agent_now, moved, before)
         answer = c.message.answer if c.message is not None else None
         if answer is not None and s.questions.answered(c.call_id) is None:
             s.questions.settle(answer)  # the run's own: the question's timeout and its default
@@ -125,6 +129,8 @@ class CallSteps(NotifySteps):
             return machine.Checked(call_id=c.call_id, result=check)
         if isinstance(step, machine.AskPerson):
             return await self._ask(agent, c, step)
+        if isinstance(step, machine.AwaitOutside):
+            return await self._await_outside(c, step)
         if isinstance(step, machine.RunTool):
             return await self._tool(agent, c, step)
         if isinstance(step, machine.StartChild):

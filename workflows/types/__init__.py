@@ -79,6 +79,7 @@ from durable_agent_runner.workflows.types.deliver import (
 )
 from durable_agent_runner.workflows.types.names import (
     ANSWER_UPDATE,
+    COMPLETE_UPDATE,
     APPROVAL_SIGNAL,
     APPROVAL_UPDATE,
     CHILD_USAGE_SIGNAL,
@@ -140,6 +141,13 @@ from durable_agent_runner.workflows.types.notify import (
     NotifyResult,
     WaitKind,
 )
+from durable_agent_runner.workflows.types.outside import (
+    CompleteCall,
+    CompleteReceipt,
+    CompletionRecord,
+    OutsideSpec,
+    PendingOutside,
+)
 from durable_agent_runner.workflows.types.questions import (
     AnswerQuestion,
     AnswerReceipt,
@@ -198,6 +206,12 @@ from durable_agent_runner.workflows.types.transcript import (
 __all__ = [
     "AGENT_NOT_HERE",
     "ANSWER_UPDATE",
+    "COMPLETE_UPDATE",
+    "CompleteCall",
+    "CompleteReceipt",
+    "CompletionRecord",
+    "OutsideSpec",
+    "PendingOutside",
     "APPROVAL_SIGNAL",
     "APPROVAL_UPDATE",
     "CHANNELS",
