@@ -63,8 +63,9 @@ from durable_agent_runner.workflows.calls import (
     runs,
 )
 from durable_agent_runner.workflows.doubts import resolution_words
-from durable_agent_runner.workflows.outside import completion_words, timeout_record as outside_timeout
+from durable_agent_runner.workflows.outside import completion_words
 from durable_agent_runner.workflows.outside import for_model as completed_for_model
+from durable_agent_runner.workflows.outside import timeout_record as outside_timeout
 from durable_agent_runner.workflows.patches import ASK_PERSON_PATCH, FORK_ONCE_PATCH, IN_DOUBT_PATCH, OUTSIDE_PATCH
 from durable_agent_runner.workflows.questions import answer_words, for_model, parse, timeout_record
 from durable_agent_runner.workflows.texts import excerpt

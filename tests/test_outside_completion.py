@@ -85,7 +85,10 @@ async def test_completed_with_client_py_after_a_worker_restart(client, task_queu
         pending = await waiting(handle)
         live = await status(handle)
         assert pending.tool == "render" and pending.started.startswith("job-") and pending.on_timeout == "tell_model"
-        assert live.status == "running" and live.last_step == "turn 1: waiting for outside completion of render(doc=report)"
+        assert (
+            live.status == "running"
+            and live.last_step == "turn 1: waiting for outside completion of render(doc=report)"
+        )
         (wait,) = waiting_for(handle.id, live)
         assert wait.kind == "outside" and "python client.py complete" in str(wait)
     starts = [s for s in STARTS if s.startswith(handle.id)]
@@ -117,7 +120,11 @@ async def test_completed_with_client_py_after_a_worker_restart(client, task_queu
     assert [x["call_id"] for x in exported] == [pending.call_id]
     kinds = [e.kind for e in story]
     assert kinds.count(t.EventKind.OUTSIDE_WAITING) == 1 and kinds.count(t.EventKind.OUTSIDE_COMPLETED) == 1
-    assert any(OUTSIDE_PATCH.encode() in e.SerializeToString() for e in history.events if e.HasField("marker_recorded_event_attributes"))
+    assert any(
+        OUTSIDE_PATCH.encode() in e.SerializeToString()
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+    )
 
 
 async def test_a_second_completion_and_a_wrong_result_are_refused_with_nothing_recorded(
@@ -137,7 +144,9 @@ async def test_a_second_completion_and_a_wrong_result_are_refused_with_nothing_r
         await run.complete_call(first.call_id, {"pages": 1, "url": "s3://a"}, by="renderer")
         second = await waiting(handle)
         assert second.call_id != first.call_id
-        with pytest.raises(DecisionRefused, match=f"call {first.call_id} was already completed by renderer at") as twice:
+        with pytest.raises(
+            DecisionRefused, match=f"call {first.call_id} was already completed by renderer at"
+        ) as twice:
             await run.complete_call(first.call_id, {"pages": 2, "url": "s3://a"}, by="other")
         assert twice.value.kind == "NotPending"
         await run.complete_call(second.call_id, fail="the renderer crashed", by="renderer")
@@ -176,7 +185,7 @@ async def test_a_timeout_goes_to_a_person(client, task_queue, worker_factory, ll
         (doubt,) = live.in_doubt
         assert live.outside == [] and "no outside completion within 2s" in doubt.ended
         late = await cli("complete", handle.id, pending.call_id, "--result", '{"pages": 1, "url": "x"}')
-        assert late.code == 2 and "no call waits for an outside completion" in late.out + late.err, late
+        assert late.code == 2 and "timed out waiting for its completion and is in doubt" in late.out + late.err, late
         given = await cli("resolve", handle.id, pending.call_id, "--result", '{"pages": 3, "url": "s3://p"}')
         assert given.code == 0, given
         assert (await asyncio.wait_for(handle.result(), 30)).output == "A person gave it."

@@ -126,6 +126,10 @@ def test_the_door_refuses_a_bad_completion_before_anything_is_recorded():
     timed.settle(timeout_record("call_1_0", "render", agent().tools[0].outside, NOW))  # type: ignore[arg-type]
     with pytest.raises(DecisionRefused, match="timed out at"):
         timed.check(CompleteCall(call_id="call_1_0", result='{"pages": 1}'))
+    to_person = book(agent())
+    to_person.expire("call_1_0")
+    with pytest.raises(DecisionRefused, match="is in doubt: a person resolves it"):
+        to_person.check(CompleteCall(call_id="call_1_0", result='{"pages": 1}'))
     with pytest.raises(ValueError, match="one of them"):
         CompleteCall(call_id="call_1_0", result="1", fail="x")
 

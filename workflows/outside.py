@@ -33,14 +33,18 @@ class Outside:
         self.pending: dict[str, PendingOutside] = {}
         self.records: list[CompletionRecord] = []
         self._schemas: dict[str, dict[str, object] | None] = {}  # each waiting call's result type
+        self._to_person: set[str] = set()  # calls whose wait ran out and went to a person (in doubt)
 
     def wait(self, call: PendingOutside, spec: OutsideSpec) -> None:
         self.pending[call.call_id] = call
+        self._to_person.discard(call.call_id)  # run again by a person: it waits anew
         self._schemas[call.call_id] = spec.result_schema
 
     def completed(self, call_id: str) -> CompletionRecord | None:
         """The call's completion in its current wait (a call a person ran again waits anew)."""
-        return None if call_id in self.pending else next((r for r in reversed(self.records) if r.call_id == call_id), None)
+        return (
+            None if call_id in self.pending else next((r for r in reversed(self.records) if r.call_id == call_id), None)
+        )
 
     def check(self, completion: CompleteCall) -> None:
         """Raise DecisionRefused unless `completion` can be recorded now: the validator's, before anything is."""
@@ -54,6 +58,12 @@ class Outside:
             if done is not None:
                 how = "timed out" if done.automatic else f"was already completed by {done.by}"
                 raise DecisionRefused("NotPending", f"call {call_id} {how} at {done.at:%Y-%m-%d %H:%M:%S}")
+            if call_id in self._to_person:
+                raise DecisionRefused(
+                    "NotPending",
+                    f"call {call_id} timed out waiting for its completion and is in doubt: a person resolves it "
+                    "(client.py resolve RUN_ID CALL_ID --result JSON | --fail REASON)",
+                )
             ids = ", ".join(self.pending) or "none"
             raise DecisionRefused(
                 "UnknownCall", f"no call waits for an outside completion with id {call_id}; waiting: {ids}"
@@ -93,6 +103,7 @@ class Outside:
     def expire(self, call_id: str) -> None:
         """The wait ran out and the call went to a person (in doubt): it waits for no completion now."""
         self.pending.pop(call_id, None)
+        self._to_person.add(call_id)
 
     def abandon(self) -> None:
         """The run ended (failed, cancelled): nothing is waiting any more."""
@@ -133,9 +144,10 @@ def details(pending: dict[str, PendingOutside]) -> list[str]:
     for p in pending.values():
         body = json.dumps({"call_id": p.call_id, "result": "<JSON text>", "by": "you"})
         started = f" Its start returned: {excerpt(p.started, 300)}" if p.started else ""
+        until = f"until {p.deadline:%Y-%m-%d %H:%M:%S} UTC"
         lines += [
             "",
-            f"**Waiting for outside completion:** `{p.tool}` ({p.call_id}) until {p.deadline:%Y-%m-%d %H:%M:%S} UTC.{started}",
+            f"**Waiting for outside completion:** `{p.tool}` ({p.call_id}) {until}.{started}",
             f"Complete: `python client.py complete RUN_ID {p.call_id} --result JSON | --fail REASON`, "
             f"or Send an Update → `{COMPLETE_UPDATE}` with `{body}`",
         ]
