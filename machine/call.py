@@ -9,6 +9,8 @@
           │         └─▶ done   └─▶ done │  └─▶ in_doubt ─▶ running (rerun) | done
           └─▶ running | done            └─────────────┘
 
+    A tool that completes outside: running ─▶ outside ─▶ done | in_doubt (its timeout, to a person)
+
 Each transition returns a new `Call` (the input is never changed), the steps the interpreter
 carries out, and the events watchers see. What the call waits for is its stage (`waits_for`), so
 status names it: the agent's check, a person, the tool, a person again. The rules of each step

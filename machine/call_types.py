@@ -144,9 +144,7 @@ class FailRun(_Frozen):
     message: str
 
 
-Step = Annotated[
-    CheckApproval | AskPerson | AwaitOutside | RunTool | StartChild | FailRun, Field(discriminator="kind")
-]
+Step = Annotated[CheckApproval | AskPerson | AwaitOutside | RunTool | StartChild | FailRun, Field(discriminator="kind")]
 
 
 # ---------------------------------------------------------------------------------- happened

@@ -88,8 +88,10 @@ class Ingress:
             parsed = parse_json(body.decode("utf-8"))
         except (UnicodeDecodeError, OutsideDataError) as err:
             raise Refused(400, f"the body is not valid JSON: {err}"[:300]) from None
-        if not isinstance(parsed, dict) or set(parsed) - {"result", "fail", "by"} or ("result" in parsed) == (
-            "fail" in parsed
+        if (
+            not isinstance(parsed, dict)
+            or set(parsed) - {"result", "fail", "by"}
+            or ("result" in parsed) == ("fail" in parsed)
         ):
             raise Refused(422, 'send {"result": <JSON>} or {"fail": "why"} (and optionally "by")')
         if parsed.get("result", 0) is None:
