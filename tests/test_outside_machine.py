@@ -188,3 +188,18 @@ def test_the_consoles_run_page_shows_the_wait_and_how_to_complete_it():
     row = views.call_row(Shown("run-1", "outsider", call), with_run=True)
     assert "python client.py complete run-1 call_1_0 --result JSON | --fail REASON" in row
     assert "&lt;job-1&gt;" in row and "<job-1>" not in row and "the model is told" in row
+
+
+def test_serve_hooks_serves_completions_alone_with_a_completion_secret(monkeypatch):
+    import argparse
+
+    from durable_agent_runner.cli import hooks_serve
+    from durable_agent_runner.cli.common import UsageError
+
+    monkeypatch.delenv("COMPLETION_SECRET", raising=False)
+    args = argparse.Namespace(port=8238, max_body=1024 * 1024, config=None)
+    with pytest.raises(UsageError, match="or set COMPLETION_SECRET to serve completion URLs"):
+        hooks_serve.check(args)
+    monkeypatch.setenv("COMPLETION_SECRET", "s" * 16)
+    hooks_serve.check(args)
+    assert args.hooks == {} and args.completion_key == b"s" * 16
