@@ -42,9 +42,10 @@ class Outside:
 
     def completed(self, call_id: str) -> CompletionRecord | None:
         """The call's completion in its current wait (a call a person ran again waits anew)."""
-        return (
-            None if call_id in self.pending else next((r for r in reversed(self.records) if r.call_id == call_id), None)
-        )
+        return None if call_id in self.pending else self._last(call_id)
+
+    def _last(self, call_id: str) -> CompletionRecord | None:
+        return next((r for r in reversed(self.records) if r.call_id == call_id), None)
 
     def check(self, completion: CompleteCall) -> None:
         """Raise DecisionRefused unless `completion` can be recorded now: the validator's, before anything is."""
@@ -54,7 +55,7 @@ class Outside:
         """The result's JSON text as recorded (None for a failure); DecisionRefused when it cannot be."""
         call_id = completion.call_id
         if call_id not in self.pending:
-            done = next((r for r in reversed(self.records) if r.call_id == call_id), None)
+            done = self._last(call_id)
             if done is not None:
                 how = "timed out" if done.automatic else f"was already completed by {done.by}"
                 raise DecisionRefused("NotPending", f"call {call_id} {how} at {done.at:%Y-%m-%d %H:%M:%S}")
