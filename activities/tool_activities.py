@@ -27,6 +27,7 @@ from durable_agent_runner.agents.executor import ToolThreads
 from durable_agent_runner.agents.lifecycle import HookCaller, ToolAttempt
 from durable_agent_runner.agents.registry import Registry
 from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError
+from durable_agent_runner.config import completion
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows.bounds import json_object
@@ -74,6 +75,7 @@ class ToolActivities:
         self.model_bounds = model_bounds(settings or LLMSettings())  # no settings: the defaults
         self.default_api = (settings or LLMSettings()).api
         self.notify = (settings or LLMSettings()).notify  # which channels a run's waits reach (names only)
+        self.completion = (settings or LLMSettings()).completion  # signs completion URLs (never in history)
         self.threads = threads  # None: executor.shared(), for tests
         self.mcp = FrozenTools()  # MCP tools, as each run froze them
         self._versions: dict[str, str | None] = {}  # agent name -> the version this worker holds
@@ -142,8 +144,9 @@ class ToolActivities:
         """One attempt at a call, between the at-least-once lifecycle hooks; a failure worth a
         retry comes out as Temporal's (ToolRetryableError's delay kept), any other as is."""
         ctx = ToolContext(
-            run_id=run, call_id=input.call_id, idempotency_key=input.idempotency_key, turn=input.turn, attempt=attempt
-        )
+            run_id=run, call_id=input.call_id, idempotency_key=input.idempotency_key, turn=input.turn, attempt=attempt,
+            completion_url=self._completion_url(tool, run, input.call_id),
+        )  # fmt: skip
         # Argument values may hold secrets, so only their size is logged.
         what = f"tool {tool.name} call {input.call_id} (args {len(input.arguments_json())} chars, attempt {attempt})"
         started = time.monotonic()
@@ -170,6 +173,16 @@ class ToolActivities:
         outcome = "error result" if result.is_error else "ok"
         activity.logger.info("%s: %s in %.2fs", what, outcome, time.monotonic() - started)
         return result
+
+    def _completion_url(self, tool: Tool[..., Any] | McpTool, run: str, call_id: str) -> str | None:
+        """The signed URL that completes this call, for a tool that completes outside (with
+        COMPLETION_SECRET and COMPLETION_BASE_URL set): good past the call's longest wait."""
+        spec = tool.spec() if isinstance(tool, Tool) else None
+        key, base = self.completion.key(), self.completion.base_url
+        if spec is None or spec.outside is None or key is None or base is None:
+            return None
+        expires = time.time() + spec.timeout_seconds + spec.outside.timeout_seconds + completion.MARGIN_SECONDS
+        return completion.url(base, key, run, call_id, expires)
 
     async def run_with_reply(
         self,

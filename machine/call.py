@@ -9,6 +9,8 @@
           │         └─▶ done   └─▶ done │  └─▶ in_doubt ─▶ running (rerun) | done
           └─▶ running | done            └─────────────┘
 
+    A tool that completes outside: running ─▶ outside ─▶ done | in_doubt (its timeout, to a person)
+
 Each transition returns a new `Call` (the input is never changed), the steps the interpreter
 carries out, and the events watchers see. What the call waits for is its stage (`waits_for`), so
 status names it: the agent's check, a person, the tool, a person again. The rules of each step
@@ -27,9 +29,11 @@ from durable_agent_runner.machine.call_types import (
     DOUBT_LIMIT,
     Answered,
     AskPerson,
+    AwaitOutside,
     Call,
     CheckApproval,
     Checked,
+    Completed,
     Ctx,
     Decided,
     FailRun,
@@ -61,7 +65,10 @@ from durable_agent_runner.workflows.calls import (
     runs,
 )
 from durable_agent_runner.workflows.doubts import resolution_words
-from durable_agent_runner.workflows.patches import ASK_PERSON_PATCH, FORK_ONCE_PATCH, IN_DOUBT_PATCH
+from durable_agent_runner.workflows.outside import completion_words
+from durable_agent_runner.workflows.outside import for_model as completed_for_model
+from durable_agent_runner.workflows.outside import timeout_record as outside_timeout
+from durable_agent_runner.workflows.patches import ASK_PERSON_PATCH, FORK_ONCE_PATCH, IN_DOUBT_PATCH, OUTSIDE_PATCH
 from durable_agent_runner.workflows.questions import answer_words, for_model, parse, timeout_record
 from durable_agent_runner.workflows.texts import excerpt
 from durable_agent_runner.workflows.types import (
@@ -69,6 +76,7 @@ from durable_agent_runner.workflows.types import (
     ApprovalDecision,
     ApprovalRecord,
     CallResolution,
+    CompletionRecord,
     EventKind,
     HookResult,
     InDoubtCall,
@@ -81,9 +89,11 @@ __all__ = [
     "DOUBT_LIMIT",
     "Answered",
     "AskPerson",
+    "AwaitOutside",
     "Call",
     "CheckApproval",
     "Checked",
+    "Completed",
     "Ctx",
     "Decided",
     "FailRun",
@@ -133,6 +143,8 @@ def advance(call: Call, happened: Happened, ctx: Ctx) -> Transition:
     if isinstance(happened, Decided) and call.stage is Stage.ASKING:
         return _decided(call, happened.record, ctx)
     if isinstance(happened, Ran) and call.stage is Stage.RUNNING:
+        if (waits := _outside(call, happened, ctx)) is not None:
+            return waits
         message = ToolMessage(
             call_id=call.call_id, name=call.tool, content=happened.content, is_error=happened.is_error
         )
@@ -147,6 +159,10 @@ def advance(call: Call, happened: Happened, ctx: Ctx) -> Transition:
         spec = ctx.agent.tool(call.tool)
         assert spec is not None and spec.ask is not None  # the plan asks only for an ask tool
         return _answered(call, timeout_record(call.call_id, call.question, spec.ask, ctx.now))
+    if isinstance(happened, Completed) and call.stage is Stage.OUTSIDE:
+        return _completed(call, happened.record)
+    if isinstance(happened, TimedOut) and call.stage is Stage.OUTSIDE:
+        return _outside_timed_out(call, ctx)
     if isinstance(happened, TimedOut) and call.stage in (Stage.ASKING, Stage.IN_DOUBT):
         return _timed_out(call, ctx)
     raise Unexpected(f"{happened.kind} for {call.tool} ({call.call_id}) while it is {call.stage}")
@@ -310,6 +326,39 @@ def _answered(call: Call, record: AnswerRecord) -> Transition:
     message = ToolMessage(call_id=call.call_id, name=call.tool, content=for_model(record), answer=record)
     note = _note(call, EventKind.QUESTION_ANSWERED, text=excerpt(record.answer), detail=answer_words(record))
     return _finish(call, message, (note,))
+
+
+def _outside(call: Call, ran: Ran, ctx: Ctx) -> Transition | None:
+    """A tool that completes outside started the work and returned: the call waits for the
+    completion (None: it ends as any other, with what the tool returned: its error, or runs
+    recorded before 1.4, which had no such tool)."""
+    spec = ctx.agent.tool(call.tool)
+    if spec is None or spec.outside is None or ran.is_error or not ctx.patched(OUTSIDE_PATCH):
+        return None
+    waiting = call.model_copy(update={"stage": Stage.OUTSIDE, "started": ran.content})
+    wait = AwaitOutside(call_id=call.call_id, timeout=timedelta(seconds=spec.outside.timeout_seconds))
+    until = f"within {spec.outside.timeout_seconds:g}s, then {spec.outside.on_timeout.replace('_', ' ')}"
+    note = _note(call, EventKind.OUTSIDE_WAITING, text=excerpt(ran.content), detail=until)
+    return Transition(waiting, (wait,), (note,))
+
+
+def _completed(call: Call, record: CompletionRecord) -> Transition:
+    content, is_error = completed_for_model(record)
+    message = ToolMessage(call_id=call.call_id, name=call.tool, content=content, is_error=is_error)
+    note = _note(call, EventKind.OUTSIDE_COMPLETED, text=excerpt(content), detail=completion_words(record))
+    return _finish(call.model_copy(update={"completion": record}), message, (note,))
+
+
+def _outside_timed_out(call: Call, ctx: Ctx) -> Transition:
+    """No completion in time: the model is told, or the call goes to a person, in doubt (they give
+    its result, fail it, or run its start again)."""
+    spec = ctx.agent.tool(call.tool)
+    assert spec is not None and spec.outside is not None  # only such a tool's call waits outside
+    record = outside_timeout(call.call_id, call.tool, spec.outside, ctx.now)
+    if spec.outside.on_timeout == "tell_model":
+        return _completed(call, record)
+    note = _note(call, EventKind.OUTSIDE_COMPLETED, detail=f"{record.fail}: a person decides")
+    return _in_doubt(call, ctx, record.fail or "", None, None, (note,))
 
 
 def _timed_out(call: Call, ctx: Ctx) -> Transition:

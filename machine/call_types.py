@@ -20,6 +20,7 @@ from durable_agent_runner.workflows.types import (
     AnswerRecord,
     ApprovalRecord,
     CallResolution,
+    CompletionRecord,
     EventKind,
     HookResult,
     InDoubtCall,
@@ -36,6 +37,7 @@ class Stage(StrEnum):
     RUNNING = "running"  # the tool, or the agent behind it as a child run
     IN_DOUBT = "in_doubt"  # a once call's attempt ended without a result: waits for a person
     QUESTION = "question"  # an `ask_person` call: waits for a person's answer, which is its result
+    OUTSIDE = "outside"  # its tool started the work: waits for an outside completion, which is its result
     DONE = "done"  # its message for the model is set
 
 
@@ -57,6 +59,8 @@ class Call(_Frozen):
     message: ToolMessage | None = None  # DONE: what the model reads
     question: str = ""  # QUESTION: what the model asked a person, and the choices it gave (None: free text)
     choices: tuple[str, ...] | None = None
+    started: str = ""  # OUTSIDE: what the tool's start returned
+    completion: CompletionRecord | None = None  # how its outside wait ended (the run's own on a timeout)
 
     @property
     def call_id(self) -> str:
@@ -75,6 +79,7 @@ class Call(_Frozen):
             Stage.RUNNING: f"running {what}",
             Stage.IN_DOUBT: f"in doubt, waiting for a person to resolve {what}",
             Stage.QUESTION: f"waiting for an answer to: {self.question[:200]}",
+            Stage.OUTSIDE: f"waiting for outside completion of {what}",
             Stage.DONE: f"{what} done",
         }[self.stage]
 
@@ -99,6 +104,14 @@ class AskPerson(_Frozen):
     call_id: str
     about: Literal["approval", "doubt", "question"]
     timeout: timedelta | None
+
+
+class AwaitOutside(_Frozen):
+    """Wait for an outside system to complete the call (`complete_call`); `timeout`: then `TimedOut`."""
+
+    kind: Literal["await_outside"] = "await_outside"
+    call_id: str
+    timeout: timedelta
 
 
 class RunTool(_Frozen):
@@ -131,7 +144,7 @@ class FailRun(_Frozen):
     message: str
 
 
-Step = Annotated[CheckApproval | AskPerson | RunTool | StartChild | FailRun, Field(discriminator="kind")]
+Step = Annotated[CheckApproval | AskPerson | AwaitOutside | RunTool | StartChild | FailRun, Field(discriminator="kind")]
 
 
 # ---------------------------------------------------------------------------------- happened
@@ -184,14 +197,23 @@ class Answered(_Frozen):
     record: AnswerRecord
 
 
+class Completed(_Frozen):
+    """An outside system's completion of the call, checked and recorded at the door."""
+
+    kind: Literal["completed"] = "completed"
+    record: CompletionRecord
+
+
 class TimedOut(_Frozen):
-    """An `AskPerson` wait ran out."""
+    """An `AskPerson` or `AwaitOutside` wait ran out."""
 
     kind: Literal["timed_out"] = "timed_out"
     call_id: str
 
 
-Happened = Annotated[Checked | Decided | Ran | Lost | Resolved | Answered | TimedOut, Field(discriminator="kind")]
+Happened = Annotated[
+    Checked | Decided | Ran | Lost | Resolved | Answered | Completed | TimedOut, Field(discriminator="kind")
+]
 
 
 class Note(_Frozen):

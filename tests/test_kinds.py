@@ -25,7 +25,10 @@ OLD_KINDS = (
     "approval_decided", "final", "failed", "cancelled", "handoff", "guardrail", "output_refused", "message", "answered",
     "compacted", "waiting", "ended", "paused", "edited", "resumed", "budget_raised", "call_in_doubt", "call_resolved",
 )  # fmt: skip
-NEW_KINDS = ("model_fallback", "notified", "notify_failed", "question_asked", "question_answered")  # 1.4: appended
+NEW_KINDS = (
+    "model_fallback", "notified", "notify_failed", "question_asked", "question_answered",
+    "outside_waiting", "outside_completed",
+)  # fmt: skip  # 1.4: appended
 
 
 def test_the_enums_values_are_the_strings_1_2_wrote():

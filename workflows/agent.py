@@ -292,9 +292,7 @@ class AgentRun(TurnSteps):
             try:
                 done = await self._answer(input, guard)
             except ApplicationError as err:
-                s.approvals.abandon()
-                s.doubts.abandon()
-                s.questions.abandon()
+                s.abandon()
                 s.error = s.error_type = None
                 kind = err.type or "Error"
                 error = f"{kind}: {err.message}"

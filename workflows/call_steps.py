@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 import pydantic
@@ -29,7 +30,8 @@ from durable_agent_runner.workflows.calls import (
     PlannedCall,
     describe_call,
 )
-from durable_agent_runner.workflows.notify_steps import NotifySteps, Wait
+from durable_agent_runner.workflows.notify_steps import Wait
+from durable_agent_runner.workflows.outside_steps import OutsideSteps
 from durable_agent_runner.workflows.steps import (
     MODEL_HEARTBEAT_TIMEOUT,
     MODEL_TIMEOUT_MARGIN,
@@ -42,10 +44,12 @@ CHILD_USAGE_WAIT = timedelta(seconds=30)
 
 
 # What status says a call does while it is at a stage (waiting for a person has its own words).
-DOING: dict[machine.Stage, CallDoing] = {machine.Stage.CHECKING: "checking", machine.Stage.RUNNING: "running"}
+DOING: dict[machine.Stage, CallDoing] = {
+    machine.Stage.CHECKING: "checking", machine.Stage.RUNNING: "running", machine.Stage.OUTSIDE: "outside"
+}  # fmt: skip
 
 
-class CallSteps(NotifySteps):
+class CallSteps(OutsideSteps):
     """The calls of a turn; `Handlers` and `AgentRun` build on it."""
 
     def __init__(self) -> None:
@@ -93,6 +97,7 @@ class CallSteps(NotifySteps):
             s.doubts.mark(c.doubt)
         if c.stage is machine.Stage.QUESTION and before is not machine.Stage.QUESTION:
             s.questions.ask(self._pending_question(moved))
+        self._took_outside(self._s.agent_now, moved, before)
         answer = c.message.answer if c.message is not None else None
         if answer is not None and s.questions.answered(c.call_id) is None:
             s.questions.settle(answer)  # the run's own: the question's timeout and its default
@@ -125,6 +130,8 @@ class CallSteps(NotifySteps):
             return machine.Checked(call_id=c.call_id, result=check)
         if isinstance(step, machine.AskPerson):
             return await self._ask(agent, c, step)
+        if isinstance(step, machine.AwaitOutside):
+            return await self._await_outside(c, step)
         if isinstance(step, machine.RunTool):
             return await self._tool(agent, c, step)
         if isinstance(step, machine.StartChild):
@@ -133,29 +140,34 @@ class CallSteps(NotifySteps):
         raise self._failure(step.message, step.error)
 
     async def _ask(self, agent: t.AgentSpec, c: machine.Call, step: machine.AskPerson) -> machine.Happened:
-        """Waits for a person's decision on the call (`client.py approve|reject|resolve`, or the
-        signals), recorded at the door by the handlers; or for `step.timeout`. A cancel ends the
-        wait like any other. The run's channels hear of the wait meanwhile (workflows/notify_steps.py)."""
+        """Waits for a person: a decision on the call (`client.py approve|reject`, the signal or the
+        update), a resolution of the call in doubt (`client.py resolve`), or an answer to its
+        question (`client.py answer`), each recorded at the door by the handlers; or for
+        `step.timeout`. A cancel ends the wait like any other."""
         s = self._s
         spec = agent.tool(c.tool)
         own = agent.notify.escalate_after if agent.notify is not None else None
         escalate = spec.escalate_after if spec is not None and spec.escalate_after is not None else own
         if step.about == "question":
-            return await self._question(agent, c, step, escalate)
+
+            def answered() -> bool:
+                return s.questions.answered(c.call_id) is not None
+
+            summary = f"answer timeout for {c.tool} {c.call_id}"
+            label = f"question-{c.turn}-{c.call_id}"
+            if not await self._person(agent, c, step, "question", label, c.waits_for(), escalate, answered, summary):
+                return machine.TimedOut(call_id=c.call_id)
+            answer = s.questions.answered(c.call_id)
+            assert answer is not None
+            return machine.Answered(record=answer)
         if step.about == "approval":
-            summary = f"approval timeout for {c.tool} {c.call_id}"
 
             def decided() -> bool:
                 return s.approvals.decided(c.call_id) is not None
 
-            wait = Wait(
-                "approval", f"approval-{c.turn}-{c.call_id}", c.turn, c.waits_for(), lambda: not decided(),
-                c.call_id, c.tool, c.arguments, escalate,
-            )  # fmt: skip
-            try:
-                async with self._notifying(agent, wait):
-                    await workflow.wait_condition(decided, timeout=step.timeout, timeout_summary=summary)
-            except TimeoutError:
+            summary = f"approval timeout for {c.tool} {c.call_id}"
+            label = f"approval-{c.turn}-{c.call_id}"
+            if not await self._person(agent, c, step, "approval", label, c.waits_for(), escalate, decided, summary):
                 return machine.TimedOut(call_id=c.call_id)
             record = s.approvals.decided(c.call_id)
             assert record is not None
@@ -166,46 +178,28 @@ class CallSteps(NotifySteps):
         def resolved() -> bool:
             return s.doubts.decided(c.call_id, n) is not None
 
-        why = f"ended without a result: {c.doubt.ended}"
-        wait = Wait(
-            "doubt", f"doubt-{c.turn}-{c.call_id}-{n}", c.turn, why, lambda: not resolved(),
-            c.call_id, c.tool, c.arguments, escalate,
-        )  # fmt: skip
-        try:
-            async with self._notifying(agent, wait):
-                await workflow.wait_condition(
-                    resolved, timeout=step.timeout, timeout_summary=f"in-doubt limit for {c.tool} ({c.call_id})"
-                )
-        except TimeoutError:
+        why, summary = f"ended without a result: {c.doubt.ended}", f"in-doubt limit for {c.tool} ({c.call_id})"
+        label = f"doubt-{c.turn}-{c.call_id}-{n}"
+        if not await self._person(agent, c, step, "doubt", label, why, escalate, resolved, summary):
             return machine.TimedOut(call_id=c.call_id)
         resolution = s.doubts.decided(c.call_id, n)
         assert resolution is not None
         return machine.Resolved(record=resolution)
 
-    async def _question(
-        self, agent: t.AgentSpec, c: machine.Call, step: machine.AskPerson, escalate: float | None
-    ) -> machine.Happened:
-        """Waits for a person's answer to an `ask_person` call (`client.py answer`, the update),
-        recorded at the door by the handler; or for the tool's timeout (its default follows)."""
-        s = self._s
-
-        def answered() -> bool:
-            return s.questions.answered(c.call_id) is not None
-
-        wait = Wait(
-            "question", f"question-{c.turn}-{c.call_id}", c.turn, c.waits_for(), lambda: not answered(),
-            c.call_id, c.tool, c.arguments, escalate,
-        )  # fmt: skip
+    async def _person(
+        self, agent: t.AgentSpec, c: machine.Call, step: machine.AskPerson, kind: t.WaitKind, label: str, why: str,
+        escalate: float | None, done: Callable[[], bool], summary: str,
+    ) -> bool:  # fmt: skip
+        """One wait for a person, the same for an approval, a doubt and a question: the run's
+        channels hear of it meanwhile (workflows/notify_steps.py), as `label` (unique in the run).
+        True once `done`, False when `step.timeout` ran out first."""
+        wait = Wait(kind, label, c.turn, why, lambda: not done(), c.call_id, c.tool, c.arguments, escalate)
         try:
             async with self._notifying(agent, wait):
-                await workflow.wait_condition(
-                    answered, timeout=step.timeout, timeout_summary=f"answer timeout for {c.tool} {c.call_id}"
-                )
+                await workflow.wait_condition(done, timeout=step.timeout, timeout_summary=summary)
         except TimeoutError:
-            return machine.TimedOut(call_id=c.call_id)
-        record = s.questions.answered(c.call_id)
-        assert record is not None
-        return machine.Answered(record=record)
+            return False
+        return True
 
     async def _tool(self, agent: t.AgentSpec, c: machine.Call, step: machine.RunTool) -> machine.Ran | machine.Lost:
         """One run of the tool, the way it runs (`step.how`): `local`, in this workflow task on a

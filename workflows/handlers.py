@@ -159,6 +159,27 @@ class Handlers(CallSteps):
         except DecisionRefused as refused:
             raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
 
+    # ------------------------------------------------------------------- outside completions
+
+    @workflow.update(
+        name=t.COMPLETE_UPDATE,
+        description='Complete a call waiting for an outside completion: {"call_id": "call_…", "result": "<JSON '
+        'text>", "by": "you"}, or {"call_id": …, "fail": "why"}. A result that is not JSON or not of the tool\'s '
+        "result type, or a call already completed, is refused before anything is recorded.",
+    )
+    def complete_call(self, completion: t.CompleteCall) -> t.CompleteReceipt:
+        record = self._s.outside.apply(completion, workflow.now())
+        workflow.set_current_details(self._s.details())
+        outcome = "fail" if record.fail is not None else "result"
+        return t.CompleteReceipt(call_id=record.call_id, outcome=outcome, by=record.by, recorded_at=record.at)
+
+    @complete_call.validator
+    def _validate_complete(self, completion: t.CompleteCall) -> None:
+        try:
+            self._s.outside.check(completion)
+        except DecisionRefused as refused:
+            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
     # ------------------------------------------------------------------------- session updates
 
     @workflow.update(

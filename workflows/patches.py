@@ -38,6 +38,7 @@ MODEL_FALLBACK_PATCH = "model-fallback-1.4"
 SESSION_PROMPT_PATCH = "session-prompt-first-1.4"
 NOTIFY_PATCH = "notify-1.4"
 ASK_PERSON_PATCH = "ask-person-1.4"
+OUTSIDE_PATCH = "outside-completion-1.4"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -141,6 +142,15 @@ PATCHES: tuple[Patch, ...] = (
         changes="an `ask_person` call waits for a person's answer (a timer for its timeout), which is its result",
         added_in="1.4",
         history="ask_person_1_4",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=OUTSIDE_PATCH,
+        changes="a call of a tool that completes outside waits for its completion (a timer for its timeout)",
+        added_in="1.4",
+        history="outside_completion_1_4",
         deprecate_in=None,
         remove_in="2.0",
         plan=_WITH_1X,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from durable_agent_runner.workflows import doubts, questions
+from durable_agent_runner.workflows import doubts, outside, questions
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.approvals import Approvals
 from durable_agent_runner.workflows.bounds import json_object
@@ -40,6 +40,7 @@ class RunState:
         self.approvals = Approvals()
         self.doubts = doubts.Doubts()  # calls whose one attempt ended without a result
         self.questions = questions.Questions()  # `ask_person` calls waiting for an answer, and answers
+        self.outside = outside.Outside()  # calls waiting for an outside completion, and completions
         self.events: list[t.RunEvent] = []
         self.first_event = 0  # seq of events[0]: earlier ones live in previous executions
         self.previous_run_id: str | None = None
@@ -79,10 +80,8 @@ class RunState:
 
     def pause_reason(self) -> str | None:
         """Why the run pauses at its next safe point, if a person asked it to."""
-        request = self.pause_request
-        if request is None:
-            return None
-        return f"paused by {request.by}" + (f": {request.reason}" if request.reason else "")
+        asked = self.pause_request
+        return None if asked is None else f"paused by {asked.by}" + (f": {asked.reason}" if asked.reason else "")
 
     def replace_messages(self, messages: list[t.Message]) -> None:
         """The one way to rewrite the transcript besides appending (a handoff's input filter, a
@@ -182,6 +181,7 @@ class RunState:
             switches=self.switches,
             decisions=self.approvals.decisions,
             answers=self.questions.answers,
+            completions=self.outside.records,
             next_event=self.first_event + len(self.events),
             previous_run_id=run_id,
             executions=self.executions + 1,
@@ -208,6 +208,7 @@ class RunState:
         self.approvals.decisions = list(carry.decisions)
         self.approvals.always = {d.tool: d for d in carry.decisions if d.always}
         self.questions.answers = list(carry.answers)
+        self.outside.records = list(carry.completions)
         self.first_event = carry.next_event
         self.previous_run_id = carry.previous_run_id
         self.executions = carry.executions
@@ -264,7 +265,12 @@ class RunState:
                 f"Approve: Send a Signal → `{t.APPROVAL_SIGNAL}` with `{body}`"
                 ' (reject: `"approve": false, "reason": "…"`), or `python client.py approve RUN_ID CALL_ID`',
             ]
-        return "\n".join(lines + doubts.details(self.doubts.pending) + questions.details(self.questions.pending))
+        waits = doubts.details(self.doubts.pending) + questions.details(self.questions.pending)
+        return "\n".join(lines + waits + outside.details(self.outside.pending))
+
+    def abandon(self) -> None:  # the run (or a session's answer) ended: no call waits for anyone any more
+        for book in (self.approvals, self.doubts, self.questions, self.outside):
+            book.abandon()
 
     def _conversation(self) -> str:
         session = self.session
@@ -315,6 +321,8 @@ class RunState:
             resolutions=self.doubts.resolutions,
             questions=list(self.questions.pending.values()),
             answers=self.questions.answers,
+            outside=list(self.outside.pending.values()),
+            completions=self.outside.records,
         )
 
     def inspection(self, run_id: str) -> t.Inspection:

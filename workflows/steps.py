@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeUpdate
@@ -63,7 +63,8 @@ MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 COUNTERS_EVERY_SECONDS = 5.0
 # What a call of the turn is doing, as status says it: its approval checked (by the agent's policy,
 # in the hook activity), or run.
-CallDoing = Literal["checking", "running"]
+CallDoing = Literal["checking", "running", "outside"]
+CALL_DOINGS: tuple[CallDoing, ...] = get_args(CallDoing)
 FILTERED_PHASES: frozenset[t.Phase] = t.FINAL_PHASES | {
     t.Phase.AWAITING_APPROVAL, t.Phase.PAUSED, t.Phase.WAITING_FOR_MESSAGE, t.Phase.IN_DOUBT,
 }  # fmt: skip
@@ -147,9 +148,7 @@ class Steps:
 
     def _end(self, phase: t.Phase, message: str) -> None:
         """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
-        self._s.approvals.abandon()
-        self._s.doubts.abandon()
-        self._s.questions.abandon()
+        self._s.abandon()
         self._event(t.EventKind.FAILED if phase == t.Phase.FAILED else t.EventKind.CANCELLED, text=message)
         self._set_phase(phase, message)
 
@@ -342,9 +341,9 @@ class Steps:
 
     def _calls_step(self) -> str:
         """`turn 2: checking whether send(label=a) needs approval; running lookup(q=b)`."""
-        checking = [what for what, doing in self._calls_now.values() if doing == "checking"]
-        running = [what for what, doing in self._calls_now.values() if doing == "running"]
+        checking, running, outside = ([w for w, doing in self._calls_now.values() if doing == d] for d in CALL_DOINGS)
         parts = [f"running {', '.join(running)}"] if running else []
+        parts += [f"waiting for outside completion of {what}" for what in outside]
         if checking:
             verb = "needs" if len(checking) == 1 else "need"
             parts.insert(0, f"checking whether {', '.join(checking)} {verb} approval")

@@ -36,7 +36,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Iterable
-from typing import Annotated, Any, Generic, ParamSpec, TypedDict, TypeVar, Unpack, overload
+from typing import Annotated, Any, Generic, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 import httpx
 import pydantic_core
@@ -45,6 +45,7 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 
 from durable_agent_runner.agents import executor
+from durable_agent_runner.agents.outside import outside_spec
 from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows.types import ToolResult, ToolSpec
 
@@ -80,6 +81,9 @@ class ToolContext(BaseModel):
     idempotency_key: str  # the same on every retry of this call: workflow id + call id
     turn: int
     attempt: int
+    # A tool that completes outside (`completes="outside"`): the signed URL its outside system
+    # POSTs the completion to (docs/outside-completion.md); None without COMPLETION_* settings.
+    completion_url: str | None = None
 
 
 class ToolOptions(TypedDict, total=False):
@@ -101,6 +105,14 @@ class ToolOptions(TypedDict, total=False):
     # Seconds a wait for a person on a call of it may last before the escalation webhook hears of
     # it (docs/notifications.md); default: the agent's `notify.escalate_after`.
     escalate_after: float
+    # "outside": the tool starts the work and returns; the call waits until an outside system
+    # completes it (`client.py complete`, `RunHandle.complete_call`, `ctx.completion_url`), at most
+    # `outside_timeout_seconds` (default 7 days), then `on_outside_timeout`: "tell_model" (default)
+    # or "person" (the call goes in doubt). `outside_result`: the completion's type (default: any JSON).
+    completes: Literal["inside", "outside"]
+    outside_timeout_seconds: float
+    on_outside_timeout: Literal["tell_model", "person"]
+    outside_result: Any
 
 
 def refuse_unknown(what: str, given: Iterable[str], known: Iterable[str]) -> None:
@@ -143,7 +155,7 @@ class Tool(Generic[P, R]):
         self._spec = ToolSpec.model_validate(
             {"name": self.name, "description": options.get("description", summary), **limits}
             | {"parameters": parameters_schema(self.args_model), "local": bool(options.get("local", False))}
-            | {"once": once}
+            | {"once": once, "outside": outside_spec(self.name, options)}
             | ({"escalate_after": options["escalate_after"]} if "escalate_after" in options else {})
         )
 

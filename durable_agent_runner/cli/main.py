@@ -5,14 +5,14 @@ each command parses its flags, calls the client, and prints what it returns.
 
 Exit codes: 0 ok; 1 the run failed (or was cancelled), or Temporal could not be reached;
 2 a usage error: bad arguments, a bad environment variable, an unknown run id, a run that refused
-what was asked; 3 no worker took an approve, reject, resolve, answer, send, end, pause or resume within
---wait seconds (default 10).
+what was asked; 3 no worker took an approve, reject, resolve, answer, complete, send, end, pause or
+resume within --wait seconds (default 10).
 
-Those eight are Temporal updates: a worker must take one before it is recorded in the run. One that
+Those nine are Temporal updates: a worker must take one before it is recorded in the run. One that
 no worker took in time is not recorded; the server may still hold it in memory, and a worker that
 polls the run before the server drops it (a restart, the run leaving its cache) applies it then,
 once; otherwise never. Sending the same again is safe: each is sent under an id that makes a
-repeat count once (approve/reject: the call; answer: the call and the answer; resolve: the call
+repeat count once (approve/reject: the call; answer, complete: the call and the answer; resolve: the call
 and its time in doubt; send: --message-id, which the line names; end: the run), except pause and
 resume, which the run refuses when repeated (a pause already requested, naming who asked, or
 already paused; not paused). `status` shows what was applied.
@@ -38,6 +38,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import answer as answer_cli
 from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serve, schedules, session
+from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
@@ -191,6 +192,7 @@ def parser() -> argparse.ArgumentParser:
     session.add_wait(resolve)
     resolve.set_defaults(fn=cmd_resolve)
     answer_cli.add_parser(sub, who)
+    complete_cli.add_parser(sub, who)
 
     chat.add_parser(sub)
     codec_server.add_parser(sub)

@@ -83,6 +83,15 @@ def render_status(s: dict[str, Any]) -> str:
     for a in s.get("answers", []):
         choice = f"choice {a['choice']}: " if a.get("choice") is not None else ""
         lines.append(f"answered: {a['call_id']}  {choice}{a['answer'][:200]} by {a['by']} at {a['at'][:19]}")
+    for o in s.get("outside", []):
+        started = f"  started: {o['started'][:200]}" if o.get("started") else ""
+        until = o["deadline"][:19]
+        lines.append(f"outside: {o['call_id']}  {o['tool']} waits for an outside completion until {until}{started}")
+        how = "--result JSON | --fail REASON"
+        lines.append(f"         complete: python client.py complete {s['run_id']} {o['call_id']} {how}")
+    for c in s.get("completions", []):
+        what = f"failed: {c['fail'][:200]}" if c.get("fail") is not None else f"result {c['result'][:200]}"
+        lines.append(f"completed: {c['call_id']}  {c['tool']} {what} by {c['by']} at {c['at'][:19]}")
     for note in s.get("ignored_signals", []):
         lines.append(f"ignored: {note}")
     for r in s.get("retrying", []):

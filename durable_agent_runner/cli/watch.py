@@ -183,6 +183,11 @@ class Printer:
             return f"  ? {ev.call_id} asks a person: {first_line} [{ev.detail}]  ({hint})\n"
         if ev.kind == t.EventKind.QUESTION_ANSWERED:
             return f"  ✔ {ev.call_id} answered: {ev.detail}\n"
+        if ev.kind == t.EventKind.OUTSIDE_WAITING:
+            hint = f"python client.py complete {self.run_id} {ev.call_id} --result JSON | --fail REASON"
+            return f"  ⧗ {ev.tool} {ev.call_id} waits for an outside completion {ev.detail}: {first_line}  ({hint})\n"
+        if ev.kind == t.EventKind.OUTSIDE_COMPLETED:
+            return f"  ✔ {ev.tool} {ev.call_id} completed from outside: {ev.detail}\n"
         return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
 

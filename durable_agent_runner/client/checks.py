@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic_core
 from pydantic import ValidationError
 
 from durable_agent_runner.activities import wire
@@ -225,6 +226,28 @@ def answer_question(call: object, text: object, choice: object, who: str) -> t.A
     number = whole(choice, "choice", 1, MAX_CHOICES) if choice is not None else None
     try:
         return t.AnswerQuestion(call_id=call_id(call), text=given, choice=number, by=who)
+    except ValidationError as err:
+        raise BadArgument(*first_error(err)) from None
+
+
+def complete_call(call: object, result: object, fail: object, who: str) -> t.CompleteCall:
+    """An outside completion of a waiting call: its `result` (any JSON value, a pydantic model too)
+    or a `fail` reason the model is told, one of them. Whether the result is of the tool's result
+    type, the run says (its validator)."""
+    if (result is None) == (fail is None):
+        raise BadArgument("result", "give a result or a fail reason, one of them")
+    text = None
+    if result is not None:
+        try:
+            text = pydantic_core.to_json(result, inf_nan_mode="constants").decode()
+            parse_json(text)
+        except pydantic_core.PydanticSerializationError as err:
+            raise TypeError(f"result must be a JSON value: {err}") from None
+        except OutsideDataError as err:
+            raise BadArgument("result", f"is not JSON within the bounds: {err}") from None
+    why = reason(fail, "fail") if fail is not None else None
+    try:
+        return t.CompleteCall(call_id=call_id(call), result=text, fail=why, by=who)
     except ValidationError as err:
         raise BadArgument(*first_error(err)) from None
 

@@ -9,7 +9,7 @@ history: no worker is needed.
                                     edited arguments); the run's own (a timeout, --always) too
                                     when a worker answers the status query at export time
     {"type": "resolution", ...}     a person's decision on a call in doubt: rerun, result, fail
-    {"type": "answer", ...}         an `ask_person` question's answer (who, when, what), from status
+    {"type": "answer", ...}         an `ask_person` answer; "completion": an outside completion; from status
     {"type": "tool_result", ...}    what each tool returned: run by a worker, given by a person
                                     (`resolve --result`: `given_by`), or a child run's answer
                                     (`child_run_id`; a child that failed: `is_error`)
@@ -82,6 +82,7 @@ async def _run_decisions(client: Client, run_id: str, lines: list[dict[str, Any]
         if ("resolution", r.call_id) not in seen:
             out.append({"type": "resolution", "turn": None, **r.model_dump(mode="json"), "via": "run"})
     out += [{"type": "answer", "turn": None, **a.model_dump(mode="json"), "via": "run"} for a in live.answers]
+    out += [{"type": "completion", "turn": None, **c.model_dump(mode="json"), "via": "run"} for c in live.completions]
     return out
 
 

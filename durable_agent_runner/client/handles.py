@@ -1,7 +1,7 @@
 """The handle of one run, `RunHandle`: result, status, events, export; approve, reject, resolve, answer_question,
-cancel; pause, resume, inspect, edit, fork (a session's adds send, ask, end: sessions.py). A handle is cheap and
-makes no call until used; an unknown run id is RunNotFound at the first call. Every argument is checked before
-anything is sent (durable_agent_runner/client/checks.py)."""
+complete_call, cancel; pause, resume, inspect, edit, fork (a session's adds send, ask, end: sessions.py). A handle
+is cheap and makes no call until used; an unknown run id is RunNotFound at the first call. Every argument is
+checked before anything is sent (durable_agent_runner/client/checks.py)."""
 
 from __future__ import annotations
 
@@ -276,17 +276,9 @@ class RunHandle:
         )
         return await self._decide(decision, wait)
 
-    async def resolve(
-        self,
-        call_id: str,
-        action: Literal["rerun", "result", "fail"],
-        result: str | None = None,
-        reason: str = "",
-        *,
-        by: str | None = None,
-        doubt: int | None = None,
-        wait: float = updates.DEFAULT_WAIT,
-    ) -> t.ResolveReceipt:
+    async def resolve(self, call_id: str, action: Literal["rerun", "result", "fail"], result: str | None = None,
+                      reason: str = "", *, by: str | None = None, doubt: int | None = None,
+                      wait: float = updates.DEFAULT_WAIT) -> t.ResolveReceipt:  # fmt: skip
         """Decide a call in doubt (a `once` tool's attempt that ended without a result): `rerun` it,
         give the `result` it returned (JSON text, checked against the bounds: ValueError), or
         `fail` it with a `reason` the model is told. `doubt`: the time the call is in doubt that the
@@ -296,6 +288,14 @@ class RunHandle:
         if await self.exists() != WorkflowExecutionStatus.RUNNING:
             raise DecisionRefused(f"run {self.id} has already finished: no call of it is in doubt")
         return await updates.resolve(self.handle, decision, bound)
+
+    async def complete_call(self, call_id: str, result: object = None, *, fail: str | None = None,
+                            by: str | None = None, wait: float = updates.DEFAULT_WAIT,
+                            ) -> t.CompleteReceipt:  # fmt: skip
+        """Complete a call waiting for an outside completion: its `result` (any JSON value, of the tool's
+        result type) or `fail`, the reason the model is told. DecisionRefused: nothing recorded."""
+        body = checks.complete_call(call_id, result, fail, by_or_default(by))
+        return await updates.complete(self.handle, body, checks.seconds(wait))
 
     async def answer_question(self, call_id: str, text: str | None = None, *, choice: int | None = None,
                               by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> t.AnswerReceipt:

@@ -91,6 +91,8 @@ class RunInfo(BaseModel):
     resolutions: list[t.CallResolution] = []
     questions: list[t.PendingQuestion] = []  # `ask_person` calls waiting for a person's answer
     answers: list[t.AnswerRecord] = []
+    outside: list[t.PendingOutside] = []  # calls waiting for an outside system's completion
+    completions: list[t.CompletionRecord] = []
     ignored_signals: list[str] = []
     paused: t.PauseInfo | None = None
     forked_from: t.ForkLink | None = None
@@ -215,6 +217,8 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
     questions = live.questions if status not in ENDED else []
     out["questions"] = [q.model_dump(mode="json") for q in questions]
     out["answers"] = [a.model_dump(mode="json") for a in live.answers]
+    out["outside"] = [o.model_dump(mode="json") for o in (live.outside if status not in ENDED else [])]
+    out["completions"] = [c.model_dump(mode="json") for c in live.completions]
     if live.ignored_signals:
         out["ignored_signals"] = live.ignored_signals
     if live.paused is not None:
@@ -233,9 +237,10 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
 
 class WaitingFor(BaseModel):
     """One thing a run waits for a person on: a call's `approval`, a call `in_doubt`, a `resume`
-    (it is paused) or a `message` (a session between messages). `command` acts on it."""
+    (it is paused), a `message` (a session between messages), a `question`; or, for an outside
+    system, a call's `outside` completion. `command` acts on it."""
 
-    kind: Literal["approval", "in_doubt", "resume", "message", "question"]
+    kind: Literal["approval", "in_doubt", "resume", "message", "question", "outside"]
     call_id: str | None = None
     tool: str | None = None
     question: str | None = None  # a `question`: what was asked, and its choices (None: a free answer)
@@ -250,12 +255,14 @@ class WaitingFor(BaseModel):
             "resume": "a resume (it is paused)",
             "message": "the next message, or its end (a session)",
             "question": f"an answer to: {self.question}",
+            "outside": f"an outside completion of {self.tool} (call {self.call_id})",
         }[self.kind]
         return f"{what}: {self.command}"
 
 
 def waiting_for(run_id: str, live: t.RunStatus) -> list[WaitingFor]:
-    """What a live run waits for a person on, from its status query (empty: nothing, it works)."""
+    """What a live run waits for a person (or an outside system) on, from its status query (empty:
+    nothing, it works)."""
     if live.status in t.FINAL_PHASES:
         return []
     out = [
@@ -290,6 +297,13 @@ def waiting_for(run_id: str, live: t.RunStatus) -> list[WaitingFor]:
         )
         for q in live.questions
     ]
+    out += [
+        WaitingFor(
+            kind="outside", call_id=o.call_id, tool=o.tool, since=o.since,
+            command=f"python client.py complete {run_id} {o.call_id} --result JSON | --fail REASON",
+        )
+        for o in live.outside
+    ]  # fmt: skip
     if live.paused is not None:
         out.append(WaitingFor(kind="resume", since=live.paused.at, command=f"python client.py resume {run_id}"))
     if live.session is not None and live.status == "waiting":

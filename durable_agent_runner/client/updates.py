@@ -176,6 +176,17 @@ async def answer(handle: WorkflowHandle[Any, Any], body: t.AnswerQuestion, wait:
     return receipt
 
 
+async def complete(handle: WorkflowHandle[Any, Any], body: t.CompleteCall, wait: float | None) -> t.CompleteReceipt:
+    """Complete a call waiting for an outside completion. The update id holds the completion's
+    digest, so the same one sent again (a retried POST) counts once; another is refused."""
+    digest = hashlib.sha256(f"{body.result}\n{body.fail}".encode()).hexdigest()[:12]
+    receipt: t.CompleteReceipt = await update(
+        handle, t.COMPLETE_UPDATE, body, t.CompleteReceipt, "no call of it waits for a completion", wait=wait,
+        update_id=f"complete-{body.call_id}-{digest}",
+    )  # fmt: skip
+    return receipt
+
+
 async def send_message(
     client: Client,
     run_id: str,

@@ -30,6 +30,7 @@ Variables (default in brackets):
   NOTIFY_EMAIL_FROM, NOTIFY_CONSOLE_URL, NOTIFY_MAX_ATTEMPTS [5], NOTIFY_TIMEOUT [10]   who hears of a
   run waiting for a person (durable_agent_runner/config/notify.py)
   LLM_PRICES, TOOL_THREADS [16], WORKER_EVENT_LOOP [uvloop], HOOKS_STATE_DIR [.state/hooks]
+  COMPLETION_SECRET, COMPLETION_BASE_URL   signed completion URLs (durable_agent_runner/config/completion.py)
   USER / USERNAME   who decides, when a command is not told (`--by`)
   NO_COLOR   any value: no colour in the chat (https://no-color.org)
   OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, OTEL_SDK_DISABLED,
@@ -64,6 +65,7 @@ SECRETS = frozenset(
     {
         "CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
         "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS", "NOTIFY_WEBHOOK_SECRET", "NOTIFY_SLACK_WEBHOOK_URL", "SMTP_PASSWORD",
+        "COMPLETION_SECRET",
     }
 )  # fmt: skip
 MAX_TEXT = 4096  # characters of a name, a path or a URL
@@ -294,6 +296,8 @@ class ClientSettings(ShellSettings):
     capture_content: Switch = Field(False, validation_alias=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"))
     # `client.py console`: every request must carry it (durable_agent_runner/console/security.py).
     console_token: ConsoleToken | None = Field(None, validation_alias=_env("CONSOLE_TOKEN"))
+    completion_secret: ConsoleToken | None = Field(None, validation_alias=_env("COMPLETION_SECRET"))
+    completion_base_url: Url | None = Field(None, validation_alias=_env("COMPLETION_BASE_URL"))
 
 
 class WorkerSettings(ClientSettings):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from durable_agent_runner.config.completion import CompletionSettings
 from durable_agent_runner.config.env import (
     DEFAULT_CAPTURE_DIR,
     ApiKey,
@@ -68,6 +69,7 @@ class LLMSettings(BaseModel):
     # Who hears of a run waiting for a person (NOTIFY_*, SMTP_*): with the model's settings, as
     # every worker-side setting travels to the activities with them.
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    completion: CompletionSettings = Field(default_factory=CompletionSettings)  # COMPLETION_*: signed URLs
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> LLMSettings:
@@ -95,12 +97,14 @@ class LLMSettings(BaseModel):
             gemini_base_url=s.gemini_base_url,
             gemini_api_key=s.gemini_api_key,
             notify=NotifySettings.of(s),
+            completion=CompletionSettings(secret=s.completion_secret, base_url=s.completion_base_url),
         )
 
     def keys(self) -> list[str]:
         """Every key this worker holds, for the redactor: none of them may leave the worker."""
         found = (self.api_key, self.openai_api_key, self.anthropic_api_key, self.gemini_api_key)
-        return [k.get_secret_value() for k in found if k is not None] + self.notify.keys()
+        completion = [self.completion.secret.get_secret_value()] if self.completion.secret else []
+        return [k.get_secret_value() for k in found if k is not None] + self.notify.keys() + completion
 
     def auth_headers(self) -> dict[str, str]:
         if self.api_key is None:

@@ -23,6 +23,7 @@ from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import AgentRunError, RunNotFound
 from durable_agent_runner.client.status import ENDED, STATUS_NAMES
 from durable_agent_runner.console.links import BadRequest, seal, unseal
+from durable_agent_runner.console.waits import Outside
 from durable_agent_runner.workflows import types as t
 
 PHASES: tuple[str, ...] = tuple(t.Phase)
@@ -100,7 +101,7 @@ class Question:
         return self.call.since
 
 
-Asking = Waiting | Doubt | Question  # what the inbox lists: a call to approve, one in doubt, a question
+Asking = Waiting | Doubt | Question | Outside  # a call to approve, one in doubt, a question; an outside wait
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -205,7 +206,8 @@ def call_keys(run_id: str, status: t.RunStatus | None) -> list[str] | None:
         return None
     doubts = [Doubt(run_id, "", d).key for d in status.in_doubt]
     questions = [Question(run_id, "", q).key for q in status.questions]
-    return [f"{run_id}/{p.call_id}" for p in status.pending_approvals] + doubts + questions
+    outside = [Outside(run_id, "", o).key for o in status.outside]
+    return [f"{run_id}/{p.call_id}" for p in status.pending_approvals] + doubts + questions + outside
 
 
 async def waiting_in(client: AgentClient, run_id: str, status: t.RunStatus | None = None) -> list[Asking]:
@@ -216,6 +218,7 @@ async def waiting_in(client: AgentClient, run_id: str, status: t.RunStatus | Non
         return []
     doubts: list[Asking] = [Doubt(run_id, status.agent or "?", d) for d in status.in_doubt]
     doubts += [Question(run_id, status.agent or "?", q) for q in status.questions]
+    doubts += [Outside(run_id, status.agent or "?", o) for o in status.outside]
     if not status.pending_approvals:
         return doubts
     spec = await agent_spec(client, run_id)
@@ -253,7 +256,7 @@ class Inbox:
             ids = [row.run_id for row in await client.list(INBOX_RUNS, waiting=True)]
 
             async def one(run_id: str) -> None:
-                found.extend(await waiting_in(client, run_id))
+                found.extend(w for w in await waiting_in(client, run_id) if not isinstance(w, Outside))
 
             await _bounded([one(i) for i in ids])
             found.sort(key=lambda w: (w.since, w.key))
@@ -298,7 +301,7 @@ async def run_view(client: AgentClient, run_id: str) -> RunView:
             events = await read_events(client, run_id, 0)
         except (RPCError, AgentRunError):
             live = False
-    asks = live and (status.get("pending_approvals") or status.get("in_doubt") or status.get("questions"))
+    asks = live and any(status.get(k) for k in ("pending_approvals", "in_doubt", "questions", "outside"))
     waiting = await waiting_in(client, run_id) if asks else []
     return RunView(
         status=status,

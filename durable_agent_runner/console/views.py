@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 from durable_agent_runner.console.assets import CSS, JS
 from durable_agent_runner.console.data import PHASES, Asking, Doubt, Question, Waiting
 from durable_agent_runner.console.links import call_anchor
+from durable_agent_runner.console.waits import Outside
 
 FOLD = 300  # characters shown before a long text folds
 LONG_TEXT = 60  # characters past which an edited text is a textarea, not one line
@@ -163,6 +164,8 @@ def _call_row(w: Asking, with_run: bool = False, editable: bool = True) -> str:
         return doubt_row(w, with_run)
     if isinstance(w, Question):
         return question_row(w, with_run)
+    if isinstance(w, Outside):
+        return outside_row(w, with_run)
     run = quote(w.run_id, safe="")
     call = quote(w.call.call_id, safe="")
     action = f"/runs/{run}/calls/{call}"
@@ -236,6 +239,22 @@ def question_row(q: Question, with_run: bool = False) -> str:
 <p class="meta">{where}asked {when(c.since)}{timeout}</p>
 <p>{folded(c.question)}</p>
 <form class="act answer" method="post" action="{action}">{pick}<span class="msg" role="status"></span></form>
+</section>"""
+
+
+def outside_row(o: Outside, with_run: bool = False) -> str:
+    """A call waiting for an outside system's completion: what its start returned, until when it
+    waits, and the command that completes it (a system's job, so no form)."""
+    c = o.call
+    where = f"run {run_link(o.run_id)} · agent {h(o.agent)} · " if with_run else ""
+    then = "the model is told" if c.on_timeout == "tell_model" else "a person decides (in doubt)"
+    started = f"<p>Its start returned: <code>{h(c.started[:500])}</code></p>" if c.started else ""
+    command = f"python client.py complete {o.run_id} {c.call_id} --result JSON | --fail REASON"
+    return f"""<section class="call outside" id="{h(call_anchor(o.run_id, c.call_id))}" data-call="{h(o.key)}">
+<h3><code>{h(c.tool)}</code> <small>{h(c.call_id)} · turn {c.turn}</small>
+<span class="phase running_tools">waiting for outside completion</span></h3>
+<p class="meta">{where}since {when(c.since)} · until {when(c.deadline)}, then {then}</p>
+{started}<p class="meta">Complete: <code>{h(command)}</code>, or its signed completion URL</p>
 </section>"""
 
 

@@ -6,7 +6,13 @@ In order, a request is refused with one line: an unknown hook 404; a body over `
 413; not JSON by its Content-Type 415; unsigned, wrongly signed or stale 401 (nothing is
 parsed or started before the signature holds); a body that is not JSON 400; a field the input
 needs missing 422; Temporal unreachable 503. Slack's signed `url_verification` challenge is
-answered (200) and starts nothing. Secrets and signatures are never logged or echoed."""
+answered (200) and starts nothing. Secrets and signatures are never logged or echoed.
+
+With a completion key (COMPLETION_SECRET), `POST /complete/{run_id}/{call_id}?exp=…&sig=…` completes
+a call waiting for an outside completion (config/completion.py signs the URL; docs/outside-completion.md):
+`{"result": <JSON of the tool's result type>}` or `{"fail": "why"}`, and optionally `"by"`. It answers
+200 with the receipt; a bad or expired signature 401; an unknown run or call 404; a call already
+completed (or a run that ended) 409, naming who completed it; a result of the wrong type 422."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -26,6 +32,8 @@ from temporalio.service import RPCError
 from durable_agent_runner.client import deliveries
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
+from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
+from durable_agent_runner.config import completion
 from durable_agent_runner.webhooks import signatures
 from durable_agent_runner.webhooks.config import Hook, MissingField, pick, render
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
@@ -52,12 +60,58 @@ class Ingress:
         *,
         max_body: int = MAX_BODY,
         clock: Callable[[], float] = time.time,
+        completion_key: bytes | None = None,
     ) -> None:
         self.client = client
         self.hooks = hooks
         self.keys = {name: hook.key() for name, hook in hooks.items()}
         self.max_body = max_body
         self.clock = clock
+        self.completion_key = completion_key  # None: no completion URL is served
+
+    async def complete(self, request: Request) -> Response:
+        """A signed completion URL's POST: checked, then sent as the `complete_call` update."""
+        run_id, call_id = str(request.path_params["run_id"]), str(request.path_params["call_id"])
+        if self.completion_key is None:
+            raise Refused(404, "this ingress serves no completion URLs (COMPLETION_SECRET is not set)")
+        body = await self._body(request)
+        query = request.query_params
+        unsigned = completion.check(
+            self.completion_key, run_id, call_id, query.get("exp", ""), query.get("sig", ""), self.clock()
+        )
+        if unsigned is not None:
+            LOG.warning("completion of %s %s refused: %s", run_id[:200], call_id[:200], unsigned)
+            raise Refused(401, unsigned)
+        if not JSON_TYPE.fullmatch(request.headers.get("content-type", "")):
+            raise Refused(415, "send the body as JSON (Content-Type: application/json)")
+        try:
+            parsed = parse_json(body.decode("utf-8"))
+        except (UnicodeDecodeError, OutsideDataError) as err:
+            raise Refused(400, f"the body is not valid JSON: {err}"[:300]) from None
+        if (
+            not isinstance(parsed, dict)
+            or set(parsed) - {"result", "fail", "by"}
+            or ("result" in parsed) == ("fail" in parsed)
+        ):
+            raise Refused(422, 'send {"result": <JSON>} or {"fail": "why"} (and optionally "by")')
+        if parsed.get("result", 0) is None:
+            raise Refused(422, 'the result is null: send a value, or {"fail": "why"}')
+        by = parsed.get("by", "completion URL")
+        try:
+            receipt = await self.client.get(run_id).complete_call(
+                call_id, parsed.get("result"), fail=parsed.get("fail"), by=by if isinstance(by, str) else str(by)
+            )
+        except RunNotFound as err:
+            raise Refused(404, str(err)) from None
+        except DecisionRefused as err:
+            status = {"UnknownCall": 404, "InvalidResult": 422, "InvalidCompletion": 422}.get(err.kind, 409)
+            raise Refused(status, str(err)[:2000]) from None
+        except (ValueError, TypeError) as err:  # the client's checks: a bad fail reason, by, or value
+            raise Refused(422, str(err)[:300]) from None
+        except (NoWorkerAnswered, AgentRunError, RPCError) as err:
+            raise Refused(503, f"could not complete the call: {err}"[:300]) from None
+        LOG.info("completion of %s %s by %s: %s", run_id[:200], call_id[:200], receipt.by, receipt.outcome)
+        return JSONResponse({"run_id": run_id, **receipt.model_dump(mode="json")})
 
     async def receive(self, request: Request) -> Response:
         name = str(request.path_params["name"])
@@ -150,23 +204,36 @@ class Ingress:
 
 
 def build_app(
-    client: AgentClient, hooks: dict[str, Hook], *, max_body: int = MAX_BODY, clock: Callable[[], float] = time.time
+    client: AgentClient,
+    hooks: dict[str, Hook],
+    *,
+    max_body: int = MAX_BODY,
+    clock: Callable[[], float] = time.time,
+    completion_key: bytes | None = None,
 ) -> Starlette:
-    """The ingress as an ASGI app (serve it with uvicorn, or mount it in your own)."""
-    ingress = Ingress(client, hooks, max_body=max_body, clock=clock)
+    """The ingress as an ASGI app (serve it with uvicorn, or mount it in your own); with
+    `completion_key`, it serves signed completion URLs too."""
+    ingress = Ingress(client, hooks, max_body=max_body, clock=clock, completion_key=completion_key)
 
-    async def receive(request: Request) -> Response:
-        try:
-            return await ingress.receive(request)
-        except Refused as err:
-            return JSONResponse({"error": err.message}, err.status)
-        except Exception as err:  # one line, never a trace
-            return JSONResponse({"error": f"the ingress could not do that: {type(err).__name__}"}, 500)
+    def answering(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except Refused as err:
+                return JSONResponse({"error": err.message}, err.status)
+            except Exception as err:  # one line, never a trace
+                return JSONResponse({"error": f"the ingress could not do that: {type(err).__name__}"}, 500)
+
+        return answer
 
     async def health(request: Request) -> Response:
         return JSONResponse({"ok": True, "hooks": sorted(hooks)})
 
-    routes = [Route("/hooks/{name}", receive, methods=["POST"]), Route("/healthz", health)]
+    routes = [
+        Route("/hooks/{name}", answering(ingress.receive), methods=["POST"]),
+        Route("/complete/{run_id}/{call_id}", answering(ingress.complete), methods=["POST"]),
+        Route("/healthz", health),
+    ]
     app = Starlette(routes=routes)
     app.state.ingress = ingress
     return app

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from durable_agent_runner.workflows.types.names import DEFAULT_MODEL_TIMEOUT, EMPTY_PARAMETERS, WireName
 from durable_agent_runner.workflows.types.notify import MAX_ESCALATE_SECONDS, NotifyOptions, NotifyPlan
+from durable_agent_runner.workflows.types.outside import OutsideSpec
 from durable_agent_runner.workflows.types.questions import AskSpec
 from durable_agent_runner.workflows.types.transcript import Contract
 
@@ -81,6 +82,9 @@ class ToolSpec(Contract):
     escalate_after: float | None = Field(default=None, gt=0, le=MAX_ESCALATE_SECONDS)
     # Set for `ask_person`: no activity runs the call; a person's answer is its result.
     ask: AskSpec | None = None
+    # Set for `@tool(completes="outside")`: its activity starts the work; an outside system's
+    # completion (`complete_call`) is the call's result (docs/outside-completion.md).
+    outside: OutsideSpec | None = None
 
 
 MidTurn = Literal["queue", "steer"]

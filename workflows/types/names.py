@@ -38,6 +38,8 @@ RESOLVE_SIGNAL = "resolve_call"
 RESOLVE_UPDATE = "resolve_call_update"
 # A person's answer to an `ask_person` call (AnswerQuestion), validated before anything is recorded.
 ANSWER_UPDATE = "answer_question"
+# An outside system's completion of a call waiting for one (CompleteCall), validated the same way.
+COMPLETE_UPDATE = "complete_call"
 # Sessions: one run per conversation. A message and the end of a session are updates, so a
 # closed run refuses them at once; each message's answer is read back by query.
 SESSION_SEND_UPDATE = "session.send"

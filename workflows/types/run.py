@@ -26,6 +26,7 @@ from durable_agent_runner.workflows.types.control import (
     PauseInfo,
 )
 from durable_agent_runner.workflows.types.names import DEFAULT_AGENT
+from durable_agent_runner.workflows.types.outside import CompletionRecord, PendingOutside
 from durable_agent_runner.workflows.types.questions import PendingQuestion
 from durable_agent_runner.workflows.types.session import Exchange, SessionCarry
 from durable_agent_runner.workflows.types.transcript import (
@@ -56,6 +57,7 @@ class Carry(Contract):
     switches: list[ModelSwitch] = Field(default_factory=list)  # durable fallbacks, oldest first
     decisions: list[ApprovalRecord] = Field(default_factory=list)  # "always" approvals among them
     answers: list[AnswerRecord] = Field(default_factory=list)  # `ask_person` answers (1.4)
+    completions: list[CompletionRecord] = Field(default_factory=list)  # outside completions (1.4)
     next_event: int = 0
     previous_run_id: str | None = None
     executions: int = 1
@@ -145,6 +147,8 @@ class EventKind(StrEnum):
     NOTIFY_FAILED = "notify_failed"  # 1.4: detail: a channel that could not be reached within its retries, and why
     QUESTION_ASKED = "question_asked"  # 1.4: text: an `ask_person` question; detail: its choices
     QUESTION_ANSWERED = "question_answered"  # 1.4: text: the answer; detail: by whom (or the timeout's default)
+    OUTSIDE_WAITING = "outside_waiting"  # 1.4: text: what the tool's start returned; detail: until when
+    OUTSIDE_COMPLETED = "outside_completed"  # 1.4: text: the result or failure; detail: by whom (or the timeout)
 
 
 # The kinds after which a story is over, defined once (next to the kinds):
@@ -324,6 +328,8 @@ class RunStatus(Contract):
     resolutions: list[CallResolution] = Field(default_factory=list)
     questions: list[PendingQuestion] = Field(default_factory=list)  # `ask_person` calls waiting for an answer
     answers: list[AnswerRecord] = Field(default_factory=list)
+    outside: list[PendingOutside] = Field(default_factory=list)  # calls waiting for an outside completion
+    completions: list[CompletionRecord] = Field(default_factory=list)
 
 
 class SessionStatus(Contract):
