@@ -14,7 +14,7 @@ from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent_runner.config.connection import DATA_CONVERTER
-from durable_agent_runner.workflows import AgentRun, DeliverMessage
+from durable_agent_runner.workflows import AgentRun, DeliverMessage, EvalRun
 from durable_agent_runner.workflows import types as t
 
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
@@ -33,7 +33,7 @@ def strict_replayer() -> Replayer:
     the replayer's unsandboxed runner: that is the one given the sandbox)."""
     # DeliverMessage is sandboxed: it replays in the same strict sandbox.
     return Replayer(
-        workflows=[AgentRun, DeliverMessage],
+        workflows=[AgentRun, DeliverMessage, EvalRun],  # EvalRun: unsandboxed, as AgentRun
         data_converter=DATA_CONVERTER,
         workflow_runner=STRICT_SANDBOX,
         unsandboxed_workflow_runner=STRICT_SANDBOX,
