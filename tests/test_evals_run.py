@@ -23,8 +23,9 @@ def explodes_on_six(ctx: EvaluatorContext) -> bool:
     return True
 
 
-def dataset(n: int = 6, marker: str = "") -> Dataset:
-    """n cases; the first half want 'alpha' in the answer, the rest 'beta'."""
+def dataset(n: int = 6, marker: str = "", custom: bool = True) -> Dataset:
+    """n cases; the first half want 'alpha' in the answer, the rest 'beta'; `custom`: every case
+    also runs ExplodesOnSix (registered in this process only)."""
     cases = [
         Case(
             name=f"case {i}",
@@ -33,7 +34,8 @@ def dataset(n: int = 6, marker: str = "") -> Dataset:
         )
         for i in range(1, n + 1)
     ]
-    return Dataset(name="smoke", cases=cases, evaluators=[EvaluatorSpec(name="ExplodesOnSix")])
+    evaluators = [EvaluatorSpec(name="ExplodesOnSix")] if custom else []
+    return Dataset(name="smoke", cases=cases, evaluators=evaluators)
 
 
 def requests_per_case(llm: Any, marker: str) -> Counter[str]:
