@@ -4,6 +4,7 @@ come out right. Replayed from its own history."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections import Counter
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.evals import Case, Dataset, EvaluatorContext, EvaluatorSpec, register
 from durable_agent_runner.evals.report import compare, gate, markdown, report
+from durable_agent_runner.workflows import eval_plan
 from durable_agent_runner.workflows.types import evals as te
 from tests.helpers import replay, script
 
@@ -109,3 +111,44 @@ async def test_an_eval_within_a_budget_fails_the_cases_left_when_it_is_spent(cli
     assert final.done == 4 and ends["completed"] >= 2 and ends["budget"] >= 1, ends
     assert all("budget" in (r.error or "") for r in final.results if r.end == "budget")
     assert isinstance(final, te.EvalStatus)
+
+
+async def test_an_eval_paused_on_its_budget_goes_on_when_a_person_raises_it(client, task_queue, llm, worker_factory):
+    model = script(llm, {"content": "alpha beta", "usage": {"prompt_tokens": 500, "completion_tokens": 500}})
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(
+            dataset(4, custom=False), agent="scripted", model=model, concurrency=1, budget_tokens=2500,
+            on_budget="pause",
+        )  # fmt: skip
+        status = await ev.status()
+        for _ in range(200):
+            status = await ev.status()
+            if status.phase == "paused":
+                break
+            await asyncio.sleep(0.1)
+        assert status.phase == "paused" and "token budget spent" in status.why and status.done == 3
+        assert status.budget is not None and status.budget.tokens is not None
+        raised = await ev.resume(add_tokens=5000)
+        assert raised.tokens is not None and raised.tokens.limit == 7500
+        final = await ev.wait(60)
+    assert final.phase == "completed" and final.done == 4 and all(r.end == "completed" for r in final.results)
+    await replay(client.get_workflow_handle(ev.eval_id))
+
+
+async def test_a_long_eval_continues_as_new_carrying_its_results(
+    client, task_queue, llm, worker_factory, monkeypatch
+):
+    monkeypatch.setattr(eval_plan, "MAX_STARTS_PER_RUN", 3)  # this in-process worker's EvalRun reads it
+    model = script(llm, {"content": "alpha beta"})
+    marker = uuid.uuid4().hex[:8]
+    async with worker_factory():
+        ev = await AgentClient(client, task_queue=task_queue).evals.start(
+            dataset(8, marker, custom=False), agent="scripted", model=model, concurrency=2
+        )
+        final = await ev.wait(120)
+        desc = await client.get_workflow_handle(ev.eval_id).describe()
+        await replay(client.get_workflow_handle(ev.eval_id))
+    assert final.done == 8 and final.passed == 8
+    assert desc.run_id != desc.raw_description.workflow_execution_info.first_run_id  # it continued as new
+    assert requests_per_case(llm, marker) == Counter({f"case {i}": 1 for i in range(1, 9)})
