@@ -7,14 +7,20 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
 
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.evals import Case, Dataset, EvaluatorContext, EvaluatorSpec, register
 from durable_agent_runner.evals.report import compare, gate, markdown, report
 from durable_agent_runner.workflows import eval_plan
+from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
-from tests.helpers import replay, script
+from tests.helpers import replay, script, strict_replayer
 
 
 @register(name="ExplodesOnSix")
@@ -152,3 +158,24 @@ async def test_a_long_eval_continues_as_new_carrying_its_results(
     assert final.done == 8 and final.passed == 8
     assert desc.run_id != desc.raw_description.workflow_execution_info.first_run_id  # it continued as new
     assert requests_per_case(llm, marker) == Counter({f"case {i}": 1 for i in range(1, 9)})
+
+
+@pytest.mark.pure
+async def test_the_checked_in_eval_history_replays_and_holds_each_case_once():
+    """tests/histories/eval_run_1_4.json (tests/record_eval_history.py): the agent resolved once,
+    each case a child run under its derived id, each scored by one activity."""
+    path = Path(__file__).parent / "histories" / "eval_run_1_4.json"
+    history = WorkflowHistory.from_json("eval_run_1_4", path.read_text())
+    await strict_replayer().replay_workflow(history)
+    children = [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    ]
+    assert children == [eval_plan.case_run_id("eval_run_1_4", f"case {i}", 1) for i in (1, 2, 3)]
+    activities = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert activities == [t.RESOLVE_AGENT_ACTIVITY, *[te.EVAL_SCORE_ACTIVITY] * 3]
