@@ -33,9 +33,11 @@ async def test_a_50_case_eval_through_two_worker_kills_and_a_server_restart(
     worker = start_worker_process(temporal_server, llm, task_queue, log)
     asked_when_done: list[dict[str, int]] = []  # at each kill: the finished cases' requests so far
     try:
-        ev = await agents.evals.start(dataset(CASES, marker, custom=False), agent="scripted", model=model, concurrency=5)
+        ev = await agents.evals.start(
+            dataset(CASES, marker, custom=False), agent="scripted", model=model, concurrency=5
+        )
 
-        def done_at_least(n: int):  # noqa: ANN202
+        def done_at_least(n: int):
             async def check() -> bool:
                 try:
                     return (await ev.status()).done >= n

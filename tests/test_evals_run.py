@@ -142,9 +142,7 @@ async def test_an_eval_paused_on_its_budget_goes_on_when_a_person_raises_it(clie
     await replay(client.get_workflow_handle(ev.eval_id))
 
 
-async def test_a_long_eval_continues_as_new_carrying_its_results(
-    client, task_queue, llm, worker_factory, monkeypatch
-):
+async def test_a_long_eval_continues_as_new_carrying_its_results(client, task_queue, llm, worker_factory, monkeypatch):
     monkeypatch.setattr(eval_plan, "MAX_STARTS_PER_RUN", 3)  # this in-process worker's EvalRun reads it
     model = script(llm, {"content": "alpha beta"})
     marker = uuid.uuid4().hex[:8]

@@ -55,9 +55,7 @@ def prompt_of(case: Case) -> str:
     return json.dumps(case.inputs, ensure_ascii=False)
 
 
-def next_starts(
-    all_slots: list[Slot], done: set[str], in_flight: set[str], concurrency: int, room: int
-) -> list[Slot]:
+def next_starts(all_slots: list[Slot], done: set[str], in_flight: set[str], concurrency: int, room: int) -> list[Slot]:
     """The case runs to start now: those neither done nor in flight, in order, up to the free
     places (`concurrency` less those in flight) and `room` (starts left in this run of the eval)."""
     free = min(concurrency - len(in_flight), room)

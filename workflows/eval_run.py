@@ -331,4 +331,3 @@ class EvalRun:
             frozen=self._spec,
         )
         workflow.continue_as_new(input.model_copy(update={"carry": carry}))
-

@@ -81,6 +81,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     w = verbs.add_parser("watch", help="follow an eval with a progress bar until it ends")
     w.add_argument("eval_id")
     w.add_argument("--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S")
+    w.add_argument("--json", action="store_true", help="print the final progress as JSON")
     w.set_defaults(fn=cmd_watch)
 
     rep = verbs.add_parser("report", help="an eval's report, optionally against a baseline eval")
@@ -155,10 +156,15 @@ async def cmd_status(client: AgentClient, args: argparse.Namespace) -> int:
     s = await client.evals.get(args.eval_id).status()
     lines = [f"eval {s.eval_id}: {s.dataset} on {s.agent}", "  " + progress_line(s)]
     lines += [f"  running: {r}" + (" (waits for a person)" if r in s.waiting else "") for r in s.running]
+    emit(args.json, _status_body(s), "\n".join(lines))
+    return 0
+
+
+def _status_body(s: te.EvalStatus) -> dict[str, Any]:
+    """Progress as JSON: the counters and the cases in flight (the results are the report's)."""
     body = s.model_dump(mode="json", exclude={"results"})
     body["results"] = len(s.results)
-    emit(args.json, body, "\n".join(lines))
-    return 0
+    return body
 
 
 def bar(s: te.EvalStatus) -> str:
@@ -187,7 +193,7 @@ async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
 
 async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:
     s = await _follow(client.evals.get(args.eval_id), args.timeout)
-    print(progress_line(s))
+    emit(args.json, _status_body(s), progress_line(s))
     return 0
 
 
