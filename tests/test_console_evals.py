@@ -39,7 +39,7 @@ async def test_the_eval_pages_over_http(client, task_queue, llm, worker_factory)
             row = re.search(r'<tr data-case="case 3">.*?</tr>', page, re.S)
             assert row and "failed" in row[0] and "Contains: output does not contain &#x27;beta&#x27;" in row[0]
             assert f'href="/runs/{run.replace("/", "%2F")}"' in page
-            assert f"Against <a href=\"/evals/{base.eval_id}\">{base.eval_id}</a>" in page
+            assert f'Against <a href="/evals/{base.eval_id}">{base.eval_id}</a>' in page
             diff = re.search(r'<tr data-diff="case 4">.*?</tr>', page, re.S)
             assert diff and "regressed" in diff[0] and "100% → 0%" in diff[0]
             assert (await web.get("/evals/no-such-eval")).status_code == 404

@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.evals import progress_line
 from durable_agent_runner.evals import Case, Dataset, EvaluatorContext, EvaluatorSpec, register
 from durable_agent_runner.evals.report import compare, gate, markdown, report
 from durable_agent_runner.workflows import eval_plan
@@ -177,3 +178,26 @@ async def test_the_checked_in_eval_history_replays_and_holds_each_case_once():
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert activities == [t.RESOLVE_AGENT_ACTIVITY, *[te.EVAL_SCORE_ACTIVITY] * 3]
+
+
+async def test_a_case_waiting_for_an_approval_shows_as_waiting_and_goes_on_once_approved(
+    client, task_queue, llm, worker_factory, counter_file
+):
+    model = script(llm, {"tool_calls": [{"name": "send", "arguments": {"label": "x"}}]}, {"content": "alpha beta"})
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(dataset(2, custom=False), agent="guarded", model=model, concurrency=2)
+        status = await ev.status()
+        for _ in range(300):  # the children's search attributes reach visibility a moment later
+            status = await ev.status()
+            if len(status.waiting) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert sorted(status.waiting) == sorted(status.running) and len(status.running) == 2
+        assert "2 waiting · 2 running" in progress_line(status)
+        for run_id in status.running:
+            run = agents.get(run_id)
+            (call,) = (await run.status()).pending_approvals
+            await run.approve(call.call_id, by="tester")
+        final = await ev.wait(60)
+    assert final.passed == 2 and final.waiting == []
