@@ -85,7 +85,13 @@ class EvalActivities:
         if self.model is None:
             raise ApplicationError("this worker has no model activities to ask a judge with", non_retryable=True)
         s = self.settings
-        spec = t.AgentSpec(name="judge", instructions=request.system, api=s.api, model_timeout_seconds=s.timeout)
+        try:  # the judge's own settings (temperature, ...), checked as an agent's are
+            settings = t.ModelSettings.model_validate(request.model_settings or {})
+        except ValueError as err:
+            raise ApplicationError(f"model_settings: {one_line(str(err), 300)}", non_retryable=True) from None
+        spec = t.AgentSpec(
+            name="judge", instructions=request.system, api=s.api, model_timeout_seconds=s.timeout, settings=settings
+        )
         endpoint = endpoint_for(self.model.providers, request.model or default_model or s.model, spec)
         body = build_request(endpoint, spec, [t.UserMessage(content=request.user)], s.stream)
         reply, _ = await self.model.send(spec, endpoint, body, s.stream, turn=0, began=time.monotonic())

@@ -18,7 +18,9 @@ from durable_agent_runner.workflows.types import evals as te
 from tests.helpers import script
 
 VERDICT = json.dumps({"reason": "polite and correct", "pass": True, "score": 0.8})
-JUDGE = EvaluatorSpec(name="LLMJudge", kwargs={"rubric": "The answer is polite", "score": {}})
+JUDGE = EvaluatorSpec(
+    name="LLMJudge", kwargs={"rubric": "The answer is polite", "score": {}, "model_settings": {"temperature": 0.0}}
+)
 
 
 def score_input(model: str) -> te.ScoreInput:
@@ -39,7 +41,7 @@ async def test_the_judge_asks_the_model_streamed_or_not_and_counts_its_usage(llm
     assert scored.usage.requests == 1 and scored.usage.total_tokens > 0
     (request,) = llm.requests()
     body = request["body"] if isinstance(request["body"], dict) else json.loads(request["body"])
-    assert bool(body.get("stream")) is stream
+    assert bool(body.get("stream")) is stream and body["temperature"] == 0.0
     assert "<Output>\nHello there!\n</Output>" in body["messages"][-1]["content"]
 
 
@@ -49,8 +51,13 @@ async def test_a_judge_whose_call_fails_for_good_is_that_scores_error(llm):
         activities = EvalActivities(None, settings, ModelActivities(None, settings, http))
         request = score_input("script:nobody-wrote-this")  # the fake answers 404: not retryable
         scored = await ActivityEnvironment().run(activities.score, request)
+        hot = EvaluatorSpec(name="LLMJudge", kwargs={"rubric": "r", "model_settings": {"temperature": 9}})
+        bad = request.model_copy(update={"case": Case(name="x", inputs="y", evaluators=[hot])})
+        refused = await ActivityEnvironment().run(activities.score, bad)
     (judge,) = [s for s in scored.scores if s.name == "LLMJudge"]
     assert judge.error is not None and judge.error.startswith("judge model call failed")
+    (judge,) = refused.scores
+    assert judge.error is not None and "model_settings: " in judge.error and "temperature" in judge.error
 
 
 async def test_a_judge_in_an_eval_counts_in_the_cases_usage(client, task_queue, llm, worker_factory):
