@@ -14,8 +14,9 @@ from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from durable_agent_runner.config.connection import DATA_CONVERTER
-from durable_agent_runner.workflows import AgentRun, DeliverMessage, EvalRun
+from durable_agent_runner.workflows import AgentRun, DeliverMessage
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.eval_run import EvalRun
 
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
 # nothing of ours passed through, so workflows/ is imported afresh in the sandbox and a clock,

@@ -8,6 +8,5 @@ if __name__ != "durable_agent_runner.workflows":
 
 from durable_agent_runner.workflows.agent import AgentRun
 from durable_agent_runner.workflows.deliver import DeliverMessage
-from durable_agent_runner.workflows.eval_run import EvalRun
 
-__all__ = ["AgentRun", "DeliverMessage", "EvalRun"]
+__all__ = ["AgentRun", "DeliverMessage"]

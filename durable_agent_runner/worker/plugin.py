@@ -83,7 +83,8 @@ from durable_agent_runner.telemetry import Telemetry
 from durable_agent_runner.worker.group import WorkerGroup
 from durable_agent_runner.worker.hook_feed import HookFeed, state_dir_from_env
 from durable_agent_runner.worker.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
-from durable_agent_runner.workflows import AgentRun, DeliverMessage, EvalRun
+from durable_agent_runner.workflows import AgentRun, DeliverMessage
+from durable_agent_runner.workflows.eval_run import EvalRun  # not in workflows/__init__: evals import workflows.types
 from durable_agent_runner.workflows.types import agent_task_queue
 
 DEFAULT_TOOLS = ["examples.demo_agent"]
