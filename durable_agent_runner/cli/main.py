@@ -40,6 +40,7 @@ from durable_agent_runner.cli import answer as answer_cli
 from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serve, schedules, session
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
+from durable_agent_runner.cli import evals as eval_cli
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -201,6 +202,7 @@ def parser() -> argparse.ArgumentParser:
     console_cli.add_parser(sub, who)
     schedules.add_parser(sub)
     hooks_serve.add_parser(sub)
+    eval_cli.add_parser(sub)
     send = sub.add_parser("send", help="send a message to a session (see chat)")
     send.add_argument("run_id")
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
@@ -327,6 +329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return codec_server.cmd_codec_server(args)
         if args.command == "console":  # refused before connecting when it would be open without a token
             console_cli.check(args)
+        if args.command == "eval":  # its gate's flags checked before connecting
+            eval_cli.check(args)
         if args.command == "serve-hooks":  # its file and secrets read before connecting
             hooks_serve.check(args)
         return asyncio.run(dispatch(args))

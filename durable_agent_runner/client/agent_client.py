@@ -21,6 +21,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.client import checks, listing
 from durable_agent_runner.client.diff import RunDiff, diff_runs
+from durable_agent_runner.client.evals import Evals
 from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.listing import RunRow, RunsPage
 from durable_agent_runner.client.schedules import Schedules
@@ -81,6 +82,7 @@ class AgentClient:
         self.temporal = temporal
         self.task_queue = task_queue or str(ClientSettings.load().task_queue)
         self.schedules = Schedules(temporal, self.task_queue)  # runs that start themselves (client/schedules.py)
+        self.evals = Evals(temporal, self.task_queue)  # durable evals (client/evals.py)
 
     async def start(
         self,

@@ -20,7 +20,7 @@ from temporalio.service import RPCError
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
 from durable_agent_runner.client.schedules import ScheduleNotFound
-from durable_agent_runner.console import data, links, sse, views, views_run, views_schedules
+from durable_agent_runner.console import data, evals_live, links, sse, views, views_evals, views_run, views_schedules
 from durable_agent_runner.console import whole as whole_value
 from durable_agent_runner.console.forms import budget_raise, checked_edit, edited_arguments, run_edit, whole
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
@@ -74,6 +74,19 @@ class Console:
     async def schedules_page(self, request: Request) -> Response:
         rows = await self.client.schedules.list(limit=views_schedules.MAX_ROWS + 1)
         return self.page("Schedules", views_schedules.schedules_body(rows))
+
+    async def evals_page(self, request: Request) -> Response:
+        rows = await self.client.evals.list(limit=views_evals.MAX_ROWS)
+        return self.page("Evals", views_evals.evals_body(rows))
+
+    async def eval_page(self, request: Request) -> Response:
+        eval_id = _run_id(request, "eval_id")
+        status, now, diff = await evals_live.eval_view(self.client, eval_id)
+        stream = "" if status.phase in evals_live.ENDED else f"{views_evals.eval_href(eval_id)}/events"
+        return self.page(f"Eval {eval_id}", views_evals.eval_body(status, now, diff), stream=stream)
+
+    async def eval_events(self, request: Request) -> Response:
+        return self._stream(evals_live.eval_stream(self.client, _run_id(request, "eval_id")))
 
     # ------------------------------------------------------------------ whole values (GET)
 
@@ -277,8 +290,8 @@ class Console:
         return (form.get("by") or "").strip()[:200] or self.by
 
 
-def _run_id(request: Request) -> str:
-    run_id = str(request.path_params["run_id"])
+def _run_id(request: Request, key: str = "run_id") -> str:
+    run_id = str(request.path_params[key])
     if not run_id or len(run_id) > MAX_ID or not run_id.isprintable():
         raise Refused(400, f"a run id is 1-{MAX_ID} printable characters")
     return run_id
@@ -346,6 +359,9 @@ def build_app(client: AgentClient, *, by: str, task_queue: str, token: str | Non
         Route("/inbox/events", guarded(c.inbox_events)),
         Route("/schedules", guarded(c.schedules_page)),
         Route("/schedules/{name}/{verb}", guarded(c.schedule_action), methods=["POST"]),
+        Route("/evals", guarded(c.evals_page)),
+        Route("/evals/{eval_id}/events", guarded(c.eval_events)),
+        Route("/evals/{eval_id}", guarded(c.eval_page)),
         Route("/runs/{run_id:path}/events", guarded(c.run_events)),
         Route("/runs/{run_id:path}/messages/{index}", guarded(c.message_whole)),
         Route("/runs/{run_id:path}/calls/{call_id}/arguments", guarded(c.arguments_whole)),

@@ -84,7 +84,8 @@ def page(title: str, body: str, csrf: str, by: str, stream: str = "") -> str:
 <html lang="en"><head><meta charset="utf-8"><title>{h(title)} · agent console</title>
 <meta name="csrf" content="{h(csrf)}"><meta name="viewport" content="width=device-width">
 <style>{CSS}</style></head>
-<body{data}><header><nav><a href="/">Runs</a> <a href="/inbox">Inbox</a> <a href="/schedules">Schedules</a></nav>
+<body{data}><header><nav><a href="/">Runs</a> <a href="/inbox">Inbox</a> <a href="/schedules">Schedules</a>
+<a href="/evals">Evals</a></nav>
 <label class="by">Deciding as <input id="by" name="by" value="{h(by)}" maxlength="200"></label></header>
 <main><h1>{h(title)}</h1><p id="flash" class="msg" role="status" hidden></p>
 {body}</main><script>{JS}</script></body></html>"""

@@ -66,6 +66,7 @@ from durable_agent_runner.activities.ahead import call_ahead
 from durable_agent_runner.activities.compaction import CompactionActivities
 from durable_agent_runner.activities.context_cache import ContextCache
 from durable_agent_runner.activities.deliver import DeliverActivities
+from durable_agent_runner.activities.evals import EvalActivities
 from durable_agent_runner.activities.hooks import HookActivities
 from durable_agent_runner.activities.model import ModelActivities, new_http_client
 from durable_agent_runner.activities.notify import NotifyActivities
@@ -83,6 +84,7 @@ from durable_agent_runner.worker.group import WorkerGroup
 from durable_agent_runner.worker.hook_feed import HookFeed, state_dir_from_env
 from durable_agent_runner.worker.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
 from durable_agent_runner.workflows import AgentRun, DeliverMessage
+from durable_agent_runner.workflows.eval_run import EvalRun  # not in workflows/__init__: evals import workflows.types
 from durable_agent_runner.workflows.types import agent_task_queue
 
 DEFAULT_TOOLS = ["examples.demo_agent"]
@@ -150,7 +152,8 @@ class AgentPlugin(SimplePlugin):
         super().__init__(
             "durable-agent-runner",
             data_converter=lambda _: data_converter(),
-            workflows=[AgentRun, DeliverMessage],  # DeliverMessage: schedules' and webhooks' messages to sessions
+            # DeliverMessage: schedules' and webhooks' messages to sessions; EvalRun: durable evals
+            workflows=[AgentRun, DeliverMessage, EvalRun],
             run_context=self._running,
         )
 
@@ -186,7 +189,7 @@ class AgentPlugin(SimplePlugin):
         config["interceptors"] = [*interceptors, *config.get("interceptors", [])]
         served: list[Callable[..., Any]] = [
             model.call_model, compaction.compact, tools.call_tool, tools.resolve_agent, hooks.run_hook,
-            DeliverActivities(client).deliver, notify.notify,
+            DeliverActivities(client).deliver, notify.notify, EvalActivities(client, settings, model).score,
         ]  # fmt: skip
         config["activities"] = [*config.get("activities", []), *served]
         for key, value in WORKER_DEFAULTS.items():

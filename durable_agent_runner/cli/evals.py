@@ -1,0 +1,212 @@
+"""`client.py eval run | status | watch | report | list | resume`: durable evals, a shell over
+`AgentClient.evals` (client/evals.py). `eval run` waits (unless --no-wait), prints the report and
+applies the gate: exit 1 naming the cases that failed it, 2 for bad arguments."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from durable_agent_runner.cli.common import UsageError, emit
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.evals import EvalHandle, progress_line
+from durable_agent_runner.evals.cases import Dataset
+from durable_agent_runner.evals.files import DatasetError, load_dataset
+from durable_agent_runner.evals.report import Diff, Report, gate, markdown
+from durable_agent_runner.workflows.types import evals as te
+
+POLL_SECONDS = 1.0
+BAR = 30
+
+
+def _number(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is outside {low:g}..{high:g}")
+        return value
+
+    return parse
+
+
+def _dataset(text: str) -> Dataset:
+    """The dataset file, read as the arguments are parsed: a bad one is a usage error, before connecting."""
+    try:
+        return load_dataset(Path(text))
+    except DatasetError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _gate_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baseline", metavar="EVAL_ID", help="compare case by case with this eval")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a case regressed (--baseline)")
+    p.add_argument("--min-pass-rate", type=_number(float, 0, 1), metavar="X", help="exit 1 below this pass rate")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the report as JSON")
+    out.add_argument("--markdown", action="store_true", help="print the report as Markdown (the default text)")
+
+
+def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
+    top = sub.add_parser("eval", help="durable evals: run a dataset against an agent, follow it, report, compare")
+    verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
+
+    r = verbs.add_parser("run", help="run every case of DATASET (YAML or JSON) as a run of --agent")
+    r.add_argument("dataset", type=_dataset, help="a dataset file (pydantic-evals' layout)")
+    r.add_argument("--agent", required=True, help="the agent every case runs")
+    r.add_argument("--concurrency", type=_number(int, 1, te.MAX_CONCURRENCY), default=4, metavar="N")
+    r.add_argument("--repeat", type=_number(int, 1, te.MAX_REPEAT), default=1, metavar="K", help="each case K times")
+    r.add_argument("--budget-usd", type=_number(float, 0, 1e9), metavar="X", help="all cases may spend at most $X")
+    r.add_argument("--budget-tokens", type=_number(int, 0, 10**12), metavar="N", help="all cases: at most N tokens")
+    r.add_argument("--on-budget", choices=["pause", "fail"], help="when spent (default: the agent's on_budget)")
+    r.add_argument("--model", help="override the agent's model for every case (and the judge's default)")
+    r.add_argument("--id", metavar="EVAL_ID", help="the eval's id (default: eval-DATASET-xxxxxxxx)")
+    r.add_argument("--no-wait", action="store_true", help="print the eval's id and return")
+    r.add_argument("--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S", help="wait at most S s")
+    _gate_flags(r)
+    r.set_defaults(fn=cmd_run)
+
+    s = verbs.add_parser("status", help="an eval's progress: done, passed, failed, waiting, tokens, USD")
+    s.add_argument("eval_id")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(fn=cmd_status)
+
+    w = verbs.add_parser("watch", help="follow an eval with a progress bar until it ends")
+    w.add_argument("eval_id")
+    w.add_argument("--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S")
+    w.add_argument("--json", action="store_true", help="print the final progress as JSON")
+    w.set_defaults(fn=cmd_watch)
+
+    rep = verbs.add_parser("report", help="an eval's report, optionally against a baseline eval")
+    rep.add_argument("eval_id")
+    _gate_flags(rep)
+    rep.set_defaults(fn=cmd_report)
+
+    ls = verbs.add_parser("list", help="the latest evals")
+    ls.add_argument("--limit", type=_number(int, 1, 1000), default=20)
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(fn=cmd_list)
+
+    res = verbs.add_parser("resume", help="raise the budget of an eval paused on it")
+    res.add_argument("eval_id")
+    res.add_argument("--add-usd", type=_number(float, 1e-9, 1e6), metavar="X")
+    res.add_argument("--add-tokens", type=_number(int, 1, 10**9), metavar="N")
+    res.add_argument("--json", action="store_true", help="print JSON")
+    res.set_defaults(fn=cmd_resume)
+
+
+def check(args: argparse.Namespace) -> None:
+    """What argparse cannot check alone, refused before connecting."""
+    if getattr(args, "fail_on_regression", False) and not args.baseline:
+        raise UsageError("--fail-on-regression needs --baseline EVAL_ID")
+
+
+async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
+    dataset = args.dataset
+    ev = await client.evals.start(
+        dataset,
+        agent=args.agent,
+        concurrency=args.concurrency,
+        repeat=args.repeat,
+        budget_usd=args.budget_usd,
+        budget_tokens=args.budget_tokens,
+        on_budget=args.on_budget,
+        model=args.model,
+        baseline=args.baseline,
+        eval_id=args.id,
+    )
+    if args.no_wait:
+        emit(args.json, {"eval_id": ev.eval_id}, f"started eval {ev.eval_id}")
+        return 0
+    print(f"eval {ev.eval_id}: {len(dataset.cases)} case(s) × {args.repeat} on {args.agent}", file=sys.stderr)
+    await _follow(ev, args.timeout)
+    return await _report(ev, args)
+
+
+async def cmd_report(client: AgentClient, args: argparse.Namespace) -> int:
+    return await _report(client.evals.get(args.eval_id), args)
+
+
+async def _report(ev: EvalHandle, args: argparse.Namespace) -> int:
+    now, diff = await ev.report(args.baseline)
+    failures = gate(now, diff, fail_on_regression=args.fail_on_regression, min_pass_rate=args.min_pass_rate)
+    _print_report(args.json, now, diff, failures)
+    for line in failures:
+        print(f"gate failed: {line}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _print_report(as_json: bool, now: Report, diff: Diff | None, failures: list[str]) -> None:
+    body = {
+        "report": now.model_dump(mode="json"),
+        "diff": diff.model_dump(mode="json") if diff else None,
+        "gate": {"passed": not failures, "failures": failures},
+    }
+    emit(as_json, body, markdown(now, diff))
+
+
+async def cmd_status(client: AgentClient, args: argparse.Namespace) -> int:
+    s = await client.evals.get(args.eval_id).status()
+    lines = [f"eval {s.eval_id}: {s.dataset} on {s.agent}", "  " + progress_line(s)]
+    lines += [f"  running: {r}" + (" (waits for a person)" if r in s.waiting else "") for r in s.running]
+    emit(args.json, _status_body(s), "\n".join(lines))
+    return 0
+
+
+def _status_body(s: te.EvalStatus) -> dict[str, Any]:
+    """Progress as JSON: the counters and the cases in flight (the results are the report's)."""
+    body = s.model_dump(mode="json", exclude={"results"})
+    body["results"] = len(s.results)
+    return body
+
+
+def bar(s: te.EvalStatus) -> str:
+    filled = BAR * s.done // max(s.total, 1)
+    return f"[{'#' * filled}{'.' * (BAR - filled)}] {progress_line(s)}"
+
+
+async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
+    """A progress bar on standard error until the eval ends (one line per change when not a terminal)."""
+    tty, last = sys.stderr.isatty(), ""
+    deadline = time.monotonic() + seconds
+    while True:
+        s = await ev.status()
+        line = bar(s)
+        if line != last:
+            print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+            last = line
+        if s.phase in ("completed", "failed", "cancelled"):
+            if tty:
+                print(file=sys.stderr)
+            return s
+        if time.monotonic() > deadline:
+            raise UsageError(f"eval {ev.eval_id} still running after {seconds:g}s (it goes on; see eval status)")
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:
+    s = await _follow(client.evals.get(args.eval_id), args.timeout)
+    emit(args.json, _status_body(s), progress_line(s))
+    return 0
+
+
+async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
+    rows = await client.evals.list(args.limit)
+    text = "\n".join(f"{r.eval_id}  {r.status}  {r.agent}  {r.tokens:,} tokens  ${r.usd:.4f}" for r in rows)
+    emit(args.json, {"evals": [r.model_dump(mode="json") for r in rows]}, text or "no evals")
+    return 0
+
+
+async def cmd_resume(client: AgentClient, args: argparse.Namespace) -> int:
+    if args.add_usd is None and args.add_tokens is None:
+        raise UsageError("say how much to add: --add-usd X or --add-tokens N")
+    budget = await client.evals.get(args.eval_id).resume(add_usd=args.add_usd, add_tokens=args.add_tokens)
+    emit(args.json, budget.model_dump(mode="json"), f"resumed eval {args.eval_id}")
+    return 0

@@ -1,0 +1,230 @@
+"""Durable evals from Python: start one, follow its progress, read its report, compare it with a
+baseline. The CLI's `eval` verbs and the console are thin shells over this.
+
+    client = await dar.connect()
+    ev = await client.evals.start("evals/support.yaml", agent="support", concurrency=4)
+    status = await ev.status()                     # done, passed, failed, waiting, tokens, USD
+    final = await ev.wait(3600)            # the eval's final status
+    report, diff = await ev.report(baseline="eval-support-1a2b3c4d")
+
+An eval is an `EvalRun` workflow (workflows/eval_run.py); each of its cases is a child run of the
+agent with an id of its own (`{eval id}.{case}-{hash}-{repeat}`), which `client.py status/watch`
+and the console reach as any run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from durable_agent_runner.client.checks import BadArgument
+from durable_agent_runner.client.errors import RunNotFound, StillRunning, run_failed
+from durable_agent_runner.client.listing import READ_TIMEOUT
+from durable_agent_runner.client.status import ui_url
+from durable_agent_runner.client.updates import update
+from durable_agent_runner.evals.cases import Dataset
+from durable_agent_runner.evals.files import load_dataset
+from durable_agent_runner.evals.report import Diff, Report, compare, report
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types import evals as te
+
+MAX_DATASET_BYTES = 2 * 2**20  # the dataset rides in the eval's history: a larger one belongs in several evals
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+LIVE = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
+
+
+class EvalRow(BaseModel):
+    """One eval in a list: what the Web UI's list shows, from its search attributes."""
+
+    eval_id: str
+    status: str
+    agent: str = ""
+    started_at: str = ""
+    tokens: int = 0
+    usd: float = 0.0
+    details: str = ""
+
+
+def new_eval_id(dataset: str) -> str:
+    return f"eval-{_SAFE.sub('_', dataset)[:40].strip('_') or 'dataset'}-{uuid.uuid4().hex[:8]}"
+
+
+def check_dataset(dataset: Dataset, repeat: int) -> None:
+    """An eval's dataset within its bounds, else BadArgument (one line)."""
+    if not dataset.cases:
+        raise BadArgument("dataset", f"{dataset.name!r} has no cases")
+    runs = len(dataset.cases) * repeat
+    if runs > te.MAX_EVAL_RUNS:
+        raise BadArgument("dataset", f"{runs} case runs (cases × repeat): at most {te.MAX_EVAL_RUNS} per eval")
+    size = len(dataset.model_dump_json())
+    if size > MAX_DATASET_BYTES:
+        raise BadArgument("dataset", f"{size:,} bytes as JSON: at most {MAX_DATASET_BYTES:,} per eval")
+
+
+class EvalHandle:
+    """One eval, by id: its progress, its end, its report."""
+
+    def __init__(self, temporal: Client, eval_id: str) -> None:
+        self.temporal = temporal
+        self.eval_id = eval_id
+        self._handle: WorkflowHandle[Any, te.EvalResult] = temporal.get_workflow_handle(
+            eval_id, result_type=te.EvalResult
+        )
+
+    async def status(self) -> te.EvalStatus:
+        """The eval's progress, with the cases in flight that wait for a person."""
+        try:
+            desc = await self._handle.describe(rpc_timeout=READ_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise RunNotFound(self.eval_id) from None
+            raise
+        if desc.workflow_type != te.EVAL_WORKFLOW:
+            raise BadArgument("eval_id", f"{self.eval_id} is a {desc.workflow_type} run, not an eval")
+        if desc.status == WorkflowExecutionStatus.COMPLETED:
+            return (await self._handle.result()).status
+        if desc.status not in LIVE:
+            try:
+                await self._handle.result()
+            except WorkflowFailureError as err:
+                raise run_failed(self.eval_id, err) from None
+        status: te.EvalStatus = await self._handle.query(
+            te.EVAL_STATUS_QUERY, result_type=te.EvalStatus, rpc_timeout=READ_TIMEOUT
+        )
+        status.waiting = await self._waiting(status)
+        return status
+
+    async def _waiting(self, status: te.EvalStatus) -> list[str]:
+        """The running cases that wait for a person, from their search attributes (the inbox's)."""
+        if not status.running:
+            return []
+        query = (
+            f"ParentWorkflowId={json.dumps(self.eval_id)} AND ExecutionStatus='Running' AND "
+            f"({t.SA_PENDING.name} > 0 OR {t.SA_IN_DOUBT.name} = true OR {t.SA_PHASE.name} = '{t.Phase.PAUSED}')"
+        )
+        try:
+            return [wf.id async for wf in self.temporal.list_workflows(query, limit=100, rpc_timeout=READ_TIMEOUT)]
+        except RPCError:
+            return []  # visibility is a view: progress goes on without it
+
+    async def wait(self, seconds: float | None = None) -> te.EvalStatus:
+        """The eval's final status once it ends; StillRunning after `seconds`."""
+        try:
+            result = await asyncio.wait_for(self._handle.result(), seconds)
+        except TimeoutError:
+            raise StillRunning(self.eval_id, []) from None
+        except WorkflowFailureError as err:
+            raise run_failed(self.eval_id, err) from None
+        return result.status
+
+    async def report(self, baseline: str | None = None) -> tuple[Report, Diff | None]:
+        """The report (of what has finished so far), and its diff against `baseline` (an eval id;
+        None: the baseline the eval was started with, if any)."""
+        status = await self.status()
+        now = report(status, ui_url)
+        other = baseline or status.baseline
+        if not other:
+            return now, None
+        then = report(await EvalHandle(self.temporal, other).status(), ui_url)
+        return now, compare(now, then)
+
+    async def resume(self, *, add_usd: float | None = None, add_tokens: int | None = None) -> t.BudgetStatus:
+        """Raise the budget of an eval paused on it; the cases left start again."""
+        raised = t.BudgetRaise(add_usd=add_usd, add_tokens=add_tokens)
+        status: t.BudgetStatus = await update(self._handle, te.EVAL_RESUME_UPDATE, raised, t.BudgetStatus)
+        return status
+
+    async def cancel(self) -> None:
+        """Cancel the eval: its cases in flight are cancelled too; finished ones keep their results."""
+        await self._handle.cancel()
+
+
+class Evals:
+    """`client.evals`: start evals, reach them by id, list them."""
+
+    def __init__(self, temporal: Client, task_queue: str) -> None:
+        self.temporal = temporal
+        self.task_queue = task_queue
+
+    async def start(
+        self,
+        dataset: Dataset | str | Path,
+        *,
+        agent: str,
+        concurrency: int = 4,
+        repeat: int = 1,
+        budget_usd: float | None = None,
+        budget_tokens: int | None = None,
+        on_budget: t.OnBudget | None = None,
+        model: str | None = None,
+        baseline: str | None = None,
+        eval_id: str | None = None,
+    ) -> EvalHandle:
+        """Start an eval of `agent` on `dataset` (a Dataset, or a YAML/JSON file's path)."""
+        data = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
+        check_dataset(data, repeat)
+        try:
+            input = te.EvalInput(
+                dataset=data,
+                agent=agent,
+                concurrency=concurrency,
+                repeat=repeat,
+                budget_usd=budget_usd,
+                budget_tokens=budget_tokens,
+                on_budget=on_budget,
+                model=model,
+                baseline=baseline,
+            )
+        except ValidationError as err:
+            first = err.errors(include_url=False)[0]
+            raise BadArgument(".".join(map(str, first["loc"])) or "eval", str(first["msg"])) from None
+        eid = eval_id or new_eval_id(data.name)
+        handle = await self.temporal.start_workflow(
+            te.EVAL_WORKFLOW,
+            input,
+            id=eid,
+            task_queue=self.task_queue,
+            result_type=te.EvalResult,
+            static_summary=f"eval {data.name[:80]} on {agent}: {len(data.cases)} cases × {repeat}",
+        )
+        return EvalHandle(self.temporal, handle.id)
+
+    def get(self, eval_id: str) -> EvalHandle:
+        return EvalHandle(self.temporal, eval_id)
+
+    async def list(self, limit: int = 20) -> list[EvalRow]:
+        """The latest evals, newest first."""
+        rows = []
+        query = f'WorkflowType="{te.EVAL_WORKFLOW}"'
+        async for wf in self.temporal.list_workflows(query, limit=limit, rpc_timeout=READ_TIMEOUT):
+            sa = wf.typed_search_attributes
+            rows.append(
+                EvalRow(
+                    eval_id=wf.id,
+                    status=wf.status.name.lower() if wf.status else "unknown",
+                    agent=sa.get(t.SA_AGENT) or "",
+                    started_at=wf.start_time.isoformat() if wf.start_time else "",
+                    tokens=sa.get(t.SA_TOKENS) or 0,
+                    usd=sa.get(t.SA_COST) or 0.0,
+                )
+            )
+        return rows
+
+
+def progress_line(s: te.EvalStatus) -> str:
+    """`running · 12/50 done · 10 passed · 2 failed · 1 waiting · 3 running · 12,345 tokens · $0.0123`."""
+    parts = [s.phase + (f" ({s.why})" if s.why else ""), f"{s.done}/{s.total} done", f"{s.passed} passed"]
+    parts += [f"{s.failed} failed", f"{len(s.waiting)} waiting", f"{len(s.running)} running"]
+    parts += [f"{s.usage.total_tokens:,} tokens", f"${s.usage.cost_usd:.4f}"]
+    return " · ".join(parts)
+
+
+__all__ = ["EvalHandle", "EvalRow", "Evals", "progress_line"]

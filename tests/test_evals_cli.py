@@ -1,0 +1,98 @@
+"""`client.py eval run | status | report` as a CI job runs them: a subprocess against the dev
+server, the worker in-process, the scripted fake model. The gate exits 1 naming the regressed
+cases, and 0 without the planted regression; bad arguments exit 2 in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from tests.helpers import script
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DATASET = """\
+name: cli-smoke
+evaluators:
+  - Contains: alpha
+cases:
+  - name: case 1
+    inputs: question 1
+  - name: case 2
+    inputs: question 2
+  - name: case 3
+    inputs: question 3
+    evaluators:
+      - Contains: beta
+  - name: case 4
+    inputs: question 4
+    evaluators:
+      - Contains: beta
+"""
+
+
+async def client_py(temporal_server, task_queue: str, *args: str, timeout: float = 120) -> tuple[int, str, str]:
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "client.py", *args, cwd=ROOT, env=env,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_eval_run_gates_on_a_baseline(temporal_server, task_queue, llm, worker_factory, tmp_path):
+    data = tmp_path / "cases.yaml"
+    data.write_text(DATASET)
+    good, bad = script(llm, {"content": "alpha beta"}), script(llm, {"content": "alpha"})
+    base = f"eval-base-{uuid.uuid4().hex[:6]}"
+    async with worker_factory():
+        code, out, err = await client_py(
+            temporal_server, task_queue, "eval", "run", str(data), "--agent", "scripted", "--model", good,
+            "--id", base, "--concurrency", "2", "--json",
+        )  # fmt: skip
+        assert code == 0, err
+        body = json.loads(out)
+        assert body["report"]["pass_rate"] == 1.0 and body["gate"]["passed"] is True
+        assert [r["case"] for r in body["report"]["rows"]] == ["case 1", "case 2", "case 3", "case 4"]
+        assert all(r["link"].endswith(r["run_id"].replace("/", "%2F")) for r in body["report"]["rows"])
+
+        code, out, err = await client_py(
+            temporal_server, task_queue, "eval", "run", str(data), "--agent", "scripted", "--model", bad,
+            "--baseline", base, "--fail-on-regression",
+        )  # fmt: skip
+        assert code == 1, err
+        assert "gate failed: 2 case(s) regressed against " + base + ": case 3, case 4" in err
+        assert "| case 3 | regressed | 100% → 0% |" in out
+
+        code, out, err = await client_py(
+            temporal_server, task_queue, "eval", "run", str(data), "--agent", "scripted", "--model", good,
+            "--baseline", base, "--fail-on-regression", "--min-pass-rate", "0.9",
+        )  # fmt: skip
+        assert code == 0, err
+
+        code, out, err = await client_py(temporal_server, task_queue, "eval", "status", base, "--json")
+        assert code == 0 and json.loads(out)["done"] == 4 and json.loads(out)["phase"] == "completed"
+        code, out, err = await client_py(temporal_server, task_queue, "eval", "report", base, "--markdown")
+        assert code == 0 and f"## Eval {base}: cli-smoke on scripted" in out
+        code, out, err = await client_py(temporal_server, task_queue, "eval", "list", "--json")
+        assert code == 0 and base in out
+
+
+async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, task_queue, tmp_path):
+    data = tmp_path / "cases.yaml"
+    data.write_text(DATASET)
+    for args, words in [
+        (["eval", "run", str(data), "--agent", "scripted", "--concurrency", "0"], "outside 1..50"),
+        (["eval", "run", str(tmp_path / "none.yaml"), "--agent", "scripted"], "cannot read"),
+        (["eval", "run", str(data), "--agent", "scripted", "--fail-on-regression"], "needs --baseline"),
+        (["eval", "status", "no-such-eval"], "no run with id 'no-such-eval'"),
+    ]:
+        code, out, err = await client_py(temporal_server, task_queue, *args, timeout=30)
+        assert code == 2, (args, out, err)
+        assert len(err.strip().splitlines()) == 1 and words in err, err

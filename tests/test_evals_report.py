@@ -1,0 +1,110 @@
+"""The eval's pure parts: the plan (case run ids, what starts next, when to continue as new) and
+the report (rows, aggregates, spread over repeats, a baseline's diff, the gate, Markdown)."""
+
+from __future__ import annotations
+
+import pytest
+
+from durable_agent_runner.evals import Case, Dataset, EvaluationResult
+from durable_agent_runner.evals.report import compare, gate, markdown, percentile, report
+from durable_agent_runner.workflows import eval_plan as plan
+from durable_agent_runner.workflows.types import evals as te
+from durable_agent_runner.workflows.types.transcript import Usage
+
+pytestmark = pytest.mark.pure
+
+
+def test_case_run_ids_are_derived_readable_and_distinct():
+    a = plan.case_run_id("eval-x", "What is 2+2?", 1)
+    assert a == plan.case_run_id("eval-x", "What is 2+2?", 1)  # a restart starts it under the same id
+    assert a.startswith("eval-x.What_is_2_2-") and a.endswith("-1")
+    assert a != plan.case_run_id("eval-x", "What is 2 2?", 1)  # the same once made safe: the hash tells them apart
+    assert a != plan.case_run_id("eval-x", "What is 2+2?", 2)
+    assert len(plan.case_run_id("e", "x" * 200, 3)) < 90
+
+
+def test_the_plan_starts_what_is_neither_done_nor_in_flight_up_to_the_free_places():
+    data = Dataset(name="d", cases=[Case(name=f"c{i}", inputs=f"q{i}") for i in range(5)])
+    slots = plan.slots("e", data, repeat=2)
+    assert [(s.case.name, s.repeat) for s in slots[:3]] == [("c0", 1), ("c0", 2), ("c1", 1)]
+    done, flying = {slots[0].run_id}, {slots[1].run_id, slots[2].run_id}
+    starts = plan.next_starts(slots, done, flying, concurrency=4, room=100)
+    assert [s.run_id for s in starts] == [slots[3].run_id, slots[4].run_id]
+    assert plan.next_starts(slots, done, flying, concurrency=4, room=1) == [slots[3]]
+    assert plan.next_starts(slots, done, flying, concurrency=2, room=100) == []
+    assert plan.should_drain(plan.MAX_STARTS_PER_RUN, False) and plan.should_drain(0, True)
+    assert not plan.should_drain(3, False)
+
+
+def test_prompts_passes_and_output_json():
+    assert plan.prompt_of(Case(name="a", inputs="hi")) == "hi"
+    assert plan.prompt_of(Case(name="a", inputs={"q": 1})) == '{"q": 1}'
+    ok, bad = EvaluationResult(name="a", value=True), EvaluationResult(name="b", value=False)
+    err = EvaluationResult(name="c", error="boom")
+    score = EvaluationResult(name="d", value=0.1)
+    assert plan.passed([ok, score], "completed") and not plan.passed([ok, bad], "completed")
+    assert not plan.passed([ok, err], "completed") and not plan.passed([ok], "failed")
+    assert plan.output_json('{"a": 1}') == {"a": 1} and plan.output_json("plain") is None
+    assert plan.output_json("{not json") is None
+
+
+def result(case: str, passed: bool, score: float, *, repeat: int = 1, usd: float = 0.01, seconds: float = 1.0):
+    scores = [EvaluationResult(name="Contains", value=passed), EvaluationResult(name="Judge", value=score)]
+    return te.CaseResult(
+        case=case, repeat=repeat, run_id=f"e.{case}-{repeat}", scores=scores, passed=passed, turns=1,
+        usage=Usage(requests=1, input_tokens=10, output_tokens=5, cost_usd=usd), seconds=seconds,
+    )  # fmt: skip
+
+
+def status(eval_id: str, results: list[te.CaseResult], repeat: int = 1) -> te.EvalStatus:
+    cases = len({r.case for r in results})
+    return te.EvalStatus(
+        eval_id=eval_id, dataset="d", agent="a", phase="completed", total=cases * repeat, done=len(results),
+        repeat=repeat, results=results,
+    )  # fmt: skip
+
+
+def test_the_report_has_a_row_per_case_run_and_aggregates():
+    rep = report(
+        status("e1", [result("b", False, 0.2, seconds=3.0), result("a", True, 0.8, seconds=1.0)]), lambda r: f"u/{r}"
+    )
+    assert [r.case for r in rep.rows] == ["a", "b"] and rep.rows[0].link == "u/e.a-1"
+    assert rep.rows[1].scores == {"Contains": False, "Judge": 0.2}
+    assert (rep.passed, rep.pass_rate, rep.tokens, rep.usd) == (1, 0.5, 30, 0.02)
+    assert (rep.p50_seconds, rep.p95_seconds) == (1.0, 3.0)
+    by = {e.name: e for e in rep.evaluators}
+    assert by["Contains"].pass_rate == 0.5 and by["Judge"].mean == 0.5 and by["Judge"].pass_rate is None
+    text = markdown(rep)
+    assert "| a | 1 | pass | ✔ | 0.8 | 1 | 15 | 0.0100 | 1.00 | [e.a-1](u/e.a-1) |" in text
+
+
+def test_repeats_show_spread():
+    rows = [result("a", True, 0.9, repeat=1), result("a", False, 0.5, repeat=2), result("a", True, 0.7, repeat=3)]
+    rep = report(status("e", rows, repeat=3))
+    (case,) = rep.cases
+    assert (case.runs, case.passed) == (3, 2) and case.spread["Judge"] == 0.4 and case.means["Judge"] == 0.7
+    assert "| a | 2/3 | Contains ±1, Judge ±0.4 |" in markdown(rep)
+
+
+def test_a_baseline_diff_names_regressions_improvements_and_the_change_in_cost_and_latency():
+    then = report(status("base", [result("a", True, 0.8), result("b", True, 0.5), result("gone", True, 1.0)]))
+    now = report(
+        status("new", [result("a", False, 0.8, usd=0.03), result("b", True, 0.9, seconds=2.0), result("new", True, 1)])
+    )
+    diff = compare(now, then)
+    assert diff.regressed == ["a"] and diff.improved == ["b"]
+    by = {c.case: c for c in diff.cases}
+    assert by["a"].baseline_pass_rate == 1.0 and by["a"].pass_rate == 0.0 and by["a"].usd == 0.02
+    assert by["b"].scores["Judge"] == 0.4 and by["b"].seconds == 1.0
+    assert by["new"].change == "new" and by["gone"].change == "gone"
+    assert gate(now, diff, fail_on_regression=True) == ["1 case(s) regressed against base: a"]
+    assert gate(now, diff) == []  # no gate asked for
+    assert gate(now, diff, min_pass_rate=0.5) == []
+    assert "| a | regressed | 100% → 0% |" in markdown(now, diff)
+    assert compare(then, then).regressed == [] and gate(then, compare(then, then), fail_on_regression=True) == []
+
+
+def test_an_unfinished_eval_fails_the_gate_and_percentiles_are_nearest_rank():
+    rep = report(status("e", [result("a", True, 1.0)]).model_copy(update={"total": 2}))
+    assert gate(rep) == ["the eval finished 1 of 2 case runs"]
+    assert percentile([], 50) == 0.0 and percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 95) == 4

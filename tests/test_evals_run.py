@@ -1,0 +1,203 @@
+"""A durable eval on the scripted fake model: each case runs once as a child run, is scored in an
+activity (an evaluator that raises is that score's error), and the report and a baseline's gate
+come out right. Replayed from its own history."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHistory
+
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.evals import progress_line
+from durable_agent_runner.evals import Case, Dataset, EvaluatorContext, EvaluatorSpec, register
+from durable_agent_runner.evals.report import compare, gate, markdown, report
+from durable_agent_runner.workflows import eval_plan
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types import evals as te
+from tests.helpers import replay, script, strict_replayer
+
+
+@register(name="ExplodesOnSix")
+def explodes_on_six(ctx: EvaluatorContext) -> bool:
+    """A custom evaluator with a bug: case 6 makes it raise."""
+    if ctx.case_name == "case 6":
+        raise RuntimeError("this evaluator has a bug")
+    return True
+
+
+def dataset(n: int = 6, marker: str = "", custom: bool = True) -> Dataset:
+    """n cases; the first half want 'alpha' in the answer, the rest 'beta'; `custom`: every case
+    also runs ExplodesOnSix (registered in this process only)."""
+    cases = [
+        Case(
+            name=f"case {i}",
+            inputs=f"question {i} {marker}".strip(),
+            evaluators=[EvaluatorSpec(name="Contains", args=("alpha" if i <= n // 2 else "beta",))],
+        )
+        for i in range(1, n + 1)
+    ]
+    evaluators = [EvaluatorSpec(name="ExplodesOnSix")] if custom else []
+    return Dataset(name="smoke", cases=cases, evaluators=evaluators)
+
+
+def requests_per_case(llm: Any, marker: str) -> Counter[str]:
+    """The fake model's requests, by the case question they carried."""
+    counts: Counter[str] = Counter()
+    for entry in llm.requests():
+        text = str(entry.get("body"))
+        for word in text.split("question ")[1:]:
+            number = word.split()[0].strip("\"',")
+            if marker in text:
+                counts[f"case {number}"] += 1
+            break
+    return counts
+
+
+async def test_a_small_eval_runs_each_case_once_and_reports(client, task_queue, llm, worker_factory):
+    model = script(llm, {"content": "alpha beta"})
+    marker = uuid.uuid4().hex[:8]
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(dataset(6, marker), agent="scripted", model=model, concurrency=3)
+        final = await ev.wait(120)
+        assert final.phase == "completed" and final.done == final.total == 6
+        rep = report(final)
+        assert [r.case for r in rep.rows] == [f"case {i}" for i in range(1, 7)]
+        assert all(r.end == "completed" and r.turns == 1 and r.tokens > 0 for r in rep.rows)
+        by = {r.case: r for r in rep.rows}
+        # case 6's custom evaluator raised: that score is errored with the reason, and the case fails
+        assert by["case 6"].scores["ExplodesOnSix"] is None
+        assert "this evaluator has a bug" in by["case 6"].reasons["ExplodesOnSix"]
+        assert not by["case 6"].passed and all(by[f"case {i}"].passed for i in range(1, 6))
+        assert rep.passed == 5 and rep.pass_rate == round(5 / 6, 6)
+        assert {e.name: e.errors for e in rep.evaluators}["ExplodesOnSix"] == 1
+        assert "| case 6 | 1 | fail |" in markdown(rep)
+        status = await ev.status()
+        assert status.done == 6 and status.usage.total_tokens == rep.tokens
+        await replay(client.get_workflow_handle(ev.eval_id))
+    assert requests_per_case(llm, marker) == Counter({f"case {i}": 1 for i in range(1, 7)})
+
+
+async def test_the_baseline_gate_fails_on_a_planted_regression_and_passes_without(
+    client, task_queue, llm, worker_factory
+):
+    good, bad = script(llm, {"content": "alpha beta"}), script(llm, {"content": "alpha only"})
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        base = await agents.evals.start(dataset(4), agent="scripted", model=good, concurrency=4)
+        worse = await agents.evals.start(dataset(4), agent="scripted", model=bad, baseline=base.eval_id)
+        same = await agents.evals.start(dataset(4), agent="scripted", model=good, baseline=base.eval_id)
+        for ev in (base, worse, same):
+            await ev.wait(120)
+        now, diff = await worse.report()
+        assert diff is not None and diff.regressed == ["case 3", "case 4"] and diff.improved == []
+        failures = gate(now, diff, fail_on_regression=True)
+        assert len(failures) == 1 and "case 3, case 4" in failures[0]
+        assert gate(now, None, min_pass_rate=0.9)[0].startswith("pass rate 50.0% is below 90.0%")
+        again, diff2 = await same.report()
+        assert diff2 is not None and diff2.regressed == [] and gate(again, diff2, fail_on_regression=True) == []
+        assert compare(again, again).regressed == []
+
+
+async def test_an_eval_within_a_budget_fails_the_cases_left_when_it_is_spent(client, task_queue, llm, worker_factory):
+    model = script(llm, {"content": "alpha beta", "usage": {"prompt_tokens": 500, "completion_tokens": 500}})
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(
+            dataset(4), agent="scripted", model=model, concurrency=1, budget_tokens=2500, on_budget="fail"
+        )
+        final = await ev.wait(120)
+    ends = Counter(r.end for r in final.results)
+    assert final.done == 4 and ends["completed"] >= 2 and ends["budget"] >= 1, ends
+    assert all("budget" in (r.error or "") for r in final.results if r.end == "budget")
+    assert isinstance(final, te.EvalStatus)
+
+
+async def test_an_eval_paused_on_its_budget_goes_on_when_a_person_raises_it(client, task_queue, llm, worker_factory):
+    model = script(llm, {"content": "alpha beta", "usage": {"prompt_tokens": 500, "completion_tokens": 500}})
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(
+            dataset(4, custom=False), agent="scripted", model=model, concurrency=1, budget_tokens=2500,
+            on_budget="pause",
+        )  # fmt: skip
+        status = await ev.status()
+        for _ in range(200):
+            status = await ev.status()
+            if status.phase == "paused":
+                break
+            await asyncio.sleep(0.1)
+        assert status.phase == "paused" and "token budget spent" in status.why and status.done == 3
+        assert status.budget is not None and status.budget.tokens is not None
+        raised = await ev.resume(add_tokens=5000)
+        assert raised.tokens is not None and raised.tokens.limit == 7500
+        final = await ev.wait(60)
+    assert final.phase == "completed" and final.done == 4 and all(r.end == "completed" for r in final.results)
+    await replay(client.get_workflow_handle(ev.eval_id))
+
+
+async def test_a_long_eval_continues_as_new_carrying_its_results(client, task_queue, llm, worker_factory, monkeypatch):
+    monkeypatch.setattr(eval_plan, "MAX_STARTS_PER_RUN", 3)  # this in-process worker's EvalRun reads it
+    model = script(llm, {"content": "alpha beta"})
+    marker = uuid.uuid4().hex[:8]
+    async with worker_factory():
+        ev = await AgentClient(client, task_queue=task_queue).evals.start(
+            dataset(8, marker, custom=False), agent="scripted", model=model, concurrency=2
+        )
+        final = await ev.wait(120)
+        desc = await client.get_workflow_handle(ev.eval_id).describe()
+        await replay(client.get_workflow_handle(ev.eval_id))
+    assert final.done == 8 and final.passed == 8
+    assert desc.run_id != desc.raw_description.workflow_execution_info.first_run_id  # it continued as new
+    assert requests_per_case(llm, marker) == Counter({f"case {i}": 1 for i in range(1, 9)})
+
+
+@pytest.mark.pure
+async def test_the_checked_in_eval_history_replays_and_holds_each_case_once():
+    """tests/histories/eval_run_1_4.json (tests/record_eval_history.py): the agent resolved once,
+    each case a child run under its derived id, each scored by one activity."""
+    path = Path(__file__).parent / "histories" / "eval_run_1_4.json"
+    history = WorkflowHistory.from_json("eval_run_1_4", path.read_text())
+    await strict_replayer().replay_workflow(history)
+    children = [
+        e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+    ]
+    assert children == [eval_plan.case_run_id("eval_run_1_4", f"case {i}", 1) for i in (1, 2, 3)]
+    activities = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert activities == [t.RESOLVE_AGENT_ACTIVITY, *[te.EVAL_SCORE_ACTIVITY] * 3]
+
+
+async def test_a_case_waiting_for_an_approval_shows_as_waiting_and_goes_on_once_approved(
+    client, task_queue, llm, worker_factory, counter_file
+):
+    model = script(llm, {"tool_calls": [{"name": "send", "arguments": {"label": "x"}}]}, {"content": "alpha beta"})
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(dataset(2, custom=False), agent="guarded", model=model, concurrency=2)
+        status = await ev.status()
+        for _ in range(300):  # the children's search attributes reach visibility a moment later
+            status = await ev.status()
+            if len(status.waiting) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert sorted(status.waiting) == sorted(status.running) and len(status.running) == 2
+        assert "2 waiting · 2 running" in progress_line(status)
+        for run_id in status.running:
+            run = agents.get(run_id)
+            (call,) = (await run.status()).pending_approvals
+            await run.approve(call.call_id, by="tester")
+        final = await ev.wait(60)
+    assert final.passed == 2 and final.waiting == []

@@ -1,0 +1,115 @@
+"""The eval's plan, pure: which case runs (case × repeat) exist, under which ids, which to start
+next, when to continue as new, and the tallies progress shows. EvalRun (eval_run.py) carries it out.
+
+A case run's id is derived from the eval's id, the case's name and the repeat, never counted: an
+eval that continues as new, or a worker that replays it, starts each case under the same id, and
+a finished case (its result carried) is never started again.
+
+No Temporal, no I/O, no clocks, no randomness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from pydantic import JsonValue
+
+from durable_agent_runner.evals.cases import Case, Dataset
+from durable_agent_runner.evals.context import EvaluationResult
+from durable_agent_runner.workflows.types import evals as te
+
+# Case runs started by one run of the eval before it continues as new (once those in flight end):
+# each adds a child's start, its end and a scoring activity to the history (about 10 events).
+MAX_STARTS_PER_RUN = 100
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One case run: the case, the repeat (1-based) and its run id."""
+
+    case: Case
+    repeat: int
+    run_id: str
+
+
+def case_run_id(eval_id: str, case: str, repeat: int) -> str:
+    """`{eval id}.{case, made safe}-{hash}-{repeat}`: readable, and distinct for distinct names."""
+    safe = _UNSAFE.sub("_", case).strip("_")[:60] or "case"
+    digest = hashlib.sha256(case.encode()).hexdigest()[:6]
+    return f"{eval_id}.{safe}-{digest}-{repeat}"
+
+
+def slots(eval_id: str, dataset: Dataset, repeat: int) -> list[Slot]:
+    """Every case run of the eval, case by case, each case's repeats together."""
+    return [Slot(c, k, case_run_id(eval_id, c.name, k)) for c in dataset.cases for k in range(1, repeat + 1)]
+
+
+def prompt_of(case: Case) -> str:
+    """What the agent is asked: the case's input text, or its JSON value as JSON text."""
+    if isinstance(case.inputs, str):
+        return case.inputs
+    return json.dumps(case.inputs, ensure_ascii=False)
+
+
+def next_starts(all_slots: list[Slot], done: set[str], in_flight: set[str], concurrency: int, room: int) -> list[Slot]:
+    """The case runs to start now: those neither done nor in flight, in order, up to the free
+    places (`concurrency` less those in flight) and `room` (starts left in this run of the eval)."""
+    free = min(concurrency - len(in_flight), room)
+    if free <= 0:
+        return []
+    return [s for s in all_slots if s.run_id not in done and s.run_id not in in_flight][:free]
+
+
+def passed(result_scores: list[EvaluationResult], end: te.CaseEnd) -> bool:
+    """A case passes when its run answered and no assertion failed or errored."""
+    if end != "completed":
+        return False
+    return all(r.error is None and r.value is not False for r in result_scores)
+
+
+def output_json(text: str) -> JsonValue:
+    """The answer parsed when it is a JSON object or array (typed output), else None."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return None
+    try:
+        value: JsonValue = json.loads(stripped)
+    except ValueError:
+        return None
+    return value
+
+
+@dataclass(frozen=True)
+class Tally:
+    done: int
+    passed: int
+    failed: int
+    usage: te.Usage
+
+
+def tally(results: list[te.CaseResult]) -> Tally:
+    usage = te.Usage()
+    for r in results:
+        usage = usage + r.usage
+    good = sum(1 for r in results if r.passed)
+    return Tally(done=len(results), passed=good, failed=len(results) - good, usage=usage)
+
+
+def summary_line(results: list[te.CaseResult], total: int) -> str:
+    """The eval's summary for the Web UI: `12/50 done · 10 passed · 2 failed`."""
+    t = tally(results)
+    return f"{t.done}/{total} done · {t.passed} passed · {t.failed} failed · ${t.usage.cost_usd:.4f}"
+
+
+def should_drain(started_here: int, suggested: bool) -> bool:
+    """Whether this run of the eval stops starting cases, to continue as new once those in flight end."""
+    return suggested or started_here >= MAX_STARTS_PER_RUN
+
+
+def budget_failed(slot: Slot, why: str) -> te.CaseResult:
+    """A case never started because the eval's budget was spent (on_budget "fail")."""
+    return te.CaseResult(case=slot.case.name, repeat=slot.repeat, run_id=slot.run_id, end="budget", error=why)
