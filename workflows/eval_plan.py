@@ -19,6 +19,7 @@ from pydantic import JsonValue
 
 from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.context import EvaluationResult
+from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
 # Case runs started by one run of the eval before it continues as new (once those in flight end):
@@ -53,6 +54,23 @@ def prompt_of(case: Case) -> str:
     if isinstance(case.inputs, str):
         return case.inputs
     return json.dumps(case.inputs, ensure_ascii=False)
+
+
+def run_input(case: Case, spec: t.AgentSpec, share: t.Budget | None) -> t.RunInput:
+    """The case run's input: its prompt to the frozen agent; or, for a case made from a recorded
+    run (evals/from_run.py), that run's transcript before model call N, carried as a fork's is,
+    so only the model is asked again, from call N on (no recorded tool or child run again)."""
+    point = case.from_run
+    if point is None:
+        return t.RunInput(prompt=prompt_of(case), agent=spec.name, frozen=spec, budget=share)
+    carry = t.Carry(
+        agent=spec,
+        messages=point.transcript(),
+        turn=point.at_turn - 1,
+        usage=t.Usage(),
+        forked_from=t.ForkLink(run_id=point.run_id, turn=point.at_turn),
+    )
+    return t.RunInput(prompt="", agent=spec.name, carry=carry, budget=share)
 
 
 def next_starts(all_slots: list[Slot], done: set[str], in_flight: set[str], concurrency: int, room: int) -> list[Slot]:

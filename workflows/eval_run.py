@@ -224,7 +224,7 @@ class EvalRun:
         try:
             result: t.RunResult = await workflow.execute_child_workflow(
                 t.WORKFLOW_NAME,
-                t.RunInput(prompt=plan.prompt_of(slot.case), agent=spec.name, frozen=spec, budget=share),
+                plan.run_input(slot.case, spec, share),
                 id=slot.run_id,
                 result_type=t.RunResult,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,

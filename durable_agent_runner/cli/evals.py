@@ -1,4 +1,4 @@
-"""`client.py eval run | status | watch | report | list | resume`: durable evals, a shell over
+"""`client.py eval run | status | watch | report | list | resume | add-case`: durable evals, a shell over
 `AgentClient.evals` (client/evals.py). `eval run` waits (unless --no-wait), prints the report and
 applies the gate: exit 1 naming the cases that failed it, 2 for bad arguments."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -43,6 +44,13 @@ def _dataset(text: str) -> Dataset:
         return load_dataset(Path(text))
     except DatasetError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON: {err}") from None
 
 
 def _gate_flags(p: argparse.ArgumentParser) -> None:
@@ -100,6 +108,18 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     res.add_argument("--add-tokens", type=_number(int, 1, 10**9), metavar="N")
     res.add_argument("--json", action="store_true", help="print JSON")
     res.set_defaults(fn=cmd_resume)
+
+    add = verbs.add_parser("add-case", help="make a recorded run a case of DATASET: only the model is asked again")
+    add.add_argument("dataset", help="the dataset file to add to (YAML or JSON; made if missing)")
+    add.add_argument("run_id", help="the recorded run (a production incident, say)")
+    add.add_argument("--at-turn", type=_number(int, 1, 10**6), metavar="N", help="start before model call N "
+                     "(default: the run's last model call)")  # fmt: skip
+    exp = add.add_mutually_exclusive_group()
+    exp.add_argument("--expected", metavar="TEXT", help="the expected output, as text")
+    exp.add_argument("--expected-json", type=_json, metavar="JSON", help="the expected output, as a JSON value")
+    add.add_argument("--name", help="the case's name (default: RUN_ID at turn N)")
+    add.add_argument("--json", action="store_true", help="print JSON")
+    add.set_defaults(fn=cmd_add_case)
 
 
 def check(args: argparse.Namespace) -> None:
@@ -209,4 +229,20 @@ async def cmd_resume(client: AgentClient, args: argparse.Namespace) -> int:
         raise UsageError("say how much to add: --add-usd X or --add-tokens N")
     budget = await client.evals.get(args.eval_id).resume(add_usd=args.add_usd, add_tokens=args.add_tokens)
     emit(args.json, budget.model_dump(mode="json"), f"resumed eval {args.eval_id}")
+    return 0
+
+
+async def cmd_add_case(client: AgentClient, args: argparse.Namespace) -> int:
+    expected = args.expected_json if args.expected_json is not None else args.expected
+    try:
+        case = await client.evals.add_case(
+            args.dataset, args.run_id, at_turn=args.at_turn, expected=expected, name=args.name
+        )
+    except DatasetError as err:
+        raise UsageError(str(err)) from None
+    point = case.from_run
+    assert point is not None
+    body = {"dataset": args.dataset, "case": case.name, "run_id": point.run_id, "at_turn": point.at_turn}
+    text = f"added case {case.name!r} to {args.dataset}: {len(point.messages)} message(s) of {point.run_id}, "
+    emit(args.json, body, text + f"the model asked again from call {point.at_turn}")
     return 0

@@ -21,16 +21,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import RunNotFound, StillRunning, run_failed
+from durable_agent_runner.client.eval_cases import add_case, case_from_run
 from durable_agent_runner.client.listing import READ_TIMEOUT
 from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.client.updates import update
-from durable_agent_runner.evals.cases import Dataset
+from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.files import load_dataset
 from durable_agent_runner.evals.report import Diff, Report, compare, report
 from durable_agent_runner.workflows import types as t
@@ -199,6 +200,22 @@ class Evals:
 
     def get(self, eval_id: str) -> EvalHandle:
         return EvalHandle(self.temporal, eval_id)
+
+    async def add_case(
+        self,
+        dataset: str | Path,
+        run_id: str,
+        *,
+        at_turn: int | None = None,
+        expected: JsonValue = None,
+        name: str | None = None,
+    ) -> Case:
+        """Make recorded run `run_id` a case of the dataset file (made if missing): the run's
+        transcript before model call `at_turn` (default: its last), so an eval asks only the model
+        again from there (eval_cases.py). Returns the case added."""
+        case = await case_from_run(self.temporal, run_id, at_turn=at_turn, expected=expected, name=name)
+        add_case(dataset, case)
+        return case
 
     async def list(self, limit: int = 20) -> list[EvalRow]:
         """The latest evals, newest first."""
