@@ -19,7 +19,7 @@ from durable_agent_runner.workflows import types as t
 
 @contextlib.asynccontextmanager
 async def serve_console(
-    client: Any, task_queue: str, token: str | None = None, keep: list[Any] | None = None
+    client: Any, task_queue: str, token: str | None = None, keep: list[Any] | None = None, datasets: Any = None
 ) -> AsyncIterator[str]:
     """The console on 127.0.0.1 (a free port), served until the block ends; yields its URL.
     `keep`: a list the console's state (app.Console: its open streams) is put in. The socket is
@@ -28,9 +28,9 @@ async def serve_console(
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = build_app(
-        AgentClient(client, task_queue=task_queue), by="console-test", task_queue=task_queue, token=token, loopback=True
-    )
+    agents = AgentClient(client, task_queue=task_queue)
+    more = {"datasets": datasets} if datasets is not None else {}
+    app = build_app(agents, by="console-test", task_queue=task_queue, token=token, loopback=True, **more)
     if keep is not None:
         keep.append(app.app.state.console)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.client import Client
 
@@ -18,9 +19,11 @@ from durable_agent_runner.evals.files import DatasetError, load_dataset
 from durable_agent_runner.evals.from_run import point_of
 from durable_agent_runner.workflows import eval_plan as plan
 from durable_agent_runner.workflows import types as t
+from tests.console_helpers import serve_console
 from tests.helpers import start, transcript
 from tests.test_agents import requests_for
 from tests.test_client import cli  # noqa: F401  (the fixture)
+from tests.test_console_http import csrf_of
 from tests.test_fork_reuse import before_first_model_call, team
 
 
@@ -79,6 +82,34 @@ async def test_an_eval_of_a_case_made_at_turn_3_asks_only_the_model_and_runs_no_
     activities, children, model_calls = await before_first_model_call(client.get_workflow_handle(rows[0].run_id))
     assert t.TOOL_CALL_ACTIVITY not in activities and children == [] and model_calls == 1
     assert [m.content for m in story if isinstance(m, t.ToolMessage)] == ["t1 #1", "Tides follow the moon."]
+
+
+async def test_the_run_page_makes_a_case_into_the_consoles_datasets_folder(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Path, tmp_path: Path
+) -> None:
+    registry, _ = team(llm)
+    async with worker_factory(registry=registry):
+        origin = await start(client, task_queue, "Explain tides", agent="lead")
+        await origin.result()
+        async with (
+            serve_console(client, task_queue, datasets=tmp_path / "sets") as url,
+            httpx.AsyncClient(base_url=url, timeout=20) as web,
+        ):
+            page = (await web.get(f"/runs/{origin.id}")).text
+            assert f'action="/runs/{origin.id}/case"' in page and "Make a case" in page
+            action, csrf = f"/runs/{origin.id}/case", csrf_of(page)
+            form = {"dataset": "incidents", "at_turn": "3", "expected": "done", "csrf": csrf}
+            assert (await web.post(action, data={**form, "csrf": ""})).status_code == 403
+            escaped = await web.post(action, data={**form, "dataset": "../../etc/x"})
+            assert escaped.status_code == 400 and "not a path" in escaped.text
+            beyond = await web.post(action, data={**form, "at_turn": "9"})
+            assert beyond.status_code == 409 and "made 3 model call" in beyond.text
+            made = await web.post(action, data=form)
+            assert made.status_code == 200 and "added case" in made.text
+    written = load_dataset(tmp_path / "sets" / "incidents.yaml")
+    assert [c.expected_output for c in written.cases] == ["done"]
+    assert written.cases[0].from_run is not None and written.cases[0].from_run.at_turn == 3
+    assert list((tmp_path / "sets").iterdir()) == [tmp_path / "sets" / "incidents.yaml"]
 
 
 @pytest.mark.pure

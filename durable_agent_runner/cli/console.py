@@ -5,6 +5,7 @@ On 127.0.0.1 by default; on any other host only with CONSOLE_TOKEN, whose link i
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -23,6 +24,8 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
     cmd.add_argument("--by", default=who, help="who decides, unless the page names someone (default: %(default)s)")
+    cmd.add_argument("--datasets", type=Path, default=Path("evals"), metavar="DIR",
+                     help="where a run page's 'Make a case' writes dataset files (default: %(default)s)")  # fmt: skip
     cmd.set_defaults(fn=cmd_console)
 
 
@@ -49,7 +52,9 @@ def link(host: str, port: int, secret: str | None) -> str:
 async def cmd_console(client: AgentClient, args: argparse.Namespace) -> int:
     check(args)
     secret = token()
-    app = build_app(client, by=args.by, task_queue=args.task_queue, token=secret, loopback=is_loopback(args.host))
+    loopback = is_loopback(args.host)
+    queue, datasets = args.task_queue, args.datasets
+    app = build_app(client, by=args.by, task_queue=queue, token=secret, loopback=loopback, datasets=datasets)
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     print(f"console: {link(args.host, args.port, secret)}", flush=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -24,6 +25,7 @@ from durable_agent_runner.console import data, evals_live, links, sse, views, vi
 from durable_agent_runner.console import whole as whole_value
 from durable_agent_runner.console.forms import budget_raise, checked_edit, edited_arguments, run_edit, whole
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
+from durable_agent_runner.console.views_cases import dataset_path
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
@@ -34,8 +36,9 @@ MAX_RAW_CHARS = 32 * 1024 * 1024  # of one value served whole (a message, a call
 class Console:
     """The console's state: the Python client, who decides by default, the CSRF token."""
 
-    def __init__(self, client: AgentClient, *, by: str, task_queue: str) -> None:
+    def __init__(self, client: AgentClient, *, by: str, task_queue: str, datasets: Path = Path("evals")) -> None:
         self.client = client
+        self.datasets = datasets  # where "Make a case" writes (views_cases.py)
         self.by = by
         self.task_queue = task_queue
         self.csrf = new_csrf()
@@ -268,6 +271,16 @@ class Console:
         new_id = await data.fork(self.client, _run_id(request), at, form.get("prompt", "")[:4000], self.task_queue)
         return _done(f"forked as {new_id}", redirect=f"/runs/{quote(new_id, safe='')}")
 
+    async def make_case(self, request: Request) -> Response:
+        """The run, before model call N, as a case of a dataset file in the datasets folder."""
+        form = await read_form(request, self.csrf)
+        path = dataset_path(self.datasets, form.get("dataset", ""))
+        at = whole(form.get("at_turn", "").strip(), "before model call N: N") if form.get("at_turn") else None
+        expected = form.get("expected", "")[:4000] or None
+        self.datasets.mkdir(parents=True, exist_ok=True)
+        case = await self.client.evals.add_case(path, _run_id(request), at_turn=at, expected=expected)
+        return _done(f"added case {case.name!r} to {path}")
+
     async def schedule_action(self, request: Request) -> Response:
         """Pause, unpause or trigger a schedule; a pause or unpause reloads the page with its new state."""
         form = await read_form(request, self.csrf)
@@ -319,8 +332,10 @@ def _done(message: str, redirect: str | None = None, unserved: list[dict[str, st
     return JSONResponse(body | ({"unserved": unserved} if unserved else {}))
 
 
-def build_app(client: AgentClient, *, by: str, task_queue: str, token: str | None, loopback: bool) -> Any:
-    console = Console(client, by=by, task_queue=task_queue)
+def build_app(
+    client: AgentClient, *, by: str, task_queue: str, token: str | None, loopback: bool, datasets: Path = Path("evals")
+) -> Any:
+    console = Console(client, by=by, task_queue=task_queue, datasets=datasets)
 
     def guarded(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
         async def handle(request: Request) -> Response:
@@ -374,6 +389,7 @@ def build_app(client: AgentClient, *, by: str, task_queue: str, token: str | Non
         Route("/runs/{run_id:path}/resume", guarded(c.resume), methods=["POST"]),
         Route("/runs/{run_id:path}/edit", guarded(c.edit), methods=["POST"]),
         Route("/runs/{run_id:path}/fork", guarded(c.fork), methods=["POST"]),
+        Route("/runs/{run_id:path}/case", guarded(c.make_case), methods=["POST"]),
         # Last: a run's id may hold '/' (run_agent's children: PARENT/AGENT-N), so the path is greedy.
         Route("/runs/{run_id:path}", guarded(c.run_page)),
     ]

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from durable_agent_runner.console.data import Asking, RunView
 from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
+from durable_agent_runner.console.views_cases import case_form
 from durable_agent_runner.workflows import types as t
 
 ENDED = t.ENDED_STATUSES
@@ -190,6 +191,7 @@ def controls(view: RunView) -> str:
 <input name="at_turn" size="4" value="{max(int(s["turn"]), 1)}" inputmode="numeric"></label>
 <label>with message <input name="prompt" maxlength="4000"></label><button>Fork</button>
 <span class="msg" role="status"></span></form>""")
+        out.append(case_form(base, int(s["turn"])))
     return "".join(out)
 
 
