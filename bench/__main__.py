@@ -20,11 +20,11 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from bench import caching, report, sections
+from bench import caching, evals, report, sections
 from bench.plan import FULL, QUICK, Plan
 from bench.stack import Stack
 
-SECTIONS = ("per-turn", "timeline", "history", "concurrency", "tuning", "streaming", "caching")
+SECTIONS = ("per-turn", "timeline", "history", "concurrency", "tuning", "streaming", "caching", "evals")
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -84,6 +84,8 @@ async def run(stack: Stack, plan: Plan, only: set[str], results: dict[str, Any],
         results["streaming"] = await sections.streaming_latency(stack, plan, log)
     if "caching" in only:
         results["caching"] = await caching.caching(stack, log)
+    if "evals" in only:
+        results["evals"] = await evals.evals(stack, log, cases=40 if plan.quick else evals.CASES)
     if "tuning" in only:  # last: its later rounds fill what is left of the budget
         results["tuning"] = await sections.tuning(stack, plan, log, t0 + plan.budget_s)
 
@@ -110,7 +112,7 @@ def render(results: dict[str, Any]) -> str:
         parts.append(f"one dev server for every worker, its dynamic config: {env['server_dynamic_config']}")
     printers = [("per_turn", report.per_turn), ("history", report.history), ("concurrency", report.concurrency),
                 ("tuning", report.tuning), ("streaming", report.streaming), ("timeline", report.timeline),
-                ("caching", caching.report)]  # fmt: skip
+                ("caching", caching.report), ("evals", evals.report)]  # fmt: skip
     for key, fn in printers:
         if key in results:
             parts.append(fn(results[key]))

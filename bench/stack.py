@@ -70,6 +70,7 @@ class WorkerSpec:
     variant: str = "product"  # or "variant" (bench.local_variant), "rival" (bench.rival), "bare" (bench.bare)
     stream: bool = False
     mode: str | None = None  # "subprocess" | "inproc"; None: the stack's default
+    queue: str | None = None  # None: a fresh one (a worker started again after a kill takes its queue)
 
 
 @dataclass
@@ -141,7 +142,7 @@ class Stack:
             handles: list[WorkerHandle] = []
             spawned: list[tuple[int, subprocess.Popen[bytes]]] = []
             for spec in specs:
-                queue = f"bench-{uuid.uuid4().hex[:12]}"
+                queue = spec.queue or f"bench-{uuid.uuid4().hex[:12]}"
                 if (spec.mode or self.worker_mode) == "inproc":
                     await stack.enter_async_context(self._inproc(spec, queue))
                     handles.append(WorkerHandle(queue, None))

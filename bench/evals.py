@@ -1,0 +1,115 @@
+"""Section 8, durable evals: 200 cases of a 3-turn agent (`looper`: two `pad` tool calls, then
+its answer) at concurrency 20, as an EvalRun (each case a child run, scored in an activity), side
+by side with pydantic-evals' `Dataset.evaluate` running the same loop in one process with no
+durability (bench/evals_plain.py): the same fake model, the same `Contains` evaluator.
+
+At 0 ms of model latency the difference is what durability costs; at 200 ms, closer to a real
+model, it is mostly hidden. Then the worker is SIGKILLed once 100 cases are done: the eval goes
+on in a new worker and no finished case asks the model again, while the plain loop, which keeps
+nothing, starts over. Model requests are counted at the fake model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Any
+
+from bench.evals_plain import plain_eval
+from bench.stack import Stack, WorkerSpec
+from durable_agent_runner.client import AgentClient
+from durable_agent_runner.evals import Case, Contains, Dataset
+
+CASES, TURNS, CONCURRENCY = 200, 3, 20  # the worker is killed once half the cases are done
+TARGETS = {0: 3.0, 200: 1.5}  # our wall time over the plain loop's, at most, by model latency (ms)
+
+
+def dataset(cases: int) -> Dataset:
+    return Dataset(
+        name=f"bench-{cases}",
+        cases=[Case(name=f"case-{i:03d}", inputs=f"Work through item {i}.") for i in range(cases)],
+        evaluators=[Contains(value=f"done after {TURNS} turns")],
+    )
+
+
+async def _durable(stack: Stack, cases: int, kill_at: int | None, log: Any) -> dict[str, Any]:
+    assert stack.client is not None
+    began = time.perf_counter()
+    kills = 0
+    async with stack.worker() as worker:
+        agents = AgentClient(stack.client, task_queue=worker.queue)
+        ev = await agents.evals.start(dataset(cases), agent="looper", model=f"loop:{TURNS}", concurrency=CONCURRENCY)
+        if kill_at is not None and worker.pid is not None:
+            await _until_done(ev, kill_at)
+            os.kill(worker.pid, signal.SIGKILL)
+            kills = 1
+            log(f"evals: worker SIGKILLed with {kill_at}+ cases done; a new one takes its queue")
+            async with stack.workers([WorkerSpec(queue=worker.queue)]):
+                status = await ev.wait(1800)
+        else:
+            status = await ev.wait(1800)
+    report, _ = await ev.report()
+    return {
+        "wall_s": round(time.perf_counter() - began, 3),
+        "cases": status.total,
+        "passed": status.passed,
+        "case_runs": len(report.rows),
+        "kills": kills,
+    }
+
+
+async def _until_done(ev: Any, cases: int) -> None:
+    """Polls the eval's progress query (a workflow's state, not an event this process could wait on)."""
+    done = 0
+    while done < cases:
+        await asyncio.sleep(0.2)
+        done = (await ev.status()).done
+
+
+def _requests(stack: Stack) -> int:
+    return sum(1 for r in stack.llm.requests() if str(r.get("path", "")).endswith("/chat/completions"))
+
+
+async def evals(stack: Stack, log: Any, cases: int = CASES) -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    for latency in (0, 200):
+        for side in ("durable", "plain"):
+            stack.phase(latency)
+            log(f"evals: {cases} cases, {side}, {latency} ms model latency")
+            if side == "durable":
+                row = await _durable(stack, cases, None, log)
+            else:
+                row = await plain_eval(stack.llm.base_url, cases=cases, turns=TURNS, concurrency=CONCURRENCY)
+            rows[f"{side}@{latency}"] = row | {"model_requests": _requests(stack)}
+    killed: dict[str, Any] = {}
+    kill_at = cases // 2
+    for side in ("durable", "plain"):
+        stack.phase(0)
+        log(f"evals: {cases} cases, {side}, killed at case {kill_at}")
+        if side == "durable":
+            row = await _durable(stack, cases, kill_at, log)
+        else:
+            row = await plain_eval(
+                stack.llm.base_url, cases=cases, turns=TURNS, concurrency=CONCURRENCY, killed_at=kill_at
+            )
+        killed[side] = row | {"model_requests": _requests(stack)}
+    ratios = {ms: rows[f"durable@{ms}"]["wall_s"] / rows[f"plain@{ms}"]["wall_s"] for ms in (0, 200)}
+    return {"cases": cases, "turns": TURNS, "kill_at": kill_at, "concurrency": CONCURRENCY, "rows": rows,
+            "killed": killed, "ratios": ratios, "targets": TARGETS, "ideal_requests": cases * TURNS}  # fmt: skip
+
+
+def report(data: dict[str, Any]) -> str:
+    lines = [
+        f"8. DURABLE EVALS  ({data['cases']} cases of a {data['turns']}-turn agent at concurrency "
+        f"{data['concurrency']}; ideal: {data['ideal_requests']} model requests)",
+        f"   {'side @ model latency':28} {'wall s':>8} {'passed':>7} {'requests':>9}",
+    ]
+    for label, row in data["rows"].items():
+        lines.append(f"   {label:28} {row['wall_s']:>8.2f} {row['passed']:>7} {row['model_requests']:>9}")
+    for ms, ratio in data["ratios"].items():
+        lines.append(f"   durable / plain at {ms} ms: {ratio:.2f}x  (target <= {data['targets'][ms]}x)")
+    lines.append(f"   worker killed once {data['kill_at']} cases were done (model latency 0 ms):")
+    for side, row in data["killed"].items():
+        lines.append(f"   {side:28} {row['wall_s']:>8.2f} {row['passed']:>7} {row['model_requests']:>9}")
+    return "\n".join(lines)
