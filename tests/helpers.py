@@ -17,6 +17,7 @@ from durable_agent_runner.config.connection import DATA_CONVERTER
 from durable_agent_runner.workflows import AgentRun, DeliverMessage
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.eval_run import EvalRun
+from durable_agent_runner.workflows.score_run import ScoreRun
 
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
 # nothing of ours passed through, so workflows/ is imported afresh in the sandbox and a clock,
@@ -34,7 +35,7 @@ def strict_replayer() -> Replayer:
     the replayer's unsandboxed runner: that is the one given the sandbox)."""
     # DeliverMessage is sandboxed: it replays in the same strict sandbox.
     return Replayer(
-        workflows=[AgentRun, DeliverMessage, EvalRun],  # EvalRun: unsandboxed, as AgentRun
+        workflows=[AgentRun, DeliverMessage, EvalRun, ScoreRun],  # unsandboxed, as AgentRun
         data_converter=DATA_CONVERTER,
         workflow_runner=STRICT_SANDBOX,
         unsandboxed_workflow_runner=STRICT_SANDBOX,

@@ -18,7 +18,9 @@ from typing import NoReturn
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
+from temporalio.workflow import ParentClosePolicy
 
+from durable_agent_runner.workflows import live_scores
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.budget import Ledger
 from durable_agent_runner.workflows.calls import RunTools
@@ -56,6 +58,7 @@ from durable_agent_runner.workflows.turn import (
     should_continue,
 )
 from durable_agent_runner.workflows.turn_steps import TurnSteps
+from durable_agent_runner.workflows.types import live_scores as tl
 
 # Only the project's own errors fail a run from workflow code: every failure it means is an
 # ApplicationError (which always fails the run). A bug in this code holds the workflow task, as
@@ -158,7 +161,32 @@ class AgentRun(TurnSteps):
         s.output = done.output
         self._event(t.EventKind.FINAL, text=done.output)
         self._set_phase(t.Phase.COMPLETED, f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
+        if not self._is_child():
+            await self._score(first, done)
         return self._result(done.output, done.output_object)
+
+    async def _score(self, agent: t.AgentSpec, done: Done) -> None:
+        """A sampled run's scores (online scoring): a ScoreRun started, and abandoned, so the
+        result waits for its start to be recorded, never for its scores. Nothing it does fails
+        the run. No patch: only a run whose frozen agent has evaluators takes this path, and no
+        code before it froze any."""
+        s, info = self._s, workflow.info()
+        seconds = (workflow.now() - info.start_time).total_seconds()
+        score = live_scores.score_input(
+            info.workflow_id, agent, s.messages, done.output, done.output_object, s.turn, s.usage, seconds
+        )
+        if score is None:
+            return
+        try:
+            await workflow.start_child_workflow(
+                tl.SCORE_WORKFLOW,
+                score,
+                id=tl.scores_id(info.workflow_id),
+                parent_close_policy=ParentClosePolicy.ABANDON,
+                static_summary=f"scores of {info.workflow_id[:200]}",
+            )
+        except Exception as err:  # already scored (a reset run), or refused: the answer stands
+            workflow.logger.warning("scores of %s not started: %s", info.workflow_id, err)
 
     def _result(self, output: str, output_object: object, **session: object) -> t.RunResult:
         s = self._s

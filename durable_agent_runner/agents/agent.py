@@ -40,6 +40,7 @@ from durable_agent_runner.activities.mcp_tools import McpTool
 from durable_agent_runner.agents.breakpoints import BreakpointFn
 from durable_agent_runner.agents.guardrails import InputGuardrail, OutputGuardrail
 from durable_agent_runner.agents.mcp import McpServer
+from durable_agent_runner.agents.scoring import live_specs
 from durable_agent_runner.agents.tools import (
     TOOL_NAME,
     Tool,
@@ -162,9 +163,8 @@ class Agent(AgentOptions):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    # name, instructions, model, max_turns, temperature, the model-call bounds, api, approval
-    # timeouts, token_budget, continue_as_new_after, handoff_description, output_retries: the
-    # options AgentSpec keeps as they are, declared once in workflows.types.AgentOptions.
+    # name, instructions, model, max_turns, …, evaluators: the options AgentSpec keeps as they
+    # are, declared once in workflows.types.AgentOptions (evaluators made specs: agents/scoring.py).
     # One model string, or several in the order to try them: the rest become `fallback_models`
     # (turned into a string before the agent exists, so `agent.model` is one model or None).
     model: str | list[str] | None = None  # type: ignore[assignment]
@@ -197,8 +197,8 @@ class Agent(AgentOptions):
     def __repr__(self) -> str:  # pydantic's would follow a cycle of handoffs forever
         return f"Agent({self.name!r})"
 
-    def __str__(self) -> str:
-        return repr(self)
+    __str__ = __repr__
+    _evaluators = field_validator("evaluators", mode="before")(live_specs)
 
     @model_validator(mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 from durable_agent_runner.cli.budget import render_budget
 from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.scores import RunScores, score_line
 
 
 def render_status(s: dict[str, Any]) -> str:
@@ -46,6 +47,8 @@ def render_status(s: dict[str, Any]) -> str:
         p = s["paused"]
         point = "model call" if p["where"] == "before_model" else "the tool calls of turn"
         lines.append(f"paused:  before {point} {p['turn']}: {p['why']} (inspect, edit, then resume)")
+    if s.get("scores"):
+        lines.append(f"scores:  {score_line(RunScores.model_validate(s['scores']))}")
     if s.get("schedule"):
         lines.append(f"schedule: started by schedule {s['schedule']} (client.py schedule describe {s['schedule']})")
     if s.get("forked_from"):

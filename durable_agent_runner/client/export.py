@@ -5,9 +5,8 @@ history: no worker is needed.
     {"type": "model_call", ...}     each model reply as recorded, with its wire capture if kept
     {"type": "model_fallback", ...} a model that failed for good, and the model its turn went to
     {"type": "decision", ...}       what the run did next: the tool calls it ran, or its answer
-    {"type": "approval", ...}       a person's decision on a call that waited (who, when, what,
-                                    edited arguments); the run's own (a timeout, --always) too
-                                    when a worker answers the status query at export time
+    {"type": "approval", ...}       a person's decision on a call that waited (who, when, what, edited
+                                    arguments); the run's own (a timeout, --always) too, from status
     {"type": "resolution", ...}     a person's decision on a call in doubt: rerun, result, fail
     {"type": "answer", ...}         an `ask_person` answer; "completion": an outside completion; from status
     {"type": "tool_result", ...}    what each tool returned: run by a worker, given by a person
@@ -15,12 +14,11 @@ history: no worker is needed.
                                     (`child_run_id`; a child that failed: `is_error`)
     {"type": "message", ...}        a session: each message sent to it (K, text, sender, time)
     {"type": "compaction", ...}     a session: each summary that replaced messages[:upto]
-    {"type": "result", ...}         the final answer, or why the run failed
+    {"type": "result", ...}         the final answer, or why the run failed; "scores": its online scores
 
 Every execution of a run that continued as new is included, oldest first: a session's whole
 transcript stays here after compaction has replaced its older messages in the run's memory.
-replay.py feeds the captured responses back through the pure turn logic: an exported run can be
-replayed offline, and must make the same decisions.
+replay.py feeds the captured responses back through the pure turn logic (the same decisions).
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 
 from durable_agent_runner.activities.capture import CaptureStore
+from durable_agent_runner.client.scores import scores_of
 from durable_agent_runner.workflows import types as t
 
 E = EventType
@@ -56,6 +55,8 @@ async def export_run(client: Client, run_id: str, captures: CaptureStore) -> lis
         history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history()
         lines += [line async for line in _lines(client.data_converter, history.events, captures)]
     lines += await _run_decisions(client, run_id, lines)
+    if (scores := await scores_of(client, run_id)) is not None:  # online scoring: its ScoreRun's result
+        lines.append({"type": "scores", "turn": None, **scores.model_dump(mode="json")})
     lines.insert(0, {"type": "run", "run_id": run_id, "executions": len(runs_ids), **_header(lines)})
     return [line for line in lines if line["type"] not in ("start", "agent")]
 
@@ -64,9 +65,8 @@ STATUS_TIMEOUT = timedelta(seconds=3)
 
 
 async def _run_decisions(client: Client, run_id: str, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The decisions the run made itself (an approval timeout, an earlier `always`) and any the
-    history does not hold as a person's update (a signal's): from its status query, when a worker
-    answers it now. The history's own lines come first; these only add what they lack."""
+    """The decisions the run made itself (an approval timeout, an earlier `always`) and those not in
+    its history as a person's update (a signal's): from its status query, adding what lines lack."""
     try:
         live: t.RunStatus = await client.get_workflow_handle(run_id).query(
             t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=STATUS_TIMEOUT

@@ -23,6 +23,7 @@ from temporalio.service import RPCError
 from durable_agent_runner.client.budget import budget_view
 from durable_agent_runner.client.errors import failure
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
+from durable_agent_runner.client.scores import RunScores, scores_of
 from durable_agent_runner.client.stuck import stuck, unserved
 from durable_agent_runner.config.connection import namespace
 from durable_agent_runner.config.env import ClientSettings
@@ -104,6 +105,7 @@ class RunInfo(BaseModel):
     budget: dict[str, Any] | None = None  # runs with a budget: spent, reserved, left for the run and its tree
     parent: str | None = None  # a child run (an agent used as a tool): the run that started it
     schedule: str | None = None  # a run a schedule started: the schedule's name
+    scores: RunScores | None = None  # a completed run its agent's evaluators scored (online scoring)
     note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -166,6 +168,8 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
     forks = await forks_of(client, handle.id)
     if forks:
         out["forks"] = forks
+    if out["status"] == "completed" and (scores := await scores_of(client, handle.id)) is not None:
+        out["scores"] = scores
     retrying = [
         {"activity": p.activity_type.name, "attempt": p.attempt, "last_failure": p.last_failure.message}
         for p in desc.raw_description.pending_activities

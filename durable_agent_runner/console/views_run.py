@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from durable_agent_runner.client.scores import RunScores, score_line
 from durable_agent_runner.console.data import Asking, RunView
 from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
 from durable_agent_runner.console.views_cases import case_form
@@ -68,11 +69,9 @@ def facts(view: RunView) -> str:
 def _facts(view: RunView) -> str:
     s = view.status
     usage = s["usage"]
+    status = f'<span class="phase {h(s["status"])}" id="status">{h(s["status"])}</span> ({h(s.get("phase") or "")})'
     rows = [
-        (
-            "status",
-            f'<span class="phase {h(s["status"])}" id="status">{h(s["status"])}</span> ({h(s.get("phase") or "")})',
-        ),
+        ("status", status),
         ("agent", h(s.get("agent") or "?")),
         ("turn", f"{s['turn']}" + (f" of {s['max_turns']}" if s.get("max_turns") else "")),
         ("tokens", f"{usage['total_tokens']}" + (f" ({usage['requests']} model calls)" if "requests" in usage else "")),
@@ -100,6 +99,8 @@ def _facts(view: RunView) -> str:
         rows.append(("error", f'<span class="refusal">{h(e["type"][:200])}: {h(e["message"][:CUT])}</span>'))
     if s.get("stuck"):
         rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}"[:CUT])))
+    if s.get("scores"):  # online scoring (client/scores.py)
+        rows.append(("scores", h(score_line(RunScores.model_validate(s["scores"]))[:CUT])))
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 

@@ -53,6 +53,7 @@ from durable_agent_runner.workflows.types import (
     ToolResult,
     Usage,
 )
+from durable_agent_runner.workflows.types.evals import EVAL_SCORE_ACTIVITY
 
 if TYPE_CHECKING:
     from durable_agent_runner.telemetry.setup import Telemetry
@@ -101,7 +102,20 @@ class _ActivitySpans(ActivityInboundInterceptor):
             return await self._model(input, arg, compaction=kind == COMPACT_ACTIVITY)
         if kind == TOOL_CALL_ACTIVITY:
             return await self._tool(input, arg)
+        if kind == EVAL_SCORE_ACTIVITY:
+            return await self._score(input, arg)
         return await super().execute_activity(input)
+
+    async def _score(self, input: ExecuteActivityInput, arg: object) -> Any:
+        """An eval case's or a live run's scoring (online scoring): a span naming the scored run,
+        each score an attribute (`eval.score.<name>`: the value, or its error)."""
+        attributes = self._common(arg) | {"agent.scored_run_id": str(getattr(arg, "run_id", ""))}
+        with call_span(self._root.tracer, "eval.score", SpanKind.INTERNAL, attributes) as span:
+            result = await super().execute_activity(input)
+            for score in getattr(result, "scores", []):
+                value = score.value if score.error is None else f"error: {score.error}"
+                span.set_attribute(f"eval.score.{score.name}", value)
+            return result
 
     def _common(self, arg: object) -> Attributes:
         info = activity.info()

@@ -85,6 +85,7 @@ from durable_agent_runner.worker.hook_feed import HookFeed, state_dir_from_env
 from durable_agent_runner.worker.watchdog import DEFAULT_STALL_SECONDS, LoopWatchdog, tool_codes
 from durable_agent_runner.workflows import AgentRun, DeliverMessage
 from durable_agent_runner.workflows.eval_run import EvalRun  # not in workflows/__init__: evals import workflows.types
+from durable_agent_runner.workflows.score_run import ScoreRun
 from durable_agent_runner.workflows.types import agent_task_queue
 
 DEFAULT_TOOLS = ["examples.demo_agent"]
@@ -152,8 +153,9 @@ class AgentPlugin(SimplePlugin):
         super().__init__(
             "durable-agent-runner",
             data_converter=lambda _: data_converter(),
-            # DeliverMessage: schedules' and webhooks' messages to sessions; EvalRun: durable evals
-            workflows=[AgentRun, DeliverMessage, EvalRun],
+            # DeliverMessage: schedules' and webhooks' messages to sessions; EvalRun: durable evals;
+            # ScoreRun: a sampled live run's scores (online scoring)
+            workflows=[AgentRun, DeliverMessage, EvalRun, ScoreRun],
             run_context=self._running,
         )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
 from durable_agent_runner.workflows.types.names import DEFAULT_MODEL_TIMEOUT, EMPTY_PARAMETERS, WireName
 from durable_agent_runner.workflows.types.notify import MAX_ESCALATE_SECONDS, NotifyOptions, NotifyPlan
@@ -149,6 +149,10 @@ class AgentOptions(Contract):
     memory: MemoryPolicy = Field(default_factory=MemoryPolicy)
     # The agent's own notification channels and escalation (docs/notifications.md); None: the worker's.
     notify: NotifyOptions | None = None
+    # Online scoring (docs/eval-runs.md): these evaluators (as specs: evals/registry.py's short
+    # forms) score this share (0..1) of the agent's completed runs, chosen by run id. 0: none.
+    evaluators: list[JsonValue] = Field(default_factory=list)
+    eval_sample: float = Field(default=0.0, ge=0, le=1)
 
 
 class AgentSpec(AgentOptions):
