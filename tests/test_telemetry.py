@@ -443,3 +443,25 @@ async def test_a_fallback_is_an_event_on_its_turn_and_each_call_names_its_provid
     assert failed.attributes["gen_ai.provider.name"] == answered.attributes["gen_ai.provider.name"] == "openai"
     assert answered.status != ERROR and answered.parent_id == failed.parent_id == turn.span_id
     assert leaks(spans, SECRET, SECRET[-12:]) == []
+
+
+async def test_a_live_runs_scores_are_a_span_naming_the_run(
+    client, task_queue, worker_factory, llm, telemetry, receiver
+):
+    from durable_agent_runner import Agent, Registry
+    from durable_agent_runner.evals import Contains
+    from durable_agent_runner.workflows.types.live_scores import scores_id
+    from tests.test_live_scores import scores
+
+    model = script(llm, {"content": ANSWER})
+    scored = Agent(name="scored", model=model, evaluators=[Contains(value="ANSWER"), "EqualsExpected"], eval_sample=1)
+    async with worker_factory(registry=Registry(agents=[scored]), telemetry=telemetry):
+        handle = await start(telemetry.client(client), task_queue, PROMPT, agent="scored")
+        await handle.result()
+        await scores(client, handle.id)
+    flushed(telemetry)
+    with receiver.lock:
+        spans = list(receiver.spans)
+    span = one(spans, "eval.score", temporalWorkflowID=scores_id(handle.id))
+    assert span.attributes["agent.scored_run_id"] == handle.id
+    assert span.attributes["eval.score.Contains"] is True and span.attributes["eval.score.EqualsExpected"] is True
