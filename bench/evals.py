@@ -1,12 +1,13 @@
-"""Section 8, durable evals: 200 cases of a 3-turn agent (`looper`: two `pad` tool calls, then
-its answer) at concurrency 20, as an EvalRun (each case a child run, scored in an activity), side
-by side with pydantic-evals' `Dataset.evaluate` running the same loop in one process with no
-durability (bench/evals_plain.py): the same fake model, the same `Contains` evaluator.
+"""Section 8, durable evals: 200 cases of a 3-turn agent (`looper_local`: two calls of the cheap
+`pad` tool, run with the model's reply as the demo's lookups are, then its answer) at concurrency
+20, as an EvalRun (each case a child run, scored in an activity), side by side with pydantic-evals'
+`Dataset.evaluate` running the same loop in one process with no durability (bench/evals_plain.py):
+the same fake model, the same `Contains` evaluator.
 
 At 0 ms of model latency the difference is what durability costs; at 200 ms, closer to a real
-model, it is mostly hidden. Then the worker is SIGKILLed once 100 cases are done: the eval goes
-on in a new worker and no finished case asks the model again, while the plain loop, which keeps
-nothing, starts over. Model requests are counted at the fake model."""
+model, it is mostly hidden. Then the worker is SIGKILLed once half the cases are done: the eval
+goes on in a new worker and no finished case asks the model again, while the plain loop, which
+keeps nothing, starts over. Model requests are counted at the fake model."""
 
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ async def _durable(stack: Stack, cases: int, kill_at: int | None, log: Any) -> d
     kills = 0
     async with stack.worker() as worker:
         agents = AgentClient(stack.client, task_queue=worker.queue)
-        ev = await agents.evals.start(dataset(cases), agent="looper", model=f"loop:{TURNS}", concurrency=CONCURRENCY)
+        ev = await agents.evals.start(
+            dataset(cases), agent="looper_local", model=f"loop:{TURNS}", concurrency=CONCURRENCY
+        )
         if kill_at is not None and worker.pid is not None:
             await _until_done(ev, kill_at)
             os.kill(worker.pid, signal.SIGKILL)
