@@ -344,9 +344,10 @@ async def test_a_restarted_server_is_ridden_out(client, temporal_server, task_qu
         async with asyncio.timeout(30):
             while not await in_the_tool():
                 await asyncio.sleep(0.2)
-        temporal_server.stop()  # SQLite keeps the history
+        # In a thread: the worker shares this event loop (the SDK's 2 s deadlock check).
+        await asyncio.to_thread(temporal_server.stop)  # SQLite keeps the history
         await asyncio.sleep(2.0)
-        temporal_server.start()
+        await asyncio.to_thread(temporal_server.start)
         done = await chat
     # Only the answer on stdout: the SDK's own retry warnings (native code) must not land there either.
     assert done.code == 0 and done.out == "survived\n", str(done)

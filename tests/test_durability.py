@@ -111,9 +111,11 @@ async def test_temporal_server_restart_mid_run(client, temporal_server, llm, tas
             return status.phase == "running_tools"
 
         await wait_for(tool_running)
-        temporal_server.stop()  # SQLite keeps the history
+        # In a thread: the test's worker shares this event loop, and an activation it is running
+        # while the loop is held for seconds fails the SDK's 2 s deadlock check.
+        await asyncio.to_thread(temporal_server.stop)  # SQLite keeps the history
         await asyncio.sleep(1.0)
-        temporal_server.start()
+        await asyncio.to_thread(temporal_server.start)
         result = await asyncio.wait_for(handle.result(), 90)
     assert result.output == "survived"
     assert effects(counter_file) == Counter({"through-restart": 1})
@@ -126,14 +128,14 @@ async def test_the_sdk_cores_warnings_go_through_python_logging(temporal_server,
     a bench whose pipe nobody read stopped every poll of its worker once that pipe was full."""
     caplog.set_level(logging.WARNING, logger=CORE_LOG.name)
     async with worker_factory():
-        temporal_server.stop()
+        await asyncio.to_thread(temporal_server.stop)  # not holding the worker's loop
         try:
             deadline = time.monotonic() + 40
             while not (core := [r for r in caplog.records if r.name.startswith(CORE_LOG.name)]):
                 assert time.monotonic() < deadline, "no warning of the SDK core reached its logger"
                 await asyncio.sleep(0.2)
         finally:
-            temporal_server.start()
+            await asyncio.to_thread(temporal_server.start)
     assert "retried" in core[0].getMessage() and core[0].levelno == logging.WARNING
     assert "retried" not in capfd.readouterr().out
 
