@@ -111,11 +111,12 @@ async def test_temporal_server_restart_mid_run(client, temporal_server, llm, tas
             return status.phase == "running_tools"
 
         await wait_for(tool_running)
-        # In a thread: the test's worker shares this event loop, and an activation it is running
-        # while the loop is held for seconds fails the SDK's 2 s deadlock check.
-        await asyncio.to_thread(temporal_server.stop)  # SQLite keeps the history
+        # Not in a thread, on purpose: while the loop is held the tool's completion waits, and is sent
+        # once the server is back. Sent while the server is down for longer than the SDK's retry
+        # window, a completion is lost and the tool runs again (seen with the restart in a thread).
+        temporal_server.stop()  # SQLite keeps the history
         await asyncio.sleep(1.0)
-        await asyncio.to_thread(temporal_server.start)
+        temporal_server.start()
         result = await asyncio.wait_for(handle.result(), 90)
     assert result.output == "survived"
     assert effects(counter_file) == Counter({"through-restart": 1})
