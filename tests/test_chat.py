@@ -344,7 +344,7 @@ async def test_a_restarted_server_is_ridden_out(client, temporal_server, task_qu
         async with asyncio.timeout(30):
             while not await in_the_tool():
                 await asyncio.sleep(0.2)
-        temporal_server.stop()  # SQLite keeps the history
+        temporal_server.stop()  # SQLite keeps the history (not in a thread: test_durability's restart says why)
         await asyncio.sleep(2.0)
         temporal_server.start()
         done = await chat

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import os
 import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +21,7 @@ from temporalio.api.enums.v1 import EventType
 
 from durable_agent_runner.cli.codec_server import CodecServer
 from durable_agent_runner.config.connection import connect, make_data_converter
-from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
-from tests.devserver import DevServer, free_port, temporal_cli, tuning_flags
+from tests.devserver import DevServer, free_port
 from tests.test_codec import codec, encrypted_run, env_with
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
@@ -51,19 +49,12 @@ class UIDevServer(DevServer):
     def ui(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
 
-    def start(self, timeout: float = 60.0) -> None:
-        cmd = [
-            temporal_cli(), "server", "start-dev", "--db-filename", str(self.db), "--ip", "127.0.0.1",
-            "--port", str(self.port), "--ui-port", str(self.ui_port), "--ui-disable-news-fetch", "--log-level", "error",
-        ]  # fmt: skip
+    def command(self) -> list[str]:
+        cmd = [*super().command(), "--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        cmd.remove("--headless")
         if self.codec_endpoint:
             cmd += ["--ui-codec-endpoint", self.codec_endpoint]
-        cmd += tuning_flags(self.config)
-        for name, kind in SEARCH_ATTRIBUTES.items():
-            cmd += ["--search-attribute", f"{name}={kind}"]
-        with self.log.open("ab") as log:
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_ready(timeout)
+        return cmd
 
 
 @pytest.fixture

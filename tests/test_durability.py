@@ -111,6 +111,9 @@ async def test_temporal_server_restart_mid_run(client, temporal_server, llm, tas
             return status.phase == "running_tools"
 
         await wait_for(tool_running)
+        # Not in a thread, on purpose: while the loop is held the tool's completion waits, and is sent
+        # once the server is back. Sent while the server is down for longer than the SDK's retry
+        # window, a completion is lost and the tool runs again (seen with the restart in a thread).
         temporal_server.stop()  # SQLite keeps the history
         await asyncio.sleep(1.0)
         temporal_server.start()
@@ -126,14 +129,14 @@ async def test_the_sdk_cores_warnings_go_through_python_logging(temporal_server,
     a bench whose pipe nobody read stopped every poll of its worker once that pipe was full."""
     caplog.set_level(logging.WARNING, logger=CORE_LOG.name)
     async with worker_factory():
-        temporal_server.stop()
+        await asyncio.to_thread(temporal_server.stop)  # not holding the worker's loop
         try:
             deadline = time.monotonic() + 40
             while not (core := [r for r in caplog.records if r.name.startswith(CORE_LOG.name)]):
                 assert time.monotonic() < deadline, "no warning of the SDK core reached its logger"
                 await asyncio.sleep(0.2)
         finally:
-            temporal_server.start()
+            await asyncio.to_thread(temporal_server.start)
     assert "retried" in core[0].getMessage() and core[0].levelno == logging.WARNING
     assert "retried" not in capfd.readouterr().out
 

@@ -173,11 +173,15 @@ async def test_diff_shows_the_turn_a_fork_changed(
         await origin.result()
         forked = await fork(client, task_queue, origin.id, 3, prompt="now in French")
         await forked.result()
-        text = await cli("diff", origin.id, forked.id)
-        as_json = await cli("diff", origin.id, forked.id, "--json")
-        same = await cli("diff", origin.id, origin.id)
+        # A diff reads both runs by query, which the worker answers by replaying each: on a loaded
+        # machine that can take longer than the default 10 s. What the test reads is the diff.
+        read = ("--wait", "60")
+        text = await cli("diff", origin.id, forked.id, *read, timeout=90)
+        as_json = await cli("diff", origin.id, forked.id, "--json", *read, timeout=90)
+        same = await cli("diff", origin.id, origin.id, *read, timeout=90)
         unknown = await cli("diff", origin.id, "no-such-run")
     assert text.code == 0, text.err
+    assert as_json.code == 0 and same.code == 0, (as_json.out, same.err)  # a failed read prints {"error": ...}
     lines = text.out.splitlines()
     assert "first difference: turn 3" in lines and "same through turn 2 (4 messages)" in lines
     b_side = lines[lines.index("B from turn 3:") :]

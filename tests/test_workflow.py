@@ -326,14 +326,24 @@ async def test_checked_in_histories_still_replay():
     """Histories recorded by earlier code must replay: a change that breaks them breaks runs in flight.
     Those of 1.0 were recorded with no patch marker: from 1.0 on, a change to workflow code is a
     patch (`workflow.patched`) with a history of its own checked in beside them."""
+    from collections.abc import AsyncIterator
+
     from temporalio.client import WorkflowHistory
 
     files = sorted((Path(__file__).parent / "histories").glob("*.json"))
     assert files, "no recorded histories in tests/histories"
-    replayer = strict_replayer()
-    for path in files:
-        await replayer.replay_workflow(WorkflowHistory.from_json(path.stem, path.read_text()))
     recorded = {path.stem: path.read_text() for path in files}
+    histories = [WorkflowHistory.from_json(name, text) for name, text in recorded.items()]
+
+    async def each() -> AsyncIterator[WorkflowHistory]:
+        for history in histories:
+            yield history
+
+    # One replayer worker for them all: less than half the time of one per history.
+    done = await strict_replayer().replay_workflows(each(), raise_on_replay_failure=False)
+    names = {history.run_id: history.workflow_id for history in histories}
+    failed = {names.get(run, run): repr(err) for run, err in done.replay_failures.items()}
+    assert not failed, failed
     for name in (
         "weather_1_0",
         "approval_1_0",

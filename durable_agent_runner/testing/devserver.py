@@ -17,6 +17,7 @@ from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
 # Write-ahead logging with synchronous=NORMAL: durable across a killed server process (what the
 # tests do to it), and about 20% less time per turn than SQLite's default rollback journal.
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=normal")
+PORT_ATTEMPTS = 3  # starts of a server whose port another process took meanwhile
 # The dev server's history service reads its transfer queue at most 20 times a second per shard
 # by default (burst = rate), so each workflow task after an activity waited out the rest of 50 ms:
 # measured per sequential activity step, 10/s → 102 ms, 20/s → 51 ms, 40/s → 19 ms, 1000/s →
@@ -31,10 +32,18 @@ DYNAMIC_CONFIG = (
 )
 
 
+# The dev server (not the compose stack, whose setup job registers search attributes after the
+# server starts) turns forceSearchAttributesCacheRefreshOnRead on: every start and workflow task
+# completion read the namespace from SQLite, on a 3 s deadline, and a read that missed it was
+# answered "Namespace default is not found" (workers starting together, tests/test_server_limits.py).
+# A dev server we start registers its search attributes at start (--search-attribute): its cache has them.
+DEV_SERVER_CONFIG = ("system.forceSearchAttributesCacheRefreshOnRead=false",)
+
+
 def tuning_flags(config: tuple[str, ...] = DYNAMIC_CONFIG) -> list[str]:
     """The `temporal server start-dev` flags for SQLite and the dynamic config above."""
     flags = [arg for pragma in SQLITE_PRAGMAS for arg in ("--sqlite-pragma", pragma)]
-    return flags + [arg for value in config for arg in ("--dynamic-config-value", value)]
+    return flags + [arg for value in (*config, *DEV_SERVER_CONFIG) for arg in ("--dynamic-config-value", value)]
 
 
 def temporal_cli() -> str:
@@ -58,15 +67,17 @@ class DevServer:
         self.workdir = workdir
         self.config = config  # dynamic config values, KEY=VALUE
         self.port = port or free_port()
+        self._port_is_ours = port is None  # free to change until a client has seen it (the first start)
         self.db = workdir / "temporal.db"
         self.log = workdir / "temporal.log"
         self._proc: subprocess.Popen[bytes] | None = None
+        self._started = False
 
     @property
     def target(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> None:
+    def command(self) -> list[str]:
         cmd = [
             temporal_cli(), "server", "start-dev",
             "--db-filename", str(self.db),
@@ -78,9 +89,30 @@ class DevServer:
         cmd += tuning_flags(self.config)
         for name, kind in SEARCH_ATTRIBUTES.items():
             cmd += ["--search-attribute", f"{name}={kind}"]
-        with self.log.open("ab") as log:
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_ready(timeout)
+        return cmd
+
+    def start(self, timeout: float = 60.0) -> None:
+        # A port found free (ours, or one the CLI picks for its inner services) can be taken by
+        # another process before the server binds it: the suite runs in several processes, each
+        # starting servers. The server then exits at once, and starts again on other ports.
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            seen = self.log.stat().st_size if self.log.exists() else 0
+            with self.log.open("ab") as log:
+                cmd = self.command()
+                self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                self._wait_ready(timeout)
+            except RuntimeError:
+                with self.log.open("rb") as log:
+                    log.seek(seen)
+                    taken = b"address already in use" in log.read()
+                if not taken or attempt == PORT_ATTEMPTS or self._proc.poll() is None:
+                    raise
+                if self._port_is_ours and not self._started:
+                    self.port = free_port()
+                continue
+            self._started = True
+            return
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
