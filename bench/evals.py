@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import statistics
 import time
 from typing import Any
 
@@ -36,9 +37,9 @@ def dataset(cases: int) -> Dataset:
 
 async def _durable(stack: Stack, cases: int, kill_at: int | None, log: Any) -> dict[str, Any]:
     assert stack.client is not None
-    began = time.perf_counter()
     kills = 0
     async with stack.worker() as worker:
+        began = time.perf_counter()  # the worker is up: the plain loop has nothing to start either
         agents = AgentClient(stack.client, task_queue=worker.queue)
         ev = await agents.evals.start(
             dataset(cases), agent="looper_local", model=f"loop:{TURNS}", concurrency=CONCURRENCY
@@ -52,13 +53,57 @@ async def _durable(stack: Stack, cases: int, kill_at: int | None, log: Any) -> d
                 status = await ev.wait(1800)
         else:
             status = await ev.wait(1800)
-    report, _ = await ev.report()
+        ended = time.perf_counter()
+        report, _ = await ev.report()
+        reported = time.perf_counter()
+        where = await _where(stack, ev.eval_id) if kill_at is None else {}
     return {
-        "wall_s": round(time.perf_counter() - began, 3),
+        "wall_s": round(ended - began, 3),
+        "report_s": round(reported - ended, 3),
+        "where": where,
         "cases": status.total,
         "passed": status.passed,
         "case_runs": len(report.rows),
         "kills": kills,
+    }
+
+
+async def _where(stack: Stack, eval_id: str) -> dict[str, float]:
+    """Where an eval's time went, from its histories (each execution): the median case run from
+    its start being asked to its start, and to its end; the median scoring activity; and the time
+    before the first case started and after the last one was scored."""
+    assert stack.client is not None
+    starts, runs, scoring, first, last, opened, closed = [], [], [], None, None, None, None
+    async for wf in stack.client.list_workflows(f'WorkflowId="{eval_id}"'):
+        history = await stack.client.get_workflow_handle(eval_id, run_id=wf.run_id).fetch_history()
+        asked: dict[int, float] = {}
+        began: dict[int, float] = {}
+        for e in history.events:
+            at = e.event_time.ToDatetime().timestamp()
+            opened = at if opened is None else min(opened, at)
+            closed = at if closed is None else max(closed, at)
+            if e.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                asked[e.event_id] = at
+                first = at if first is None else min(first, at)
+            elif e.HasField("child_workflow_execution_started_event_attributes"):
+                initiated = e.child_workflow_execution_started_event_attributes.initiated_event_id
+                starts.append(at - asked[initiated])
+                began[initiated] = at
+            elif e.HasField("child_workflow_execution_completed_event_attributes"):
+                initiated = e.child_workflow_execution_completed_event_attributes.initiated_event_id
+                runs.append(at - began[initiated])
+            elif e.HasField("activity_task_scheduled_event_attributes"):
+                asked[e.event_id] = at
+            elif e.HasField("activity_task_completed_event_attributes"):
+                scheduled = e.activity_task_completed_event_attributes.scheduled_event_id
+                scoring.append(at - asked[scheduled])
+                last = at if last is None else max(last, at)
+    return {
+        "child_start_ms_p50": round(statistics.median(starts) * 1000, 1) if starts else 0.0,
+        "case_run_s_p50": round(statistics.median(runs), 3) if runs else 0.0,
+        "scoring_ms_p50": round(statistics.median(scoring) * 1000, 1) if scoring else 0.0,
+        "before_first_case_s": round((first or 0) - (opened or 0), 3),
+        "after_last_score_s": round((closed or 0) - (last or 0), 3),
     }
 
 
@@ -110,6 +155,14 @@ def report(data: dict[str, Any]) -> str:
     ]
     for label, row in data["rows"].items():
         lines.append(f"   {label:28} {row['wall_s']:>8.2f} {row['passed']:>7} {row['model_requests']:>9}")
+    where = data["rows"]["durable@0"].get("where") or {}
+    if where:
+        lines.append(
+            f"   durable@0, where a case's time goes (medians): child start {where['child_start_ms_p50']} ms, "
+            f"the run {where['case_run_s_p50']} s, its scoring {where['scoring_ms_p50']} ms; "
+            f"{where['before_first_case_s']} s before the first case, {where['after_last_score_s']} s after the last "
+            f"score; the report {data['rows']['durable@0']['report_s']} s"
+        )
     for ms, ratio in data["ratios"].items():
         lines.append(f"   durable / plain at {ms} ms: {ratio:.2f}x  (target <= {data['targets'][ms]}x)")
     lines.append(f"   worker killed once {data['kill_at']} cases were done (model latency 0 ms):")
