@@ -44,6 +44,25 @@ RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 BUDGET_KINDS = ("TokenBudgetExceeded", "CostBudgetExceeded")
 
 
+async def score(request: te.ScoreInput, summary: str) -> te.Scored:
+    """The scoring activity's scores (an eval's case, or a live run's: score_run.py); a scoring
+    that fails for good is one errored score, never the caller's failure."""
+    try:
+        scored: te.Scored = await workflow.execute_activity(
+            te.EVAL_SCORE_ACTIVITY,
+            request,
+            result_type=te.Scored,
+            start_to_close_timeout=SCORE_ATTEMPT,
+            heartbeat_timeout=timedelta(seconds=30),
+            retry_policy=SCORE_RETRY,
+            summary=summary,
+        )
+        return scored
+    except ActivityError as err:
+        why = err.cause.message if isinstance(err.cause, FailureError) else str(err)
+        return te.Scored(scores=[EvaluationResult(name="scoring", error=one_line(f"scoring failed: {why}", 500))])
+
+
 # Outside temporalio's sandbox, as AgentRun (workflows/agent.py says why); tests replay it inside.
 @workflow.defn(name=te.EVAL_WORKFLOW, sandboxed=False)
 class EvalRun:
@@ -265,20 +284,7 @@ class EvalRun:
             seconds=round(seconds, 3),
             judge_model=input.model,
         )
-        try:
-            scored: te.Scored = await workflow.execute_activity(
-                te.EVAL_SCORE_ACTIVITY,
-                request,
-                result_type=te.Scored,
-                start_to_close_timeout=SCORE_ATTEMPT,
-                heartbeat_timeout=timedelta(seconds=30),
-                retry_policy=SCORE_RETRY,
-                summary=f"score case {slot.case.name[:80]} #{slot.repeat}",
-            )
-            return scored
-        except ActivityError as err:
-            why = err.cause.message if isinstance(err.cause, FailureError) else str(err)
-            return te.Scored(scores=[EvaluationResult(name="scoring", error=one_line(f"scoring failed: {why}", 500))])
+        return await score(request, f"score case {slot.case.name[:80]} #{slot.repeat}")
 
     # ------------------------------------------------------------------------------ views
 

@@ -9,15 +9,11 @@ workflow's own)."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, FailureError
 
 from durable_agent_runner.evals.cases import Case
-from durable_agent_runner.evals.context import EvaluationResult, one_line
 from durable_agent_runner.evals.registry import EvaluatorSpec
-from durable_agent_runner.workflows.eval_run import SCORE_ATTEMPT, SCORE_RETRY
+from durable_agent_runner.workflows.eval_run import score
 from durable_agent_runner.workflows.types import evals as te
 from durable_agent_runner.workflows.types import live_scores as tl
 
@@ -39,17 +35,5 @@ class ScoreRun:
             seconds=input.seconds,
             judge_model=input.model,
         )
-        try:
-            scored: te.Scored = await workflow.execute_activity(
-                te.EVAL_SCORE_ACTIVITY,
-                request,
-                result_type=te.Scored,
-                start_to_close_timeout=SCORE_ATTEMPT,
-                heartbeat_timeout=timedelta(seconds=30),
-                retry_policy=SCORE_RETRY,
-                summary=f"score run {input.run_id[:120]}",
-            )
-        except ActivityError as err:
-            why = err.cause.message if isinstance(err.cause, FailureError) else str(err)
-            scored = te.Scored(scores=[EvaluationResult(name="scoring", error=one_line(f"scoring failed: {why}", 500))])
+        scored = await score(request, f"score run {input.run_id[:120]}")
         return tl.LiveScores(run_id=input.run_id, scores=scored.scores, usage=scored.usage, scored_at=workflow.now())
