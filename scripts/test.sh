@@ -24,7 +24,5 @@ fi
 # server or a timer, not a core. PYTEST_WORKERS=0 runs them in this one process. A failed test is
 # not run again: many time real things (SIGKILLs, restarts, streams) on two shared cores, so each
 # waits for its condition with a bound generous enough for a loaded machine, and a failure is a
-# verdict to read, not a load spike to retry. Each process is handed a test or two at a time
-# (--maxschedchunk), the slowest modules first (tests/conftest.py SLOW_FIRST): none is left with a
-# 2-minute test at the end while the others idle.
-exec "$PY" -m pytest -n "${PYTEST_WORKERS:-3}" --maxschedchunk 2 --durations=25 "$@"
+# verdict to read, not a load spike to retry.
+exec "$PY" -m pytest -n "${PYTEST_WORKERS:-3}" --durations=25 "$@"

@@ -31,15 +31,6 @@ TEST_MODULES = ["examples.demo_agent", "tests.fixtures.agents"]
 # tests start servers inline says so with `pytestmark = pytest.mark.server`.
 SERVER_FIXTURES = frozenset({"temporal_server", "fake_llm", "server", "codec_server"})
 _COUNTS = pytest.StashKey[dict[str, int]]()
-# Modules whose tests take the longest (30 s to 3 min each on 2 loaded cores), slowest first: they
-# run first, so under xdist (scripts/test.sh hands each process a test or two at a time) no process
-# is left with a long one at the end while the others idle. Stale entries only cost a little order.
-SLOW_FIRST = (
-    "test_long_runs.py", "test_fault_suite.py", "test_session_cli.py", "test_in_doubt.py",
-    "test_debug_cli.py", "test_session_durability.py", "test_server_limits.py", "test_run_ends.py",
-    "test_breakpoint_durability.py", "test_large_payloads.py", "test_workflow.py", "test_fork_reuse.py",
-    "test_durability.py", "test_client.py", "test_schedules.py", "test_sessions.py", "test_stuck.py",
-)  # fmt: skip
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: it selects by these marks
@@ -52,8 +43,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(kind)
         counts[kind] += 1
     config.stash[_COUNTS] = counts
-    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FIRST)))  # stable: the rest keep their order
 
 
 def pytest_report_collectionfinish(config: pytest.Config) -> str:
