@@ -74,7 +74,9 @@ async def test_a_50_case_eval_through_two_worker_kills_and_a_server_restart(
         for before in asked_when_done:
             assert {c: counted[c] for c in before} == before
         retried = sum(n - 1 for n in counted.values())
-        assert retried <= 2 * 5, Counter(counted.values())  # at most the calls in flight at the two kills
+        # at most the calls in flight at the two kills and at the server's restart (5 at once each):
+        # a call that answers while the server is down cannot report it, and its attempt is retried
+        assert retried <= 3 * 5, Counter(counted.values())
         await replay(client.get_workflow_handle(ev.eval_id))
         print(f"50-case eval through 2 kills and a server restart: {seconds:.1f}s, {retried} model call(s) retried")
     finally:
