@@ -13,6 +13,7 @@ import hashlib
 from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
+from durable_agent_runner.evals.from_run import first_prompt
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import live_scores as tl
 
@@ -25,10 +26,6 @@ def sampled(run_id: str, share: float) -> bool:
         return True
     digest = hashlib.sha256(run_id.encode()).digest()[:8]
     return int.from_bytes(digest, "big") / 2**64 < share
-
-
-def first_prompt(messages: list[t.Message]) -> str:
-    return next((m.content for m in messages if isinstance(m, t.UserMessage)), "")
 
 
 def score_input(
