@@ -339,12 +339,12 @@ async def test_a_graceful_worker_shutdown_mid_call_puts_it_in_doubt(
     """A deploy stops the worker with SIGTERM while a `once` tool runs: the SDK cancels the attempt
     after its grace period. That attempt ended without a result, as a killed one does: the call is
     in doubt, and the run is neither cancelled nor told the tool failed."""
-    model = script(llm, calls(("pay", {"label": "dora"})), {"content": "settled"})
+    model = script(llm, calls(("wire", {"label": "dora"})), {"content": "settled"})
     first = workers()
-    handle = await start(client, task_queue, "pay dora", agent="payer", model=model)
+    handle = await start(client, task_queue, "pay dora", agent="deployed_payer", model=model)
 
     async def started() -> bool:
-        return starts(counter_file)["pay:dora"] == 1
+        return starts(counter_file)["wire:dora"] == 1
 
     await wait_for(started)
     first.send_signal(signal.SIGTERM)  # graceful: the worker cancels what still runs, then stops
@@ -356,8 +356,8 @@ async def test_a_graceful_worker_shutdown_mid_call_puts_it_in_doubt(
 
     await wait_for(in_doubt, timeout=60)  # before: "failed after 1 attempt(s)" was told the model
     await asyncio.sleep(2)  # time enough for a retry, had there been one
-    assert starts(counter_file) == Counter({"pay:dora": 1})
+    assert starts(counter_file) == Counter({"wire:dora": 1})
     status = await live(handle)
-    assert status.phase == "in_doubt" and status.in_doubt[0].tool == "pay"
+    assert status.phase == "in_doubt" and status.in_doubt[0].tool == "wire"
     assert status.in_doubt[0].ended == "its worker shut down before it finished"
     await handle.terminate()
