@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -86,10 +87,14 @@ def slow(seconds: float) -> dict:
     return {"tool_calls": [{"name": "slow_record", "arguments": {"label": "a", "seconds": seconds}}]}
 
 
+RETRY_NOTE = re.compile(r"\((chat|watch): .+; retrying\)")
+
+
 def one_clean_line(stderr: str) -> str:
-    """A user error is one readable line on stderr, never a traceback."""
+    """A user error is one readable line on stderr, never a traceback. A note that a command
+    retried a server call (`(chat: Timeout expired; retrying)`, on a loaded machine) may come before it."""
     assert "Traceback" not in stderr, stderr
-    lines = stderr.strip().splitlines()
+    lines = [line for line in stderr.strip().splitlines() if not RETRY_NOTE.fullmatch(line)]
     assert len(lines) == 1, stderr
     return lines[0]
 
