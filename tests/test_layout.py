@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -119,3 +121,14 @@ def test_no_module_grows_past_what_a_reader_holds_in_mind():
         str(p.relative_to(ROOT)): n for p in _modules().values() if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert not long, long
+
+
+def test_the_cli_starts_without_loading_the_workflow_interpreter():
+    """`client.py status` only reads types and rules: importing the CLI must not load the workflow
+    classes (workflows/__init__.py gives them on first use), about a third of its start-up."""
+    probe = "import sys, durable_agent_runner.cli.main; print(sorted(m for m in sys.modules if m.endswith('.agent')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    assert "durable_agent_runner.workflows.agent" not in out, out
+    from durable_agent_runner.workflows import AgentRun  # and the class is still there on first use
+
+    assert AgentRun.__name__ == "AgentRun"
