@@ -24,8 +24,8 @@ import time
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.activities import errors
 from durable_agent_runner.activities.model import ModelActivities, build_request, endpoint_for
+from durable_agent_runner.workflows import texts
 from durable_agent_runner.workflows.types import (
     COMPACT_ACTIVITY,
     AssistantMessage,
@@ -54,7 +54,7 @@ DEFAULT_GUIDANCE = (
 )
 MAX_TRANSCRIPT_CHARS = 400_000  # of the rendered transcript sent: about 100 k tokens
 MAX_SUMMARY_CHARS = 64 * 1024  # of the summary returned, which every later model call reads
-CUT_NOTE_CHARS = 32  # room for `errors.cut`'s note in a text cut short: its count has up to 13 digits
+CUT_NOTE_CHARS = 32  # room for `texts.cut`'s note in a text cut short: its count has up to 13 digits
 
 
 class CompactionActivities:
@@ -123,7 +123,7 @@ def cut(text: str, limit: int) -> str:
     """`text` when it fits in `limit` characters; else its head and a note, `limit` in all."""
     if len(text) <= limit:
         return text
-    return errors.cut(text, max(limit - CUT_NOTE_CHARS, 0))
+    return texts.cut(text, max(limit - CUT_NOTE_CHARS, 0))
 
 
 def _allowance(sizes: list[int], budget: int) -> int:

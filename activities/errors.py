@@ -30,11 +30,6 @@ EXCERPT = 500  # characters of a provider's message kept in an error
 NO_SECRETS = Redactor()
 
 
-def cut(text: str, keep: int) -> str:
-    """`text`, or its first `keep` characters and a note of how many more were cut."""
-    return text if len(text) <= keep else f"{text[:keep]}… [{len(text) - keep} characters cut]"
-
-
 def excerpt(text: str, redactor: Redactor = NO_SECRETS) -> str:
     """What an error may quote of text a server sent: masked, then cut to EXCERPT characters."""
     return redactor.text(text)[:EXCERPT]

@@ -13,6 +13,11 @@ def excerpt(text: str, limit: int = EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def cut(text: str, keep: int) -> str:
+    """`text`, or its first `keep` characters and a note of how many more were cut."""
+    return text if len(text) <= keep else f"{text[:keep]}… [{len(text) - keep} characters cut]"
+
+
 def spans(numbers: list[int]) -> str:
     """[1, 2, 3, 5] → "1-3, 5"."""
     runs: list[list[int]] = []

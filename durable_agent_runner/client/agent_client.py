@@ -13,12 +13,11 @@ import re
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from durable_agent_runner.agents.agent import Agent
 from durable_agent_runner.client import checks, listing
 from durable_agent_runner.client.diff import RunDiff, diff_runs
 from durable_agent_runner.client.evals import Evals
@@ -30,6 +29,9 @@ from durable_agent_runner.client.updates import DEFAULT_WAIT
 from durable_agent_runner.config import connection
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
+
+if TYPE_CHECKING:  # the class is loaded where agents are defined; a client that names them does not need it
+    from durable_agent_runner.agents.agent import Agent
 
 MAX_RUN_ID = checks.MAX_RUN_ID
 SUMMARY_CHARS = 120  # of the prompt, in the run's summary in the Web UI
@@ -58,6 +60,8 @@ def check_settings(settings: t.ModelSettings | Mapping[str, Any] | None) -> t.Mo
 
 def agent_name(agent: object) -> str:
     """The agent's name: given as it, or as an `Agent`; anything else is a TypeError."""
+    from durable_agent_runner.agents.agent import Agent  # loaded already wherever an Agent was made
+
     if isinstance(agent, Agent):
         return agent.name
     if not isinstance(agent, str):

@@ -35,10 +35,10 @@ from temporalio.envconfig import ClientConfigProfile, ClientConnectConfig
 from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
-from durable_agent_runner.activities.errors import cut
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.payloads.codec import codec_from_env
 from durable_agent_runner.payloads.store import PayloadStoreError, external_storage
+from durable_agent_runner.workflows.texts import cut
 from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
 
 DEFAULT_ADDRESS = "localhost:7233"

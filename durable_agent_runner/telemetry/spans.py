@@ -14,9 +14,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.activities.errors import cut
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.redact import Redactor
+from durable_agent_runner.workflows.texts import cut
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,
