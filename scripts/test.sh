@@ -20,6 +20,9 @@ fi
 "$VENV/bin/ruff" check .
 "$VENV/bin/mypy"
 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$(mktemp -d)"
+# The tests start client.py and worker.py hundreds of times: compile the package once, so that no
+# process compiles it again (where PYTHONDONTWRITEBYTECODE is set, as on CI, none would write it).
+"$PY" -m compileall -q -j 0 durable_agent_runner workflows activities machine client.py worker.py >/dev/null
 # Three processes (pytest-xdist), each with its own dev server and fake_llm: most tests wait on a
 # server or a timer, not a core. PYTEST_WORKERS=0 runs them in this one process. A failed test is
 # not run again: many time real things (SIGKILLs, restarts, streams) on two shared cores, so each
