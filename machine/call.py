@@ -51,7 +51,6 @@ from durable_agent_runner.machine.call_types import (
     Unexpected,
 )
 from durable_agent_runner.workflows.approvals import approval_record, decision_words, edited_note, rejection_text
-from durable_agent_runner.workflows.bounds import json_object
 from durable_agent_runner.workflows.calls import (
     PlannedCall,
     Runs,
@@ -273,7 +272,7 @@ def _in_doubt(
     """The call waits for a person: its attempt ended without a result (`ended` says how), or a
     live fork would run it again (`fork_of`)."""
     previous = call.doubt.doubt if call.doubt is not None else call.doubted
-    args = json_object(call.arguments)
+    args = call.args
     doubt = InDoubtCall(
         call_id=call.call_id,
         tool=call.tool,
@@ -309,7 +308,7 @@ def _question(call: Call, ctx: Ctx, started: Note) -> Transition:
     if spec is None or spec.ask is None or not ctx.patched(ASK_PERSON_PATCH):
         message = f"error: {call.tool} needs workers of release 1.4 or later"
         return _finish(call, ToolMessage(call_id=call.call_id, name=call.tool, content=message, is_error=True), ())
-    parsed = parse(call.arguments)
+    parsed = parse(call.args)
     if isinstance(parsed, str):  # the model is told what is wrong: no person is asked
         return _finish(call, ToolMessage(call_id=call.call_id, name=call.tool, content=parsed, is_error=True), ())
     question, choices = parsed

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable_agent_runner.workflows.bounds import ParsedArguments
 from durable_agent_runner.workflows.calls import AttemptEnd, PlannedCall, Runs
 from durable_agent_runner.workflows.types import (
     AgentSpec,
@@ -45,7 +46,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Call(_Frozen):
+class Call(_Frozen, ParsedArguments):
     planned: PlannedCall
     turn: int
     stage: Stage
@@ -87,7 +88,7 @@ class Call(_Frozen):
 # ------------------------------------------------------------------------------------- steps
 
 
-class CheckApproval(_Frozen):
+class CheckApproval(_Frozen, ParsedArguments):
     """Run the agent's approval check (the `approval` hook) on the call's arguments."""
 
     kind: Literal["check_approval"] = "check_approval"
@@ -114,7 +115,7 @@ class AwaitOutside(_Frozen):
     timeout: timedelta
 
 
-class RunTool(_Frozen):
+class RunTool(_Frozen, ParsedArguments):
     """Run the tool once more (its retries are Temporal's: `attempts`); `how` is the tool's own setting."""
 
     kind: Literal["run_tool"] = "run_tool"
@@ -127,7 +128,7 @@ class RunTool(_Frozen):
     idempotency_key: str
 
 
-class StartChild(_Frozen):
+class StartChild(_Frozen, ParsedArguments):
     """Run the agent behind the tool as a child run; its answer is the call's result."""
 
     kind: Literal["start_child"] = "start_child"

@@ -27,9 +27,7 @@ from durable_agent_runner.workflows.types import (
 )
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
-AGENT: AgentSpec = Agent(
-    name="planner", tools=[ask_person.with_options(timeout_seconds=60, default="Tuesday")]
-).spec()
+AGENT: AgentSpec = Agent(name="planner", tools=[ask_person.with_options(timeout_seconds=60, default="Tuesday")]).spec()
 QUIET: AgentSpec = Agent(name="quiet", tools=[ask_person]).spec()
 DAYS = '{"question": "Which day?", "choices": ["Monday", "Tuesday", "Friday"]}'
 
@@ -47,7 +45,7 @@ def begin(arguments: str = DAYS, c: m.Ctx | None = None) -> m.Transition:
 
 
 def book(arguments: str = DAYS) -> Questions:
-    question, choices = parse(arguments)  # type: ignore[misc]
+    question, choices = parse(ToolCall(call_id="c", name="ask_person", arguments=arguments).args)  # type: ignore[misc]
     q = Questions()
     q.ask(PendingQuestion(call_id="call_1_0", question=question, choices=choices, since=NOW, turn=1))
     return q

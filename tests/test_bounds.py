@@ -154,3 +154,54 @@ def test_the_argument_check_agrees_with_pydantic_within_the_bounds(value: object
     except ValidationError:
         theirs = None
     assert (ours if isinstance(ours, BaseModel) else None) == theirs
+
+
+# ------------------------------------------------------------------ a call's arguments, typed once
+
+
+def test_a_calls_arguments_are_parsed_once_per_text(monkeypatch: pytest.MonkeyPatch):
+    """`ToolCall.args` is the one reading of a call's arguments: every reader after the first gets
+    the same value; an edit or a copy with new arguments is read again."""
+    from durable_agent_runner.workflows.calls import describe_call
+    from durable_agent_runner.workflows.types import ToolCall
+
+    parsed: list[str] = []
+    real = bounds.json_object
+    monkeypatch.setattr(bounds, "json_object", lambda text: parsed.append(text) or real(text))
+    call = ToolCall(call_id="c1", name="get_weather", arguments='{"city": "Tokyo"}')
+    assert call.args == {"city": "Tokyo"} and call.args is call.args
+    assert describe_call(call) == "get_weather(city=Tokyo)"
+    assert parsed == ['{"city": "Tokyo"}']
+    call.arguments = '{"city": "Paris"}'  # a person's edit (workflows/edits.py)
+    assert call.args == {"city": "Paris"} and len(parsed) == 2
+    copy = call.model_copy(update={"arguments": "[1, 2]"})
+    assert copy.args is None and call.args == {"city": "Paris"}  # not an object: None, the text kept
+    assert ToolCall.model_validate_json(call.model_dump_json()).args == {"city": "Paris"}
+    assert "_parsed" not in call.model_dump_json()  # the payload is the text alone, as before
+
+
+def test_no_workflow_or_machine_module_parses_json_but_the_bounds():
+    """Outside values become typed once: workflow and machine code reads `args` or calls
+    bounds.parse_json, never json.loads or a second json_object of a call's arguments."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for path in [*(root / "workflows").rglob("*.py"), *(root / "machine").rglob("*.py")]:
+        if path.name == "bounds.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+                if name in ("loads", "json_object", "validate_json", "model_validate_json"):
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {name}")
+    assert found == []
+
+
+def test_an_answer_nested_past_the_bounds_is_text_to_an_eval():
+    from durable_agent_runner.workflows.eval_plan import output_json
+
+    assert output_json('{"a": [1, 2]}') == {"a": [1, 2]}
+    assert output_json("[" * 200_000 + "]" * 200_000) is None  # not a RecursionError in the workflow
+    assert output_json("[1, NaN]") is None and output_json("plain words") is None

@@ -17,7 +17,9 @@ types), into bounded values: workflow code never meets data it could not walk, d
     text              lone surrogates (a "\\ud800" escape, a tool's str) become U+FFFD: no
                       payload and no HTTP body can carry them. NaN and infinities are not JSON.
 
-`parse_json` reads JSON text; `check_value` checks a value decoded elsewhere (pydantic's JSON
+`parse_json` reads JSON text; `ParsedArguments.args` is a call's arguments as an object, parsed
+once per text (a tool call, the machine's record of it and the steps that carry it all read it
+there, never parse it again); `check_value` checks a value decoded elsewhere (pydantic's JSON
 in a signal or update); `clean_text` mends text. Each refusal is one `OutsideDataError` with a
 one-line message naming the bound. Pure: no I/O, no Temporal, safe inside the workflow sandbox.
 """
@@ -27,6 +29,9 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, PrivateAttr
 
 MAX_DEPTH = 64
 MAX_CHARS = 1024 * 1024
@@ -99,6 +104,24 @@ def json_object(text: str) -> dict[str, object] | None:
     except OutsideDataError:
         return None
     return value if isinstance(value, dict) else None
+
+
+class ParsedArguments(BaseModel):
+    """Mixed into a model with `arguments: str` (a call's JSON text, from the model or as a person
+    edited it): `args` is that text as a JSON object within the bounds, or None when it is not one.
+    Parsed on first read and kept while the text stays the same object (an edit or a copy with new
+    arguments parses again). Read-only: a caller that changes it changes every other reader's."""
+
+    _parsed: tuple[str, dict[str, object] | None] | None = PrivateAttr(default=None)
+    if TYPE_CHECKING:  # declared by each model, in its own place among its fields
+        arguments: str
+
+    @property
+    def args(self) -> dict[str, object] | None:
+        text = self.arguments
+        if self._parsed is None or self._parsed[0] is not text:
+            self._parsed = (text, json_object(text))
+        return self._parsed[1]
 
 
 def check_value(value: object, *, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH) -> None:

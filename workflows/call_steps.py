@@ -24,7 +24,6 @@ from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.machine import call as machine
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.bounds import json_object
 from durable_agent_runner.workflows.calls import (
     AttemptEnd,
     PlannedCall,
@@ -135,7 +134,7 @@ class CallSteps(OutsideSteps):
         if isinstance(step, machine.RunTool):
             return await self._tool(agent, c, step)
         if isinstance(step, machine.StartChild):
-            message = await self._child(agent, c.planned, step.arguments)
+            message = await self._child(agent, c.planned, step.args)
             return machine.Ran(call_id=c.call_id, content=message.content, is_error=message.is_error)
         raise self._failure(step.message, step.error)
 
@@ -209,7 +208,7 @@ class CallSteps(OutsideSteps):
         s = self._s
         spec = agent.tool(c.tool)
         assert spec is not None  # the plan answers unknown tools itself
-        args = json_object(step.arguments)
+        args = step.args
         then = None
         if self._ahead_next is not None and self._ahead_next[0] == c.call_id and step.how == "activity":
             if step.arguments == c.planned.call.arguments:  # as the model asked: no person changed them
@@ -280,7 +279,7 @@ class CallSteps(OutsideSteps):
                 return None
             raise
 
-    async def _child(self, agent: t.AgentSpec, planned: PlannedCall, arguments: str) -> t.ToolMessage:
+    async def _child(self, agent: t.AgentSpec, planned: PlannedCall, args: dict[str, object] | None) -> t.ToolMessage:
         """An agent run as a tool: a child run of the frozen member, with its own history,
         approvals and retries. Its answer is the tool's result; its tokens count here too."""
         s, call = self._s, planned.call
@@ -288,8 +287,7 @@ class CallSteps(OutsideSteps):
         member = s.agent.member(planned.target)
         if member is None:  # impossible by construction: resolve froze every reachable agent
             raise self._failure(f"agent '{planned.target}' is not part of this run", "UnknownAgent")
-        args = json_object(arguments) or {}
-        prompt = args.get("input")
+        prompt = (args or {}).get("input")
         if not isinstance(prompt, str) or not prompt.strip():
             content = f"error: tool '{call.name}' needs a non-empty string argument 'input'"
             return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from durable_agent_runner.workflows.bounds import json_object, parse_json
+from durable_agent_runner.workflows.bounds import parse_json
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     Breakpoints,
@@ -285,7 +285,7 @@ def after_tools(step: RunTools, results: dict[str, ToolMessage]) -> list[ToolMes
 
 def describe_call(call: ToolCall, limit: int = 100) -> str:
     """A one-line, human-readable rendering of a call for the UI: `get_weather(city=Tokyo)`."""
-    args = json_object(call.arguments)
+    args = call.args
     if args is not None:
         parts = [f"{k}={_short(v)}" for k, v in args.items()]
         text = f"{call.name}({', '.join(parts)})"

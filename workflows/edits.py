@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from durable_agent_runner.workflows import schema
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.bounds import json_object
 
 EXCERPT = 60
 
@@ -136,7 +135,7 @@ def _arguments(state: Editable, call: t.ToolCall, edit: t.Edit) -> str:
     problems = schema.check(edit.arguments, spec.parameters)
     if problems:
         raise EditRefused(f"arguments for {call.name} are invalid: " + "; ".join(problems), "InvalidArguments")
-    before = json_object(call.arguments)
+    before = call.args
     text = json.dumps(edit.arguments, ensure_ascii=False)
     # The call itself changes (the assistant message holds it), so the model later reads what ran.
     for message in state.messages:

@@ -14,11 +14,13 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from typing import cast
 
 from pydantic import JsonValue
 
 from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.context import EvaluationResult
+from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
@@ -90,15 +92,15 @@ def passed(result_scores: list[EvaluationResult], end: te.CaseEnd) -> bool:
 
 
 def output_json(text: str) -> JsonValue:
-    """The answer parsed when it is a JSON object or array (typed output), else None."""
+    """The answer parsed when it is a JSON object or array (typed output), else None. Within the
+    bounds: an answer nested a million levels deep is text, not a RecursionError in the eval."""
     stripped = text.strip()
     if not stripped or stripped[0] not in "[{":
         return None
     try:
-        value: JsonValue = json.loads(stripped)
-    except ValueError:
+        return cast(JsonValue, bounds.parse_json(stripped))
+    except bounds.OutsideDataError:
         return None
-    return value
 
 
 @dataclass(frozen=True)

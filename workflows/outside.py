@@ -123,7 +123,10 @@ def for_model(record: CompletionRecord) -> tuple[str, bool]:
     if record.fail is not None:
         who = "" if record.automatic else f" (reported by {record.by})"
         return f"error: tool '{record.tool}' failed: {record.fail}{who}", True
-    value = json.loads(record.result or "null")
+    try:  # checked against the tool's type when it came in: this reads it, within the bounds
+        value = bounds.parse_json(record.result or "null")
+    except bounds.OutsideDataError:
+        value = None
     return (value if isinstance(value, str) else record.result or "null"), False
 
 

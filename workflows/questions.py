@@ -1,7 +1,7 @@
 """`ask_person` questions for one run: what the model asked, the questions waiting for a person,
 and every answer given (by a person, or the default when nobody answered in time).
 
-    parse(arguments)         → (question, choices), or what the model is told is wrong with them
+    parse(args)              → (question, choices), or what the model is told is wrong with them
     Questions.check(answer)  → raises DecisionRefused unless the answer applies now (the validator)
     Questions.apply(answer)  → the AnswerRecord (the handler, once checked)
     timeout_record(…)        → the run's own answer when nobody answered in time (the machine's)
@@ -15,7 +15,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from durable_agent_runner.workflows.approvals import DecisionRefused
-from durable_agent_runner.workflows.bounds import json_object
 from durable_agent_runner.workflows.texts import excerpt
 from durable_agent_runner.workflows.types import ANSWER_UPDATE, AnswerQuestion, AnswerRecord, AskSpec, PendingQuestion
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES, MAX_QUESTION_CHARS
@@ -24,9 +23,9 @@ ASK_PERSON = "ask_person"  # the built-in tool's name (durable_agent_runner/agen
 MAX_CHOICE_CHARS = 500
 
 
-def parse(arguments: str) -> tuple[str, list[str] | None] | str:
-    """The model's arguments as (question, choices); or, as text for the model, why not."""
-    args = json_object(arguments)
+def parse(args: dict[str, object] | None) -> tuple[str, list[str] | None] | str:
+    """The model's arguments (`ToolCall.args`, parsed once) as (question, choices); or, as text for
+    the model, why not."""
     if args is None:
         return f"error: {ASK_PERSON} takes a JSON object: {{'question': '…', 'choices': ['…', …] (optional)}}"
     question, choices = args.get("question"), args.get("choices")
@@ -149,7 +148,7 @@ def details(pending: dict[str, PendingQuestion]) -> list[str]:
         lines += [f"{n}. {c}" for n, c in enumerate(q.choices or [], 1)]
         how = '"choice": 1' if q.choices else '"text": "…"'
         lines.append(
-            f'Answer: `python client.py answer RUN_ID {q.call_id} {"--choice N" if q.choices else "TEXT"}`, '
+            f"Answer: `python client.py answer RUN_ID {q.call_id} {'--choice N' if q.choices else 'TEXT'}`, "
             f'or Send an Update → `{ANSWER_UPDATE}` with `{{"call_id": "{q.call_id}", {how}, "by": "you"}}`'
         )
     return lines

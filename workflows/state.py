@@ -13,7 +13,6 @@ from datetime import datetime
 from durable_agent_runner.workflows import doubts, outside, questions
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.approvals import Approvals
-from durable_agent_runner.workflows.bounds import json_object
 from durable_agent_runner.workflows.calls import describe_call
 from durable_agent_runner.workflows.edits import Editable
 from durable_agent_runner.workflows.session import SessionState
@@ -331,7 +330,7 @@ class RunState:
             t.PendingCall(
                 call_id=c.call_id,
                 tool=c.name,
-                arguments=json_object(c.arguments) if json_object(c.arguments) is not None else c.arguments,
+                arguments=c.args if c.args is not None else c.arguments,
                 dropped_by=dropped.get(c.call_id),
             )
             for c in self.pending_calls

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable_agent_runner.workflows.bounds import ParsedArguments
+
 
 class Contract(BaseModel):
     """The base of every contract: unknown fields are ignored, so older code reads newer payloads."""
@@ -21,8 +23,9 @@ class Contract(BaseModel):
 # One API-neutral transcript: Chat Completions and the Responses API map to and from it.
 
 
-class ToolCall(Contract):
-    """A function call the model asked for. `arguments` is the model's raw JSON text.
+class ToolCall(Contract, ParsedArguments):
+    """A function call the model asked for. `arguments` is the model's raw JSON text; `args` the
+    JSON object it holds, parsed once (None: it holds none).
 
     `call_id` is the run's own id for the call, unique across the whole run: providers reuse
     theirs across turns, so an approval or an idempotency key must never be bound to them.
