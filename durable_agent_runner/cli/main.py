@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, get_args
 
+from temporalio.client import Client
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -52,11 +53,9 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunFailed
 from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
-from durable_agent_runner.config.env import ClientSettings, SettingsError, login_name
+from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings, login_name
 from durable_agent_runner.payloads import codec
 from durable_agent_runner.payloads.store import PayloadStoreError
-from durable_agent_runner.telemetry import flush as flush_telemetry
-from durable_agent_runner.telemetry import traced
 from durable_agent_runner.workflows import types as t
 
 CORE_LOG.setLevel(logging.ERROR)  # the SDK core's own logs (gRPC retries while a server restarts): errors only
@@ -293,6 +292,27 @@ async def dispatch(args: argparse.Namespace) -> int:
                 as_json,
             )
         fail(f"{type(err).__name__}: {err}", 1, as_json)
+
+
+def traced(client: Client) -> Client:
+    """`client`, tracing what it starts when OTEL_* turns tracing on (durable_agent_runner/telemetry/,
+    loaded only then: the OpenTelemetry SDK is a tenth of a command's start-up)."""
+    try:
+        on = TelemetrySettings.load().enabled
+    except SettingsError:
+        on = True  # telemetry.traced says what is wrong, and goes on untraced
+    if not on:
+        return client
+    from durable_agent_runner.telemetry import traced as tracing
+
+    return tracing(client)
+
+
+def flush_telemetry() -> None:
+    """The spans a traced client made, sent before the process leaves (none when it was never loaded)."""
+    telemetry = sys.modules.get("durable_agent_runner.telemetry")
+    if telemetry is not None:
+        telemetry.flush()
 
 
 def encrypted(err: BaseException | None) -> bool:
