@@ -44,6 +44,9 @@ GAP_PAUSE = 1.0  # seconds before asking again after such a read
 # A deadline that passed: the client's ("Timeout expired") or the server's.
 DEADLINE = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
 PASSING = (*DEADLINE, RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED)
+# A query the worker gave up on because the run's thread did not get to answer within the SDK's
+# deadlock bound (2 s): a starved machine, not a broken run; its next read usually answers.
+SLOW_WORKER = "TMPRL1101"
 LIVE = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
 NOT_TAKEN = (
     "Nothing is recorded yet; a worker that starts soon may still apply it, once (see `status`); "
@@ -241,17 +244,19 @@ async def wait_answer(
     client: Client, run_id: str, message: int, on_gap: Callable[[str, int], None] | None = None
 ) -> t.Exchange:
     """Message K's exchange once it is answered (or failed); AgentRunError if the run ends first.
-    A read that times out or finds no server (a worker or the server restarting) is asked again,
-    after `on_gap(what Temporal said, how many in a row)`. Callers bound the wait with
-    `asyncio.timeout` where they need to."""
+    A read that times out, finds no server (a worker or the server restarting) or that a starved
+    worker gave up on (SLOW_WORKER) is asked again, after `on_gap(what Temporal said, how many in
+    a row)`. Callers bound the wait with `asyncio.timeout` where they need to."""
     handle = client.get_workflow_handle(run_id)
     gaps = 0
     while True:
         try:
             exchange = await get_exchange(client, run_id, message, READ_TIMEOUT)
             gone = None if answered(exchange) else await ended(handle)
-        except RPCError as err:
-            if err.status not in PASSING:
+        except (RPCError, WorkflowQueryFailedError) as err:
+            if isinstance(err, RPCError) and err.status not in PASSING:
+                raise
+            if isinstance(err, WorkflowQueryFailedError) and SLOW_WORKER not in err.message:
                 raise
             if await _ended_quietly(handle):  # a closed run's reads need a worker, and none answered
                 raise AgentRunError(f"run {run_id} has ended and no worker answered ({err.message})") from None
