@@ -33,9 +33,8 @@ STRICT_SANDBOX = SandboxedWorkflowRunner(
 def strict_replayer() -> Replayer:
     """A replayer of AgentRun in STRICT_SANDBOX (AgentRun is `sandboxed=False`, so it runs in
     the replayer's unsandboxed runner: that is the one given the sandbox)."""
-    # DeliverMessage is sandboxed: it replays in the same strict sandbox.
     return Replayer(
-        workflows=[AgentRun, DeliverMessage, EvalRun, ScoreRun],  # unsandboxed, as AgentRun
+        workflows=[AgentRun, DeliverMessage, EvalRun, ScoreRun],  # all `sandboxed=False`
         data_converter=DATA_CONVERTER,
         workflow_runner=STRICT_SANDBOX,
         unsandboxed_workflow_runner=STRICT_SANDBOX,
