@@ -8,13 +8,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.config.env import ClientSettings
-from durable_agent_runner.console.app import build_app
-from durable_agent_runner.console.security import check_start, is_loopback
 
 DEFAULT_PORT = 8237
 
@@ -38,6 +34,8 @@ def check(args: argparse.Namespace) -> None:
     """Before connecting to anything: a console beyond this machine needs its token."""
     if not 0 < args.port < 65536:
         raise UsageError("--port must be 1-65535")
+    from durable_agent_runner.console.security import check_start
+
     try:
         check_start(args.host, token())
     except ValueError as err:
@@ -50,6 +48,11 @@ def link(host: str, port: int, secret: str | None) -> str:
 
 
 async def cmd_console(client: AgentClient, args: argparse.Namespace) -> int:
+    import uvicorn  # the web server and the console's pages, loaded when they are served
+
+    from durable_agent_runner.console.app import build_app
+    from durable_agent_runner.console.security import is_loopback
+
     check(args)
     secret = token()
     loopback = is_loopback(args.host)

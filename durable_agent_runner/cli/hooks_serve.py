@@ -10,12 +10,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.config.env import ClientSettings
-from durable_agent_runner.webhooks import MAX_BODY, HookConfigError, build_app, load
+from durable_agent_runner.webhooks.config import MAX_BODY, HookConfigError, load
 
 DEFAULT_PORT = 8238
 
@@ -52,6 +50,10 @@ def check(args: argparse.Namespace) -> None:
 async def cmd_serve_hooks(client: AgentClient, args: argparse.Namespace) -> int:
     if not hasattr(args, "hooks"):
         check(args)
+    import uvicorn  # the server's own, loaded when it is served
+
+    from durable_agent_runner.webhooks.app import build_app
+
     hooks = args.hooks
     app = build_app(client, hooks, max_body=args.max_body, completion_key=args.completion_key)
     # No access log: a sender's query string or headers are not ours to keep.

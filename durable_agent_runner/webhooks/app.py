@@ -35,10 +35,9 @@ from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
 from durable_agent_runner.config import completion
 from durable_agent_runner.webhooks import signatures
-from durable_agent_runner.webhooks.config import Hook, MissingField, pick, render
+from durable_agent_runner.webhooks.config import MAX_BODY, Hook, MissingField, pick, render
 from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
-MAX_BODY = 1024 * 1024  # bytes of one delivery (GitHub's own payloads are capped at 25 MB; ours is the run's input)
 MAX_DELIVERY_ID = 1000
 LOG = logging.getLogger("durable_agent_runner.webhooks")
 JSON_TYPE = re.compile(r"application/(?:[\w.+-]+\+)?json\s*(?:;.*)?", re.IGNORECASE)

@@ -29,6 +29,8 @@ from durable_agent_runner.client import checks
 from durable_agent_runner.client.schedule_specs import NAME
 from durable_agent_runner.config.env import named_secret
 
+MAX_BODY = 1024 * 1024  # bytes of one delivery (GitHub's own payloads are capped at 25 MB; ours is the run's input)
+
 MAX_CONFIG_BYTES = 1024 * 1024
 MAX_TEMPLATE = 100_000
 Kind = Literal["github", "slack", "generic"]
