@@ -166,6 +166,14 @@ async def tool_started(handle: Any) -> bool:
     return any(p.activity_type.name == t.TOOL_CALL_ACTIVITY and p.state == started for p in pending)
 
 
+async def tool_running(handle: Any) -> bool:
+    """The worker runs the tool: its first heartbeat has reached the server. (STARTED alone also
+    covers a task the server handed to a poll the worker had not yet passed on to the tool when
+    it began to stop: CI saw that worker stop at once, the call left to another.)"""
+    pending = (await handle.describe()).raw_description.pending_activities
+    return any(p.activity_type.name == t.TOOL_CALL_ACTIVITY and p.HasField("last_heartbeat_time") for p in pending)
+
+
 def start_worker_process(temporal_server: Any, llm: Any, task_queue: str, log: Path) -> subprocess.Popen[bytes]:
     return durability.start_worker_process(temporal_server, llm, task_queue, log, tools="tests/fixtures/hostile.py")
 
@@ -206,7 +214,7 @@ async def test_sigterm_lets_a_tool_call_in_flight_finish_first(
     try:
         model = script(llm, call("slow_record", label="graceful", seconds=2), {"content": "done"})
         handle = await start(client, task_queue, "slow", agent="hostile", model=model)
-        await until(lambda: tool_started(handle))
+        await until(lambda: tool_running(handle))
         proc.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(proc.wait, GRACE + 10)
     finally:
