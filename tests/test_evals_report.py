@@ -4,6 +4,8 @@ the report (rows, aggregates, spread over repeats, a baseline's diff, the gate, 
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from durable_agent_runner.evals import Case, Dataset, EvaluationResult
 from durable_agent_runner.evals.report import compare, gate, markdown, percentile, report
@@ -34,6 +36,39 @@ def test_the_plan_starts_what_is_neither_done_nor_in_flight_up_to_the_free_place
     assert plan.next_starts(slots, done, flying, concurrency=2, room=100) == []
     assert plan.should_drain(plan.MAX_STARTS_PER_RUN, False) and plan.should_drain(0, True)
     assert not plan.should_drain(3, False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 10**6), st.floats(0, 5, allow_nan=False), st.integers(0, 30)),
+        max_size=40,
+    )
+)
+def test_results_keep_the_tally_a_count_from_scratch_gives_to_the_bit(ends):
+    """The eval keeps its tally as cases end (O(1) an end, not O(cases)); its figures, which go to
+    search attributes and budget decisions, must equal a tally from scratch exactly."""
+    results = plan.Results()
+    expected: dict[str, te.CaseResult] = {}
+    for i, (good, tokens, usd, again) in enumerate(ends):
+        run_id = f"r{again}" if again < 3 else f"r{i}"  # a few ids come twice: the last is kept
+        r = te.CaseResult(
+            case=f"c{i}",
+            repeat=1,
+            run_id=run_id,
+            end="completed",
+            passed=good,
+            usage=Usage(input_tokens=tokens, cost_usd=usd),
+        )
+        results.add(r)
+        expected[run_id] = r
+        assert results.tally == plan.tally(expected.values())  # floats included: to the bit
+    assert results.all() == list(expected.values()) and results.ids() == set(expected)
+    assert len(results) == len(expected) and all(k in results for k in expected)
+    t = results.tally
+    assert (t.done, t.passed, t.failed) == (len(expected), sum(r.passed for r in expected.values()),
+                                            sum(not r.passed for r in expected.values()))  # fmt: skip
+    assert plan.Results(results.all()).tally == t  # carried across continue-as-new
 
 
 def test_prompts_passes_and_output_json():

@@ -70,7 +70,7 @@ class EvalRun:
     def __init__(self, input: te.EvalInput) -> None:
         carry = input.carry or te.EvalCarry()
         self._input = input
-        self._results: dict[str, te.CaseResult] = {r.run_id: r for r in carry.results}
+        self._results = plan.Results(carry.results)
         self._running: dict[str, plan.Slot] = {}
         self._spec: t.AgentSpec | None = carry.frozen
         self._ledger: Ledger | None = Ledger(carry.budget, shared=True) if carry.budget else None
@@ -100,7 +100,7 @@ class EvalRun:
                 await self._continue_as_new(input)
             if not draining:
                 room = plan.MAX_STARTS_PER_RUN - started
-                starts = plan.next_starts(all_slots, set(self._results), set(self._running), input.concurrency, room)
+                starts = plan.next_starts(all_slots, self._results.ids(), set(self._running), input.concurrency, room)
                 if self._ledger is not None:
                     self._ledger.expect(len(starts))  # the cases started together share what is left
                 for slot in starts:
@@ -152,7 +152,7 @@ class EvalRun:
     # --------------------------------------------------------------------------- the budget
 
     def _used(self) -> t.Usage:
-        return plan.tally(list(self._results.values())).usage
+        return self._results.tally.usage
 
     async def _may_start(self, all_slots: list[plan.Slot]) -> bool:
         """Whether the next case may start: something is left of the budget, or a person raised
@@ -167,7 +167,7 @@ class EvalRun:
             if not ledger.pauses(stop):
                 for slot in all_slots:
                     if slot.run_id not in self._results and slot.run_id not in self._running:
-                        self._results[slot.run_id] = plan.budget_failed(slot, stop.message)
+                        self._results.add(plan.budget_failed(slot, stop.message))
                 self._details(len(all_slots))
                 return False
             await self._pause(stop.message, len(all_slots))
@@ -232,7 +232,7 @@ class EvalRun:
         if self._ledger is not None:
             self._ledger.release(slot.run_id)
         self._running.pop(slot.run_id, None)
-        self._results[slot.run_id] = done
+        self._results.add(done)
         self._details(len(self._input.dataset.cases) * self._input.repeat)
 
     async def _child(
@@ -290,7 +290,7 @@ class EvalRun:
 
     def _details(self, total: int) -> None:
         """The Web UI's current details and the eval's counters as search attributes."""
-        line = plan.summary_line(list(self._results.values()), total)
+        line = plan.summary_line(self._results.tally, total)
         workflow.set_current_details(f"{self._phase}: {line}" + (f" · {self._why}" if self._why else ""))
         used = self._used()
         updates: list[SearchAttributeUpdate[Any]] = [
@@ -303,8 +303,8 @@ class EvalRun:
 
     @workflow.query(name=te.EVAL_STATUS_QUERY)
     def status(self) -> te.EvalStatus:
-        results = list(self._results.values())
-        tally = plan.tally(results)
+        results = self._results.all()
+        tally = self._results.tally
         i = self._input
         return te.EvalStatus(
             eval_id=workflow.info().workflow_id,
@@ -330,7 +330,7 @@ class EvalRun:
     async def _continue_as_new(self, input: te.EvalInput) -> NoReturn:
         await workflow.wait_condition(workflow.all_handlers_finished)
         carry = te.EvalCarry(
-            results=list(self._results.values()),
+            results=self._results.all(),
             budget=self._ledger.budget if self._ledger is not None else None,
             agent_version=self._spec.version if self._spec else "",
             started_at=self._started_at,
