@@ -66,7 +66,7 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevSer
     server = DevServer(tmp_path_factory.mktemp("temporal"))
     server.start()
     yield server
-    server.stop()
+    server.stop(grace=3)  # the session's server is thrown away: no need to wait out its long polls
 
 
 @pytest.fixture(scope="session")

@@ -133,12 +133,14 @@ class DevServer:
             time.sleep(0.3)
         raise RuntimeError(f"temporal dev server not ready after {timeout}s: see {self.log}")
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 20.0) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds: a server still holding long polls open
+        (workers' polls, up to a minute each) can take that long to stop on its own."""
         if self._proc is None:
             return
         self._proc.terminate()
         try:
-            self._proc.wait(timeout=20)
+            self._proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             os.killpg(self._proc.pid, 9)
             self._proc.wait()
