@@ -25,7 +25,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.activities.model import ModelActivities, build_request, endpoint_for
-from durable_agent_runner.workflows import texts
+from durable_agent_runner.machine import texts
 from durable_agent_runner.workflows.types import (
     COMPACT_ACTIVITY,
     AssistantMessage,

@@ -20,8 +20,8 @@ from time import time
 import httpx
 from temporalio.exceptions import ApplicationError
 
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.redact import Redactor
-from durable_agent_runner.workflows import bounds
 
 RETRYABLE_STATUS = {408, 409, 429}
 MALFORMED_ATTEMPTS = 5  # a server that keeps sending garbage is broken, not busy

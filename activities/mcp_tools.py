@@ -55,8 +55,8 @@ from durable_agent_runner.agents.tools import (
     describe_exception,
     parse_arguments,
 )
+from durable_agent_runner.machine.schema import check
 from durable_agent_runner.redact import Redactor
-from durable_agent_runner.workflows.schema import check
 from durable_agent_runner.workflows.types import (
     TRANSCRIPT_QUERY,
     AgentSpec,

@@ -42,8 +42,8 @@ from durable_agent_runner.activities.tool_activities import ToolActivities
 from durable_agent_runner.activities.wire import BadSettings, MalformedResponse, StreamFailed, parse_body
 from durable_agent_runner.agents.lifecycle import HookCaller, ModelAttempt, ModelResponse
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.machine.budget import capped
 from durable_agent_runner.redact import Redactor
-from durable_agent_runner.workflows.budget import capped
 from durable_agent_runner.workflows.types import (
     MODEL_CALL_ACTIVITY,
     MODEL_CONTEXT_QUERY,
@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 
 def endpoint_for(providers: Providers, model: str | None, agent: AgentSpec) -> Endpoint:
     """The endpoint of `model` for `agent`; one this worker cannot reach fails for good (a run
-    with fallback models goes on to the next: workflows/fallback.py)."""
+    with fallback models goes on to the next: machine/fallback.py)."""
     try:
         return providers.endpoint(model, agent.api)
     except ProviderUnavailable as err:

@@ -37,7 +37,7 @@ from durable_agent_runner.activities.model import heartbeating
 from durable_agent_runner.config.addresses import email_address
 from durable_agent_runner.config.notify import NotifySettings
 from durable_agent_runner.console.links import inbox_link, run_link
-from durable_agent_runner.workflows.texts import cut
+from durable_agent_runner.machine.texts import cut
 from durable_agent_runner.workflows.types import NOTIFY_ACTIVITY, NotifyInput, NotifyResult
 
 USER_AGENT = "durable-agent-runner-notify"

@@ -13,7 +13,7 @@ endpoint is chosen (the model activity, compaction and a guardrail's model call 
 OpenAI-compatible endpoints speak the agent's `api` (Chat Completions or the Responses API; the
 worker's LLM_API when the agent sets none). Each wire is a pure module behind `activities.wire.Wire`.
 A model whose provider has no key on this worker is refused at once (`ProviderUnavailable`):
-a run with fallback models then goes on to the next (workflows/fallback.py).
+a run with fallback models then goes on to the next (machine/fallback.py).
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ from durable_agent_runner.agents.registry import Registry
 from durable_agent_runner.agents.tools import Tool, ToolContext, ToolRetryableError
 from durable_agent_runner.config import completion
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.workflows import bounds
-from durable_agent_runner.workflows.bounds import json_object
-from durable_agent_runner.workflows.calls import budget_spent
+from durable_agent_runner.machine import bounds
+from durable_agent_runner.machine.bounds import json_object
+from durable_agent_runner.machine.calls import budget_spent
 from durable_agent_runner.workflows.types import (
     AGENT_NOT_HERE,
     RESOLVE_AGENT_ACTIVITY,
@@ -307,7 +307,7 @@ class ToolActivities:
         if spec.model is None and self.default_model:
             fill["model"] = self.default_model
         price = self.prices.price(str(fill.get("model") or spec.model or ""))
-        if price is not None:  # what a model call reserves of a cost budget (workflows/budget.py)
+        if price is not None:  # what a model call reserves of a cost budget (machine/budget.py)
             fill["output_price"] = price.output
         if settings is not None:
             fill["settings"] = settings.over(spec.settings)

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from durable_agent_runner.workflows import bounds
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.workflows.types import (
     EMPTY_PARAMETERS,
     AgentSpec,

@@ -8,8 +8,8 @@ from durable_agent_runner import Registry, ToolContext
 from durable_agent_runner.activities import chat_wire
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.workflows.calls import RunTools
-from durable_agent_runner.workflows.rules import Final, decide
+from durable_agent_runner.machine.calls import RunTools
+from durable_agent_runner.machine.rules import Final, decide
 from durable_agent_runner.workflows.types import Message, ToolMessage, UserMessage
 
 

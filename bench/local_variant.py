@@ -20,9 +20,9 @@ with workflow.unsafe.imports_passed_through():
     import pydantic  # noqa: F401
 
     from bench.variant_types import INLINE_MODEL_ACTIVITY, VARIANT_WORKFLOW, InlineModelCall, VariantInput
+    from durable_agent_runner.machine.calls import RunTools, after_tools
+    from durable_agent_runner.machine.rules import Final, decide
     from durable_agent_runner.workflows import types as t
-    from durable_agent_runner.workflows.calls import RunTools, after_tools
-    from durable_agent_runner.workflows.rules import Final, decide
 
 MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=60))
 

@@ -15,7 +15,7 @@ Each transition returns a new `Call` (the input is never changed), the steps the
 carries out, and the events watchers see. What the call waits for is its stage (`waits_for`), so
 status names it: the agent's check, a person, the tool, a person again. The rules of each step
 (how a call runs, what a check, a lost attempt or a resolution means) are those of
-`workflows/calls.py`, shared with the 1.x workflow until it goes (docs/design-2.0.md).
+`machine/calls.py`, shared with the 1.x workflow until it goes (docs/design-2.0.md).
 
 No Temporal, no I/O, no clocks, no randomness: the time comes in with `Ctx`.
 """
@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+from durable_agent_runner.machine.approvals import approval_record, decision_words, edited_note, rejection_text
 from durable_agent_runner.machine.call_types import (
     DOUBT_LIMIT,
     Answered,
@@ -50,8 +51,7 @@ from durable_agent_runner.machine.call_types import (
     Transition,
     Unexpected,
 )
-from durable_agent_runner.workflows.approvals import approval_record, decision_words, edited_note, rejection_text
-from durable_agent_runner.workflows.calls import (
+from durable_agent_runner.machine.calls import (
     PlannedCall,
     Runs,
     answered,
@@ -63,13 +63,13 @@ from durable_agent_runner.workflows.calls import (
     resolved,
     runs,
 )
-from durable_agent_runner.workflows.doubts import resolution_words
-from durable_agent_runner.workflows.outside import completion_words
-from durable_agent_runner.workflows.outside import for_model as completed_for_model
-from durable_agent_runner.workflows.outside import timeout_record as outside_timeout
+from durable_agent_runner.machine.doubts import resolution_words
+from durable_agent_runner.machine.outside import completion_words
+from durable_agent_runner.machine.outside import for_model as completed_for_model
+from durable_agent_runner.machine.outside import timeout_record as outside_timeout
+from durable_agent_runner.machine.questions import answer_words, for_model, parse, timeout_record
+from durable_agent_runner.machine.texts import excerpt
 from durable_agent_runner.workflows.patches import ASK_PERSON_PATCH, FORK_ONCE_PATCH, IN_DOUBT_PATCH, OUTSIDE_PATCH
-from durable_agent_runner.workflows.questions import answer_words, for_model, parse, timeout_record
-from durable_agent_runner.workflows.texts import excerpt
 from durable_agent_runner.workflows.types import (
     AnswerRecord,
     ApprovalDecision,

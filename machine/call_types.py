@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable_agent_runner.workflows.bounds import ParsedArguments
-from durable_agent_runner.workflows.calls import AttemptEnd, PlannedCall, Runs
+from durable_agent_runner.machine.bounds import ParsedArguments
+from durable_agent_runner.machine.calls import AttemptEnd, PlannedCall, Runs
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AnswerRecord,

@@ -22,7 +22,7 @@ from durable_agent_runner.workflows.score_run import ScoreRun
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
 # nothing of ours passed through, so workflows/ is imported afresh in the sandbox and a clock,
 # random number, environment variable, file or restricted module reached while replaying fails the
-# replay. pydantic and jsonschema (edited arguments' checks, workflows/schema.py) are passed
+# replay. pydantic and jsonschema (edited arguments' checks, machine/schema.py) are passed
 # through: they validate, and importing them afresh for each replay is slow (jsonschema and its
 # dependencies: ~0.1 s of each replay's ~0.5 s).
 STRICT_SANDBOX = SandboxedWorkflowRunner(
@@ -77,7 +77,7 @@ async def replay(handle: WorkflowHandle[Any, Any]) -> None:
 
 def starts_turn(event: Any) -> bool:
     """A model call scheduled: the model activity, or a tool activity that makes the next model
-    call once its tool has run (its input's `then`, workflows/ahead.py; payloads not encrypted)."""
+    call once its tool has run (its input's `then`, machine/ahead.py; payloads not encrypted)."""
     if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         return False
     a = event.activity_task_scheduled_event_attributes

@@ -1,13 +1,13 @@
-"""The model call a lone routed tool's activity makes (workflows/ahead.py), without Temporal:
+"""The model call a lone routed tool's activity makes (machine/ahead.py), without Temporal:
 when the turn asks for it, and when it takes the reply, drops it, and counts its tokens."""
 
 from __future__ import annotations
 
+from durable_agent_runner.machine.calls import RunTools
+from durable_agent_runner.machine.outcomes import Ready, Resumed, ToolsRan
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.machine.turn import CallModel, Pause, Turn
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.calls import RunTools
-from durable_agent_runner.workflows.outcomes import Ready, Resumed, ToolsRan
-from durable_agent_runner.workflows.state import RunState
-from durable_agent_runner.workflows.turn import CallModel, Pause, Turn
 from tests.test_turn_machine import AGENT, NOW, reply, state
 
 ROUTED = AGENT.model_copy(

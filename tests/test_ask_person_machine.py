@@ -12,10 +12,10 @@ from durable_agent_runner import Agent, ask_person
 from durable_agent_runner.activities.notify import headline, slack_payload
 from durable_agent_runner.cli.watch import Printer
 from durable_agent_runner.machine import call as m
-from durable_agent_runner.workflows.approvals import DecisionRefused
-from durable_agent_runner.workflows.calls import plan_calls
-from durable_agent_runner.workflows.questions import Questions, for_model, parse
-from durable_agent_runner.workflows.state import RunState
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.calls import plan_calls
+from durable_agent_runner.machine.questions import Questions, for_model, parse
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AnswerQuestion,

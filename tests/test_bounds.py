@@ -1,4 +1,4 @@
-"""workflows/bounds.py, the one parser of outside data: properties over generated values."""
+"""machine/bounds.py, the one parser of outside data: properties over generated values."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from durable_agent_runner.agents.tools import validate_arguments
-from durable_agent_runner.workflows import bounds
-from durable_agent_runner.workflows.bounds import (
+from durable_agent_runner.machine import bounds
+from durable_agent_runner.machine.bounds import (
     MAX_DEPTH,
     MAX_NUMBER_CHARS,
     OutsideDataError,
@@ -162,7 +162,7 @@ def test_the_argument_check_agrees_with_pydantic_within_the_bounds(value: object
 def test_a_calls_arguments_are_parsed_once_per_text(monkeypatch: pytest.MonkeyPatch):
     """`ToolCall.args` is the one reading of a call's arguments: every reader after the first gets
     the same value; an edit or a copy with new arguments is read again."""
-    from durable_agent_runner.workflows.calls import describe_call
+    from durable_agent_runner.machine.calls import describe_call
     from durable_agent_runner.workflows.types import ToolCall
 
     parsed: list[str] = []
@@ -172,7 +172,7 @@ def test_a_calls_arguments_are_parsed_once_per_text(monkeypatch: pytest.MonkeyPa
     assert call.args == {"city": "Tokyo"} and call.args is call.args
     assert describe_call(call) == "get_weather(city=Tokyo)"
     assert parsed == ['{"city": "Tokyo"}']
-    call.arguments = '{"city": "Paris"}'  # a person's edit (workflows/edits.py)
+    call.arguments = '{"city": "Paris"}'  # a person's edit (machine/edits.py)
     assert call.args == {"city": "Paris"} and len(parsed) == 2
     copy = call.model_copy(update={"arguments": "[1, 2]"})
     assert copy.args is None and call.args == {"city": "Paris"}  # not an object: None, the text kept
@@ -200,7 +200,7 @@ def test_no_workflow_or_machine_module_parses_json_but_the_bounds():
 
 
 def test_an_answer_nested_past_the_bounds_is_text_to_an_eval():
-    from durable_agent_runner.workflows.eval_plan import output_json
+    from durable_agent_runner.machine.eval_plan import output_json
 
     assert output_json('{"a": [1, 2]}') == {"a": [1, 2]}
     assert output_json("[" * 200_000 + "]" * 200_000) is None  # not a RecursionError in the workflow

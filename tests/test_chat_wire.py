@@ -9,8 +9,8 @@ import pytest
 from durable_agent_runner.activities import chat_wire, errors, wire
 from durable_agent_runner.activities.sse import LineTooLong, iter_events, iter_lines
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.redact import Redactor
-from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,

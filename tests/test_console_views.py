@@ -75,7 +75,7 @@ def test_a_wait_still_open_or_an_unmatched_end_adds_nothing() -> None:
 
 BIG = '"<&>' * (3 * 1024 * 1024 // 4)  # 3 MB of characters that escape to 4-6 bytes each
 LONG_ID = "r" * 1000  # Temporal's longest workflow id
-ARGS = 1024 * 1024  # a call's arguments stop at 1 MiB (workflows/bounds.py)
+ARGS = 1024 * 1024  # a call's arguments stop at 1 MiB (machine/bounds.py)
 
 
 def worst_view() -> RunView:

@@ -1,8 +1,8 @@
 """The worker's transcript cache: used only when it matches the workflow's hash exactly."""
 
 from durable_agent_runner.activities.context_cache import ContextCache
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.state import RunState
 
 AGENT = t.AgentSpec(name="a", tools=[t.ToolSpec(name="f")])
 

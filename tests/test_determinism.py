@@ -16,15 +16,16 @@ import pytest
 from tests.helpers import STRICT_SANDBOX
 
 SOURCE = Path(__file__).resolve().parents[1]
-HISTORY = SOURCE / "tests" / "histories" / "weather_1_0.json"  # two tool calls: calls._plan runs
+HISTORY = SOURCE / "tests" / "histories" / "weather_1_0.json"  # two tool calls: machine/calls._plan runs
 
 # Replays HISTORY with the package found first on sys.path (a copy), in STRICT_SANDBOX.
 REPLAY = """
 import asyncio, os, sys
 copy, source, history = sys.argv[1:]
 sys.path[:0] = [copy, source]
-from durable_agent_runner import workflows as workflows
-assert workflows.__file__.startswith(copy), f"the copy was not imported: {workflows.__file__}"
+from durable_agent_runner import machine, workflows
+for engine in (machine, workflows):
+    assert engine.__file__.startswith(copy), f"the copy was not imported: {engine.__file__}"
 from temporalio.client import WorkflowHistory
 from tests.helpers import strict_replayer
 asyncio.run(strict_replayer().replay_workflow(WorkflowHistory.from_json("demo", open(history).read())))
@@ -34,13 +35,13 @@ os._exit(0)  # no interpreter teardown: temporalio's runtime can SIGABRT it (sdk
 
 
 def replay_with(tmp_path: Path, injected: str | None) -> subprocess.CompletedProcess[str]:
-    """Replay HISTORY with a copy of workflows/ whose `calls._plan` (run for every tool call) first
+    """Replay HISTORY with a copy of the engine whose `machine/calls._plan` (run for every tool call) first
     runs `injected`."""
     copy = tmp_path / "copy"
-    for name in ("durable_agent_runner", "workflows", "activities"):  # the package's links to the engine kept
+    for name in ("durable_agent_runner", "machine", "workflows", "activities"):  # the package's links to the engine kept
         shutil.copytree(SOURCE / name, copy / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     if injected is not None:
-        calls = copy / "workflows" / "calls.py"
+        calls = copy / "machine" / "calls.py"
         calls.write_text(
             calls.read_text() + "\n\nimport datetime, os, random\n_checked_plan = _plan\n\n"
             f"def _plan(*args, **kwargs):\n    {injected}\n    return _checked_plan(*args, **kwargs)\n"
@@ -78,7 +79,8 @@ def test_a_nondeterministic_call_in_workflow_code_fails_its_replay(tmp_path: Pat
 
 def test_no_module_of_workflows_is_passed_through_the_strict_sandbox() -> None:
     """A module passed through is imported outside the sandbox, so nothing in it is checked."""
-    for path in (SOURCE / "workflows").rglob("*.py"):
+    for path in [*(SOURCE / "workflows").rglob("*.py"), *(SOURCE / "machine").rglob("*.py")]:
         assert "imports_passed_through" not in path.read_text(), f"{path.name} passes its imports through"
     passed = STRICT_SANDBOX.restrictions.passthrough_modules
-    assert not [m for m in passed if m.startswith(("durable_agent_runner.workflows", "workflows"))]
+    engine = ("durable_agent_runner.workflows", "workflows", "durable_agent_runner.machine", "machine")
+    assert not [m for m in passed if m.startswith(engine)]

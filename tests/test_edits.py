@@ -1,5 +1,5 @@
-"""Edits to a paused run and where a run pauses, as pure rules (workflows/edits.py), without Temporal;
-and `without_dropped`, which turns the calls a person dropped into answered ones (workflows/calls.py)."""
+"""Edits to a paused run and where a run pauses, as pure rules (machine/edits.py), without Temporal;
+and `without_dropped`, which turns the calls a person dropped into answered ones (machine/calls.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from durable_agent_runner.machine.calls import RunTools, after_tools, without_dropped
+from durable_agent_runner.machine.edits import Editable, EditRefused, apply, before_model, before_tools
+from durable_agent_runner.machine.rules import decide
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.calls import RunTools, after_tools, without_dropped
-from durable_agent_runner.workflows.edits import Editable, EditRefused, apply, before_model, before_tools
-from durable_agent_runner.workflows.rules import decide
 
 BOOK = {
     "type": "object",

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = [
     ROOT / "durable_agent_runner",
     ROOT / "workflows",
+    ROOT / "machine",
     ROOT / "activities",
     ROOT / "worker.py",
     ROOT / "client.py",

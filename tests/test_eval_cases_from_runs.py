@@ -17,7 +17,7 @@ from durable_agent_runner.client.eval_cases import add_case, case_from_run
 from durable_agent_runner.evals import Case
 from durable_agent_runner.evals.files import DatasetError, load_dataset
 from durable_agent_runner.evals.from_run import point_of
-from durable_agent_runner.workflows import eval_plan as plan
+from durable_agent_runner.machine import eval_plan as plan
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import serve_console
 from tests.helpers import start, transcript

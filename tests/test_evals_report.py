@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from durable_agent_runner.evals import Case, Dataset, EvaluationResult
 from durable_agent_runner.evals.report import compare, gate, markdown, percentile, report
-from durable_agent_runner.workflows import eval_plan as plan
+from durable_agent_runner.machine import eval_plan as plan
 from durable_agent_runner.workflows.types import evals as te
 from durable_agent_runner.workflows.types.transcript import Usage
 

@@ -18,7 +18,7 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.evals import progress_line
 from durable_agent_runner.evals import Case, Dataset, EvaluatorContext, EvaluatorSpec, register
 from durable_agent_runner.evals.report import compare, gate, markdown, report
-from durable_agent_runner.workflows import eval_plan
+from durable_agent_runner.machine import eval_plan
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 from tests.helpers import replay, script, strict_replayer

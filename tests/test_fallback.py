@@ -1,4 +1,4 @@
-"""A durable fallback across models (workflows/fallback.py), on the dev server: a model that fails
+"""A durable fallback across models (machine/fallback.py), on the dev server: a model that fails
 for good hands the same turn to the next, the switch is in the run's story and state, a request's
 own fault does not switch, and a worker killed after the switch resumes on the model reached."""
 
@@ -16,7 +16,7 @@ from durable_agent_runner.client import AgentClient
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.console.data import run_view
 from durable_agent_runner.console.views_run import story
-from durable_agent_runner.workflows import fallback
+from durable_agent_runner.machine import fallback
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
 from tests.helpers import calls, replay, script, start

@@ -21,9 +21,9 @@ from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.cli.debug import cmd_fork
 from durable_agent_runner.client import AgentClient
 from durable_agent_runner.client.export import export_run
-from durable_agent_runner.workflows import rerun
+from durable_agent_runner.machine import rerun
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.state import RunState
 from tests.helpers import calls, replay, script, start, strict_replayer, transcript
 from tests.test_agents import requests_for
 from tests.test_approvals import decide, pending, update
@@ -298,7 +298,7 @@ async def test_live_tools_asks_a_person_before_it_runs_a_once_call_again(
 
 @pytest.mark.pure
 def test_a_live_forks_once_call_asks_first_unless_a_person_just_approved_it() -> None:
-    from durable_agent_runner.workflows.calls import PlannedCall, asks_first
+    from durable_agent_runner.machine.calls import PlannedCall, asks_first
 
     call = t.ToolCall(call_id="c1", name="pay", arguments='{"label": "ann"}')
     again = PlannedCall(call=call, action="tool", again=True)

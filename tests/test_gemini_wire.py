@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from durable_agent_runner.activities import errors, wire
 from durable_agent_runner.activities import gemini_wire as gw
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.redact import Redactor
-from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,

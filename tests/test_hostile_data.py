@@ -1,7 +1,7 @@
 """Data from outside that no parse may choke on, through whole runs on a real dev server: tool
 arguments nested 5,000 deep or holding a 5,000-digit integer, a tool result with a lone
 surrogate, a person's edited arguments past the bounds. Each run ends normally, the model (or
-the person) is told why, and no workflow task ever fails on the way (workflows/bounds.py)."""
+the person) is told why, and no workflow task ever fails on the way (machine/bounds.py)."""
 
 from __future__ import annotations
 

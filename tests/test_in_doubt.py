@@ -18,10 +18,10 @@ from temporalio.client import WorkflowFailureError
 
 from durable_agent_runner import Registry, tool
 from durable_agent_runner.client import AgentClient
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.calls import PlannedCall, attempt_ended, resolved, runs, with_reply
+from durable_agent_runner.machine.doubts import Doubts
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.approvals import DecisionRefused
-from durable_agent_runner.workflows.calls import PlannedCall, attempt_ended, resolved, runs, with_reply
-from durable_agent_runner.workflows.doubts import Doubts
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_client import cli  # noqa: F401  (a fixture: client.py as a subprocess)
 from tests.test_durability import start_worker_process, wait_for

@@ -10,8 +10,8 @@ from durable_agent_runner import client as public
 from durable_agent_runner.client import listing
 from durable_agent_runner.config.connection import make_data_converter
 from durable_agent_runner.console import data as console_data
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.state import RunState
 from durable_agent_runner.workflows.steps import FILTERED_PHASES
 
 NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)

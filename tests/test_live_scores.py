@@ -23,8 +23,8 @@ from temporalio.service import RPCError
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.client import AgentClient
 from durable_agent_runner.evals import Contains, MaxTurns, register
+from durable_agent_runner.machine.live_scores import sampled
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.live_scores import sampled
 from durable_agent_runner.workflows.types import live_scores as tl
 from tests.console_helpers import serve_console
 from tests.helpers import replay, script, start

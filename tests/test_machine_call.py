@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durable_agent_runner.machine import call as m
-from durable_agent_runner.workflows.approvals import approval_record
-from durable_agent_runner.workflows.calls import plan_calls
+from durable_agent_runner.machine.approvals import approval_record
+from durable_agent_runner.machine.calls import plan_calls
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     ApprovalDecision,

@@ -1,5 +1,5 @@
-"""A session's memory budget (workflows/memory.py) and the transcript rewrites it causes in the run's
-state (workflows/state.py: which fork marks survive, where a fork may start), without Temporal."""
+"""A session's memory budget (machine/memory.py) and the transcript rewrites it causes in the run's
+state (machine/state.py: which fork marks survive, where a fork may start), without Temporal."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
+from durable_agent_runner.machine.memory import Compaction, compacted, plan, transcript_bytes
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.memory import Compaction, compacted, plan, transcript_bytes
-from durable_agent_runner.workflows.state import RunState
 
 BIG = t.MemoryPolicy(budget_bytes=1_000_000, keep_exchanges=2)
 

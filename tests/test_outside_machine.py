@@ -11,11 +11,11 @@ from pydantic import BaseModel
 from durable_agent_runner import Agent, tool
 from durable_agent_runner.config import completion
 from durable_agent_runner.machine import call as m
-from durable_agent_runner.workflows.approvals import DecisionRefused
-from durable_agent_runner.workflows.calls import plan_calls
-from durable_agent_runner.workflows.outside import Outside, for_model, timeout_record
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.calls import plan_calls
+from durable_agent_runner.machine.outside import Outside, for_model, timeout_record
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows.patches import OUTSIDE_PATCH
-from durable_agent_runner.workflows.state import RunState
 from durable_agent_runner.workflows.types import AgentSpec, CompleteCall, EventKind, PendingOutside, ToolCall
 
 pytestmark = pytest.mark.pure

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from durable_agent_runner.activities import chat_wire, model_call, responses_wire
 from durable_agent_runner.activities.sse import ServerSentEvent, iter_events, iter_lines
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.redact import FRAGMENT, MIN_SECRET, Redactor
 from durable_agent_runner.testing.fake_llm.wire import (
     SSE,
@@ -36,7 +37,6 @@ from durable_agent_runner.testing.fake_llm.wire import (
     response_object,
     response_stream,
 )
-from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows import types as t
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

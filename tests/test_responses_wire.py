@@ -11,8 +11,8 @@ import pytest
 
 from durable_agent_runner.activities import responses_wire as rw
 from durable_agent_runner.activities import wire
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from durable_agent_runner.workflows import bounds
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,

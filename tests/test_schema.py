@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from durable_agent_runner import tool
-from durable_agent_runner.workflows import schema
+from durable_agent_runner.machine import schema
 
 
 class Line(BaseModel):

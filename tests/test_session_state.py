@@ -1,4 +1,4 @@
-"""A session's own bookkeeping (workflows/session.py), without Temporal: accepting messages once and
+"""A session's own bookkeeping (machine/session.py), without Temporal: accepting messages once and
 in order, refusing them, opening, steering and closing exchanges, finding message K's exchange in
 this execution or an earlier one, the status, and the carry across continue-as-new."""
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from durable_agent_runner.machine.session import KEEP_EXCHANGES, MAX_QUEUED, MAX_QUEUED_CHARS, Refused, SessionState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.session import KEEP_EXCHANGES, MAX_QUEUED, MAX_QUEUED_CHARS, Refused, SessionState
 
 NOW = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
 USAGE = t.Usage(requests=1, input_tokens=10, output_tokens=5)
@@ -104,7 +104,7 @@ def test_messages_without_an_id_are_never_duplicates():
 
 
 def test_recent_ids_are_bounded_and_keep_the_latest():
-    from durable_agent_runner.workflows.session import RECENT_IDS
+    from durable_agent_runner.machine.session import RECENT_IDS
 
     s = SessionState(t.SessionCarry(recent={f"old-{i}": i + 1 for i in range(RECENT_IDS)}))
     s.accept(msg("a", "new"), NOW, False)

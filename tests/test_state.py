@@ -2,8 +2,8 @@
 
 from datetime import UTC, datetime
 
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.state import RunState
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 

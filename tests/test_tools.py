@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from durable_agent_runner import Tool, ToolContext, ToolRetryableError, tool
 from durable_agent_runner.agents.executor import ToolThreads, size_from_env
-from durable_agent_runner.workflows import bounds
+from durable_agent_runner.machine import bounds
 
 CTX = ToolContext(run_id="wf-1", call_id="call-1", idempotency_key="wf-1/call-1", turn=1, attempt=1)
 

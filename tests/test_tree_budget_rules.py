@@ -1,4 +1,4 @@
-"""The budget ledger across a tree of runs, pure (workflows/budget.py): reservations, shares, the
+"""The budget ledger across a tree of runs, pure (machine/budget.py): reservations, shares, the
 pause rule, raises, and the bound of docs/what-runs-once.md as a property over any tree and any
 interleaving of its runs."""
 
@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from durable_agent_runner.machine.budget import DEFAULT_RESERVE_TOKENS, Ledger, capped, worst_case
+from durable_agent_runner.machine.outcomes import Facts, Ready, Replied, Resumed
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.machine.turn import CallModel, Pause, Turn
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.budget import DEFAULT_RESERVE_TOKENS, Ledger, capped, worst_case
-from durable_agent_runner.workflows.outcomes import Facts, Ready, Replied, Resumed
-from durable_agent_runner.workflows.state import RunState
-from durable_agent_runner.workflows.turn import CallModel, Pause, Turn
 
 pytestmark = pytest.mark.pure
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,8 +1,8 @@
 """The whole turn as a pure state machine, without Temporal: decide, plan, merge, check output."""
 
-from durable_agent_runner.workflows.calls import RunTools, after_tools, checked, describe_call, taken, with_reply
-from durable_agent_runner.workflows.memory import HANDOFF_FILTERS
-from durable_agent_runner.workflows.rules import Done, Final, Retry, Stop, after_output, decide, tripwire
+from durable_agent_runner.machine.calls import RunTools, after_tools, checked, describe_call, taken, with_reply
+from durable_agent_runner.machine.memory import HANDOFF_FILTERS
+from durable_agent_runner.machine.rules import Done, Final, Retry, Stop, after_output, decide, tripwire
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,

@@ -4,9 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.calls import RunTools
-from durable_agent_runner.workflows.outcomes import (
+from durable_agent_runner.machine.calls import RunTools
+from durable_agent_runner.machine.outcomes import (
     Compacted,
     Facts,
     HandedOff,
@@ -17,10 +16,11 @@ from durable_agent_runner.workflows.outcomes import (
     Steered,
     ToolsRan,
 )
-from durable_agent_runner.workflows.rules import Done, Stop
-from durable_agent_runner.workflows.session import SessionState
-from durable_agent_runner.workflows.state import RunState
-from durable_agent_runner.workflows.turn import CallModel, CheckOutput, ContinueAsNew, HandOff, Pause, Steer, Turn
+from durable_agent_runner.machine.rules import Done, Stop
+from durable_agent_runner.machine.session import SessionState
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.machine.turn import CallModel, CheckOutput, ContinueAsNew, HandOff, Pause, Steer, Turn
+from durable_agent_runner.workflows import types as t
 
 NOW = Facts(now=datetime(2026, 11, 27, tzinfo=UTC))
 AGENT = t.AgentSpec(

@@ -14,8 +14,8 @@ from durable_agent_runner.activities.model_call import TAIL_CHARS
 from durable_agent_runner.cli.watch import Printer, watch
 from durable_agent_runner.client import AgentClient
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.machine.texts import EVENT_TEXT, event_text
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.texts import EVENT_TEXT, event_text
 from tests.helpers import script, start
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -506,7 +506,7 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
     upsert = ["UPSERT_WORKFLOW_SEARCH_ATTRIBUTES"]
     assert turns[:3] == [A_TURN + (upsert if due else []) for due in written[:3]], turns  # notes, two additions
     assert not any("MARKER_RECORDED" in turn for turn in turns[:3])
-    # record: a routed activity, which makes the last model call itself (workflows/ahead.py)
+    # record: a routed activity, which makes the last model call itself (machine/ahead.py)
     assert len(turns) == 5 and turns[4][:3] == [
         "ACTIVITY_TASK_SCHEDULED",
         "ACTIVITY_TASK_STARTED",

@@ -1,5 +1,6 @@
-"""Deterministic orchestration only: the turn machine (turn.py, calls.py) and the AgentRun workflow
-that carries it out (agent.py). Nothing here is public: user code imports `durable_agent_runner`."""
+"""The interpreter: the workflows that carry out what the pure machine (`durable_agent_runner.machine`)
+decides: AgentRun (agent.py and its steps), EvalRun, ScoreRun, DeliverMessage; their contracts
+(types/) and every patch (patches.py). Nothing here is public: user code imports `durable_agent_runner`."""
 
 # One identity: the engine is `durable_agent_runner.workflows` (a link in that package), never a top-level
 # `workflows`, so a user's own `workflows` package and ours never meet, and no class is loaded twice.

@@ -20,11 +20,10 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
-from durable_agent_runner.workflows import live_scores
-from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.budget import Ledger
-from durable_agent_runner.workflows.calls import RunTools
-from durable_agent_runner.workflows.outcomes import (
+from durable_agent_runner.machine import live_scores
+from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.calls import RunTools
+from durable_agent_runner.machine.outcomes import (
     BreakpointRan,
     Compacted,
     Facts,
@@ -38,12 +37,10 @@ from durable_agent_runner.workflows.outcomes import (
     Steered,
     ToolsRan,
 )
-from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH, TREE_BUDGET_PATCH
-from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
-from durable_agent_runner.workflows.rules import Done, Stop
-from durable_agent_runner.workflows.session import SessionState
-from durable_agent_runner.workflows.steps import FallingBack
-from durable_agent_runner.workflows.turn import (
+from durable_agent_runner.machine.rerun import Reran, RerunRecorded
+from durable_agent_runner.machine.rules import Done, Stop
+from durable_agent_runner.machine.session import SessionState
+from durable_agent_runner.machine.turn import (
     Breakpoint,
     CallModel,
     CheckOutput,
@@ -57,6 +54,9 @@ from durable_agent_runner.workflows.turn import (
     Turn,
     should_continue,
 )
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH, TREE_BUDGET_PATCH
+from durable_agent_runner.workflows.steps import FallingBack
 from durable_agent_runner.workflows.turn_steps import TurnSteps
 from durable_agent_runner.workflows.types import live_scores as tl
 
@@ -155,7 +155,7 @@ class AgentRun(TurnSteps):
         if input.carry is None:
             s.messages.append(t.UserMessage(content=input.prompt))
         guard = input.prompt if input.carry is None and first.input_guardrails else None
-        if s.live_tools:  # a fork made with --live-tools (workflows/rerun.py); older histories have none
+        if s.live_tools:  # a fork made with --live-tools (machine/rerun.py); older histories have none
             s.live_tools = workflow.patched(t.FORK_LIVE_TOOLS_PATCH)
         done = await self._answer(input, guard)
         s.output = done.output

@@ -23,12 +23,12 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.machine import call as machine
-from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.calls import (
+from durable_agent_runner.machine.calls import (
     AttemptEnd,
     PlannedCall,
     describe_call,
 )
+from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.notify_steps import Wait
 from durable_agent_runner.workflows.outside_steps import OutsideSteps
 from durable_agent_runner.workflows.steps import (
@@ -293,7 +293,7 @@ class CallSteps(OutsideSteps):
             return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
         team = [a for a in [s.agent.model_copy(update={"team": []}), *s.agent.team] if a.name != member.name]
         child_id = f"{workflow.info().workflow_id}.{call.call_id}"
-        # Its budget: its share of what this run has left, held here until it ends (workflows/budget.py).
+        # Its budget: its share of what this run has left, held here until it ends (machine/budget.py).
         share = self._ledger.grant(child_id, s.usage) if self._ledger is not None else None
         try:
             result: t.RunResult = await workflow.execute_child_workflow(

@@ -4,7 +4,7 @@ the case (eval_plan.py), at most `concurrency` at once; each finished case is sc
 activity. A worker killed or a server restarted: the eval replays, a finished case keeps its
 result and is never run again, a case in flight is awaited as the child run it is.
 
-The budget covers every case, as a run's covers its children (workflows/budget.py): each case
+The budget covers every case, as a run's covers its children (machine/budget.py): each case
 starts with its share of what is left; when nothing is left the eval pauses until a person raises
 it (`eval.resume`), or fails the cases left, as `on_budget` says. Past MAX_STARTS_PER_RUN starts it
 lets the cases in flight end and continues as new, carrying the results.
@@ -32,9 +32,9 @@ from temporalio.exceptions import (
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.evals.context import EvaluationResult, one_line
-from durable_agent_runner.workflows import eval_plan as plan
+from durable_agent_runner.machine import eval_plan as plan
+from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.budget import Ledger
 from durable_agent_runner.workflows.turn_steps import PAUSE_LIMIT
 from durable_agent_runner.workflows.types import evals as te
 

@@ -11,11 +11,11 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.workflows import edits
+from durable_agent_runner.machine import edits
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.session import Refused, SessionState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.approvals import DecisionRefused
 from durable_agent_runner.workflows.call_steps import CallSteps
-from durable_agent_runner.workflows.session import Refused, SessionState
 
 MAX_CHILD_LEDGERS = 100  # cancelled children's usage not yet counted (each is read once, then dropped)
 

@@ -32,10 +32,10 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
+from durable_agent_runner.machine.texts import excerpt
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import NOTIFY_PATCH
 from durable_agent_runner.workflows.steps import Steps
-from durable_agent_runner.workflows.texts import excerpt
 
 # One attempt: the activity bounds each network step by NOTIFY_TIMEOUT (at most 120 s); an SMTP
 # exchange takes a few of them. Retries back off from 1 s, within the run's NOTIFY_MAX_ATTEMPTS.

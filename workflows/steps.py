@@ -25,16 +25,16 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from durable_agent_runner.workflows import fallback
+from durable_agent_runner.machine import fallback
+from durable_agent_runner.machine.approvals import decision_words
+from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.calls import describe_call
+from durable_agent_runner.machine.doubts import resolution_words
+from durable_agent_runner.machine.outcomes import ModelFailed
+from durable_agent_runner.machine.questions import waiting_words
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.approvals import decision_words
-from durable_agent_runner.workflows.budget import Ledger
-from durable_agent_runner.workflows.calls import describe_call
-from durable_agent_runner.workflows.doubts import resolution_words
-from durable_agent_runner.workflows.outcomes import ModelFailed
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
-from durable_agent_runner.workflows.questions import waiting_words
-from durable_agent_runner.workflows.state import RunState
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # the local resolve: no I/O, the registry and the agent's code
@@ -72,7 +72,7 @@ FILTERED_PHASES: frozenset[t.Phase] = t.FINAL_PHASES | {
 
 class FallingBack(Exception):
     """A model call failed in a way that sends the turn to the agent's next model: the turn
-    machine makes the switch (workflows/turn.py, workflows/fallback.py)."""
+    machine makes the switch (machine/turn.py, machine/fallback.py)."""
 
     def __init__(self, outcome: ModelFailed) -> None:
         super().__init__(outcome.message)
@@ -231,7 +231,7 @@ class Steps:
     ) -> t.ModelReply:
         """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply);
         `cap`: the max output tokens the budget has left room for (None: the agent's); `made`:
-        its reply, already made by the last tool's activity (workflows/ahead.py)."""
+        its reply, already made by the last tool's activity (machine/ahead.py)."""
         s = self._s
         model = agent.model or "the worker's default model"
         self._set_phase(t.Phase.CALLING_MODEL, f"turn {s.turn}: {agent.name} calling {model}")

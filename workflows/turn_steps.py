@@ -16,15 +16,15 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
-from durable_agent_runner.workflows import edits, memory
+from durable_agent_runner.machine import edits, memory
+from durable_agent_runner.machine.calls import RunTools, describe_call
+from durable_agent_runner.machine.rules import Stop, tripwire
+from durable_agent_runner.machine.turn import Breakpoint, HandOff, Pause
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.calls import RunTools, describe_call
 from durable_agent_runner.workflows.handlers import Handlers
 from durable_agent_runner.workflows.notify_steps import Wait
 from durable_agent_runner.workflows.patches import CALL_AHEAD_PATCH
-from durable_agent_runner.workflows.rules import Stop, tripwire
 from durable_agent_runner.workflows.steps import model_call_bounds
-from durable_agent_runner.workflows.turn import Breakpoint, HandOff, Pause
 
 # A paused run waits this long for a resume, then fails (its state stays forkable).
 PAUSE_LIMIT = timedelta(days=30)

@@ -49,7 +49,7 @@ from durable_agent_runner.agents.tools import (
     tool_name_for,
     validate_arguments,
 )
-from durable_agent_runner.workflows.memory import HANDOFF_FILTERS
+from durable_agent_runner.machine.memory import HANDOFF_FILTERS
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_TIMEOUT,
     AgentOptions,

@@ -7,13 +7,13 @@
 
 The model calls it as `ask_person(question, choices=None)`. No activity runs it: the run waits
 durably for a person's answer (`client.py answer`, `RunHandle.answer`, the console's inbox), and
-that answer is the call's result (workflows/questions.py). docs/ask-person.md says more.
+that answer is the call's result (machine/questions.py). docs/ask-person.md says more.
 """
 
 from __future__ import annotations
 
 from durable_agent_runner.agents.tools import Tool, ToolContext
-from durable_agent_runner.workflows.questions import ASK_PERSON
+from durable_agent_runner.machine.questions import ASK_PERSON
 from durable_agent_runner.workflows.types import AskSpec, ToolResult
 
 

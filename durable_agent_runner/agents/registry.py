@@ -38,7 +38,7 @@ from typing import Any, cast
 
 from durable_agent_runner.agents.agent import Agent, AgentTool
 from durable_agent_runner.agents.tools import Tool
-from durable_agent_runner.workflows.calls import unknown_tool
+from durable_agent_runner.machine.calls import unknown_tool
 
 __all__ = ["Agent", "Registry", "RegistryError"]
 

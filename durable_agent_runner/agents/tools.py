@@ -46,7 +46,7 @@ from pydantic.json_schema import GenerateJsonSchema
 
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.outside import outside_spec
-from durable_agent_runner.workflows import bounds
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.workflows.types import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)

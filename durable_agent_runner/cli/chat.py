@@ -56,8 +56,8 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap
 from durable_agent_runner.client.updates import LIVE
 from durable_agent_runner.config.env import login_name
+from durable_agent_runner.machine.texts import EVENT_TEXT
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.texts import EVENT_TEXT
 
 HELP = """\
   /status   messages, answering or waiting, the last exchange, tokens

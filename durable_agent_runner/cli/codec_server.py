@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from temporalio.api.common.v1 import Payload, Payloads
 
+from durable_agent_runner.machine.bounds import parse_json
 from durable_agent_runner.payloads.codec import ENV, CodecConfigError, DecryptError, EncryptionCodec, keyring_from_env
-from durable_agent_runner.workflows.bounds import parse_json
 
 DEFAULT_PORT = 8234
 DEFAULT_ORIGIN = "http://localhost:8233"

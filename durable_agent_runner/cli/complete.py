@@ -13,7 +13,7 @@ from durable_agent_runner.cli import session
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.workflows import bounds
+from durable_agent_runner.machine import bounds
 
 
 def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:

@@ -6,7 +6,7 @@ holds still durably, and can be inspected and edited (each edit validated by the
 with a reason and nothing recorded when invalid) before it resumes. `fork` starts a new run from
 the state just before model call N of any run, finished or not: it reuses the results of the
 turns before N from the transcript (nothing runs again), unless `--live-tools` asks it to run
-their tool calls and child runs again first (workflows/rerun.py).
+their tool calls and child runs again first (machine/rerun.py).
 """
 
 from __future__ import annotations

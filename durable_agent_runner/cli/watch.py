@@ -29,8 +29,8 @@ from durable_agent_runner.client.follow import (
     is_session,
     live_progress,
 )
+from durable_agent_runner.machine.texts import EVENT_TEXT
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.texts import EVENT_TEXT
 
 __all__ = [  # the story's parts, kept importable from here for chat and older callers
     "GIVE_UP_AFTER",

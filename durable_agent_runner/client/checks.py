@@ -15,8 +15,8 @@ import pydantic_core
 from pydantic import ValidationError
 
 from durable_agent_runner.activities import wire
+from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES
 
 MAX_RUN_ID = 255  # characters of the id of a run the client starts
@@ -141,7 +141,7 @@ def flag(value: object, field: str) -> bool:
 
 
 def json_object(text: str, field: str, what: str = "a JSON object") -> dict[str, Any]:
-    """`text` as a JSON object (bounded by workflows/bounds.py, at most 32 levels deep), or
+    """`text` as a JSON object (bounded by machine/bounds.py, at most 32 levels deep), or
     BadArgument naming `field`."""
     try:
         value = parse_json(string(text, field), max_depth=MAX_JSON_DEPTH)

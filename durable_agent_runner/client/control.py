@@ -6,7 +6,7 @@ holds still durably, and can be inspected and edited (each edit validated by the
 with a reason and nothing recorded when invalid) before it resumes. A fork starts a new run from
 the state just before model call N of any run, finished or not: it reuses the results of the
 turns before N from the transcript (nothing runs again), unless `live_tools` asks it to run
-their tool calls and child runs again first (workflows/rerun.py).
+their tool calls and child runs again first (machine/rerun.py).
 """
 
 from __future__ import annotations
@@ -200,7 +200,7 @@ async def model_calls_made(client: Client, run_id: str) -> int:
     desc = await describe(handle)  # RunNotFound for an unknown id
     counted = 0
     name = t.MODEL_CALL_ACTIVITY.encode()
-    tools: set[int] = set()  # tool activities asked to bring the next model call's reply (workflows/ahead.py)
+    tools: set[int] = set()  # tool activities asked to bring the next model call's reply (machine/ahead.py)
     async for event in handle.fetch_history_events():
         if event.HasField("activity_task_scheduled_event_attributes"):
             kind = event.activity_task_scheduled_event_attributes.activity_type.name

@@ -19,8 +19,8 @@ from temporalio.client import Client
 
 from durable_agent_runner.client.control import query_run
 from durable_agent_runner.client.updates import describe
+from durable_agent_runner.machine.bounds import json_object
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.bounds import json_object
 
 
 class DiffSide(BaseModel):

@@ -20,8 +20,8 @@ from temporalio.client import Client
 
 from durable_agent_runner.client.errors import EventsUnavailable
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, follow, is_session
+from durable_agent_runner.machine.texts import EVENT_TEXT
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.texts import EVENT_TEXT
 
 # events only a session has
 SESSION_KINDS = frozenset({t.EventKind.MESSAGE, t.EventKind.WAITING, t.EventKind.ANSWERED, t.EventKind.ENDED})

@@ -11,9 +11,9 @@ from typing import Any
 
 from durable_agent_runner.activities import chat_wire, responses_wire
 from durable_agent_runner.client.export import FAILURE_KINDS
+from durable_agent_runner.machine.calls import RunTools
+from durable_agent_runner.machine.rules import Final, decide
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.calls import RunTools
-from durable_agent_runner.workflows.rules import Final, decide
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

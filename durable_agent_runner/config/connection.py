@@ -36,9 +36,9 @@ from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, Tele
 from temporalio.service import RPCError, RPCStatusCode, TLSConfig
 
 from durable_agent_runner.config.env import ClientSettings
+from durable_agent_runner.machine.texts import cut
 from durable_agent_runner.payloads.codec import codec_from_env
 from durable_agent_runner.payloads.store import PayloadStoreError, external_storage
-from durable_agent_runner.workflows.texts import cut
 from durable_agent_runner.workflows.types import SEARCH_ATTRIBUTES
 
 DEFAULT_ADDRESS = "localhost:7233"

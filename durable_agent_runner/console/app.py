@@ -26,8 +26,8 @@ from durable_agent_runner.console import whole as whole_value
 from durable_agent_runner.console.forms import budget_raise, checked_edit, edited_arguments, run_edit, whole
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
 from durable_agent_runner.console.views_cases import dataset_path
+from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_ID = 1000
 MAX_RAW_CHARS = 32 * 1024 * 1024  # of one value served whole (a message, a call's arguments)

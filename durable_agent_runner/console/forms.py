@@ -11,8 +11,8 @@ from typing import Any
 from durable_agent_runner.client.control import make_edit
 from durable_agent_runner.console import data
 from durable_agent_runner.console.security import Refused
+from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_ARG_DEPTH = 32
 # Numbers are written with the ASCII digits 0-9 only: Python's int() and str.isdigit() also take

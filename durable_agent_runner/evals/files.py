@@ -23,7 +23,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from durable_agent_runner.workflows.bounds import OutsideDataError, check_value, parse_json
+from durable_agent_runner.machine.bounds import OutsideDataError, check_value, parse_json
 
 from .cases import MAX_CASES, Dataset
 from .context import one_line

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
+from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 
 from .context import EvaluationResult, EvaluatorContext, one_line
 from .registry import Evaluator, EvaluatorOutput, register

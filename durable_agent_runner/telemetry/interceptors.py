@@ -225,7 +225,7 @@ class _Turn:
 
     def model_call(self, model: str | None) -> None:
         """A model call of this turn: one that asks another model than the last is a fallback
-        (workflows/fallback.py), an event on the turn's span."""
+        (machine/fallback.py), an event on the turn's span."""
         if self.model is not None and model != self.model:
             attributes = {"agent.model.from": self.model, "agent.model.to": model or ""}
             self.span.add_event("model_fallback", attributes, timestamp=workflow.time_ns())

@@ -15,8 +15,8 @@ from opentelemetry.util.types import AttributeValue
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.machine.texts import cut
 from durable_agent_runner.redact import Redactor
-from durable_agent_runner.workflows.texts import cut
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,

@@ -34,9 +34,9 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
 from durable_agent_runner.config import completion
+from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.webhooks import signatures
 from durable_agent_runner.webhooks.config import MAX_BODY, Hook, MissingField, pick, render
-from durable_agent_runner.workflows.bounds import OutsideDataError, parse_json
 
 MAX_DELIVERY_ID = 1000
 LOG = logging.getLogger("durable_agent_runner.webhooks")

@@ -111,7 +111,7 @@ class ModelCallInput(Contract):
     # Which of the reply's calls the activity may run itself once the reply is whole (None: none).
     with_reply: WithReply | None = None
     # Lower than the agent's max output tokens when what the run's budget has left cannot hold
-    # the call's worst case (workflows/budget.py): the request asks for at most this many.
+    # the call's worst case (machine/budget.py): the request asks for at most this many.
     max_output_tokens: int | None = Field(default=None, ge=1)
 
 
@@ -184,11 +184,11 @@ AGENT_NOT_HERE = "AgentNotHere"
 
 class CallAhead(Contract):
     """The model call a routed tool's activity makes once its tool has run, when the turn asked
-    for nothing else (workflows/calls.py `call_ahead`): one activity and one workflow task a turn
+    for nothing else (machine/calls.py `call_ahead`): one activity and one workflow task a turn
     instead of two each. `call` is the request as the turn would make it, its `digest` left for
     the worker, which reads messages[:upto] (the reply that asked for the tool included; from its
     cache, else by query) and adds the tool's result. The turn takes the reply only for exactly
-    the request it would make then (workflows/turn.py); a failed call brings back the tool's
+    the request it would make then (machine/turn.py); a failed call brings back the tool's
     result alone, and the turn calls the model as ever."""
 
     upto: int

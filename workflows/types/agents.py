@@ -178,7 +178,7 @@ class AgentSpec(AgentOptions):
     # turn), frozen at start; members carry no team of their own. Only the run's first agent has one.
     team: list[AgentSpec] = Field(default_factory=list)
     # US dollars per million output tokens of `model`, from the resolving worker's price table
-    # (None: no price known): what a model call reserves of a cost budget (workflows/budget.py).
+    # (None: no price known): what a model call reserves of a cost budget (machine/budget.py).
     output_price: float | None = None
     # Who hears of the run's waits for a person, as the resolving worker saw it (names of channels,
     # no secrets): filled in when a run starts. None (runs recorded before 1.4 too): no one.

@@ -1,5 +1,5 @@
 """Budgets across a tree of runs: a run's caps (its own model calls and its children's), and what
-status shows of them. Pure data, safe inside the workflow sandbox (workflows/budget.py keeps the
+status shows of them. Pure data, safe inside the workflow sandbox (machine/budget.py keeps the
 ledger). A field added after a release carries a default, so older histories still decode."""
 
 from __future__ import annotations

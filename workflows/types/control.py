@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-from durable_agent_runner.workflows import bounds
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.workflows.types.agents import AgentSpec
 from durable_agent_runner.workflows.types.budget import BudgetRaise
 from durable_agent_runner.workflows.types.transcript import Contract, Message
@@ -30,7 +30,7 @@ class HandoffRecord(Contract):
 
 class ModelSwitch(Contract):
     """One durable fallback: agent `agent`'s model call of turn `turn` failed for good on
-    `from_model` (`why`), and the turn went to `to_model` (workflows/fallback.py)."""
+    `from_model` (`why`), and the turn went to `to_model` (machine/fallback.py)."""
 
     agent: str
     turn: int

@@ -1,5 +1,5 @@
 """Calls completed from outside (`@tool(completes="outside")`): how such a call waits, the update
-that completes it, and what status shows of it (workflows/outside.py keeps the run's book of them).
+that completes it, and what status shows of it (machine/outside.py keeps the run's book of them).
 
 Pure data, safe inside the workflow sandbox. A field added after a release carries a default, so
 histories recorded by older code still decode and replay."""
@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from durable_agent_runner.workflows import bounds
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.workflows.types.transcript import Contract
 
 # How long a call waits for its completion when its tool sets no timeout, and the most it may set.

@@ -1,5 +1,5 @@
 """`ask_person`: a question the model puts to a person, its options, the update that answers it,
-and what status shows of it (workflows/questions.py keeps the run's book of them).
+and what status shows of it (machine/questions.py keeps the run's book of them).
 
 Pure data, safe inside the workflow sandbox. A field added after a release carries a default, so
 histories recorded by older code still decode and replay."""

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from durable_agent_runner.workflows import bounds
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.workflows.types.agents import AgentSpec, MidTurn, ModelSettings, SessionState
 from durable_agent_runner.workflows.types.budget import Budget, BudgetStatus
 from durable_agent_runner.workflows.types.control import (
@@ -73,7 +73,7 @@ class Carry(Contract):
     # A fork of a session's answer: the model calls made before that answer (max_turns counts after them).
     answer_base: int = 0
     # A fork made with --live-tools: before its first model call, the run runs the calls of the
-    # carried replies again (tools and child runs) and takes their fresh results (workflows/rerun.py).
+    # carried replies again (tools and child runs) and takes their fresh results (machine/rerun.py).
     live_tools: bool = False
     budget: Budget | None = None  # the run's budget across its tree, as raised (tree-budget-1.1)
 
@@ -96,7 +96,7 @@ class RunInput(Contract):
     session: bool = False
     breakpoints: Breakpoints | None = None
     # A cap on what this run and its children may spend, below its agent's own budgets: a child
-    # run's share of what its parent had left when it started (workflows/budget.py).
+    # run's share of what its parent had left when it started (machine/budget.py).
     budget: Budget | None = None
 
 

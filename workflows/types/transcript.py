@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from durable_agent_runner.workflows.bounds import ParsedArguments
+from durable_agent_runner.machine.bounds import ParsedArguments
 
 
 class Contract(BaseModel):

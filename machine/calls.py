@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from durable_agent_runner.workflows.bounds import parse_json
+from durable_agent_runner.machine.bounds import parse_json
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     Breakpoints,
@@ -68,7 +68,7 @@ class PlannedCall(BaseModel):
     answer: str = ""
     ran: ToolResult | None = None
     ran_arguments: str = ""
-    again: bool = False  # a recorded call a --live-tools fork runs again (workflows/rerun.py)
+    again: bool = False  # a recorded call a --live-tools fork runs again (machine/rerun.py)
 
 
 class RunTools(BaseModel):
@@ -76,7 +76,7 @@ class RunTools(BaseModel):
 
     kind: Literal["run_tools"] = "run_tools"
     calls: list[PlannedCall]
-    # The next model call, for the plan's one routed call to make once it has run (workflows/ahead.py).
+    # The next model call, for the plan's one routed call to make once it has run (machine/ahead.py).
     ahead: ModelCallInput | None = None
 
     @property

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from durable_agent_runner.workflows.calls import DROPPED, RunTools, plan_calls
-from durable_agent_runner.workflows.state import RunState
+from durable_agent_runner.machine.calls import DROPPED, RunTools, plan_calls
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows.types import AgentSpec, AssistantMessage, Message, ToolMessage
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from durable_agent_runner.workflows.calls import RunTools, budget_spent, plan_calls
+from durable_agent_runner.machine.calls import RunTools, budget_spent, plan_calls
 from durable_agent_runner.workflows.types import AgentSpec, HookResult, ModelReply
 
 StopKind = Literal[

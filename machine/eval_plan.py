@@ -21,7 +21,7 @@ from pydantic import JsonValue
 
 from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.context import EvaluationResult
-from durable_agent_runner.workflows import bounds
+from durable_agent_runner.machine import bounds
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 

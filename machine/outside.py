@@ -8,7 +8,7 @@ started the work and returned, waiting for an outside system's completion, and e
 
 Pure state, no Temporal calls: the workflow passes the time in. A completion's result is JSON
 within the bounds (workflows.bounds) that matches the tool's result type (its JSON Schema,
-workflows/schema.py): checked here, at the door, before anything is recorded.
+machine/schema.py): checked here, at the door, before anything is recorded.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from durable_agent_runner.workflows import bounds, schema
-from durable_agent_runner.workflows.approvals import DecisionRefused
-from durable_agent_runner.workflows.texts import excerpt
+from durable_agent_runner.machine import bounds, schema
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.texts import excerpt
 from durable_agent_runner.workflows.types import (
     COMPLETE_UPDATE,
     CompleteCall,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
+from durable_agent_runner.machine.texts import excerpt
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.texts import excerpt
 
 MAX_QUEUED = 100  # unanswered messages; the sender is told to wait for answers
 MAX_QUEUED_CHARS = 1_000_000

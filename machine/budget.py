@@ -26,9 +26,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from durable_agent_runner.machine.calls import budget_spent
+from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.calls import budget_spent
-from durable_agent_runner.workflows.rules import Stop
 
 # A request that sets no max output tokens reserves this many: the worst case we assume.
 DEFAULT_RESERVE_TOKENS = 4096

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from durable_agent_runner.workflows.approvals import DecisionRefused
+from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.workflows.types import RESOLVE_SIGNAL, CallResolution, InDoubtCall, ResolveCall
 
 

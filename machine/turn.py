@@ -4,7 +4,7 @@ the time and what only Temporal knows come in as `Facts` (tests/test_turn.py).
 
     Ready ──▶ [RerunRecorded: a --live-tools fork's calls] ─▶ [Stop | Pause: budget] ─▶ [ContinueAsNew]
           ──▶ [Breakpoint] ─▶ [Pause before_model] ─▶ [Steer] ─▶ [Compact] ─▶ CallModel
-    ModelFailed ──▶ CallModel (the agent's next model: workflows/fallback.py)
+    ModelFailed ──▶ CallModel (the agent's next model: machine/fallback.py)
     Replied ──▶ Stop | RunTools (after [Pause before_tools]) | CheckOutput | Guardrails | Done
     ToolsRan ──▶ HandOff | Ready …   Reran ──▶ Ready …   OutputChecked ──▶ Ready (retry) | Stop | Guardrails | Done
 
@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from durable_agent_runner.workflows import ahead as ahead_calls
-from durable_agent_runner.workflows import edits, fallback, memory, rerun
-from durable_agent_runner.workflows.budget import Ledger, spent_words
-from durable_agent_runner.workflows.calls import (
+from durable_agent_runner.machine import ahead as ahead_calls
+from durable_agent_runner.machine import edits, fallback, memory, rerun
+from durable_agent_runner.machine.budget import Ledger, spent_words
+from durable_agent_runner.machine.calls import (
     PlannedCall,
     RunTools,
     answered,
@@ -37,7 +37,7 @@ from durable_agent_runner.workflows.calls import (
     with_reply,
     without_dropped,
 )
-from durable_agent_runner.workflows.outcomes import (
+from durable_agent_runner.machine.outcomes import (
     BreakpointRan,
     Compacted,
     Facts,
@@ -52,9 +52,9 @@ from durable_agent_runner.workflows.outcomes import (
     Steered,
     ToolsRan,
 )
-from durable_agent_runner.workflows.rerun import Reran, RerunRecorded
-from durable_agent_runner.workflows.rules import Done, Final, Retry, Stop, after_output, decide
-from durable_agent_runner.workflows.state import RunState
+from durable_agent_runner.machine.rerun import Reran, RerunRecorded
+from durable_agent_runner.machine.rules import Done, Final, Retry, Stop, after_output, decide
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AheadReply,
@@ -157,7 +157,7 @@ NextStep = (
 class Turn:
     """One answer's turns over the run's state: `next(outcome, facts)` is the only way on.
     `guard`: the prompt the first call's input guardrails check (None: none). `ledger`: the
-    run's budgets across its tree (workflows/budget.py); None: none, or a run from before it."""
+    run's budgets across its tree (machine/budget.py); None: none, or a run from before it."""
 
     def __init__(self, state: RunState, guard: str | None, ledger: Ledger | None = None) -> None:
         assert state.agent is not None

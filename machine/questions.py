@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from durable_agent_runner.workflows.approvals import DecisionRefused
-from durable_agent_runner.workflows.texts import excerpt
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.texts import excerpt
 from durable_agent_runner.workflows.types import ANSWER_UPDATE, AnswerQuestion, AnswerRecord, AskSpec, PendingQuestion
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES, MAX_QUESTION_CHARS
 

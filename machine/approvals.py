@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from durable_agent_runner.workflows import schema
+from durable_agent_runner.machine import schema
 from durable_agent_runner.workflows.types import AgentSpec, ApprovalDecision, ApprovalRecord, PendingApproval
 
 MAX_IGNORED = 20

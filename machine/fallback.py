@@ -1,7 +1,7 @@
 """A durable fallback across models (issue 33): when a model call has used its retry bound, or
 failed in a way no retry mends that is not the request's own fault, the same turn goes to the
 agent's next model. Pure: the workflow asks `falls_back` when a call fails, and the turn machine
-(workflows/turn.py) makes the switch, which lives in the run's state (`RunState.switch_model`):
+(machine/turn.py) makes the switch, which lives in the run's state (`RunState.switch_model`):
 a worker killed mid-fallback resumes on the model the run had reached.
 
 What the next model gets: the same transcript, converted by its own wire (tool calls and results

@@ -1,4 +1,4 @@
-"""What the workflow feeds back to the turn machine (workflows/turn.py) after carrying out a step:
+"""What the workflow feeds back to the turn machine (machine/turn.py) after carrying out a step:
 one union, `Outcome`, and the `Facts` only Temporal knows (the time, history's size). Pure data."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from durable_agent_runner.workflows.rerun import Reran
-from durable_agent_runner.workflows.rules import Stop
+from durable_agent_runner.machine.rerun import Reran
+from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows.types import AheadReply, HookResult, ModelReply, ToolMessage
 
 

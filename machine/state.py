@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from durable_agent_runner.workflows import doubts, outside, questions
+from durable_agent_runner.machine import doubts, outside, questions
+from durable_agent_runner.machine.approvals import Approvals
+from durable_agent_runner.machine.calls import describe_call
+from durable_agent_runner.machine.edits import Editable
+from durable_agent_runner.machine.session import SessionState
+from durable_agent_runner.machine.texts import EVENTS_PAGE_BYTES, event_text, excerpt, spans
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.approvals import Approvals
-from durable_agent_runner.workflows.calls import describe_call
-from durable_agent_runner.workflows.edits import Editable
-from durable_agent_runner.workflows.session import SessionState
-from durable_agent_runner.workflows.texts import EVENTS_PAGE_BYTES, event_text, excerpt, spans
 
 
 class RunState:
@@ -30,7 +30,7 @@ class RunState:
         self.usage = t.Usage()
         self.usage_by_agent: dict[str, t.Usage] = {}
         self.usage_by_model: dict[str, t.Usage] = {}  # the run's own model calls, by model string
-        self.switches: list[t.ModelSwitch] = []  # durable fallbacks (workflows/fallback.py)
+        self.switches: list[t.ModelSwitch] = []  # durable fallbacks (machine/fallback.py)
         self.phase = t.Phase.STARTING
         self.last_step = "starting"
         self.output: str | None = None
@@ -48,7 +48,7 @@ class RunState:
         self._call_ids: set[str] = set()  # every tool-call id this run has used, carried ones too
         self.session: SessionState | None = None  # set for a session run
         self.last_input_tokens = 0  # what the last model call read: a session's memory budget
-        # Breakpoints and edits (workflows/edits.py)
+        # Breakpoints and edits (machine/edits.py)
         self.breakpoints: t.Breakpoints | None = None
         self.pause_request: t.PauseRequest | None = None  # `client.py pause`: at the next safe point
         self.paused: t.PauseInfo | None = None
@@ -58,7 +58,7 @@ class RunState:
         self.marks: dict[int, int] = {}  # turn → transcript length before that model call
         self.forked_from: t.ForkLink | None = None
         self.fork_base = 0  # a fork of a session's answer: the model calls before that answer
-        self.live_tools = False  # a fork that runs its carried calls again first (workflows/rerun.py)
+        self.live_tools = False  # a fork that runs its carried calls again first (machine/rerun.py)
         self.turns_here = 0  # model calls in this execution (not carried): when to continue as new
 
     @property

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from durable_agent_runner.workflows import schema
+from durable_agent_runner.machine import schema
 from durable_agent_runner.workflows import types as t
 
 EXCERPT = 60

@@ -16,9 +16,9 @@ No Temporal, no I/O, no clocks, no randomness (tests/test_ahead.py).
 
 from __future__ import annotations
 
-from durable_agent_runner.workflows import edits
-from durable_agent_runner.workflows.calls import PlannedCall, RunTools, runs, with_reply
-from durable_agent_runner.workflows.state import RunState
+from durable_agent_runner.machine import edits
+from durable_agent_runner.machine.calls import PlannedCall, RunTools, runs, with_reply
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows.types import AgentSpec, ModelCallInput, WithReply
 
 
