@@ -38,7 +38,7 @@ def replay_with(tmp_path: Path, injected: str | None) -> subprocess.CompletedPro
     """Replay HISTORY with a copy of the engine whose `machine/calls._plan` (run for every tool call) first
     runs `injected`."""
     copy = tmp_path / "copy"
-    for name in ("durable_agent_runner", "machine", "workflows", "activities"):  # the package's links to the engine kept
+    for name in ("durable_agent_runner", "machine", "workflows", "activities"):  # with the package's links
         shutil.copytree(SOURCE / name, copy / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     if injected is not None:
         calls = copy / "machine" / "calls.py"
