@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from durable_agent_runner.config.env import WorkerSettings
-from durable_agent_runner.workflows.types import Usage
+from durable_agent_runner.workflows.types import Usage, split_model
 
 
 class Price(BaseModel):
@@ -103,7 +103,13 @@ class PriceTable:
         return cls(table)
 
     def price(self, model: str) -> Price | None:
-        name = model.rsplit("/", 1)[-1]
+        """The price of a model string ("anthropic:claude-sonnet-4-5" is "claude-sonnet-4-5");
+        None for a model the table lacks, or a string that names no model ("anthropic:")."""
+        try:
+            _, name = split_model(model)
+        except ValueError:
+            return None
+        name = name.rsplit("/", 1)[-1]
         if name in self.prices:
             return self.prices[name]
         base = max((k for k in self.prices if name.startswith(k + "-")), key=len, default=None)

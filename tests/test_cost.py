@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.testing import ActivityEnvironment
 
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.activities.prices import DEFAULT_PRICES, Price, PriceTable
+from durable_agent_runner.activities.tool_activities import ToolActivities
 from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, script, start
 
@@ -31,6 +33,42 @@ def test_prices_match_dated_and_prefixed_names_and_count_cached_and_reasoning_to
     unknown = table.priced(t.Usage(requests=1, input_tokens=10), "my-local-model")
     assert (unknown.cost_usd, unknown.unpriced) == (0.0, 1)
     assert (t.Usage(cost_usd=0.1, unpriced=1) + t.Usage(cost_usd=0.2)).cost_usd == pytest.approx(0.3)
+
+
+def test_a_model_string_naming_its_provider_is_priced_by_the_provider_s_own_name() -> None:
+    table = PriceTable()
+    assert table.price("anthropic:claude-sonnet-4-5") == table.price("claude-sonnet-4-5") is not None
+    assert table.price("gemini:gemini-2.5-flash") == DEFAULT_PRICES["gemini-2.5-flash"]
+    assert table.price("openai:gpt-4.1-mini-2025-04-14") == DEFAULT_PRICES["gpt-4.1-mini"]
+    assert table.price("anthropic:") is None  # names no model: no price (the run is refused elsewhere)
+    usage = t.Usage(requests=1, input_tokens=1000, output_tokens=100)
+    assert table.priced(usage, "anthropic:claude-sonnet-4-5") == table.priced(usage, "claude-sonnet-4-5")
+
+
+def test_cache_writes_cost_the_cache_write_price_or_else_the_input_price() -> None:
+    table = PriceTable()  # claude-sonnet-4-5: $3 input, $0.30 cache read, $3.75 cache write, $15 output
+    usage = t.Usage(
+        requests=1, input_tokens=1_000_000, cached_tokens=500_000, cache_write_tokens=200_000, output_tokens=100_000
+    )
+    # 0.3M uncached × $3 + 0.5M read × $0.30 + 0.2M written × $3.75 + 0.1M × $15
+    assert table.priced(usage, "anthropic:claude-sonnet-4-5").cost_usd == pytest.approx(0.9 + 0.15 + 0.75 + 1.5)
+    plain = PriceTable({"m": Price(input=2, cached_input=1, output=0)})  # no cache-write price: the input price
+    assert plain.priced(usage, "m").cost_usd == pytest.approx(0.3 * 2 + 0.5 * 1 + 0.2 * 2)
+    # writes are part of input_tokens: never more than what the reads leave (400 here, not 900)
+    over = t.Usage(requests=1, input_tokens=1_000, cached_tokens=600, cache_write_tokens=900)
+    assert PriceTable({"w": Price(input=0, cached_input=0, cache_write=1000, output=0)}).priced(
+        over, "w"
+    ).cost_usd == pytest.approx(400 * 1000 / 1_000_000)
+
+
+@pytest.mark.asyncio
+async def test_a_run_on_a_prefixed_model_freezes_its_output_price_for_a_cost_budget() -> None:
+    # what a model call reserves of a cost budget (machine/budget.py): the first model's output price
+    activities = ToolActivities(Registry(agents=[Agent(name="priced")]))
+    for model in ("anthropic:claude-sonnet-4-5", "gemini:gemini-2.5-pro", "openai:gpt-4.1"):
+        request = t.ResolveAgentInput(agent="priced", model=model)
+        spec = await ActivityEnvironment().run(activities.resolve_agent, request)
+        assert spec.output_price == {"anthropic": 15.0, "gemini": 10.0, "openai": 8.0}[model.split(":")[0]], model
 
 
 def test_llm_prices_overrides_and_extends_and_says_what_is_wrong(tmp_path: Path) -> None:
