@@ -5,12 +5,14 @@ own fault does not switch, and a worker killed after the switch resumes on the m
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from durable_agent_runner.activities.prices import Price, PriceTable
 from durable_agent_runner.cli.status import render_status
 from durable_agent_runner.client import AgentClient
 from durable_agent_runner.config.llm import LLMSettings
@@ -19,14 +21,13 @@ from durable_agent_runner.console.views_run import story
 from durable_agent_runner.machine import fallback
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
-from tests.helpers import calls, replay, script, start
+from tests.helpers import calls, replay, script, start, transcript
 
 HISTORIES = Path(__file__).parent / "histories"
 FOREVER = 1000  # faults: more than any retry bound uses
 
 
-@pytest.fixture
-def settings(llm) -> LLMSettings:
+def worker_settings(llm, **more: str) -> LLMSettings:
     # Two attempts per call: a provider that answers 529 forever uses its bound in about a second.
     return LLMSettings(
         base_url=llm.base_url,
@@ -34,11 +35,24 @@ def settings(llm) -> LLMSettings:
         openai_base_url=llm.base_url,
         openai_api_key="sk-Q7f3a9c2eZ41",
         max_attempts=2,
+        **more,
     )
+
+
+@pytest.fixture
+def settings(llm) -> LLMSettings:
+    return worker_settings(llm)
 
 
 def requests_for(llm, model: str) -> int:
     return sum(r["model"] == model for r in llm.requests())
+
+
+def answers_then_down(llm, model: str, turns: int) -> None:
+    """`model` answers its first `turns` calls, then 529 forever: faults are taken in order, and a
+    0 ms delay answers as usual."""
+    llm.add_faults([{"kind": "delay", "ms": 0, "count": turns, "model": model}])
+    llm.add_faults([{"kind": "status", "status": 529, "count": FOREVER, "model": model, "type": "overloaded_error"}])
 
 
 async def events(handle) -> list[t.RunEvent]:
@@ -46,16 +60,12 @@ async def events(handle) -> list[t.RunEvent]:
     return page.events
 
 
-async def test_a_provider_down_for_good_hands_the_same_turn_to_the_next_model(
-    client, task_queue, worker_factory, llm
-):
+async def test_a_provider_down_for_good_hands_the_same_turn_to_the_next_model(client, task_queue, worker_factory, llm):
     down = script(llm, {"content": "never said"})
     up = script(llm, calls(("get_weather", {"city": "Paris"})), {"content": "Sunny in Paris."})
     llm.add_faults([{"kind": "status", "status": 529, "count": FOREVER, "model": down}])
     async with worker_factory():
-        handle = await start(
-            client, task_queue, "Weather in Paris?", model=f"openai:{down}", fallback_models=[up]
-        )
+        handle = await start(client, task_queue, "Weather in Paris?", model=f"openai:{down}", fallback_models=[up])
         result = await handle.result()
         story = await events(handle)
         status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
@@ -209,3 +219,88 @@ def test_an_agent_lists_its_models_in_order_and_a_bad_one_is_refused():
         Agent(name="none", model=[])
     with pytest.raises(ValueError, match="names the provider openai but no model"):
         Agent(name="bad", model="gpt-4.1", fallback_models=["openai:"])
+
+
+async def test_each_model_s_cost_is_counted_apart_when_both_answered(client, task_queue, worker_factory, llm):
+    usage = {"prompt_tokens": 1000, "completion_tokens": 100, "cached_tokens": 0}
+    first = script(llm, {**calls(("get_weather", {"city": "Paris"})), "usage": usage}, {"content": "never said"})
+    later = {**usage, "prompt_tokens": 2000, "completion_tokens": 50}
+    second = script(llm, {"content": "Sunny in Paris.", "usage": later})
+    answers_then_down(llm, first, turns=1)
+    prices = PriceTable({first: Price(input=1000, output=2000), second: Price(input=10, output=100)})  # by own name
+    async with worker_factory(prices=prices):
+        handle = await start(client, task_queue, "Weather in Paris?", model=f"openai:{first}", fallback_models=[second])
+        result = await handle.result()
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+    assert result.output == "Sunny in Paris."
+    (switch,) = status.switches
+    assert (switch.from_model, switch.to_model, switch.turn) == (f"openai:{first}", second, 2)
+    by_model = status.usage_by_model
+    assert set(by_model) == {f"openai:{first}", second}
+    assert by_model[f"openai:{first}"].requests == 1 and by_model[second].requests == 1  # failed calls cost nothing
+    assert by_model[f"openai:{first}"].cost_usd == pytest.approx(1000 * 0.001 + 100 * 0.002)  # $1.20
+    assert by_model[second].cost_usd == pytest.approx(2000 * 0.00001 + 50 * 0.0001)  # $0.025
+    assert status.usage.cost_usd == pytest.approx(1.2 + 0.025)
+    assert result.usage_by_model == by_model
+
+
+async def test_a_switch_after_thinking_tool_turns_sends_the_calls_on_and_says_the_thinking_was_dropped(
+    client, task_queue, worker_factory, llm
+):
+    claude = script(
+        llm,
+        {**calls(("get_weather", {"city": "Paris"})), "thinking": "Paris first."},
+        {**calls(("get_weather", {"city": "Oslo"})), "thinking": "Now Oslo."},
+        {"content": "never said"},
+    )
+    gpt = script(llm, {"content": "Paris is warmer than Oslo."})
+    answers_then_down(llm, claude, turns=2)
+    anthropic = worker_settings(llm, anthropic_base_url=llm.url, anthropic_api_key="a-Jm4Tn7Ps1Yc6")
+    async with worker_factory(settings=anthropic):
+        handle = await start(
+            client,
+            task_queue,
+            "Paris or Oslo?",
+            model=f"anthropic:{claude}",
+            fallback_models=[f"openai:{gpt}"],
+            model_settings=t.ModelSettings(reasoning_effort="high"),  # adaptive thinking; Chat Completions takes it too
+        )
+        result = await handle.result()
+        story = await events(handle)
+        messages = await transcript(handle)
+        await replay(handle)
+    assert result.output == "Paris is warmer than Oslo."
+    to_claude = [r for r in llm.requests() if r["model"] == claude]
+    assert [r["status"] for r in to_claude] == [200, 200, 529, 529] and all(r["api"] == "anthropic" for r in to_claude)
+    thought = [m for m in messages if isinstance(m, t.AssistantMessage) and m.thinking]
+    assert len(thought) == 2  # the run keeps them; only the next provider does not get them
+    (switch,) = [e for e in story if e.kind == t.EventKind.MODEL_FALLBACK]
+    assert switch.turn == 3 and f"goes to openai:{gpt}" in switch.detail
+    assert switch.detail.endswith("; 2 thinking blocks of another provider not sent")
+    (sent,) = [r["body"] for r in llm.requests() if r["model"] == gpt]
+    asked = [c for m in sent["messages"] if m["role"] == "assistant" for c in m.get("tool_calls", [])]
+    answered = {m["tool_call_id"]: m["content"] for m in sent["messages"] if m["role"] == "tool"}
+    results = {m.call_id: m.content for m in messages if isinstance(m, t.ToolMessage)}
+    assert [json.loads(c["function"]["arguments"]) for c in asked] == [{"city": "Paris"}, {"city": "Oslo"}]
+    assert answered == results and set(answered) == {c["id"] for c in asked} and len(answered) == 2
+    assert "Paris first." not in json.dumps(sent) and "signature" not in json.dumps(sent)
+
+
+async def test_a_setting_a_fallback_model_s_provider_lacks_is_refused_when_the_run_starts(
+    client, task_queue, worker_factory, llm
+):
+    claude, gpt = script(llm, {"content": "never asked"}), script(llm, {"content": "never asked"})
+    async with worker_factory():
+        handle = await start(
+            client,
+            task_queue,
+            "hi",
+            model=f"anthropic:{claude}",  # Anthropic takes a thinking budget; Chat Completions has none
+            fallback_models=[f"openai:{gpt}"],
+            model_settings=t.ModelSettings(thinking_tokens=2048),
+        )
+        with pytest.raises(WorkflowFailureError) as failure:
+            await handle.result()
+    cause = str(failure.value.cause)
+    assert f"model openai:{gpt}: thinking_tokens" in cause and f"anthropic:{claude}" not in cause, cause
+    assert not [r for r in llm.requests() if r["model"] in (claude, gpt)]
