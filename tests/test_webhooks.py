@@ -1,7 +1,8 @@
 """Signed webhooks against a real served ingress (uvicorn on a free port) and the dev server: a
-delivery posted twice starts one run; a bad or missing signature, a stale Slack timestamp, an
-oversized or non-JSON body, an unknown hook and a missing template field start nothing, each with
-its status and one line; a session's hook gives the session one message; secrets never appear in
+delivery posted twice starts one run; a captured request resent under a forged delivery id starts
+none; a bad or missing signature, a stale Slack or generic timestamp, a generic signature over
+another id, an oversized or non-JSON body, an unknown hook and a missing template field start
+nothing, each with its status and one line; a session's hook gives the session one message; secrets never appear in
 an answer or a log. The hooks file and the CLI's refusals need no server."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -26,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import main as cli_main
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.webhooks import Hook, HookConfigError, build_app, hooks_from, load, sign
+from durable_agent_runner.webhooks import Hook, HookConfigError, build_app, generic_headers, hooks_from, load, sign
 from durable_agent_runner.workflows import types as t
 from tests.test_client import ROOT
 
@@ -70,6 +72,30 @@ def github(body: bytes, delivery: str | None = None, key: str = SECRET) -> dict[
     return headers | ({"X-GitHub-Delivery": delivery} if delivery else {})
 
 
+def generic(
+    body: bytes,
+    delivery: str,
+    *,
+    header: str = "X-Delivery-Id",
+    stamp: float | None = None,
+    signed_id: str | None = None,
+) -> dict[str, str]:
+    """A generic request's headers, written out here (not by the product's helper): `signed_id`
+    signs another id than the one sent."""
+    ts = str(int(time.time() if stamp is None else stamp))
+    mac = sign("generic", SECRET.encode(), body, ts, delivery if signed_id is None else signed_id)
+    return {"Content-Type": "application/json", "X-Timestamp": ts, header: delivery, "X-Signature-256": mac}
+
+
+def digest_run(name: str, body: bytes) -> str:
+    """The run id of a delivery known by its body's digest (a github hook's, always)."""
+    return f"hook-{name}-{hashlib.sha256(('body:' + hashlib.sha256(body).hexdigest()).encode()).hexdigest()[:16]}"
+
+
+def id_run(name: str, delivery: str) -> str:
+    return f"hook-{name}-{hashlib.sha256(delivery.encode()).hexdigest()[:16]}"
+
+
 async def exists(client: Any, run_id: str) -> bool:
     try:
         await client.get_workflow_handle(run_id).describe()
@@ -83,7 +109,7 @@ async def exists(client: Any, run_id: str) -> bool:
 async def test_a_delivery_posted_twice_starts_one_run(client, task_queue, worker_factory, hooks, caplog):
     caplog.set_level(logging.INFO)
     agents = AgentClient(client, task_queue=task_queue)
-    body = json.dumps({"issue": {"number": 7, "title": "Weather in Tokyo?"}}).encode()
+    body = json.dumps({"issue": {"number": 7, "title": "Weather in Tokyo?"}, "at": time.monotonic_ns()}).encode()
     delivery = f"gh-{time.monotonic_ns()}"
     async with worker_factory(), serve_hooks(agents, hooks) as url, httpx.AsyncClient(timeout=20) as http:
         first = await http.post(f"{url}/hooks/issues", content=body, headers=github(body, delivery))
@@ -91,8 +117,10 @@ async def test_a_delivery_posted_twice_starts_one_run(client, task_queue, worker
         assert (first.status_code, again.status_code) == (202, 202), first.text
         a, b = first.json(), again.json()
         assert (a["started"], b["started"]) == (True, False)
-        assert a["run_id"] == b["run_id"] == f"hook-issues-{hashlib.sha256(delivery.encode()).hexdigest()[:16]}"
-        assert a["delivery"] == "header X-GitHub-Delivery" and a["hook"] == "issues"
+        # GitHub signs the body, not X-GitHub-Delivery: the run is keyed on what is signed (a
+        # redelivery sends the same body and id: one run).
+        assert a["run_id"] == b["run_id"] == digest_run("issues", body)
+        assert a["delivery"] == "body digest" and a["hook"] == "issues"
         assert await agents.get(a["run_id"]).result()  # the demo's answer
         # Ended, the run's id still refuses a third start of the same delivery.
         third = await http.post(f"{url}/hooks/issues", content=body, headers=github(body, delivery))
@@ -146,8 +174,8 @@ async def test_bad_signatures_stale_slack_and_bad_bodies_start_nothing(client, t
         for label, response, status, says in cases:
             assert response.status_code == status, (label, response.text)
             assert says in response.json()["error"] and SECRET not in response.text, (label, response.text)
-        for n in range(1, 10):  # none of them started a run
-            assert not await exists(client, f"hook-issues-{hashlib.sha256(f'bad-{n}'.encode()).hexdigest()[:16]}")
+        for sent in (body, body.replace(b"8", b"9"), big, b"a=1", b"{nope", missing):  # none started a run
+            assert not await exists(client, digest_run("issues", sent))
 
         # Signed and fresh (5 minutes old at most), Slack's event starts one run; its retry (same event_id) none.
         headers = {
@@ -166,7 +194,11 @@ async def test_bad_signatures_stale_slack_and_bad_bodies_start_nothing(client, t
         assert (answered.status_code, answered.json()) == (200, {"challenge": "abc123"})
         # No delivery header: the body's digest is the delivery, and says so.
         plain = json.dumps({"city": "Oslo"}).encode()
-        signed = {"Content-Type": "application/json", "X-Signature-256": sign("generic", SECRET.encode(), plain)}
+        signed = {
+            "Content-Type": "application/json",
+            "X-Timestamp": str(now),
+            "X-Signature-256": sign("generic", SECRET.encode(), plain, str(now), ""),  # no id: signed as ""
+        }
         one, two = await post("plain", plain, signed), await post("plain", plain, signed)
         assert (one.json()["delivery"], one.json()["started"], two.json()["started"]) == ("body digest", True, False)
     for run_id in (first.json()["run_id"], one.json()["run_id"]):
@@ -184,12 +216,7 @@ async def test_a_session_hook_and_a_builder_function(client, task_queue, worker_
         served = hooks | hooks_from({"to-chat": Hook(secret=SECRET, session=session.id, build=build)})
         async with serve_hooks(agents, served) as url, httpx.AsyncClient(timeout=20) as http:
             body = json.dumps({"city": "tokyo"}).encode()
-            headers = {
-                "Content-Type": "application/json",
-                "X-Signature-256": sign("generic", SECRET.encode(), body),
-                "X-Delivery-Id": "chat-1",
-                "X-Asker": "ops",
-            }
+            headers = generic_headers(SECRET.encode(), body, "chat-1") | {"X-Asker": "ops"}
             first = await http.post(f"{url}/hooks/to-chat", content=body, headers=headers)
             again = await http.post(f"{url}/hooks/to-chat", content=body, headers=headers)
         assert first.status_code == 202 and first.json()["session"] == session.id
@@ -219,12 +246,37 @@ def test_the_hooks_file_is_read_as_yaml_or_json_and_refused_with_one_line(tmp_pa
         ({"h": {"agent": "demo", "secret": "short", "input": "x"}}, "shorter than 8"),
         ({"h": {"agent": "demo", "secret": SECRET, "input": "x", "builder": "no_such_module:fn"}}, "cannot import"),
         ({"a b": {"agent": "demo", "secret": SECRET, "input": "x"}}, "a hook's name"),
+        (
+            {
+                "h": {
+                    "agent": "demo",
+                    "secret": SECRET,
+                    "input": "x",
+                    "kind": "github",
+                    "delivery_header": "X-GitHub-Delivery",
+                }
+            },
+            "hook h: delivery_header: a github hook's headers are not signed",
+        ),
+        ({"h": {"agent": "demo", "secret": SECRET, "input": "x", "delivery_header": "X Id"}}, "a header's name"),
         ([], "must hold an object"),
     ]
     for raw, says in bad:
         with pytest.raises(HookConfigError, match=None) as err:
             hooks_from(raw)
         assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.pure
+def test_generic_headers_sign_timestamp_id_and_body_as_the_docs_say():
+    body, key = b'{"city": "Oslo"}', SECRET.encode()
+    headers = generic_headers(key, body, "alert-4711", now=1_700_000_000)
+    mac = hmac.new(key, b"1700000000.alert-4711." + body, hashlib.sha256).hexdigest()
+    assert headers == {"Content-Type": "application/json", "X-Timestamp": "1700000000",
+                       "X-Delivery-Id": "alert-4711", "X-Signature-256": f"sha256={mac}"}  # fmt: skip
+    assert "X-Delivery-Id" not in generic_headers(key, body, "", now=1)
+    with pytest.raises(ValueError, match=r"no '\.'"):
+        generic_headers(key, body, "a.b")
 
 
 def test_serve_hooks_refuses_a_bad_file_before_connecting(tmp_path: Path, capsys):
@@ -280,3 +332,76 @@ async def test_client_py_serve_hooks_serves_the_file_it_is_given(temporal_server
         proc.terminate()
         _, err = await asyncio.wait_for(proc.communicate(), 20)
     assert SECRET not in err.decode()
+
+
+async def test_a_captured_request_resent_with_a_forged_delivery_id_starts_no_second_run(client, task_queue, hooks):
+    """The replay of issue 35's review: one signed request, captured, resent under new delivery
+    ids. GitHub's id is not signed, so its run is keyed on the body: the same run, refused as a
+    repeat. A generic request signs its id: a forged one does not match (401)."""
+    agents = AgentClient(client, task_queue=task_queue)
+    body = json.dumps({"issue": {"number": 35, "title": "Weather in Lima?"}, "city": "Lima", "at": time.time_ns()})
+    body_bytes, original = body.encode(), f"orig-{time.monotonic_ns()}"
+    captured = {
+        "issues": (github(body_bytes, original), "X-GitHub-Delivery"),
+        "plain": (generic(body_bytes, original, header="X-Request-Id"), "X-Request-Id"),
+    }
+    async with serve_hooks(agents, hooks) as url, httpx.AsyncClient(timeout=20) as http:
+        for name, (headers, id_header) in captured.items():
+            first = await http.post(f"{url}/hooks/{name}", content=body_bytes, headers=headers)
+            repeat = await http.post(f"{url}/hooks/{name}", content=body_bytes, headers=headers)
+            assert (first.status_code, first.json()["started"], repeat.json()["started"]) == (202, True, False)
+            for forged in ("forged-1", "forged-2"):
+                again = await http.post(
+                    f"{url}/hooks/{name}", content=body_bytes, headers={**headers, id_header: forged}
+                )
+                if name == "issues":
+                    assert again.status_code == 202, again.text
+                    assert (again.json()["run_id"], again.json()["started"]) == (first.json()["run_id"], False)
+                else:
+                    assert again.status_code == 401, again.text
+                    assert again.json()["error"] == (
+                        "the X-Signature-256 signature does not match {timestamp}.{delivery id}.{body}"
+                    )
+                assert not await exists(client, id_run(name, forged))
+            await client.get_workflow_handle(first.json()["run_id"]).terminate("test over: no worker serves it")
+
+
+async def test_a_generic_request_stale_future_or_signed_for_another_id_is_refused(client, task_queue, hooks):
+    agents = AgentClient(client, task_queue=task_queue)
+    key, now = SECRET.encode(), int(time.time())  # the ingress's clock, held still
+    body = json.dumps({"city": "Quito", "at": time.time_ns()}).encode()
+    ok = generic_headers(key, body, "gen-ok", now=now - 300)  # 5 minutes old: still fresh
+
+    served = hooks_from({"gen": {"agent": "demo", "secret": SECRET, "input": "Weather in {city}?"}})
+    async with (
+        serve_hooks(agents, served, clock=lambda: now) as url,
+        httpx.AsyncClient(timeout=20) as http,
+    ):
+        old_scheme = {
+            "Content-Type": "application/json",
+            "X-Delivery-Id": "gen-6",
+            "X-Signature-256": sign("github", key, body),
+        }  # the body alone, as before issue 35
+        stale = "the request is stale: its X-Timestamp is more than 5 minutes from now"
+        cases = [
+            ("stale", generic(body, "gen-1", stamp=now - 301), 401, stale),
+            ("future", generic(body, "gen-2", stamp=now + 301), 401, stale),
+            ("another id", generic(body, "gen-3", stamp=now, signed_id="gen-other"), 401,
+             "the X-Signature-256 signature does not match {timestamp}.{delivery id}.{body}"),
+            ("no timestamp", {k: v for k, v in generic(body, "gen-4", stamp=now).items() if k != "X-Timestamp"}, 401,
+             "the request has no valid X-Timestamp header (Unix seconds)"),
+            ("dotted id", generic(body, "gen.5", stamp=now), 400,
+             "the X-Delivery-Id header is not a delivery id (1-1000 printable characters, no '.')"),
+            ("old scheme", old_scheme | {"X-Timestamp": str(now)}, 401,
+             "the X-Signature-256 signature does not match {timestamp}.{delivery id}.{body}"),
+        ]  # fmt: skip
+        for label, headers, status, says in cases:
+            response = await http.post(f"{url}/hooks/gen", content=body, headers=headers)
+            assert (response.status_code, response.json()) == (status, {"error": says}), (label, response.text)
+        for delivery in ("gen-1", "gen-2", "gen-3", "gen-other", "gen-4", "gen.5", "gen-6"):
+            assert not await exists(client, id_run("gen", delivery)), delivery
+        assert not await exists(client, digest_run("gen", body))
+        fresh = await http.post(f"{url}/hooks/gen", content=body, headers=ok)
+        assert (fresh.status_code, fresh.json()["delivery"]) == (202, "header X-Delivery-Id"), fresh.text
+        assert fresh.json()["run_id"] == id_run("gen", "gen-ok") and fresh.json()["started"] is True
+    await client.get_workflow_handle(fresh.json()["run_id"]).terminate("test over: no worker serves it")

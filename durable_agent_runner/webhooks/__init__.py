@@ -5,7 +5,7 @@ completion key, signed completion URLs of calls completed from outside (docs/out
 from typing import TYPE_CHECKING
 
 from durable_agent_runner.webhooks.config import MAX_BODY, Hook, HookConfigError, hooks_from, load, render
-from durable_agent_runner.webhooks.signatures import sign
+from durable_agent_runner.webhooks.signatures import generic_headers, sign
 
 if TYPE_CHECKING:
     from durable_agent_runner.webhooks.app import build_app
@@ -21,4 +21,14 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["MAX_BODY", "Hook", "HookConfigError", "build_app", "hooks_from", "load", "render", "sign"]
+__all__ = [
+    "MAX_BODY",
+    "Hook",
+    "HookConfigError",
+    "build_app",
+    "generic_headers",
+    "hooks_from",
+    "load",
+    "render",
+    "sign",
+]

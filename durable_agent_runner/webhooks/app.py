@@ -3,10 +3,11 @@ delivery, and answers 202 `{"run_id", "started", "hook"}` as soon as it is start
 for the run. `client.py serve-hooks` serves it; `build_app` is its Python face.
 
 In order, a request is refused with one line: an unknown hook 404; a body over `max_body` bytes
-413; not JSON by its Content-Type 415; unsigned, wrongly signed or stale 401 (nothing is
-parsed or started before the signature holds); a body that is not JSON 400; a field the input
-needs missing 422; Temporal unreachable 503. Slack's signed `url_verification` challenge is
-answered (200) and starts nothing. Secrets and signatures are never logged or echoed.
+413; not JSON by its Content-Type 415; a delivery id header that is not one 400; unsigned, wrongly
+signed or stale 401 (nothing is parsed or started before the signature holds); a body that is not
+JSON 400; a field the input needs missing 422; Temporal unreachable 503. Slack's signed
+`url_verification` challenge is answered (200) and starts nothing. Secrets and signatures are
+never logged or echoed. The run is keyed on a delivery id the signature covers (see `_delivery`).
 
 With a completion key (COMPLETION_SECRET), `POST /complete/{run_id}/{call_id}?exp=…&sig=…` completes
 a call waiting for an outside completion (config/completion.py signs the URL; docs/outside-completion.md):
@@ -120,7 +121,9 @@ class Ingress:
         body = await self._body(request)
         if not JSON_TYPE.fullmatch(request.headers.get("content-type", "")):
             raise Refused(415, "send the body as JSON (Content-Type: application/json)")
-        unsigned = signatures.check(hook.kind, self.keys[name], request.headers, body, self.clock())
+        header, field = hook.delivery_source()
+        signed_id = self._signed_id(header, request)
+        unsigned = signatures.check(hook.kind, self.keys[name], request.headers, body, self.clock(), signed_id)
         if unsigned is not None:
             LOG.warning("hook %s: refused an unsigned request (%s)", name, unsigned)
             raise Refused(401, unsigned)
@@ -131,7 +134,7 @@ class Ingress:
         if hook.kind == "slack" and isinstance(parsed, dict) and parsed.get("type") == "url_verification":
             # Slack checks a new Events API URL with a signed challenge, answered, never a run.
             return JSONResponse({"challenge": str(parsed.get("challenge", ""))[:200]})
-        delivery, source = self._delivery(hook, request, body, parsed)
+        delivery, source = self._delivery(header, signed_id, field, body, parsed)
         text = self._input(hook, parsed, request)
         run_id = deliveries.delivery_run_id(f"hook-{name}", delivery)
         temporal, queue = self.client.temporal, self.client.task_queue
@@ -162,16 +165,24 @@ class Ingress:
                 raise Refused(413, f"the body is larger than {self.max_body:,} bytes")
         return bytes(body)
 
-    def _delivery(self, hook: Hook, request: Request, body: bytes, parsed: Any) -> tuple[str, str]:
-        """The delivery's id and where it came from: the hook's header, its body field, or (neither
-        given) the body's digest, so the same body posted again is the same delivery."""
-        header, field = hook.delivery_source()
-        if header and (value := request.headers.get(header.lower(), "").strip()):
-            if len(value) > MAX_DELIVERY_ID or not value.isprintable():
-                raise Refused(
-                    400, f"the {header} header is not a delivery id (1-{MAX_DELIVERY_ID} printable characters)"
-                )
-            return value, f"header {header}"
+    @staticmethod
+    def _signed_id(header: str | None, request: Request) -> str:
+        """The value of the delivery id header the signature covers ("" if the hook has none, or it
+        is not sent). No '.', so `{timestamp}.{id}.{body}` splits one way only."""
+        value = request.headers.get(header.lower(), "") if header else ""
+        if value and (len(value) > MAX_DELIVERY_ID or not value.isprintable() or "." in value):
+            raise Refused(
+                400, f"the {header} header is not a delivery id (1-{MAX_DELIVERY_ID} printable characters, no '.')"
+            )
+        return value
+
+    @staticmethod
+    def _delivery(header: str | None, signed_id: str, field: str | None, body: bytes, parsed: Any) -> tuple[str, str]:
+        """The delivery's id and where it came from, each covered by the signature: the signed id
+        header (generic), a field of the body, or (neither given) the body's digest, so the same
+        body posted again is the same delivery (a github hook's: GitHub does not sign its id)."""
+        if signed_id:
+            return signed_id, f"header {header}"
         if field:
             try:
                 found = pick(parsed, field)

@@ -1,12 +1,13 @@
 """The hooks a `client.py serve-hooks --config FILE` ingress serves, read once at start: a JSON or
 YAML object mapping each hook's name to what it starts.
 
-    github-issues:
+    alerts:
       agent: triage
-      secret_env: GITHUB_HOOK_SECRET      # or `secret: ...` (better kept out of files)
-      kind: github                        # github | slack | generic: the signature scheme
-      input: "Triage issue #{issue.number}: {issue.title}"
-      delivery_header: X-GitHub-Delivery  # optional: github's is the default
+      secret_env: ALERTS_HOOK_SECRET      # or `secret: ...` (better kept out of files)
+      kind: generic                       # github | slack | generic: the signature scheme
+      input: "Alert {alert.name} on {alert.host}"
+      delivery_header: X-Alert-Id         # optional, generic only: the signed id's header (X-Delivery-Id)
+      delivery_field: alert.id            # optional: a field of the body that is the delivery's id
       session: support-chat-1a2b          # optional: message this session instead of starting a run
       builder: my_hooks:issue_input       # optional: a function (body, headers) -> str builds the input
 
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.schedule_specs import NAME
 from durable_agent_runner.config.env import named_secret
+from durable_agent_runner.webhooks.signatures import DELIVERY_ID
 
 MAX_BODY = 1024 * 1024  # bytes of one delivery (GitHub's own payloads are capped at 25 MB; ours is the run's input)
 
@@ -35,10 +37,11 @@ MAX_CONFIG_BYTES = 1024 * 1024
 MAX_TEMPLATE = 100_000
 Kind = Literal["github", "slack", "generic"]
 Builder = Callable[[Any, Mapping[str, str]], str]
-# Where each kind's delivery id comes from unless the hook says: a header, or a field of the body
-# (Slack's Events API retries carry the same event_id; its X-Slack-Retry-Num says it is a retry).
-DELIVERY_HEADERS: dict[str, str | None] = {"github": "X-GitHub-Delivery", "slack": None, "generic": "X-Delivery-Id"}
+# Where each kind's delivery id comes from unless the hook says: a signed header (generic's only:
+# GitHub's X-GitHub-Delivery is not signed, so a github hook's delivery is its body), or a field of
+# the body (Slack's Events API retries carry the same event_id; X-Slack-Retry-Num says it is a retry).
 DELIVERY_FIELDS: dict[str, str | None] = {"github": None, "slack": "event_id", "generic": None}
+HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
 FIELD = re.compile(r"\{\{|\}\}|\{([A-Za-z0-9_.\-]+)\}")  # {{ and }} are braces; {a.b} a field
 
 
@@ -74,6 +77,13 @@ class Hook(BaseModel):
             raise ValueError("give one of secret or secret_env (the name of an environment variable that holds it)")
         if not (self.input or self.builder or self.build):
             raise ValueError("give input (a template such as 'Triage {issue.title}') or builder")
+        if self.delivery_header is not None and self.kind != "generic":
+            raise ValueError(
+                f"delivery_header: a {self.kind} hook's headers are not signed, so its delivery is its body "
+                "(or delivery_field); only a generic hook signs its delivery id header"
+            )
+        if self.delivery_header is not None and not HEADER_NAME.fullmatch(self.delivery_header):
+            raise ValueError("delivery_header: a header's name is 1-100 letters, digits or '-'")
         return self
 
     def key(self) -> bytes:
@@ -90,10 +100,10 @@ class Hook(BaseModel):
         return value.encode()
 
     def delivery_source(self) -> tuple[str | None, str | None]:
-        """(header, body field) the delivery id is read from."""
-        if self.delivery_header or self.delivery_field:
-            return self.delivery_header, self.delivery_field
-        return DELIVERY_HEADERS[self.kind], DELIVERY_FIELDS[self.kind]
+        """(signed header, body field) the delivery id is read from, in that order (else the body's
+        digest): a header only for generic, whose signature covers it."""
+        header = (self.delivery_header or DELIVERY_ID) if self.kind == "generic" else None
+        return header, self.delivery_field or DELIVERY_FIELDS[self.kind]
 
 
 def _builder(hook: Hook) -> Builder | None:
