@@ -79,7 +79,8 @@ def body_lines(n: NotifyInput, link: str) -> list[str]:
 
 def webhook_payload(n: NotifyInput, link: str) -> dict[str, object]:
     """The generic webhook's JSON. `text` makes it readable by a receiver that shows text alone
-    (a Slack or Mattermost webhook given as the escalation URL)."""
+    (a Slack or Mattermost webhook given as the worker's NOTIFY_ESCALATE_WEBHOOK_URL: such a URL is
+    a credential, and an agent's own `escalate_webhook_url` is written into its runs' history)."""
     return {
         "kind": n.kind,
         "escalation": n.escalation,

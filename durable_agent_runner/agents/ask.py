@@ -6,7 +6,7 @@
     agent = Agent(name="planner", tools=[ask_person.with_options(timeout_seconds=3600, default="Tuesday")])
 
 The model calls it as `ask_person(question, choices=None)`. No activity runs it: the run waits
-durably for a person's answer (`client.py answer`, `RunHandle.answer`, the console's inbox), and
+durably for a person's answer (`client.py answer`, `RunHandle.answer_question`, the console's inbox), and
 that answer is the call's result (machine/questions.py). docs/ask-person.md says more.
 """
 

@@ -188,6 +188,10 @@ class Printer:
             return f"  ⧗ {ev.tool} {ev.call_id} waits for an outside completion {ev.detail}: {first_line}  ({hint})\n"
         if ev.kind == t.EventKind.OUTSIDE_COMPLETED:
             return f"  ✔ {ev.tool} {ev.call_id} completed from outside: {ev.detail}\n"
+        if ev.kind == t.EventKind.NOTIFIED:
+            return f"  ✉ notified: {ev.detail}\n"
+        if ev.kind == t.EventKind.NOTIFY_FAILED:  # never the run's failure: it goes on waiting for its person
+            return f"  ✉ notify failed: {ev.detail}; the run still waits\n"
         return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
 
 

@@ -2,15 +2,16 @@
 (docs/notifications.md), read from the environment through the one settings model
 (durable_agent_runner/config/env.py), which parses and bounds every value.
 
-The webhook's signing secret, the SMTP password and Slack's webhook URL (which is its own
-credential) live only here, in the worker process: they are never part of an activity input or
-result, and the worker's redactor masks them (`keys()`). What a run freezes of these settings when
+The webhook's signing secret, the SMTP password and the webhook URLs (Slack's is its own credential,
+and another's may be) live only here, in the worker process: they are never part of an activity
+input or result, and the worker's redactor masks them (`keys()`). What a run freezes of these settings when
 it starts is the names of the channels (`plan()`), never their addresses or secrets.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr
 
@@ -61,9 +62,10 @@ class NotifySettings(BaseModel):
         )
 
     def keys(self) -> list[str]:
-        """The secrets these settings hold, for the redactor."""
-        found = (self.webhook_secret, self.slack_webhook_url, self.smtp_password)
-        return [k.get_secret_value() for k in found if k is not None]
+        """The secrets these settings hold, for the redactor: a URL's by its credential part."""
+        found = [k.get_secret_value() for k in (self.webhook_secret, self.smtp_password) if k is not None]
+        slack = self.slack_webhook_url.get_secret_value() if self.slack_webhook_url is not None else None
+        return found + [part for url in (slack, self.webhook_url, self.escalate_webhook_url) for part in url_keys(url)]
 
     def plan(self, own: NotifyOptions | None) -> NotifyPlan | None:
         """What a run of an agent with these channels of its own (`own`) freezes: the channels
@@ -80,3 +82,14 @@ class NotifySettings(BaseModel):
         if not channels and not escalate:
             return None
         return NotifyPlan(channels=channels, escalate=escalate, attempts=self.max_attempts)
+
+
+def url_keys(url: str | None) -> list[str]:
+    """What may be a webhook URL's credential: a password in it, its last path segment and its
+    query (Slack's, Discord's and Mattermost's tokens end the path; others ride in the query). Not
+    its scheme and host: the redactor masks any 8 characters of a key, and every `https://` of
+    every activity's result would go."""
+    if not url:
+        return []
+    parts = urlsplit(url)
+    return [k for k in (parts.password, parts.path.rstrip("/").rsplit("/", 1)[-1], parts.query) if k]
