@@ -1,9 +1,10 @@
 """The notification activity (`agent.notify`): tells a person, on one channel, that a run waits
 for them (a call to approve, a call in doubt, a run paused on its budget).
 
-    webhook  a JSON POST, signed with HMAC-SHA256 over the raw body (`X-Signature-256:
-             sha256=<hex>`, NOTIFY_WEBHOOK_SECRET, as GitHub signs its hooks), with an
-             `Idempotency-Key` header: a receiver drops what it has seen
+    webhook  a JSON POST with an `Idempotency-Key` header (a receiver drops what it has seen),
+             signed with NOTIFY_WEBHOOK_SECRET as serve-hooks' `generic` hooks are
+             (webhooks/signatures.py): `X-Signature-256: sha256=<hex>` over
+             `{X-Timestamp}.{X-Delivery-Id}.{body}`, the delivery id being the idempotency key
     slack    a message to an incoming webhook (NOTIFY_SLACK_WEBHOOK_URL): the tool, its arguments,
              and a link to the call in the console's inbox
     email    one email over SMTP (SMTP_HOST, NOTIFY_EMAIL_TO), its Message-ID derived from the
@@ -19,8 +20,6 @@ the run for it. Which failures are retried is decided in one place, `_from_statu
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import json
 import smtplib
 import ssl
@@ -38,6 +37,7 @@ from durable_agent_runner.config.addresses import email_address
 from durable_agent_runner.config.notify import NotifySettings
 from durable_agent_runner.console.links import inbox_link, run_link
 from durable_agent_runner.machine.texts import cut
+from durable_agent_runner.webhooks.signatures import generic_headers
 from durable_agent_runner.workflows.types import NOTIFY_ACTIVITY, NotifyInput, NotifyResult
 
 USER_AGENT = "durable-agent-runner-notify"
@@ -96,11 +96,6 @@ def webhook_payload(n: NotifyInput, link: str) -> dict[str, object]:
         "idempotency_key": n.idempotency_key,
         "text": f"{headline(n)}: {link}",
     }
-
-
-def signature(secret: str, body: bytes) -> str:
-    """`X-Signature-256`'s value: HMAC-SHA256 of the raw body with the shared secret."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
 def _slack_text(text: str) -> str:
@@ -175,7 +170,8 @@ class NotifyActivities:
         body = json.dumps(webhook_payload(n, link), ensure_ascii=False, separators=(",", ":")).encode()
         headers = {"Idempotency-Key": n.idempotency_key}
         if s.webhook_secret is not None:
-            headers["X-Signature-256"] = signature(s.webhook_secret.get_secret_value(), body)
+            # Signed as a `generic` hook's sender signs: a receiver checks it, and its freshness, as serve-hooks does.
+            headers |= generic_headers(s.webhook_secret.get_secret_value().encode(), body, n.idempotency_key)
         status = await self._post("webhook", url, body, headers)
         name = "escalation webhook" if n.escalation else "webhook"
         return NotifyResult(channel="webhook", sent=f"{name} (HTTP {status})")

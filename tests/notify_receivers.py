@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import email
 import email.policy
-import hashlib
-import hmac
 import json
 import socket
 import threading
@@ -18,6 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from aiosmtpd.controller import Controller
+
+from durable_agent_runner.webhooks import signatures
 
 MAX_BODY = 1024 * 1024
 
@@ -59,17 +59,18 @@ class Receiver:
         self._server.shutdown()
         self._server.server_close()
 
-    def signed(self, body: bytes, header: str | None) -> bool:
+    def signed(self, body: bytes, headers: Any) -> bool:
+        """Checked as serve-hooks checks a `generic` hook's request: signature, id and freshness."""
         if self.secret is None:
-            return header is None
-        expected = "sha256=" + hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
-        return header is not None and hmac.compare_digest(expected, header)
+            return headers.get("X-Signature-256") is None
+        delivery = headers.get("X-Delivery-Id", "")
+        return signatures.check("generic", self.secret.encode(), headers, body, time.time(), delivery) is None
 
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
         size = min(int(h.headers.get("Content-Length") or 0), MAX_BODY)
         body = h.rfile.read(size)
         key = h.headers.get("Idempotency-Key")
-        ok = self.signed(body, h.headers.get("X-Signature-256"))
+        ok = self.signed(body, h.headers)
         with self._lock:
             first = not self.requests
             at = datetime.now(UTC)

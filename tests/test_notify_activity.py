@@ -4,9 +4,9 @@ and that every secret of them is masked. The email tests talk to a real SMTP ser
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
+import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -20,6 +20,7 @@ from durable_agent_runner.config.env import SettingsError
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.config.notify import NotifySettings
 from durable_agent_runner.redact import Redactor
+from durable_agent_runner.webhooks import signatures
 from durable_agent_runner.workflows import types as t
 from tests.helpers import closed_address
 from tests.notify_receivers import SmtpSink
@@ -72,8 +73,15 @@ async def test_the_webhook_is_signed_over_its_raw_body_and_carries_its_key() -> 
     (request,) = seen
     assert result == t.NotifyResult(channel="webhook", sent="webhook (HTTP 200)")
     assert str(request.url) == "https://hooks.example/in" and request.headers["Idempotency-Key"] == "k" * 40
-    expected = "sha256=" + hmac.new(SECRET.encode(), request.content, hashlib.sha256).hexdigest()
+    # Signed as a `generic` hook's sender signs: serve-hooks' own check accepts it, and the id is the key.
+    stamp = request.headers["X-Timestamp"]
+    assert request.headers["X-Delivery-Id"] == "k" * 40 and abs(int(stamp) - time.time()) < 60
+    expected = (
+        "sha256=" + hmac.new(SECRET.encode(), f"{stamp}.{'k' * 40}.".encode() + request.content, "sha256").hexdigest()
+    )
     assert request.headers["X-Signature-256"] == expected
+    assert signatures.check("generic", SECRET.encode(), request.headers, request.content, time.time(), "k" * 40) is None
+    assert signatures.check("generic", SECRET.encode(), request.headers, request.content, time.time(), "x" * 40)
     body = json.loads(request.content)
     assert {k: body[k] for k in ("kind", "run_id", "call_id", "tool", "agent", "turn", "idempotency_key")} == {
         "kind": "approval", "run_id": "run-1", "call_id": "call_9", "tool": "send", "agent": "mailer", "turn": 2,
