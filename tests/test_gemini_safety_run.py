@@ -37,38 +37,39 @@ def no_traceback(caplog: pytest.LogCaptureFixture) -> None:
     assert not [r for r in caplog.records if r.exc_info and r.levelno >= logging.ERROR]
 
 
+# (what the case is, Gemini's reply in turn 2, the answer the run ends with, the stop in its story)
+STOPS = [
+    ("safety", {"finish": "SAFETY"}, "[Gemini withheld the reply: SAFETY]", FILTERED),
+    ("safety after some text", {"content": "Here is how to", "finish": "SAFETY"}, "Here is how to", FILTERED),
+    ("recitation", {"finish": "RECITATION"}, "[Gemini withheld the reply: RECITATION]", FILTERED),
+    ("blocked prompt", {"blocked": "PROHIBITED_CONTENT"}, "[Gemini blocked the prompt: PROHIBITED_CONTENT]", FILTERED),
+    ("max tokens", {"content": "It is sunny in Paris and", "finish": "MAX_TOKENS"}, "It is sunny in Paris and", CUT),
+]
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-@pytest.mark.parametrize(
-    ("step", "answer", "stop"),
-    [
-        ({"finish": "SAFETY"}, "[Gemini withheld the reply: SAFETY]", FILTERED),
-        ({"content": "Here is how to", "finish": "SAFETY"}, "Here is how to", FILTERED),
-        ({"finish": "RECITATION"}, "[Gemini withheld the reply: RECITATION]", FILTERED),
-        ({"blocked": "PROHIBITED_CONTENT"}, "[Gemini blocked the prompt: PROHIBITED_CONTENT]", FILTERED),
-        ({"content": "It is sunny in Paris and", "finish": "MAX_TOKENS"}, "It is sunny in Paris and", CUT),
-    ],
-    ids=["safety", "safety-after-some-text", "recitation", "blocked-prompt", "max-tokens"],
-)
 async def test_a_reply_gemini_stopped_ends_the_run_with_a_clear_answer(
-    client, task_queue, worker_factory, llm, settings, caplog, step, answer, stop, stream
+    client, task_queue, worker_factory, llm, settings, caplog, stream
 ):
+    """Every stop at once, one run each on one worker (stopped in turn 2, after a tool ran)."""
     caplog.set_level(logging.INFO)
-    model = script(llm, calls(("get_weather", {"city": "Paris"})), step)  # stopped in turn 2, after a tool ran
+    models = [script(llm, calls(("get_weather", {"city": "Paris"})), step) for _, step, _, _ in STOPS]
     agents = AgentClient(client, task_queue=task_queue)
     async with worker_factory(settings=settings.model_copy(update={"stream": stream})):
-        handle = await start(client, task_queue, "Weather in Paris?", model=f"gemini:{model}")
-        result = await asyncio.wait_for(handle.result(), 60)
-        info = await agents.get(handle.id).status()
-        events = await finished(handle)
-        messages = await transcript(handle)
-        await replay(handle)
-    assert result.output == answer and result.turns == 2
-    assert info.status == "completed"
-    assert [stop in e.detail for e in events] == [False, True]  # turn 1 called a tool; turn 2 was stopped
-    assert events[-1].text == answer
-    assert isinstance(messages[-1], t.AssistantMessage) and messages[-1].content == answer
-    sent = [r for r in llm.requests() if r["model"] == model]
-    assert len(sent) == 2 and all(r["api"] == "gemini" and r["stream"] is stream for r in sent)  # not retried
+        handles = [await start(client, task_queue, "Weather in Paris?", model=f"gemini:{m}") for m in models]
+        results = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 90)
+        for (case, _, answer, stop), model, handle, result in zip(STOPS, models, handles, results, strict=True):
+            info = await agents.get(handle.id).status()
+            events = await finished(handle)
+            messages = await transcript(handle)
+            await replay(handle)
+            assert result.output == answer and result.turns == 2, case
+            assert info.status == "completed", case
+            assert [stop in e.detail for e in events] == [False, True], case  # turn 1 called a tool; turn 2 stopped
+            assert events[-1].text == answer, case
+            assert isinstance(messages[-1], t.AssistantMessage) and messages[-1].content == answer, case
+            sent = [r for r in llm.requests() if r["model"] == model]
+            assert len(sent) == 2 and all(r["api"] == "gemini" and r["stream"] is stream for r in sent), case
     no_traceback(caplog)
 
 

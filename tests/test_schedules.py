@@ -97,6 +97,46 @@ async def test_a_schedule_runs_one_at_a_time_with_overlap_skip_pauses_and_trigge
         await agents.schedules.describe(sched)
 
 
+@pytest.mark.parametrize("overlap", ["allow-all", "cancel-other"])
+async def test_overlap_allow_all_runs_both_and_cancel_other_cancels_the_first(
+    client, task_queue, worker_factory, waits_for_a_person, overlap
+):
+    """The other two overlap policies, run by the server: a paused schedule triggered twice while
+    its first run waits for a person. allow-all: both run at once; cancel-other: the first is
+    cancelled (its run ends cancelled), then the second starts."""
+    agents = AgentClient(client, task_queue=task_queue)
+    sched = name()
+    async with worker_factory(settings=waits_for_a_person):
+        await agents.schedules.create(
+            sched, agent="guarded", input="Send it.", every="1h", overlap=overlap, paused=True
+        )
+        started: set[str] = set()
+        try:
+            await agents.schedules.trigger(sched)
+            first = await until(lambda: _running(agents, sched))
+            started.add(first)
+            await until(lambda: _waiting_for_a_person(agents, first))
+            await agents.schedules.trigger(sched)
+            second = await until(lambda: _running(agents, sched, other_than={first}))
+            started.add(second)
+            if overlap == "allow-all":
+                view = await agents.schedules.describe(sched)
+                assert set(view.running) == {first, second}
+                assert (await agents.get(first).status()).status == "running"
+            else:
+                assert (await agents.get(first).status()).status == "cancelled"
+                assert (await agents.schedules.describe(sched)).running == [second]
+        finally:
+            for run in started:
+                with contextlib.suppress(Exception):
+                    await agents.get(run).cancel()
+            await agents.schedules.delete(sched)
+
+
+async def _waiting_for_a_person(agents: AgentClient, run_id: str) -> bool:
+    return bool((await agents.get(run_id).status()).pending_approvals)
+
+
 async def _running(agents: AgentClient, sched: str, other_than: set[str] = frozenset()) -> str | None:  # type: ignore[assignment]
     view = await agents.schedules.describe(sched)
     fresh = [r for r in view.running if r not in other_than]

@@ -44,6 +44,7 @@ from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
 RPC_TIMEOUT = timedelta(seconds=10)
+MAX_RUNNING = 100  # an allow-all schedule's runs still going, listed at most
 TRIGGER_WAIT = 5.0  # seconds `trigger` looks for the run it started before answering without its id
 MAX_LIST = 1000
 MAX_BACKFILL = 1000  # runs one backfill may start: a range past it is refused, not started by the thousand
@@ -259,6 +260,13 @@ class Schedules:
                 raise ScheduleNotFound(name) from None
             raise
 
+    async def _still_running(self, name: str) -> list[str]:
+        """The runs a schedule started that are still going, from visibility (a moment behind):
+        under allow-all a schedule does not track its runs."""
+        query = f"{specs.SCHEDULED_BY.name} = '{specs.name(name)}' AND ExecutionStatus = 'Running'"
+        listed = self.temporal.list_workflows(query, limit=MAX_RUNNING, rpc_timeout=RPC_TIMEOUT)
+        return sorted([wf.id async for wf in listed])
+
     async def describe(self, name: str) -> ScheduleView:
         handle = self._handle(name)
         desc = await self._call(name, handle.describe(rpc_timeout=RPC_TIMEOUT))
@@ -287,6 +295,8 @@ class Schedules:
             "recent": [_run(r) for r in info.recent_actions],
             "created_at": info.created_at,
         }
+        if s.policy.overlap == ScheduleOverlapPolicy.ALLOW_ALL:  # the server keeps no list of them then
+            view["running"] = await self._still_running(name)
         view["last_run"] = view["recent"][-1] if view["recent"] else None
         action = s.action
         if isinstance(action, ScheduleActionStartWorkflow) and action.args:
