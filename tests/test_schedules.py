@@ -116,13 +116,14 @@ async def test_overlap_allow_all_runs_both_and_cancel_other_cancels_the_first(
             first = await until(lambda: _running(agents, sched))
             started.add(first)
             await until(lambda: _waiting_for_a_person(agents, first))
+            await asyncio.sleep(1.1)  # a scheduled run's id ends in its time to the second: one start a second
             await agents.schedules.trigger(sched)
             second = await until(lambda: _running(agents, sched, other_than={first}))
             started.add(second)
             if overlap == "allow-all":
                 view = await agents.schedules.describe(sched)
                 assert set(view.running) == {first, second}
-                assert (await agents.get(first).status()).status == "running"
+                assert (await agents.get(first).status()).status == "awaiting_approval"  # still waiting
             else:
                 assert (await agents.get(first).status()).status == "cancelled"
                 assert (await agents.schedules.describe(sched)).running == [second]
