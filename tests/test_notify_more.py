@@ -169,3 +169,8 @@ def test_the_worker_s_webhook_urls_are_masked_by_their_credential_part():
     assert redactor.text("see https://docs.example/services and hooks.example") == (
         "see https://docs.example/services and hooks.example"
     )
+    # nor is a path that ends in words: their pieces would be masked in every result
+    worded = Redactor.for_settings(
+        LLMSettings.from_env({"NOTIFY_WEBHOOK_URL": "https://ops.example/hooks/notifications"})
+    )
+    assert worded.text("two notifications sent") == "two notifications sent"

@@ -10,6 +10,7 @@ it starts is the names of the channels (`plan()`), never their addresses or secr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -84,6 +85,11 @@ class NotifySettings(BaseModel):
         return NotifyPlan(channels=channels, escalate=escalate, attempts=self.max_attempts)
 
 
+# A path segment of lowercase words: no token (the masking of its 8-character pieces would eat
+# those words, "notifica…", from every result and log line).
+WORDS = re.compile(r"[a-z._-]*")
+
+
 def url_keys(url: str | None) -> list[str]:
     """What may be a webhook URL's credential: a password in it, its last path segment and its
     query (Slack's, Discord's and Mattermost's tokens end the path; others ride in the query). Not
@@ -92,4 +98,6 @@ def url_keys(url: str | None) -> list[str]:
     if not url:
         return []
     parts = urlsplit(url)
-    return [k for k in (parts.password, parts.path.rstrip("/").rsplit("/", 1)[-1], parts.query) if k]
+    last = parts.path.rstrip("/").rsplit("/", 1)[-1]
+    token = "" if WORDS.fullmatch(last) else last  # `/hooks/notifications` ends in a word, not a token
+    return [k for k in (parts.password, token, parts.query) if k]
