@@ -58,6 +58,8 @@ class EvalActivities:
                 expected_output=case.expected_output,
                 metadata=case.metadata,
                 facts=facts,
+                output_schema=input.output_schema,
+                output_type_name=input.output_type_name,
             )
             specs = [*input.evaluators, *case.evaluators]
             replies: dict[int, str] = {}

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from pydantic import JsonValue
 
@@ -74,6 +74,13 @@ def run_input(case: Case, spec: t.AgentSpec, share: t.Budget | None) -> t.RunInp
         forked_from=t.ForkLink(run_id=point.run_id, turn=point.at_turn),
     )
     return t.RunInput(prompt="", agent=spec.name, carry=carry, budget=share)
+
+
+def output_type(spec: t.AgentSpec, answered_by: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The typed output of the agent that answered (the run's own, or one of its team after a
+    handoff): its JSON schema and type name, for MatchesSchema and IsInstance; (None, None): text."""
+    agent = next((a for a in [spec, *spec.team] if a.name == answered_by), spec)
+    return agent.output_schema, agent.output_name or None
 
 
 def next_starts(all_slots: list[Slot], done: set[str], in_flight: set[str], concurrency: int, room: int) -> list[Slot]:

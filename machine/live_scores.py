@@ -14,6 +14,7 @@ from pydantic import JsonValue
 from pydantic_core import to_jsonable_python
 
 from durable_agent_runner.evals.from_run import first_prompt
+from durable_agent_runner.machine.eval_plan import output_type
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import live_scores as tl
 
@@ -30,13 +31,15 @@ def sampled(run_id: str, share: float) -> bool:
 
 def score_input(
     run_id: str, agent: t.AgentSpec, messages: list[t.Message], output: str, output_object: object,
-    turns: int, usage: t.Usage, seconds: float,
+    turns: int, usage: t.Usage, seconds: float, answered_by: str = "",
 ) -> tl.LiveScoreInput | None:  # fmt: skip
     """What the run's ScoreRun is handed; None when the agent scores no run, or not this one."""
     if not agent.evaluators or not sampled(run_id, agent.eval_sample):
         return None
     typed: JsonValue = to_jsonable_python(output_object) if output_object is not None else None
+    schema, type_name = output_type(agent, answered_by or agent.name)
     return tl.LiveScoreInput(
         run_id=run_id, agent=agent.name, prompt=first_prompt(messages), output=output, output_json=typed,
         turns=turns, usage=usage, seconds=round(seconds, 3), evaluators=agent.evaluators, model=agent.model,
+        output_schema=schema, output_type_name=type_name,
     )  # fmt: skip

@@ -173,7 +173,15 @@ class AgentRun(TurnSteps):
         s, info = self._s, workflow.info()
         seconds = (workflow.now() - info.start_time).total_seconds()
         score = live_scores.score_input(
-            info.workflow_id, agent, s.messages, done.output, done.output_object, s.turn, s.usage, seconds
+            info.workflow_id,
+            agent,
+            s.messages,
+            done.output,
+            done.output_object,
+            s.turn,
+            s.usage,
+            seconds,
+            answered_by=s.agent_now.name,
         )
         if score is None:
             return

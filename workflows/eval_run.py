@@ -206,14 +206,17 @@ class EvalRun:
         began = workflow.now()
         result, error = await self._child(input, spec, slot, share)
         end: te.CaseEnd = "completed"
-        usage, output, turns = t.Usage(), "", 0
+        usage, output, turns, answered_by = t.Usage(), "", 0, spec.name
         if isinstance(result, t.RunResult):
-            usage, output, turns = result.usage, result.output, result.turns
+            usage, output, turns, answered_by = result.usage, result.output, result.turns, result.agent
         else:
             end, usage = result
         scored = te.Scored()
         if end == "completed":
-            scored = await self._score(input, slot, output, turns, usage, (workflow.now() - began).total_seconds())
+            typed = plan.output_type(spec, answered_by)
+            scored = await self._score(
+                input, slot, output, turns, usage, (workflow.now() - began).total_seconds(), typed
+            )
         seconds = (workflow.now() - began).total_seconds()
         done = te.CaseResult(
             case=slot.case.name,
@@ -270,7 +273,14 @@ class EvalRun:
             return (end, usage), one_line(f"{kind}: {why}", 500)
 
     async def _score(
-        self, input: te.EvalInput, slot: plan.Slot, output: str, turns: int, usage: t.Usage, seconds: float
+        self,
+        input: te.EvalInput,
+        slot: plan.Slot,
+        output: str,
+        turns: int,
+        usage: t.Usage,
+        seconds: float,
+        typed: tuple[dict[str, Any] | None, str | None],
     ) -> te.Scored:
         """The case's scores from the scoring activity; scoring that fails is one errored score."""
         request = te.ScoreInput(
@@ -283,6 +293,8 @@ class EvalRun:
             usage=usage,
             seconds=round(seconds, 3),
             judge_model=input.model,
+            output_schema=typed[0],
+            output_type_name=typed[1],
         )
         return await score(request, f"score case {slot.case.name[:80]} #{slot.repeat}")
 

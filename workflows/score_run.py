@@ -34,6 +34,8 @@ class ScoreRun:
             usage=input.usage,
             seconds=input.seconds,
             judge_model=input.model,
+            output_schema=input.output_schema,
+            output_type_name=input.output_type_name,
         )
         scored = await score(request, f"score run {input.run_id[:120]}")
         return tl.LiveScores(run_id=input.run_id, scores=scored.scores, usage=scored.usage, scored_at=workflow.now())

@@ -97,6 +97,9 @@ class ScoreInput(Contract):
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
     judge_model: str | None = None  # an LLMJudge without a model of its own asks this one (None: the worker's)
+    # The answering agent's typed output, for MatchesSchema and IsInstance (None: it answers text).
+    output_schema: dict[str, JsonValue] | None = None
+    output_type_name: str | None = None
 
 
 class Scored(Contract):

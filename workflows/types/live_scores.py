@@ -33,6 +33,8 @@ class LiveScoreInput(Contract):
     seconds: float = 0.0
     evaluators: list[JsonValue]  # the agent's, as specs (evals/registry.py's short forms)
     model: str | None = None  # an LLMJudge without a model of its own asks the agent's
+    output_schema: dict[str, JsonValue] | None = None  # the answering agent's typed output, if any
+    output_type_name: str | None = None
 
 
 class LiveScores(Contract):
