@@ -84,7 +84,7 @@ async def test_eval_run_gates_on_a_baseline(temporal_server, task_queue, llm, wo
         assert code == 0 and base in out
 
 
-async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, task_queue, tmp_path):
+async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, client, task_queue, tmp_path):
     data = tmp_path / "cases.yaml"
     data.write_text(DATASET)
     for args, words in [
@@ -92,7 +92,11 @@ async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, task_
         (["eval", "run", str(tmp_path / "none.yaml"), "--agent", "scripted"], "cannot read"),
         (["eval", "run", str(data), "--agent", "scripted", "--fail-on-regression"], "needs --baseline"),
         (["eval", "status", "no-such-eval"], "no run with id 'no-such-eval'"),
+        # refused before the eval starts: no case is paid for a comparison that cannot be made
+        (["eval", "run", str(data), "--agent", "scripted", "--baseline", "no-such-eval"], "no eval with id"),
     ]:
         code, out, err = await client_py(temporal_server, task_queue, *args, timeout=30)
         assert code == 2, (args, out, err)
         assert len(err.strip().splitlines()) == 1 and words in err, err
+    evals = [wf async for wf in client.list_workflows(f'WorkflowType="EvalRun" AND TaskQueue="{task_queue}"')]
+    assert evals == []  # none of them started an eval

@@ -1,5 +1,6 @@
 """The LLM judge's prompt and the reading of its verdict, hostile replies included. The model
-call itself comes with durable evals; until then a judge without a reply is errored, not passed."""
+call itself is the scoring activity's (tests/test_evals_judge_model.py); a judge without a reply is
+errored, not passed."""
 
 from __future__ import annotations
 
@@ -109,7 +110,7 @@ def test_a_missing_score_errs_only_the_score():
 def test_a_judge_without_its_model_reply_is_errored_not_passed():
     case = Case(name="c", inputs="q", evaluators=[LLMJudge(rubric="r")])
     (r,) = evaluate_case(case, Dataset(name="d", cases=[case]), CTX)
-    assert r.kind == "error" and "comes with durable evals" in (r.error or "")
+    assert r.kind == "error" and "no reply from its model" in (r.error or "")
     (r,) = evaluate_case(case, Dataset(name="d", cases=[case]), CTX, {0: '{"pass": true, "reason": "fine"}'})
     assert (r.value, r.reason) == (True, "fine")
 

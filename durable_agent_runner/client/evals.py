@@ -187,6 +187,8 @@ class Evals:
         except ValidationError as err:
             first = err.errors(include_url=False)[0]
             raise BadArgument(".".join(map(str, first["loc"])) or "eval", str(first["msg"])) from None
+        if baseline:
+            await self._check_baseline(baseline)
         eid = eval_id or new_eval_id(data.name)
         handle = await self.temporal.start_workflow(
             te.EVAL_WORKFLOW,
@@ -197,6 +199,18 @@ class Evals:
             static_summary=f"eval {data.name[:80]} on {agent}: {len(data.cases)} cases × {repeat}",
         )
         return EvalHandle(self.temporal, handle.id)
+
+    async def _check_baseline(self, baseline: str) -> None:
+        """A baseline that is no eval is refused before anything starts (no case is paid for a
+        comparison that cannot be made)."""
+        try:
+            desc = await self.temporal.get_workflow_handle(baseline).describe(rpc_timeout=READ_TIMEOUT)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            raise BadArgument("baseline", f"no eval with id {baseline[:200]!r}") from None
+        if desc.workflow_type != te.EVAL_WORKFLOW:
+            raise BadArgument("baseline", f"{baseline[:200]!r} is a {desc.workflow_type} run, not an eval")
 
     def get(self, eval_id: str) -> EvalHandle:
         return EvalHandle(self.temporal, eval_id)

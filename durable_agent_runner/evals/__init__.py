@@ -1,8 +1,9 @@
 """Evals: datasets of cases and the evaluators that score an agent's output on them.
 
-What is here now is pure: cases and datasets in code and in files (pydantic-evals' layout), the
-built-in and custom evaluators, the LLM judge's prompt and verdict, and `evaluate_case`. Running
-an eval as a durable workflow comes next (docs/evals.md)."""
+What is here is pure: cases and datasets in code and in files (pydantic-evals' layout), the
+built-in and custom evaluators, the LLM judge's prompt and verdict, and `evaluate_case`. A durable
+eval (workflows/eval_run.py) runs each case as a child run and scores it in the scoring activity
+(activities/evals.py); docs/evals.md and docs/eval-runs.md."""
 
 from .cases import MAX_CASES, Case, Dataset
 from .context import EvaluationReason, EvaluationResult, EvaluatorContext, RunFacts, ToolCallFact

@@ -1,9 +1,9 @@
 """The LLM judge as a spec and two pure functions: the request a judge model is sent
 (`judge_request`) and the verdict read from its reply (`parse_verdict`).
 
-The model call itself is not here: it comes with durable evals, as an activity through the
-runner's one model path (any provider, its own usage and retries, in the eval's history). Until
-then `evaluate_case` reports a judge it has no reply for as errored, never as passed."""
+The model call itself is not here: the scoring activity (activities/evals.py) makes it through
+the runner's one model path (any provider, its own usage and retries). `evaluate_case` called
+without the judge's reply reports that judge as errored, never as passed."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ A spec takes pydantic-evals' three forms, in files and in payloads alike:
     `{Contains: "x"}`                                 one argument: the evaluator's first field
     `{Contains: {value: "x", case_sensitive: false}}` keyword arguments
 Cases carry specs, not live evaluators, so a case is a plain payload; `build` makes the evaluator
-where it runs (an activity, later), from the registry of that process.
+where it runs (the scoring activity, activities/evals.py), from the registry of that process.
 """
 
 from __future__ import annotations

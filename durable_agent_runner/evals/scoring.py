@@ -21,7 +21,7 @@ def run_evaluator(spec: EvaluatorSpec, ctx: EvaluatorContext, judge_reply: str |
         return [EvaluationResult(name=name, error=str(err))]
     if isinstance(evaluator, LLMJudge):
         if judge_reply is None:
-            return [EvaluationResult(name=name, error="LLM judge not run: its model call comes with durable evals")]
+            return [EvaluationResult(name=name, error="LLM judge not run: no reply from its model")]
         return parse_verdict(evaluator, name, judge_reply)
     try:
         out = evaluator.evaluate(ctx)
