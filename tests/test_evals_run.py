@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHistory
+from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.evals import progress_line
@@ -201,3 +201,37 @@ async def test_a_case_waiting_for_an_approval_shows_as_waiting_and_goes_on_once_
             await run.approve(call.call_id, by="tester")
         final = await ev.wait(60)
     assert final.passed == 2 and final.waiting == []
+
+
+async def test_a_cancelled_eval_keeps_the_results_of_the_cases_it_finished(client, task_queue, llm, worker_factory):
+    """Case 1 approved and finished, case 2 waiting for a person: the eval is cancelled. Its status
+    and report still show case 1's result, as the eval's docs say, and the phase says cancelled."""
+    model = script(llm, {"tool_calls": [{"name": "send", "arguments": {"label": "x"}}]}, {"content": "alpha beta"})
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(dataset(2, custom=False), agent="guarded", model=model, concurrency=1)
+        first = await waiting_case(agents, ev)
+        run = agents.get(first)
+        (call,) = (await run.status()).pending_approvals
+        await run.approve(call.call_id, by="tester")
+        await waiting_case(agents, ev, other_than={first})
+        await ev.cancel()
+        handle = client.get_workflow_handle(ev.eval_id)
+        for _ in range(300):
+            if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
+                break
+            await asyncio.sleep(0.1)
+        status = await ev.status()
+        rep, _ = await ev.report()
+    assert status.phase == "cancelled" and status.done == 1 and status.running == [] and status.total == 2
+    assert [(r.case, r.passed) for r in rep.rows] == [("case 1", True)]
+
+
+async def waiting_case(agents: AgentClient, ev: Any, other_than: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+    """The eval's case run (not one of `other_than`) once it waits for an approval."""
+    for _ in range(300):
+        for run_id in (await ev.status()).running:
+            if run_id not in other_than and (await agents.get(run_id).status()).pending_approvals:
+                return str(run_id)
+        await asyncio.sleep(0.1)
+    raise AssertionError("no case waited for an approval within 30 s")

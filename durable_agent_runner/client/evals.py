@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, JsonValue, ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client.checks import BadArgument
@@ -92,6 +98,8 @@ class EvalHandle:
             raise BadArgument("eval_id", f"{self.eval_id} is a {desc.workflow_type} run, not an eval")
         if desc.status == WorkflowExecutionStatus.COMPLETED:
             return (await self._handle.result()).status
+        if desc.status == WorkflowExecutionStatus.CANCELED:
+            return await self._cancelled()
         if desc.status not in LIVE:
             try:
                 await self._handle.result()
@@ -102,6 +110,22 @@ class EvalHandle:
         )
         status.waiting = await self._waiting(status)
         return status
+
+    async def _cancelled(self) -> te.EvalStatus:
+        """A cancelled eval's status as it stood: the cases it finished keep their results (its
+        cases in flight were cancelled with it). Read by query, which a worker answers from the
+        eval's history; RunCancelled when no worker does."""
+        try:
+            status: te.EvalStatus = await self._handle.query(
+                te.EVAL_STATUS_QUERY, result_type=te.EvalStatus, rpc_timeout=READ_TIMEOUT
+            )
+        except (RPCError, WorkflowQueryFailedError):
+            try:
+                await self._handle.result()
+            except WorkflowFailureError as err:
+                raise run_failed(self.eval_id, err) from None
+            raise
+        return status.model_copy(update={"phase": "cancelled", "running": [], "waiting": []})
 
     async def _waiting(self, status: te.EvalStatus) -> list[str]:
         """The running cases that wait for a person, from their search attributes (the inbox's)."""
