@@ -5,6 +5,7 @@ come out right. Replayed from its own history."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -22,6 +23,7 @@ from durable_agent_runner.machine import eval_plan
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 from tests.helpers import replay, script, strict_replayer
+from tests.test_evals_cli import client_py
 
 
 @register(name="ExplodesOnSix")
@@ -120,7 +122,11 @@ async def test_an_eval_within_a_budget_fails_the_cases_left_when_it_is_spent(cli
     assert isinstance(final, te.EvalStatus)
 
 
-async def test_an_eval_paused_on_its_budget_goes_on_when_a_person_raises_it(client, task_queue, llm, worker_factory):
+async def test_an_eval_paused_on_its_budget_goes_on_when_a_person_raises_it(
+    client, temporal_server, task_queue, llm, worker_factory
+):
+    """Paused on its budget; a person raises it with `client.py eval resume` and follows the rest
+    with `client.py eval watch`, as the docs show."""
     model = script(llm, {"content": "alpha beta", "usage": {"prompt_tokens": 500, "completion_tokens": 500}})
     agents = AgentClient(client, task_queue=task_queue)
     async with worker_factory():
@@ -136,8 +142,13 @@ async def test_an_eval_paused_on_its_budget_goes_on_when_a_person_raises_it(clie
             await asyncio.sleep(0.1)
         assert status.phase == "paused" and "token budget spent" in status.why and status.done == 3
         assert status.budget is not None and status.budget.tokens is not None
-        raised = await ev.resume(add_tokens=5000)
-        assert raised.tokens is not None and raised.tokens.limit == 7500
+        code, out, err = await client_py(
+            temporal_server, task_queue, "eval", "resume", ev.eval_id, "--add-tokens", "5000", "--json"
+        )
+        assert code == 0 and json.loads(out)["tokens"]["limit"] == 7500, (out, err)
+        code, out, err = await client_py(temporal_server, task_queue, "eval", "watch", ev.eval_id, "--json")
+        watched = json.loads(out)
+        assert code == 0 and (watched["phase"], watched["done"], watched["passed"]) == ("completed", 4, 4), err
         final = await ev.wait(60)
     assert final.phase == "completed" and final.done == 4 and all(r.end == "completed" for r in final.results)
     await replay(client.get_workflow_handle(ev.eval_id))
