@@ -206,6 +206,9 @@ async def test_a_case_waiting_for_an_approval_shows_as_waiting_and_goes_on_once_
             await asyncio.sleep(0.1)
         assert sorted(status.waiting) == sorted(status.running) and len(status.running) == 2
         assert "2 waiting · 2 running" in progress_line(status)
+        # nothing finished yet, but each case's first model call is counted, in flight
+        assert status.usage.total_tokens == 0 and status.in_flight_tokens > 0
+        assert f"+{status.in_flight_tokens:,} tokens $0.0000 in flight" in progress_line(status)
         for run_id in status.running:
             run = agents.get(run_id)
             (call,) = (await run.status()).pending_approvals

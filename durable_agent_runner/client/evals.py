@@ -46,6 +46,7 @@ from durable_agent_runner.workflows.types import evals as te
 MAX_DATASET_BYTES = 2 * 2**20  # the dataset rides in the eval's history: a larger one belongs in several evals
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 LIVE = (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW)
+MAX_IN_FLIGHT = 100  # cases in flight read from visibility (an eval runs at most MAX_CONCURRENCY, 50)
 
 
 class EvalRow(BaseModel):
@@ -108,8 +109,7 @@ class EvalHandle:
         status: te.EvalStatus = await self._handle.query(
             te.EVAL_STATUS_QUERY, result_type=te.EvalStatus, rpc_timeout=READ_TIMEOUT
         )
-        status.waiting = await self._waiting(status)
-        return status
+        return await self._in_flight(status)
 
     async def _cancelled(self) -> te.EvalStatus:
         """A cancelled eval's status as it stood: the cases it finished keep their results (its
@@ -127,18 +127,22 @@ class EvalHandle:
             raise
         return status.model_copy(update={"phase": "cancelled", "running": [], "waiting": []})
 
-    async def _waiting(self, status: te.EvalStatus) -> list[str]:
-        """The running cases that wait for a person, from their search attributes (the inbox's)."""
+    async def _in_flight(self, status: te.EvalStatus) -> te.EvalStatus:
+        """`status` with its running cases that wait for a person and what they spent so far, from
+        their search attributes (the inbox's; a moment behind)."""
         if not status.running:
-            return []
-        query = (
-            f"ParentWorkflowId={json.dumps(self.eval_id)} AND ExecutionStatus='Running' AND "
-            f"({t.SA_PENDING.name} > 0 OR {t.SA_IN_DOUBT.name} = true OR {t.SA_PHASE.name} = '{t.Phase.PAUSED}')"
-        )
+            return status
+        query = f"ParentWorkflowId={json.dumps(self.eval_id)} AND ExecutionStatus='Running'"
+        waiting, tokens, usd = [], 0, 0.0
         try:
-            return [wf.id async for wf in self.temporal.list_workflows(query, limit=100, rpc_timeout=READ_TIMEOUT)]
+            async for wf in self.temporal.list_workflows(query, limit=MAX_IN_FLIGHT, rpc_timeout=READ_TIMEOUT):
+                sa = wf.typed_search_attributes
+                if (sa.get(t.SA_PENDING) or 0) > 0 or sa.get(t.SA_IN_DOUBT) or sa.get(t.SA_PHASE) == t.Phase.PAUSED:
+                    waiting.append(wf.id)
+                tokens, usd = tokens + (sa.get(t.SA_TOKENS) or 0), usd + (sa.get(t.SA_COST) or 0.0)
         except RPCError:
-            return []  # visibility is a view: progress goes on without it
+            return status  # visibility is a view: progress goes on without it
+        return status.model_copy(update={"waiting": waiting, "in_flight_tokens": tokens, "in_flight_usd": usd})
 
     async def wait(self, seconds: float | None = None) -> te.EvalStatus:
         """The eval's final status once it ends; StillRunning after `seconds`."""
@@ -279,6 +283,8 @@ def progress_line(s: te.EvalStatus) -> str:
     parts = [s.phase + (f" ({s.why})" if s.why else ""), f"{s.done}/{s.total} done", f"{s.passed} passed"]
     parts += [f"{s.failed} failed", f"{len(s.waiting)} waiting", f"{len(s.running)} running"]
     parts += [f"{s.usage.total_tokens:,} tokens", f"${s.usage.cost_usd:.4f}"]
+    if s.in_flight_tokens or s.in_flight_usd:
+        parts.append(f"+{s.in_flight_tokens:,} tokens ${s.in_flight_usd:.4f} in flight")
     return " · ".join(parts)
 
 

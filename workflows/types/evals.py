@@ -133,6 +133,10 @@ class EvalStatus(Contract):
     # The cases in flight that wait for a person (an approval, a call in doubt, a pause): the
     # client fills it from the runs' search attributes; the workflow cannot see its children's.
     waiting: list[str] = Field(default_factory=list)
+    # What the cases in flight spent so far (`usage` counts finished cases), as the client reads
+    # it from their search attributes, a moment behind.
+    in_flight_tokens: int = 0
+    in_flight_usd: float = 0.0
 
 
 class EvalResult(Contract):
