@@ -96,6 +96,9 @@ def test_the_gemini_key_is_masked_under_either_name_and_gemini_s_own_name_wins()
     both = LLMSettings.from_env({"GEMINI_API_KEY": GEMINI_KEY, "GOOGLE_API_KEY": "k-google-0b7d3e9a1c5f"})
     assert both.gemini_api_key is not None and both.gemini_api_key.get_secret_value() == GEMINI_KEY
     assert GEMINI_KEY in both.keys()
+    # The worker never sends Google's name then, but holds it: a tool or a server that echoes it is masked.
+    assert "k-google-0b7d3e9a1c5f" in both.keys()
+    assert Redactor.for_settings(both).text("env: k-google-0b7d3e9a1c5f") == "env: ***"
 
 
 # ------------------------------------------------------------------------------- whole runs

@@ -321,7 +321,8 @@ class WorkerSettings(ClientSettings):
     anthropic_base_url: Url = Field("https://api.anthropic.com", validation_alias=_env("ANTHROPIC_BASE_URL"))
     anthropic_api_key: ApiKey | None = Field(None, validation_alias=_env("ANTHROPIC_API_KEY"))
     gemini_base_url: Url = Field("https://generativelanguage.googleapis.com", validation_alias=_env("GEMINI_BASE_URL"))
-    gemini_api_key: ApiKey | None = Field(None, validation_alias=_env("GEMINI_API_KEY", "GOOGLE_API_KEY"))
+    gemini_api_key: ApiKey | None = Field(None, validation_alias=_env("GEMINI_API_KEY"))  # else GOOGLE_API_KEY
+    google_api_key: ApiKey | None = Field(None, validation_alias=_env("GOOGLE_API_KEY"))
     tool_threads: Threads = Field(16, validation_alias=_env("TOOL_THREADS"))
     event_loop: Annotated[Literal["uvloop", "asyncio"], BeforeValidator(_word)] | None = Field(
         None, validation_alias=_env("WORKER_EVENT_LOOP")

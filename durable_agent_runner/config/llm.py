@@ -66,6 +66,8 @@ class LLMSettings(BaseModel):
     anthropic_api_key: ApiKey | None = None
     gemini_base_url: str = "https://generativelanguage.googleapis.com"
     gemini_api_key: ApiKey | None = None
+    # Keys the worker holds but never sends (GOOGLE_API_KEY beside GEMINI_API_KEY): masked all the same.
+    held_keys: tuple[ApiKey, ...] = ()
     # Who hears of a run waiting for a person (NOTIFY_*, SMTP_*): with the model's settings, as
     # every worker-side setting travels to the activities with them.
     notify: NotifySettings = Field(default_factory=NotifySettings)
@@ -95,14 +97,15 @@ class LLMSettings(BaseModel):
             anthropic_base_url=s.anthropic_base_url,
             anthropic_api_key=s.anthropic_api_key,
             gemini_base_url=s.gemini_base_url,
-            gemini_api_key=s.gemini_api_key,
+            gemini_api_key=s.gemini_api_key or s.google_api_key,  # Google's own name, when Gemini's is unset
+            held_keys=tuple(k for k in (s.google_api_key,) if k is not None and s.gemini_api_key is not None),
             notify=NotifySettings.of(s),
             completion=CompletionSettings(secret=s.completion_secret, base_url=s.completion_base_url),
         )
 
     def keys(self) -> list[str]:
         """Every key this worker holds, for the redactor: none of them may leave the worker."""
-        found = (self.api_key, self.openai_api_key, self.anthropic_api_key, self.gemini_api_key)
+        found = (self.api_key, self.openai_api_key, self.anthropic_api_key, self.gemini_api_key, *self.held_keys)
         completion = [self.completion.secret.get_secret_value()] if self.completion.secret else []
         return [k.get_secret_value() for k in found if k is not None] + self.notify.keys() + completion
 
