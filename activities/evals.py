@@ -11,11 +11,19 @@ from __future__ import annotations
 import json
 import time
 
+from pydantic import BaseModel, ConfigDict
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.activities.model import ModelActivities, build_request, endpoint_for, heartbeating
+from durable_agent_runner.activities.model import (
+    BEAT_WITH,
+    ModelActivities,
+    beat,
+    build_request,
+    endpoint_for,
+    heartbeating,
+)
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.evals.cases import Dataset
 from durable_agent_runner.evals.context import EvaluationResult, EvaluatorContext, RunFacts, ToolCallFact, one_line
@@ -27,6 +35,27 @@ from durable_agent_runner.workflows.types import evals as te
 
 # The last attempt of a judge's retryable failure gives an errored score instead (the workflow's SCORE_RETRY).
 LAST_ATTEMPT = 5
+KEPT_REPLIES = 256 * 1024  # characters of judges' replies an attempt hands to the next (heartbeat details)
+
+
+class Judged(BaseModel):
+    """The judges' replies an attempt got, by evaluator index, and what they cost."""
+
+    model_config = ConfigDict(extra="forbid")
+    replies: dict[int, str] = {}
+    usage: t.Usage = t.Usage()
+
+
+def _judged_before() -> Judged:
+    """What an earlier attempt of this scoring got from its judges: its heartbeat's last detail
+    (a model call's own progress comes first, activities/model.py `beat`)."""
+    details = activity.info().heartbeat_details
+    if len(details) < 2:
+        return Judged()
+    try:
+        return Judged.model_validate(details[-1])
+    except ValueError:
+        return Judged()
 
 
 class EvalActivities:
@@ -62,21 +91,30 @@ class EvalActivities:
                 output_type_name=input.output_type_name,
             )
             specs = [*input.evaluators, *case.evaluators]
-            replies: dict[int, str] = {}
-            usage = t.Usage()
+            judged = _judged_before()  # an earlier attempt's replies: those judges are not asked again
+            replies, usage = dict(judged.replies), judged.usage
             errors: dict[int, str] = {}
-            for i, spec in enumerate(specs):
-                judge = _judge(spec)
-                if judge is None:
-                    continue
-                try:
-                    reply, used = await self._ask(judge_request(judge, ctx), input.judge_model)
-                except ApplicationError as err:
-                    if not err.non_retryable and activity.info().attempt < LAST_ATTEMPT:
-                        raise  # a rate limit, a server error: Temporal retries the scoring
-                    errors[i] = one_line(f"judge model call failed: {err.message}", 500)
-                    continue
-                replies[i], usage = reply, usage + used
+            token = BEAT_WITH.set((judged.model_dump(mode="json"),))
+            try:
+                for i, spec in enumerate(specs):
+                    judge = _judge(spec)
+                    if judge is None or i in replies:
+                        continue
+                    try:
+                        reply, used = await self._ask(judge_request(judge, ctx), input.judge_model)
+                    except ApplicationError as err:
+                        if not err.non_retryable and activity.info().attempt < LAST_ATTEMPT:
+                            raise  # a rate limit, a server error: Temporal retries the scoring
+                        errors[i] = one_line(f"judge model call failed: {err.message}", 500)
+                        continue
+                    replies[i], usage = reply, usage + used
+                    # Every beat from now carries the replies so far (the SDK sends a failed
+                    # attempt's last one): a retry asks only the judges that have not answered.
+                    if sum(len(r) for r in replies.values()) <= KEPT_REPLIES:
+                        BEAT_WITH.set((Judged(replies=replies, usage=usage).model_dump(mode="json"),))
+                        beat()
+            finally:
+                BEAT_WITH.reset(token)
             dataset = Dataset(name="eval", cases=[], evaluators=input.evaluators)
             scores = evaluate_case(case, dataset, ctx, replies)
             scores = _with_errors(specs, scores, errors)

@@ -4,9 +4,11 @@ error; and in a whole eval, the judge's request counts in the case's usage."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from durable_agent_runner.activities.evals import EvalActivities
@@ -70,3 +72,58 @@ async def test_a_judge_in_an_eval_counts_in_the_cases_usage(client, task_queue, 
     assert final.passed == 3
     assert all(r.usage.requests == 2 for r in final.results)  # the run's one call and the judge's
     assert all({s.name for s in r.scores} == {"LLMJudge", "LLMJudge_score"} for r in final.results)
+
+
+def judged_by(llm: object, model: str) -> int:
+    return sum(
+        1
+        for r in llm.requests()
+        if (r["body"] if isinstance(r["body"], dict) else json.loads(r["body"]))["model"] == model
+    )  # type: ignore[attr-defined]
+
+
+async def test_a_retried_scoring_asks_only_the_judges_that_had_not_answered(llm):
+    """Two judges; the second's model answers 503 once. The retry (attempt 2, given the first
+    attempt's last heartbeat as Temporal gives it) asks the second judge only, and the usage
+    returned still counts both judges' calls."""
+    first, second = script(llm, {"content": VERDICT}), script(llm, {"content": VERDICT})
+    judges = [
+        EvaluatorSpec(name="LLMJudge", kwargs={"rubric": "polite", "model": first}),
+        EvaluatorSpec(name="LLMJudge", kwargs={"rubric": "correct", "model": second}),
+    ]
+    request = score_input(first).model_copy(update={"case": Case(name="two", inputs="say hi", evaluators=judges)})
+    llm.add_fault("status", status=503, model=second)
+    settings = LLMSettings(base_url=llm.base_url, model="demo", stream=False)
+    beats: list[tuple[object, ...]] = []
+    async with new_http_client(settings) as http:
+        activities = EvalActivities(None, settings, ModelActivities(None, settings, http))
+        env = ActivityEnvironment()
+        env.on_heartbeat = lambda *details: beats.append(details)
+        with pytest.raises(ApplicationError):  # retryable: Temporal retries the scoring
+            await env.run(activities.score, request)
+        assert (judged_by(llm, first), judged_by(llm, second)) == (1, 1)
+        retry = ActivityEnvironment()
+        retry.info = dataclasses.replace(env.info, attempt=2, heartbeat_details=list(beats[-1]))
+        scored = await retry.run(activities.score, request)
+    assert (judged_by(llm, first), judged_by(llm, second)) == (1, 2)
+    assert [s.value for s in scored.scores if s.error is None] == [True, True]
+    assert scored.usage.requests == 2
+
+
+async def test_in_an_eval_a_judge_that_answered_is_not_asked_again_when_scoring_is_retried(
+    client, task_queue, llm, worker_factory
+):
+    agent_model, first, second = (script(llm, {"content": VERDICT}) for _ in range(3))
+    judges = [
+        EvaluatorSpec(name="LLMJudge", kwargs={"rubric": "polite", "model": first}),
+        EvaluatorSpec(name="LLMJudge", kwargs={"rubric": "correct", "model": second}),
+    ]
+    llm.add_fault("status", status=503, model=second)
+    data = Dataset(name="retried", cases=[Case(name="one", inputs="q")], evaluators=judges)
+    async with worker_factory():
+        ev = await AgentClient(client, task_queue=task_queue).evals.start(data, agent="scripted", model=agent_model)
+        final = await ev.wait(120)
+    assert final.passed == 1
+    assert (judged_by(llm, first), judged_by(llm, second)) == (1, 2)  # the first judge's reply was kept
+    (result,) = final.results
+    assert result.usage.requests == 3  # the run's call and each judge's one answered call
