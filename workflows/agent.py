@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
-from durable_agent_runner.machine import live_scores
+from durable_agent_runner.machine import conversation, live_scores
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
 from durable_agent_runner.machine.outcomes import (
@@ -52,7 +52,6 @@ from durable_agent_runner.machine.turn import (
     Pause,
     Steer,
     Turn,
-    should_continue,
 )
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH, TREE_BUDGET_PATCH
@@ -303,73 +302,59 @@ class AgentRun(TurnSteps):
     # ------------------------------------------------------------------------------ sessions
 
     async def _conversation(self, input: t.RunInput) -> t.RunResult:
-        """A session: answer each message in turn, wait (durably, holding no worker) for the
-        next, until `end`, the agent's idle timeout, or a cancel. A failed answer is that
-        message's error; the conversation goes on."""
-        s, session = self._s, self._s.session
-        assert session is not None
+        """A session: each message answered in turn, a durable wait (holding no worker) for the
+        next in between, as the conversation machine (machine/conversation.py) decides, until
+        `end`, the agent's idle timeout, or a cancel."""
         if input.carry is None and input.prompt and not self._prompt_taken:  # a run recorded before 1.4
             self._accept_prompt(input.prompt)
         first = await self._start(input)
+        woke = conversation.Woke()
         while True:
-            guard = None
-            if session.current is None:
-                if not session.queue:
-                    if s.turns_here and should_continue(s, first, self._facts()):
-                        await self._continue_as_new(input)
-                    why = await self._wait_for_message(first)
-                    if why is not None:
-                        return self._session_ended(why)
-                opened = session.open(s.turn, workflow.now(), workflow.info().run_id)
-                s.refusals = {}
-                s.messages.append(t.UserMessage(content=opened.text))
-                guard = opened.text if first.input_guardrails else None
-            number = session.current.message if session.current else 0
-            try:
-                done = await self._answer(input, guard)
-            except ApplicationError as err:
-                s.abandon()
-                s.error = s.error_type = None
-                kind = err.type or "Error"
-                error = f"{kind}: {err.message}"
-                session.close(workflow.now(), s.turn, s.usage, None, None, error, workflow.info().run_id)
-                self._event(t.EventKind.ANSWERED, text=err.message, detail=f"message {number} · failed ({kind})")
-                continue
-            s.output = done.output
-            self._event(t.EventKind.FINAL, text=done.output)
-            run_id = workflow.info().run_id
-            exchange = session.close(workflow.now(), s.turn, s.usage, done.output, done.output_object, None, run_id)
-            self._event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
+            step = conversation.between(self._s, first, self._facts(), woke, workflow.info().run_id)
+            woke = conversation.Woke()
+            if isinstance(step, conversation.ContinueAsNew):
+                await self._continue_as_new(input)
+            elif isinstance(step, conversation.EndSession):
+                return self._session_ended(step.why)
+            elif isinstance(step, conversation.WaitForMessage):
+                woke = await self._wait_for_message(step)
+            else:
+                await self._answer_message(input, step.guard)
 
-    async def _wait_for_message(self, first: t.AgentSpec) -> str | None:
-        """Waits for a message; None when one came, else why the session ends."""
+    async def _answer_message(self, input: t.RunInput, guard: str | None) -> None:
+        """The held message answered; a failed answer is that message's error."""
+        s, run_id = self._s, workflow.info().run_id
+        try:
+            done = await self._answer(input, guard)
+        except ApplicationError as err:
+            kind = err.type or "Error"
+            detail = conversation.failed(s, kind, err.message, workflow.now(), run_id)
+            self._event(t.EventKind.ANSWERED, text=err.message, detail=detail)
+            return
+        self._event(t.EventKind.FINAL, text=done.output)
+        exchange = conversation.answered(s, done, workflow.now(), run_id)
+        self._event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
+
+    async def _wait_for_message(self, wait: conversation.WaitForMessage) -> conversation.Woke:
+        """Waits for a message or an end, within the idle time left."""
         session = self._s.session
         assert session is not None
-        while True:
-            if session.ending is not None:
-                return f"ended by {session.ending.by}" + (f": {session.ending.reason}" if session.ending.reason else "")
-            since = session.idle_since = session.idle_since or workflow.now()
-            left = first.idle_timeout_seconds - (workflow.now() - since).total_seconds()
-            self._set_phase(
-                t.Phase.WAITING_FOR_MESSAGE, f"answered {session.answered} message(s); waiting for the next"
+        self._set_phase(t.Phase.WAITING_FOR_MESSAGE, wait.step)
+        self._event(t.EventKind.WAITING, detail=wait.detail)
+        try:
+            await workflow.wait_condition(
+                lambda: bool(session.queue) or session.ending is not None,
+                timeout=timedelta(seconds=wait.seconds),
+                timeout_summary="session idle timeout",
             )
-            self._event(t.EventKind.WAITING, detail=f"ends after {first.idle_timeout_seconds:g}s without a message")
-            try:
-                await workflow.wait_condition(
-                    lambda: bool(session.queue) or session.ending is not None,
-                    timeout=timedelta(seconds=max(left, 0.001)),
-                    timeout_summary="session idle timeout",
-                )
-            except TimeoutError:
-                return f"idle for {first.idle_timeout_seconds:g}s"
-            if session.queue:
-                return None
+        except TimeoutError:
+            return conversation.Woke(waited=True, timed_out=True)
+        return conversation.Woke(waited=True)
 
     def _session_ended(self, why: str) -> t.RunResult:
         s, session = self._s, self._s.session
         assert session is not None and s.agent is not None
-        last = next((ex for ex in reversed(session.exchanges) if ex.output is not None), None)
         self._event(t.EventKind.ENDED, text=why)
         self._set_phase(t.Phase.COMPLETED, f"session ended: {why}")
-        output, output_object = (last.output or "", last.output_object) if last else ("", None)
+        output, output_object = conversation.ended(s)
         return self._result(output, output_object, messages=session.answered, ended_by=why)

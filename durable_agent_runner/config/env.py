@@ -61,13 +61,11 @@ from durable_agent_runner.workflows.types import (
 DEFAULT_CAPTURE_DIR = ".state/captures"  # LLM_CAPTURE_DIR's default (activities/capture.py)
 SHOWN = 40  # characters of a bad value quoted back
 # Never quoted back, even when bad: a mistyped secret is still most of the secret.
-SECRETS = frozenset(
-    {
-        "CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-        "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS", "NOTIFY_WEBHOOK_SECRET", "NOTIFY_SLACK_WEBHOOK_URL", "SMTP_PASSWORD",
-        "COMPLETION_SECRET",
-    }
-)  # fmt: skip
+SECRETS = frozenset({
+    "CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+    "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS", "NOTIFY_WEBHOOK_SECRET", "NOTIFY_SLACK_WEBHOOK_URL", "SMTP_PASSWORD",
+    "COMPLETION_SECRET",
+})  # fmt: skip
 MAX_TEXT = 4096  # characters of a name, a path or a URL
 MAX_NAME = 200  # characters of a login name kept as who decided (the CLI's --by takes as many)
 
