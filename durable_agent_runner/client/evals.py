@@ -31,6 +31,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent_runner.client import checks
 from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import RunNotFound, StillRunning, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
@@ -165,10 +166,14 @@ class EvalHandle:
         then = report(await EvalHandle(self.temporal, other).status(), ui_url)
         return now, compare(now, then)
 
-    async def resume(self, *, add_usd: float | None = None, add_tokens: int | None = None) -> t.BudgetStatus:
-        """Raise the budget of an eval paused on it; the cases left start again."""
-        raised = t.BudgetRaise(add_usd=add_usd, add_tokens=add_tokens)
-        status: t.BudgetStatus = await update(self._handle, te.EVAL_RESUME_UPDATE, raised, t.BudgetStatus)
+    async def resume(
+        self, *, add_usd: float | None = None, add_tokens: int | None = None, wait: float | None = None
+    ) -> t.BudgetStatus:
+        """Raise the budget of an eval paused on it (bounded as a run's raise); the cases left start
+        again. `wait`: seconds a worker has to take it, else NoWorkerAnswered (None: no bound)."""
+        raised = checks.budget_raise(add_tokens, add_usd)
+        bound = checks.seconds(wait) if wait is not None else None
+        status: t.BudgetStatus = await update(self._handle, te.EVAL_RESUME_UPDATE, raised, t.BudgetStatus, wait=bound)
         return status
 
     async def cancel(self) -> None:
@@ -259,10 +264,12 @@ class Evals:
         add_case(dataset, case)
         return case
 
-    async def list(self, limit: int = 20) -> list[EvalRow]:
-        """The latest evals, newest first."""
+    async def list(self, limit: int = 20, *, paused: bool = False) -> list[EvalRow]:
+        """The latest evals, newest first; `paused`: only those paused on their budget."""
         rows = []
         query = f'WorkflowType="{te.EVAL_WORKFLOW}"'
+        if paused:  # the eval sets AgentPhase while it waits for a raise (workflows/eval_run.py)
+            query += f' AND ExecutionStatus="Running" AND {t.SA_PHASE.name}="{t.Phase.PAUSED}"'
         async for wf in self.temporal.list_workflows(query, limit=limit, rpc_timeout=READ_TIMEOUT):
             sa = wf.typed_search_attributes
             rows.append(

@@ -85,7 +85,7 @@ class Console:
     async def eval_page(self, request: Request) -> Response:
         eval_id = _run_id(request, "eval_id")
         status, now, diff = await evals_live.eval_view(self.client, eval_id)
-        stream = "" if status.phase in evals_live.ENDED else f"{views_evals.eval_href(eval_id)}/events"
+        stream = "" if status.phase in evals_live.ENDED else f"{links.eval_href(eval_id)}/events"
         return self.page(f"Eval {eval_id}", views_evals.eval_body(status, now, diff), stream=stream)
 
     async def eval_events(self, request: Request) -> Response:
@@ -281,6 +281,14 @@ class Console:
         case = await self.client.evals.add_case(path, _run_id(request), at_turn=at, expected=expected)
         return _done(f"added case {case.name!r} to {path}")
 
+    async def eval_resume(self, request: Request) -> Response:
+        """Raise the budget of an eval paused on it (evals_live.raise_budget), its page's raise form."""
+        form = await read_form(request, self.csrf)
+        tokens, usd = budget_raise(form)
+        done = await evals_live.raise_budget(self.client, _run_id(request, "eval_id"), tokens, usd, data.WAIT)
+        self.inbox.forget()
+        return _done(done)
+
     async def schedule_action(self, request: Request) -> Response:
         """Pause, unpause or trigger a schedule; a pause or unpause reloads the page with its new state."""
         form = await read_form(request, self.csrf)
@@ -376,6 +384,7 @@ def build_app(
         Route("/schedules/{name}/{verb}", guarded(c.schedule_action), methods=["POST"]),
         Route("/evals", guarded(c.evals_page)),
         Route("/evals/{eval_id}/events", guarded(c.eval_events)),
+        Route("/evals/{eval_id}/resume", guarded(c.eval_resume), methods=["POST"]),
         Route("/evals/{eval_id}", guarded(c.eval_page)),
         Route("/runs/{run_id:path}/events", guarded(c.run_events)),
         Route("/runs/{run_id:path}/messages/{index}", guarded(c.message_whole)),

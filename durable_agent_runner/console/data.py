@@ -4,7 +4,8 @@ fork), so a person sees and does here exactly what `client.py` would.
 
 Every read is bounded: the runs page asks the server's visibility store for one page, the inbox
 asks it for the runs whose AgentPendingApprovals is above zero or whose AgentInDoubt is true and
-queries at most INBOX_RUNS of them, and a run's page shows at most MAX_MESSAGES messages and MAX_EVENTS events."""
+queries at most INBOX_RUNS of them (and the evals paused on their budget: eval_pauses.py), and a
+run's page shows at most MAX_MESSAGES messages and MAX_EVENTS events."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import AgentRunError, RunNotFound
 from durable_agent_runner.client.status import ENDED, STATUS_NAMES
+from durable_agent_runner.console.eval_pauses import INBOX_EVALS, EvalPause, eval_pause
 from durable_agent_runner.console.links import BadRequest, seal, unseal
 from durable_agent_runner.console.waits import Outside
 from durable_agent_runner.workflows import types as t
@@ -101,7 +103,8 @@ class Question:
         return self.call.since
 
 
-Asking = Waiting | Doubt | Question | Outside  # a call to approve, one in doubt, a question; an outside wait
+# A call to approve, one in doubt, a question; an outside wait; an eval paused on its budget (the inbox's).
+Asking = Waiting | Doubt | Question | Outside | EvalPause
 
 
 # ------------------------------------------------------------------------------------ runs
@@ -240,8 +243,8 @@ async def waiting_in(client: AgentClient, run_id: str, status: t.RunStatus | Non
 
 
 class Inbox:
-    """Every call waiting for a person, across runs, oldest first. One read serves every open
-    inbox for INBOX_TTL seconds; a decision made here makes the next read fresh."""
+    """Every call waiting for a person across runs, and every eval paused on its budget, oldest first.
+    One read serves every open inbox for INBOX_TTL seconds; a decision made here makes the next read fresh."""
 
     def __init__(self) -> None:
         self._read: tuple[float, list[Asking]] | None = None
@@ -254,11 +257,15 @@ class Inbox:
                 return self._read[1]
             found: list[Asking] = []
             ids = [row.run_id for row in await client.list(INBOX_RUNS, waiting=True)]
+            evals = await client.evals.list(INBOX_EVALS, paused=True)
 
             async def one(run_id: str) -> None:
                 found.extend(w for w in await waiting_in(client, run_id) if not isinstance(w, Outside))
 
-            await _bounded([one(i) for i in ids])
+            async def paused(row: Any) -> None:
+                found.extend(await eval_pause(client, row, QUERY_TIMEOUT.total_seconds()))
+
+            await _bounded([one(i) for i in ids] + [paused(r) for r in evals])
             found.sort(key=lambda w: (w.since, w.key))
             self._read = (time.monotonic(), found)
             return found

@@ -58,3 +58,8 @@ def inbox_link(console_url: str, run_id: str, call_id: str) -> str:
 def run_link(console_url: str, run_id: str) -> str:
     """A run's page in the console (a run paused on its budget is resumed there)."""
     return f"{console_url.rstrip('/')}/runs/{quote(run_id, safe='')}"
+
+
+def eval_href(eval_id: str) -> str:
+    """An eval's page in the console (one paused on its budget is raised there)."""
+    return f"/evals/{quote(eval_id, safe='')}"

@@ -16,7 +16,8 @@ from urllib.parse import quote, urlencode
 
 from durable_agent_runner.console.assets import CSS, JS
 from durable_agent_runner.console.data import PHASES, Asking, Doubt, Question, Waiting
-from durable_agent_runner.console.links import call_anchor
+from durable_agent_runner.console.eval_pauses import EvalPause, spent_line
+from durable_agent_runner.console.links import call_anchor, eval_href
 from durable_agent_runner.console.waits import Outside
 
 FOLD = 300  # characters shown before a long text folds
@@ -167,6 +168,8 @@ def _call_row(w: Asking, with_run: bool = False, editable: bool = True) -> str:
         return question_row(w, with_run)
     if isinstance(w, Outside):
         return outside_row(w, with_run)
+    if isinstance(w, EvalPause):
+        return eval_pause_row(w)
     run = quote(w.run_id, safe="")
     call = quote(w.call.call_id, safe="")
     action = f"/runs/{run}/calls/{call}"
@@ -256,6 +259,25 @@ def outside_row(o: Outside, with_run: bool = False) -> str:
 <span class="phase running_tools">waiting for outside completion</span></h3>
 <p class="meta">{where}since {when(c.since)} · until {when(c.deadline)}, then {then}</p>
 {started}<p class="meta">Complete: <code>{h(command)}</code>, or its signed completion URL</p>
+</section>"""
+
+
+def eval_pause_row(p: EvalPause) -> str:
+    """An eval paused on its budget: what it spent against its limit, and a link to its page, where
+    a person raises it (views_evals.raise_form)."""
+    href, s = h(eval_href(p.eval_id)), p.status
+    if s is None:  # no worker answered in time: what its search attributes say
+        spent = f"{p.row.tokens:,} tokens · ${p.row.usd:.4f} spent (its limit: no worker answered in time)"
+        about = f"agent {h(p.row.agent)}"
+    else:
+        spent = spent_line(s.budget)
+        about = f"{h(s.dataset)} on agent {h(s.agent)} · {s.done}/{s.total} cases done · {h(s.why)}"
+    return f"""<section class="call eval-pause" data-call="{h(p.key)}">
+<h3>Eval <a href="{href}">{h(p.eval_id)}</a> <span class="phase paused">paused on its budget</span></h3>
+<p class="meta">{about} · started {when(p.since)}</p>
+<p class="spent">{h(spent)}</p>
+<p><a href="{href}">Raise its budget on its page</a>, or
+<code>client.py eval resume {h(p.eval_id)} --add-tokens N | --add-usd X</code></p>
 </section>"""
 
 

@@ -4,19 +4,15 @@ events), with each case's link to its run's story and the diff against its basel
 
 from __future__ import annotations
 
-from urllib.parse import quote
-
 from durable_agent_runner.client.evals import EvalRow, progress_line
+from durable_agent_runner.console.eval_pauses import spent_line
+from durable_agent_runner.console.links import eval_href
 from durable_agent_runner.console.views import h, run_link
 from durable_agent_runner.evals.report import Diff, Report
 from durable_agent_runner.workflows.types import evals as te
 
 MAX_ROWS = 100  # evals the list shows
 MAX_CASE_ROWS = 2_000  # every case run of the largest eval
-
-
-def eval_href(eval_id: str) -> str:
-    return f"/evals/{quote(eval_id, safe='')}"
 
 
 def evals_body(rows: list[EvalRow]) -> str:
@@ -33,7 +29,24 @@ def evals_body(rows: list[EvalRow]) -> str:
 
 
 def eval_body(status: te.EvalStatus, report: Report, diff: Diff | None) -> str:
-    return f'<div id="eval">{eval_section(status, report, diff)}</div>'
+    raising = f'<div id="raise" class="controls">{raise_form(status)}</div>'
+    return f'{raising}<div id="eval">{eval_section(status, report, diff)}</div>'
+
+
+def raise_form(status: te.EvalStatus) -> str:
+    """An eval paused on its budget: what it spent against its limit, and the raise's fields for
+    the kinds of budget it has (`client.py eval resume EVAL --add-tokens N | --add-usd X`)."""
+    budget = status.budget
+    if status.phase != "paused" or budget is None:
+        return ""
+    tokens = '<label>Add tokens <input name="add_tokens" size="10" inputmode="numeric"></label>'
+    usd = '<label>Add USD <input name="add_usd" size="8" inputmode="decimal"></label>'
+    fields = (tokens if budget.tokens else "") + (usd if budget.usd else "")
+    return (
+        f'<form class="act raise" method="post" action="{h(eval_href(status.eval_id))}/resume">'
+        f'<b>Paused on its budget: raise it to go on</b> <span class="meta">{h(spent_line(budget))}</span> '
+        f'{fields}<button class="approve">Raise and resume</button><span class="msg" role="status"></span></form>'
+    )
 
 
 def _cell(value: bool | float | str | None) -> str:
