@@ -8,9 +8,12 @@ import asyncio
 import json
 import os
 import sys
+import time
 import uuid
 from pathlib import Path
 
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.evals import Case, Dataset
 from tests.helpers import script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,3 +103,23 @@ async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, clien
         assert len(err.strip().splitlines()) == 1 and words in err, err
     evals = [wf async for wf in client.list_workflows(f'WorkflowType="EvalRun" AND TaskQueue="{task_queue}"')]
     assert evals == []  # none of them started an eval
+
+
+async def test_eval_resume_with_no_worker_says_so_within_its_wait(client, temporal_server):
+    """`eval resume` on an eval no worker serves gives up after `--wait`, in one line, exit code 3
+    (as a run's `resume` does), instead of waiting without a bound."""
+    idle = f"tq-nobody-{uuid.uuid4().hex[:8]}"
+    ev = await AgentClient(client, task_queue=idle).evals.start(
+        Dataset(name="unserved", cases=[Case(name="c", inputs="q")]), agent="scripted", budget_tokens=100
+    )
+    began = time.monotonic()
+    code, out, err = await client_py(
+        temporal_server, idle, "eval", "resume", ev.eval_id, "--add-tokens", "5", "--wait", "1"
+    )
+    took = time.monotonic() - began
+    try:
+        assert code == 3, (out, err)
+        assert len(err.strip().splitlines()) == 1 and "worker" in err and "Traceback" not in err, err
+        assert took < 20, took  # the bound, plus a Python start
+    finally:
+        await ev.cancel()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from durable_agent_runner.cli.common import UsageError, emit
+from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.evals import EvalHandle, progress_line
 from durable_agent_runner.evals.cases import Dataset
@@ -107,6 +108,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     res.add_argument("--add-usd", type=_number(float, 1e-9, 1e6), metavar="X")
     res.add_argument("--add-tokens", type=_number(int, 1, 10**9), metavar="N")
     res.add_argument("--json", action="store_true", help="print JSON")
+    add_wait(res)
     res.set_defaults(fn=cmd_resume)
 
     add = verbs.add_parser("add-case", help="make a recorded run a case of DATASET: only the model is asked again")
@@ -227,7 +229,8 @@ async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
 async def cmd_resume(client: AgentClient, args: argparse.Namespace) -> int:
     if args.add_usd is None and args.add_tokens is None:
         raise UsageError("say how much to add: --add-usd X or --add-tokens N")
-    budget = await client.evals.get(args.eval_id).resume(add_usd=args.add_usd, add_tokens=args.add_tokens)
+    handle = client.evals.get(args.eval_id)
+    budget = await handle.resume(add_usd=args.add_usd, add_tokens=args.add_tokens, wait=args.worker_wait)
     emit(args.json, budget.model_dump(mode="json"), f"resumed eval {args.eval_id}")
     return 0
 
