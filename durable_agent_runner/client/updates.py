@@ -85,27 +85,46 @@ async def update(
 ) -> Any:
     """An update to a run whose refusal (its validator, or a closed run: `after_end` says what then)
     becomes DecisionRefused with the reason. With `wait`, a worker must take it within that many
-    seconds, or NoWorkerAnswered (see the module docstring)."""
+    seconds, or NoWorkerAnswered (see the module docstring); without, until one takes it."""
     desc = await describe(handle)
     gone = how_ended(desc)
     if gone is not None:
         raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}")
     try:
         if wait is None:
-            return await handle.execute_update(name, body, id=update_id, result_type=result_type)
+            return await _until_taken(handle, name, body, result_type, update_id or uuid.uuid4().hex, after_end)
         return await _within(handle, name, body, result_type, wait, update_id, desc.task_queue)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
         kind = (cause.type or "") if isinstance(cause, ApplicationError) else ""
         raise DecisionRefused(f"run {handle.id} refused it: {reason}", kind) from None
-    except WorkflowUpdateRPCTimeoutOrCancelledError:
-        raise AgentRunError(f"run {handle.id} did not take it in time (is a worker running?); send it again") from None
     except RPCError as err:
         gone = await ended(handle)
         if gone is not None:
             raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}") from None
         raise AgentRunError(f"run {handle.id}: Temporal said: {err.message}") from None
+
+
+async def _until_taken(
+    handle: WorkflowHandle[Any, Any], name: str, body: Any, result_type: type[Any], update_id: str, after_end: str
+) -> Any:
+    """The update with no bound (`wait=None`): the server gives up on one no worker takes within its
+    own deadline (a worker killed, its sticky queue waited out, a new one starting), so it is sent
+    again under the same id, which counts once, until a worker takes it or the run ends."""
+    while True:
+        try:
+            return await handle.execute_update(name, body, id=update_id, result_type=result_type)
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            try:
+                gone = await ended(handle)
+            except RPCError as err:  # the server restarting: ask again
+                if err.status not in PASSING:
+                    raise
+                gone = None
+            if gone is not None:
+                raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}") from None
+            await asyncio.sleep(GAP_PAUSE)
 
 
 async def _within(
