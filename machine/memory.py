@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 
 
@@ -72,6 +73,25 @@ def compacted(messages: list[t.Message], upto: int, summary: str | None) -> list
     else:
         text = f"Summary of our conversation so far ({stands_for} earlier messages):\n{summary}"
     return [t.UserMessage(content=text, summary_of=stands_for), *messages[upto:]]
+
+
+def apply(s: RunState, plan: Compaction, size: int, result: t.CompactResult | str | None) -> tuple[str, str]:
+    """The planned compaction done to the run: messages[:plan.upto] (`size` bytes) replaced by the
+    model's summary (`result`; its usage counts), or by a note that they were dropped (no summary
+    asked, or why it failed). The event's text and detail."""
+    session, agent = s.session, s.agent_now
+    assert session is not None
+    summary, how = None, f"dropped {plan.upto} earlier messages ({size:,} bytes)"
+    if isinstance(result, str):
+        how += f": summarizing failed ({result})"
+    elif result is not None:
+        summary = result.summary
+        s.add_usage(agent.name, result.usage, agent.model)
+        how = f"summarized {plan.upto} earlier messages ({size:,} bytes) in {len(summary):,} characters"
+    s.replace_messages(compacted(s.messages, plan.upto, summary))
+    s.last_input_tokens = 0
+    session.compactions += 1
+    return summary or "", f"{how}; {plan.reason}"
 
 
 # ---------------------------------------------------------------------------- handoff filters

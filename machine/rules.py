@@ -22,6 +22,8 @@ StopKind = Literal[
     "ModelBehaviorError",
     "InputGuardrailTripwireTriggered",
     "OutputGuardrailTripwireTriggered",
+    "UnknownAgent",  # a handoff to an agent the run did not freeze (machine/handoff.py)
+    "AgentHookFailed",  # a handoff's filter function that returned no messages
 ]
 
 

@@ -16,7 +16,7 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
-from durable_agent_runner.machine import edits, memory
+from durable_agent_runner.machine import edits, handoff, memory
 from durable_agent_runner.machine.calls import RunTools, describe_call
 from durable_agent_runner.machine.rules import Stop, tripwire
 from durable_agent_runner.machine.turn import Breakpoint, HandOff, Pause
@@ -100,19 +100,11 @@ class TurnSteps(Handlers):
         agent, policy = s.agent_now, s.agent.memory
         size = memory.transcript_bytes(s.messages[: plan.upto])
         self._set_phase(t.Phase.COMPACTING, f"turn {s.turn}: compacting {plan.upto} earlier messages ({plan.reason})")
-        summary, how = None, f"dropped {plan.upto} earlier messages ({size:,} bytes)"
+        result = None
         if plan.strategy == "summarize":
             result = await self._summarize(agent, plan.upto, policy, session.compactions + 1)
-            if isinstance(result, str):
-                how += f": summarizing failed ({result})"
-            else:
-                summary = result.summary
-                s.add_usage(agent.name, result.usage, agent.model)
-                how = f"summarized {plan.upto} earlier messages ({size:,} bytes) in {len(summary):,} characters"
-        s.replace_messages(memory.compacted(s.messages, plan.upto, summary))
-        s.last_input_tokens = 0
-        session.compactions += 1
-        self._event(t.EventKind.COMPACTED, text=summary or "", detail=f"{how}; {plan.reason}")
+        text, detail = memory.apply(s, plan, size, result)
+        self._event(t.EventKind.COMPACTED, text=text, detail=detail)
 
     async def _summarize(
         self, agent: t.AgentSpec, upto: int, policy: t.MemoryPolicy, number: int
@@ -171,26 +163,19 @@ class TurnSteps(Handlers):
 
     async def _hand_off(self, agent: t.AgentSpec, step: HandOff) -> None:
         """The next turn runs the target, frozen at the start like every agent this run can
-        reach, with the conversation so far (through the handoff's input filter, if any)."""
-        s, planned = self._s, step.call
-        assert s.agent is not None
-        target = s.agent.member(planned.target)
-        spec = next((h for h in agent.handoffs if h.agent == planned.target), None)
-        if target is None or spec is None:  # impossible by construction: resolve froze them all
-            raise self._failure(f"cannot hand off to '{planned.target}': not part of this run", "UnknownAgent")
-        if spec.input_filter in memory.HANDOFF_FILTERS:
-            s.replace_messages(memory.HANDOFF_FILTERS[spec.input_filter](s.messages))
-        elif spec.input_filter:
-            name = spec.input_filter.removeprefix("hook:")
-            filtered = await self._hook(agent, "input_filter", name, transcript_len=len(s.messages))
-            if filtered.messages is None:
-                raise self._failure(f"handoff filter '{name}' returned no messages", "AgentHookFailed")
-            s.replace_messages(filtered.messages)
-        record = t.HandoffRecord(
-            from_agent=agent.name, to_agent=target.name, turn=s.turn, at=workflow.now(), call_id=planned.call.call_id
-        )
-        s.handoffs.append(record)
-        s.current = target.name
+        reach, with the conversation so far through the handoff's filter (machine/handoff.py)."""
+        s = self._s
+        planned = handoff.plan(s, agent, step.call)
+        if isinstance(planned, Stop):
+            raise self._failure(planned.message, planned.error)
+        filtered = None
+        if planned.hook is not None:
+            result = await self._hook(agent, "input_filter", planned.hook, transcript_len=len(s.messages))
+            filtered = result.messages
+        record = handoff.handed_off(s, agent, planned, filtered, workflow.now())
+        if isinstance(record, Stop):
+            raise self._failure(record.message, record.error)
+        target = planned.target
         self._event(t.EventKind.HANDOFF, detail=f"{agent.name} → {target.name}", call_id=record.call_id)
         self._search(t.SA_AGENT.value_set(target.name), t.SA_VERSION.value_set(target.version))
         self._set_phase(t.Phase.RUNNING_TOOLS, f"turn {s.turn}: {agent.name} handed off to {target.name}")

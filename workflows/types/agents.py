@@ -49,7 +49,7 @@ class HandoffSpec(Contract):
     tool_name: str  # transfer_to_<agent>
     description: str = ""
     # What the next agent sees: None, the whole conversation; a built-in filter's name
-    # (workflows/turn.HANDOFF_FILTERS), or "hook:<name>" for a worker-side callable.
+    # (machine/memory.HANDOFF_FILTERS), or "hook:<name>" for a worker-side callable.
     input_filter: str | None = None
 
 

@@ -1,0 +1,115 @@
+"""A handoff and a compaction as the machine does them to the run (machine/handoff.py,
+machine/memory.apply), without a server: who takes over, what they see, what is recorded."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from durable_agent_runner.machine import handoff, memory
+from durable_agent_runner.machine.calls import PlannedCall
+from durable_agent_runner.machine.rules import Stop
+from durable_agent_runner.machine.session import SessionState
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.workflows import types as t
+
+pytestmark = pytest.mark.pure
+
+NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+
+
+def team(input_filter: str | None) -> RunState:
+    billing = t.AgentSpec(name="billing", version="v2")
+    triage = t.AgentSpec(
+        name="triage",
+        handoffs=[t.HandoffSpec(agent="billing", tool_name="transfer_to_billing", input_filter=input_filter)],
+        team=[billing],
+    )
+    s = RunState()
+    s.agent, s.turn = triage, 2
+    s.messages = [
+        t.UserMessage(content="refund please"),
+        t.AssistantMessage(content="looking", tool_calls=[t.ToolCall(call_id="c1", name="lookup", arguments="{}")]),
+        t.ToolMessage(call_id="c1", name="lookup", content="order 7"),
+        t.UserMessage(content="it was order 7"),
+    ]
+    return s
+
+
+def transfer(target: str = "billing") -> PlannedCall:
+    call = t.ToolCall(call_id="h1", name=f"transfer_to_{target}", arguments="{}")
+    return PlannedCall(call=call, action="handoff", target=target)
+
+
+def test_a_handoff_puts_the_target_in_charge_with_the_whole_conversation_and_records_it():
+    s = team(None)
+    planned = handoff.plan(s, s.agent_now, transfer())
+    assert isinstance(planned, handoff.Handoff) and planned.hook is None and planned.target.version == "v2"
+    record = handoff.handed_off(s, s.agent_now, planned, None, NOW)
+    assert isinstance(record, t.HandoffRecord)
+    assert (record.from_agent, record.to_agent, record.turn, record.call_id) == ("triage", "billing", 2, "h1")
+    assert s.current == "billing" and s.agent_now.name == "billing" and s.handoffs == [record]
+    assert len(s.messages) == 4  # no filter: all of it
+
+
+def test_a_built_in_filter_applies_at_once_and_a_filter_function_applies_its_messages():
+    s = team("remove_tools")
+    planned = handoff.plan(s, s.agent_now, transfer())
+    assert isinstance(planned, handoff.Handoff) and planned.hook is None
+    assert [type(m).__name__ for m in s.messages] == ["UserMessage", "AssistantMessage", "UserMessage"]
+    assert not any(isinstance(m, t.AssistantMessage) and m.tool_calls for m in s.messages)
+
+    s = team("hook:only_last")
+    planned = handoff.plan(s, s.agent_now, transfer())
+    assert isinstance(planned, handoff.Handoff) and planned.hook == "only_last"
+    assert len(s.messages) == 4  # the function's messages are not known yet
+    handoff.handed_off(s, s.agent_now, planned, [t.UserMessage(content="it was order 7")], NOW)
+    assert [m.content for m in s.messages] == ["it was order 7"]
+
+
+def test_an_unknown_target_or_a_filter_function_with_no_messages_fails_the_run_and_changes_nothing():
+    s = team("hook:broken")
+    unknown = handoff.plan(s, s.agent_now, transfer("legal"))
+    assert unknown == Stop(message="cannot hand off to 'legal': not part of this run", error="UnknownAgent")
+    planned = handoff.plan(s, s.agent_now, transfer())
+    assert isinstance(planned, handoff.Handoff)
+    failed = handoff.handed_off(s, s.agent_now, planned, None, NOW)
+    assert isinstance(failed, Stop) and failed.error == "AgentHookFailed" and "'broken'" in failed.message
+    assert s.current is None and s.handoffs == [] and len(s.messages) == 4
+
+
+def session_run() -> RunState:
+    s = RunState()
+    s.agent = t.AgentSpec(name="helpdesk", model="demo")
+    s.session = SessionState()
+    s.messages = [t.UserMessage(content=f"message {i}") for i in range(6)]
+    s.last_input_tokens = 9_000
+    return s
+
+
+def test_a_summary_replaces_the_head_counts_its_usage_and_says_what_it_did():
+    s = session_run()
+    plan = memory.Compaction(upto=4, strategy="summarize", reason="transcript 9,000 bytes ≥ budget 8,000")
+    usage = t.Usage(input_tokens=100, output_tokens=20)
+    text, detail = memory.apply(s, plan, 9_000, t.CompactResult(summary="They asked four things.", usage=usage))
+    assert text == "They asked four things."
+    assert (
+        detail == "summarized 4 earlier messages (9,000 bytes) in 23 characters; transcript 9,000 bytes ≥ budget 8,000"
+    )
+    assert s.messages[0].content.endswith("They asked four things.") and len(s.messages) == 3
+    assert s.usage.total_tokens == 120 and s.usage_by_agent["helpdesk"].total_tokens == 120
+    assert s.last_input_tokens == 0 and s.session is not None and s.session.compactions == 1
+
+
+FAILED = ("the model timed out", ": summarizing failed (the model timed out)")
+
+
+@pytest.mark.parametrize(("result", "says"), [(None, ""), FAILED])
+def test_a_trim_or_a_failed_summary_drops_the_head_with_a_note(result, says):
+    s = session_run()
+    plan = memory.Compaction(upto=4, strategy="trim", reason="r")
+    text, detail = memory.apply(s, plan, 1_234, result)
+    assert text == "" and detail == f"dropped 4 earlier messages (1,234 bytes){says}; r"
+    assert "4 earlier messages of this conversation were dropped" in s.messages[0].content
+    assert s.usage.total_tokens == 0 and s.session is not None and s.session.compactions == 1
