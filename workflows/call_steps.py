@@ -15,7 +15,6 @@ import contextlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-import pydantic
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, ChildWorkflowError, FailureError
@@ -23,11 +22,13 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.machine import call as machine
+from durable_agent_runner.machine import child
 from durable_agent_runner.machine.calls import (
     AttemptEnd,
     PlannedCall,
     describe_call,
 )
+from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.notify_steps import Wait
 from durable_agent_runner.workflows.outside_steps import OutsideSteps
@@ -281,67 +282,43 @@ class CallSteps(OutsideSteps):
 
     async def _child(self, agent: t.AgentSpec, planned: PlannedCall, args: dict[str, object] | None) -> t.ToolMessage:
         """An agent run as a tool: a child run of the frozen member, with its own history,
-        approvals and retries. Its answer is the tool's result; its tokens count here too."""
-        s, call = self._s, planned.call
-        assert s.agent is not None
-        member = s.agent.member(planned.target)
-        if member is None:  # impossible by construction: resolve froze every reachable agent
-            raise self._failure(f"agent '{planned.target}' is not part of this run", "UnknownAgent")
-        prompt = (args or {}).get("input")
-        if not isinstance(prompt, str) or not prompt.strip():
-            content = f"error: tool '{call.name}' needs a non-empty string argument 'input'"
-            return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
-        team = [a for a in [s.agent.model_copy(update={"team": []}), *s.agent.team] if a.name != member.name]
-        child_id = f"{workflow.info().workflow_id}.{call.call_id}"
-        # Its budget: its share of what this run has left, held here until it ends (machine/budget.py).
-        share = self._ledger.grant(child_id, s.usage) if self._ledger is not None else None
+        approvals and retries, as machine/child.py plans it. Its answer is the tool's result;
+        its tokens count here too, however it ends."""
+        s = self._s
+        c = child.plan(s, agent, planned, args, workflow.info().workflow_id, self._ledger)
+        if isinstance(c, Stop):
+            raise self._failure(c.message, c.error)
+        if isinstance(c, t.ToolMessage):
+            return c
         try:
             result: t.RunResult = await workflow.execute_child_workflow(
                 t.WORKFLOW_NAME,
-                t.RunInput(
-                    prompt=prompt, agent=member.name, frozen=member.model_copy(update={"team": team}), budget=share
-                ),
-                id=child_id,
+                c.input,
+                id=c.child_id,
                 result_type=t.RunResult,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"{member.name} for {agent.name}: {prompt[:100]}",
+                static_summary=c.summary,
             )
         except ChildWorkflowError as err:
             cause = err.cause
             why = cause.message if isinstance(cause, FailureError) else err.message
-            await self._count_child(child_id, cause)
-            self._released(child_id)
-            content = f"error: agent '{member.name}' (run {child_id}) failed: {why}"
-            return t.ToolMessage(call_id=call.call_id, name=call.name, content=content, is_error=True)
-        for name, usage in (result.usage_by_agent or {member.name: result.usage}).items():
-            s.add_usage(name, usage)
-        self._released(child_id)
-        return t.ToolMessage(call_id=call.call_id, name=call.name, content=result.output)
+            return child.failed(s, c, why, await self._child_spent(c.child_id, cause), self._ledger)
+        return child.answered(s, c, result, self._ledger)
 
-    def _released(self, child_id: str) -> None:
-        """The child ended and its usage counts here: its share is no longer held."""
-        if self._ledger is not None:
-            self._ledger.release(child_id)
-
-    async def _count_child(self, child_id: str, cause: BaseException | None) -> None:
-        """A child that failed or was cancelled spent tokens too: a failure carries its ledger in
-        its details; a cancelled child signals it as it ends (waited for, within a bound)."""
-        ledger: t.ChildUsage | None = None
+    async def _child_spent(self, child_id: str, cause: BaseException | None) -> t.ChildUsage | None:
+        """What a child that failed or was cancelled spent: a failure carries its ledger in its
+        details; a cancelled child signals it as it ends (waited for, within a bound)."""
         if isinstance(cause, ApplicationError) and cause.details:
-            try:
-                ledger = t.ChildUsage.model_validate(cause.details[0])
-            except pydantic.ValidationError:
-                ledger = None  # a failure raised elsewhere (not the run's own): nothing counted
-        elif isinstance(cause, CancelledError):
+            return child.usage_in(cause.details[0])
+        if isinstance(cause, CancelledError):
             try:
                 await workflow.wait_condition(
                     lambda: child_id in self._child_usage, timeout=CHILD_USAGE_WAIT, timeout_summary="child usage"
                 )
             except TimeoutError:
                 pass  # a child terminated, or of code before this: its usage is not known
-            ledger = self._child_usage.pop(child_id, None)
-        for name, usage in (ledger.usage_by_agent if ledger is not None else {}).items():
-            self._s.add_usage(name, usage)
+            return self._child_usage.pop(child_id, None)
+        return None
 
 
 WORKER_SHUTDOWN = "WorkerShutdown"  # the failure sdk-core reports for an activity its stopping worker gave up on

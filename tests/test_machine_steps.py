@@ -1,5 +1,6 @@
-"""A handoff and a compaction as the machine does them to the run (machine/handoff.py,
-machine/memory.apply), without a server: who takes over, what they see, what is recorded."""
+"""A handoff, a compaction and a child run as the machine does them to the run
+(machine/handoff.py, machine/memory.apply, machine/child.py), without a server: who takes over,
+what they see, what is recorded, what a child gets and what it spent."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from durable_agent_runner.machine import handoff, memory
+from durable_agent_runner.machine import child, handoff, memory
+from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import PlannedCall
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.machine.session import SessionState
@@ -113,3 +115,72 @@ def test_a_trim_or_a_failed_summary_drops_the_head_with_a_note(result, says):
     assert text == "" and detail == f"dropped 4 earlier messages (1,234 bytes){says}; r"
     assert "4 earlier messages of this conversation were dropped" in s.messages[0].content
     assert s.usage.total_tokens == 0 and s.session is not None and s.session.compactions == 1
+
+
+# ------------------------------------------------------------------------------ child runs
+
+
+def parent(budget: int | None = 1_000) -> tuple[RunState, Ledger | None]:
+    researcher = t.AgentSpec(name="researcher", version="v3")
+    lead = t.AgentSpec(name="lead", token_budget=budget, team=[researcher])
+    s = RunState()
+    s.agent = lead
+    s.usage = t.Usage(input_tokens=300, output_tokens=100)
+    return s, Ledger.start(lead, None, child=False)
+
+
+def ask(target: str = "researcher", name: str = "research") -> PlannedCall:
+    return PlannedCall(call=t.ToolCall(call_id="k1", name=name, arguments="{}"), action="child", target=target)
+
+
+def test_a_child_run_gets_its_member_frozen_with_the_rest_of_the_team_and_a_share_of_what_is_left():
+    s, ledger = parent()
+    c = child.plan(s, s.agent_now, ask(), {"input": "find the refund policy"}, "run-9", ledger)
+    assert isinstance(c, child.Child)
+    assert c.child_id == "run-9.k1" and c.summary == "researcher for lead: find the refund policy"
+    assert c.input.agent == "researcher" and c.input.prompt == "find the refund policy"
+    assert c.input.frozen is not None and [a.name for a in c.input.frozen.team] == ["lead"]  # never itself
+    assert c.input.budget is not None and c.input.budget.tokens == 600  # 1,000 less the 400 spent
+    assert ledger is not None and "run-9.k1" in ledger.grants
+
+
+def test_a_child_answer_or_failure_counts_its_usage_here_and_frees_its_share():
+    s, ledger = parent()
+    c = child.plan(s, s.agent_now, ask(), {"input": "go"}, "run-9", ledger)
+    assert isinstance(c, child.Child) and ledger is not None
+    result = t.RunResult(
+        run_id="run-9.k1",
+        agent="researcher",
+        output="30 days",
+        turns=1,
+        usage=t.Usage(input_tokens=50, output_tokens=10),
+    )
+    message = child.answered(s, c, result, ledger)
+    assert (message.content, message.is_error) == ("30 days", False)
+    assert s.usage_by_agent["researcher"].total_tokens == 60 and ledger.grants == {}
+
+    s, ledger = parent()
+    c = child.plan(s, s.agent_now, ask(), {"input": "go"}, "run-9", ledger)
+    assert isinstance(c, child.Child)
+    spent = child.usage_in({"child_id": "run-9.k1", "usage_by_agent": {"researcher": {"input_tokens": 70}}})
+    message = child.failed(s, c, "token budget spent", spent, ledger)
+    assert message.is_error and message.content == "error: agent 'researcher' (run run-9.k1) failed: token budget spent"
+    assert s.usage_by_agent["researcher"].input_tokens == 70 and ledger is not None and ledger.grants == {}
+    assert child.usage_in("a failure raised elsewhere") is None  # nothing counted
+    other = child.usage_in({"not": "a ledger"})
+    assert other is not None and other.usage_by_agent == {}
+
+
+@pytest.mark.parametrize("args", [None, {}, {"input": ""}, {"input": "  "}, {"input": 3}])
+def test_a_child_call_without_a_string_input_is_the_models_error_and_starts_nothing(args):
+    s, ledger = parent()
+    message = child.plan(s, s.agent_now, ask(), args, "run-9", ledger)
+    assert isinstance(message, t.ToolMessage) and message.is_error and "'input'" in message.content
+    assert ledger is not None and ledger.grants == {}
+
+
+def test_a_child_of_an_agent_the_run_did_not_freeze_fails_the_run():
+    s, ledger = parent(None)
+    assert ledger is None
+    stop = child.plan(s, s.agent_now, ask("legal"), {"input": "go"}, "run-9", None)
+    assert stop == Stop(message="agent 'legal' is not part of this run", error="UnknownAgent")
