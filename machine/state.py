@@ -53,6 +53,7 @@ class RunState:
         self.pause_request: t.PauseRequest | None = None  # `client.py pause`: at the next safe point
         self.paused: t.PauseInfo | None = None
         self.resumed_by: str | None = None
+        self.before_pause = ""  # the run's step when a pause was asked for (said again if it is withdrawn)
         self.edits: list[t.EditRecord] = []
         self.dropped_calls: dict[str, str] = {}
         self.marks: dict[int, int] = {}  # turn → transcript length before that model call

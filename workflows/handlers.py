@@ -7,11 +7,14 @@ Determinism rules as for all of workflows/: no I/O, no clocks, no randomness, no
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.machine import edits
+from durable_agent_runner.machine import control, edits
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.session import Refused, SessionState
 from durable_agent_runner.workflows import types as t
@@ -20,16 +23,8 @@ from durable_agent_runner.workflows.call_steps import CallSteps
 MAX_CHILD_LEDGERS = 100  # cancelled children's usage not yet counted (each is read once, then dropped)
 
 
-def pause_requested(request: t.PauseRequest) -> str:
-    return f"pause requested by {request.by}: the run pauses at its next safe point"
-
-
 class Handlers(CallSteps):
     """What reaches a run from outside while it runs; `AgentRun` adds the loop."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._before_pause = ""  # the run's step when a pause was asked for (said again if it is withdrawn)
 
     def _agent_now(self) -> t.AgentSpec | None:
         return self._s.agent_now if self._s.agent is not None else None
@@ -88,10 +83,7 @@ class Handlers(CallSteps):
 
     @approval_update.validator
     def _validate_approval(self, decision: t.ApprovalDecision) -> None:
-        try:
-            self._s.approvals.check(decision, self._agent_now())
-        except DecisionRefused as refused:
-            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+        _checked(self._s.approvals.check, decision, self._agent_now())
 
     def _decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
         record = self._s.approvals.apply(decision, workflow.now())
@@ -127,10 +119,7 @@ class Handlers(CallSteps):
 
     @resolve_update.validator
     def _validate_resolve(self, decision: t.ResolveCall) -> None:
-        try:
-            self._s.doubts.check(decision)
-        except DecisionRefused as refused:
-            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+        _checked(self._s.doubts.check, decision)
 
     def _resolve_call(self, decision: t.ResolveCall) -> t.ResolveReceipt:
         record = self._s.doubts.apply(decision, workflow.now())
@@ -154,10 +143,7 @@ class Handlers(CallSteps):
 
     @answer_question.validator
     def _validate_answer(self, answer: t.AnswerQuestion) -> None:
-        try:
-            self._s.questions.check(answer)
-        except DecisionRefused as refused:
-            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+        _checked(self._s.questions.check, answer)
 
     # ------------------------------------------------------------------- outside completions
 
@@ -175,10 +161,7 @@ class Handlers(CallSteps):
 
     @complete_call.validator
     def _validate_complete(self, completion: t.CompleteCall) -> None:
-        try:
-            self._s.outside.check(completion)
-        except DecisionRefused as refused:
-            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+        _checked(self._s.outside.check, completion)
 
     # ------------------------------------------------------------------------- session updates
 
@@ -204,10 +187,7 @@ class Handlers(CallSteps):
 
     @send_message.validator
     def _validate_send(self, message: t.SessionMessage) -> None:
-        try:
-            self._session().check(message, self._s.done)
-        except Refused as refused:
-            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+        _checked(self._session().check, message, self._s.done)
 
     @workflow.update(
         name=t.SESSION_END_UPDATE,
@@ -235,32 +215,12 @@ class Handlers(CallSteps):
 
     @workflow.update(name=t.PAUSE_UPDATE, description='Pause at the next safe point: {"by": "alice", "reason": "…"}.')
     def pause(self, request: t.PauseRequest) -> t.RunStatus:
-        if self._s.pause_request is None:  # what the run was doing, said again if it is withdrawn
-            self._before_pause = self._s.last_step
-        self._s.pause_request = request
-        self._say(pause_requested(request))
+        self._say(control.pause(self._s, request))
         return self.status()
 
     @pause.validator
     def _validate_pause(self, request: t.PauseRequest) -> None:
-        s = self._s
-        if s.done:
-            raise ApplicationError(
-                "the run has ended: fork it to go on from a turn", type="RunEnded", non_retryable=True
-            )
-        if s.paused is not None:
-            raise ApplicationError(
-                f"the run is already paused ({s.paused.why})", type="AlreadyPaused", non_retryable=True
-            )
-        asked = s.pause_request
-        if asked is not None:  # refused, not taken again: the first asker's name and reason stay on record
-            why = f" ({asked.reason})" if asked.reason else ""
-            raise ApplicationError(
-                f"a pause is already requested by {asked.by}{why}: the run pauses at its next safe point "
-                "(resume withdraws the request)",
-                type="PauseAlreadyRequested",
-                non_retryable=True,
-            )
+        _checked(control.check_pause, self._s)
 
     @workflow.update(
         name=t.RESUME_UPDATE,
@@ -268,45 +228,16 @@ class Handlers(CallSteps):
         'goes on once raised: {"by": "alice", "add_usd": 2.5} or {"add_tokens": 50000}.',
     )
     def resume(self, request: t.ResumeRequest) -> t.RunStatus:
-        s = self._s
-        if self._ledger is not None and (request.add_tokens or request.add_usd):
-            self._ledger.raised(request)
-            raised = f"+{request.add_tokens} tokens" if request.add_tokens else ""
-            raised += f"{' ' if raised else ''}+${request.add_usd:g}" if request.add_usd else ""
-            self._event(t.EventKind.BUDGET_RAISED, detail=f"{raised} by {request.by}")
-        if s.paused is not None:
-            s.resumed_by = request.by
-        else:  # paused only on request so far: the request is withdrawn
-            asked, s.pause_request = s.pause_request, None
-            self._event(t.EventKind.RESUMED, detail=f"pause request withdrawn by {request.by}")
-            if asked is not None and s.last_step == pause_requested(asked):  # the run has said nothing since
-                self._say(self._before_pause)
+        done = control.resume(self._s, self._ledger, request)
+        for kind, detail in done.events:
+            self._event(kind, detail=detail)
+        if done.say is not None:
+            self._say(done.say)
         return self.status()
 
     @resume.validator
     def _validate_resume(self, request: t.ResumeRequest) -> None:
-        if self._s.paused is None and self._s.pause_request is None:
-            raise ApplicationError("the run is not paused", type="NotPaused", non_retryable=True)
-        if self._s.resumed_by is not None:
-            raise ApplicationError(f"already resumed by {self._s.resumed_by}", type="NotPaused", non_retryable=True)
-        self._validate_raise(request)
-
-    def _validate_raise(self, request: t.ResumeRequest) -> None:
-        """A run paused on its budget goes on only once raised; a raise needs a budget of its kind, and
-        a child run's stays within the share its parent granted."""
-        raising = bool(request.add_tokens or request.add_usd)
-        paused = self._s.paused
-        if paused is not None and paused.reason == "budget" and not raising:
-            message = "the run is paused on its budget: raise it (--add-usd X or --add-tokens N), or cancel it"
-            raise ApplicationError(message, type="BudgetNotRaised", non_retryable=True)
-        if raising and self._ledger is None:
-            raise ApplicationError("this run has no budget to raise", type="NoBudget", non_retryable=True)
-        refused = self._ledger.refuse_raise(request) if self._ledger is not None else None
-        if refused is not None:
-            raise ApplicationError(refused, type="NoBudget", non_retryable=True)
-        beyond = self._ledger.beyond_grant(request) if self._ledger is not None else None
-        if beyond is not None:
-            raise ApplicationError(beyond, type="BeyondParentGrant", non_retryable=True)
+        _checked(control.check_resume, self._s, self._ledger, request)
 
     @workflow.update(
         name=t.EDIT_UPDATE, description='Edit a paused run: {"op": "text", "index": 3, "text": "…"} (see Edit).'
@@ -317,15 +248,7 @@ class Handlers(CallSteps):
 
     @edit.validator
     def _validate_edit(self, edit: t.Edit) -> None:
-        s = self._s
-        if s.paused is None or s.resumed_by is not None:
-            raise ApplicationError(
-                "the run is not paused: pause it first (client.py pause RUN_ID)", type="NotPaused", non_retryable=True
-            )
-        try:
-            edits.apply(edit, s.editable())
-        except edits.EditRefused as refused:
-            raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+        _checked(control.check_edit, self._s, edit)
 
     # -------------------------------------------------------------------------------- queries
 
@@ -365,3 +288,11 @@ class Handlers(CallSteps):
             return self._s.model_context(query)
         except ValueError as err:
             raise ApplicationError(str(err)) from None
+
+
+def _checked(check: Callable[..., None], *args: Any) -> None:
+    """A validator: the machine's check, its refusal raised as the update's error (nothing recorded)."""
+    try:
+        check(*args)
+    except (DecisionRefused, Refused) as refused:
+        raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None

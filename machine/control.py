@@ -1,0 +1,101 @@
+"""A person's control of a running run, decided here: whether a pause, a resume (with a budget
+raise) or an edit may be taken now, and what taking it does to the run. Pure: the update
+validators raise what `check_*` raises (DecisionRefused, its kind the error's type) before
+anything is recorded, and the handlers carry out what the rest returns (machine/edits.py does
+an edit itself)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from durable_agent_runner.machine import edits
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.workflows import types as t
+
+
+def pause_requested(request: t.PauseRequest) -> str:
+    """What status says of a run asked to pause, until it does."""
+    return f"pause requested by {request.by}: the run pauses at its next safe point"
+
+
+def check_pause(s: RunState) -> None:
+    if s.done:
+        raise DecisionRefused("RunEnded", "the run has ended: fork it to go on from a turn")
+    if s.paused is not None:
+        raise DecisionRefused("AlreadyPaused", f"the run is already paused ({s.paused.why})")
+    asked = s.pause_request
+    if asked is not None:  # refused, not taken again: the first asker's name and reason stay on record
+        why = f" ({asked.reason})" if asked.reason else ""
+        raise DecisionRefused(
+            "PauseAlreadyRequested",
+            f"a pause is already requested by {asked.by}{why}: the run pauses at its next safe point "
+            "(resume withdraws the request)",
+        )
+
+
+def pause(s: RunState, request: t.PauseRequest) -> str:
+    """The request kept: the run pauses at its next safe point. What status says now."""
+    if s.pause_request is None:  # what the run was doing, said again if the request is withdrawn
+        s.before_pause = s.last_step
+    s.pause_request = request
+    return pause_requested(request)
+
+
+def check_resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> None:
+    """A resume needs a pause or a pause request; a run paused on its budget goes on only once
+    raised; a raise needs a budget of its kind, and a child's stays within its parent's grant."""
+    if s.paused is None and s.pause_request is None:
+        raise DecisionRefused("NotPaused", "the run is not paused")
+    if s.resumed_by is not None:
+        raise DecisionRefused("NotPaused", f"already resumed by {s.resumed_by}")
+    raising = bool(request.add_tokens or request.add_usd)
+    if s.paused is not None and s.paused.reason == "budget" and not raising:
+        message = "the run is paused on its budget: raise it (--add-usd X or --add-tokens N), or cancel it"
+        raise DecisionRefused("BudgetNotRaised", message)
+    if raising and ledger is None:
+        raise DecisionRefused("NoBudget", "this run has no budget to raise")
+    refused = ledger.refuse_raise(request) if ledger is not None else None
+    if refused is not None:
+        raise DecisionRefused("NoBudget", refused)
+    beyond = ledger.beyond_grant(request) if ledger is not None else None
+    if beyond is not None:
+        raise DecisionRefused("BeyondParentGrant", beyond)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What a resume did: the events it makes (kind, detail) and, when it withdrew a request the
+    run had said nothing since, what status says again."""
+
+    events: tuple[tuple[t.EventKind, str], ...]
+    say: str | None = None
+
+
+def resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> Resumed:
+    """The budget raised, if asked; a paused run goes on (its pause ends as it wakes), a request
+    not yet taken is withdrawn."""
+    events: list[tuple[t.EventKind, str]] = []
+    if ledger is not None and (request.add_tokens or request.add_usd):
+        ledger.raised(request)
+        raised = f"+{request.add_tokens} tokens" if request.add_tokens else ""
+        raised += f"{' ' if raised else ''}+${request.add_usd:g}" if request.add_usd else ""
+        events.append((t.EventKind.BUDGET_RAISED, f"{raised} by {request.by}"))
+    if s.paused is not None:
+        s.resumed_by = request.by
+        return Resumed(tuple(events))
+    asked, s.pause_request = s.pause_request, None
+    events.append((t.EventKind.RESUMED, f"pause request withdrawn by {request.by}"))
+    said_nothing = asked is not None and s.last_step == pause_requested(asked)
+    return Resumed(tuple(events), s.before_pause if said_nothing else None)
+
+
+def check_edit(s: RunState, edit: t.Edit) -> None:
+    """An edit applies to a paused run only, and only as edits.apply takes it (tried on a copy)."""
+    if s.paused is None or s.resumed_by is not None:
+        raise DecisionRefused("NotPaused", "the run is not paused: pause it first (client.py pause RUN_ID)")
+    try:
+        edits.apply(edit, s.editable())
+    except edits.EditRefused as refused:
+        raise DecisionRefused(refused.kind, str(refused)) from None

@@ -1,0 +1,95 @@
+"""A person's pause, resume (with a budget raise) and edit, as the machine checks and takes them
+(machine/control.py), without a server: what is refused before anything is recorded, with which
+error type, and what taking each does to the run."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from durable_agent_runner.machine import control
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.workflows import types as t
+
+pytestmark = pytest.mark.pure
+
+NOW = datetime(2026, 12, 2, 11, 0, tzinfo=UTC)
+
+
+def running(step: str = "turn 2: calling the model") -> RunState:
+    s = RunState()
+    s.agent = t.AgentSpec(name="a", token_budget=1_000)
+    s.messages = [t.UserMessage(content="hi")]
+    s.phase, s.last_step = t.Phase.CALLING_MODEL, step
+    return s
+
+
+def refused(check, *args) -> str:  # type: ignore[no-untyped-def]
+    with pytest.raises(DecisionRefused) as caught:
+        check(*args)
+    return caught.value.kind
+
+
+def test_a_pause_request_is_kept_once_and_a_resume_before_it_is_taken_withdraws_it():
+    s = running()
+    control.check_pause(s)
+    assert control.pause(s, t.PauseRequest(by="alice", reason="look")) == control.pause_requested(s.pause_request)  # type: ignore[arg-type]
+    assert refused(control.check_pause, s) == "PauseAlreadyRequested"
+    s.last_step = control.pause_requested(t.PauseRequest(by="alice"))  # status says so, and nothing since
+    control.check_resume(s, None, t.ResumeRequest(by="bob"))
+    done = control.resume(s, None, t.ResumeRequest(by="bob"))
+    assert done.events == ((t.EventKind.RESUMED, "pause request withdrawn by bob"),)
+    assert done.say == "turn 2: calling the model" and s.pause_request is None  # what it said before
+    assert refused(control.check_resume, s, None, t.ResumeRequest()) == "NotPaused"
+
+
+def test_a_withdrawn_request_leaves_status_alone_when_the_run_has_said_something_since():
+    s = running()
+    control.pause(s, t.PauseRequest(by="alice"))
+    s.last_step = "turn 3: running lookup"
+    assert control.resume(s, None, t.ResumeRequest(by="bob")).say is None
+
+
+def test_a_paused_run_resumes_once_and_an_ended_or_paused_run_takes_no_pause():
+    s = running()
+    s.paused = t.PauseInfo(where="before_model", turn=2, why="pause by alice", at=NOW)
+    assert refused(control.check_pause, s) == "AlreadyPaused"
+    assert control.resume(s, None, t.ResumeRequest(by="bob")) == control.Resumed(())
+    assert s.resumed_by == "bob"
+    assert refused(control.check_resume, s, None, t.ResumeRequest(by="carol")) == "NotPaused"  # already resumed
+    s.phase = t.Phase.COMPLETED
+    assert refused(control.check_pause, s) == "RunEnded"
+
+
+def test_a_run_paused_on_its_budget_goes_on_only_raised_and_within_its_kinds():
+    s = running()
+    ledger = Ledger.start(s.agent_now, None, child=False)
+    s.paused = t.PauseInfo(where="before_model", turn=2, why="token budget spent", at=NOW, reason="budget")
+    assert refused(control.check_resume, s, ledger, t.ResumeRequest(by="bob")) == "BudgetNotRaised"
+    assert refused(control.check_resume, s, ledger, t.ResumeRequest(add_usd=1.0)) == "NoBudget"  # tokens only
+    assert refused(control.check_resume, s, None, t.ResumeRequest(add_tokens=5)) == "NoBudget"
+    raise_ = t.ResumeRequest(by="bob", add_tokens=500)
+    control.check_resume(s, ledger, raise_)
+    done = control.resume(s, ledger, raise_)
+    assert done.events == ((t.EventKind.BUDGET_RAISED, "+500 tokens by bob"),) and s.resumed_by == "bob"
+    assert ledger is not None and ledger.budget.tokens == 1_500
+
+
+def test_a_child_run_is_raised_only_within_its_parents_grant():
+    s = running()
+    ledger = Ledger(t.Budget(tokens=300, ceiling_tokens=300), shared=True)  # a share its parent granted
+    s.paused = t.PauseInfo(where="before_model", turn=1, why="spent", at=NOW)
+    assert refused(control.check_resume, s, ledger, t.ResumeRequest(add_tokens=10**9)) == "BeyondParentGrant"
+
+
+def test_an_edit_applies_to_a_paused_run_only_and_only_as_edits_takes_it():
+    s = running()
+    text = t.Edit(op="text", index=0, text="hello")
+    assert refused(control.check_edit, s, text) == "NotPaused"
+    s.paused = t.PauseInfo(where="before_model", turn=2, why="pause by alice", at=NOW)
+    control.check_edit(s, text)
+    assert refused(control.check_edit, s, t.Edit(op="text", index=99, text="x")) != "NotPaused"
+    assert s.messages[0].content == "hi"  # checked on a copy: nothing changed
