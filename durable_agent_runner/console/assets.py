@@ -94,7 +94,14 @@ if (stream) {
   src.addEventListener('section', e => {
     const part = JSON.parse(e.data);
     const el = document.getElementById(part.id);
-    if (el) el.innerHTML = part.html;
+    if (!el) return;
+    // An answer shown in a form this update replaces (the run moved on) stays in the flash line.
+    const said = el.querySelector('.msg.good, .msg.warn, .msg.bad');
+    const flash = document.getElementById('flash');
+    if (said && said.textContent && flash) {
+      flash.hidden = false; flash.className = said.className; flash.textContent = said.textContent;
+    }
+    el.innerHTML = part.html;
   });
   src.addEventListener('end', () => { src.close(); document.body.dataset.ended = '1'; });
 }
