@@ -7,12 +7,16 @@ an edit itself)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from durable_agent_runner.machine import edits
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.machine.turn import Pause
 from durable_agent_runner.workflows import types as t
+
+PAUSE_LIMIT = timedelta(days=30)  # a paused run waits this long for a resume, then fails (forkable)
 
 
 def pause_requested(request: t.PauseRequest) -> str:
@@ -99,3 +103,64 @@ def check_edit(s: RunState, edit: t.Edit) -> None:
         edits.apply(edit, s.editable())
     except edits.EditRefused as refused:
         raise DecisionRefused(refused.kind, str(refused)) from None
+
+
+def take_edit(s: RunState, edit: t.Edit, now: datetime) -> t.EditRecord:
+    """An edit taken (a person's, checked by the validator, or a breakpoint function's): it
+    applies to the run, and its record is kept. EditRefused, before anything changes."""
+    state = s.editable()
+    summary = edits.apply(edit, state)
+    s.take_edit(state)
+    record = t.EditRecord(edit=edit, at=now, turn=s.turn, summary=summary)
+    s.edits.append(record)
+    return record
+
+
+def breakpoint_ended(
+    s: RunState, name: str, result: t.HookResult, now: datetime
+) -> tuple[list[t.EditRecord], str | None]:
+    """The agent's breakpoint function answered: its edits taken in order (the first refused one
+    stops there), and why the run pauses, if it asked to or an edit was refused."""
+    taken = []
+    for edit in result.edits:
+        try:
+            taken.append(take_edit(s, edit.model_copy(update={"by": f"breakpoint function {name}"}), now))
+        except edits.EditRefused as refused:
+            return taken, f"breakpoint function {name}: its edit was refused: {refused}"
+    if result.pause is not None:
+        return taken, f"breakpoint function {name}: {result.pause or 'pause'}"
+    return taken, None
+
+
+@dataclass(frozen=True)
+class Holding:
+    """A pause taken: where, in words, and what the run waits on."""
+
+    point: str  # "before model call 3", "before the tool calls of turn 3"
+    why: str  # the phase's words
+
+
+def paused(s: RunState, step: Pause, now: datetime) -> Holding:
+    """The run holds still at `step` until a resume (a request is used up by it)."""
+    s.pause_request, s.resumed_by = None, None
+    s.paused = t.PauseInfo(where=step.where, turn=step.turn, why=step.why, at=now, reason=step.reason)
+    point = (
+        f"before model call {step.turn}"
+        if step.where == "before_model"
+        else f"before the tool calls of turn {step.turn}"
+    )
+    return Holding(point, f"paused {point}: {step.why}")
+
+
+def went_on(s: RunState, step: Pause) -> tuple[str, t.Phase, str]:
+    """The pause over, resumed by a person: the event's detail, and the phase and words it goes on with."""
+    by = s.resumed_by
+    s.paused = None
+    phase = t.Phase.RUNNING_TOOLS if step.where == "before_tools" else t.Phase.CALLING_MODEL
+    return f"by {by}", phase, f"resumed by {by}"
+
+
+def gave_up(s: RunState, holding: Holding) -> str:
+    """No resume within PAUSE_LIMIT: the run fails, with this message (its state stays forkable)."""
+    s.paused = None
+    return f"paused {holding.point} for {PAUSE_LIMIT.days} days without a resume (fork it to go on)"

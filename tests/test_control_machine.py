@@ -12,6 +12,7 @@ from durable_agent_runner.machine import control
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.machine.turn import Pause
 from durable_agent_runner.workflows import types as t
 
 pytestmark = pytest.mark.pure
@@ -93,3 +94,34 @@ def test_an_edit_applies_to_a_paused_run_only_and_only_as_edits_takes_it():
     control.check_edit(s, text)
     assert refused(control.check_edit, s, t.Edit(op="text", index=99, text="x")) != "NotPaused"
     assert s.messages[0].content == "hi"  # checked on a copy: nothing changed
+
+
+def test_a_pause_holds_the_run_until_resumed_and_says_where_it_goes_on():
+    s = running()
+    s.pause_request = t.PauseRequest(by="alice")
+    step = Pause(where="before_tools", turn=3, why="pause by alice")
+    holding = control.paused(s, step, NOW)
+    assert holding == control.Holding(
+        "before the tool calls of turn 3", "paused before the tool calls of turn 3: pause by alice"
+    )
+    assert s.pause_request is None and s.paused is not None and s.paused.at == NOW  # the request is used up
+    s.resumed_by = "bob"
+    assert control.went_on(s, step) == ("by bob", t.Phase.RUNNING_TOOLS, "resumed by bob") and s.paused is None
+    control.paused(s, Pause(where="before_model", turn=4, why="budget", reason="budget"), NOW)
+    assert s.resumed_by is None and s.paused is not None and s.paused.reason == "budget"
+    message = control.gave_up(s, control.Holding("before model call 4", "…"))
+    assert message == "paused before model call 4 for 30 days without a resume (fork it to go on)" and s.paused is None
+
+
+def test_a_breakpoint_functions_edits_are_taken_in_order_until_one_is_refused():
+    s = running()
+    s.messages.append(t.UserMessage(content="second"))
+    good = t.Edit(op="text", index=1, text="2nd")
+    bad = t.Edit(op="drop", index=42)
+    later = t.Edit(op="text", index=0, text="never")
+    taken, why = control.breakpoint_ended(s, "redact", t.HookResult(edits=[good, bad, later]), NOW)
+    assert [r.edit.by for r in taken] == ["breakpoint function redact"] and len(s.edits) == 1
+    assert [m.content for m in s.messages] == ["hi", "2nd"]  # the refused edit and the one after it: none
+    assert why is not None and why.startswith("breakpoint function redact: its edit was refused: ")
+    assert control.breakpoint_ended(s, "look", t.HookResult(pause=""), NOW) == ([], "breakpoint function look: pause")
+    assert control.breakpoint_ended(s, "look", t.HookResult(), NOW) == ([], None)

@@ -34,8 +34,8 @@ from temporalio.workflow import ParentClosePolicy
 from durable_agent_runner.evals.context import EvaluationResult, one_line
 from durable_agent_runner.machine import eval_plan as plan
 from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.control import PAUSE_LIMIT
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.turn_steps import PAUSE_LIMIT
 from durable_agent_runner.workflows.types import evals as te
 
 SCORE_ATTEMPT = timedelta(seconds=300)  # an LLM judge's model call included

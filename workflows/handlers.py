@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.machine import control, edits
+from durable_agent_runner.machine import control
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.session import Refused, SessionState
 from durable_agent_runner.workflows import types as t
@@ -29,17 +29,10 @@ class Handlers(CallSteps):
     def _agent_now(self) -> t.AgentSpec | None:
         return self._s.agent_now if self._s.agent is not None else None
 
-    def _apply_edit(self, edit: t.Edit) -> t.EditRecord:
-        """An edit through the one validated path (a person's or a breakpoint function's)."""
-        s = self._s
-        state = s.editable()
-        summary = edits.apply(edit, state)  # raises EditRefused, before anything changes
-        s.take_edit(state)
-        record = t.EditRecord(edit=edit, at=workflow.now(), turn=s.turn, summary=summary)
-        s.edits.append(record)
-        self._event(t.EventKind.EDITED, detail=summary)
-        workflow.set_current_details(s.details())
-        return record
+    def _edited(self, record: t.EditRecord) -> None:
+        """An edit taken (machine/control.take_edit): watchers and the Web UI hear of it."""
+        self._event(t.EventKind.EDITED, detail=record.summary)
+        workflow.set_current_details(self._s.details())
 
     @workflow.signal(name=t.CHILD_USAGE_SIGNAL, description="Internal: what a cancelled child run spent.")
     def child_usage(self, ledger: t.ChildUsage) -> None:
@@ -243,7 +236,8 @@ class Handlers(CallSteps):
         name=t.EDIT_UPDATE, description='Edit a paused run: {"op": "text", "index": 3, "text": "…"} (see Edit).'
     )
     def edit(self, edit: t.Edit) -> t.EditReceipt:
-        record = self._apply_edit(edit)
+        record = control.take_edit(self._s, edit, workflow.now())
+        self._edited(record)
         return t.EditReceipt(summary=record.summary, items=len(self._s.messages))
 
     @edit.validator

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
 from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
-from durable_agent_runner.machine import edits, handoff, memory
+from durable_agent_runner.machine import control, handoff, memory
 from durable_agent_runner.machine.calls import RunTools, describe_call
 from durable_agent_runner.machine.rules import Stop, tripwire
 from durable_agent_runner.machine.turn import Breakpoint, HandOff, Pause
@@ -25,9 +24,6 @@ from durable_agent_runner.workflows.handlers import Handlers
 from durable_agent_runner.workflows.notify_steps import Wait
 from durable_agent_runner.workflows.patches import CALL_AHEAD_PATCH
 from durable_agent_runner.workflows.steps import model_call_bounds
-
-# A paused run waits this long for a resume, then fails (its state stays forkable).
-PAUSE_LIMIT = timedelta(days=30)
 
 
 class TurnSteps(Handlers):
@@ -38,29 +34,19 @@ class TurnSteps(Handlers):
     async def _breakpoint(self, step: Breakpoint) -> str | None:
         """The agent's breakpoint function, before model call `step.turn`: its edits apply; why
         the run pauses, if it asked to or an edit of it was refused."""
-        agent = self._s.agent_now
-        result = await self._hook(agent, "breakpoint", step.name, transcript_len=len(self._s.messages))
-        for edit in result.edits:
-            try:
-                self._apply_edit(edit.model_copy(update={"by": f"breakpoint function {step.name}"}))
-            except edits.EditRefused as refused:
-                return f"breakpoint function {step.name}: its edit was refused: {refused}"
-        if result.pause is not None:
-            return f"breakpoint function {step.name}: {result.pause or 'pause'}"
-        return None
+        s = self._s
+        result = await self._hook(s.agent_now, "breakpoint", step.name, transcript_len=len(s.messages))
+        taken, why = control.breakpoint_ended(s, step.name, result, workflow.now())
+        for record in taken:
+            self._edited(record)
+        return why
 
     async def _pause(self, step: Pause) -> None:
         """Holds the run still, durably, until `client.py resume`; edits apply meanwhile."""
         s = self._s
-        s.pause_request, s.resumed_by = None, None
-        s.paused = t.PauseInfo(where=step.where, turn=step.turn, why=step.why, at=workflow.now(), reason=step.reason)
-        point = (
-            f"before model call {step.turn}"
-            if step.where == "before_model"
-            else f"before the tool calls of turn {step.turn}"
-        )
-        self._event(t.EventKind.PAUSED, detail=f"{point}: {step.why}")
-        self._set_phase(t.Phase.PAUSED, f"paused {point}: {step.why}")
+        holding = control.paused(s, step, workflow.now())
+        self._event(t.EventKind.PAUSED, detail=f"{holding.point}: {step.why}")
+        self._set_phase(t.Phase.PAUSED, holding.why)
 
         def resumed() -> bool:
             return s.resumed_by is not None
@@ -69,19 +55,16 @@ class TurnSteps(Handlers):
         # A budget pause waits for a person who did not ask for it: they hear of it. A breakpoint
         # or `client.py pause` is a person's own doing: no one is told.
         escalate = agent.notify.escalate_after if agent.notify is not None else None
-        label, why = f"budget-{step.turn}-{step.where}", f"paused {point}: {step.why}"
-        wait = Wait("budget", label, step.turn, why, lambda: not resumed(), escalate_after=escalate)
+        label = f"budget-{step.turn}-{step.where}"
+        wait = Wait("budget", label, step.turn, holding.why, lambda: not resumed(), escalate_after=escalate)
         try:
             async with self._notifying(agent, wait) if step.reason == "budget" else contextlib.nullcontext():
-                await workflow.wait_condition(resumed, timeout=PAUSE_LIMIT, timeout_summary="pause limit")
+                await workflow.wait_condition(resumed, timeout=control.PAUSE_LIMIT, timeout_summary="pause limit")
         except TimeoutError:
-            s.paused = None
-            message = f"paused {point} for {PAUSE_LIMIT.days} days without a resume (fork it to go on)"
-            raise self._failure(message, "PausedTooLong") from None
-        self._event(t.EventKind.RESUMED, detail=f"by {s.resumed_by}")
-        s.paused = None
-        phase = t.Phase.RUNNING_TOOLS if step.where == "before_tools" else t.Phase.CALLING_MODEL
-        self._set_phase(phase, f"resumed by {s.resumed_by}")
+            raise self._failure(control.gave_up(s, holding), "PausedTooLong") from None
+        detail, phase, words = control.went_on(s, step)
+        self._event(t.EventKind.RESUMED, detail=detail)
+        self._set_phase(phase, words)
 
     # ------------------------------------------------------------------------------ sessions
 
