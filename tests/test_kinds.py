@@ -10,9 +10,9 @@ from durable_agent_runner import client as public
 from durable_agent_runner.client import listing
 from durable_agent_runner.config.connection import make_data_converter
 from durable_agent_runner.console import data as console_data
+from durable_agent_runner.machine.phase import FILTERED_PHASES
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.steps import FILTERED_PHASES
 
 NOW = datetime(2026, 12, 2, 5, 0, tzinfo=UTC)
 # The strings 1.2 wrote, in its order (its `Phase` and `EventKind` were Literals).

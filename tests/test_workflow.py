@@ -16,8 +16,8 @@ from temporalio.exceptions import ApplicationError
 from durable_agent_runner.client.export import local_result
 from durable_agent_runner.config.connection import DATA_CONVERTER
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.machine.phase import COUNTERS_EVERY_SECONDS
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.steps import COUNTERS_EVERY_SECONDS
 from tests.helpers import (
     activity_attempts,
     bytes_per_turn,

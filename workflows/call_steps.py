@@ -28,16 +28,12 @@ from durable_agent_runner.machine.calls import (
     PlannedCall,
     describe_call,
 )
+from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.notify_steps import Wait
 from durable_agent_runner.workflows.outside_steps import OutsideSteps
-from durable_agent_runner.workflows.steps import (
-    MODEL_HEARTBEAT_TIMEOUT,
-    MODEL_TIMEOUT_MARGIN,
-    CallDoing,
-    agent_queue,
-)
+from durable_agent_runner.workflows.steps import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN, agent_queue
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)

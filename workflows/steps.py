@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Any, Literal, get_args
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeUpdate
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -25,13 +25,12 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from durable_agent_runner.machine import fallback
+from durable_agent_runner.machine import fallback, phase
 from durable_agent_runner.machine.approvals import decision_words
 from durable_agent_runner.machine.budget import Ledger
-from durable_agent_runner.machine.calls import describe_call
 from durable_agent_runner.machine.doubts import resolution_words
 from durable_agent_runner.machine.outcomes import ModelFailed
-from durable_agent_runner.machine.questions import waiting_words
+from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
@@ -55,19 +54,6 @@ MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
 # The model activity heartbeats every 2 s (more often while streaming): a worker that dies
 # mid-call is noticed within 10 s and the call moves to another worker.
 MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-# The counters (turn, tokens, pending, cost) are written at most every COUNTERS_EVERY_SECONDS
-# while the phase stays unfiltered, and always with a filtered phase change. The seconds are read
-# off the model replies' `received_at`, recorded in history: `workflow.now()` is not replay-stable
-# here (a worker that takes a run over from its full history sees the previous task's time in its
-# first activation, a replay the task's own).
-COUNTERS_EVERY_SECONDS = 5.0
-# What a call of the turn is doing, as status says it: its approval checked (by the agent's policy,
-# in the hook activity), or run.
-CallDoing = Literal["checking", "running", "outside"]
-CALL_DOINGS: tuple[CallDoing, ...] = get_args(CallDoing)
-FILTERED_PHASES: frozenset[t.Phase] = t.FINAL_PHASES | {
-    t.Phase.AWAITING_APPROVAL, t.Phase.PAUSED, t.Phase.WAITING_FOR_MESSAGE, t.Phase.IN_DOUBT,
-}  # fmt: skip
 
 
 class FallingBack(Exception):
@@ -126,13 +112,9 @@ class Steps:
 
     def __init__(self) -> None:
         self._s = RunState()
-        self._due: list[SearchAttributeUpdate[Any]] = []
-        self._searched_turn = -1
-        self._searched_at: datetime | None = None  # the reply clock when the counters were last written
-        self._replied_at: datetime | None = None  # the last model reply's received_at
+        self._status = phase.Status()  # the calls under way, and when search attributes are written
         self._child_usage: dict[str, t.ChildUsage] = {}  # signalled by cancelled child runs, by child id
         self._ledger: Ledger | None = None  # the run's budgets across its tree (tree-budget-1.1)
-        self._calls_now: dict[str, tuple[str, CallDoing]] = {}  # the turn's calls under way, for status
 
     # ---------------------------------------------------------------------------- failures
 
@@ -329,25 +311,10 @@ class Steps:
         self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} in doubt: {detail}"
 
     def _doing(self, call_id: str, doing: CallDoing | None, call: t.ToolCall | None = None) -> None:
-        """What call `call_id` is doing now (None: nothing, it waits or ended); status names each
-        call under way while the run runs tools (a wait for a person has its own words, _refresh_phase)."""
-        if doing is None:
-            self._calls_now.pop(call_id, None)
-        else:
-            assert call is not None
-            self._calls_now[call_id] = (describe_call(call, 60), doing)
-        if self._s.phase == t.Phase.RUNNING_TOOLS and self._calls_now:
-            self._say(self._calls_step())
-
-    def _calls_step(self) -> str:
-        """`turn 2: checking whether send(label=a) needs approval; running lookup(q=b)`."""
-        checking, running, outside = ([w for w, doing in self._calls_now.values() if doing == d] for d in CALL_DOINGS)
-        parts = [f"running {', '.join(running)}"] if running else []
-        parts += [f"waiting for outside completion of {what}" for what in outside]
-        if checking:
-            verb = "needs" if len(checking) == 1 else "need"
-            parts.insert(0, f"checking whether {', '.join(checking)} {verb} approval")
-        return f"turn {self._s.turn}: " + "; ".join(parts)
+        """What call `call_id` is doing now (None: nothing, it waits or ended), said at once."""
+        said = self._status.doing(self._s, call_id, doing, call)
+        if said is not None:
+            self._say(said)
 
     def _say(self, step: str) -> None:
         """What the run does now, within its phase, for status and the Web UI: no search
@@ -356,64 +323,31 @@ class Steps:
         workflow.set_current_details(self._s.details())
 
     def _refresh_phase(self) -> None:
-        s = self._s
-        if s.approvals.pending or s.questions.pending:  # an `ask_person` question waits as an approval does
-            calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
-            waits = [f"waiting for approval of {calls}"] if calls else []
-            waits += [waiting_words(q) for q in s.questions.pending.values()]
-            self._set_phase(t.Phase.AWAITING_APPROVAL, f"turn {s.turn}: " + "; ".join(waits))
-        elif s.doubts.pending:
-            calls = ", ".join(f"{d.tool} ({d.call_id})" for d in s.doubts.pending.values())
-            self._set_phase(t.Phase.IN_DOUBT, f"turn {s.turn}: in doubt, waiting for a person to resolve {calls}")
-        elif s.phase == t.Phase.AWAITING_APPROVAL:
-            step = self._calls_step() if self._calls_now else f"turn {s.turn}: running approved tools"
-            self._set_phase(t.Phase.RUNNING_TOOLS, step)
-        elif s.phase == t.Phase.IN_DOUBT:
-            self._set_phase(t.Phase.RUNNING_TOOLS, s.last_step)  # what the person decided
+        """The phase the run's waits for people put it in (machine/phase.py), as one starts or ends."""
+        now = self._status.waiting(self._s)
+        if now is not None:
+            self._set_phase(*now)
 
     def _event(self, kind: t.EventKind, at: datetime | None = None, **fields: object) -> None:
         """An event now, or `at` (a time history recorded: when a call made ahead began)."""
         self._s.event(at or workflow.now(), kind, **fields)
 
     def _set_phase(self, phase: t.Phase, step: str) -> None:
-        """The run's phase for status, watchers and the Web UI's current details. Its search
-        attributes are written when a person would filter on the change (FILTERED_PHASES, in or
-        out), and the counters at most once per turn, in one upsert with whatever else is due."""
+        """The run's phase for status, watchers and the Web UI's current details, and its search
+        attributes when machine/phase.py says they are due."""
         s = self._s
         before, s.phase = s.phase, phase
         s.last_step = step
         workflow.set_current_details(s.details())
-        counters: list[SearchAttributeUpdate[Any]] = [
-            t.SA_TURN.value_set(s.turn),
-            t.SA_TOKENS.value_set(s.usage.total_tokens),
-            t.SA_PENDING.value_set(len(s.approvals.pending) + len(s.questions.pending)),  # questions wait too
-        ]
-        if s.usage.cost_usd:  # priced calls only (runs recorded before prices upsert as they did)
-            counters.append(t.SA_COST.value_set(s.usage.cost_usd))
-        if s.doubts.pending or s.doubts.resolutions:  # runs with a call in doubt only
-            counters.append(t.SA_IN_DOUBT.value_set(bool(s.doubts.pending)))
-        if phase in FILTERED_PHASES or before in FILTERED_PHASES or self._counters_due() or self._due:
-            workflow.upsert_search_attributes([*self._due, t.SA_PHASE.value_set(phase), *counters])
-            self._due, self._searched_turn, self._searched_at = [], s.turn, self._replied_at
-
-    def _counters_due(self) -> bool:
-        """A new turn's counters, unless they were written less than COUNTERS_EVERY_SECONDS
-        ago by the reply clock."""
-        if self._s.turn == self._searched_turn:
-            return False
-        if self._searched_turn < 0:
-            return True  # never written
-        if self._replied_at is None or self._searched_at is None:
-            return False  # no reply yet: nothing new to count
-        return (self._replied_at - self._searched_at).total_seconds() >= COUNTERS_EVERY_SECONDS
+        written = self._status.writes(s, before)
+        if written is not None:
+            workflow.upsert_search_attributes(written)
 
     def _clocked(self, reply: t.ModelReply) -> t.ModelReply:
-        """Notes when `reply` arrived (the reply clock), as its history records it; the clock
-        starts with the first reply."""
-        self._replied_at = reply.received_at or self._replied_at
-        self._searched_at = self._searched_at or self._replied_at
+        """Notes when `reply` arrived (the reply clock the counters' writes go by)."""
+        self._status.clocked(reply)
         return reply
 
-    def _search(self, *updates: SearchAttributeUpdate[Any]) -> None:
+    def _search(self, *updates: t.SearchWrite) -> None:
         """Search attributes written with the next phase change (the agent in charge, …)."""
-        self._due.extend(updates)
+        self._status.due.extend(updates)

@@ -122,7 +122,7 @@ class TurnSteps(Handlers):
         if self._ledger is not None:  # the turn's child runs share what the budget has left
             self._ledger.expect(sum(p.action == "child" for p in runs))
         names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"
-        self._calls_now = {}  # each call says what it does as it goes (_doing)
+        self._status.calls_now = {}  # each call says what it does as it goes (_doing)
         self._set_phase(t.Phase.RUNNING_TOOLS, f"turn {self._s.turn}: running {names}")
         tasks = [asyncio.create_task(self._carry_out(agent, p)) for p in runs]
         try:

@@ -7,9 +7,9 @@ histories recorded by older code still decode and replay."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey, SearchAttributeUpdate
 
 from durable_agent_runner.workflows.patches import FORK_LIVE_TOOLS_PATCH as FORK_LIVE_TOOLS_PATCH  # re-exported
 
@@ -64,6 +64,7 @@ CHILD_USAGE_SIGNAL = "agent.child_usage"
 # The run's search attributes, each key with its type, defined once: the workflow writes them,
 # the CLI filters on them, and the dev server, the worker and docker-compose.yml register
 # SEARCH_ATTRIBUTES (the compose file's copy is checked against it by tests/test_compose.py).
+SearchWrite = SearchAttributeUpdate[Any]  # one key's new value, as the run writes it (machine/phase.py)
 SA_AGENT = SearchAttributeKey.for_keyword("AgentName")
 SA_PHASE = SearchAttributeKey.for_keyword("AgentPhase")  # one of Phase
 SA_TURN = SearchAttributeKey.for_int("AgentTurn")
