@@ -19,8 +19,8 @@ from durable_agent_runner import Agent, NotifyOptions, Registry
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.config.notify import NotifySettings
 from durable_agent_runner.console.links import inbox_link, run_link
+from durable_agent_runner.machine.notify import notify_key
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.notify_steps import notify_key
 from durable_agent_runner.workflows.patches import NOTIFY_PATCH
 from tests.budget_runs import pausing_agent
 from tests.fixtures.agents import send

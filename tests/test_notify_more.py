@@ -20,9 +20,9 @@ from durable_agent_runner.client import AgentClient
 from durable_agent_runner.config.connection import make_data_converter
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.console.links import inbox_link
+from durable_agent_runner.machine.notify import notify_key
 from durable_agent_runner.redact import Redactor
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.notify_steps import notify_key
 from tests.helpers import calls, replay, script, start
 from tests.notify_receivers import Receiver
 from tests.test_approvals import decide, pending, update

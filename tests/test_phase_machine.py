@@ -1,5 +1,5 @@
-"""What status says a run does and when its search attributes are written (machine/phase.py),
-without a server."""
+"""What status says a run does, when its search attributes are written (machine/phase.py) and who
+hears of a wait for a person (machine/notify.py), without a server."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from durable_agent_runner.machine import notify
 from durable_agent_runner.machine.phase import COUNTERS_EVERY_SECONDS, Status
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
@@ -69,3 +70,49 @@ def test_search_attributes_are_written_on_a_filtered_change_and_the_counters_onc
     status.due.append(t.SA_AGENT.value_set("billing"))  # the agent in charge changed: written next
     written = status.writes(s, t.Phase.RUNNING_TOOLS)
     assert written is not None and written[0].key.name == "AgentName" and status.due == []
+
+
+# ------------------------------------------------------------------------------ notifications
+
+
+def notifying(channels: list[str], escalate: bool, **own: object) -> t.AgentSpec:
+    plan = t.NotifyPlan(channels=channels, escalate=escalate, attempts=3)  # type: ignore[arg-type]
+    return t.AgentSpec(name="ops", notify_plan=plan, notify=t.NotifyOptions(**own) if own else None)
+
+
+ABOUT = notify.About("approval", "approval-2-c1", 2, "send needs approval", "c1", "send", '{"to": "all"}', 60.0)
+
+
+def test_a_wait_notifies_each_frozen_channel_once_under_one_key_and_escalates_under_its_own():
+    agent = notifying(["webhook", "email"], True, webhook_url="https://hooks.example/x", email_to=["a@b.c"])
+    assert notify.notifies(agent, ABOUT) and notify.escalates(agent, ABOUT) == 60.0
+    first = notify.base(agent, ABOUT, "run-1", NOW)
+    sends = notify.sends(agent, first)
+    assert [(n.channel, n.url, n.email_to) for n in sends] == [
+        ("webhook", "https://hooks.example/x", []),
+        ("email", None, ["a@b.c"]),
+    ]
+    assert {n.idempotency_key for n in sends} == {notify.notify_key("run-1", "approval-2-c1")}
+    up = notify.escalation(agent, first, ABOUT)
+    assert up.escalation and up.idempotency_key == notify.notify_key("run-1", "approval-2-c1/escalation")
+    assert first.arguments == '{"to": "all"}' and first.waiting_since == NOW
+
+
+def test_a_run_that_names_no_channel_notifies_no_one_and_escalates_only_with_a_webhook():
+    assert not notify.notifies(t.AgentSpec(name="quiet"), ABOUT)
+    assert not notify.notifies(notifying([], False), ABOUT)
+    only_up = notifying([], True)
+    assert notify.notifies(only_up, ABOUT) and notify.sends(only_up, notify.base(only_up, ABOUT, "r", NOW)) == []
+    assert not notify.notifies(only_up, notify.About("budget", "budget-1", 1, "spent"))  # no escalate_after
+
+
+def test_the_story_of_a_round_says_what_went_in_one_line_and_each_failure_in_its_own():
+    results: list[t.NotifyResult | str] = [
+        t.NotifyResult(channel="webhook", sent="webhook (HTTP 200)"),
+        "email: connection refused (gave up within 3 attempts)",
+    ]
+    assert notify.told(results, "escalated after 60s: ") == [
+        (t.EventKind.NOTIFIED, "escalated after 60s: webhook (HTTP 200)"),
+        (t.EventKind.NOTIFY_FAILED, "escalated after 60s: email: connection refused (gave up within 3 attempts)"),
+    ]
+    assert notify.told([], "") == []

@@ -189,7 +189,7 @@ class CallSteps(OutsideSteps):
         """One wait for a person, the same for an approval, a doubt and a question: the run's
         channels hear of it meanwhile (workflows/notify_steps.py), as `label` (unique in the run).
         True once `done`, False when `step.timeout` ran out first."""
-        wait = Wait(kind, label, c.turn, why, lambda: not done(), c.call_id, c.tool, c.arguments, escalate)
+        wait = Wait(kind, label, c.turn, why, c.call_id, c.tool, c.arguments, escalate, open=lambda: not done())
         try:
             async with self._notifying(agent, wait):
                 await workflow.wait_condition(done, timeout=step.timeout, timeout_summary=summary)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,7 +31,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, FailureError
 
-from durable_agent_runner.machine.texts import excerpt
+from durable_agent_runner.machine import notify
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import NOTIFY_PATCH
 from durable_agent_runner.workflows.steps import Steps
@@ -47,31 +46,18 @@ NOTIFY_WITHIN = timedelta(hours=1)
 NOTIFY_HEARTBEAT = timedelta(seconds=10)
 NOTIFY_FIRST_RETRY = timedelta(seconds=1)
 NOTIFY_MAX_RETRY = timedelta(minutes=2)
-ARGUMENTS_SHOWN = 2000  # characters of a call's arguments a notification carries
 
 
 @dataclass(frozen=True)
-class Wait:
-    """One wait for a person, as its notifications tell it."""
+class Wait(notify.About):
+    """A wait for a person as the workflow holds it: with whether it still goes on (an escalation
+    checks it when its timer fires)."""
 
-    kind: t.WaitKind
-    label: str  # unique in the run: its kind, turn, call and doubt number
-    turn: int
-    why: str
-    open: Callable[[], bool]  # whether the wait still goes on (an escalation checks it when its timer fires)
-    call_id: str | None = None
-    tool: str | None = None
-    arguments: str = ""
-    escalate_after: float | None = None
-
-
-def notify_key(run_id: str, label: str) -> str:
-    """The idempotency key of a wait's notifications: the same wherever and however often computed."""
-    return hashlib.sha256(f"{run_id}\n{label}".encode()).hexdigest()[:40]
+    open: Callable[[], bool] = lambda: True
 
 
 class NotifySteps(Steps):
-    """`_notifying(agent, wait)`: around a wait for a person, its notifications."""
+    """`_notifying(agent, wait)`: around a wait for a person, its notifications (machine/notify.py)."""
 
     @contextlib.asynccontextmanager
     async def _notifying(self, agent: t.AgentSpec, wait: Wait) -> AsyncIterator[None]:
@@ -83,75 +69,34 @@ class NotifySteps(Steps):
                 task.cancel()  # the wait is over: pending sends and the escalation timer are called off
 
     def _notify_start(self, agent: t.AgentSpec, wait: Wait) -> asyncio.Task[None] | None:
-        plan = agent.notify_plan
-        if plan is None:
+        if not notify.notifies(agent, wait) or not workflow.patched(NOTIFY_PATCH):
             return None
-        escalate = wait.escalate_after if plan.escalate else None
-        if not plan.channels and escalate is None:
-            return None
-        if not workflow.patched(NOTIFY_PATCH):
-            return None
-        return asyncio.create_task(self._notify(agent, plan, wait, escalate))
+        return asyncio.create_task(self._notify(agent, wait))
 
-    async def _notify(self, agent: t.AgentSpec, plan: t.NotifyPlan, wait: Wait, escalate: float | None) -> None:
-        run_id = workflow.info().workflow_id
-        base = t.NotifyInput(
-            channel="webhook",
-            kind=wait.kind,
-            run_id=run_id,
-            call_id=wait.call_id,
-            tool=wait.tool,
-            arguments=excerpt(wait.arguments, ARGUMENTS_SHOWN),
-            agent=agent.name,
-            turn=wait.turn,
-            waiting_since=workflow.now(),
-            why=wait.why,
-            idempotency_key=notify_key(run_id, wait.label),
-        )
-        own = agent.notify or t.NotifyOptions()
+    async def _notify(self, agent: t.AgentSpec, wait: Wait) -> None:
+        first = notify.base(agent, wait, workflow.info().workflow_id, workflow.now())
+        attempts = agent.notify_plan.attempts if agent.notify_plan is not None else 1
         jobs = []
-        if plan.channels:
-            sends = [
-                base.model_copy(
-                    update={
-                        "channel": channel,
-                        "url": own.webhook_url if channel == "webhook" else None,
-                        "email_to": own.email_to if channel == "email" else [],
-                    }
-                )
-                for channel in plan.channels
-            ]
-            jobs.append(self._notify_round(wait, sends, plan.attempts, ""))
+        channels = notify.sends(agent, first)
+        if channels:
+            jobs.append(self._notify_round(wait, channels, attempts, ""))
+        escalate = notify.escalates(agent, wait)
         if escalate is not None:
-            jobs.append(self._escalate(wait, base, own, plan.attempts, escalate))
+            jobs.append(self._escalate(wait, notify.escalation(agent, first, wait), attempts, escalate))
         await asyncio.gather(*jobs)
 
-    async def _escalate(
-        self, wait: Wait, base: t.NotifyInput, own: t.NotifyOptions, attempts: int, after: float
-    ) -> None:
+    async def _escalate(self, wait: Wait, escalation: t.NotifyInput, attempts: int, after: float) -> None:
         """A durable timer: if the wait is still open when it fires, the escalation webhook hears of it."""
         what = f"{wait.tool} {wait.call_id}" if wait.call_id else "the budget pause"
         await workflow.sleep(timedelta(seconds=after), summary=f"escalate {what} after {after:g}s")
-        if not wait.open():
-            return
-        escalation = base.model_copy(
-            update={
-                "escalation": True,
-                "url": own.escalate_webhook_url,
-                "idempotency_key": notify_key(base.run_id, wait.label + "/escalation"),
-            }
-        )
-        await self._notify_round(wait, [escalation], attempts, f"escalated after {after:g}s: ")
+        if wait.open():
+            await self._notify_round(wait, [escalation], attempts, f"escalated after {after:g}s: ")
 
     async def _notify_round(self, wait: Wait, sends: list[t.NotifyInput], attempts: int, prefix: str) -> None:
-        """The sends at once; then a `notified` event for those that went, a `notify_failed` for each that did not."""
+        """The sends at once; then what the story says of them (machine/notify.told)."""
         results = await asyncio.gather(*(self._send(wait, n, attempts) for n in sends))
-        sent = [r.sent for r in results if isinstance(r, t.NotifyResult)]
-        if sent:
-            detail = prefix + ", ".join(sent)
-            self._event(t.EventKind.NOTIFIED, call_id=wait.call_id, tool=wait.tool, detail=detail)
-        for failed in (r for r in results if isinstance(r, str)):
-            self._event(t.EventKind.NOTIFY_FAILED, call_id=wait.call_id, tool=wait.tool, detail=prefix + failed)
+        for kind, detail in notify.told(list(results), prefix):
+            self._event(kind, call_id=wait.call_id, tool=wait.tool, detail=detail)
 
     async def _send(self, wait: Wait, n: t.NotifyInput, attempts: int) -> t.NotifyResult | str:
         """One channel's notification, retried within `attempts`; what went, or why it did not."""

@@ -56,7 +56,7 @@ class TurnSteps(Handlers):
         # or `client.py pause` is a person's own doing: no one is told.
         escalate = agent.notify.escalate_after if agent.notify is not None else None
         label = f"budget-{step.turn}-{step.where}"
-        wait = Wait("budget", label, step.turn, holding.why, lambda: not resumed(), escalate_after=escalate)
+        wait = Wait("budget", label, step.turn, holding.why, escalate_after=escalate, open=lambda: not resumed())
         try:
             async with self._notifying(agent, wait) if step.reason == "budget" else contextlib.nullcontext():
                 await workflow.wait_condition(resumed, timeout=control.PAUSE_LIMIT, timeout_summary="pause limit")
