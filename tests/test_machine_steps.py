@@ -4,12 +4,15 @@ what they see, what is recorded, what a child gets and what it spent."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from durable_agent_runner.machine import child, handoff, memory
+from durable_agent_runner.machine import call as call_machine
+from durable_agent_runner.machine import child, handoff, memory, requests
 from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.call_types import Ctx, RunTool
 from durable_agent_runner.machine.calls import PlannedCall
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.machine.session import SessionState
@@ -184,3 +187,44 @@ def test_a_child_of_an_agent_the_run_did_not_freeze_fails_the_run():
     assert ledger is None
     stop = child.plan(s, s.agent_now, ask("legal"), {"input": "go"}, "run-9", None)
     assert stop == Stop(message="agent 'legal' is not part of this run", error="UnknownAgent")
+
+
+# --------------------------------------------------------------------------- activity inputs
+
+
+def a_tool_call(s: RunState, agent: t.AgentSpec, arguments: str = '{"q": "tides"}') -> tuple[Any, Any]:
+    planned = PlannedCall(call=t.ToolCall(call_id="c7", name="lookup", arguments=arguments), action="tool")
+    moved = call_machine.start(planned, s.turn, Ctx(agent=agent, now=NOW, run_id="run-1"))
+    (step,) = moved.steps
+    assert isinstance(step, RunTool)
+    return moved.call, step
+
+
+def test_a_tool_run_makes_the_next_model_call_only_as_the_model_asked_and_then_holds_it_in_its_bounds():
+    agent = t.AgentSpec(name="a", model="demo", model_timeout_seconds=60, tools=[t.ToolSpec(name="lookup")])
+    s = RunState()
+    s.agent, s.turn = agent, 3
+    s.messages = [t.UserMessage(content="hi")]
+    c, step = a_tool_call(s, agent)
+    plain = requests.tool_run(s, agent, c, step, None)
+    assert plain.request.args == {"q": "tides"} and plain.request.arguments == "" and plain.request.then is None
+    assert plain.summary == "turn 3 · tool: lookup(q=tides)" and not plain.ahead
+    spec = agent.tool("lookup")
+    assert spec is not None and plain.timeout == timedelta(seconds=spec.timeout_seconds)
+    nxt = t.ModelCallInput(agent="a", model="demo", turn=4, transcript_len=3)
+    ahead = requests.tool_run(s, agent, c, step, ("c7", nxt))
+    assert ahead.ahead and ahead.request.then is not None and ahead.request.then.upto == 1
+    assert ahead.timeout == plain.timeout + timedelta(seconds=60) + requests.MODEL_TIMEOUT_MARGIN
+    assert ahead.summary.endswith(" · then model demo")
+    edited = step.model_copy(update={"arguments": '{"q": "moon"}'})  # a person changed them: the turn asks itself
+    assert not requests.tool_run(s, agent, c, edited, ("c7", nxt)).ahead
+    assert not requests.tool_run(s, agent, c, step, ("other", nxt)).ahead
+
+
+def test_a_model_calls_request_and_its_summary():
+    lead = t.AgentSpec(name="lead", team=[t.AgentSpec(name="helper")])
+    s = RunState()
+    s.agent, s.turn, s.messages = lead, 2, [t.UserMessage(content="hi")]
+    request, summary = requests.model_call(s, lead, False, None, 500)
+    assert (request.turn, request.transcript_len, request.max_output_tokens) == (2, 1, 500)
+    assert request.digest == s.digest() and summary == "turn 2 · lead · model the worker's default model · 1 message"

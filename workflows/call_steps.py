@@ -22,18 +22,17 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.machine import call as machine
-from durable_agent_runner.machine import child
+from durable_agent_runner.machine import child, requests
 from durable_agent_runner.machine.calls import (
     AttemptEnd,
     PlannedCall,
-    describe_call,
 )
 from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.notify_steps import Wait
 from durable_agent_runner.workflows.outside_steps import OutsideSteps
-from durable_agent_runner.workflows.steps import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN, agent_queue
+from durable_agent_runner.workflows.steps import agent_queue
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)
@@ -202,32 +201,10 @@ class CallSteps(OutsideSteps):
         worker holding the agent's version (on any other it says so, and the call runs routed);
         else routed to such a worker, with Temporal's retries (`step.attempts`). What the attempts
         came to: its result, or how they ended without one (the machine says what that means)."""
-        s = self._s
         spec = agent.tool(c.tool)
         assert spec is not None  # the plan answers unknown tools itself
-        args = step.args
-        then = None
-        if self._ahead_next is not None and self._ahead_next[0] == c.call_id and step.how == "activity":
-            if step.arguments == c.planned.call.arguments:  # as the model asked: no person changed them
-                then = t.CallAhead(
-                    upto=len(s.messages), call=self._ahead_next[1], tool_timeout_seconds=spec.timeout_seconds
-                )
-        request = t.ToolCallInput(
-            call_id=c.call_id,
-            tool=c.tool,
-            arguments="" if args is not None else step.arguments,
-            args=args,
-            idempotency_key=step.idempotency_key,
-            turn=s.turn,
-            agent=agent.name,
-            then=then,
-        )
-        summary = f"turn {s.turn} · tool: {describe_call(c.planned.call)}"
-        timeout, beat = timedelta(seconds=spec.timeout_seconds), timedelta(seconds=spec.heartbeat_seconds)
-        if then is not None:  # the tool keeps its own bound inside; the model call beats every 2 s
-            timeout += timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN
-            beat = max(beat, MODEL_HEARTBEAT_TIMEOUT)
-            summary += f" · then model {agent.model or 'default'}"
+        run = requests.tool_run(self._s, agent, c, step, self._ahead_next)
+        request, summary = run.request, run.summary
         try:
             result: t.ToolResult | None = None
             if step.how == "local":
@@ -239,12 +216,12 @@ class CallSteps(OutsideSteps):
                     result_type=t.ToolResult,
                     activity_id=step.activity_id,
                     task_queue=agent_queue(agent),
-                    start_to_close_timeout=timeout,
-                    heartbeat_timeout=beat,
+                    start_to_close_timeout=run.timeout,
+                    heartbeat_timeout=run.heartbeat,
                     retry_policy=RetryPolicy(maximum_attempts=step.attempts),
                     summary=summary,
                 )
-                self._made_ahead = result.ahead if then is not None else None
+                self._made_ahead = result.ahead if run.ahead else None
             return machine.Ran(call_id=c.call_id, content=result.output, is_error=result.is_error)
         except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
             end, why, ended, started = _attempt_end(err)

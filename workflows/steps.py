@@ -25,12 +25,13 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from durable_agent_runner.machine import fallback, phase
+from durable_agent_runner.machine import fallback, phase, requests
 from durable_agent_runner.machine.approvals import decision_words
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.doubts import resolution_words
 from durable_agent_runner.machine.outcomes import ModelFailed
 from durable_agent_runner.machine.phase import CallDoing
+from durable_agent_runner.machine.requests import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
@@ -48,12 +49,6 @@ RESOLVE_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 HOOK_RETRY = RetryPolicy(maximum_attempts=3)
 HOOK_TIMEOUT = timedelta(seconds=300)
 HOOK_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
-# The activity ends an attempt itself at the agent's model timeout, with a clear error; Temporal's
-# own start-to-close is a backstop a little later (a worker stuck in a way the activity can't see).
-MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
-# The model activity heartbeats every 2 s (more often while streaming): a worker that dies
-# mid-call is noticed within 10 s and the call moves to another worker.
-MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 
 class FallingBack(Exception):
@@ -220,19 +215,7 @@ class Steps:
         self._event(t.EventKind.MODEL_STARTED, made.began_at if made else None, detail=f"{self._who(agent)}{model}")
         if made is not None:
             return self._clocked(made.reply)
-        n = len(s.messages)
-        request = t.ModelCallInput(
-            agent=agent.name,
-            model=agent.model,
-            turn=s.turn,
-            transcript_len=len(s.messages),
-            capture=capture,
-            digest=s.digest(),
-            with_reply=with_reply,
-            max_output_tokens=cap,
-        )
-        summary = f"turn {s.turn} · {self._who(agent)}model {model} · {n} message{'' if n == 1 else 's'}"
-        summary += " · local tools with the reply" if with_reply is not None else ""
+        request, summary = requests.model_call(s, agent, capture, with_reply, cap)
         try:
             if agent.local_model_call:
                 context = t.ModelContext(agent=agent, messages=list(s.messages))
@@ -295,8 +278,7 @@ class Steps:
             raise self._failed_activity(err, "AgentHookFailed", f"{kind.replace('_', ' ')} '{name}' failed: ") from err
 
     def _who(self, agent: t.AgentSpec) -> str:
-        """`refunds · ` in a summary when the run has a team, so the UI says which agent acts."""
-        return f"{agent.name} · " if self._s.agent is not None and self._s.agent.team else ""
+        return requests.who(self._s, agent)
 
     # ------------------------------------------------------------------------------ records
 

@@ -1,0 +1,91 @@
+"""What the run asks of an activity, decided here: a model call's request and the words the Web
+UI shows for it, and one run of a tool (its input, whether its activity makes the next model
+call too, its bounds). Pure; the workflow schedules what these return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from durable_agent_runner.machine.call_types import Call, RunTool
+from durable_agent_runner.machine.calls import describe_call
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.workflows import types as t
+
+# The activity ends an attempt itself at the agent's model timeout, with a clear error; Temporal's
+# own start-to-close is a backstop a little later (a worker stuck in a way the activity can't see).
+MODEL_TIMEOUT_MARGIN = timedelta(seconds=15)
+# The model activity heartbeats every 2 s (more often while streaming): a worker that dies
+# mid-call is noticed within 10 s and the call moves to another worker.
+MODEL_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+
+
+def who(s: RunState, agent: t.AgentSpec) -> str:
+    """`refunds · ` in a summary when the run has a team, so the UI says which agent acts."""
+    return f"{agent.name} · " if s.agent is not None and s.agent.team else ""
+
+
+def model_call(
+    s: RunState, agent: t.AgentSpec, capture: bool, with_reply: t.WithReply | None, cap: int | None
+) -> tuple[t.ModelCallInput, str]:
+    """The turn's model call (`with_reply`: the cheap calls it may run with its reply; `cap`: the
+    max output tokens the budget has left room for) and its summary in the Web UI."""
+    n = len(s.messages)
+    request = t.ModelCallInput(
+        agent=agent.name,
+        model=agent.model,
+        turn=s.turn,
+        transcript_len=n,
+        capture=capture,
+        digest=s.digest(),
+        with_reply=with_reply,
+        max_output_tokens=cap,
+    )
+    model = agent.model or "the worker's default model"
+    summary = f"turn {s.turn} · {who(s, agent)}model {model} · {n} message{'' if n == 1 else 's'}"
+    return request, summary + (" · local tools with the reply" if with_reply is not None else "")
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One run of a tool as its activity is scheduled."""
+
+    request: t.ToolCallInput
+    summary: str
+    timeout: timedelta  # start to close
+    heartbeat: timedelta
+    ahead: bool  # its activity makes the next model call too, once the tool has run
+
+
+def tool_run(
+    s: RunState, agent: t.AgentSpec, c: Call, step: RunTool, ahead: tuple[str, t.ModelCallInput] | None
+) -> ToolRun:
+    """The tool's activity input and bounds. `ahead`: the call whose activity is to make the next
+    model call (machine/calls.py `call_ahead`), taken only by a routed run of that very call with
+    the arguments the model asked for (no person changed them); its bounds then hold the model
+    call too, and it beats at the model call's pace."""
+    spec = agent.tool(c.tool)
+    assert spec is not None  # the plan answers unknown tools itself
+    then = None
+    if ahead is not None and ahead[0] == c.call_id and step.how == "activity":
+        if step.arguments == c.planned.call.arguments:
+            then = t.CallAhead(upto=len(s.messages), call=ahead[1], tool_timeout_seconds=spec.timeout_seconds)
+    args = step.args
+    request = t.ToolCallInput(
+        call_id=c.call_id,
+        tool=c.tool,
+        arguments="" if args is not None else step.arguments,
+        args=args,
+        idempotency_key=step.idempotency_key,
+        turn=s.turn,
+        agent=agent.name,
+        then=then,
+    )
+    summary = f"turn {s.turn} · tool: {describe_call(c.planned.call)}"
+    timeout, beat = timedelta(seconds=spec.timeout_seconds), timedelta(seconds=spec.heartbeat_seconds)
+    if then is not None:  # the tool keeps its own bound inside; the model call beats every 2 s
+        timeout += timedelta(seconds=agent.model_timeout_seconds) + MODEL_TIMEOUT_MARGIN
+        beat = max(beat, MODEL_HEARTBEAT_TIMEOUT)
+        summary += f" · then model {agent.model or 'default'}"
+    return ToolRun(request, summary, timeout, beat, then is not None)
