@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from durable_agent_runner.machine import books
 from durable_agent_runner.machine import call as m
 from durable_agent_runner.machine.approvals import approval_record
 from durable_agent_runner.machine.calls import plan_calls
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     ApprovalDecision,
@@ -281,3 +283,22 @@ def test_runs_recorded_before_a_patch_take_the_old_path_where_the_1x_code_asked_
     )
     t = m.start(planned.model_copy(update={"again": True}), 1, fork)
     assert t.call.stage is m.Stage.RUNNING and asked == [IN_DOUBT_PATCH, FORK_ONCE_PATCH]  # a fork of before: runs it
+
+
+def test_the_books_follow_each_call_and_say_when_a_wait_for_a_person_starts_or_ends():
+    """machine/books.took, as the workflow calls it after every transition: the approval asked
+    for is pending (the phase changes), decided it is settled (the phase changes back), and a
+    call that needs no person changes nothing a person waits on."""
+    s = RunState()
+    s.agent = AGENT
+    t = begin("send_report")
+    assert books.took(s, AGENT, t, None, NOW) is False and not s.approvals.pending  # checking: no person yet
+    asked = m.advance(t.call, m.Checked(call_id="call_1_0", result=HookResult(needs_approval=True)), ctx())
+    assert books.took(s, AGENT, asked, t.call.stage, NOW) is True
+    assert list(s.approvals.pending) == ["call_1_0"] and s.approvals.pending["call_1_0"].since == NOW
+    decision = ApprovalDecision(call_id="call_1_0", approve=True, by="alice")
+    s.approvals.apply(decision, NOW)  # the door records it (the update's handler)
+    ran = m.advance(asked.call, decided(decision), ctx())
+    assert books.took(s, AGENT, ran, asked.call.stage, NOW) is True and not s.approvals.pending
+    quick = begin("lookup")
+    assert books.took(s, AGENT, quick, None, NOW) is False

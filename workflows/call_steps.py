@@ -21,8 +21,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
+from durable_agent_runner.machine import books, child, requests
 from durable_agent_runner.machine import call as machine
-from durable_agent_runner.machine import child, requests
 from durable_agent_runner.machine.calls import (
     AttemptEnd,
     PlannedCall,
@@ -79,44 +79,21 @@ class CallSteps(OutsideSteps):
         )
 
     def _took(self, moved: machine.Transition, before: machine.Stage | None) -> None:
-        """A call's transition, carried into the run's books (approvals, doubts: what status,
+        """A call's transition, carried into the run's books (machine/books.py: what status,
         queries and the update validators read), its events and its phase. The phase is
         refreshed only as a call starts or stops waiting for a person, as each refresh may write
         search attributes (a command)."""
-        s, c = self._s, moved.call
-        waits = (machine.Stage.ASKING, machine.Stage.IN_DOUBT, machine.Stage.QUESTION)
-        if c.stage is machine.Stage.ASKING and before is not machine.Stage.ASKING:
-            s.approvals.request(c.call_id, c.tool, c.asked or {}, c.turn, workflow.now())
-        if c.stage is machine.Stage.IN_DOUBT and before is not machine.Stage.IN_DOUBT:
-            assert c.doubt is not None
-            s.doubts.mark(c.doubt)
-        if c.stage is machine.Stage.QUESTION and before is not machine.Stage.QUESTION:
-            s.questions.ask(self._pending_question(moved))
-        self._took_outside(self._s.agent_now, moved, before)
-        answer = c.message.answer if c.message is not None else None
-        if answer is not None and s.questions.answered(c.call_id) is None:
-            s.questions.settle(answer)  # the run's own: the question's timeout and its default
-        if c.approval is not None and s.approvals.decided(c.call_id) is None:
-            s.approvals.settle(c.approval)  # the run's own: an earlier "always", an approval timeout
+        c = moved.call
+        refresh = books.took(self._s, self._s.agent_now, moved, before, workflow.now())
         for note in moved.notes:
             if note.kind is t.EventKind.APPROVAL_DECIDED and c.approval is not None:
                 self._record_decision(c.approval)
             # A tool's activity that made the next model call went on after the tool: its own end.
             at = self._made_ahead.began_at if note.kind is t.EventKind.TOOL_FINISHED and self._made_ahead else None
             self._event(note.kind, at, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
-        doing = DOING.get(c.stage)
-        self._doing(c.call_id, doing, c.planned.call)
-        if before in waits or (c.stage in waits and before is not c.stage):
+        self._doing(c.call_id, DOING.get(c.stage), c.planned.call)
+        if refresh:
             self._refresh_phase()
-
-    def _pending_question(self, moved: machine.Transition) -> t.PendingQuestion:
-        c, now = moved.call, workflow.now()
-        ask = next(step for step in moved.steps if isinstance(step, machine.AskPerson))
-        choices = list(c.choices) if c.choices is not None else None
-        deadline = now + ask.timeout if ask.timeout is not None else None
-        return t.PendingQuestion(
-            call_id=c.call_id, question=c.question, choices=choices, since=now, turn=c.turn, deadline=deadline
-        )
 
     async def _do(self, agent: t.AgentSpec, c: machine.Call, step: machine.Step) -> machine.Happened:
         """One step of a call, carried out; what happened, for the machine."""

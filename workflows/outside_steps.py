@@ -14,7 +14,6 @@ from __future__ import annotations
 from temporalio import workflow
 
 from durable_agent_runner.machine import call as machine
-from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.notify_steps import NotifySteps
 
 
@@ -37,24 +36,3 @@ class OutsideSteps(NotifySteps):
         record = s.outside.completed(c.call_id)
         assert record is not None
         return machine.Completed(record=record)
-
-    def _took_outside(self, agent: t.AgentSpec, moved: machine.Transition, before: machine.Stage | None) -> None:
-        """The run's book of outside waits, kept with the call: a wait that starts, one the run
-        ended itself (its timeout, told to the model), one that went to a person."""
-        s, c = self._s, moved.call
-        if c.stage is machine.Stage.OUTSIDE and before is not machine.Stage.OUTSIDE:
-            spec = agent.tool(c.tool)
-            wait = next(step for step in moved.steps if isinstance(step, machine.AwaitOutside))
-            assert spec is not None and spec.outside is not None
-            now = workflow.now()
-            pending = t.PendingOutside(
-                call_id=c.call_id, tool=c.tool, turn=c.turn, since=now, deadline=now + wait.timeout,
-                started=c.started[:2000], on_timeout=spec.outside.on_timeout,
-            )  # fmt: skip
-            s.outside.wait(pending, spec.outside)
-        elif before is machine.Stage.OUTSIDE:
-            record = c.completion
-            if record is not None and record.automatic:
-                s.outside.settle(record)
-            elif record is None:
-                s.outside.expire(c.call_id)  # to a person: in doubt
