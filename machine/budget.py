@@ -24,11 +24,13 @@ No Temporal, no I/O, no clocks, no randomness.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from durable_agent_runner.machine.calls import budget_spent
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.patches import TREE_BUDGET_PATCH
 
 # A request that sets no max output tokens reserves this many: the worst case we assume.
 DEFAULT_RESERVE_TOKENS = 4096
@@ -88,6 +90,22 @@ class Ledger:
         if child and given is not None:  # a raise may not take a child past what its parent granted
             budget = budget.model_copy(update={"ceiling_tokens": given.tokens, "ceiling_usd": given.usd})
         return cls(budget, shared=given is not None)
+
+    @classmethod
+    def for_run(
+        cls, input: t.RunInput, agent: t.AgentSpec, child: bool, first: bool | None, patched: Callable[[str], bool]
+    ) -> Ledger | None:
+        """The run's ledger as it starts (None: no budget). A run handed a budget (a child's
+        share, a carried ledger, a caller's cap) asked `given-budget-first-1.3` before it resolved
+        its agent (`first`: its answer, from 1.3 on); one recorded before asks `tree-budget-1.1`
+        here, having resolved nothing (`patched`: the workflow's, asked only then). A run whose
+        budgets are its agent's own keeps a ledger without asking: for histories recorded before
+        it, the ledger issues the same commands as the old rule (tests/histories)."""
+        carried = input.carry.budget if input.carry is not None else None
+        ledger = cls(carried, shared=child) if carried else cls.start(agent, input.budget, child)
+        if ledger is None or (input.budget is None and carried is None) or first:
+            return ledger
+        return ledger if patched(TREE_BUDGET_PATCH) else None
 
     # ---------------------------------------------------------------------------- accounts
 

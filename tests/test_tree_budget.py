@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.client.status import gather
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.agent import TREE_BUDGET_PATCH as PATCH
+from durable_agent_runner.workflows.patches import TREE_BUDGET_PATCH as PATCH
 from tests.budget_runs import (
     BUDGET,
     CHILD_CALL,

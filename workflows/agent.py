@@ -54,7 +54,7 @@ from durable_agent_runner.machine.turn import (
     Turn,
 )
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH, TREE_BUDGET_PATCH
+from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH
 from durable_agent_runner.workflows.steps import FallingBack
 from durable_agent_runner.workflows.turn_steps import TurnSteps
 from durable_agent_runner.workflows.types import live_scores as tl
@@ -121,12 +121,7 @@ class AgentRun(TurnSteps):
         return s.agent
 
     def _budget(self, input: t.RunInput, agent: t.AgentSpec, first: bool | None) -> Ledger | None:
-        """The run's ledger (None: no budget). A run handed a budget (a child's
-        share, a carried ledger, a caller's cap) asks a patch before any command of its own:
-        `given-budget-first-1.3` before it resolves its agent (`first`: its answer), the
-        others `tree-budget-1.1`, having resolved nothing. A run that resolved its agent for
-        budgets of the agent's own keeps a ledger without asking: for histories recorded before
-        it the ledger issues the same commands as the old rule (tests/histories).
+        """The run's ledger (None: no budget), as machine/budget.py `Ledger.for_run` decides it.
 
         `patched` right after the resolve, a local activity, is not replay-safe, and runs
         handed a budget asked `tree-budget-1.1` there before 1.3: a status query that reaches
@@ -136,13 +131,7 @@ class AgentRun(TurnSteps):
         and asks before the second task's markers are announced: False, and the replay fails on
         the marker (tests/test_budget_given_replay.py). Such runs only replay where the marker
         came in the resolve's task; those recorded before 1.3 still ask there (`first` False)."""
-        carried, child = input.carry.budget if input.carry is not None else None, self._is_child()
-        ledger = Ledger(carried, shared=child) if carried else Ledger.start(agent, input.budget, child)
-        if ledger is None or (input.budget is None and carried is None):
-            return ledger
-        if first:  # runs from 1.3 on: asked before the resolve, whether or not the agent adds a cap
-            return ledger
-        return ledger if workflow.patched(TREE_BUDGET_PATCH) else None
+        return Ledger.for_run(input, agent, self._is_child(), first, workflow.patched)
 
     def _is_child(self) -> bool:
         return workflow.info().parent is not None
