@@ -24,13 +24,11 @@ No Temporal, no I/O, no clocks, no randomness.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from durable_agent_runner.machine.calls import budget_spent
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import TREE_BUDGET_PATCH
 
 # A request that sets no max output tokens reserves this many: the worst case we assume.
 DEFAULT_RESERVE_TOKENS = 4096
@@ -93,19 +91,19 @@ class Ledger:
 
     @classmethod
     def for_run(
-        cls, input: t.RunInput, agent: t.AgentSpec, child: bool, first: bool | None, patched: Callable[[str], bool]
-    ) -> Ledger | None:
-        """The run's ledger as it starts (None: no budget). A run handed a budget (a child's
-        share, a carried ledger, a caller's cap) asked `given-budget-first-1.3` before it resolved
-        its agent (`first`: its answer, from 1.3 on); one recorded before asks `tree-budget-1.1`
-        here, having resolved nothing (`patched`: the workflow's, asked only then). A run whose
+        cls, input: t.RunInput, agent: t.AgentSpec, child: bool, first: bool | None
+    ) -> tuple[Ledger | None, bool]:
+        """The run's ledger as it starts (None: no budget), and whether it holds only if the run
+        is of code that knows tree budgets (the workflow asks `tree-budget-1.1` then). A run
+        handed a budget (a child's share, a carried ledger, a caller's cap) asked
+        `given-budget-first-1.3` before it resolved its agent (`first`: its answer, from 1.3
+        on); one recorded before asks `tree-budget-1.1`, having resolved nothing. A run whose
         budgets are its agent's own keeps a ledger without asking: for histories recorded before
         it, the ledger issues the same commands as the old rule (tests/histories)."""
         carried = input.carry.budget if input.carry is not None else None
         ledger = cls(carried, shared=child) if carried else cls.start(agent, input.budget, child)
-        if ledger is None or (input.budget is None and carried is None) or first:
-            return ledger
-        return ledger if patched(TREE_BUDGET_PATCH) else None
+        ask = ledger is not None and (input.budget is not None or carried is not None) and not first
+        return ledger, ask
 
     # ---------------------------------------------------------------------------- accounts
 

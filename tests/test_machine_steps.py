@@ -231,17 +231,12 @@ def test_a_model_calls_request_and_its_summary():
 
 
 def test_a_runs_ledger_asks_the_tree_budget_patch_only_where_runs_before_1_3_asked_it():
-    asked: list[str] = []
-
-    def patched(name: str) -> bool:
-        asked.append(name)
-        return False
-
     own = t.AgentSpec(name="a", token_budget=1_000)
-    assert Ledger.for_run(t.RunInput(prompt="x"), t.AgentSpec(name="a"), False, None, patched) is None
-    assert Ledger.for_run(t.RunInput(prompt="x"), own, False, None, patched) is not None  # its own: no patch
+    assert Ledger.for_run(t.RunInput(prompt="x"), t.AgentSpec(name="a"), False, None) == (None, False)
+    ledger, ask = Ledger.for_run(t.RunInput(prompt="x"), own, False, None)
+    assert ledger is not None and not ask  # its agent's own budget: no patch asked
     given = t.RunInput(prompt="x", budget=t.Budget(tokens=500))
-    first = Ledger.for_run(given, own, True, True, patched)  # asked given-budget-first before the resolve
-    assert first is not None and first.budget.tokens == 500 and first.shared and asked == []
-    assert Ledger.for_run(given, own, True, False, patched) is None  # recorded before tree budgets
-    assert asked == ["tree-budget-1.1"]
+    first, ask = Ledger.for_run(given, own, True, True)  # asked given-budget-first before the resolve
+    assert first is not None and first.budget.tokens == 500 and first.shared and not ask
+    before, ask = Ledger.for_run(given, own, True, False)  # a run recorded before 1.3
+    assert before is not None and ask  # kept only where the run knows tree budgets

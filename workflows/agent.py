@@ -54,7 +54,7 @@ from durable_agent_runner.machine.turn import (
     Turn,
 )
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH
+from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH, TREE_BUDGET_PATCH
 from durable_agent_runner.workflows.steps import FallingBack
 from durable_agent_runner.workflows.turn_steps import TurnSteps
 from durable_agent_runner.workflows.types import live_scores as tl
@@ -131,7 +131,8 @@ class AgentRun(TurnSteps):
         and asks before the second task's markers are announced: False, and the replay fails on
         the marker (tests/test_budget_given_replay.py). Such runs only replay where the marker
         came in the resolve's task; those recorded before 1.3 still ask there (`first` False)."""
-        return Ledger.for_run(input, agent, self._is_child(), first, workflow.patched)
+        ledger, ask = Ledger.for_run(input, agent, self._is_child(), first)
+        return ledger if not ask or workflow.patched(TREE_BUDGET_PATCH) else None
 
     def _is_child(self) -> bool:
         return workflow.info().parent is not None
