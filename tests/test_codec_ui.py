@@ -8,10 +8,12 @@ missing, without them."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from tests.test_codec import codec, encrypted_run, env_with
 
 playwright_api = pytest.importorskip("playwright.async_api", reason="the playwright package is not installed")
 pytestmark = pytest.mark.server  # it starts a Temporal dev server of its own, with the Web UI
-SETTLE_MS = 4000  # the UI fetches history, then posts its payloads to the codec server
+LOAD_MS = 90_000  # a starved machine's UI can take long to fetch the history and post it to the codec
 
 
 def chromium() -> str | None:
@@ -85,10 +87,21 @@ async def browser() -> Any:
 
 
 async def open_history(browser: Any, url: str) -> Any:
+    """The history page, once its event rows are drawn (bounded)."""
     page = await browser.new_page(viewport={"width": 1400, "height": 1800})
-    await page.goto(url)
-    await page.wait_for_timeout(SETTLE_MS)
+    await page.goto(url, timeout=LOAD_MS)
+    await page.locator('tr[data-testid="event-summary-row"]').first.wait_for(timeout=LOAD_MS)
     return page
+
+
+async def body_once(page: Any, *wanted: str, timeout: float = LOAD_MS / 1000) -> str:
+    """The page's text once every wanted piece is in it, or its last text when the bound passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        shown = await page.inner_text("body")
+        if all(piece in shown for piece in wanted) or time.monotonic() > deadline:
+            return shown
+        await asyncio.sleep(0.25)
 
 
 async def test_the_web_ui_shows_the_decrypted_tool_result_only_through_the_codec_server(
@@ -108,12 +121,12 @@ async def test_the_web_ui_shows_the_decrypted_tool_result_only_through_the_codec
         # With the codec server: the tool's result, decrypted, in the expanded event.
         page = await open_history(browser, url)
         row = page.locator('tr[data-testid="event-summary-row"]', has_text='"tool":"get_weather"')
+        await row.first.wait_for(timeout=LOAD_MS)  # decoded through the codec server
         assert await row.count() == 1, await page.inner_text("body")
         event_id = await row.first.get_attribute("data-eventid")
         await row.first.click()
-        await page.wait_for_timeout(1000)
+        shown = await body_once(page, '\\"condition\\":\\"sunny\\"', "tool: get_weather(city=Tokyo)")
         await page.screenshot(path=str(tmp_path / "with-codec.png"), full_page=True)
-        shown = await page.inner_text("body")
         assert '\\"condition\\":\\"sunny\\"' in shown, shown  # the tool's own output, not the answer
         assert "zanzibar: what's the weather in Tokyo?" in shown  # the decrypted input
         assert "tool: get_weather(city=Tokyo)" in shown  # and the activity summaries
@@ -125,14 +138,13 @@ async def test_the_web_ui_shows_the_decrypted_tool_result_only_through_the_codec
         server.start()
         page = await open_history(browser, url)
         await page.locator(f'tr[data-eventid="{event_id}"]').first.click()
-        await page.wait_for_timeout(1000)
-        await page.screenshot(path=str(tmp_path / "without-codec.png"), full_page=True)
-        shown = await page.inner_text("body")
-        for secret in ("sunny", "zanzibar", "get_weather", "Tokyo"):
-            assert secret not in shown, secret
         [completed] = [e for e in history.events if e.event_id == int(event_id or 0)]
         assert completed.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
         ciphertext = base64.b64encode(completed.activity_task_completed_event_attributes.result.payloads[0].data)
+        shown = await body_once(page, ciphertext.decode()[:40])
+        await page.screenshot(path=str(tmp_path / "without-codec.png"), full_page=True)
+        for secret in ("sunny", "zanzibar", "get_weather", "Tokyo"):
+            assert secret not in shown, secret
         assert ciphertext.decode()[:40] in shown, shown
         await page.close()
     finally:
