@@ -70,7 +70,9 @@ async def test_an_eval_paused_on_its_budget_is_in_the_inbox_and_raised_on_its_pa
         assert await form.locator('input[name="add_usd"]').count() == 0  # it has no USD budget
         await form.locator('input[name="add_tokens"]').fill("5,000")  # not digits only: refused, nothing raised
         await form.get_by_role("button", name="Raise and resume").click()
-        await form.locator(".msg.bad", has_text="add tokens must be a whole number").wait_for(timeout=10 * SECOND)
+        # In the form, or in the flash line if the page's live update replaced the form meanwhile.
+        refused = inbox.locator(".msg.bad", has_text="add tokens must be a whole number")
+        await refused.first.wait_for(timeout=10 * SECOND)
         assert (await ev.status()).phase == "paused"
         await form.locator('input[name="add_tokens"]').fill("5000")
         await form.get_by_role("button", name="Raise and resume").click()

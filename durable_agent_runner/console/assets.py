@@ -91,10 +91,17 @@ if (stream) {
   src.addEventListener('calls', e => syncCalls(document.getElementById('calls'), JSON.parse(e.data)));
   src.addEventListener('delta', e => { if (live) live.textContent += JSON.parse(e.data).text; });
   src.addEventListener('discard', () => { if (live) live.textContent = ''; });
+  // What each section shows now, as the browser writes it: a section the stream sends again
+  // unchanged (its first frame repeats the page as served) is left alone, with what a person typed.
+  const shown = new Map([...document.querySelectorAll('[id]')].map(el => [el.id, el.innerHTML]));
   src.addEventListener('section', e => {
     const part = JSON.parse(e.data);
     const el = document.getElementById(part.id);
     if (!el) return;
+    const parsed = document.createElement('template');
+    parsed.innerHTML = part.html;
+    if (shown.get(part.id) === parsed.innerHTML) return;
+    shown.set(part.id, parsed.innerHTML);
     // An answer shown in a form this update replaces (the run moved on) stays in the flash line.
     const said = el.querySelector('.msg.good, .msg.warn, .msg.bad');
     const flash = document.getElementById('flash');
