@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -18,6 +18,8 @@ from durable_agent_runner.workflows import AgentRun, DeliverMessage
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.eval_run import EvalRun
 from durable_agent_runner.workflows.score_run import ScoreRun
+from durable_agent_runner.workflows.types import evals as te
+from durable_agent_runner.workflows.types import live_scores as tl
 
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, with
 # nothing of ours passed through, so workflows/ is imported afresh in the sandbox and a clock,
@@ -30,11 +32,22 @@ STRICT_SANDBOX = SandboxedWorkflowRunner(
 )
 
 
-def strict_replayer() -> Replayer:
-    """A replayer of AgentRun in STRICT_SANDBOX (AgentRun is `sandboxed=False`, so it runs in
-    the replayer's unsandboxed runner: that is the one given the sandbox)."""
+# The workflows the suite's histories hold, by the type name a history's start event gives.
+REPLAYED = {
+    t.WORKFLOW_NAME: AgentRun,
+    t.DELIVER_WORKFLOW: DeliverMessage,
+    te.EVAL_WORKFLOW: EvalRun,
+    tl.SCORE_WORKFLOW: ScoreRun,
+}  # all `sandboxed=False`
+
+
+def strict_replayer(*names: str) -> Replayer:
+    """A replayer of our workflows in STRICT_SANDBOX (they are `sandboxed=False`, so they run in
+    the replayer's unsandboxed runner: that is the one given the sandbox). Given type names, it
+    holds those alone: each replay prepares every workflow it holds, importing its module afresh
+    in the sandbox (half of a one-run replay's CPU for the other three)."""
     return Replayer(
-        workflows=[AgentRun, DeliverMessage, EvalRun, ScoreRun],  # all `sandboxed=False`
+        workflows=[REPLAYED[name] for name in names] if names else list(REPLAYED.values()),
         data_converter=DATA_CONVERTER,
         workflow_runner=STRICT_SANDBOX,
         unsandboxed_workflow_runner=STRICT_SANDBOX,
@@ -71,8 +84,13 @@ async def transcript(handle: WorkflowHandle[Any, Any]) -> list[t.Message]:
 
 async def replay(handle: WorkflowHandle[Any, Any]) -> None:
     """Replays the run's own history under the current code; raises on non-determinism."""
-    history = await handle.fetch_history()
-    await strict_replayer().replay_workflow(history)
+    await replay_history(await handle.fetch_history())
+
+
+async def replay_history(history: WorkflowHistory) -> None:
+    """Replays one history in the strict sandbox, with a replayer of its own workflow alone."""
+    name = history.events[0].workflow_execution_started_event_attributes.workflow_type.name
+    await (strict_replayer(name) if name in REPLAYED else strict_replayer()).replay_workflow(history)
 
 
 def starts_turn(event: Any) -> bool:

@@ -19,7 +19,7 @@ from temporalio.client import WorkflowQueryFailedError
 
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.workflows import types as t
-from tests.helpers import script, start, strict_replayer
+from tests.helpers import replay_history, script, start
 from tests.test_agents import status
 
 RUNS = 12
@@ -74,7 +74,7 @@ async def test_runs_handed_a_budget_replay_and_answer_status_while_watched(clien
                 now = await status(handle)
                 assert now.phase == "completed" and now.budget is not None and now.budget.tokens is not None
                 assert now.budget.tokens.limit == 10_000
-                await strict_replayer().replay_workflow(history)
+                await replay_history(history)
             except Exception as err:  # every failure is reported below, with the run's layout
                 failed.append(f"{layouts[-1]}: {err}")
     assert not failed, (layouts, failed)

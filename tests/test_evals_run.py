@@ -22,7 +22,7 @@ from durable_agent_runner.evals.report import compare, gate, markdown, report
 from durable_agent_runner.machine import eval_plan
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
-from tests.helpers import replay, script, strict_replayer
+from tests.helpers import replay, replay_history, script
 from tests.test_evals_cli import client_py
 
 
@@ -176,7 +176,7 @@ async def test_the_checked_in_eval_history_replays_and_holds_each_case_once():
     each case a child run under its derived id, each scored by one activity."""
     path = Path(__file__).parent / "histories" / "eval_run_1_4.json"
     history = WorkflowHistory.from_json("eval_run_1_4", path.read_text())
-    await strict_replayer().replay_workflow(history)
+    await replay_history(history)
     children = [
         e.start_child_workflow_execution_initiated_event_attributes.workflow_id
         for e in history.events

@@ -24,7 +24,7 @@ from durable_agent_runner.client.export import export_run
 from durable_agent_runner.machine import rerun
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
-from tests.helpers import calls, replay, script, start, strict_replayer, transcript
+from tests.helpers import calls, replay, replay_history, script, start, transcript
 from tests.test_agents import requests_for
 from tests.test_approvals import decide, pending, update
 from tests.test_client import cli  # noqa: F401  (the fixture)
@@ -252,7 +252,7 @@ async def test_the_checked_in_live_tools_fork_replays() -> None:
 
     path = Path(__file__).parent / "histories" / "fork_live_tools_1_1.fork.json"
     history = WorkflowHistory.from_json(path.stem, path.read_text())
-    await strict_replayer().replay_workflow(history)
+    await replay_history(history)
     kinds = [EventType.Name(e.event_type) for e in history.events]
     marker = kinds.index("EVENT_TYPE_MARKER_RECORDED")
     child = kinds.index("EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED")
@@ -319,7 +319,7 @@ async def test_the_checked_in_live_fork_of_a_once_call_replays() -> None:
 
     path = Path(__file__).parent / "histories" / "fork_once_1_3.fork.json"
     history = WorkflowHistory.from_json(path.stem, path.read_text())
-    await strict_replayer().replay_workflow(history)
+    await replay_history(history)
     events = history.events
     patches = [
         json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]

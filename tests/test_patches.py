@@ -16,7 +16,7 @@ from temporalio.client import WorkflowHistory
 from durable_agent_runner import __version__
 from durable_agent_runner.workflows import patches
 from durable_agent_runner.workflows.patches import PATCHES, Patch, release
-from tests.helpers import strict_replayer
+from tests.helpers import replay_history
 
 SOURCE = Path(__file__).resolve().parents[1]
 WORKFLOWS = SOURCE / "workflows"
@@ -120,7 +120,7 @@ async def test_each_patch_s_history_records_its_marker_and_replays(patch: Patch)
     assert path.is_file(), f"{patch.id}: no history {path.relative_to(SOURCE)}"
     history = WorkflowHistory.from_json(patch.history, path.read_text())
     assert patch.id in marker_ids(history), f"{path.name} records no marker of {patch.id}"
-    await strict_replayer().replay_workflow(history)
+    await replay_history(history)
 
 
 def test_the_docs_table_is_the_registry() -> None:
