@@ -27,6 +27,7 @@ from durable_agent_runner.workflows import types as t
 POLL = 0.5  # seconds between reads
 LIFETIME = 1800.0  # seconds a stream stays open
 KEEPALIVE = 15.0  # seconds between comments on a quiet stream
+FINAL_VIEW_TRIES = 10  # an ended run's last view read again (a poll apart) before the stream ends without it
 MAX_STREAMS = 64
 LIVE_CHARS = 64 * 1024  # of a model call's streamed text shown live (the conversation has it whole)
 
@@ -79,9 +80,11 @@ async def run_stream(client: AgentClient, run_id: str, since: int) -> AsyncItera
     live_chars = 0  # of the model call in flight, sent
     shown_controls = None
     last: tuple[Any, ...] | None = None
+    final_misses, again = 0, False  # reads of the ended run's last view that failed; read it again
     try:
         yield ": following\n\n"  # the answer starts at once, before the first read
-        while clock() - began < LIFETIME and not ended:
+        while clock() - began < LIFETIME and (again or not ended):
+            again = False
             try:
                 item = await asyncio.wait_for(queue.get(), POLL)
             except TimeoutError:
@@ -146,6 +149,8 @@ async def run_stream(client: AgentClient, run_id: str, since: int) -> AsyncItera
                 break
             except Exception:  # a read that failed: the next poll tries again
                 dirty = True
+                # The run's last view is what the page ends on: read it again first, within a bound.
+                again = ended and (final_misses := final_misses + 1) <= FINAL_VIEW_TRIES
                 continue
             known_calls, calls = [w.key for w in view.waiting], views_run.visible(view.waiting)
             yield frame("calls", calls_update(calls, set(shown_calls), with_run=False))
