@@ -85,7 +85,8 @@ async def run(stack: Stack, plan: Plan, only: set[str], results: dict[str, Any],
     if "caching" in only:
         results["caching"] = await caching.caching(stack, log)
     if "evals" in only:
-        results["evals"] = await evals.evals(stack, log, cases=40 if plan.quick else evals.CASES)
+        cases, reps = (40, 1) if plan.quick else (evals.CASES, 3)
+        results["evals"] = await evals.evals(stack, log, cases=cases, reps=reps)
     if "tuning" in only:  # last: its later rounds fill what is left of the budget
         results["tuning"] = await sections.tuning(stack, plan, log, t0 + plan.budget_s)
 
