@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
@@ -237,3 +240,22 @@ def without_retried_tasks(turn: list[str]) -> list[str]:
         else:
             kept.append(name)
     return kept
+
+
+async def client_py_says(args: list[str], env: dict[str, str], words: bytes, seconds: float = 60) -> bytes:
+    """Runs `client.py ARGS` until a line of its standard error holds `words` (within `seconds`:
+    its start-up included), then kills it; that line. Fails when it ends without saying them."""
+    root = Path(__file__).resolve().parent.parent
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "client.py", *args, cwd=root, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        async with asyncio.timeout(seconds):
+            while words not in (line := await proc.stderr.readline()):
+                assert line, f"client.py ended without saying {words!r}"
+        return line
+    finally:
+        proc.kill()
+        await proc.wait()

@@ -10,11 +10,16 @@ import os
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowFailureError
 
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.evals import Case, Dataset
-from tests.helpers import script
+from durable_agent_runner.workflows.types import evals as te
+from tests.helpers import client_py_says, replay, script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,3 +128,39 @@ async def test_eval_resume_with_no_worker_says_so_within_its_wait(client, tempor
         assert took < 20, took  # the bound, plus a Python start
     finally:
         await ev.cancel()
+
+
+async def test_eval_run_says_within_seconds_that_no_worker_serves_its_agent(
+    client, temporal_server, task_queue, worker_factory, tmp_path
+):
+    """An eval of an agent no worker serves (a typo, a worker not started): `eval run` says so on
+    its own line within seconds of the eval's start, `eval status` names it too, and the eval,
+    once its wait for the agent runs out, fails saying the same, not "ScheduleToStart timeout"."""
+    data = tmp_path / "cases.yaml"
+    data.write_text(DATASET)
+    eid = f"eval-ghost-{uuid.uuid4().hex[:6]}"
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
+    async with worker_factory():  # serves the eval's queue, not the agent
+        args = ["eval", "run", str(data), "--agent", "ghost", "--id", eid]
+        line = await client_py_says(args, env, b"no worker serves agent")
+        started = (await client.get_workflow_handle(eid).describe()).start_time
+        said = datetime.now(UTC)
+        text = line.decode()
+        assert text.startswith("no worker serves agent 'ghost' for the agent, to start the eval"), text
+        assert f"nothing polls task queue {task_queue}@ghost" in text and "the eval goes on once one does" in text
+        assert (said - started).total_seconds() < 15  # GRACE (3 s) and a poll, on a loaded machine
+        code, out, err = await client_py(temporal_server, task_queue, "eval", "status", eid)
+        assert code == 0 and "stalled: no worker serves agent 'ghost'" in out, (out, err)
+        code, out, err = await client_py(temporal_server, task_queue, "eval", "status", eid, "--json")
+        (wait,) = json.loads(out)["unserved"]
+        assert wait["waiting"] == "the agent, to start the eval" and wait["queue"] == f"{task_queue}@ghost"
+        await client.get_workflow_handle(eid).cancel()
+
+        short = te.EvalInput(dataset=Dataset(name="d", cases=[Case(name="c", inputs="q")]), agent="ghost",
+                             agent_wait_seconds=1)  # fmt: skip
+        handle = await client.start_workflow(te.EVAL_WORKFLOW, short, id=f"{eid}-short", task_queue=task_queue)
+        with pytest.raises(WorkflowFailureError) as failed:
+            await asyncio.wait_for(handle.result(), 30)
+    message = str(failed.value.cause)
+    assert f"no worker serves agent 'ghost': nothing polled task queue {task_queue}@ghost for 1s" in message
+    await replay(handle)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -20,7 +19,7 @@ from durable_agent_runner import Registry
 from durable_agent_runner.client.stuck import stuck
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.agent import AgentRun
-from tests.helpers import calls, replay, script, start
+from tests.helpers import calls, client_py_says, replay, script, start
 from tests.test_approvals import pending
 from tests.test_client import ROOT, cli  # noqa: F401  (the fixture)
 
@@ -106,19 +105,8 @@ async def test_run_wait_says_within_seconds_that_no_worker_serves_the_agent(
     connection) is no part of the promise, and takes several seconds on a loaded 2-core machine."""
     env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
     async with worker_factory():  # serves the run's queue, not the agent
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "client.py", "run", "--agent", "ghost", "--wait", "hello",
-            cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        assert proc.stderr is not None
-        try:
-            async with asyncio.timeout(60):  # start-up, the run's start, and the message
-                while b"no worker serves agent" not in (line := await proc.stderr.readline()):
-                    assert line, "client.py ended without saying it"
-            said = datetime.now(UTC)
-        finally:
-            proc.kill()
-            await proc.wait()
+        line = await client_py_says(["run", "--agent", "ghost", "--wait", "hello"], env, b"no worker serves agent")
+        said = datetime.now(UTC)
         (run,) = [wf async for wf in client.list_workflows(f'TaskQueue = "{task_queue}"')]
     text = line.decode()
     assert "no worker serves agent 'ghost' for the agent, to start the run" in text

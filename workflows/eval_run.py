@@ -27,8 +27,10 @@ from temporalio.exceptions import (
     CancelledError,
     ChildWorkflowError,
     FailureError,
+    TimeoutType,
     WorkflowAlreadyStartedError,
 )
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.evals.context import EvaluationResult, one_line
@@ -144,6 +146,12 @@ class EvalRun:
                 summary=f"resolve agent {input.agent} for the eval",
             )
         except ActivityError as err:
+            if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
+                why = (
+                    f"no worker serves agent '{input.agent}': nothing polled task queue {queue} "
+                    f"for {input.agent_wait_seconds:g}s (start a worker with --tools for that agent)"
+                )
+                raise ApplicationError(why, type="UnknownAgent") from None
             why = err.cause.message if isinstance(err.cause, FailureError) else str(err)
             raise ApplicationError(f"agent '{input.agent}' could not be resolved: {why}", type="UnknownAgent") from None
         workflow.upsert_search_attributes([t.SA_AGENT.value_set(spec.name), t.SA_VERSION.value_set(spec.version)])

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from temporalio.service import RPCError
+
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -175,11 +177,22 @@ def _print_report(as_json: bool, now: Report, diff: Diff | None, failures: list[
 
 
 async def cmd_status(client: AgentClient, args: argparse.Namespace) -> int:
-    s = await client.evals.get(args.eval_id).status()
+    ev = client.evals.get(args.eval_id)
+    s = await ev.status()
+    unserved = await _unserved(ev) if s.phase not in ("completed", "failed", "cancelled") else []
     lines = [f"eval {s.eval_id}: {s.dataset} on {s.agent}", "  " + progress_line(s)]
+    lines += [f"  stalled: {wait['message']}" for wait in unserved]
     lines += [f"  running: {r}" + (" (waits for a person)" if r in s.waiting else "") for r in s.running]
-    emit(args.json, _status_body(s), "\n".join(lines))
+    emit(args.json, _status_body(s) | {"unserved": unserved}, "\n".join(lines))
     return 0
+
+
+async def _unserved(ev: EvalHandle) -> list[dict[str, str]]:
+    """The eval's waits no worker takes; [] when that cannot be read in time (a view, as status is)."""
+    try:
+        return await ev.unserved()
+    except (TimeoutError, RPCError):
+        return []
 
 
 def _status_body(s: te.EvalStatus) -> dict[str, Any]:
@@ -195,22 +208,32 @@ def bar(s: te.EvalStatus) -> str:
 
 
 async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
-    """A progress bar on standard error until the eval ends (one line per change when not a terminal)."""
+    """A progress bar on standard error until the eval ends (one line per change when not a
+    terminal), and, on a line of its own, each wait no worker takes (an agent no worker serves)."""
     tty, last = sys.stderr.isatty(), ""
     deadline = time.monotonic() + seconds
-    while True:
-        s = await ev.status()
-        line = bar(s)
-        if line != last:
-            print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
-            last = line
-        if s.phase in ("completed", "failed", "cancelled"):
-            if tty:
-                print(file=sys.stderr)
-            return s
-        if time.monotonic() > deadline:
-            raise UsageError(f"eval {ev.eval_id} still running after {seconds:g}s (it goes on; see eval status)")
-        await asyncio.sleep(POLL_SECONDS)
+    said: list[str] = []
+    warn = asyncio.create_task(ev.warn_unserved(said.append))
+    try:
+        while True:
+            s = await ev.status()
+            for text in said:
+                print(("\n" if tty and last else "") + text, file=sys.stderr, flush=True)
+                last = ""  # the bar is drawn again below the message
+            said.clear()
+            line = bar(s)
+            if line != last:
+                print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+                last = line
+            if s.phase in ("completed", "failed", "cancelled"):
+                if tty:
+                    print(file=sys.stderr)
+                return s
+            if time.monotonic() > deadline:
+                raise UsageError(f"eval {ev.eval_id} still running after {seconds:g}s (it goes on; see eval status)")
+            await asyncio.sleep(POLL_SECONDS)
+    finally:
+        warn.cancel()
 
 
 async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:

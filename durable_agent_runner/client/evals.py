@@ -18,6 +18,7 @@ import asyncio
 import json
 import re
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent_runner.client import checks
+from durable_agent_runner.client import checks, stuck
 from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import RunNotFound, StillRunning, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
@@ -144,6 +145,17 @@ class EvalHandle:
         except RPCError:
             return status  # visibility is a view: progress goes on without it
         return status.model_copy(update={"waiting": waiting, "in_flight_tokens": tokens, "in_flight_usd": usd})
+
+    async def unserved(self) -> list[dict[str, str]]:
+        """What the eval waits for that no worker takes, as `RunHandle.unserved` says it: its next
+        step (no worker polls its queue), its agent's resolve (no worker serves that agent) or a
+        case's scoring; [] when each has a worker. Bounded: TimeoutError past stuck.LOOK_BOUND."""
+        async with asyncio.timeout(stuck.LOOK_BOUND.total_seconds()):
+            return await stuck.unserved(self.temporal, await self._handle.describe(rpc_timeout=READ_TIMEOUT))
+
+    async def warn_unserved(self, say: Callable[[str], None]) -> None:
+        """Says each wait no worker takes once, as soon as it is past stuck.GRACE, until cancelled."""
+        await stuck.warn_unserved(self.temporal, self._handle, say)
 
     async def wait(self, seconds: float | None = None) -> te.EvalStatus:
         """The eval's final status once it ends; StillRunning after `seconds`."""

@@ -5,7 +5,8 @@ A workflow task that keeps failing is a bug in the workflow code a worker runs, 
 retries the task: a fixed worker carries it on from there. `status` says so, with the error, and
 what to do. A wait on a task queue no worker polls (no worker for the run's queue, or for the
 agent and version a tool call or an approval check needs) is said within seconds by `status`,
-`run --wait`, `approve` and the console's Approve (`RunHandle.unserved`), instead of a silent wait.
+`run --wait`, `approve` and the console's Approve (`RunHandle.unserved`), and for an eval by `eval
+run`, `eval watch` and `eval status` (`EvalHandle.unserved`), instead of a silent wait.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHand
 from temporalio.service import RPCError
 
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types import evals as te
 
 # The failed task's first attempt is in history; later attempts are not. It sits near the end.
 LAST_EVENTS = 100
@@ -67,7 +69,10 @@ WHAT_WAITS = {
     t.RESOLVE_AGENT_ACTIVITY: "the agent, to start the run",
     t.MODEL_CALL_ACTIVITY: "a model call",
     t.COMPACT_ACTIVITY: "a compaction",
+    te.EVAL_SCORE_ACTIVITY: "a case's scoring",
 }
+# An eval waits for its agent's resolve too: before its first case, not a run's first step.
+EVAL_WAITS = WHAT_WAITS | {t.RESOLVE_AGENT_ACTIVITY: "the agent, to start the eval"}
 
 
 async def unserved(client: Client, desc: WorkflowExecutionDescription) -> list[dict[str, str]]:
@@ -122,6 +127,7 @@ async def _waits(client: Client, desc: WorkflowExecutionDescription) -> tuple[li
         return any(p.last_access_time.ToDatetime(UTC) >= since for p in answer.pollers)
 
     queue = desc.task_queue
+    words = EVAL_WAITS if desc.workflow_type == te.EVAL_WORKFLOW else WHAT_WAITS
     task = raw.pending_workflow_task if raw.HasField("pending_workflow_task") else None
     if task is not None and task.state == PendingWorkflowTaskState.PENDING_WORKFLOW_TASK_STATE_SCHEDULED:
         since = task.scheduled_time.ToDatetime(UTC)
@@ -142,12 +148,13 @@ async def _waits(client: Client, desc: WorkflowExecutionDescription) -> tuple[li
         if now - since < GRACE:
             young += 1
         elif not await polled_since(where, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, since):
-            what = WHAT_WAITS.get(p.activity_type.name, p.activity_type.name)
-            found.append({"queue": where, "waiting": what, "message": _no_worker(where, what, now - since)})
+            what = words.get(p.activity_type.name, p.activity_type.name)
+            message = _no_worker(where, what, now - since, "eval" if words is EVAL_WAITS else "run")
+            found.append({"queue": where, "waiting": what, "message": message})
     return found, young
 
 
-def _no_worker(queue: str, what: str, waited: timedelta) -> str:
+def _no_worker(queue: str, what: str, waited: timedelta, whose: str) -> str:
     """`no worker serves agent 'careful' at version 3f2a… for a tool call: …`, from the queue's
     name (workflows.types.agent_task_queue)."""
     _, *agent = queue.split("@")
@@ -158,5 +165,5 @@ def _no_worker(queue: str, what: str, waited: timedelta) -> str:
     return (
         f"no worker serves agent '{agent[0]}'{version} {for_}: nothing polls task queue {queue} "
         f"(start a worker with --tools for that agent{', that version' if version else ''}); "
-        "the run goes on once one does"
+        f"the {whose} goes on once one does"
     )
