@@ -47,6 +47,30 @@ async def test_the_eval_pages_over_http(client, task_queue, llm, worker_factory)
             assert other.status_code == 400 and "not an eval" in other.text
 
 
+async def test_an_eval_page_says_when_no_worker_serves_its_agent(client, task_queue, worker_factory):
+    """An eval of an agent no worker serves: its page says so within seconds (`stalled: …`, as
+    `client.py eval status` says it), not a silent 0/N; once the eval has ended, it says nothing."""
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():  # serves the eval's queue, not the agent
+        ev = await agents.evals.start(dataset(2, custom=False), agent="ghost")
+        async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url, timeout=20) as web:
+            page = ""
+            for _ in range(60):  # GRACE (3 s) before a wait counts as not taken
+                page = (await web.get(f"/evals/{ev.eval_id}")).text
+                if "stalled:" in page:
+                    break
+                await asyncio.sleep(0.5)
+            assert "stalled: no worker serves agent &#x27;ghost&#x27; for the agent, to start the eval" in page, page
+            assert f"nothing polls task queue {task_queue}@ghost" in page
+            await ev.cancel()
+            for _ in range(60):
+                page = (await web.get(f"/evals/{ev.eval_id}")).text
+                if "cancelled" in page:
+                    break
+                await asyncio.sleep(0.5)
+            assert "cancelled" in page and "stalled:" not in page
+
+
 async def test_an_eval_page_follows_it_live_in_a_browser(browser, client, task_queue, llm, worker_factory):
     agents = AgentClient(client, task_queue=task_queue)
     model = script(llm, {"content": "alpha beta"})

@@ -333,7 +333,8 @@ async def test_a_stream_whose_page_is_gone_frees_its_slot(client, task_queue):
 async def test_an_approval_no_worker_takes_says_stalled_in_its_answer(client, task_queue, worker_factory, llm):
     """Approve a call whose agent's version no running worker serves: the console's answer says so
     within seconds (`stalled: …`, as `client.py approve`), not "approved" alone while the run sits
-    in "running approved tools"; the run goes on once such a worker starts."""
+    in "running approved tools", and so does the run's page; the run goes on once such a worker
+    starts."""
     model = script(llm, calls(("send", {"label": "x"})), {"content": "sent"})
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="guarded", model=model)
@@ -351,6 +352,8 @@ async def test_an_approval_no_worker_takes_says_stalled_in_its_answer(client, ta
             headers={"Accept": "application/json"},
         )
         took = time.monotonic() - began
+        page = (await web.get(f"/runs/{handle.id}")).text  # the run's page says it too, among its facts
+    assert "<dt>stalled</dt><dd>no worker serves agent &#x27;guarded&#x27; at version" in page, page[:3000]
     assert answer.status_code == 200, answer.text
     body = answer.json()
     said = f"{waiting.call_id} approved by carol\nstalled: no worker serves agent 'guarded' at version"

@@ -97,6 +97,8 @@ def _facts(view: RunView) -> str:
     if s.get("error"):
         e = s["error"]
         rows.append(("error", f'<span class="refusal">{h(e["type"][:200])}: {h(e["message"][:CUT])}</span>'))
+    for wait in s.get("unserved") or []:  # a wait no worker takes (client/stuck.py)
+        rows.append(("stalled", h(wait["message"][:CUT])))
     if s.get("stuck"):
         rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}"[:CUT])))
     if s.get("scores"):  # online scoring (client/scores.py)
