@@ -1,27 +1,22 @@
 """Record an EvalRun's history into tests/histories/ for the replay test:
 `python -m tests.record_eval_history [NAME]` (default eval_run_1_4): an eval of the demo agent on
 three cases, two at once, within a token budget, scored by Contains and an LLM judge, on a
-scripted fake model. Re-record only on purpose: a history that no longer replays means evals in
-flight would break."""
+scripted fake model. `python -m tests.record_eval_history eval_cancel_resolve_1_4_2 --cancelled`:
+an eval of an agent no worker serves, cancelled while its resolve waits (the patch
+`eval-cancel-resolve-1.4.2`). Re-record only on purpose: a history that no longer replays means
+evals in flight would break."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
-import tempfile
-import uuid
 from pathlib import Path
 
-from durable_agent_runner import Registry
-from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.config.connection import connect
-from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.client.errors import RunCancelled
 from durable_agent_runner.evals import Case, Dataset, EvaluatorSpec
-from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from durable_agent_runner.worker.plugin import build_worker
-from tests.devserver import DevServer
+from tests.recording import recording, write
 
 VERDICT = json.dumps({"reason": "fine", "pass": True, "score": 0.9})
 
@@ -33,29 +28,29 @@ def dataset() -> Dataset:
 
 
 async def record(name: str) -> Path:
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
-        server = DevServer(Path(tmp))
-        server.start()
+    async with recording() as r:
+        model = r.llm.add_script("recorded", [{"content": VERDICT}])
+        evals = AgentClient(r.client, task_queue=r.queue).evals
+        ev = await evals.start(dataset(), agent="demo", model=model, concurrency=2, budget_tokens=100_000, eval_id=name)
+        final = await ev.wait(60)
+        assert final.passed == 3, final
+        return write(name, await r.client.get_workflow_handle(name).fetch_history())
+
+
+async def record_cancelled(name: str) -> Path:
+    async with recording() as r:  # a worker of the demo agent, not of `ghost`
+        ev = await AgentClient(r.client, task_queue=r.queue).evals.start(dataset(), agent="ghost", eval_id=name)
+        handle = r.client.get_workflow_handle(name)
+        while not (await handle.describe()).raw_description.pending_activities:
+            await asyncio.sleep(0.2)  # the resolve waits on the agent's queue, which nothing polls
+        await ev.cancel()
         try:
-            client = await connect(server.target, "default")
-            model = llm.add_script("recorded", [{"content": VERDICT}])
-            settings = LLMSettings(base_url=llm.base_url, model="demo")
-            queue = f"record-{uuid.uuid4().hex}"
-            registry = Registry.from_modules(["examples.demo_agent"])
-            async with new_http_client(settings) as http, build_worker(client, queue, registry, settings, http):
-                evals = AgentClient(client, task_queue=queue).evals
-                ev = await evals.start(
-                    dataset(), agent="demo", model=model, concurrency=2, budget_tokens=100_000, eval_id=name
-                )
-                final = await ev.wait(60)
-                assert final.passed == 3, final
-                history = await client.get_workflow_handle(name).fetch_history()
-        finally:
-            server.stop()
-    path = Path(__file__).parent / "histories" / f"{name}.json"
-    path.write_text(history.to_json())
-    return path
+            await ev.wait(30)
+        except RunCancelled:
+            return write(name, await handle.fetch_history())  # as it should: the history ends cancelled
+        raise AssertionError("the eval ended, not cancelled")
 
 
 if __name__ == "__main__":
-    print(asyncio.run(record(sys.argv[1] if len(sys.argv) > 1 else "eval_run_1_4")))
+    name = sys.argv[1] if len(sys.argv) > 1 else "eval_run_1_4"
+    print(asyncio.run(record_cancelled(name) if "--cancelled" in sys.argv else record(name)))

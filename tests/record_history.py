@@ -18,23 +18,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from durable_agent_runner import Registry
-from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.cli.session import end_session, send_message, wait_answer
-from durable_agent_runner.config.connection import connect
-from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from durable_agent_runner.worker.plugin import build_worker
 from durable_agent_runner.workflows import types as t
-from tests.devserver import DevServer
+from tests.recording import recording, write
 
 
 async def approve_all(handle: WorkflowHandle[Any, Any]) -> None:
@@ -97,88 +89,74 @@ async def record(
     fork_resolutions: list[str] | None = None,
     budget_tokens: int | None = None,
 ) -> list[Path]:
-    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
+    async with recording((tools,)) as r:
+        client, queue = r.client, r.queue
         if script is not None:
-            llm.add_script(name, json.loads(script))
+            r.llm.add_script(name, json.loads(script))
             model = f"script:{name}"
-        server = DevServer(Path(tmp))
-        server.start()
-        try:
-            client = await connect(server.target, "default")
-            settings = LLMSettings(base_url=llm.base_url, model="demo")
-            queue = f"record-{uuid.uuid4().hex}"
-            registry = Registry.from_modules([tools])
-            async with new_http_client(settings) as http, build_worker(client, queue, registry, settings, http):
-                handle = await client.start_workflow(
-                    t.WORKFLOW_NAME,
-                    t.RunInput(
-                        prompt=prompt,
-                        agent=agent,
-                        model=model,
-                        session=bool(session),
-                        breakpoints=t.Breakpoints(at_turns=[break_at]) if break_at else None,
-                        budget=t.Budget(tokens=budget_tokens) if budget_tokens is not None else None,
-                    ),
-                    id=name,
-                    task_queue=queue,
-                    result_type=t.RunResult,
-                )
-                if break_at:
-                    await asyncio.wait_for(edit_and_resume(handle, edits or []), timeout=60)
-                if approve:
-                    await asyncio.wait_for(approve_all(handle), timeout=60)
-                if resolutions:
-                    await asyncio.wait_for(resolve_each(handle, resolutions), timeout=120)
-                for text in session or []:
-                    receipt = await send_message(client, name, text, by="recorder")
-                    await asyncio.wait_for(wait_answer(client, name, receipt.message), 60)
-                if session:
-                    await end_session(client, name, by="recorder")
-                await handle.result()
-                forks = []
-                if fork_at:
-                    fork_id = f"{name}.fork"
-                    point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=fork_at), result_type=t.ForkPoint)
-                    carry = t.Carry(
-                        agent=point.agent,
-                        current=point.current,
-                        handoffs=point.handoffs,
-                        messages=point.messages,
-                        turn=point.turn,
-                        usage=t.Usage(),
-                        forked_from=t.ForkLink(run_id=name, turn=fork_at, live_tools=live_tools),
-                        answer_base=point.answer_base,
-                        live_tools=live_tools,
-                    )
-                    forked = await client.start_workflow(
-                        t.WORKFLOW_NAME,
-                        t.RunInput(prompt="", agent=point.agent.name, carry=carry),
-                        id=fork_id,
-                        task_queue=queue,
-                        result_type=t.RunResult,
-                    )
-                    if fork_resolutions:
-                        await asyncio.wait_for(resolve_each(forked, fork_resolutions), timeout=120)
-                    await forked.result()
-                    forks.append(await forked.fetch_history())
-            history = await handle.fetch_history()
-            children = [
-                await client.get_workflow_handle(child).fetch_history()
-                for parent in [history, *forks]
-                for child in (
-                    e.start_child_workflow_execution_initiated_event_attributes.workflow_id
-                    for e in parent.events
-                    if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
-                )
-            ]
-        finally:
-            server.stop()
-    folder = Path(__file__).parent / "histories"
-    paths = []
-    for recorded in [history, *children, *forks]:
-        paths.append(folder / f"{recorded.workflow_id}.json")
-        paths[-1].write_text(recorded.to_json())
-    return paths
+        handle = await client.start_workflow(
+            t.WORKFLOW_NAME,
+            t.RunInput(
+                prompt=prompt,
+                agent=agent,
+                model=model,
+                session=bool(session),
+                breakpoints=t.Breakpoints(at_turns=[break_at]) if break_at else None,
+                budget=t.Budget(tokens=budget_tokens) if budget_tokens is not None else None,
+            ),
+            id=name,
+            task_queue=queue,
+            result_type=t.RunResult,
+        )
+        if break_at:
+            await asyncio.wait_for(edit_and_resume(handle, edits or []), timeout=60)
+        if approve:
+            await asyncio.wait_for(approve_all(handle), timeout=60)
+        if resolutions:
+            await asyncio.wait_for(resolve_each(handle, resolutions), timeout=120)
+        for text in session or []:
+            receipt = await send_message(client, name, text, by="recorder")
+            await asyncio.wait_for(wait_answer(client, name, receipt.message), 60)
+        if session:
+            await end_session(client, name, by="recorder")
+        await handle.result()
+        forks = []
+        if fork_at:
+            fork_id = f"{name}.fork"
+            point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=fork_at), result_type=t.ForkPoint)
+            carry = t.Carry(
+                agent=point.agent,
+                current=point.current,
+                handoffs=point.handoffs,
+                messages=point.messages,
+                turn=point.turn,
+                usage=t.Usage(),
+                forked_from=t.ForkLink(run_id=name, turn=fork_at, live_tools=live_tools),
+                answer_base=point.answer_base,
+                live_tools=live_tools,
+            )
+            forked = await client.start_workflow(
+                t.WORKFLOW_NAME,
+                t.RunInput(prompt="", agent=point.agent.name, carry=carry),
+                id=fork_id,
+                task_queue=queue,
+                result_type=t.RunResult,
+            )
+            if fork_resolutions:
+                await asyncio.wait_for(resolve_each(forked, fork_resolutions), timeout=120)
+            await forked.result()
+            forks.append(await forked.fetch_history())
+        history = await handle.fetch_history()
+        children = [
+            await client.get_workflow_handle(child).fetch_history()
+            for parent in [history, *forks]
+            for child in (
+                e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+                for e in parent.events
+                if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED
+            )
+        ]
+    return [write(recorded.workflow_id, recorded) for recorded in [history, *children, *forks]]
 
 
 def main() -> None:

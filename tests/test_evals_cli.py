@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.evals import Case, Dataset
@@ -134,8 +134,9 @@ async def test_eval_run_says_within_seconds_that_no_worker_serves_its_agent(
     client, temporal_server, task_queue, worker_factory, tmp_path
 ):
     """An eval of an agent no worker serves (a typo, a worker not started): `eval run` says so on
-    its own line within seconds of the eval's start, `eval status` names it too, and the eval,
-    once its wait for the agent runs out, fails saying the same, not "ScheduleToStart timeout"."""
+    its own line within seconds of the eval's start, and `eval status` names it too. Cancelled
+    then, the eval ends cancelled (not failed); left alone, once its wait for the agent runs out,
+    it fails saying the same, not "ScheduleToStart timeout"."""
     data = tmp_path / "cases.yaml"
     data.write_text(DATASET)
     eid = f"eval-ghost-{uuid.uuid4().hex[:6]}"
@@ -154,7 +155,13 @@ async def test_eval_run_says_within_seconds_that_no_worker_serves_its_agent(
         code, out, err = await client_py(temporal_server, task_queue, "eval", "status", eid, "--json")
         (wait,) = json.loads(out)["unserved"]
         assert wait["waiting"] == "the agent, to start the eval" and wait["queue"] == f"{task_queue}@ghost"
-        await client.get_workflow_handle(eid).cancel()
+        await client.get_workflow_handle(eid).cancel()  # while its resolve waits: it ends cancelled, not failed
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(client.get_workflow_handle(eid).result(), 30)
+        assert (await client.get_workflow_handle(eid).describe()).status == WorkflowExecutionStatus.CANCELED
+        code, out, err = await client_py(temporal_server, task_queue, "eval", "status", eid)
+        assert code == 0 and "cancelled · 0/4 done" in out, (out, err)
+        await replay(client.get_workflow_handle(eid))
 
         short = te.EvalInput(dataset=Dataset(name="d", cases=[Case(name="c", inputs="q")]), agent="ghost",
                              agent_wait_seconds=1)  # fmt: skip

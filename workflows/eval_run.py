@@ -38,6 +38,7 @@ from durable_agent_runner.machine import eval_plan as plan
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.control import PAUSE_LIMIT
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.patches import EVAL_CANCEL_PATCH
 from durable_agent_runner.workflows.types import evals as te
 
 SCORE_ATTEMPT = timedelta(seconds=300)  # an LLM judge's model call included
@@ -146,6 +147,8 @@ class EvalRun:
                 summary=f"resolve agent {input.agent} for the eval",
             )
         except ActivityError as err:
+            if isinstance(err.cause, CancelledError) and workflow.patched(EVAL_CANCEL_PATCH):
+                raise asyncio.CancelledError from err  # the eval was cancelled: it ends cancelled
             if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
                 why = (
                     f"no worker serves agent '{input.agent}': nothing polled task queue {queue} "

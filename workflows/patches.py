@@ -39,6 +39,7 @@ SESSION_PROMPT_PATCH = "session-prompt-first-1.4"
 NOTIFY_PATCH = "notify-1.4"
 ASK_PERSON_PATCH = "ask-person-1.4"
 OUTSIDE_PATCH = "outside-completion-1.4"
+EVAL_CANCEL_PATCH = "eval-cancel-resolve-1.4.2"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -154,6 +155,19 @@ PATCHES: tuple[Patch, ...] = (
         deprecate_in=None,
         remove_in="2.0",
         plan=_WITH_1X,
+    ),
+    Patch(
+        id=EVAL_CANCEL_PATCH,
+        changes="an eval cancelled while its agent's resolve waits ends cancelled, not failed (EvalRun)",
+        added_in="1.4.2",
+        history="eval_cancel_resolve_1_4_2",
+        deprecate_in="1.5",
+        remove_in="1.6",
+        plan=(
+            "EvalRun outlives 1.x: an eval lasts as long as its cases (bounded) and at most 30 days paused on its "
+            "budget, so once `client.py eval list` shows no eval started before the 1.4.2 deploy running, 1.5 asks "
+            "deprecate_patch (the old path goes), and 1.6 drops the call"
+        ),
     ),
 )
 

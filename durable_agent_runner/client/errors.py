@@ -73,8 +73,8 @@ class RunFailed(AgentRunError):
     """The run ended without an answer. `status`: failed, cancelled, terminated or timed_out;
     `error_type` and `message`: the run's own error."""
 
-    def __init__(self, run_id: str, status: str, error_type: str, message: str) -> None:
-        super().__init__(f"run {run_id} {status}: {error_type}: {message}")
+    def __init__(self, run_id: str, status: str, error_type: str, message: str, what: str = "run") -> None:
+        super().__init__(f"{what} {run_id} {status}: {error_type}: {message}")
         self.run_id, self.status, self.error_type, self.message = run_id, status, error_type, message
 
 
@@ -103,8 +103,9 @@ def failure(err: WorkflowFailureError) -> tuple[str, dict[str, str]]:
     return status, {"type": kind, "message": message}
 
 
-def run_failed(run_id: str, err: WorkflowFailureError) -> RunFailed:
-    """The run's failure as the client's error: RunCancelled when it was cancelled."""
+def run_failed(run_id: str, err: WorkflowFailureError, what: str = "run") -> RunFailed:
+    """The run's failure as the client's error: RunCancelled when it was cancelled. `what` names
+    it in the message: a run, or an eval."""
     status, error = failure(err)
     kind = RunCancelled if status == "cancelled" else RunFailed
-    return kind(run_id, status, error["type"], error["message"])
+    return kind(run_id, status, error["type"], error["message"], what)

@@ -107,7 +107,7 @@ class EvalHandle:
             try:
                 await self._handle.result()
             except WorkflowFailureError as err:
-                raise run_failed(self.eval_id, err) from None
+                raise run_failed(self.eval_id, err, "eval") from None
         status: te.EvalStatus = await self._handle.query(
             te.EVAL_STATUS_QUERY, result_type=te.EvalStatus, rpc_timeout=READ_TIMEOUT
         )
@@ -125,7 +125,7 @@ class EvalHandle:
             try:
                 await self._handle.result()
             except WorkflowFailureError as err:
-                raise run_failed(self.eval_id, err) from None
+                raise run_failed(self.eval_id, err, "eval") from None
             raise
         return status.model_copy(update={"phase": "cancelled", "running": [], "waiting": []})
 
@@ -164,7 +164,7 @@ class EvalHandle:
         except TimeoutError:
             raise StillRunning(self.eval_id, []) from None
         except WorkflowFailureError as err:
-            raise run_failed(self.eval_id, err) from None
+            raise run_failed(self.eval_id, err, "eval") from None
         return result.status
 
     async def report(self, baseline: str | None = None) -> tuple[Report, Diff | None]:
