@@ -3,6 +3,8 @@ the report (rows, aggregates, spread over repeats, a baseline's diff, the gate, 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -143,3 +145,45 @@ def test_an_unfinished_eval_fails_the_gate_and_percentiles_are_nearest_rank():
     rep = report(status("e", [result("a", True, 1.0)]).model_copy(update={"total": 2}))
     assert gate(rep) == ["the eval finished 1 of 2 case runs"]
     assert percentile([], 50) == 0.0 and percentile([1, 2, 3, 4], 50) == 2 and percentile([1, 2, 3, 4], 95) == 4
+
+
+def tables(text: str) -> list[list[int]]:
+    """The cell count of each line of each Markdown table in `text` (escaped pipes are text)."""
+    found: list[list[int]] = []
+    previous = False
+    for line in text.splitlines():
+        is_row = line.startswith("|")
+        if is_row:
+            cells = len(re.split(r"(?<!\\)\|", line)) - 2
+            found[-1:] = [found[-1] + [cells]] if previous else found[-1:]
+            if not previous:
+                found.append([cells])
+        previous = is_row
+    return found
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b|c", "case\nnew line"]),
+            st.booleans(),
+            st.sampled_from(["completed", "failed", "budget"]),
+            st.booleans(),
+        ),
+        max_size=6,
+    )
+)
+def test_every_row_of_the_markdown_report_has_its_headers_cells(runs):
+    """Whatever finished (nothing yet, runs that failed before any score, cases whose names hold a
+    pipe or a new line), each table's rows have as many cells as its header: a report a CI job
+    posts renders as tables. (An eval with no scores yet once had a header one cell wider.)"""
+    results = [
+        result(case, passed, 0.5, repeat=i + 1).model_copy(
+            update={"end": end, "scores": [] if unscored or end != "completed" else result(case, passed, 0.5).scores}
+        )
+        for i, (case, passed, end, unscored) in enumerate(runs)
+    ]
+    rep = report(status("e", results).model_copy(update={"phase": "running", "total": len(results) + 1}))
+    for table in tables(markdown(rep)):
+        assert len(set(table)) == 1, (table, markdown(rep))

@@ -303,6 +303,10 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def markdown(now: Report, diff: Diff | None = None) -> str:
     """The report (and its diff) as Markdown: a summary, the evaluators, one row per case run."""
     lines = [
@@ -320,16 +324,14 @@ def markdown(now: Report, diff: Diff | None = None) -> str:
         rate = "-" if e.pass_rate is None else f"{e.pass_rate:.1%}"
         lines.append(f"| {_md(e.name)} | {mean} | {rate} | {e.errors} |")
     names = list(dict.fromkeys(n for r in now.rows for n in r.scores))
-    lines += ["", "| case | # | result | " + " | ".join(map(_md, names)) + " | turns | tokens | USD | s | run |"]
-    lines.append("| --- " * (len(names) + 8) + "|")
+    head = ["case", "#", "result", *map(_md, names), "turns", "tokens", "USD", "s", "run"]
+    lines += ["", _md_row(head), "| --- " * len(head) + "|"]
     for r in now.rows:
         result = "pass" if r.passed else r.end if r.end != "completed" else "fail"
-        cells = " | ".join(_cell(r.scores.get(n)) if n in r.scores else "" for n in names)
+        scores = [_cell(r.scores.get(n)) if n in r.scores else "" for n in names]
         run = f"[{r.run_id}]({r.link})" if r.link else r.run_id
-        lines.append(
-            f"| {_md(r.case)} | {r.repeat} | {result} | {cells} | {r.turns} | {r.tokens} | {r.usd:.4f} | "
-            f"{r.seconds:.2f} | {_md(run)} |"
-        )
+        cells = [_md(r.case), str(r.repeat), result, *scores, str(r.turns), str(r.tokens), f"{r.usd:.4f}"]
+        lines.append(_md_row([*cells, f"{r.seconds:.2f}", _md(run)]))
     failing = [r for r in now.rows if not r.passed and (r.error or r.reasons)]
     if failing:
         lines += ["", "Why cases failed:"]
