@@ -171,3 +171,38 @@ async def test_eval_run_says_within_seconds_that_no_worker_serves_its_agent(
     message = str(failed.value.cause)
     assert f"no worker serves agent 'ghost': nothing polled task queue {task_queue}@ghost for 1s" in message
     await replay(handle)
+
+
+async def test_eval_run_says_which_case_run_waits_for_a_person(
+    client, temporal_server, task_queue, llm, worker_factory, tmp_path
+):
+    """A case whose run waits for an approval: `eval run` names that run once, with how to see what
+    it asks, under its bar; approved, the eval goes on and `eval run` ends with its report."""
+    data = tmp_path / "cases.yaml"
+    data.write_text("name: one\ncases:\n  - name: only\n    inputs: go\n")
+    model = script(llm, {"tool_calls": [{"name": "send", "arguments": {"label": "x"}}]}, {"content": "sent"})
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
+    args = ("eval", "run", str(data), "--agent", "guarded", "--model", model)
+    async with worker_factory():
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "client.py", *args, cwd=ROOT, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            async with asyncio.timeout(60):
+                while b"waits for a person" not in (line := await proc.stderr.readline()):
+                    assert line, "client.py ended without saying it"
+            run_id = line.decode().split("case run ", 1)[1].split(" ", 1)[0]
+            assert line.decode().strip().endswith(f"client.py status {run_id}")
+            run = AgentClient(client, task_queue=task_queue).get(run_id)
+            (call,) = (await run.status()).pending_approvals
+            await run.approve(call.call_id, by="tester")
+            out, rest = await asyncio.wait_for(proc.communicate(), 60)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 0, rest
+    assert rest.decode().count("waits for a person") == 0  # said once, before the approval
+    assert "completed · 1/1 done" in out.decode()

@@ -209,14 +209,18 @@ def bar(s: te.EvalStatus) -> str:
 
 async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
     """A progress bar on standard error until the eval ends (one line per change when not a
-    terminal), and, on a line of its own, each wait no worker takes (an agent no worker serves)."""
+    terminal), and, each once on a line of its own, a case run that waits for a person (how to
+    see what it asks) and a wait no worker takes (an agent no worker serves)."""
     tty, last = sys.stderr.isatty(), ""
     deadline = time.monotonic() + seconds
     said: list[str] = []
+    told: set[str] = set()  # the case runs said to wait for a person, each said once
     warn = asyncio.create_task(ev.warn_unserved(said.append))
     try:
         while True:
             s = await ev.status()
+            said += [f"case run {r} waits for a person: client.py status {r}" for r in s.waiting if r not in told]
+            told.update(s.waiting)
             for text in said:
                 print(("\n" if tty and last else "") + text, file=sys.stderr, flush=True)
                 last = ""  # the bar is drawn again below the message
