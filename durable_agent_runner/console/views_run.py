@@ -94,11 +94,9 @@ def _facts(view: RunView) -> str:
     if s.get("paused"):
         p = s["paused"]
         rows.append(("paused", h(f"before {p['where'].replace('_', ' ')} {p['turn']}: {p['why']}"[:CUT])))
-    if s.get("error"):
-        e = s["error"]
+    if e := s.get("error"):
         rows.append(("error", f'<span class="refusal">{h(e["type"][:200])}: {h(e["message"][:CUT])}</span>'))
-    for wait in s.get("unserved") or []:  # a wait no worker takes (client/stuck.py)
-        rows.append(("stalled", h(wait["message"][:CUT])))
+    rows += [("stalled", h(w["message"][:CUT])) for w in s.get("unserved") or []]  # client/stuck.py
     if s.get("stuck"):
         rows.append(("stuck", h(f"{s['stuck']['error']} — {s['stuck']['what_to_do']}"[:CUT])))
     if s.get("scores"):  # online scoring (client/scores.py)
