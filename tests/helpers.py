@@ -242,9 +242,10 @@ def without_retried_tasks(turn: list[str]) -> list[str]:
     return kept
 
 
-async def client_py_says(args: list[str], env: dict[str, str], words: bytes, seconds: float = 60) -> bytes:
-    """Runs `client.py ARGS` until a line of its standard error holds `words` (within `seconds`:
-    its start-up included), then kills it; that line. Fails when it ends without saying them."""
+async def client_py_until(args: list[str], env: dict[str, str], words: bytes, seconds: float = 60) -> tuple[Any, bytes]:
+    """Starts `client.py ARGS` and reads its standard error until a line holds `words` (within
+    `seconds`, its start-up included): the process, still running, and that line. Fails, killing
+    it, when it ends without saying them or says them too late."""
     root = Path(__file__).resolve().parent.parent
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "client.py", *args, cwd=root, env=env,
@@ -255,7 +256,16 @@ async def client_py_says(args: list[str], env: dict[str, str], words: bytes, sec
         async with asyncio.timeout(seconds):
             while words not in (line := await proc.stderr.readline()):
                 assert line, f"client.py ended without saying {words!r}"
-        return line
-    finally:
+    except BaseException:
         proc.kill()
         await proc.wait()
+        raise
+    return proc, line
+
+
+async def client_py_says(args: list[str], env: dict[str, str], words: bytes, seconds: float = 60) -> bytes:
+    """`client_py_until`, then the process killed: the line that held `words`."""
+    proc, line = await client_py_until(args, env, words, seconds)
+    proc.kill()
+    await proc.wait()
+    return line

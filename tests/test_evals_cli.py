@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -19,7 +20,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.evals import Case, Dataset
 from durable_agent_runner.workflows.types import evals as te
-from tests.helpers import client_py_says, replay, script
+from tests.helpers import client_py_says, client_py_until, replay, script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -184,15 +185,8 @@ async def test_eval_run_says_which_case_run_waits_for_a_person(
     env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
     args = ("eval", "run", str(data), "--agent", "guarded", "--model", model)
     async with worker_factory():
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "client.py", *args, cwd=ROOT, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        assert proc.stdout is not None and proc.stderr is not None
+        proc, line = await client_py_until(list(args), env, b"waits for a person")
         try:
-            async with asyncio.timeout(60):
-                while b"waits for a person" not in (line := await proc.stderr.readline()):
-                    assert line, "client.py ended without saying it"
             run_id = line.decode().split("case run ", 1)[1].split(" ", 1)[0]
             assert line.decode().strip().endswith(f"client.py status {run_id}")
             run = AgentClient(client, task_queue=task_queue).get(run_id)
@@ -206,3 +200,22 @@ async def test_eval_run_says_which_case_run_waits_for_a_person(
     assert proc.returncode == 0, rest
     assert rest.decode().count("waits for a person") == 0  # said once, before the approval
     assert "completed · 1/1 done" in out.decode()
+
+
+async def test_ctrl_c_stops_following_an_eval_not_the_eval(client, temporal_server, task_queue, llm, worker_factory):
+    """Ctrl-C on `eval run` ends the command (exit 130) and says the eval goes on, with the
+    command that follows it again; the eval is still running."""
+    model = script(llm, {"tool_calls": [{"name": "send", "arguments": {"label": "x"}}]}, {"content": "sent"})
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
+    eid = f"eval-interrupted-{uuid.uuid4().hex[:6]}"
+    args = ["eval", "run", str(ROOT / "examples" / "weather_eval.yaml"), "--agent", "guarded", "--model", model]
+    async with worker_factory():
+        proc, _ = await client_py_until([*args, "--id", eid], env, b"waits for a person")
+        proc.send_signal(signal.SIGINT)
+        _, rest = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 130, rest
+        assert f"stopped following; eval {eid} goes on: client.py eval watch {eid}" in rest.decode()
+        assert "Traceback" not in rest.decode()
+        handle = client.get_workflow_handle(eid)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        await handle.cancel()

@@ -236,6 +236,9 @@ async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
             if time.monotonic() > deadline:
                 raise UsageError(f"eval {ev.eval_id} still running after {seconds:g}s (it goes on; see eval status)")
             await asyncio.sleep(POLL_SECONDS)
+    except asyncio.CancelledError:  # Ctrl-C: this stops following, not the eval
+        print(f"\nstopped following; eval {ev.eval_id} goes on: client.py eval watch {ev.eval_id}", file=sys.stderr)
+        raise
     finally:
         warn.cancel()
 
