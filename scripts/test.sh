@@ -18,8 +18,12 @@ if [ -z "${SKIP_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1 && [ "$(i
     echo "warning: could not install chromium; tests/test_codec_ui.py will skip" >&2
 fi
 "$VENV/bin/ruff" check .
-"$VENV/bin/mypy"
-"$VENV/bin/mkdocs" build --strict --quiet --site-dir "$(mktemp -d)"
+# mypy --strict (30 s of one core on a fresh clone) and the docs build run beside the tests, which
+# wait on servers and timers part of the time: their verdict is printed, and counted, after them.
+checks_log="$(mktemp)"
+{ "$VENV/bin/mypy" && "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$(mktemp -d)"; } >"$checks_log" 2>&1 &
+checks=$!
+trap 'kill "$checks" 2>/dev/null || true' INT TERM
 # The tests start client.py and worker.py hundreds of times: compile the package once, so that no
 # process compiles it again (where PYTHONDONTWRITEBYTECODE is set, as on CI, none would write it).
 "$PY" -m compileall -q -j 0 durable_agent_runner workflows activities machine client.py worker.py >/dev/null
@@ -28,4 +32,13 @@ fi
 # not run again: many time real things (SIGKILLs, restarts, streams) on two shared cores, so each
 # waits for its condition with a bound generous enough for a loaded machine, and a failure is a
 # verdict to read, not a load spike to retry.
-exec "$PY" -m pytest -n "${PYTEST_WORKERS:-3}" --durations=25 "$@"
+tests=0
+"$PY" -m pytest -n "${PYTEST_WORKERS:-3}" --durations=25 "$@" || tests=$?
+checked=0
+wait "$checks" || checked=$?
+cat "$checks_log"
+if [ "$checked" != 0 ]; then
+  echo "mypy --strict or mkdocs build --strict failed (above)" >&2
+fi
+if [ "$tests" != 0 ]; then exit "$tests"; fi
+exit "$checked"
