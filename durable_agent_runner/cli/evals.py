@@ -179,7 +179,7 @@ def _print_report(as_json: bool, now: Report, diff: Diff | None, failures: list[
 async def cmd_status(client: AgentClient, args: argparse.Namespace) -> int:
     ev = client.evals.get(args.eval_id)
     s = await ev.status()
-    unserved = await _unserved(ev) if s.phase not in ("completed", "failed", "cancelled") else []
+    unserved = await _unserved(ev) if s.phase not in te.EVAL_ENDED else []
     lines = [f"eval {s.eval_id}: {s.dataset} on {s.agent}", "  " + progress_line(s)]
     lines += [f"  stalled: {wait['message']}" for wait in unserved]
     lines += [f"  running: {r}" + (" (waits for a person)" if r in s.waiting else "") for r in s.running]
@@ -229,7 +229,7 @@ async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
             if line != last:
                 print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
                 last = line
-            if s.phase in ("completed", "failed", "cancelled"):
+            if s.phase in te.EVAL_ENDED:
                 if tty:
                     print(file=sys.stderr)
                 return s

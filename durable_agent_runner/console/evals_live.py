@@ -23,7 +23,7 @@ from durable_agent_runner.evals.report import Diff, Report, compare, report
 from durable_agent_runner.workflows.types import evals as te
 
 POLL_EVAL = 1.0
-ENDED = ("completed", "failed", "cancelled")
+ENDED = te.EVAL_ENDED
 
 
 EvalView = tuple[te.EvalStatus, Report, "Diff | None", list[str]]

@@ -34,6 +34,7 @@ MAX_CONCURRENCY = 50
 MAX_OUTPUT_CHARS = 2_000  # of a case's answer kept in its result: a report shows a line of it
 
 EvalPhase = Literal["running", "paused", "completed", "failed", "cancelled"]
+EVAL_ENDED: frozenset[EvalPhase] = frozenset({"completed", "failed", "cancelled"})  # an eval's final phases
 # How a case's run ended: answered, failed (its error), its budget spent, or cancelled.
 CaseEnd = Literal["completed", "failed", "budget", "cancelled"]
 
@@ -146,6 +147,7 @@ class EvalResult(Contract):
 
 
 __all__ = [
+    "EVAL_ENDED",
     "EVAL_RESUME_UPDATE",
     "EVAL_SCORE_ACTIVITY",
     "EVAL_STATUS_QUERY",
