@@ -1,4 +1,5 @@
-"""How a run's texts are cut for its events and views: one place for the sizes."""
+"""How a run's texts are cut for its events and views (one place for the sizes), and the failures
+a run and an eval say in the same words."""
 
 from __future__ import annotations
 
@@ -33,3 +34,11 @@ def event_text(text: str) -> str:
     if len(text) <= EVENT_TEXT:
         return text
     return text[:EVENT_TEXT] + f"\n… [{len(text) - EVENT_TEXT} more characters: `client.py result` prints it whole]"
+
+
+def no_worker_serves(agent: str, queue: str, seconds: float) -> str:
+    """Why a run or an eval fails when no worker took its agent's resolve within its wait."""
+    return (
+        f"no worker serves agent '{agent}': nothing polled task queue {queue} "
+        f"for {seconds:g}s (start a worker with --tools for that agent)"
+    )

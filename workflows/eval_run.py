@@ -37,6 +37,7 @@ from durable_agent_runner.evals.context import EvaluationResult, one_line
 from durable_agent_runner.machine import eval_plan as plan
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.control import PAUSE_LIMIT
+from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import EVAL_CANCEL_PATCH
 from durable_agent_runner.workflows.types import evals as te
@@ -150,10 +151,7 @@ class EvalRun:
             if isinstance(err.cause, CancelledError) and workflow.patched(EVAL_CANCEL_PATCH):
                 raise asyncio.CancelledError from err  # the eval was cancelled: it ends cancelled
             if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
-                why = (
-                    f"no worker serves agent '{input.agent}': nothing polled task queue {queue} "
-                    f"for {input.agent_wait_seconds:g}s (start a worker with --tools for that agent)"
-                )
+                why = no_worker_serves(input.agent, queue, input.agent_wait_seconds)
                 raise ApplicationError(why, type="UnknownAgent") from None
             why = err.cause.message if isinstance(err.cause, FailureError) else str(err)
             raise ApplicationError(f"agent '{input.agent}' could not be resolved: {why}", type="UnknownAgent") from None

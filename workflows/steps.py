@@ -33,6 +33,7 @@ from durable_agent_runner.machine.outcomes import ModelFailed
 from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.requests import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN
 from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
 
@@ -167,10 +168,7 @@ class Steps:
             return spec
         except ActivityError as err:
             if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
-                message = (
-                    f"no worker serves agent '{input.agent}': nothing polled task queue {queue} "
-                    f"for {input.agent_wait_seconds:g}s (start a worker with --tools for that agent)"
-                )
+                message = no_worker_serves(input.agent, queue, input.agent_wait_seconds)
                 raise self._failure(message, "UnknownAgent") from err
             raise self._failed_activity(err, "ResolveAgentFailed", "") from err
 
