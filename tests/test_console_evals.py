@@ -63,12 +63,13 @@ async def test_an_eval_page_says_when_no_worker_serves_its_agent(client, task_qu
             assert "stalled: no worker serves agent &#x27;ghost&#x27; for the agent, to start the eval" in page, page
             assert f"nothing polls task queue {task_queue}@ghost" in page
             await ev.cancel()
+            ended = '<span class="phase cancelled">cancelled</span>'  # the page's phase, not its style sheet's
             for _ in range(60):
                 page = (await web.get(f"/evals/{ev.eval_id}")).text
-                if "cancelled" in page:
+                if ended in page:
                     break
                 await asyncio.sleep(0.5)
-            assert "cancelled" in page and "stalled:" not in page
+            assert ended in page and "stalled:" not in page
 
 
 async def test_an_eval_page_follows_it_live_in_a_browser(browser, client, task_queue, llm, worker_factory):
