@@ -13,8 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from temporalio.service import RPCError
-
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -177,22 +175,12 @@ def _print_report(as_json: bool, now: Report, diff: Diff | None, failures: list[
 
 
 async def cmd_status(client: AgentClient, args: argparse.Namespace) -> int:
-    ev = client.evals.get(args.eval_id)
-    s = await ev.status()
-    unserved = await _unserved(ev) if s.phase not in te.EVAL_ENDED else []
+    s = await client.evals.get(args.eval_id).status()
     lines = [f"eval {s.eval_id}: {s.dataset} on {s.agent}", "  " + progress_line(s)]
-    lines += [f"  stalled: {wait['message']}" for wait in unserved]
+    lines += [f"  stalled: {wait['message']}" for wait in s.unserved]
     lines += [f"  running: {r}" + (" (waits for a person)" if r in s.waiting else "") for r in s.running]
-    emit(args.json, _status_body(s) | {"unserved": unserved}, "\n".join(lines))
+    emit(args.json, _status_body(s), "\n".join(lines))
     return 0
-
-
-async def _unserved(ev: EvalHandle) -> list[dict[str, str]]:
-    """The eval's waits no worker takes; [] when that cannot be read in time (a view, as status is)."""
-    try:
-        return await ev.unserved()
-    except (TimeoutError, RPCError):
-        return []
 
 
 def _status_body(s: te.EvalStatus) -> dict[str, Any]:
@@ -213,18 +201,17 @@ async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
     see what it asks) and a wait no worker takes (an agent no worker serves)."""
     tty, last = sys.stderr.isatty(), ""
     deadline = time.monotonic() + seconds
-    said: list[str] = []
-    told: set[str] = set()  # the case runs said to wait for a person, each said once
-    warn = asyncio.create_task(ev.warn_unserved(said.append))
+    told: set[str] = set()  # what was said (a case run waiting for a person, a wait no worker takes), once each
     try:
         while True:
             s = await ev.status()
-            said += [f"case run {r} waits for a person: client.py status {r}" for r in s.waiting if r not in told]
-            told.update(s.waiting)
-            for text in said:
-                print(("\n" if tty and last else "") + text, file=sys.stderr, flush=True)
-                last = ""  # the bar is drawn again below the message
-            said.clear()
+            said = {r: f"case run {r} waits for a person: client.py status {r}" for r in s.waiting}
+            said |= {f"{w['queue']} {w['waiting']}": w["message"] for w in s.unserved}
+            for key, text in said.items():
+                if key not in told:
+                    told.add(key)
+                    print(("\n" if tty and last else "") + text, file=sys.stderr, flush=True)
+                    last = ""  # the bar is drawn again below the message
             line = bar(s)
             if line != last:
                 print(("\r" + line) if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
@@ -239,8 +226,6 @@ async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
     except asyncio.CancelledError:  # Ctrl-C: this stops following, not the eval
         print(f"\nstopped following; eval {ev.eval_id} goes on: client.py eval watch {ev.eval_id}", file=sys.stderr)
         raise
-    finally:
-        warn.cancel()
 
 
 async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:

@@ -18,13 +18,13 @@ import asyncio
 import json
 import re
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, JsonValue, ValidationError
 from temporalio.client import (
     Client,
+    WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -111,7 +111,7 @@ class EvalHandle:
         status: te.EvalStatus = await self._handle.query(
             te.EVAL_STATUS_QUERY, result_type=te.EvalStatus, rpc_timeout=READ_TIMEOUT
         )
-        return await self._in_flight(status)
+        return (await self._in_flight(status)).model_copy(update={"unserved": await _unserved(self.temporal, desc)})
 
     async def _cancelled(self) -> te.EvalStatus:
         """A cancelled eval's status as it stood: the cases it finished keep their results (its
@@ -145,17 +145,6 @@ class EvalHandle:
         except RPCError:
             return status  # visibility is a view: progress goes on without it
         return status.model_copy(update={"waiting": waiting, "in_flight_tokens": tokens, "in_flight_usd": usd})
-
-    async def unserved(self) -> list[dict[str, str]]:
-        """What the eval waits for that no worker takes, as `RunHandle.unserved` says it: its next
-        step (no worker polls its queue), its agent's resolve (no worker serves that agent) or a
-        case's scoring; [] when each has a worker. Bounded: TimeoutError past stuck.LOOK_BOUND."""
-        async with asyncio.timeout(stuck.LOOK_BOUND.total_seconds()):
-            return await stuck.unserved(self.temporal, await self._handle.describe(rpc_timeout=READ_TIMEOUT))
-
-    async def warn_unserved(self, say: Callable[[str], None]) -> None:
-        """Says each wait no worker takes once, as soon as it is past stuck.GRACE, until cancelled."""
-        await stuck.warn_unserved(self.temporal, self._handle, say)
 
     async def wait(self, seconds: float | None = None) -> te.EvalStatus:
         """The eval's final status once it ends; StillRunning after `seconds`."""
@@ -295,6 +284,17 @@ class Evals:
                 )
             )
         return rows
+
+
+async def _unserved(temporal: Client, desc: WorkflowExecutionDescription) -> list[dict[str, str]]:
+    """What a live eval waits for that no worker takes, as `RunHandle.unserved` says it: its next
+    step (no worker polls its queue), its agent's resolve (no worker serves that agent) or a
+    case's scoring. A view: [] when it cannot be read within stuck.LOOK_BOUND."""
+    try:
+        async with asyncio.timeout(stuck.LOOK_BOUND.total_seconds()):
+            return await stuck.unserved(temporal, desc)
+    except (TimeoutError, RPCError):
+        return []
 
 
 def progress_line(s: te.EvalStatus) -> str:

@@ -6,7 +6,7 @@ retries the task: a fixed worker carries it on from there. `status` says so, wit
 what to do. A wait on a task queue no worker polls (no worker for the run's queue, or for the
 agent and version a tool call or an approval check needs) is said within seconds by `status`,
 `run --wait`, `approve` and the console's Approve (`RunHandle.unserved`), and for an eval by `eval
-run`, `eval watch` and `eval status` (`EvalHandle.unserved`), instead of a silent wait.
+run`, `eval watch` and `eval status` (`EvalStatus.unserved`, which `EvalHandle.status` fills), instead of a silent wait.
 """
 
 from __future__ import annotations

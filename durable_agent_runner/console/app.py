@@ -84,9 +84,9 @@ class Console:
 
     async def eval_page(self, request: Request) -> Response:
         eval_id = _run_id(request, "eval_id")
-        status, now, diff, stalled = await evals_live.eval_view(self.client, eval_id)
+        status, now, diff = await evals_live.eval_view(self.client, eval_id)
         stream = "" if status.phase in evals_live.ENDED else f"{links.eval_href(eval_id)}/events"
-        return self.page(f"Eval {eval_id}", views_evals.eval_body(status, now, diff, stalled), stream=stream)
+        return self.page(f"Eval {eval_id}", views_evals.eval_body(status, now, diff), stream=stream)
 
     async def eval_events(self, request: Request) -> Response:
         return self._stream(evals_live.eval_stream(self.client, _run_id(request, "eval_id")))

@@ -9,11 +9,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from temporalio.service import RPCError
-
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused
-from durable_agent_runner.client.evals import EvalHandle
 from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.console import views_evals
 from durable_agent_runner.console.eval_pauses import spent_line
@@ -26,31 +23,18 @@ POLL_EVAL = 1.0
 ENDED = te.EVAL_ENDED
 
 
-EvalView = tuple[te.EvalStatus, Report, "Diff | None", list[str]]
-
-
-async def eval_view(client: AgentClient, eval_id: str) -> EvalView:
-    """The eval's status, its report, with a baseline the diff (None when the baseline cannot be
-    read: the page says what it can), and what it waits for that no worker takes (`stalled`)."""
-    ev = client.evals.get(eval_id)
-    status = await ev.status()
+async def eval_view(client: AgentClient, eval_id: str) -> tuple[te.EvalStatus, Report, Diff | None]:
+    """The eval's status (with what it waits for that no worker takes: `unserved`), its report
+    and, with a baseline, the diff (None when the baseline cannot be read: the page says what it can)."""
+    status = await client.evals.get(eval_id).status()
     now = report(status, ui_url)
-    stalled = await _stalled(ev) if status.phase not in ENDED else []
     if not status.baseline:
-        return status, now, None, stalled
+        return status, now, None
     try:
         then = report(await client.evals.get(status.baseline).status(), ui_url)
     except (AgentRunError, ValueError):
-        return status, now, None, stalled
-    return status, now, compare(now, then), stalled
-
-
-async def _stalled(ev: EvalHandle) -> list[str]:
-    """`EvalHandle.unserved`'s messages; none when they cannot be read in time (a view)."""
-    try:
-        return [wait["message"] for wait in await ev.unserved()]
-    except (TimeoutError, RPCError):
-        return []
+        return status, now, None
+    return status, now, compare(now, then)
 
 
 async def eval_stream(client: AgentClient, eval_id: str) -> AsyncIterator[str]:
@@ -59,7 +43,7 @@ async def eval_stream(client: AgentClient, eval_id: str) -> AsyncIterator[str]:
     shown = shown_raise = ""
     while clock() - began < LIFETIME:
         try:
-            status, now, diff, stalled = await eval_view(client, eval_id)
+            status, now, diff = await eval_view(client, eval_id)
         except AgentRunError:  # failed, or gone: the page as it is, and no more
             yield frame("end", {})
             return
@@ -70,7 +54,7 @@ async def eval_stream(client: AgentClient, eval_id: str) -> AsyncIterator[str]:
         if form != shown_raise:
             yield frame("section", {"id": "raise", "html": form})
             shown_raise, quiet = form, clock()
-        html = views_evals.eval_section(status, now, diff, stalled)
+        html = views_evals.eval_section(status, now, diff)
         if html != shown:
             yield frame("section", {"id": "eval", "html": html})
             shown, quiet = html, clock()

@@ -28,9 +28,9 @@ def evals_body(rows: list[EvalRow]) -> str:
     return f'<table class="runs evals">{head}{body}</table>'
 
 
-def eval_body(status: te.EvalStatus, report: Report, diff: Diff | None, stalled: list[str]) -> str:
+def eval_body(status: te.EvalStatus, report: Report, diff: Diff | None) -> str:
     raising = f'<div id="raise" class="controls">{raise_form(status)}</div>'
-    return f'{raising}<div id="eval">{eval_section(status, report, diff, stalled)}</div>'
+    return f'{raising}<div id="eval">{eval_section(status, report, diff)}</div>'
 
 
 def raise_form(status: te.EvalStatus) -> str:
@@ -57,7 +57,7 @@ def _cell(value: bool | float | str | None) -> str:
     return h(f"{value:.3g}" if isinstance(value, float) else str(value)[:40])
 
 
-def eval_section(status: te.EvalStatus, report: Report, diff: Diff | None, stalled: list[str]) -> str:
+def eval_section(status: te.EvalStatus, report: Report, diff: Diff | None) -> str:
     """The live part of an eval's page: progress, what it waits for that no worker takes
     (`stalled`, as `eval status` says it), evaluators, the case table, the baseline's diff."""
     done = 100 * status.done // max(status.total, 1)
@@ -66,7 +66,7 @@ def eval_section(status: te.EvalStatus, report: Report, diff: Diff | None, stall
         + (f" ({h(status.agent_version)})" if status.agent_version else "")
         + f' · <span class="phase {h(status.phase)}">{h(status.phase)}</span></p>',
         f'<progress max="100" value="{done}"></progress> <span id="progress">{h(progress_line(status))}</span>',
-        *(f'<p class="refusal stalled">stalled: {h(text)}</p>' for text in stalled),
+        *(f'<p class="refusal stalled">stalled: {h(wait["message"])}</p>' for wait in status.unserved),
         f'<p class="meta">pass rate {report.pass_rate:.1%} · p50 {report.p50_seconds:.2f}s · '
         f"p95 {report.p95_seconds:.2f}s · ${report.usd:.4f}</p>",
     ]

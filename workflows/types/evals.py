@@ -138,6 +138,9 @@ class EvalStatus(Contract):
     # it from their search attributes, a moment behind.
     in_flight_tokens: int = 0
     in_flight_usd: float = 0.0
+    # What the eval waits for that no worker takes (its agent's resolve, a case's scoring), each
+    # {queue, waiting, message}: the client fills it from the eval's description (client/stuck.py).
+    unserved: list[dict[str, str]] = Field(default_factory=list)
 
 
 class EvalResult(Contract):
