@@ -28,7 +28,7 @@ class Handle:
         self.ids: list[str | None] = []
         self.status = WorkflowExecutionStatus.RUNNING
 
-    async def describe(self) -> Any:
+    async def describe(self, rpc_timeout: Any) -> Any:
         return SimpleNamespace(status=self.status, task_queue="q")
 
     async def execute_update(self, name: str, body: Any, *, id: str | None, result_type: Any) -> str:

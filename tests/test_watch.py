@@ -7,7 +7,7 @@ import io
 import json
 import os
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from durable_agent_runner.activities.model_call import TAIL_CHARS
@@ -216,7 +216,9 @@ async def test_events_since_never_skips_an_earlier_execution_with_more_than_a_pa
         def __init__(self, execution: str | None) -> None:
             self.execution = execution or "new"
 
-        async def query(self, name: str, query: t.EventsQuery, result_type: object) -> t.EventsPage:
+        async def query(
+            self, name: str, query: t.EventsQuery, result_type: object, rpc_timeout: timedelta
+        ) -> t.EventsPage:
             first, end, previous = executions[self.execution]
             start = max(query.since, first)
             events = [ev(n) for n in range(start, min(end, start + query.limit))]
@@ -252,12 +254,14 @@ async def test_a_run_that_closes_between_its_events_and_its_status_still_shows_i
     state = {"closed": False, "reads": 0}
 
     class Handle:
-        async def query(self, name: str, query: t.EventsQuery, result_type: object) -> t.EventsPage:
+        async def query(
+            self, name: str, query: t.EventsQuery, result_type: object, rpc_timeout: timedelta
+        ) -> t.EventsPage:
             state["reads"] += 1
             events = [final] if state["closed"] and query.since <= 1 else []
             return t.EventsPage(events=events, next=query.since + len(events), first=0)
 
-        async def describe(self) -> SimpleNamespace:
+        async def describe(self, rpc_timeout: timedelta) -> SimpleNamespace:
             state["closed"] = True  # it ended just after the events were read
             return SimpleNamespace(status=WorkflowExecutionStatus.COMPLETED)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from datetime import timedelta
 
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
@@ -35,12 +36,17 @@ CALL_ENDS = frozenset(
 )
 STREAM_POLL = 0.05  # seconds between reads of the streamed text while a model call is in flight
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before a watcher gives up
+# Each read's bound: a query or describe the server or the worker does not answer in time fails
+# (a Gap) and is asked again, never awaited for good.
+READ = timedelta(seconds=5)
 
 
 async def events_since(client: Client, run_id: str, since: int, execution: str | None = None) -> t.EventsPage:
     """Events from `since` on, reaching back through earlier executions when they hold some."""
     handle = client.get_workflow_handle(run_id, run_id=execution)
-    page: t.EventsPage = await handle.query(t.EVENTS_QUERY, t.EventsQuery(since=since), result_type=t.EventsPage)
+    page: t.EventsPage = await handle.query(
+        t.EVENTS_QUERY, t.EventsQuery(since=since), result_type=t.EventsPage, rpc_timeout=READ
+    )
     if since < page.first and page.previous_run_id:
         older = await events_since(client, run_id, since, page.previous_run_id)
         held = [e for e in older.events if e.seq < page.first]
@@ -54,7 +60,7 @@ async def events_since(client: Client, run_id: str, since: int, execution: str |
 async def live_progress(client: Client, run_id: str, turn: int) -> t.ModelProgress | None:
     """The streamed text of model call `turn` in flight: the model activity's, or that of the
     tool activity of turn `turn - 1` that makes it once its tool has run (machine/ahead.py)."""
-    desc = await client.get_workflow_handle(run_id).describe()
+    desc = await client.get_workflow_handle(run_id).describe(rpc_timeout=READ)
     for pending in desc.raw_description.pending_activities:
         ours = pending.activity_id == f"model-{turn}" or pending.activity_id.startswith(f"tool-{turn - 1}-")
         if ours and pending.heartbeat_details.payloads:
@@ -70,7 +76,9 @@ async def live_progress(client: Client, run_id: str, turn: int) -> t.ModelProgre
 
 async def is_session(client: Client, run_id: str) -> bool:
     try:
-        status = await client.get_workflow_handle(run_id).query(t.STATUS_QUERY, result_type=t.RunStatus)
+        status = await client.get_workflow_handle(run_id).query(
+            t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=READ
+        )
     except Exception:  # no worker yet: a session says so in its first events, but a plain run is likelier
         return False
     return status.session is not None
@@ -114,7 +122,7 @@ async def follow(
             if fresh:
                 asked, events = clock(), (await events_since(client, run_id, since)).events
             if fresh and not events:
-                status = (await client.get_workflow_handle(run_id).describe()).status
+                status = (await client.get_workflow_handle(run_id).describe(rpc_timeout=READ)).status
                 if status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
                     # It may have closed after its events were read: its last ones are read again.
                     events = (await events_since(client, run_id, since)).events

@@ -204,9 +204,9 @@ class RunHandle:
         out: list[t.RunEvent] = []
         while len(out) < limit:
             page = await events_since(self.temporal, self.id, checks.whole(since, "since", 0, 10**12))
-            if not page.events:
-                break
             out.extend(page.events)
+            if not page.events or page.done:  # all read (an ended run's next query may be slow)
+                break
             since = page.events[-1].seq + 1
         return out[:limit]
 

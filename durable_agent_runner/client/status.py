@@ -22,6 +22,7 @@ from temporalio.service import RPCError
 
 from durable_agent_runner.client.budget import budget_view
 from durable_agent_runner.client.errors import failure
+from durable_agent_runner.client.follow import READ
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
 from durable_agent_runner.client.scores import RunScores, scores_of
 from durable_agent_runner.client.stuck import stuck, unserved
@@ -122,7 +123,7 @@ async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[st
     """The runs forked from `run_id` (the other direction of the link), newest first."""
     query = f"{t.SA_FORKED_FROM.name}={json.dumps(run_id)}"
     out = []
-    async for wf in client.list_workflows(query, limit=limit):
+    async for wf in client.list_workflows(query, limit=limit, rpc_timeout=READ):
         memo = await wf.memo()
         turn = (memo.get("forked_from") or {}).get("turn")
         out.append({"run_id": wf.id, "turn": turn, "started_at": wf.start_time.isoformat()})
@@ -181,7 +182,7 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
         out["phase"] = out["status"]  # terminated or timed out: the run could not record it itself
     if out["status"] in ENDED - {t.Phase.COMPLETED} and "error" not in out:
         try:
-            await handle.result()
+            await handle.result(rpc_timeout=READ)
         except WorkflowFailureError as err:
             out["error"] = failure(err)[1]
     return RunInfo.model_validate(out)

@@ -23,6 +23,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetWorkf
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.service import RPCError
 
+from durable_agent_runner.client.follow import READ
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
@@ -88,7 +89,7 @@ async def unserved_soon(client: Client, handle: WorkflowHandle[Any, Any]) -> lis
     approval, the call's tool activity): at once when it has been taken, as it is by a live worker."""
     deadline = datetime.now(UTC) + GRACE + timedelta(seconds=1)
     while True:
-        found, young = await _waits(client, await handle.describe())
+        found, young = await _waits(client, await handle.describe(rpc_timeout=READ))
         if found or not young or datetime.now(UTC) > deadline:
             return found
         await asyncio.sleep(0.25)
@@ -103,7 +104,7 @@ async def warn_unserved(
     while True:
         await asyncio.sleep(every)
         try:
-            found = await unserved(client, await handle.describe())
+            found = await unserved(client, await handle.describe(rpc_timeout=READ))
         except RPCError:
             continue
         for wait in found:

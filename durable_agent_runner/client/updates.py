@@ -57,7 +57,7 @@ NOT_TAKEN = (
 async def describe(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription:
     """The run's description; RunNotFound for an unknown id."""
     try:
-        return await handle.describe()
+        return await handle.describe(rpc_timeout=READ_TIMEOUT)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunNotFound(handle.id) from None

@@ -162,6 +162,10 @@ async def run_stream(client: AgentClient, run_id: str, since: int) -> AsyncItera
                 yield frame("section", {"id": "controls", "html": controls})
                 shown_controls = controls
             ended = ended or view.status["status"] in views_run.ENDED
+            # A worker answered, but a read of the ended run's story failed (a closed run's query
+            # can be slow): the page shows what was read, and its story once a read succeeds.
+            if ended and not view.live and status is not None:
+                dirty = again = (final_misses := final_misses + 1) <= FINAL_VIEW_TRIES
         if ended:
             yield frame("end", {})
     finally:
