@@ -38,7 +38,7 @@ STREAM_POLL = 0.05  # seconds between reads of the streamed text while a model c
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before a watcher gives up
 # Each read's bound: a query or describe the server or the worker does not answer in time fails
 # (a Gap) and is asked again, never awaited for good.
-READ = timedelta(seconds=5)
+READ = timedelta(seconds=10)
 
 
 async def events_since(client: Client, run_id: str, since: int, execution: str | None = None) -> t.EventsPage:
