@@ -100,12 +100,12 @@ class EvalHandle:
         if desc.workflow_type != te.EVAL_WORKFLOW:
             raise BadArgument("eval_id", f"{self.eval_id} is a {desc.workflow_type} run, not an eval")
         if desc.status == WorkflowExecutionStatus.COMPLETED:
-            return (await self._handle.result()).status
+            return (await self._handle.result(rpc_timeout=READ_TIMEOUT)).status
         if desc.status == WorkflowExecutionStatus.CANCELED:
             return await self._cancelled()
         if desc.status not in LIVE:
             try:
-                await self._handle.result()
+                await self._handle.result(rpc_timeout=READ_TIMEOUT)
             except WorkflowFailureError as err:
                 raise run_failed(self.eval_id, err, "eval") from None
         status: te.EvalStatus = await self._handle.query(
@@ -123,7 +123,7 @@ class EvalHandle:
             )
         except (RPCError, WorkflowQueryFailedError):
             try:
-                await self._handle.result()
+                await self._handle.result(rpc_timeout=READ_TIMEOUT)
             except WorkflowFailureError as err:
                 raise run_failed(self.eval_id, err, "eval") from None
             raise
@@ -179,7 +179,7 @@ class EvalHandle:
 
     async def cancel(self) -> None:
         """Cancel the eval: its cases in flight are cancelled too; finished ones keep their results."""
-        await self._handle.cancel()
+        await self._handle.cancel(rpc_timeout=READ_TIMEOUT)
 
 
 class Evals:

@@ -36,32 +36,32 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 
 from durable_agent_runner.activities.capture import CaptureStore
+from durable_agent_runner.client.follow import READ
 from durable_agent_runner.client.scores import scores_of
 from durable_agent_runner.workflows import types as t
 
 E = EventType
+STATUS_TIMEOUT = timedelta(seconds=3)  # the run's own status query (a worker answers)
 
 
 async def export_run(client: Client, run_id: str, captures: CaptureStore) -> list[dict[str, Any]]:
-    runs = [wf async for wf in client.list_workflows(f"WorkflowId={json.dumps(run_id)}")]  # a quoted literal
+    query = f"WorkflowId={json.dumps(run_id)}"  # a quoted literal
+    runs = [wf async for wf in client.list_workflows(query, rpc_timeout=READ)]
     runs.sort(key=lambda wf: wf.start_time)
     if not runs:  # visibility can lag a just-started run; its latest execution is enough then
-        desc = await client.get_workflow_handle(run_id).describe()
+        desc = await client.get_workflow_handle(run_id).describe(rpc_timeout=READ)
         runs_ids = [desc.run_id]
     else:
         runs_ids = [wf.run_id for wf in runs]
     lines: list[dict[str, Any]] = []
     for execution in runs_ids:
-        history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history()
+        history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history(rpc_timeout=READ)
         lines += [line async for line in _lines(client.data_converter, history.events, captures)]
     lines += await _run_decisions(client, run_id, lines)
     if (scores := await scores_of(client, run_id)) is not None:  # online scoring: its ScoreRun's result
         lines.append({"type": "scores", "turn": None, **scores.model_dump(mode="json")})
     lines.insert(0, {"type": "run", "run_id": run_id, "executions": len(runs_ids), **_header(lines)})
     return [line for line in lines if line["type"] not in ("start", "agent")]
-
-
-STATUS_TIMEOUT = timedelta(seconds=3)
 
 
 async def _run_decisions(client: Client, run_id: str, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:

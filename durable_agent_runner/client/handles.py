@@ -334,7 +334,7 @@ class RunHandle:
         if status != WorkflowExecutionStatus.RUNNING:
             how = STATUS_NAMES.get(status, "unknown") if status else "?"
             raise DecisionRefused(f"run {self.id} has already ended ({how})")
-        await self.handle.cancel()
+        await self.handle.cancel(rpc_timeout=updates.READ_TIMEOUT)
 
     # ------------------------------------------------------------------------------ debugging
 
