@@ -169,6 +169,13 @@ async def heartbeat_payloads(handle: WorkflowHandle[Any, Any], activity: str) ->
     return max((len(p.heartbeat_details.payloads) for p in pending if p.activity_type.name == activity), default=0)
 
 
+async def beating(handle: WorkflowHandle[Any, Any], activity: str) -> int:
+    """How many of the run's pending activities of that name the server holds a heartbeat of: a
+    worker killed before its first beat reached the server leaves no "attempt started" to show."""
+    pending = (await handle.describe()).raw_description.pending_activities
+    return sum(p.activity_type.name == activity and p.HasField("last_heartbeat_time") for p in pending)
+
+
 async def activity_started(handle: WorkflowHandle[Any, Any], activity: str) -> bool:
     """Whether an activity of that name is pending and a worker has started its attempt."""
     pending = (await handle.describe()).raw_description.pending_activities

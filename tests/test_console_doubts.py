@@ -21,7 +21,7 @@ from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.client import AgentClient, DecisionRefused
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
-from tests.helpers import calls, script, start, transcript
+from tests.helpers import beating, calls, script, start, transcript
 from tests.test_console_http import csrf_of
 from tests.test_durability import wait_for
 from tests.test_in_doubt import block, live, starts, workers  # noqa: F401  (block, workers: fixtures)
@@ -48,8 +48,8 @@ async def test_a_call_in_doubt_is_resolved_from_the_inbox(
     first = workers()
     handle = await start(client, task_queue, "pay erin", agent="payer", model=model)
 
-    async def started() -> bool:
-        return bool(starts(counter_file))
+    async def started() -> bool:  # the tool runs, and its first heartbeat (when it began) reached the server
+        return bool(starts(counter_file)) and await beating(handle, t.TOOL_CALL_ACTIVITY) == 1
 
     await wait_for(started)
     first.send_signal(signal.SIGKILL)

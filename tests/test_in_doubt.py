@@ -22,7 +22,7 @@ from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.calls import PlannedCall, attempt_ended, resolved, runs, with_reply
 from durable_agent_runner.machine.doubts import Doubts
 from durable_agent_runner.workflows import types as t
-from tests.helpers import calls, replay, script, start, transcript
+from tests.helpers import beating, calls, replay, script, start, transcript
 from tests.test_client import cli  # noqa: F401  (a fixture: client.py as a subprocess)
 from tests.test_durability import start_worker_process, wait_for
 
@@ -170,8 +170,8 @@ async def test_calls_in_doubt_are_never_rerun_and_each_resolution_works(
     first = workers()
     handle = await start(client, task_queue, "pay them", agent="payer", model=model)
 
-    async def all_started() -> bool:
-        return len(starts(counter_file)) == 3
+    async def all_started() -> bool:  # each tool runs, and its first heartbeat reached the server
+        return len(starts(counter_file)) == 3 and await beating(handle, t.TOOL_CALL_ACTIVITY) == 3
 
     await wait_for(all_started)
     first.send_signal(signal.SIGKILL)
