@@ -12,15 +12,23 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import main as cli_main
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import BadArgument
-from durable_agent_runner.client.schedules import ScheduleExists, ScheduleNotFound, ScheduleView
+from durable_agent_runner.client.schedules import (
+    DESCRIBE_TRIES,
+    ScheduleExists,
+    ScheduleNotFound,
+    Schedules,
+    ScheduleView,
+)
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
 from tests.helpers import calls, script
@@ -224,6 +232,31 @@ def test_bad_names_and_times_are_usage_errors(capsys, argv, says):
         cli_main.main(argv)
     err = capsys.readouterr().err
     assert exit.value.code == 2 and says in err and "Traceback" not in err, err
+
+
+class _SlowScheduler:
+    """A schedule handle whose describe times out (the scheduler workflow not yet at its first
+    task), then answers with `last`; it counts the asks."""
+
+    def __init__(self, timeouts: int, last: RPCError) -> None:
+        self.timeouts, self.last, self.asked = timeouts, last, 0
+
+    async def describe(self, rpc_timeout: timedelta) -> Any:
+        self.asked += 1
+        if self.asked <= self.timeouts:
+            raise RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
+        raise self.last
+
+
+@pytest.mark.parametrize(
+    "timeouts, asked, raised", [(0, 1, ScheduleNotFound), (2, 3, ScheduleNotFound), (9, 3, RPCError)]
+)
+async def test_a_describe_that_times_out_is_asked_again_a_bounded_number_of_times(timeouts, asked, raised):
+    slow = _SlowScheduler(timeouts, RPCError("not found", RPCStatusCode.NOT_FOUND, b""))
+    schedules = Schedules(cast(Any, SimpleNamespace(get_schedule_handle=lambda _name: slow)), "q")
+    with pytest.raises(raised):
+        await schedules.describe("nightly")
+    assert slow.asked == asked == min(timeouts + 1, DESCRIBE_TRIES)
 
 
 def test_durations_are_read_as_people_write_them():

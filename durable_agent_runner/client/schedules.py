@@ -39,11 +39,16 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent_runner.client import checks
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.errors import AgentRunError
+from durable_agent_runner.client.updates import DEADLINE
 from durable_agent_runner.config.connection import namespace
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
 RPC_TIMEOUT = timedelta(seconds=10)
+# The server answers a describe by querying the schedule's own workflow, which must have taken its
+# first task on the server's internal worker (just after a create, a pause, a restart): on a loaded
+# host that took longer than a call's timeout (CI, stop 39). A describe that times out is asked again.
+DESCRIBE_TRIES = 3
 MAX_RUNNING = 100  # an allow-all schedule's runs still going, listed at most
 TRIGGER_WAIT = 5.0  # seconds `trigger` looks for the run it started before answering without its id
 MAX_LIST = 1000
@@ -269,7 +274,13 @@ class Schedules:
 
     async def describe(self, name: str) -> ScheduleView:
         handle = self._handle(name)
-        desc = await self._call(name, handle.describe(rpc_timeout=RPC_TIMEOUT))
+        for tried in range(1, DESCRIBE_TRIES + 1):
+            try:
+                desc = await self._call(name, handle.describe(rpc_timeout=RPC_TIMEOUT))
+                break
+            except RPCError as err:
+                if err.status not in DEADLINE or tried == DESCRIBE_TRIES:
+                    raise
         memo = await desc.memo()
         s, info = desc.schedule, desc.info
         view: dict[str, Any] = {
