@@ -176,6 +176,20 @@ async def beating(handle: WorkflowHandle[Any, Any], activity: str) -> int:
     return sum(p.activity_type.name == activity and p.HasField("last_heartbeat_time") for p in pending)
 
 
+async def pending_activities(handle: WorkflowHandle[Any, Any]) -> str:
+    """The run's pending activities as the server holds them, one per line, for a failure message:
+    scheduled and never started (no worker polled its queue?) reads apart from started and slow."""
+    pending = (await handle.describe()).raw_description.pending_activities
+    lines = [
+        f"{p.activity_type.name} {PendingActivityState.Name(p.state)} attempt {p.attempt}"
+        f" scheduled {p.scheduled_time.ToDatetime():%H:%M:%S.%f}"
+        + (f" last beat {p.last_heartbeat_time.ToDatetime():%H:%M:%S.%f}" if p.HasField("last_heartbeat_time") else "")
+        + (f" last failure {p.last_failure.message!r}" if p.HasField("last_failure") else "")
+        for p in pending
+    ]
+    return "; ".join(lines) or "none"
+
+
 async def activity_started(handle: WorkflowHandle[Any, Any], activity: str) -> bool:
     """Whether an activity of that name is pending and a worker has started its attempt."""
     pending = (await handle.describe()).raw_description.pending_activities

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.workflows import types as t
 from tests.devserver import temporal_cli
-from tests.helpers import activity_attempts, calls, replay, script, start, transcript
+from tests.helpers import activity_attempts, calls, pending_activities, replay, script, start, transcript
 from tests.test_durability import effects, start_worker_process
 
 
@@ -30,7 +30,8 @@ async def pending(handle, count: int = 1, timeout: float = 20.0) -> list[t.Pendi
         s = await status(handle)
         if len(s.pending_approvals) >= count:
             return s.pending_approvals
-        assert time.monotonic() < deadline, f"no pending approval; status: {s}"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"no pending approval; activities: {await pending_activities(handle)}; status: {s}")
         await asyncio.sleep(0.1)
 
 
