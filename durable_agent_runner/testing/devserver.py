@@ -21,7 +21,7 @@ PORT_ATTEMPTS = 3  # starts of a server whose port another process took meanwhil
 # The dev server's history service reads its transfer queue at most 20 times a second per shard
 # by default (burst = rate), so each workflow task after an activity waited out the rest of 50 ms:
 # measured per sequential activity step, 10/s → 102 ms, 20/s → 51 ms, 40/s → 19 ms, 1000/s →
-# 16 ms (CPU-bound). Every server this project starts lifts it (README: "Tuning the server").
+# 16 ms (CPU-bound). Every server this project starts lifts it (docs/benchmark.md, "Tuning the server").
 # The matching service answers at most 1,200 requests and 3,000 store queries a second: workers
 # that start together (each polls a queue per agent, and each queue loads its partitions) ran
 # into both and were refused thousands of requests (tests/test_server_limits.py).
