@@ -69,6 +69,18 @@ def temporal_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevSer
     server.stop(grace=3)  # the session's server is thrown away: no need to wait out its long polls
 
 
+@pytest.fixture(autouse=True)
+def _server_is_back(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that stops the session's server and fails before starting it again (stop 40: a
+    worker failed during the outage and cancelled the test) must not take every later test of
+    its process down with it: the server is started again after it."""
+    yield
+    if "temporal_server" in request.fixturenames:
+        server: DevServer = request.getfixturevalue("temporal_server")
+        if not server.running:
+            server.start()
+
+
 @pytest.fixture(scope="session")
 async def client(temporal_server: DevServer) -> Client:
     return await connect(temporal_server.target, "default")

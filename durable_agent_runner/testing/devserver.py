@@ -140,6 +140,10 @@ class DevServer:
             time.sleep(0.3)
         raise RuntimeError(f"temporal dev server not ready after {timeout}s: see {self.log}")
 
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
     def stop(self, grace: float = 20.0) -> None:
         """SIGTERM, then SIGKILL after `grace` seconds: a server still holding long polls open
         (workers' polls, up to a minute each) can take that long to stop on its own."""
