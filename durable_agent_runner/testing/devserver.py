@@ -27,9 +27,10 @@ PORT_ATTEMPTS = 3  # starts of a server whose port another process took meanwhil
 # into both and were refused thousands of requests (tests/test_server_limits.py).
 # One partition per task queue, not 4: one matching host gains nothing from more, and each worker
 # polls two queues per agent (44 for the tests' registry), each partition a store row, a lease and
-# a reader. A worker's start, one approval run and its stop, 15 times: 23-25 s and 17-18 s of
-# server CPU with 4; 13 s and 7 s with 1 (a task on a partition no poller watched also waited to be
-# forwarded: time to a pending approval p50 0.95 s with 4, 0.37 s with 1).
+# a reader. A worker's start, one approval run and its stop, 15 times, beside a C++ build on both
+# cores: 23-25 s wall and 17-18 s of server CPU with 4, 13 s and 7 s with 1 (a task on a partition no
+# poller watched waited to be forwarded: to the pending approval p50 0.95 s, 0.37 s); on an idle
+# machine 7.5 s and 6.0 s against 6.7 s and 5.3 s.
 DYNAMIC_CONFIG = (
     "history.transferProcessorMaxPollRPS=1000",
     "matching.rps=100000",
