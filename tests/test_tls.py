@@ -13,8 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from temporalio.service import TLSConfig
 
-from durable_agent_runner.config.connection import ConnectionConfigError, address, connect_config, namespace
+from durable_agent_runner.config.connection import (
+    ConnectionConfigError,
+    address,
+    connect_config,
+    connect_error,
+    namespace,
+)
 from tests.tls_proxy import Pki, TLSProxy, make_pki
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,6 +172,26 @@ def test_address_and_namespace_still_follow_the_old_variables(monkeypatch: pytes
     monkeypatch.setenv("TEMPORAL_ADDRESS", "temporal.internal:7233")
     monkeypatch.setenv("TEMPORAL_NAMESPACE", "agents")
     assert (address(), namespace()) == ("temporal.internal:7233", "agents")
+
+
+# The core's words for a connection an mTLS server dropped because no client certificate came.
+DROPPED = [
+    "Failed client connect: `get_system_info` call error after connection: Status { code: Unavailable, "
+    'message: "error trying to connect: peer closed connection without sending TLS close_notify" }',
+    "Failed client connect: Server connection error: tonic::transport::Error(Transport, ConnectionReset)",
+    "Failed client connect: `get_system_info` call error after connection: Status { code: Cancelled, message: "
+    '"operation was canceled", source: Some(tonic::transport::Error(Transport, hyper::Error(Canceled, '
+    '"connection was not ready"))) }',
+]
+
+
+@pytest.mark.parametrize("said", DROPPED)
+def test_a_connection_dropped_during_tls_setup_says_to_set_a_client_certificate(said: str):
+    tls = TLSConfig(server_root_ca_cert=b"ca")
+    line = connect_error(RuntimeError(said), {"target_host": "t:7233", "namespace": "default", "tls": tls})
+    assert "if it requires a client certificate" in line and "TEMPORAL_TLS_CLIENT_CERT_PATH" in line, line
+    plain = connect_error(RuntimeError(said), {"target_host": "t:7233", "namespace": "default"})
+    assert "if it expects TLS, set TEMPORAL_TLS=true" in plain, plain
 
 
 def test_bad_connection_settings_are_one_line(tmp_path: Path):

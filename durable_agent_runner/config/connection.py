@@ -226,8 +226,12 @@ async def check_namespace(client: Client, target: str) -> None:
             ) from None
 
 
-# How the core reports a connection the server dropped (rustls, hyper and tonic word it differently).
-_CLOSED = ("connection closed", "connectionreset", "connection reset", "unexpectedeof", "close_notify", "broken pipe")
+# How the core reports a connection the server dropped (rustls, hyper and tonic word it differently;
+# hyper's "connection was not ready": dropped before the first call went out, seen against mTLS).
+_CLOSED = (
+    "connection closed", "connectionreset", "connection reset", "unexpectedeof", "close_notify", "broken pipe",
+    "connection was not ready",
+)  # fmt: skip
 
 
 def connect_error(err: BaseException, config: ClientConnectConfig) -> str:
