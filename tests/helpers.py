@@ -177,7 +177,7 @@ async def beating(handle: WorkflowHandle[Any, Any], activity: str) -> int:
 
 
 async def pending_activities(handle: WorkflowHandle[Any, Any]) -> str:
-    """The run's pending activities as the server holds them, one per line, for a failure message:
+    """The run's pending activities as the server holds them, "; "-separated, for a failure message:
     scheduled and never started (no worker polled its queue?) reads apart from started and slow."""
     pending = (await handle.describe()).raw_description.pending_activities
     lines = [

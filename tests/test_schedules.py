@@ -235,8 +235,8 @@ def test_bad_names_and_times_are_usage_errors(capsys, argv, says):
 
 
 class _SlowScheduler:
-    """A schedule handle whose describe times out (the scheduler workflow not yet at its first
-    task), then answers with `last`; it counts the asks."""
+    """A schedule handle whose describe times out `timeouts` times (the scheduler workflow not yet
+    at its first task), then raises `last`; it counts the asks."""
 
     def __init__(self, timeouts: int, last: RPCError) -> None:
         self.timeouts, self.last, self.asked = timeouts, last, 0
