@@ -234,3 +234,39 @@ def test_evaluation_name_renames_the_result():
 @given(st.text(max_size=200), st.text(max_size=20))
 def test_contains_agrees_with_in_on_any_text(output, needle):
     assert verdict(Contains(value=needle), ctx(output)) is (needle in output)
+
+
+def test_the_package_names_what_its_modules_define_and_gives_each_on_first_use():
+    """evals/__init__.py imports its names on first use: each is the object its module (the typed
+    import) defines, and `__all__` names them all."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    import durable_agent_runner.evals as evals
+
+    tree = ast.parse(Path(evals.__file__).read_text())
+    typed = {
+        alias.name: node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+        for alias in node.names
+    }
+    assert sorted(typed) == sorted(evals.__all__)
+    for name, module in typed.items():
+        assert getattr(evals, name) is getattr(importlib.import_module(f"durable_agent_runner.evals.{module}"), name)
+
+
+def test_a_process_that_imports_the_registry_alone_still_builds_the_built_in_evaluators():
+    """Nothing imported evaluators.py or judge.py: the registry loads them before it looks a name up."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from durable_agent_runner.evals.registry import EvaluatorSpec, build, registered\n"
+        "assert 'durable_agent_runner.evals.evaluators' not in sys.modules\n"
+        "print(type(build(EvaluatorSpec.model_validate({'Contains': 'x'}))).__name__, 'LLMJudge' in registered())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["Contains", "True"]

@@ -126,7 +126,8 @@ def test_no_module_grows_past_what_a_reader_holds_in_mind():
 def test_the_cli_starts_without_loading_the_interpreter_or_the_agent_kit():
     """`client.py status` only reads types and rules: importing the CLI must not load the workflow
     classes (workflows/__init__.py gives them on first use), the Agent class, the MCP tools, the
-    web server or, with tracing off, OpenTelemetry.
+    web server, the evaluators and jsonschema (evals/__init__.py gives them on first use) or, with
+    tracing off, OpenTelemetry.
     Those were most of its ~1.6 s start-up, and the suite runs client.py hundreds of times."""
     heavy = [
         "durable_agent_runner.workflows.agent",
@@ -135,6 +136,8 @@ def test_the_cli_starts_without_loading_the_interpreter_or_the_agent_kit():
         "durable_agent_runner.telemetry",  # loaded when OTEL_* turns tracing on
         "uvicorn",  # loaded by `console` and `serve-hooks`
         "starlette",
+        "durable_agent_runner.evals.evaluators",  # loaded by `eval run`, with a dataset's evaluators
+        "jsonschema",
     ]
     probe = f"import sys, durable_agent_runner.cli.main; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT).stdout

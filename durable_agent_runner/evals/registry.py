@@ -11,6 +11,7 @@ where it runs (the scoring activity, activities/evals.py), from the registry of 
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar, overload
@@ -92,6 +93,14 @@ class EvaluatorSpec(BaseModel):
 
 _REGISTRY: dict[str, type[Evaluator] | EvaluatorFunction] = {}
 T = TypeVar("T", bound=type[Evaluator] | EvaluatorFunction)
+BUILT_IN = ("evaluators", "judge")  # the modules whose evaluators register themselves on import
+
+
+def _with_built_ins() -> None:
+    """The built-in evaluators are registered before a name is looked up or another registers
+    (the package imports its modules on first use: nothing else may have imported them yet)."""
+    for module in BUILT_IN:
+        importlib.import_module(f"{__package__}.{module}")  # one being imported (its @register) is returned as is
 
 
 @overload
@@ -101,6 +110,7 @@ def register(obj: None = None, *, name: str | None = None) -> Callable[[T], T]: 
 def register(obj: T | None = None, *, name: str | None = None) -> T | Callable[[T], T]:
     """Register an Evaluator subclass or a function `f(ctx, ...)` under `name` (default: its own
     name), so specs can name it. Use as `@register` or `@register(name="...")`."""
+    _with_built_ins()
 
     def add(target: T) -> T:
         key = name or target.__name__
@@ -115,11 +125,13 @@ def register(obj: T | None = None, *, name: str | None = None) -> T | Callable[[
 
 def registered() -> dict[str, type[Evaluator] | EvaluatorFunction]:
     """The registry's names and what they make (a copy)."""
+    _with_built_ins()
     return dict(_REGISTRY)
 
 
 def build(spec: EvaluatorSpec) -> Evaluator:
     """The evaluator `spec` names, with its arguments. Raises EvaluatorSpecError (one line)."""
+    _with_built_ins()
     target = _REGISTRY.get(spec.name)
     if target is None:
         known = ", ".join(sorted(_REGISTRY))
