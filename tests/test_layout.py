@@ -123,6 +123,24 @@ def test_no_module_grows_past_what_a_reader_holds_in_mind():
     assert not long, long
 
 
+def test_the_workflow_is_one_class_with_no_chain_in_one_short_file():
+    """Issue 32: the run's workflow is one class with no inheritance, in a file of at most 400
+    lines; its parts (workflows/) are held, not inherited. A class of the interpreter that
+    inherited another would bring the chain back."""
+    from durable_agent_runner.workflows.agent import AgentRun
+
+    assert AgentRun.__bases__ == (object,)
+    assert len((ROOT / "workflows" / "agent.py").read_text().splitlines()) <= 400
+    inherits = {}
+    for path in (ROOT / "workflows").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and node.bases:
+                inherits[f"{path.name}:{node.name}"] = [ast.unparse(b) for b in node.bases]
+    # Only plain data and exceptions may have a base: no class of the interpreter builds on another.
+    allowed = {"steps.py:FallingBack": ["Exception"], "notify_steps.py:Wait": ["notify.About"]}
+    assert {k: v for k, v in inherits.items() if k not in allowed} == {}, inherits
+
+
 def test_the_cli_starts_without_loading_the_interpreter_or_the_agent_kit():
     """`client.py status` only reads types and rules: importing the CLI must not load the workflow
     classes (workflows/__init__.py gives them on first use), the Agent class, the MCP tools, the

@@ -13,51 +13,28 @@ Determinism rules for this module: no I/O, no clocks, no randomness, no threads.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import NoReturn
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
-from temporalio.workflow import ParentClosePolicy
 
-from durable_agent_runner.machine import conversation, live_scores
+from durable_agent_runner.machine import conversation
+from durable_agent_runner.machine import outcomes as o
+from durable_agent_runner.machine import turn as turn_machine
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
-from durable_agent_runner.machine.outcomes import (
-    BreakpointRan,
-    Compacted,
-    Facts,
-    GuardrailsRan,
-    HandedOff,
-    Outcome,
-    OutputChecked,
-    Ready,
-    Replied,
-    Resumed,
-    Steered,
-    ToolsRan,
-)
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.session import SessionState
-from durable_agent_runner.machine.turn import (
-    Breakpoint,
-    CallModel,
-    CheckOutput,
-    Compact,
-    ContinueAsNew,
-    Guardrails,
-    HandOff,
-    NextStep,
-    Pause,
-    Steer,
-    Turn,
-)
+from durable_agent_runner.workflows import endings
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.call_steps import CallSteps
+from durable_agent_runner.workflows.handlers import Inbox
+from durable_agent_runner.workflows.notify_steps import Notifier
 from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH, TREE_BUDGET_PATCH
-from durable_agent_runner.workflows.steps import FallingBack
+from durable_agent_runner.workflows.steps import FallingBack, Steps
 from durable_agent_runner.workflows.turn_steps import TurnSteps
-from durable_agent_runner.workflows.types import live_scores as tl
 
 # Only the project's own errors fail a run from workflow code: every failure it means is an
 # ApplicationError (which always fails the run). A bug in this code holds the workflow task, as
@@ -65,18 +42,24 @@ from durable_agent_runner.workflows.types import live_scores as tl
 RUN_FAILURE_TYPES: list[type[BaseException]] = []
 
 
-# Outside temporalio's sandbox: it checked nothing here (every module of workflows/ was passed
-# through, so clocks, randomness and the environment were the real ones) and cost a turn about
-# 1 ms of worker CPU. Determinism is checked where it can be: workflows/ruff.toml bans clocks,
-# randomness, I/O and threads in this package, and the tests replay every run they make and every
-# checked-in history in temporalio's sandbox with nothing of ours passed through
-# (tests/helpers.py: STRICT_SANDBOX), which fails on any of them at run time.
+# Outside temporalio's sandbox (it checked nothing here and cost a turn ~1 ms of worker CPU):
+# workflows/ruff.toml bans clocks, randomness, I/O and threads, and the tests replay every run
+# and checked-in history in the strict sandbox (tests/helpers.py: STRICT_SANDBOX).
 @workflow.defn(name=t.WORKFLOW_NAME, failure_exception_types=RUN_FAILURE_TYPES, sandboxed=False)
-class AgentRun(TurnSteps):
+class AgentRun:
+    """One class, no base: the loop, the handlers' declarations and the run's parts. Each part
+    holds the one `Steps` (the run's state and what status says): `TurnSteps` (a turn's steps that
+    are more than one activity), `CallSteps` (each call's life), `Notifier` (who hears of a wait)
+    and `Inbox` (what the handlers record)."""
+
     @workflow.init
     def __init__(self, input: t.RunInput) -> None:
         # State exists before any handler runs: a message may arrive with the start itself.
-        super().__init__()
+        self._steps = Steps()
+        self._s = self._steps.s
+        notifier = Notifier(self._steps)
+        self._turns = TurnSteps(self._steps, notifier, CallSteps(self._steps, notifier))
+        self._inbox = Inbox(self._steps)
         self._prompt_taken = False
         if input.carry is not None:
             self._s.from_carry(input.carry)
@@ -92,7 +75,7 @@ class AgentRun(TurnSteps):
         session = self._s.session
         assert session is not None
         first = t.SessionMessage(text=prompt, by="client")
-        self._received(first, session.accept(first, workflow.now(), steer=False))
+        self._inbox.received(first, session.accept(first, workflow.now(), steer=False))
         self._prompt_taken = True
 
     # ------------------------------------------------------------------------------- the run
@@ -104,8 +87,8 @@ class AgentRun(TurnSteps):
                 return await self._single(input)
             return await self._conversation(input)
         except asyncio.CancelledError:
-            self._end(t.Phase.CANCELLED, "cancelled: " + (self._s.last_step or "while starting"))
-            await self._tell_parent()
+            self._steps.end(t.Phase.CANCELLED, "cancelled: " + (self._s.last_step or "while starting"))
+            await endings.tell_parent(self._s)
             raise
 
     async def _start(self, input: t.RunInput) -> t.AgentSpec:
@@ -114,28 +97,17 @@ class AgentRun(TurnSteps):
         if input.carry is None:
             if input.frozen is None and input.budget is not None:
                 first = workflow.patched(GIVEN_BUDGET_PATCH)
-            s.agent = input.frozen or await self._resolve(input)
-            self._search(t.SA_AGENT.value_set(s.agent.name), t.SA_VERSION.value_set(s.agent.version))
+            s.agent = input.frozen or await self._steps.resolve_agent(input)
+            self._steps.search(t.SA_AGENT.value_set(s.agent.name), t.SA_VERSION.value_set(s.agent.version))
         assert s.agent is not None
-        self._ledger = self._budget(input, s.agent, first)
+        self._steps.ledger = self._budget(input, s.agent, first)
         return s.agent
 
     def _budget(self, input: t.RunInput, agent: t.AgentSpec, first: bool | None) -> Ledger | None:
-        """The run's ledger (None: no budget), as machine/budget.py `Ledger.for_run` decides it.
-
-        `patched` right after the resolve, a local activity, is not replay-safe, and runs
-        handed a budget asked `tree-budget-1.1` there before 1.3: a status query that reaches
-        the run while the resolve runs makes the worker complete the first workflow task with
-        the resolve's marker alone, so the code after the resolve asks in the second task and
-        its marker is recorded there. A replay resolves the local activity from the first task
-        and asks before the second task's markers are announced: False, and the replay fails on
-        the marker (tests/test_budget_given_replay.py). Such runs only replay where the marker
-        came in the resolve's task; those recorded before 1.3 still ask there (`first` False)."""
-        ledger, ask = Ledger.for_run(input, agent, self._is_child(), first)
+        """The run's ledger (None: no budget), as machine/budget.py `Ledger.for_run` decides it; why
+        a run handed a budget asks its patch before the resolve: workflows/patches.py."""
+        ledger, ask = Ledger.for_run(input, agent, workflow.info().parent is not None, first)
         return ledger if not ask or workflow.patched(TREE_BUDGET_PATCH) else None
-
-    def _is_child(self) -> bool:
-        return workflow.info().parent is not None
 
     async def _single(self, input: t.RunInput) -> t.RunResult:
         """One prompt, one answer: the run ends with it."""
@@ -148,130 +120,63 @@ class AgentRun(TurnSteps):
             s.live_tools = workflow.patched(t.FORK_LIVE_TOOLS_PATCH)
         done = await self._answer(input, guard)
         s.output = done.output
-        self._event(t.EventKind.FINAL, text=done.output)
-        self._set_phase(t.Phase.COMPLETED, f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
-        if not self._is_child():
-            await self._score(first, done)
-        return self._result(done.output, done.output_object)
-
-    async def _score(self, agent: t.AgentSpec, done: Done) -> None:
-        """A sampled run's scores (online scoring): a ScoreRun started, and abandoned, so the
-        result waits for its start to be recorded, never for its scores. Nothing it does fails
-        the run. No patch: only a run whose frozen agent has evaluators takes this path, and no
-        code before it froze any."""
-        s, info = self._s, workflow.info()
-        seconds = (workflow.now() - info.start_time).total_seconds()
-        score = live_scores.score_input(
-            info.workflow_id,
-            agent,
-            s.messages,
-            done.output,
-            done.output_object,
-            s.turn,
-            s.usage,
-            seconds,
-            answered_by=s.agent_now.name,
-        )
-        if score is None:
-            return
-        try:
-            await workflow.start_child_workflow(
-                tl.SCORE_WORKFLOW,
-                score,
-                id=tl.scores_id(info.workflow_id),
-                parent_close_policy=ParentClosePolicy.ABANDON,
-                static_summary=f"scores of {info.workflow_id[:200]}",
-            )
-        except Exception as err:  # already scored (a reset run), or refused: the answer stands
-            workflow.logger.warning("scores of %s not started: %s", info.workflow_id, err)
-
-    def _result(self, output: str, output_object: object, **session: object) -> t.RunResult:
-        s = self._s
-        return t.RunResult.model_validate(
-            {
-                "run_id": workflow.info().workflow_id,
-                "agent": s.agent_now.name,
-                "output": output,
-                "output_object": output_object,
-                "turns": s.turn,
-                "usage": s.usage,
-                "usage_by_agent": s.usage_by_agent,
-                "usage_by_model": s.usage_by_model,
-                "handoffs": s.handoffs,
-                **session,
-            }
-        )
-
-    async def _tell_parent(self) -> None:
-        """A cancelled child run tells its parent what it spent (a failed one says so in its error)."""
-        parent = workflow.info().parent
-        if parent is None or self._s.agent is None:
-            return
-        ledger = t.ChildUsage(child_id=workflow.info().workflow_id, usage_by_agent=self._s.usage_by_agent)
-        try:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal(t.CHILD_USAGE_SIGNAL, ledger)
-        except Exception:  # the parent has ended: nobody is left to count it
-            workflow.logger.info("could not tell parent %s this child's usage", parent.workflow_id)
+        self._steps.event(t.EventKind.FINAL, text=done.output)
+        self._steps.set_phase(t.Phase.COMPLETED, f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
+        if not workflow.info().parent is not None:
+            await endings.score(s, first, done)
+        return endings.result(self._s, done.output, done.output_object)
 
     # ---------------------------------------------------------------------- the interpreter
 
     async def _answer(self, input: t.RunInput, guard: str | None) -> Done:
         """Carries out the turn machine's steps until it answers (or stops, which raises)."""
-        turn = Turn(self._s, guard, self._ledger)
-        step = turn.next(Ready(), self._facts())
+        turn = turn_machine.Turn(self._s, guard, self._steps.ledger)
+        step = turn.next(o.Ready(), self._steps.facts())
         while not isinstance(step, Done):
             if isinstance(step, Stop):
-                raise self._failure(step.message, step.error)
+                raise self._steps.failure(step.message, step.error)
             outcome = await self._carry(step, input)
-            step = turn.next(outcome, self._facts())
+            step = turn.next(outcome, self._steps.facts())
         return step
 
-    def _facts(self) -> Facts:
-        info = workflow.info()
-        session = self._s.session is not None  # only a session's history is measured between turns
-        return Facts(
-            now=workflow.now(),
-            continue_suggested=info.is_continue_as_new_suggested(),
-            history_bytes=info.get_current_history_size() if session else 0,
-            history_events=info.get_current_history_length() if session else 0,
-        )
-
-    async def _carry(self, step: NextStep, input: t.RunInput) -> Outcome:
+    async def _carry(self, step: turn_machine.NextStep, input: t.RunInput) -> o.Outcome:
         s = self._s
-        if isinstance(step, CallModel):
+        if isinstance(step, turn_machine.CallModel):
             cap = step.max_output_tokens
             try:
                 if step.guard is not None:
-                    return Replied(await self._first_call_guarded(step.agent, step.guard, input.capture, cap))
-                return Replied(await self._call_model(step.agent, input.capture, step.with_reply, cap, step.made))
+                    return o.Replied(await self._turns.first_call_guarded(step.agent, step.guard, input.capture, cap))
+                return o.Replied(
+                    await self._steps.call_model(step.agent, input.capture, step.with_reply, cap, step.made)
+                )
             except FallingBack as fall:
                 return fall.outcome
         if isinstance(step, RunTools):
-            return ToolsRan(*await self._run_calls(step, input.capture))
+            return o.ToolsRan(*await self._turns.run_calls(step, input.capture))
         if isinstance(step, RerunRecorded):  # a --live-tools fork: a recorded turn's calls, run again
-            return Reran(await self._run_tools(step.agent, step.plan))
-        if isinstance(step, HandOff):
-            await self._hand_off(s.agent_now, step)
-            return HandedOff()
-        if isinstance(step, CheckOutput):
+            return Reran(await self._turns.run_tools(step.agent, step.plan))
+        if isinstance(step, turn_machine.HandOff):
+            await self._turns.hand_off(s.agent_now, step)
+            return o.HandedOff()
+        if isinstance(step, turn_machine.CheckOutput):
             agent = s.agent_now
-            return OutputChecked(
-                await self._hook(agent, "output_type", agent.output_name or "output", text=step.output)
+            return o.OutputChecked(
+                await self._steps.hook(agent, "output_type", agent.output_name or "output", text=step.output)
             )
-        if isinstance(step, Guardrails):
-            return GuardrailsRan(await self._guardrails(s.agent_now, "output", step.answer.output))
-        if isinstance(step, Pause):
-            await self._pause(step)
-            return Resumed()
-        if isinstance(step, Breakpoint):
-            return BreakpointRan(await self._breakpoint(step))
-        if isinstance(step, Steer):
-            self._steer()
-            return Steered()
-        if isinstance(step, Compact):
-            await self._compact(step.plan)
-            return Compacted()
-        assert isinstance(step, ContinueAsNew)
+        if isinstance(step, turn_machine.Guardrails):
+            return o.GuardrailsRan(await self._turns.guardrails(s.agent_now, "output", step.answer.output))
+        if isinstance(step, turn_machine.Pause):
+            await self._turns.pause(step)
+            return o.Resumed()
+        if isinstance(step, turn_machine.Breakpoint):
+            return o.BreakpointRan(await self._turns.breakpoint(step))
+        if isinstance(step, turn_machine.Steer):
+            self._turns.steer()
+            return o.Steered()
+        if isinstance(step, turn_machine.Compact):
+            await self._turns.compact(step.plan)
+            return o.Compacted()
+        assert isinstance(step, turn_machine.ContinueAsNew)
         await self._continue_as_new(input)
 
     # ----------------------------------------------------------------------- continue-as-new
@@ -280,10 +185,10 @@ class AgentRun(TurnSteps):
         s = self._s
         assert s.agent is not None
         await workflow.wait_condition(workflow.all_handlers_finished)
-        self._set_phase(t.Phase.CONTINUING, f"turn {s.turn}: continuing as new to keep history small")
+        self._steps.set_phase(t.Phase.CONTINUING, f"turn {s.turn}: continuing as new to keep history small")
         carry = s.to_carry(workflow.info().run_id)
-        if self._ledger is not None:
-            carry.budget = self._ledger.budget
+        if self._steps.ledger is not None:
+            carry.budget = self._steps.ledger.budget
         # The prompt travels once, as the carried transcript's first message.
         workflow.continue_as_new(
             t.RunInput(prompt="", agent=s.agent.name, carry=carry, capture=input.capture, session=input.session)
@@ -300,14 +205,14 @@ class AgentRun(TurnSteps):
         first = await self._start(input)
         woke = conversation.Woke()
         while True:
-            step = conversation.between(self._s, first, self._facts(), woke, workflow.info().run_id)
+            step = conversation.between(self._s, first, self._steps.facts(), woke, workflow.info().run_id)
             woke = conversation.Woke()
             if isinstance(step, conversation.ContinueAsNew):
                 await self._continue_as_new(input)
             elif isinstance(step, conversation.EndSession):
                 return self._session_ended(step.why)
             elif isinstance(step, conversation.WaitForMessage):
-                woke = await self._wait_for_message(step)
+                woke = await self._turns.wait_for_message(step)
             else:
                 await self._answer_message(input, step.guard)
 
@@ -319,32 +224,171 @@ class AgentRun(TurnSteps):
         except ApplicationError as err:
             kind = err.type or "Error"
             detail = conversation.failed(s, kind, err.message, workflow.now(), run_id)
-            self._event(t.EventKind.ANSWERED, text=err.message, detail=detail)
+            self._steps.event(t.EventKind.ANSWERED, text=err.message, detail=detail)
             return
-        self._event(t.EventKind.FINAL, text=done.output)
+        self._steps.event(t.EventKind.FINAL, text=done.output)
         exchange = conversation.answered(s, done, workflow.now(), run_id)
-        self._event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
-
-    async def _wait_for_message(self, wait: conversation.WaitForMessage) -> conversation.Woke:
-        """Waits for a message or an end, within the idle time left."""
-        session = self._s.session
-        assert session is not None
-        self._set_phase(t.Phase.WAITING_FOR_MESSAGE, wait.step)
-        self._event(t.EventKind.WAITING, detail=wait.detail)
-        try:
-            await workflow.wait_condition(
-                lambda: bool(session.queue) or session.ending is not None,
-                timeout=timedelta(seconds=wait.seconds),
-                timeout_summary="session idle timeout",
-            )
-        except TimeoutError:
-            return conversation.Woke(waited=True, timed_out=True)
-        return conversation.Woke(waited=True)
+        self._steps.event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
 
     def _session_ended(self, why: str) -> t.RunResult:
         s, session = self._s, self._s.session
         assert session is not None and s.agent is not None
-        self._event(t.EventKind.ENDED, text=why)
-        self._set_phase(t.Phase.COMPLETED, f"session ended: {why}")
+        self._steps.event(t.EventKind.ENDED, text=why)
+        self._steps.set_phase(t.Phase.COMPLETED, f"session ended: {why}")
         output, output_object = conversation.ended(s)
-        return self._result(output, output_object, messages=session.answered, ended_by=why)
+        return endings.result(self._s, output, output_object, messages=session.answered, ended_by=why)
+
+    # ------------------------------------------------------------------------------ handlers
+    # Declared here (name, description, the one model each takes); `Inbox` (workflows/handlers.py)
+    # checks and records. A validator refuses before anything is recorded.
+
+    @workflow.signal(name=t.CHILD_USAGE_SIGNAL, description="Internal: what a cancelled child run spent.")
+    def child_usage(self, ledger: t.ChildUsage) -> None:
+        self._inbox.child_usage(ledger)
+
+    @workflow.signal(
+        name=t.APPROVAL_SIGNAL,
+        description='Decide on a pending tool call: {"call_id": "call_…", "approve": true, "by": "you"}; '
+        'reject with {"call_id": …, "approve": false, "reason": "…"}; edit with "arguments": {…}; '
+        '"always": true approves later calls of that tool. The pending calls are in the current details.',
+    )
+    def approval_signal(self, body: RawValue) -> None:
+        self._inbox.approval_signal(body)
+
+    @workflow.update(
+        name=t.APPROVAL_UPDATE,
+        description="Like the approval signal, but a bad decision is refused before anything is recorded.",
+    )
+    def approval_update(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
+        return self._inbox.decide(decision)
+
+    @approval_update.validator
+    def _validate_approval(self, decision: t.ApprovalDecision) -> None:
+        self._inbox.check_approval(decision)
+
+    @workflow.signal(
+        name=t.RESOLVE_SIGNAL,
+        description='Resolve a call in doubt (its one attempt ended without a result): {"call_id": "call_…", '
+        '"action": "rerun", "by": "you"}; or "action": "result" with "result": "<JSON text of what it returned>"; '
+        'or "action": "fail" with "reason": "…" (told to the model). The calls in doubt are in the current details.',
+    )
+    def resolve_signal(self, body: RawValue) -> None:
+        self._inbox.resolve_signal(body)
+
+    @workflow.update(
+        name=t.RESOLVE_UPDATE,
+        description="Like the resolve_call signal, but a bad resolution is refused before anything is recorded.",
+    )
+    def resolve_update(self, decision: t.ResolveCall) -> t.ResolveReceipt:
+        return self._inbox.resolve(decision)
+
+    @resolve_update.validator
+    def _validate_resolve(self, decision: t.ResolveCall) -> None:
+        self._inbox.check_resolve(decision)
+
+    @workflow.update(
+        name=t.ANSWER_UPDATE,
+        description='Answer an ask_person question: {"call_id": "call_…", "text": "…", "by": "you"}, or '
+        '{"call_id": …, "choice": 2} (1-based). A choice outside the list, an empty answer or a question '
+        "already answered is refused before anything is recorded. The questions are in the current details.",
+    )
+    def answer_question(self, answer: t.AnswerQuestion) -> t.AnswerReceipt:
+        return self._inbox.answer(answer)
+
+    @answer_question.validator
+    def _validate_answer(self, answer: t.AnswerQuestion) -> None:
+        self._inbox.check_answer(answer)
+
+    @workflow.update(
+        name=t.COMPLETE_UPDATE,
+        description='Complete a call waiting for an outside completion: {"call_id": "call_…", "result": "<JSON '
+        'text>", "by": "you"}, or {"call_id": …, "fail": "why"}. A result that is not JSON or not of the tool\'s '
+        "result type, or a call already completed, is refused before anything is recorded.",
+    )
+    def complete_call(self, completion: t.CompleteCall) -> t.CompleteReceipt:
+        return self._inbox.complete(completion)
+
+    @complete_call.validator
+    def _validate_complete(self, completion: t.CompleteCall) -> None:
+        self._inbox.check_complete(completion)
+
+    @workflow.update(
+        name=t.SESSION_SEND_UPDATE,
+        description='A message to a session: {"text": "…", "by": "alice", "message_id": "…"}. Answered after '
+        "the ones before it (or, for an agent that steers, within the answer in progress); refused once it has ended.",
+    )
+    def send_message(self, message: t.SessionMessage) -> t.MessageReceipt:
+        return self._inbox.send(message)
+
+    @send_message.validator
+    def _validate_send(self, message: t.SessionMessage) -> None:
+        self._inbox.check_send(message)
+
+    @workflow.update(
+        name=t.SESSION_END_UPDATE,
+        description='Ends a session once the messages it has accepted are answered: {"by": "alice", "reason": "…"}.',
+    )
+    def end_session(self, end: t.EndSession) -> t.EndReceipt:
+        return self._inbox.end(end)
+
+    @end_session.validator
+    def _validate_end(self, end: t.EndSession) -> None:
+        self._inbox.check_end(end)
+
+    @workflow.update(name=t.PAUSE_UPDATE, description='Pause at the next safe point: {"by": "alice", "reason": "…"}.')
+    def pause(self, request: t.PauseRequest) -> t.RunStatus:
+        return self._inbox.pause(request)
+
+    @pause.validator
+    def _validate_pause(self, request: t.PauseRequest) -> None:
+        self._inbox.check_pause(request)
+
+    @workflow.update(
+        name=t.RESUME_UPDATE,
+        description='Go on from a pause (with any edits): {"by": "alice"}; a run paused on its budget '
+        'goes on once raised: {"by": "alice", "add_usd": 2.5} or {"add_tokens": 50000}.',
+    )
+    def resume(self, request: t.ResumeRequest) -> t.RunStatus:
+        return self._inbox.resume(request)
+
+    @resume.validator
+    def _validate_resume(self, request: t.ResumeRequest) -> None:
+        self._inbox.check_resume(request)
+
+    @workflow.update(
+        name=t.EDIT_UPDATE, description='Edit a paused run: {"op": "text", "index": 3, "text": "…"} (see Edit).'
+    )
+    def edit(self, edit: t.Edit) -> t.EditReceipt:
+        return self._inbox.edit(edit)
+
+    @edit.validator
+    def _validate_edit(self, edit: t.Edit) -> None:
+        self._inbox.check_edit(edit)
+
+    @workflow.query(name=t.STATUS_QUERY, description="Phase, turn, token usage, pending approvals and decisions.")
+    def status(self) -> t.RunStatus:
+        return self._inbox.status()
+
+    @workflow.query(name=t.TRANSCRIPT_QUERY, description='The conversation so far: {} for all, or {"start": N}.')
+    def transcript(self, query: t.TranscriptQuery) -> t.Transcript:
+        return t.Transcript(agent=self._s.agent, messages=self._s.messages[query.start :])
+
+    @workflow.query(name=t.EVENTS_QUERY, description='The run\'s numbered steps for watchers: {"since": N}.')
+    def events(self, query: t.EventsQuery) -> t.EventsPage:
+        return self._s.events_page(query)
+
+    @workflow.query(name=t.EXCHANGE_QUERY, description='A session\'s message K and its answer: {"message": K}.')
+    def exchange(self, query: t.ExchangeQuery) -> t.ExchangeAnswer:
+        return self._inbox.session().find(query.message)
+
+    @workflow.query(name=t.INSPECT_QUERY, description="A paused run's state: items with indexes, pending calls, edits.")
+    def inspect(self) -> t.Inspection:
+        return self._s.inspection(workflow.info().workflow_id)
+
+    @workflow.query(name=t.FORK_POINT_QUERY, description='The state just before model call N: {"turn": N}.')
+    def fork_point(self, query: t.ForkQuery) -> t.ForkPoint:
+        return self._inbox.fork_point(query)
+
+    @workflow.query(name=t.MODEL_CONTEXT_QUERY, description="Internal: read by the model-call activity.")
+    def model_context(self, query: t.ModelContextQuery) -> t.ModelContext:
+        return self._inbox.model_context(query)

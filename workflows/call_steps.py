@@ -30,9 +30,8 @@ from durable_agent_runner.machine.calls import (
 from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.notify_steps import Wait
-from durable_agent_runner.workflows.outside_steps import OutsideSteps
-from durable_agent_runner.workflows.steps import agent_queue
+from durable_agent_runner.workflows.notify_steps import Notifier, Wait
+from durable_agent_runner.workflows.steps import Steps, agent_queue
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)
@@ -44,20 +43,20 @@ DOING: dict[machine.Stage, CallDoing] = {
 }  # fmt: skip
 
 
-class CallSteps(OutsideSteps):
-    """The calls of a turn; `Handlers` and `AgentRun` build on it."""
+class CallSteps:
+    """The calls of a turn, each carried out by `carry_out`; `TurnSteps` runs a turn's calls."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._ahead_next: tuple[str, t.ModelCallInput] | None = None  # a call's id, the model call it makes after
-        self._made_ahead: t.AheadReply | None = None  # what that call's activity brought back
+    def __init__(self, steps: Steps, notifier: Notifier) -> None:
+        self.steps, self.notifier = steps, notifier
+        self.ahead_next: tuple[str, t.ModelCallInput] | None = None  # a call's id, the model call it makes after
+        self.made_ahead: t.AheadReply | None = None  # what that call's activity brought back
 
-    async def _carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
+    async def carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
         """One planned call, as the call machine decides (machine/call.py): its approval check, a
         person's decision, its run, a doubt and its resolution are each one step done here, and
         what happened is fed back, until the call has its message. Siblings run meanwhile."""
-        doubted = self._s.doubts.times(planned.call.call_id)  # a --live-tools fork carries its origin's
-        moved = machine.start(planned, self._s.turn, self._call_ctx(agent), doubted)
+        doubted = self.steps.s.doubts.times(planned.call.call_id)  # a --live-tools fork carries its origin's
+        moved = machine.start(planned, self.steps.s.turn, self._call_ctx(agent), doubted)
         before: machine.Stage | None = None
         while True:
             self._took(moved, before)
@@ -68,7 +67,7 @@ class CallSteps(OutsideSteps):
             moved = machine.advance(moved.call, happened, self._call_ctx(agent))
 
     def _call_ctx(self, agent: t.AgentSpec) -> machine.Ctx:
-        s = self._s
+        s = self.steps.s
         return machine.Ctx(
             agent=agent,
             now=workflow.now(),
@@ -84,21 +83,21 @@ class CallSteps(OutsideSteps):
         refreshed only as a call starts or stops waiting for a person, as each refresh may write
         search attributes (a command)."""
         c = moved.call
-        refresh = books.took(self._s, self._s.agent_now, moved, before, workflow.now())
+        refresh = books.took(self.steps.s, self.steps.s.agent_now, moved, before, workflow.now())
         for note in moved.notes:
             if note.kind is t.EventKind.APPROVAL_DECIDED and c.approval is not None:
-                self._record_decision(c.approval)
+                self.steps.record_decision(c.approval)
             # A tool's activity that made the next model call went on after the tool: its own end.
-            at = self._made_ahead.began_at if note.kind is t.EventKind.TOOL_FINISHED and self._made_ahead else None
-            self._event(note.kind, at, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
-        self._doing(c.call_id, DOING.get(c.stage), c.planned.call)
+            at = self.made_ahead.began_at if note.kind is t.EventKind.TOOL_FINISHED and self.made_ahead else None
+            self.steps.event(note.kind, at, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
+        self.steps.doing(c.call_id, DOING.get(c.stage), c.planned.call)
         if refresh:
-            self._refresh_phase()
+            self.steps.refresh_phase()
 
     async def _do(self, agent: t.AgentSpec, c: machine.Call, step: machine.Step) -> machine.Happened:
         """One step of a call, carried out; what happened, for the machine."""
         if isinstance(step, machine.CheckApproval):
-            check = await self._hook(agent, "approval", c.tool, call_id=c.call_id, arguments=step.arguments)
+            check = await self.steps.hook(agent, "approval", c.tool, call_id=c.call_id, arguments=step.arguments)
             return machine.Checked(call_id=c.call_id, result=check)
         if isinstance(step, machine.AskPerson):
             return await self._ask(agent, c, step)
@@ -109,14 +108,14 @@ class CallSteps(OutsideSteps):
         if isinstance(step, machine.StartChild):
             message = await self._child(agent, c.planned, step.args)
             return machine.Ran(call_id=c.call_id, content=message.content, is_error=message.is_error)
-        raise self._failure(step.message, step.error)
+        raise self.steps.failure(step.message, step.error)
 
     async def _ask(self, agent: t.AgentSpec, c: machine.Call, step: machine.AskPerson) -> machine.Happened:
         """Waits for a person: a decision on the call (`client.py approve|reject`, the signal or the
         update), a resolution of the call in doubt (`client.py resolve`), or an answer to its
         question (`client.py answer`), each recorded at the door by the handlers; or for
         `step.timeout`. A cancel ends the wait like any other."""
-        s = self._s
+        s = self.steps.s
         spec = agent.tool(c.tool)
         own = agent.notify.escalate_after if agent.notify is not None else None
         escalate = spec.escalate_after if spec is not None and spec.escalate_after is not None else own
@@ -167,11 +166,35 @@ class CallSteps(OutsideSteps):
         True once `done`, False when `step.timeout` ran out first."""
         wait = Wait(kind, label, c.turn, why, c.call_id, c.tool, c.arguments, escalate, open=lambda: not done())
         try:
-            async with self._notifying(agent, wait):
+            async with self.notifier.notifying(agent, wait):
                 await workflow.wait_condition(done, timeout=step.timeout, timeout_summary=summary)
         except TimeoutError:
             return False
         return True
+
+    async def _await_outside(self, c: machine.Call, step: machine.AwaitOutside) -> machine.Happened:
+        """The wait of a call completed from outside (`@tool(completes="outside")`,
+        docs/outside-completion.md): its tool's activity started the work and returned; the run
+        waits, durably, for the `complete_call` update (recorded at the door by the handler once
+        its validator passed) or for the tool's timeout. Workflow state and one timer, not an
+        activity: a restart replays it with nothing run again, and no task token leaves the
+        worker. It notifies no one: it waits for a system (a call that times out to a person goes
+        in doubt, which does)."""
+        s = self.steps.s
+
+        def completed() -> bool:
+            return s.outside.completed(c.call_id) is not None
+
+        try:
+            await workflow.wait_condition(
+                completed, timeout=step.timeout, timeout_summary=f"outside completion timeout for {c.tool} {c.call_id}"
+            )
+        except TimeoutError:
+            if not completed():  # a completion taken in the same task as the timer's end counts
+                return machine.TimedOut(call_id=c.call_id)
+        record = s.outside.completed(c.call_id)
+        assert record is not None
+        return machine.Completed(record=record)
 
     async def _tool(self, agent: t.AgentSpec, c: machine.Call, step: machine.RunTool) -> machine.Ran | machine.Lost:
         """One run of the tool, the way it runs (`step.how`): `local`, in this workflow task on a
@@ -180,7 +203,7 @@ class CallSteps(OutsideSteps):
         came to: its result, or how they ended without one (the machine says what that means)."""
         spec = agent.tool(c.tool)
         assert spec is not None  # the plan answers unknown tools itself
-        run = requests.tool_run(self._s, agent, c, step, self._ahead_next)
+        run = requests.tool_run(self.steps.s, agent, c, step, self.ahead_next)
         request, summary = run.request, run.summary
         try:
             result: t.ToolResult | None = None
@@ -198,7 +221,7 @@ class CallSteps(OutsideSteps):
                     retry_policy=RetryPolicy(maximum_attempts=step.attempts),
                     summary=summary,
                 )
-                self._made_ahead = result.ahead if run.ahead else None
+                self.made_ahead = result.ahead if run.ahead else None
             return machine.Ran(call_id=c.call_id, content=result.output, is_error=result.is_error)
         except (ActivityError, ApplicationError) as err:  # a local activity's failure may come bare
             end, why, ended, started = _attempt_end(err)
@@ -234,10 +257,10 @@ class CallSteps(OutsideSteps):
         """An agent run as a tool: a child run of the frozen member, with its own history,
         approvals and retries, as machine/child.py plans it. Its answer is the tool's result;
         its tokens count here too, however it ends."""
-        s = self._s
-        c = child.plan(s, agent, planned, args, workflow.info().workflow_id, self._ledger)
+        s = self.steps.s
+        c = child.plan(s, agent, planned, args, workflow.info().workflow_id, self.steps.ledger)
         if isinstance(c, Stop):
-            raise self._failure(c.message, c.error)
+            raise self.steps.failure(c.message, c.error)
         if isinstance(c, t.ToolMessage):
             return c
         try:
@@ -252,8 +275,8 @@ class CallSteps(OutsideSteps):
         except ChildWorkflowError as err:
             cause = err.cause
             why = cause.message if isinstance(cause, FailureError) else err.message
-            return child.failed(s, c, why, await self._child_spent(c.child_id, cause), self._ledger)
-        return child.answered(s, c, result, self._ledger)
+            return child.failed(s, c, why, await self._child_spent(c.child_id, cause), self.steps.ledger)
+        return child.answered(s, c, result, self.steps.ledger)
 
     async def _child_spent(self, child_id: str, cause: BaseException | None) -> t.ChildUsage | None:
         """What a child that failed or was cancelled spent: a failure carries its ledger in its
@@ -263,11 +286,11 @@ class CallSteps(OutsideSteps):
         if isinstance(cause, CancelledError):
             try:
                 await workflow.wait_condition(
-                    lambda: child_id in self._child_usage, timeout=CHILD_USAGE_WAIT, timeout_summary="child usage"
+                    lambda: child_id in self.steps.child_usage, timeout=CHILD_USAGE_WAIT, timeout_summary="child usage"
                 )
             except TimeoutError:
                 pass  # a child terminated, or of code before this: its usage is not known
-            return self._child_usage.pop(child_id, None)
+            return self.steps.child_usage.pop(child_id, None)
         return None
 
 

@@ -56,11 +56,14 @@ class Wait(notify.About):
     open: Callable[[], bool] = lambda: True
 
 
-class NotifySteps(Steps):
-    """`_notifying(agent, wait)`: around a wait for a person, its notifications (machine/notify.py)."""
+class Notifier:
+    """`notifying(agent, wait)`: around a wait for a person, its notifications (machine/notify.py)."""
+
+    def __init__(self, steps: Steps) -> None:
+        self.steps = steps
 
     @contextlib.asynccontextmanager
-    async def _notifying(self, agent: t.AgentSpec, wait: Wait) -> AsyncIterator[None]:
+    async def notifying(self, agent: t.AgentSpec, wait: Wait) -> AsyncIterator[None]:
         task = self._notify_start(agent, wait)
         try:
             yield
@@ -96,7 +99,7 @@ class NotifySteps(Steps):
         """The sends at once; then what the story says of them (machine/notify.told)."""
         results = await asyncio.gather(*(self._send(wait, n, attempts) for n in sends))
         for kind, detail in notify.told(list(results), prefix):
-            self._event(kind, call_id=wait.call_id, tool=wait.tool, detail=detail)
+            self.steps.event(kind, call_id=wait.call_id, tool=wait.tool, detail=detail)
 
     async def _send(self, wait: Wait, n: t.NotifyInput, attempts: int) -> t.NotifyResult | str:
         """One channel's notification, retried within `attempts`; what went, or why it did not."""

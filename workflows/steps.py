@@ -1,8 +1,7 @@
-"""What an agent run carries out: the activities and child runs behind each step of a turn.
-
-`workflows.turn` decides; the methods here only execute (a model call, a tool, a hook, a child
-run, a wait for a person) and record what happened for status, watchers and the Web UI. The
-calls of a turn are carried out by `workflows.call_steps`.
+"""What every part of an agent run's interpreter works on: `Steps`, the run's state and the
+steps all parts carry out (the agent's resolve, a model call, a hook, a failure) and what status,
+watchers and the Web UI are told. The machine (`machine/`) decides; these only execute and record.
+The turn's other steps are `workflows.turn_steps`, its calls `workflows.call_steps`.
 
 Determinism rules for this module, as for all of workflows/: no I/O, no clocks, no randomness,
 no threads. Time comes from `workflow.now()`; activities are called by their declared names.
@@ -29,7 +28,7 @@ from durable_agent_runner.machine import fallback, phase, requests
 from durable_agent_runner.machine.approvals import decision_words
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.doubts import resolution_words
-from durable_agent_runner.machine.outcomes import ModelFailed
+from durable_agent_runner.machine.outcomes import Facts, ModelFailed
 from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.requests import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN
 from durable_agent_runner.machine.state import RunState
@@ -104,40 +103,58 @@ def agent_queue(agent: t.AgentSpec) -> str | None:
 
 
 class Steps:
-    """The run's state and the steps it carries out; `AgentRun` adds the loop and handlers."""
+    """The run's state and the steps every part of the interpreter carries out: a model call, a
+    hook, the agent's resolve, and what status, watchers and the Web UI are told. The workflow
+    (`AgentRun`) and its parts (`TurnSteps`, `CallSteps`, `Notifier`, `Inbox`) each hold this one
+    object; none inherits from another."""
 
     def __init__(self) -> None:
-        self._s = RunState()
-        self._status = phase.Status()  # the calls under way, and when search attributes are written
-        self._child_usage: dict[str, t.ChildUsage] = {}  # signalled by cancelled child runs, by child id
-        self._ledger: Ledger | None = None  # the run's budgets across its tree (tree-budget-1.1)
+        self.s = RunState()
+        self.tracker = phase.Status()  # the calls under way, and when search attributes are written
+        self.child_usage: dict[str, t.ChildUsage] = {}  # signalled by cancelled child runs, by child id
+        self.ledger: Ledger | None = None  # the run's budgets across its tree (tree-budget-1.1)
+
+    def facts(self) -> Facts:
+        """What only Temporal knows, for the machine: the time and the history's size."""
+        info = workflow.info()
+        session = self.s.session is not None  # only a session's history is measured between turns
+        return Facts(
+            now=workflow.now(),
+            continue_suggested=info.is_continue_as_new_suggested(),
+            history_bytes=info.get_current_history_size() if session else 0,
+            history_events=info.get_current_history_length() if session else 0,
+        )
+
+    def agent_or_none(self) -> t.AgentSpec | None:
+        """The agent in charge, once the run has one."""
+        return self.s.agent_now if self.s.agent is not None else None
 
     # ---------------------------------------------------------------------------- failures
 
-    def _failure(self, message: str, kind: str) -> ApplicationError:
+    def failure(self, message: str, kind: str) -> ApplicationError:
         """Ends the run: recorded for status and watchers, then raised as a non-retryable error
         whose details hold the run's usage, so a parent run counts what a failed child spent."""
-        self._s.error, self._s.error_type = message, kind
-        session = self._s.session
+        self.s.error, self.s.error_type = message, kind
+        session = self.s.session
         if session is None or session.current is None:  # in a session, only the answer fails
-            self._end(t.Phase.FAILED, message)
-        ledger = t.ChildUsage(usage_by_agent=self._s.usage_by_agent)
+            self.end(t.Phase.FAILED, message)
+        ledger = t.ChildUsage(usage_by_agent=self.s.usage_by_agent)
         return ApplicationError(message, ledger.model_dump(mode="json"), type=kind, non_retryable=True)
 
-    def _end(self, phase: t.Phase, message: str) -> None:
+    def end(self, phase: t.Phase, message: str) -> None:
         """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
-        self._s.abandon()
-        self._event(t.EventKind.FAILED if phase == t.Phase.FAILED else t.EventKind.CANCELLED, text=message)
-        self._set_phase(phase, message)
+        self.s.abandon()
+        self.event(t.EventKind.FAILED if phase == t.Phase.FAILED else t.EventKind.CANCELLED, text=message)
+        self.set_phase(phase, message)
 
-    def _failed_activity(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
+    def failed_activity(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
         """The run's failure, carrying the cause's own message and type to the client."""
         message, kind = _cause(err, default_type)
-        return self._failure(f"{context}{message}", kind)
+        return self.failure(f"{context}{message}", kind)
 
     # ------------------------------------------------------------------------------ agents
 
-    async def _resolve(self, input: t.RunInput) -> t.AgentSpec:
+    async def resolve_agent(self, input: t.RunInput) -> t.AgentSpec:
         """Freeze the agent (and every agent it can reach) into history: later edits never touch
         this run. The run's own worker does it when it serves the agent; otherwise a worker that
         does, through the agent's queue, which only such workers poll."""
@@ -169,8 +186,8 @@ class Steps:
         except ActivityError as err:
             if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
                 message = no_worker_serves(input.agent, queue, input.agent_wait_seconds)
-                raise self._failure(message, "UnknownAgent") from err
-            raise self._failed_activity(err, "ResolveAgentFailed", "") from err
+                raise self.failure(message, "UnknownAgent") from err
+            raise self.failed_activity(err, "ResolveAgentFailed", "") from err
 
     async def _resolve_here(self, request: t.ResolveAgentInput) -> t.AgentSpec | None:
         """The resolve as a local activity, in this workflow task: the first model call follows
@@ -196,7 +213,7 @@ class Steps:
 
     # ------------------------------------------------------------------------------- model
 
-    async def _call_model(
+    async def call_model(
         self,
         agent: t.AgentSpec,
         capture: bool,
@@ -207,12 +224,12 @@ class Steps:
         """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply);
         `cap`: the max output tokens the budget has left room for (None: the agent's); `made`:
         its reply, already made by the last tool's activity (machine/ahead.py)."""
-        s = self._s
+        s = self.s
         model = agent.model or "the worker's default model"
-        self._set_phase(t.Phase.CALLING_MODEL, f"turn {s.turn}: {agent.name} calling {model}")
-        self._event(t.EventKind.MODEL_STARTED, made.began_at if made else None, detail=f"{self._who(agent)}{model}")
+        self.set_phase(t.Phase.CALLING_MODEL, f"turn {s.turn}: {agent.name} calling {model}")
+        self.event(t.EventKind.MODEL_STARTED, made.began_at if made else None, detail=f"{self.who(agent)}{model}")
         if made is not None:
-            return self._clocked(made.reply)
+            return self.clocked(made.reply)
         request, summary = requests.model_call(s, agent, capture, with_reply, cap)
         try:
             if agent.local_model_call:
@@ -227,7 +244,7 @@ class Steps:
                     **bounds,
                     summary=f"{summary} (local)",
                 )
-                return self._clocked(local)
+                return self.clocked(local)
             reply: t.ModelReply = await workflow.execute_activity(
                 t.MODEL_CALL_ACTIVITY,
                 request,
@@ -236,7 +253,7 @@ class Steps:
                 **model_call_bounds(agent),
                 summary=summary,
             )
-            return self._clocked(reply)
+            return self.clocked(reply)
         except ActivityError as err:
             if isinstance(err.cause, CancelledError):  # the run called it off (a tripped guardrail)
                 raise asyncio.CancelledError from err
@@ -249,13 +266,13 @@ class Steps:
         # agent._budget), so an agent with local_model_call does not fall back (docs/providers.md).
         if not agent.local_model_call and fallback.falls_back(agent, kind) and workflow.patched(MODEL_FALLBACK_PATCH):
             raise FallingBack(ModelFailed(kind, message)) from failed
-        raise self._failure(f"model call failed on turn {s.turn}: {message}", kind) from failed
+        raise self.failure(f"model call failed on turn {s.turn}: {message}", kind) from failed
 
     # ------------------------------------------------------------------------------- hooks
 
-    async def _hook(self, agent: t.AgentSpec, kind: t.HookKind, name: str, **fields: object) -> t.HookResult:
+    async def hook(self, agent: t.AgentSpec, kind: t.HookKind, name: str, **fields: object) -> t.HookResult:
         """Runs one piece of the agent author's code on a worker that holds the agent."""
-        s = self._s
+        s = self.s
         key = str(fields.get("call_id") or name)
         try:
             result: t.HookResult = await workflow.execute_activity(
@@ -269,65 +286,70 @@ class Steps:
                 start_to_close_timeout=HOOK_TIMEOUT,
                 heartbeat_timeout=HOOK_HEARTBEAT_TIMEOUT,
                 retry_policy=HOOK_RETRY,
-                summary=f"turn {s.turn} · {self._who(agent)}{kind.replace('_', ' ')}: {name[:80]}",
+                summary=f"turn {s.turn} · {self.who(agent)}{kind.replace('_', ' ')}: {name[:80]}",
             )
             return result
         except ActivityError as err:
-            raise self._failed_activity(err, "AgentHookFailed", f"{kind.replace('_', ' ')} '{name}' failed: ") from err
+            raise self.failed_activity(err, "AgentHookFailed", f"{kind.replace('_', ' ')} '{name}' failed: ") from err
 
-    def _who(self, agent: t.AgentSpec) -> str:
-        return requests.who(self._s, agent)
+    def who(self, agent: t.AgentSpec) -> str:
+        return requests.who(self.s, agent)
 
     # ------------------------------------------------------------------------------ records
 
     # A decision's event is the call machine's (its `approval_decided` / `call_resolved` note, as the
     # waiting call takes it up, in the same workflow task): these say it in status at once.
 
-    def _record_decision(self, record: t.ApprovalRecord) -> None:
-        self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} {decision_words(record)}"
+    def record_decision(self, record: t.ApprovalRecord) -> None:
+        self.s.last_step = f"turn {self.s.turn}: {record.tool} {record.call_id} {decision_words(record)}"
 
-    def _record_resolution(self, record: t.CallResolution) -> None:
+    def record_resolution(self, record: t.CallResolution) -> None:
         detail = resolution_words(record)
-        self._s.last_step = f"turn {self._s.turn}: {record.tool} {record.call_id} in doubt: {detail}"
+        self.s.last_step = f"turn {self.s.turn}: {record.tool} {record.call_id} in doubt: {detail}"
 
-    def _doing(self, call_id: str, doing: CallDoing | None, call: t.ToolCall | None = None) -> None:
+    def doing(self, call_id: str, doing: CallDoing | None, call: t.ToolCall | None = None) -> None:
         """What call `call_id` is doing now (None: nothing, it waits or ended), said at once."""
-        said = self._status.doing(self._s, call_id, doing, call)
+        said = self.tracker.doing(self.s, call_id, doing, call)
         if said is not None:
-            self._say(said)
+            self.say(said)
 
-    def _say(self, step: str) -> None:
+    def edited(self, record: t.EditRecord) -> None:
+        """An edit taken (machine/control.take_edit): watchers and the Web UI hear of it."""
+        self.event(t.EventKind.EDITED, detail=record.summary)
+        workflow.set_current_details(self.s.details())
+
+    def say(self, step: str) -> None:
         """What the run does now, within its phase, for status and the Web UI: no search
         attribute changes, so no command (replay-safe wherever it is said)."""
-        self._s.last_step = step
-        workflow.set_current_details(self._s.details())
+        self.s.last_step = step
+        workflow.set_current_details(self.s.details())
 
-    def _refresh_phase(self) -> None:
+    def refresh_phase(self) -> None:
         """The phase the run's waits for people put it in (machine/phase.py), as one starts or ends."""
-        now = self._status.waiting(self._s)
+        now = self.tracker.waiting(self.s)
         if now is not None:
-            self._set_phase(*now)
+            self.set_phase(*now)
 
-    def _event(self, kind: t.EventKind, at: datetime | None = None, **fields: object) -> None:
+    def event(self, kind: t.EventKind, at: datetime | None = None, **fields: object) -> None:
         """An event now, or `at` (a time history recorded: when a call made ahead began)."""
-        self._s.event(at or workflow.now(), kind, **fields)
+        self.s.event(at or workflow.now(), kind, **fields)
 
-    def _set_phase(self, phase: t.Phase, step: str) -> None:
+    def set_phase(self, phase: t.Phase, step: str) -> None:
         """The run's phase for status, watchers and the Web UI's current details, and its search
         attributes when machine/phase.py says they are due."""
-        s = self._s
+        s = self.s
         before, s.phase = s.phase, phase
         s.last_step = step
         workflow.set_current_details(s.details())
-        written = self._status.writes(s, before)
+        written = self.tracker.writes(s, before)
         if written is not None:
             workflow.upsert_search_attributes(written)
 
-    def _clocked(self, reply: t.ModelReply) -> t.ModelReply:
+    def clocked(self, reply: t.ModelReply) -> t.ModelReply:
         """Notes when `reply` arrived (the reply clock the counters' writes go by)."""
-        self._status.clocked(reply)
+        self.tracker.clocked(reply)
         return reply
 
-    def _search(self, *updates: t.SearchWrite) -> None:
+    def search(self, *updates: t.SearchWrite) -> None:
         """Search attributes written with the next phase change (the agent in charge, …)."""
-        self._status.due.extend(updates)
+        self.tracker.due.extend(updates)

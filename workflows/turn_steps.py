@@ -10,43 +10,47 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 from typing import Literal
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
-from durable_agent_runner.machine import control, handoff, memory
+from durable_agent_runner.machine import control, conversation, handoff, memory
 from durable_agent_runner.machine.calls import RunTools, describe_call
 from durable_agent_runner.machine.rules import Stop, tripwire
 from durable_agent_runner.machine.turn import Breakpoint, HandOff, Pause
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.handlers import Handlers
-from durable_agent_runner.workflows.notify_steps import Wait
+from durable_agent_runner.workflows.call_steps import CallSteps
+from durable_agent_runner.workflows.notify_steps import Notifier, Wait
 from durable_agent_runner.workflows.patches import CALL_AHEAD_PATCH
-from durable_agent_runner.workflows.steps import model_call_bounds
+from durable_agent_runner.workflows.steps import Steps, model_call_bounds
 
 
-class TurnSteps(Handlers):
-    """The steps `AgentRun._carry` hands on; `AgentRun` adds the loop."""
+class TurnSteps:
+    """The steps `AgentRun._carry` hands on that are more than one activity."""
+
+    def __init__(self, steps: Steps, notifier: Notifier, calls: CallSteps) -> None:
+        self.steps, self.notifier, self.calls = steps, notifier, calls
 
     # --------------------------------------------------------------------------- breakpoints
 
-    async def _breakpoint(self, step: Breakpoint) -> str | None:
+    async def breakpoint(self, step: Breakpoint) -> str | None:
         """The agent's breakpoint function, before model call `step.turn`: its edits apply; why
         the run pauses, if it asked to or an edit of it was refused."""
-        s = self._s
-        result = await self._hook(s.agent_now, "breakpoint", step.name, transcript_len=len(s.messages))
+        s = self.steps.s
+        result = await self.steps.hook(s.agent_now, "breakpoint", step.name, transcript_len=len(s.messages))
         taken, why = control.breakpoint_ended(s, step.name, result, workflow.now())
         for record in taken:
-            self._edited(record)
+            self.steps.edited(record)
         return why
 
-    async def _pause(self, step: Pause) -> None:
+    async def pause(self, step: Pause) -> None:
         """Holds the run still, durably, until `client.py resume`; edits apply meanwhile."""
-        s = self._s
+        s = self.steps.s
         holding = control.paused(s, step, workflow.now())
-        self._event(t.EventKind.PAUSED, detail=f"{holding.point}: {step.why}")
-        self._set_phase(t.Phase.PAUSED, holding.why)
+        self.steps.event(t.EventKind.PAUSED, detail=f"{holding.point}: {step.why}")
+        self.steps.set_phase(t.Phase.PAUSED, holding.why)
 
         def resumed() -> bool:
             return s.resumed_by is not None
@@ -58,42 +62,60 @@ class TurnSteps(Handlers):
         label = f"budget-{step.turn}-{step.where}"
         wait = Wait("budget", label, step.turn, holding.why, escalate_after=escalate, open=lambda: not resumed())
         try:
-            async with self._notifying(agent, wait) if step.reason == "budget" else contextlib.nullcontext():
+            async with self.notifier.notifying(agent, wait) if step.reason == "budget" else contextlib.nullcontext():
                 await workflow.wait_condition(resumed, timeout=control.PAUSE_LIMIT, timeout_summary="pause limit")
         except TimeoutError:
-            raise self._failure(control.gave_up(s, holding), "PausedTooLong") from None
+            raise self.steps.failure(control.gave_up(s, holding), "PausedTooLong") from None
         detail, phase, words = control.went_on(s, step)
-        self._event(t.EventKind.RESUMED, detail=detail)
-        self._set_phase(phase, words)
+        self.steps.event(t.EventKind.RESUMED, detail=detail)
+        self.steps.set_phase(phase, words)
 
     # ------------------------------------------------------------------------------ sessions
 
-    def _steer(self) -> None:
-        session = self._s.session
+    def steer(self) -> None:
+        session = self.steps.s.session
         assert session is not None
         for queued in session.steer():
-            self._s.messages.append(t.UserMessage(content=queued.text))
+            self.steps.s.messages.append(t.UserMessage(content=queued.text))
             detail = f"message {queued.message} from {queued.by} · steers the answer"
-            self._event(t.EventKind.MESSAGE, text=queued.text, detail=detail)
+            self.steps.event(t.EventKind.MESSAGE, text=queued.text, detail=detail)
 
-    async def _compact(self, plan: memory.Compaction) -> None:
+    async def wait_for_message(self, wait: conversation.WaitForMessage) -> conversation.Woke:
+        """Waits for a message or an end, within the idle time left."""
+        session = self.steps.s.session
+        assert session is not None
+        self.steps.set_phase(t.Phase.WAITING_FOR_MESSAGE, wait.step)
+        self.steps.event(t.EventKind.WAITING, detail=wait.detail)
+        try:
+            await workflow.wait_condition(
+                lambda: bool(session.queue) or session.ending is not None,
+                timeout=timedelta(seconds=wait.seconds),
+                timeout_summary="session idle timeout",
+            )
+        except TimeoutError:
+            return conversation.Woke(waited=True, timed_out=True)
+        return conversation.Woke(waited=True)
+
+    async def compact(self, plan: memory.Compaction) -> None:
         """Compacts a session's transcript as the machine planned: a visible step of its own."""
-        s, session = self._s, self._s.session
+        s, session = self.steps.s, self.steps.s.session
         assert session is not None and s.agent is not None
         agent, policy = s.agent_now, s.agent.memory
         size = memory.transcript_bytes(s.messages[: plan.upto])
-        self._set_phase(t.Phase.COMPACTING, f"turn {s.turn}: compacting {plan.upto} earlier messages ({plan.reason})")
+        self.steps.set_phase(
+            t.Phase.COMPACTING, f"turn {s.turn}: compacting {plan.upto} earlier messages ({plan.reason})"
+        )
         result = None
         if plan.strategy == "summarize":
             result = await self._summarize(agent, plan.upto, policy, session.compactions + 1)
         text, detail = memory.apply(s, plan, size, result)
-        self._event(t.EventKind.COMPACTED, text=text, detail=detail)
+        self.steps.event(t.EventKind.COMPACTED, text=text, detail=detail)
 
     async def _summarize(
         self, agent: t.AgentSpec, upto: int, policy: t.MemoryPolicy, number: int
     ) -> t.CompactResult | str:
         """The model's summary of messages[:upto] (read by query, like a model call), or why not."""
-        s = self._s
+        s = self.steps.s
         model = agent.model or "the worker's default model"
         try:
             result: t.CompactResult = await workflow.execute_activity(
@@ -108,7 +130,7 @@ class TurnSteps(Handlers):
                 result_type=t.CompactResult,
                 activity_id=f"compact-{number}",
                 **model_call_bounds(agent),
-                summary=f"turn {s.turn} · {self._who(agent)}compact {upto} messages · {model}",
+                summary=f"turn {s.turn} · {self.steps.who(agent)}compact {upto} messages · {model}",
             )
             return result
         except ActivityError as err:
@@ -117,14 +139,14 @@ class TurnSteps(Handlers):
 
     # --------------------------------------------------------------------------------- calls
 
-    async def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
+    async def run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
         runs = [p for p in step.calls if p.action in ("tool", "child", "ask")]
-        if self._ledger is not None:  # the turn's child runs share what the budget has left
-            self._ledger.expect(sum(p.action == "child" for p in runs))
+        if self.steps.ledger is not None:  # the turn's child runs share what the budget has left
+            self.steps.ledger.expect(sum(p.action == "child" for p in runs))
         names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"
-        self._status.calls_now = {}  # each call says what it does as it goes (_doing)
-        self._set_phase(t.Phase.RUNNING_TOOLS, f"turn {self._s.turn}: running {names}")
-        tasks = [asyncio.create_task(self._carry_out(agent, p)) for p in runs]
+        self.steps.tracker.calls_now = {}  # each call says what it does as it goes (_doing)
+        self.steps.set_phase(t.Phase.RUNNING_TOOLS, f"turn {self.steps.s.turn}: running {names}")
+        tasks = [asyncio.create_task(self.calls.carry_out(agent, p)) for p in runs]
         try:
             return {m.call_id: m for m in await asyncio.gather(*tasks)}
         except BaseException:
@@ -132,46 +154,46 @@ class TurnSteps(Handlers):
                 task.cancel()
             raise
 
-    async def _run_calls(self, step: RunTools, capture: bool) -> tuple[dict[str, t.ToolMessage], t.AheadReply | None]:
+    async def run_calls(self, step: RunTools, capture: bool) -> tuple[dict[str, t.ToolMessage], t.AheadReply | None]:
         """The turn's calls, the lone routed one making the next model call too when the turn
         planned it (`step.ahead`) and the run is of code that knows how (CALL_AHEAD_PATCH)."""
-        self._ahead_next = None
+        self.calls.ahead_next = None
         if step.ahead is not None and workflow.patched(CALL_AHEAD_PATCH):
-            self._ahead_next = (step.calls[0].call.call_id, step.ahead.model_copy(update={"capture": capture}))
+            self.calls.ahead_next = (step.calls[0].call.call_id, step.ahead.model_copy(update={"capture": capture}))
         try:
-            results = await self._run_tools(self._s.agent_now, step)
-            return results, self._made_ahead
+            results = await self.run_tools(self.steps.s.agent_now, step)
+            return results, self.calls.made_ahead
         finally:
-            self._ahead_next, self._made_ahead = None, None
+            self.calls.ahead_next, self.calls.made_ahead = None, None
 
-    async def _hand_off(self, agent: t.AgentSpec, step: HandOff) -> None:
+    async def hand_off(self, agent: t.AgentSpec, step: HandOff) -> None:
         """The next turn runs the target, frozen at the start like every agent this run can
         reach, with the conversation so far through the handoff's filter (machine/handoff.py)."""
-        s = self._s
+        s = self.steps.s
         planned = handoff.plan(s, agent, step.call)
         if isinstance(planned, Stop):
-            raise self._failure(planned.message, planned.error)
+            raise self.steps.failure(planned.message, planned.error)
         filtered = None
         if planned.hook is not None:
-            result = await self._hook(agent, "input_filter", planned.hook, transcript_len=len(s.messages))
+            result = await self.steps.hook(agent, "input_filter", planned.hook, transcript_len=len(s.messages))
             filtered = result.messages
         record = handoff.handed_off(s, agent, planned, filtered, workflow.now())
         if isinstance(record, Stop):
-            raise self._failure(record.message, record.error)
+            raise self.steps.failure(record.message, record.error)
         target = planned.target
-        self._event(t.EventKind.HANDOFF, detail=f"{agent.name} → {target.name}", call_id=record.call_id)
-        self._search(t.SA_AGENT.value_set(target.name), t.SA_VERSION.value_set(target.version))
-        self._set_phase(t.Phase.RUNNING_TOOLS, f"turn {s.turn}: {agent.name} handed off to {target.name}")
+        self.steps.event(t.EventKind.HANDOFF, detail=f"{agent.name} → {target.name}", call_id=record.call_id)
+        self.steps.search(t.SA_AGENT.value_set(target.name), t.SA_VERSION.value_set(target.version))
+        self.steps.set_phase(t.Phase.RUNNING_TOOLS, f"turn {s.turn}: {agent.name} handed off to {target.name}")
 
     # ------------------------------------------------------------------------------ guardrails
 
-    async def _first_call_guarded(
+    async def first_call_guarded(
         self, agent: t.AgentSpec, text: str, capture: bool, cap: int | None = None
     ) -> t.ModelReply:
         """The first model call, with the agent's input guardrails running alongside it (as the
         Agents SDK does). A tripwire ends the run before any tool runs, and cancels the call."""
-        model = asyncio.create_task(self._call_model(agent, capture, None, cap))
-        guards = asyncio.create_task(self._guardrails(agent, "input", text))
+        model = asyncio.create_task(self.steps.call_model(agent, capture, None, cap))
+        guards = asyncio.create_task(self.guardrails(agent, "input", text))
         await workflow.wait([model, guards], return_when=asyncio.FIRST_COMPLETED)
         if model.done() and model.exception() is not None:
             guards.cancel()
@@ -179,16 +201,16 @@ class TurnSteps(Handlers):
         stop = await guards  # a reply that came first still waits: no tool runs before the verdict
         if stop is not None:
             model.cancel()
-            raise self._failure(stop.message, stop.error)
+            raise self.steps.failure(stop.message, stop.error)
         return await model
 
-    async def _guardrails(self, agent: t.AgentSpec, kind: Literal["input", "output"], text: str) -> Stop | None:
+    async def guardrails(self, agent: t.AgentSpec, kind: Literal["input", "output"], text: str) -> Stop | None:
         names = agent.input_guardrails if kind == "input" else agent.output_guardrails
         if not names:
             return None
         hook: t.HookKind = "input_guardrail" if kind == "input" else "output_guardrail"
-        results = await asyncio.gather(*(self._hook(agent, hook, name, text=text) for name in names))
+        results = await asyncio.gather(*(self.steps.hook(agent, hook, name, text=text) for name in names))
         for name, result in zip(names, results, strict=True):
             verdict = "tripped" if result.tripwire else "passed"
-            self._event(t.EventKind.GUARDRAIL, detail=f"{kind} guardrail {name}: {verdict}")
+            self.steps.event(t.EventKind.GUARDRAIL, detail=f"{kind} guardrail {name}: {verdict}")
         return tripwire(kind, list(zip(names, results, strict=True)))
