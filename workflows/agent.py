@@ -122,7 +122,7 @@ class AgentRun:
         s.output = done.output
         self._steps.event(t.EventKind.FINAL, text=done.output)
         self._steps.set_phase(t.Phase.COMPLETED, f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
-        if not workflow.info().parent is not None:
+        if workflow.info().parent is None:  # online scoring samples top-level runs only
             await endings.score(s, first, done)
         return endings.result(self._s, done.output, done.output_object)
 
