@@ -8,14 +8,17 @@ import socket
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.service import RPCError
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from durable_agent_runner.client.updates import PASSING
 from durable_agent_runner.config.connection import DATA_CONVERTER
 from durable_agent_runner.workflows import AgentRun, DeliverMessage
 from durable_agent_runner.workflows import types as t
@@ -81,6 +84,23 @@ async def start(client: Client, task_queue: str, prompt: str, **fields: Any) -> 
         task_queue=task_queue,
         result_type=t.RunResult,
     )
+
+
+async def status_of(handle: WorkflowHandle[Any, Any]) -> t.RunStatus:
+    """The run's status. A read no worker answered (a SIGKILLed worker's sticky queue, before the
+    server hands the run to a new one: CI saw "context canceled") is asked again, as client.py's
+    reads are, within a bound."""
+    for attempt in range(10):
+        try:
+            status: t.RunStatus = await handle.query(
+                t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=timedelta(seconds=20)
+            )
+            return status
+        except RPCError as err:
+            if err.status not in PASSING or attempt == 9:
+                raise
+            await asyncio.sleep(1.0)
+    raise AssertionError("not reached")
 
 
 async def transcript(handle: WorkflowHandle[Any, Any]) -> list[t.Message]:

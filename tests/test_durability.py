@@ -16,7 +16,7 @@ from temporalio.api.enums.v1 import EventType
 
 from durable_agent_runner.config.connection import CORE_LOG
 from durable_agent_runner.workflows import types as t
-from tests.helpers import activity_attempts, activity_started, replay, script, start
+from tests.helpers import activity_attempts, activity_started, replay, script, start, status_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -261,14 +261,13 @@ async def test_sigkilled_worker_mid_approval_check_is_noticed_in_seconds(
     try:
 
         async def awaiting_approval() -> bool:
-            status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
-            return bool(status.pending_approvals)
+            return bool((await status_of(handle)).pending_approvals)
 
         await wait_for(awaiting_approval, timeout=90)
         took = time.monotonic() - killed_at
         # the hook's heartbeat timeout (10 s) moved the check to the new worker
         assert took < 30, f"the dead worker's approval check took {took:.1f}s to move"
-        (pending,) = (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).pending_approvals
+        (pending,) = (await status_of(handle)).pending_approvals
         decision = t.ApprovalDecision(call_id=pending.call_id, approve=True, by="tester")
         await handle.execute_update(t.APPROVAL_UPDATE, decision, result_type=t.DecisionReceipt)
         result = await asyncio.wait_for(handle.result(), 60)

@@ -22,7 +22,7 @@ from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.calls import PlannedCall, attempt_ended, resolved, runs, with_reply
 from durable_agent_runner.machine.doubts import Doubts
 from durable_agent_runner.workflows import types as t
-from tests.helpers import beating, calls, replay, script, start, transcript
+from tests.helpers import beating, calls, replay, script, start, status_of, transcript
 from tests.test_client import cli  # noqa: F401  (a fixture: client.py as a subprocess)
 from tests.test_durability import start_worker_process, wait_for
 
@@ -38,11 +38,6 @@ def starts(path: Path) -> Counter[str]:
 
 def keys(path: Path, what: str) -> set[str]:
     return {line.split()[1] for line in path.read_text().splitlines() if line.split()[0] == what}
-
-
-async def live(handle: Any) -> t.RunStatus:
-    status: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
-    return status
 
 
 @pytest.fixture
@@ -156,7 +151,7 @@ async def test_a_once_tool_that_raises_its_own_error_is_told_to_the_model_not_in
         told = [m for m in await transcript(handle) if isinstance(m, t.ToolMessage)]
         assert told[0].is_error and "failed after 1 attempt(s)" in told[0].content
         assert "bank unreachable" in told[0].content
-        assert not (await live(handle)).resolutions
+        assert not (await status_of(handle)).resolutions
 
 
 async def test_calls_in_doubt_are_never_rerun_and_each_resolution_works(
@@ -179,7 +174,7 @@ async def test_calls_in_doubt_are_never_rerun_and_each_resolution_works(
     workers()
 
     async def all_in_doubt() -> bool:
-        return len((await live(handle)).in_doubt) == 3
+        return len((await status_of(handle)).in_doubt) == 3
 
     await wait_for(all_in_doubt, timeout=60)
     await asyncio.sleep(2)  # time enough for a retry, had there been one
@@ -269,10 +264,10 @@ async def test_an_approved_once_call_in_doubt_never_reruns_without_a_person(
     handle = await start(client, task_queue, "pay dave", agent="careful_payer", model=model)
 
     async def asked() -> bool:
-        return bool((await live(handle)).pending_approvals)
+        return bool((await status_of(handle)).pending_approvals)
 
     await wait_for(asked)
-    call_id = (await live(handle)).pending_approvals[0].call_id
+    call_id = (await status_of(handle)).pending_approvals[0].call_id
     decision = t.ApprovalDecision(call_id=call_id, approve=True, by="alice")
     await handle.execute_update(t.APPROVAL_UPDATE, decision, result_type=t.DecisionReceipt)
 
@@ -286,11 +281,11 @@ async def test_an_approved_once_call_in_doubt_never_reruns_without_a_person(
     workers()
 
     async def in_doubt() -> bool:
-        return bool((await live(handle)).in_doubt)
+        return bool((await status_of(handle)).in_doubt)
 
     await wait_for(in_doubt, timeout=60)
     await asyncio.sleep(3)
-    status = await live(handle)
+    status = await status_of(handle)
     assert status.phase == "in_doubt" and not status.pending_approvals
     assert [d.by for d in status.decisions] == ["alice"]  # approved once; not asked again
     assert starts(counter_file) == Counter({"pay:dave": 1})
@@ -299,7 +294,7 @@ async def test_an_approved_once_call_in_doubt_never_reruns_without_a_person(
     await handle.signal(t.RESOLVE_SIGNAL, t.ResolveCall(call_id=call_id, action="fail", reason="unsure", by="bob"))
     assert (await asyncio.wait_for(handle.result(), 30)).output == "settled"
     assert starts(counter_file) == Counter({"pay:dave": 1})
-    done = await live(handle)
+    done = await status_of(handle)
     (record,) = done.resolutions
     assert any("call call_9_9 is not in doubt" in note for note in done.ignored_signals), done.ignored_signals
     assert record.by == "bob" and record.action == "fail"
@@ -321,15 +316,15 @@ async def test_cancel_ends_the_wait_of_a_call_in_doubt(client, llm, task_queue, 
         handle = await start(client, task_queue, "pay", agent="hasty_payer", model=model)
 
         async def in_doubt() -> bool:
-            return bool((await live(handle)).in_doubt)
+            return bool((await status_of(handle)).in_doubt)
 
         await wait_for(in_doubt, timeout=30)
-        assert (await live(handle)).in_doubt[0].ended == "start-to-close timeout"
+        assert (await status_of(handle)).in_doubt[0].ended == "start-to-close timeout"
         cancelled = await cli("cancel", handle.id)
         assert cancelled.code == 0, cancelled
         with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(handle.result(), 30)
-        status = await live(handle)
+        status = await status_of(handle)
         assert status.phase == "cancelled" and not status.in_doubt
 
 
@@ -352,12 +347,12 @@ async def test_a_graceful_worker_shutdown_mid_call_puts_it_in_doubt(
     workers()
 
     async def in_doubt() -> bool:
-        return len((await live(handle)).in_doubt) == 1
+        return len((await status_of(handle)).in_doubt) == 1
 
     await wait_for(in_doubt, timeout=60)  # before: "failed after 1 attempt(s)" was told the model
     await asyncio.sleep(2)  # time enough for a retry, had there been one
     assert starts(counter_file) == Counter({"wire:dora": 1})
-    status = await live(handle)
+    status = await status_of(handle)
     assert status.phase == "in_doubt" and status.in_doubt[0].tool == "wire"
     assert status.in_doubt[0].ended == "its worker shut down before it finished"
     await handle.terminate()
