@@ -26,8 +26,12 @@ from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
 # Case runs started by one run of the eval before it continues as new (once those in flight end):
-# each adds a child's start, its end and a scoring activity to the history (about 10 events).
-MAX_STARTS_PER_RUN = 100
+# each adds a child's start, its end and a scoring activity to the history (about 11 events), so
+# 300 make about 3,300, below the 4,096 at which the server suggests continuing as new (it also
+# does at 4 MB, which large answers reach first: the eval heeds both). While it drains, the places
+# of the cases that end stay empty until the last one in flight ends (docs/benchmark.md, evals).
+MAX_STARTS_PER_RUN = 300
+MAX_STARTS_BEFORE_PACE = 100  # the bound of the evals started before eval-pace-1.4.4, which replay it
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -83,10 +87,14 @@ def output_type(spec: t.AgentSpec, answered_by: str) -> tuple[dict[str, Any] | N
     return agent.output_schema, agent.output_name or None
 
 
-def next_starts(all_slots: list[Slot], done: set[str], in_flight: set[str], concurrency: int, room: int) -> list[Slot]:
+def next_starts(
+    all_slots: list[Slot], done: set[str], in_flight: set[str], concurrency: int, room: int, taken: int | None = None
+) -> list[Slot]:
     """The case runs to start now: those neither done nor in flight, in order, up to the free
-    places (`concurrency` less those in flight) and `room` (starts left in this run of the eval)."""
-    free = min(concurrency - len(in_flight), room)
+    places (`concurrency` less the `taken` ones: by default those in flight; the eval counts
+    only the cases whose run goes on, not those being scored) and `room` (starts left in this
+    run of the eval)."""
+    free = min(concurrency - (len(in_flight) if taken is None else taken), room)
     if free <= 0:
         return []
     return [s for s in all_slots if s.run_id not in done and s.run_id not in in_flight][:free]
@@ -165,9 +173,10 @@ def summary_line(t: Tally, total: int) -> str:
     return f"{t.done}/{total} done · {t.passed} passed · {t.failed} failed · ${t.usage.cost_usd:.4f}"
 
 
-def should_drain(started_here: int, suggested: bool) -> bool:
-    """Whether this run of the eval stops starting cases, to continue as new once those in flight end."""
-    return suggested or started_here >= MAX_STARTS_PER_RUN
+def should_drain(started_here: int, suggested: bool, most: int | None = None) -> bool:
+    """Whether this run of the eval stops starting cases, to continue as new once those in flight
+    end: the server suggests it, or it started `most` (MAX_STARTS_PER_RUN)."""
+    return suggested or started_here >= (MAX_STARTS_PER_RUN if most is None else most)
 
 
 def budget_failed(slot: Slot, why: str) -> te.CaseResult:

@@ -36,8 +36,12 @@ def test_the_plan_starts_what_is_neither_done_nor_in_flight_up_to_the_free_place
     assert [s.run_id for s in starts] == [slots[3].run_id, slots[4].run_id]
     assert plan.next_starts(slots, done, flying, concurrency=4, room=1) == [slots[3]]
     assert plan.next_starts(slots, done, flying, concurrency=2, room=100) == []
+    # a case being scored takes no place (taken=1 of the 2 in flight), but is never started again
+    assert plan.next_starts(slots, done, flying, concurrency=2, room=100, taken=1) == [slots[3]]
     assert plan.should_drain(plan.MAX_STARTS_PER_RUN, False) and plan.should_drain(0, True)
     assert not plan.should_drain(3, False)
+    # an eval started before eval-pace-1.4.4 replays with its bound of 100 starts a run
+    assert plan.should_drain(100, False, plan.MAX_STARTS_BEFORE_PACE) and not plan.should_drain(100, False)
 
 
 @settings(max_examples=60, deadline=None)

@@ -191,6 +191,33 @@ async def test_the_checked_in_eval_history_replays_and_holds_each_case_once():
     assert activities == [t.RESOLVE_AGENT_ACTIVITY, *[te.EVAL_SCORE_ACTIVITY] * 3]
 
 
+@pytest.mark.pure
+async def test_the_next_case_starts_when_a_case_run_ends_beside_its_scoring():
+    """tests/histories/eval_pace_1_4_4.json (the patch eval-pace-1.4.4; recorded as
+    eval_run_1_4, 3 cases two at once, within a token budget): case 3 starts in the workflow task
+    that learned case 1's run had ended, beside case 1's scoring, before any scoring came back."""
+    path = Path(__file__).parent / "histories" / "eval_pace_1_4_4.json"
+    history = WorkflowHistory.from_json("eval_pace_1_4_4", path.read_text())
+    await replay_history(history)
+    events = history.events
+    case_3 = eval_plan.case_run_id("eval_pace_1_4_4", "case 3", 1)
+    third = next(
+        i
+        for i, e in enumerate(events)
+        if e.start_child_workflow_execution_initiated_event_attributes.workflow_id == case_3
+    )
+    scores = [
+        i
+        for i, e in enumerate(events)
+        if e.activity_task_scheduled_event_attributes.activity_type.name == te.EVAL_SCORE_ACTIVITY
+    ]
+    kinds = [e.event_type for e in events]
+    # the first scoring, then case 3's start, among one workflow task's commands: no score came back before it
+    between = set(kinds[scores[0] : third])
+    assert scores[0] < third and between == {EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}, between
+    assert kinds.count(EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED) == 3
+
+
 async def test_a_case_waiting_for_an_approval_shows_as_waiting_and_goes_on_once_approved(
     client, task_queue, llm, worker_factory, counter_file
 ):

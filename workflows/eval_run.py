@@ -1,8 +1,9 @@
 """EvalRun: a durable eval. The agent is resolved once and frozen, so every case runs the same
 version; each case (× repeat) runs as a child AgentRun under an id derived from the eval's id and
-the case (eval_plan.py), at most `concurrency` at once; each finished case is scored in an
-activity. A worker killed or a server restarted: the eval replays, a finished case keeps its
-result and is never run again, a case in flight is awaited as the child run it is.
+the case (eval_plan.py), at most `concurrency` at once; a case is scored in an activity when its
+run ends, while the next case starts in its place (eval-pace-1.4.4). A worker killed or a server
+restarted: the eval replays, a finished case keeps its result and is never run again, a case in
+flight is awaited as the child run it is.
 
 The budget covers every case, as a run's covers its children (machine/budget.py): each case
 starts with its share of what is left; when nothing is left the eval pauses until a person raises
@@ -39,7 +40,7 @@ from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.control import PAUSE_LIMIT
 from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import EVAL_CANCEL_PATCH
+from durable_agent_runner.workflows.patches import EVAL_CANCEL_PATCH, EVAL_PACE_PATCH
 from durable_agent_runner.workflows.types import evals as te
 
 SCORE_ATTEMPT = timedelta(seconds=300)  # an LLM judge's model call included
@@ -75,7 +76,9 @@ class EvalRun:
         carry = input.carry or te.EvalCarry()
         self._input = input
         self._results = plan.Results(carry.results)
-        self._running: dict[str, plan.Slot] = {}
+        self._running: dict[str, plan.Slot] = {}  # cases in flight: their run, then their scoring
+        self._ended: dict[str, t.Usage] = {}  # of those, being scored (patched): what their run spent
+        self._paced = False  # a case's place is free when its run ends (EVAL_PACE_PATCH)
         self._spec: t.AgentSpec | None = carry.frozen
         self._ledger: Ledger | None = Ledger(carry.budget, shared=True) if carry.budget else None
         self._started_at = carry.started_at
@@ -88,6 +91,10 @@ class EvalRun:
     @workflow.run
     async def run(self, input: te.EvalInput) -> te.EvalResult:
         eval_id = workflow.info().workflow_id
+        # The next case starts when a case's run ends, beside its scoring, not once it is scored;
+        # and a run of the eval starts up to 300 cases before it continues as new, not 100.
+        self._paced = workflow.patched(EVAL_PACE_PATCH)
+        most = plan.MAX_STARTS_PER_RUN if self._paced else plan.MAX_STARTS_BEFORE_PACE
         self._started_at = self._started_at or workflow.now()
         spec = self._spec = self._spec or await self._resolve(input)
         if self._ledger is None and (input.budget_usd is not None or input.budget_tokens is not None):
@@ -99,12 +106,15 @@ class EvalRun:
         started = 0
         tasks: set[asyncio.Task[None]] = set()
         while len(self._results) < len(all_slots) or self._running:
-            draining = plan.should_drain(started, workflow.info().is_continue_as_new_suggested())
+            draining = plan.should_drain(started, workflow.info().is_continue_as_new_suggested(), most)
             if draining and not self._running:
                 await self._continue_as_new(input)
             if not draining:
-                room = plan.MAX_STARTS_PER_RUN - started
-                starts = plan.next_starts(all_slots, self._results.ids(), set(self._running), input.concurrency, room)
+                room = most - started
+                taken = len(self._running) - len(self._ended)  # being scored takes no place
+                starts = plan.next_starts(
+                    all_slots, self._results.ids(), set(self._running), input.concurrency, room, taken
+                )
                 if self._ledger is not None:
                     self._ledger.expect(len(starts))  # the cases started together share what is left
                 for slot in starts:
@@ -123,10 +133,13 @@ class EvalRun:
         return te.EvalResult(status=self.status())
 
     async def _next_end(self) -> None:
-        """Until one more case has a result. Bounded by the case runs' own bounds (max turns,
-        timeouts, approvals' and pauses' limits)."""
-        count = len(self._results)
-        await workflow.wait_condition(lambda: len(self._results) != count)
+        """Until one more case has a result, or (patched) one more case's run has ended. Bounded
+        by the case runs' own bounds (max turns, timeouts, approvals' and pauses' limits)."""
+        count = self._progress()
+        await workflow.wait_condition(lambda: self._progress() != count)
+
+    def _progress(self) -> tuple[int, int]:
+        return len(self._results), len(self._ended)
 
     def _resumed(self) -> bool:
         return self._raised_by is not None
@@ -161,7 +174,11 @@ class EvalRun:
     # --------------------------------------------------------------------------- the budget
 
     def _used(self) -> t.Usage:
-        return self._results.tally.usage
+        """What the cases spent: those with a result, and the runs of those being scored."""
+        used = self._results.tally.usage
+        for usage in self._ended.values():
+            used = used + usage
+        return used
 
     async def _may_start(self, all_slots: list[plan.Slot]) -> bool:
         """Whether the next case may start: something is left of the budget, or a person raised
@@ -220,6 +237,10 @@ class EvalRun:
             usage, output, turns, answered_by = result.usage, result.output, result.turns, result.agent
         else:
             end, usage = result
+        if self._paced:  # its place and its budget's share are free: the loop starts the next case
+            self._ended[slot.run_id] = usage
+            if self._ledger is not None:
+                self._ledger.release(slot.run_id)
         scored = te.Scored()
         if end == "completed":
             typed = plan.output_type(spec, answered_by)
@@ -244,6 +265,7 @@ class EvalRun:
         if self._ledger is not None:
             self._ledger.release(slot.run_id)
         self._running.pop(slot.run_id, None)
+        self._ended.pop(slot.run_id, None)
         self._results.add(done)
         self._details(len(self._input.dataset.cases) * self._input.repeat)
 

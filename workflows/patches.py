@@ -40,6 +40,7 @@ NOTIFY_PATCH = "notify-1.4"
 ASK_PERSON_PATCH = "ask-person-1.4"
 OUTSIDE_PATCH = "outside-completion-1.4"
 EVAL_CANCEL_PATCH = "eval-cancel-resolve-1.4.2"
+EVAL_PACE_PATCH = "eval-pace-1.4.4"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -175,6 +176,21 @@ PATCHES: tuple[Patch, ...] = (
             "EvalRun outlives 1.x: an eval lasts as long as its cases (bounded) and at most 30 days paused on its "
             "budget, so once `client.py eval list` shows no eval started before the 1.4.2 deploy running, 1.5 asks "
             "deprecate_patch (the old path goes), and 1.6 drops the call"
+        ),
+    ),
+    Patch(
+        id=EVAL_PACE_PATCH,
+        changes=(
+            "an eval starts its next case when a case's run ends, beside that case's scoring, and continues as new "
+            "after 300 case starts, not 100 (EvalRun)"
+        ),
+        added_in="1.4.4",
+        history="eval_pace_1_4_4",
+        deprecate_in="1.5",
+        remove_in="1.6",
+        plan=(
+            "as eval-cancel-resolve-1.4.2: once `client.py eval list` shows no eval started before the 1.4.4 deploy "
+            "running, 1.5 asks deprecate_patch (the old path goes), and 1.6 drops the call"
         ),
     ),
 )
