@@ -15,16 +15,15 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from temporalio.service import RPCError
 
 from durable_agent_runner import Agent, Registry, tool
 from durable_agent_runner.client import AgentClient, DecisionRefused
 from durable_agent_runner.workflows import types as t
 from tests.console_helpers import pending, serve_console
-from tests.helpers import beating, calls, script, start, transcript
+from tests.helpers import beating, calls, script, start, status_of, transcript
 from tests.test_console_http import csrf_of
 from tests.test_durability import wait_for
-from tests.test_in_doubt import block, live, starts, workers  # noqa: F401  (block, workers: fixtures)
+from tests.test_in_doubt import block, starts, workers  # noqa: F401  (block, workers: fixtures)
 
 JSON = {"Accept": "application/json"}
 
@@ -57,13 +56,10 @@ async def test_a_call_in_doubt_is_resolved_from_the_inbox(
     workers()
 
     async def in_doubt() -> bool:
-        try:
-            return bool((await live(handle)).in_doubt)
-        except RPCError:  # a query while the new worker takes the run over from the killed one can time out
-            return False
+        return bool((await status_of(handle)).in_doubt)  # status_of asks again while the new worker takes over
 
     await wait_for(in_doubt, timeout=60)
-    (doubt,) = (await live(handle)).in_doubt
+    (doubt,) = (await status_of(handle)).in_doubt
     call = doubt.call_id
     async with serve_console(client, task_queue) as url, httpx.AsyncClient(base_url=url, timeout=30) as web:
         inbox = (await web.get("/inbox")).text
@@ -89,7 +85,7 @@ async def test_a_call_in_doubt_is_resolved_from_the_inbox(
         assert bad.status_code == 400 and "result is not valid JSON" in bad.json()["message"], bad.text
         no_reason = await web.post(action, data={**form, "choice": "fail", "reason": " "}, headers=JSON)
         assert no_reason.status_code == 400 and "give a reason" in no_reason.json()["message"]
-        status = await live(handle)
+        status = await status_of(handle)
         assert status.phase == "in_doubt" and not status.resolutions  # nothing recorded
 
         async with web.stream("GET", "/inbox/events") as events:
@@ -181,10 +177,10 @@ async def test_a_stale_page_cannot_decide_a_doubt_that_is_no_longer_open(client,
         handle = await start(client, task_queue, "pay", agent="slow_payer")
 
         async def in_doubt(times: int) -> bool:
-            return [d.doubt for d in (await live(handle)).in_doubt] == [times]
+            return [d.doubt for d in (await status_of(handle)).in_doubt] == [times]
 
         await wait_for(lambda: in_doubt(1), timeout=30)
-        (doubt,) = (await live(handle)).in_doubt
+        (doubt,) = (await status_of(handle)).in_doubt
         stale = (await web.get(f"/runs/{handle.id}")).text  # the page a person leaves open
         assert f'data-call="{handle.id}/{doubt.call_id}/doubt-1"' in stale
         assert '<input type="hidden" name="doubt" value="1">' in stale
@@ -201,7 +197,7 @@ async def test_a_stale_page_cannot_decide_a_doubt_that_is_no_longer_open(client,
         run = AgentClient(client).get(handle.id)
         with pytest.raises(DecisionRefused, match="in doubt for time 2, not 1"):
             await run.resolve(doubt.call_id, "rerun", by="erin", doubt=1)
-        status = await live(handle)
+        status = await status_of(handle)
         assert [(r.doubt, r.by) for r in status.resolutions] == [(1, "dana")]  # nothing more applied
         assert [d.doubt for d in status.in_doubt] == [2]  # still open, to decide
 
