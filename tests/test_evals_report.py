@@ -44,6 +44,41 @@ def test_the_plan_starts_what_is_neither_done_nor_in_flight_up_to_the_free_place
     assert plan.should_drain(100, False, plan.MAX_STARTS_BEFORE_PACE) and not plan.should_drain(100, False)
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 6), st.integers(1, 8), st.randoms(use_true_random=False))
+def test_paced_starts_run_each_case_once_and_never_more_runs_at_once_than_asked(cases, concurrency, most, rnd):
+    """EvalRun's loop since eval-pace-1.4.4, in any order of ends: a case's run ending frees its
+    place while it is scored, and a run of the eval starts at most `most` cases before it drains
+    and continues as new. Each case starts once, at most `concurrency` case runs go on at once,
+    and the eval ends with every case scored."""
+    data = Dataset(name="d", cases=[Case(name=f"c{i}", inputs=f"q{i}") for i in range(cases)])
+    slots = plan.slots("e", data, repeat=1)
+    done: set[str] = set()
+    running: dict[str, str] = {}  # run id -> "run" (its child goes on) or "scoring"
+    started: list[str] = []
+    here = 0  # starts in this run of the eval
+    while len(done) < len(slots):
+        if plan.should_drain(here, False, most):
+            if not running:
+                here = 0  # continued as new: the results ride in the carry
+        else:
+            taken = sum(1 for stage in running.values() if stage == "run")
+            for slot in plan.next_starts(slots, done, set(running), concurrency, most - here, taken):
+                running[slot.run_id] = "run"
+                started.append(slot.run_id)
+                here += 1
+        assert sum(1 for stage in running.values() if stage == "run") <= concurrency
+        if not running:
+            continue
+        run_id = rnd.choice(sorted(running))  # the next thing that happens: a run ends, or a score comes back
+        if running[run_id] == "run":
+            running[run_id] = "scoring"
+        else:
+            del running[run_id]
+            done.add(run_id)
+    assert sorted(started) == sorted(s.run_id for s in slots) and len(started) == len(set(started))
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
