@@ -5,6 +5,7 @@ come out right. Replayed from its own history."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import uuid
 from collections import Counter
@@ -216,6 +217,22 @@ async def test_the_next_case_starts_when_a_case_run_ends_beside_its_scoring():
     between = set(kinds[scores[0] : third])
     assert scores[0] < third and between == {EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED}, between
     assert kinds.count(EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED) == 3
+
+
+@pytest.mark.pure
+async def test_an_eval_started_before_the_pace_patch_replays_with_its_bound_of_100_starts():
+    """tests/histories/eval_drain_1_4_3.json.gz: the first execution of an eval of 102 cases (the
+    demo agent, concurrency 6), recorded by 1.4.3's code (7e137cb), which started 100 cases, let
+    those in flight end and continued as new. 1.4.4's code replays it on the patch's old path: no
+    marker, so the bound stays 100 (with 300 the 101st case would start, and the replay fails)."""
+    path = Path(__file__).parent / "histories" / "eval_drain_1_4_3.json.gz"
+    history = WorkflowHistory.from_json("eval_drain_1_4_3", gzip.decompress(path.read_bytes()).decode())
+    await replay_history(history)
+    kinds = [e.event_type for e in history.events]
+    starts = kinds.count(EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED)
+    assert starts == eval_plan.MAX_STARTS_BEFORE_PACE
+    assert kinds[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
+    assert EventType.EVENT_TYPE_MARKER_RECORDED not in kinds  # no patch marker: the old path
 
 
 async def test_a_case_waiting_for_an_approval_shows_as_waiting_and_goes_on_once_approved(
