@@ -8,6 +8,7 @@ score's error with the reason, never the eval's failure.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 
@@ -116,7 +117,9 @@ class EvalActivities:
             finally:
                 BEAT_WITH.reset(token)
             dataset = Dataset(name="eval", cases=[], evaluators=input.evaluators)
-            scores = evaluate_case(case, dataset, ctx, replies)
+            # Off the event loop: a custom evaluator is a plain function, and a slow one (a file, a
+            # request) must hold neither the worker's other runs nor this activity's heartbeats.
+            scores = await asyncio.to_thread(evaluate_case, case, dataset, ctx, replies)
             scores = _with_errors(specs, scores, errors)
         return te.Scored(scores=scores, usage=usage)
 

@@ -44,6 +44,14 @@ def test_the_plan_starts_what_is_neither_done_nor_in_flight_up_to_the_free_place
     assert plan.should_drain(100, False, plan.MAX_STARTS_BEFORE_PACE) and not plan.should_drain(100, False)
 
 
+def test_the_progress_line_names_the_cases_being_scored_only_while_there_are_some():
+    from durable_agent_runner.client.evals import progress_line
+
+    status = te.EvalStatus(eval_id="e", dataset="d", agent="a", total=4, done=1, running=["r2"], scoring=["r3"])
+    assert "0 waiting · 1 running · 1 scoring · 0 tokens" in progress_line(status)
+    assert "scoring" not in progress_line(status.model_copy(update={"scoring": []}))
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.integers(1, 30), st.integers(1, 6), st.integers(1, 8), st.randoms(use_true_random=False))
 def test_paced_starts_run_each_case_once_and_never_more_runs_at_once_than_asked(cases, concurrency, most, rnd):

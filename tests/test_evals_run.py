@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import threading
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -32,6 +33,17 @@ def explodes_on_six(ctx: EvaluatorContext) -> bool:
     """A custom evaluator with a bug: case 6 makes it raise."""
     if ctx.case_name == "case 6":
         raise RuntimeError("this evaluator has a bug")
+    return True
+
+
+HOLD = threading.Event()  # set: the scoring of "case 1" by HoldsCaseOne goes on
+
+
+@register(name="HoldsCaseOne")
+def holds_case_one(ctx: EvaluatorContext) -> bool:
+    """A slow custom evaluator: case 1's scoring waits until the test lets it go (30 s at most)."""
+    if ctx.case_name == "case 1":
+        HOLD.wait(30)
     return True
 
 
@@ -233,6 +245,38 @@ async def test_an_eval_started_before_the_pace_patch_replays_with_its_bound_of_1
     assert starts == eval_plan.MAX_STARTS_BEFORE_PACE
     assert kinds[-1] == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
     assert EventType.EVENT_TYPE_MARKER_RECORDED not in kinds  # no patch marker: the old path
+
+
+async def test_the_next_case_runs_and_ends_while_a_slow_evaluator_scores_the_one_before(
+    client, task_queue, llm, worker_factory
+):
+    """At concurrency 1, case 2 starts when case 1's run ends and finishes while case 1's slow
+    scoring still goes on (1.4.3's eval waited for the score); status says which case is scored."""
+    model = script(llm, {"content": "alpha beta"})
+    data = Dataset(
+        name="held",
+        cases=[Case(name=f"case {i}", inputs=f"question {i}") for i in (1, 2)],
+        evaluators=[EvaluatorSpec(name="HoldsCaseOne")],
+    )
+    HOLD.clear()
+    async with worker_factory():
+        ev = await AgentClient(client, task_queue=task_queue).evals.start(
+            data, agent="scripted", model=model, concurrency=1
+        )
+        first = eval_plan.case_run_id(ev.eval_id, "case 1", 1)
+        try:
+            status = await ev.status()
+            for _ in range(300):
+                status = await ev.status()
+                if status.done == 1:
+                    break
+                await asyncio.sleep(0.1)
+            assert [r.case for r in status.results] == ["case 2"] and status.scoring == [first], status
+            assert status.running == [] and "0 running · 1 scoring" in progress_line(status)
+        finally:
+            HOLD.set()
+        final = await ev.wait(60)
+    assert final.done == final.passed == 2 and final.scoring == []
 
 
 async def test_a_case_waiting_for_an_approval_shows_as_waiting_and_goes_on_once_approved(

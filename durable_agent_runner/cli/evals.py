@@ -179,6 +179,7 @@ async def cmd_status(client: AgentClient, args: argparse.Namespace) -> int:
     lines = [f"eval {s.eval_id}: {s.dataset} on {s.agent}", "  " + progress_line(s)]
     lines += [f"  stalled: {wait['message']}" for wait in s.unserved]
     lines += [f"  running: {r}" + (" (waits for a person)" if r in s.waiting else "") for r in s.running]
+    lines += [f"  scoring: {r}" for r in s.scoring]
     emit(args.json, _status_body(s), "\n".join(lines))
     return 0
 

@@ -127,7 +127,7 @@ class EvalHandle:
             except WorkflowFailureError as err:
                 raise run_failed(self.eval_id, err, "eval") from None
             raise
-        return status.model_copy(update={"phase": "cancelled", "running": [], "waiting": []})
+        return status.model_copy(update={"phase": "cancelled", "running": [], "scoring": [], "waiting": []})
 
     async def _in_flight(self, status: te.EvalStatus) -> te.EvalStatus:
         """`status` with its running cases that wait for a person and what they spent so far, from
@@ -298,9 +298,12 @@ async def _unserved(temporal: Client, desc: WorkflowExecutionDescription) -> lis
 
 
 def progress_line(s: te.EvalStatus) -> str:
-    """`running · 12/50 done · 10 passed · 2 failed · 1 waiting · 3 running · 12,345 tokens · $0.0123`."""
+    """`running · 12/50 done · 10 passed · 2 failed · 1 waiting · 3 running · 1 scoring · 12,345 tokens · $0.0123`
+    (`scoring` only while a case is being scored)."""
     parts = [s.phase + (f" ({s.why})" if s.why else ""), f"{s.done}/{s.total} done", f"{s.passed} passed"]
     parts += [f"{s.failed} failed", f"{len(s.waiting)} waiting", f"{len(s.running)} running"]
+    if s.scoring:
+        parts.append(f"{len(s.scoring)} scoring")
     parts += [f"{s.usage.total_tokens:,} tokens", f"${s.usage.cost_usd:.4f}"]
     if s.in_flight_tokens or s.in_flight_usd:
         parts.append(f"+{s.in_flight_tokens:,} tokens ${s.in_flight_usd:.4f} in flight")

@@ -96,6 +96,9 @@ def eval_section(status: te.EvalStatus, report: Report, diff: Diff | None) -> st
         waiting = "waiting for a person" if run_id in status.waiting else "running"
         body.append(f'<tr class="running"><td colspan="3">{h(waiting)}</td><td colspan="{len(names) + 6}">'
                     f"{run_link(run_id)}</td></tr>")  # fmt: skip
+    for run_id in status.scoring:
+        body.append(f'<tr class="running"><td colspan="3">scoring</td><td colspan="{len(names) + 6}">'
+                    f"{run_link(run_id)}</td></tr>")  # fmt: skip
     parts.append(f'<table class="runs cases">{head}{"".join(body)}</table>')
     if diff is not None:
         parts.append(diff_section(diff))

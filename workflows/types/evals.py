@@ -123,8 +123,11 @@ class EvalStatus(Contract):
     done: int = 0
     passed: int = 0
     failed: int = 0
-    running: list[str] = Field(default_factory=list)  # run ids of the cases in flight
-    usage: Usage = Field(default_factory=Usage)
+    running: list[str] = Field(default_factory=list)  # run ids of the cases whose run goes on
+    # Run ids of the cases whose run ended, being scored (1.4.4): they take no `concurrency` place,
+    # and what their runs spent is in `usage` already.
+    scoring: list[str] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)  # the finished cases' and the scoring cases' runs
     budget: BudgetStatus | None = None
     baseline: str | None = None
     concurrency: int = 1
