@@ -52,6 +52,15 @@ def test_the_progress_line_names_the_cases_being_scored_only_while_there_are_som
     assert "scoring" not in progress_line(status.model_copy(update={"scoring": []}))
 
 
+def test_the_console_s_eval_page_has_a_row_for_each_case_being_scored():
+    from durable_agent_runner.console.views_evals import eval_section
+
+    status = te.EvalStatus(eval_id="e", dataset="d", agent="a", total=3, running=["e.r2"], scoring=["e.r3"])
+    page = eval_section(status, report(status), None)
+    assert "1 running · 1 scoring" in page
+    assert page.count('<tr class="running">') == 2 and ">scoring</td>" in page and "e.r3" in page
+
+
 @settings(max_examples=80, deadline=None)
 @given(st.integers(1, 30), st.integers(1, 6), st.integers(1, 8), st.randoms(use_true_random=False))
 def test_paced_starts_run_each_case_once_and_never_more_runs_at_once_than_asked(cases, concurrency, most, rnd):
