@@ -7,10 +7,10 @@ import contextlib
 import socket
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
@@ -26,6 +26,8 @@ from durable_agent_runner.workflows.eval_run import EvalRun
 from durable_agent_runner.workflows.score_run import ScoreRun
 from durable_agent_runner.workflows.types import evals as te
 from durable_agent_runner.workflows.types import live_scores as tl
+
+T = TypeVar("T")
 
 # AgentRun runs outside the sandbox (workflows/agent.py says why); its replays run inside it, so
 # the engine's logic (machine/ and the workflow classes of workflows/) is imported afresh in the
@@ -86,21 +88,27 @@ async def start(client: Client, task_queue: str, prompt: str, **fields: Any) -> 
     )
 
 
-async def status_of(handle: WorkflowHandle[Any, Any]) -> t.RunStatus:
-    """The run's status. A read no worker answered (a SIGKILLed worker's sticky queue, before the
-    server hands the run to a new one: CI saw "context canceled") is asked again, as client.py's
-    reads are, within a bound."""
-    for attempt in range(10):
+async def through_gaps(read: Callable[[], Awaitable[T]], attempts: int = 10) -> T:
+    """`read()`, asked again (a second apart, `attempts` times at most) when no worker answered it:
+    a SIGKILLed worker's sticky queue before the server hands the run to a new one (CI saw
+    "context canceled"), a restarting server. As client.py's reads do."""
+    for attempt in range(attempts):
         try:
-            status: t.RunStatus = await handle.query(
-                t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=timedelta(seconds=20)
-            )
-            return status
+            return await read()
         except RPCError as err:
-            if err.status not in PASSING or attempt == 9:
+            if err.status not in PASSING or attempt == attempts - 1:
                 raise
             await asyncio.sleep(1.0)
     raise AssertionError("not reached")
+
+
+async def status_of(handle: WorkflowHandle[Any, Any]) -> t.RunStatus:
+    """The run's status, read through gaps (`through_gaps`), each read bounded at 20 s."""
+    bound = timedelta(seconds=20)
+    status: t.RunStatus = await through_gaps(
+        lambda: handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=bound)
+    )
+    return status
 
 
 async def transcript(handle: WorkflowHandle[Any, Any]) -> list[t.Message]:

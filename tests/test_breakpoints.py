@@ -10,13 +10,11 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError
 
 from durable_agent_runner.cli.debug import cmd_fork
 from durable_agent_runner.client import AgentClient
-from durable_agent_runner.client.updates import PASSING
 from durable_agent_runner.workflows import types as t
-from tests.helpers import calls, replay, script, transcript
+from tests.helpers import calls, replay, script, through_gaps, transcript
 from tests.test_agents import requests_for
 
 pytestmark = pytest.mark.asyncio
@@ -35,17 +33,13 @@ async def begin(
 
 
 async def paused(handle: WorkflowHandle[Any, Any], seconds: float = 20) -> t.Inspection:
-    """The run's inspection once it is paused. A read no worker answered (a SIGKILLed worker's
-    sticky queue, a restarting server) is asked again, within the bound."""
+    """The run's inspection once it is paused, read through gaps (a SIGKILLed worker, a restart)."""
     async with asyncio.timeout(seconds):
         while True:
-            try:
-                view: t.Inspection = await handle.query(t.INSPECT_QUERY, result_type=t.Inspection)
-            except RPCError as err:
-                if err.status not in PASSING:
-                    raise
-                await asyncio.sleep(0.5)
-                continue
+            view: t.Inspection = await through_gaps(
+                lambda: handle.query(t.INSPECT_QUERY, result_type=t.Inspection),
+                attempts=1000,  # the timeout bounds it
+            )
             if view.paused is not None and view.phase == "paused":
                 return view
             await asyncio.sleep(0.1)

@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 from pydantic import SecretStr
-from temporalio.service import RPCError
 
 from durable_agent_runner import Registry
 from durable_agent_runner.cli.watch import events_since
-from durable_agent_runner.client.updates import PASSING
 from durable_agent_runner.workflows import types as t
 from tests.fixtures.lifecycle_hooks import Hanging, Raising, Recording
-from tests.helpers import calls, script, start
+from tests.helpers import calls, script, start, through_gaps
 from tests.test_durability import kill_and_replace, start_worker_process, tool_call, wait_for
 
 FIXTURE = "tests/fixtures/lifecycle_hooks.py"
@@ -52,16 +50,8 @@ def of(lines: list[dict[str, Any]], hook: str) -> list[dict[str, Any]]:
 
 
 async def all_events(client, run_id: str) -> list[t.RunEvent]:
-    """The run's events; a read that timed out (CI: "Timeout expired" on a loaded machine) is asked
-    again, as client.py's reads are, within a bound."""
-    for attempt in range(10):
-        try:
-            return (await events_since(client, run_id, 0)).events
-        except RPCError as err:
-            if err.status not in PASSING or attempt == 9:
-                raise
-            await asyncio.sleep(1.0)
-    raise AssertionError("not reached")
+    """The run's events, read through gaps (CI: "Timeout expired" on a loaded machine)."""
+    return (await through_gaps(lambda: events_since(client, run_id, 0))).events
 
 
 async def delivered(client, path: Path, run_id: str, timeout: float = 30.0) -> list[t.RunEvent]:
