@@ -27,10 +27,11 @@ from durable_agent_runner.activities.model import (
 )
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.evals.cases import Dataset
-from durable_agent_runner.evals.context import EvaluationResult, EvaluatorContext, RunFacts, ToolCallFact, one_line
+from durable_agent_runner.evals.context import EvaluationResult, ToolCallFact, one_line
 from durable_agent_runner.evals.judge import JudgeRequest, LLMJudge, judge_request
 from durable_agent_runner.evals.registry import EvaluatorSpec, EvaluatorSpecError, build
 from durable_agent_runner.evals.scoring import evaluate_case
+from durable_agent_runner.machine import eval_plan as plan
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
@@ -71,26 +72,8 @@ class EvalActivities:
     @activity.defn(name=te.EVAL_SCORE_ACTIVITY)
     async def score(self, input: te.ScoreInput) -> te.Scored:
         async with heartbeating():
-            facts = RunFacts(
-                turns=input.turns,
-                input_tokens=input.usage.input_tokens,
-                output_tokens=input.usage.output_tokens,
-                usd=input.usage.cost_usd,
-                seconds=input.seconds,
-                tool_calls=await self._tool_calls(input),
-            )
+            ctx = plan.score_context(input, await self._tool_calls(input))
             case = input.case
-            ctx = EvaluatorContext(
-                case_name=case.name,
-                inputs=case.inputs,
-                output=input.output,
-                output_json=input.output_json,
-                expected_output=case.expected_output,
-                metadata=case.metadata,
-                facts=facts,
-                output_schema=input.output_schema,
-                output_type_name=input.output_type_name,
-            )
             specs = [*input.evaluators, *case.evaluators]
             judged = _judged_before()  # an earlier attempt's replies: those judges are not asked again
             replies, usage = dict(judged.replies), judged.usage

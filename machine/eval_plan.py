@@ -13,23 +13,26 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 from pydantic import JsonValue
 
 from durable_agent_runner.evals.cases import Case, Dataset
-from durable_agent_runner.evals.context import EvaluationResult
+from durable_agent_runner.evals.context import EvaluationResult, EvaluatorContext, RunFacts, ToolCallFact
+from durable_agent_runner.evals.evaluators import INLINE
+from durable_agent_runner.evals.scoring import evaluate_case
 from durable_agent_runner.machine import bounds
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
 # Case runs started by one run of the eval before it continues as new (once those in flight end):
-# each adds a child's start, its end and a scoring activity to the history (about 11 events), so
-# 300 make about 3,300, below the 4,096 at which the server suggests continuing as new (it also
-# does at 4 MB, which large answers reach first: the eval heeds both). While it drains, the places
-# of the cases that end stay empty until the last one in flight ends (docs/benchmark.md, evals).
+# each adds a child's start, its end and a scoring activity to the history (about 11 events; 5.4
+# when it is scored in the workflow task, eval-inline-score-1.4.5), so 300 make 3,300 at most,
+# below the 4,096 at which the server suggests continuing as new (it also does at 4 MB, which
+# large answers reach first: the eval heeds both). While it drains, the places of the cases that
+# end stay empty until the last one in flight ends (docs/benchmark.md, evals).
 MAX_STARTS_PER_RUN = 300
 MAX_STARTS_BEFORE_PACE = 100  # the bound of the evals started before eval-pace-1.4.4, which replay it
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -98,6 +101,41 @@ def next_starts(
     if free <= 0:
         return []
     return [s for s in all_slots if s.run_id not in done and s.run_id not in in_flight][:free]
+
+
+def score_context(request: te.ScoreInput, tool_calls: Sequence[ToolCallFact] = ()) -> EvaluatorContext:
+    """What each evaluator of a finished case sees: the case, its answer and its run's facts."""
+    case, usage = request.case, request.usage
+    facts = RunFacts(
+        turns=request.turns,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        usd=usage.cost_usd,
+        seconds=request.seconds,
+        tool_calls=list(tool_calls),
+    )
+    return EvaluatorContext(
+        case_name=case.name,
+        inputs=case.inputs,
+        output=request.output,
+        output_json=request.output_json,
+        expected_output=case.expected_output,
+        metadata=case.metadata,
+        facts=facts,
+        output_schema=request.output_schema,
+        output_type_name=request.output_type_name,
+    )
+
+
+def inline_scores(request: te.ScoreInput) -> te.Scored | None:
+    """The case's scores, when each evaluator it runs is a pure, cheap built-in (evaluators.INLINE):
+    the eval scores it in the workflow task that learns its run ended, with no activity, as the
+    scoring activity would (an evaluator's bad arguments are its errored score there too). None:
+    some evaluator needs the scoring activity (a judge, a transcript, a team's own code)."""
+    if not all(spec.name in INLINE for spec in [*request.evaluators, *request.case.evaluators]):
+        return None
+    dataset = Dataset(name="eval", cases=[], evaluators=request.evaluators)
+    return te.Scored(scores=evaluate_case(request.case, dataset, score_context(request)))
 
 
 def passed(result_scores: list[EvaluationResult], end: te.CaseEnd) -> bool:

@@ -3,7 +3,9 @@
 three cases, two at once, within a token budget, scored by Contains and an LLM judge, on a
 scripted fake model. `python -m tests.record_eval_history eval_cancel_resolve_1_4_2 --cancelled`:
 an eval of an agent no worker serves, cancelled while its resolve waits (the patch
-`eval-cancel-resolve-1.4.2`). Re-record only on purpose: a history that no longer replays means
+`eval-cancel-resolve-1.4.2`). `python -m tests.record_eval_history eval_inline_1_4_5 --inline`: the
+judge is case 3's own, so cases 1 and 2 are scored in the eval's workflow task (the patch
+`eval-inline-score-1.4.5`). Re-record only on purpose: a history that no longer replays means
 evals in flight would break."""
 
 from __future__ import annotations
@@ -21,17 +23,28 @@ from tests.recording import recording, write
 VERDICT = json.dumps({"reason": "fine", "pass": True, "score": 0.9})
 
 
-def dataset() -> Dataset:
-    judge = EvaluatorSpec(name="LLMJudge", kwargs={"rubric": "The answer is fine", "score": {}})
+JUDGE = EvaluatorSpec(name="LLMJudge", kwargs={"rubric": "The answer is fine", "score": {}})
+CONTAINS = EvaluatorSpec(name="Contains", args=("fine",))
+
+
+def dataset(inline: bool = False) -> Dataset:
+    """Three cases, each scored by Contains and an LLM judge; `inline`: the judge is case 3's own,
+    so cases 1 and 2 have only Contains, which the eval scores in its workflow task."""
+    if inline:
+        cases = [
+            Case(name=f"case {i}", inputs=f"question {i}", evaluators=[JUDGE] if i == 3 else []) for i in (1, 2, 3)
+        ]
+        return Dataset(name="recorded", cases=cases, evaluators=[CONTAINS])
     cases = [Case(name=f"case {i}", inputs=f"question {i}") for i in (1, 2, 3)]
-    return Dataset(name="recorded", cases=cases, evaluators=[EvaluatorSpec(name="Contains", args=("fine",)), judge])
+    return Dataset(name="recorded", cases=cases, evaluators=[CONTAINS, JUDGE])
 
 
-async def record(name: str) -> Path:
+async def record(name: str, inline: bool = False) -> Path:
     async with recording() as r:
         model = r.llm.add_script("recorded", [{"content": VERDICT}])
         evals = AgentClient(r.client, task_queue=r.queue).evals
-        ev = await evals.start(dataset(), agent="demo", model=model, concurrency=2, budget_tokens=100_000, eval_id=name)
+        data = dataset(inline)
+        ev = await evals.start(data, agent="demo", model=model, concurrency=2, budget_tokens=100_000, eval_id=name)
         final = await ev.wait(60)
         assert final.passed == 3, final
         return write(name, await r.client.get_workflow_handle(name).fetch_history())
@@ -53,4 +66,5 @@ async def record_cancelled(name: str) -> Path:
 
 if __name__ == "__main__":
     name = sys.argv[1] if len(sys.argv) > 1 else "eval_run_1_4"
-    print(asyncio.run(record_cancelled(name) if "--cancelled" in sys.argv else record(name)))
+    cancelled, inline = "--cancelled" in sys.argv, "--inline" in sys.argv
+    print(asyncio.run(record_cancelled(name) if cancelled else record(name, inline)))

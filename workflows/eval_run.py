@@ -1,7 +1,8 @@
 """EvalRun: a durable eval. The agent is resolved once and frozen, so every case runs the same
 version; each case (× repeat) runs as a child AgentRun under an id derived from the eval's id and
-the case (eval_plan.py), at most `concurrency` at once; a case is scored in an activity when its
-run ends, while the next case starts in its place (eval-pace-1.4.4). A worker killed or a server
+the case (eval_plan.py), at most `concurrency` at once; a case is scored when its run ends (in
+an activity, or in the workflow task when its evaluators are all cheap pure built-ins: eval-inline-
+score-1.4.5), while the next case starts in its place (eval-pace-1.4.4). A worker killed or a server
 restarted: the eval replays, a finished case keeps its result and is never run again, a case in
 flight is awaited as the child run it is.
 
@@ -40,7 +41,7 @@ from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.control import PAUSE_LIMIT
 from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import EVAL_CANCEL_PATCH, EVAL_PACE_PATCH
+from durable_agent_runner.workflows.patches import EVAL_CANCEL_PATCH, EVAL_INLINE_PATCH, EVAL_PACE_PATCH
 from durable_agent_runner.workflows.types import evals as te
 
 SCORE_ATTEMPT = timedelta(seconds=300)  # an LLM judge's model call included
@@ -79,6 +80,7 @@ class EvalRun:
         self._running: dict[str, plan.Slot] = {}  # cases in flight: their run, then their scoring
         self._ended: dict[str, t.Usage] = {}  # of those, being scored (patched): what their run spent
         self._paced = False  # a case's place is free when its run ends (EVAL_PACE_PATCH)
+        self._inline = False  # cheap pure evaluators score in the workflow task (EVAL_INLINE_PATCH)
         self._spec: t.AgentSpec | None = carry.frozen
         self._ledger: Ledger | None = Ledger(carry.budget, shared=True) if carry.budget else None
         self._started_at = carry.started_at
@@ -94,6 +96,8 @@ class EvalRun:
         # The next case starts when a case's run ends, beside its scoring, not once it is scored;
         # and a run of the eval starts up to 300 cases before it continues as new, not 100.
         self._paced = workflow.patched(EVAL_PACE_PATCH)
+        # A case whose evaluators are all cheap pure built-ins is scored here, with no activity.
+        self._inline = workflow.patched(EVAL_INLINE_PATCH)
         most = plan.MAX_STARTS_PER_RUN if self._paced else plan.MAX_STARTS_BEFORE_PACE
         self._started_at = self._started_at or workflow.now()
         spec = self._spec = self._spec or await self._resolve(input)
@@ -313,7 +317,8 @@ class EvalRun:
         seconds: float,
         typed: tuple[dict[str, Any] | None, str | None],
     ) -> te.Scored:
-        """The case's scores from the scoring activity; scoring that fails is one errored score."""
+        """The case's scores: from the scoring activity (scoring that fails is one errored score), or
+        computed here when each of its evaluators is a cheap pure built-in (plan.inline_scores)."""
         request = te.ScoreInput(
             case=slot.case,
             evaluators=input.dataset.evaluators,
@@ -327,7 +332,10 @@ class EvalRun:
             output_schema=typed[0],
             output_type_name=typed[1],
         )
-        return await score(request, f"score case {slot.case.name[:80]} #{slot.repeat}")
+        inline = plan.inline_scores(request) if self._inline else None
+        return (
+            inline if inline is not None else await score(request, f"score case {slot.case.name[:80]} #{slot.repeat}")
+        )
 
     # ------------------------------------------------------------------------------ views
 

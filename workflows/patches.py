@@ -41,6 +41,7 @@ ASK_PERSON_PATCH = "ask-person-1.4"
 OUTSIDE_PATCH = "outside-completion-1.4"
 EVAL_CANCEL_PATCH = "eval-cancel-resolve-1.4.2"
 EVAL_PACE_PATCH = "eval-pace-1.4.4"
+EVAL_INLINE_PATCH = "eval-inline-score-1.4.5"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -190,6 +191,21 @@ PATCHES: tuple[Patch, ...] = (
         remove_in="1.6",
         plan=(
             "as eval-cancel-resolve-1.4.2: once `client.py eval list` shows no eval started before the 1.4.4 deploy "
+            "running, 1.5 asks deprecate_patch (the old path goes), and 1.6 drops the call"
+        ),
+    ),
+    Patch(
+        id=EVAL_INLINE_PATCH,
+        changes=(
+            "an eval scores a case whose evaluators are all cheap pure built-ins (Contains, Equals, ...) in its "
+            "workflow task, with no scoring activity (EvalRun)"
+        ),
+        added_in="1.4.5",
+        history="eval_inline_1_4_5",
+        deprecate_in="1.5",
+        remove_in="1.6",
+        plan=(
+            "as eval-cancel-resolve-1.4.2: once `client.py eval list` shows no eval started before the 1.4.5 deploy "
             "running, 1.5 asks deprecate_patch (the old path goes), and 1.6 drops the call"
         ),
     ),

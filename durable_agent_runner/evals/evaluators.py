@@ -172,6 +172,25 @@ class MaxCostUSD(_AtMost):
         return self._check("USD", ctx.facts.usd, self.usd)
 
 
+# The built-ins an eval scores in its own workflow task, with no activity: pure, and cheap on any
+# answer (a compare, a substring, a number). Regex and MatchesSchema can take long on a large
+# answer, CalledTool reads the run's transcript, LLMJudge asks a model, and a team's own may do
+# anything: a case with any of them is scored by the scoring activity (docs/eval-runs.md).
+INLINE = frozenset(
+    {
+        "EqualsExpected",
+        "Equals",
+        "Contains",
+        "IsInstance",
+        "MaxDuration",
+        "MaxSeconds",
+        "MaxTurns",
+        "MaxTokens",
+        "MaxCostUSD",
+    }
+)
+
+
 @lru_cache(maxsize=256)
 def _compiled(pattern: str, flags: int) -> re.Pattern[str]:
     return re.compile(pattern, flags)
