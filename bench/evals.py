@@ -23,6 +23,7 @@ from bench.evals_plain import plain_eval
 from bench.stack import Stack, WorkerSpec
 from durable_agent_runner.client import AgentClient
 from durable_agent_runner.evals import Case, Contains, Dataset
+from durable_agent_runner.workflows.types.evals import EVAL_SCORE_ACTIVITY
 
 CASES, TURNS, CONCURRENCY = 200, 3, 20  # the worker is killed once half the cases are done
 TARGETS = {0: 3.0, 200: 1.5}  # our wall time over the plain loop's, at most, by model latency (ms)
@@ -69,8 +70,9 @@ async def _durable(stack: Stack, cases: int, kill_at: int | None, log: Any, agen
 
 async def _where(stack: Stack, eval_id: str) -> dict[str, float]:
     """Where an eval's time went, from its histories (each execution): the median case run from
-    its start being asked to its start, and to its end; the median scoring activity; and the time
-    before the first case started and after the last one was scored."""
+    its start being asked to its start, and to its end; the median scoring activity (none: its
+    cases were scored in its workflow tasks); and the time before the first case started and
+    after the last one was scored."""
     assert stack.client is not None
     starts, runs, scoring, first, last, opened, closed = [], [], [], None, None, None, None
     async for wf in stack.client.list_workflows(f'WorkflowId="{eval_id}"'):
@@ -91,12 +93,12 @@ async def _where(stack: Stack, eval_id: str) -> dict[str, float]:
             elif e.HasField("child_workflow_execution_completed_event_attributes"):
                 initiated = e.child_workflow_execution_completed_event_attributes.initiated_event_id
                 runs.append(at - began[initiated])
-            elif e.HasField("activity_task_scheduled_event_attributes"):
+                last = at if last is None else max(last, at)  # scored here when no activity follows
+            elif e.activity_task_scheduled_event_attributes.activity_type.name == EVAL_SCORE_ACTIVITY:
                 asked[e.event_id] = at
-            elif e.HasField("activity_task_completed_event_attributes"):
-                scheduled = e.activity_task_completed_event_attributes.scheduled_event_id
-                scoring.append(at - asked[scheduled])
-                last = at if last is None else max(last, at)
+            elif e.activity_task_completed_event_attributes.scheduled_event_id in asked:
+                scoring.append(at - asked[e.activity_task_completed_event_attributes.scheduled_event_id])
+                last = max(last or at, at)
     return {
         "child_start_ms_p50": round(statistics.median(starts) * 1000, 1) if starts else 0.0,
         "case_run_s_p50": round(statistics.median(runs), 3) if runs else 0.0,
@@ -177,7 +179,8 @@ def report(data: dict[str, Any]) -> str:
     if where:
         lines.append(
             f"   durable@0, where a case's time goes (medians): child start {where['child_start_ms_p50']} ms, "
-            f"the run {where['case_run_s_p50']} s, its scoring {where['scoring_ms_p50']} ms; "
+            f"the run {where['case_run_s_p50']} s, its scoring "
+            f"{f'{scored} ms' if (scored := where['scoring_ms_p50']) else 'in the workflow task (no activity)'}; "
             f"{where['before_first_case_s']} s before the first case, {where['after_last_score_s']} s after the last "
             f"score; the report {data['rows']['durable@0']['report_s']} s"
         )
