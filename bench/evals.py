@@ -3,7 +3,8 @@
 20, as an EvalRun (each case a child run, scored in an activity), side by side with pydantic-evals'
 `Dataset.evaluate` running the same loop in one process with no durability (bench/evals_plain.py):
 the same fake model, the same `Contains` evaluator. A second durable side runs the same agent
-with the `local_model_call` opt-in (`looper_one`), what a team chasing eval speed would choose.
+with the `local_model_call` opt-in (`looper_one`) in an eval asked for `inline_scoring`, what a
+team chasing eval speed would choose.
 
 At 0 ms of model latency the difference is what durability costs; at 200 ms, closer to a real
 model, it is mostly hidden. Then the worker is SIGKILLed once half the cases are done: the eval
@@ -37,13 +38,17 @@ def dataset(cases: int) -> Dataset:
     )
 
 
-async def _durable(stack: Stack, cases: int, kill_at: int | None, log: Any, agent: str) -> dict[str, Any]:
+async def _durable(
+    stack: Stack, cases: int, kill_at: int | None, log: Any, agent: str, inline: bool = False
+) -> dict[str, Any]:
     assert stack.client is not None
     kills = 0
     async with stack.worker() as worker:
         began = time.perf_counter()  # the worker is up: the plain loop has nothing to start either
         agents = AgentClient(stack.client, task_queue=worker.queue)
-        ev = await agents.evals.start(dataset(cases), agent=agent, model=f"loop:{TURNS}", concurrency=CONCURRENCY)
+        ev = await agents.evals.start(
+            dataset(cases), agent=agent, model=f"loop:{TURNS}", concurrency=CONCURRENCY, inline_scoring=inline
+        )
         if kill_at is not None and worker.pid is not None:
             await _until_done(ev, kill_at)
             os.kill(worker.pid, signal.SIGKILL)
@@ -122,14 +127,16 @@ def _requests(stack: Stack) -> int:
 
 # The eval's sides: the agent each durable side runs (None: the plain loop). `looper_one` is the
 # same loop with the `local_model_call` opt-in: its model calls are local activities, so a case's
-# run is one workflow task and a marker a call (10 events), not 25.
+# run is one workflow task and a marker a call (10 events), not 25. That side also asks the eval
+# for `inline_scoring`: its Contains scores in the eval's workflow task, with no activity.
 SIDES: dict[str, str | None] = {"durable": "looper_local", "durable+local": "looper_one", "plain": None}
+INLINE_SIDES = {"durable+local"}
 
 
 async def _side(stack: Stack, side: str, cases: int, log: Any, kill_at: int | None = None) -> dict[str, Any]:
     agent = SIDES[side]
     if agent is not None:
-        return await _durable(stack, cases, kill_at, log, agent)
+        return await _durable(stack, cases, kill_at, log, agent, inline=side in INLINE_SIDES)
     return await plain_eval(stack.llm.base_url, cases=cases, turns=TURNS, concurrency=CONCURRENCY, killed_at=kill_at)
 
 

@@ -3,9 +3,9 @@
 three cases, two at once, within a token budget, scored by Contains and an LLM judge, on a
 scripted fake model. `python -m tests.record_eval_history eval_cancel_resolve_1_4_2 --cancelled`:
 an eval of an agent no worker serves, cancelled while its resolve waits (the patch
-`eval-cancel-resolve-1.4.2`). `python -m tests.record_eval_history eval_inline_1_4_5 --inline`: the
-judge is case 3's own, so cases 1 and 2 are scored in the eval's workflow task (the patch
-`eval-inline-score-1.4.5`). Re-record only on purpose: a history that no longer replays means
+`eval-cancel-resolve-1.4.2`). `python -m tests.record_eval_history eval_inline_1_4_5 --inline`: an eval
+started with `inline_scoring` whose judge is case 3's own, so cases 1 and 2 are scored in its
+workflow task (the patch `eval-inline-score-1.4.5`). Re-record only on purpose: a history that no longer replays means
 evals in flight would break."""
 
 from __future__ import annotations
@@ -44,7 +44,9 @@ async def record(name: str, inline: bool = False) -> Path:
         model = r.llm.add_script("recorded", [{"content": VERDICT}])
         evals = AgentClient(r.client, task_queue=r.queue).evals
         data = dataset(inline)
-        ev = await evals.start(data, agent="demo", model=model, concurrency=2, budget_tokens=100_000, eval_id=name)
+        ev = await evals.start(
+            data, agent="demo", model=model, concurrency=2, budget_tokens=100_000, eval_id=name, inline_scoring=inline
+        )
         final = await ev.wait(60)
         assert final.passed == 3, final
         return write(name, await r.client.get_workflow_handle(name).fetch_history())

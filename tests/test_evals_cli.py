@@ -55,7 +55,7 @@ async def client_py(temporal_server, task_queue: str, *args: str, timeout: float
     return proc.returncode, out.decode(), err.decode()
 
 
-async def test_eval_run_gates_on_a_baseline(temporal_server, task_queue, llm, worker_factory, tmp_path):
+async def test_eval_run_gates_on_a_baseline(temporal_server, client, task_queue, llm, worker_factory, tmp_path):
     data = tmp_path / "cases.yaml"
     data.write_text(DATASET)
     good, bad = script(llm, {"content": "alpha beta"}), script(llm, {"content": "alpha"})
@@ -79,11 +79,16 @@ async def test_eval_run_gates_on_a_baseline(temporal_server, task_queue, llm, wo
         assert "gate failed: 2 case(s) regressed against " + base + ": case 3, case 4" in err
         assert "| case 3 | regressed | 100% → 0% |" in out
 
+        inline = f"eval-inline-{uuid.uuid4().hex[:6]}"  # scored in its workflow task, gated the same
         code, out, err = await client_py(
             temporal_server, task_queue, "eval", "run", str(data), "--agent", "scripted", "--model", good,
-            "--baseline", base, "--fail-on-regression", "--min-pass-rate", "0.9",
+            "--baseline", base, "--fail-on-regression", "--min-pass-rate", "0.9", "--id", inline, "--inline-scoring",
         )  # fmt: skip
         assert code == 0, err
+        history = await client.get_workflow_handle(inline).fetch_history()
+        assert not [
+            e for e in history.events if e.activity_task_scheduled_event_attributes.activity_type.name == "eval.score"
+        ]
 
         code, out, err = await client_py(temporal_server, task_queue, "eval", "status", base, "--json")
         assert code == 0 and json.loads(out)["done"] == 4 and json.loads(out)["phase"] == "completed"

@@ -1,7 +1,8 @@
-"""A case whose evaluators are all cheap pure built-ins is scored in the eval's workflow task, with
-no activity (the patch eval-inline-score-1.4.5; machine/eval_plan.inline_scores): the same scores
-the scoring activity gives, and any other evaluator (a judge, a regex, a schema, a transcript, a
-team's own) sends the case to the activity as before."""
+"""An eval started with `inline_scoring` scores a case whose evaluators are all cheap pure
+built-ins in its workflow task, with no activity (the patch eval-inline-score-1.4.5;
+machine/eval_plan.inline_scores): the same scores the scoring activity gives, and any other
+evaluator (a judge, a regex, a schema, a transcript, a team's own) sends the case to the activity
+as before. Without it, every case is scored by the activity."""
 
 from __future__ import annotations
 
@@ -18,16 +19,16 @@ from temporalio.client import WorkflowHistory
 from temporalio.testing import ActivityEnvironment
 
 from durable_agent_runner.activities.evals import EvalActivities
+from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.evals import Case, EvaluatorSpec
+from durable_agent_runner.evals import Case, Dataset, EvaluatorSpec
 from durable_agent_runner.evals.evaluators import INLINE
 from durable_agent_runner.evals.registry import registered
 from durable_agent_runner.machine import eval_plan
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
-from tests.helpers import replay_history
-
-pytestmark = pytest.mark.pure
+from tests.helpers import replay, replay_history, script
 
 HISTORY = Path(__file__).parent / "histories" / "eval_inline_1_4_5.json"
 
@@ -130,9 +131,10 @@ def test_inline_scores_are_the_scoring_activitys(specs, output, expected, turns,
 
 
 async def test_the_checked_in_history_scores_the_cheap_cases_without_an_activity():
-    """tests/histories/eval_inline_1_4_5.json (tests/record_eval_history.py --inline): three cases
-    scored by Contains, case 3 by its own LLM judge too. It replays; its only scoring activity is
-    case 3's; each case passed, and cases 1 and 2 carry Contains' score."""
+    """tests/histories/eval_inline_1_4_5.json (tests/record_eval_history.py --inline): an eval
+    asked for inline scoring, three cases scored by Contains, case 3 by its own LLM judge too. It
+    replays; its only scoring activity is case 3's; each case passed, and cases 1 and 2 carry
+    Contains' score."""
     history = WorkflowHistory.from_json("eval_inline_1_4_5", HISTORY.read_text())
     await replay_history(history)
     scheduled = [
@@ -148,3 +150,34 @@ async def test_the_checked_in_history_scores_the_cheap_cases_without_an_activity
     assert all(r["passed"] for r in results.values()) and len(results) == 3
     assert [s["name"] for s in results["case 1"]["scores"]] == ["Contains"]
     assert [s["name"] for s in results["case 3"]["scores"]] == ["Contains", "LLMJudge", "LLMJudge_score"]
+
+
+async def test_only_an_eval_asked_for_it_scores_in_its_workflow_task(client, task_queue, llm, worker_factory):
+    """The same two cases, scored by Contains: by default each is scored by a scoring activity
+    (its scores recorded as that activity's result); with inline_scoring, by none, with the same
+    scores. A value that is not a bool is refused before anything starts."""
+    model = script(llm, {"content": "alpha"}, {"content": "alpha"}, {"content": "alpha"}, {"content": "alpha"})
+    cases = [Case(name=f"case {i}", inputs=f"q{i}") for i in (1, 2)]
+    data = Dataset(name="inline", cases=cases, evaluators=[EvaluatorSpec(name="Contains", args=("alpha",))])
+    evals = AgentClient(client, task_queue=task_queue).evals
+    with pytest.raises(BadArgument, match="inline_scoring"):
+        await evals.start(data, agent="scripted", model=model, inline_scoring="yes")  # type: ignore[arg-type]
+    scheduled: dict[bool, list[str]] = {}
+    scores: dict[bool, list[object]] = {}
+    async with worker_factory():
+        for inline in (False, True):
+            ev = await evals.start(data, agent="scripted", model=model, concurrency=1, inline_scoring=inline)
+            final = await ev.wait(120)
+            assert final.done == final.passed == 2, final
+            scores[inline] = [(r.case, [(s.name, s.value, s.error) for s in r.scores]) for r in final.results]
+            handle = client.get_workflow_handle(ev.eval_id)
+            history = await handle.fetch_history()
+            scheduled[inline] = [
+                e.activity_task_scheduled_event_attributes.activity_type.name
+                for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+            ]
+            await replay(handle)
+    assert scheduled[False] == [t.RESOLVE_AGENT_ACTIVITY, te.EVAL_SCORE_ACTIVITY, te.EVAL_SCORE_ACTIVITY]
+    assert scheduled[True] == [t.RESOLVE_AGENT_ACTIVITY]
+    assert scores[True] == scores[False] == [(f"case {i}", [("Contains", True, None)]) for i in (1, 2)]

@@ -1,10 +1,10 @@
 """EvalRun: a durable eval. The agent is resolved once and frozen, so every case runs the same
 version; each case (× repeat) runs as a child AgentRun under an id derived from the eval's id and
-the case (eval_plan.py), at most `concurrency` at once; a case is scored when its run ends (in
-an activity, or in the workflow task when its evaluators are all cheap pure built-ins: eval-inline-
-score-1.4.5), while the next case starts in its place (eval-pace-1.4.4). A worker killed or a server
-restarted: the eval replays, a finished case keeps its result and is never run again, a case in
-flight is awaited as the child run it is.
+the case (eval_plan.py), at most `concurrency` at once; a case is scored when its run ends, in an
+activity (or, asked with `inline_scoring`, in the workflow task when its evaluators are all cheap
+pure built-ins: eval-inline-score-1.4.5), while the next case starts in its place (eval-pace-1.4.4).
+A worker killed or a server restarted: the eval replays, a finished case keeps its result and
+is never run again, a case in flight is awaited as the child run it is.
 
 The budget covers every case, as a run's covers its children (machine/budget.py): each case
 starts with its share of what is left; when nothing is left the eval pauses until a person raises
@@ -80,7 +80,7 @@ class EvalRun:
         self._running: dict[str, plan.Slot] = {}  # cases in flight: their run, then their scoring
         self._ended: dict[str, t.Usage] = {}  # of those, being scored (patched): what their run spent
         self._paced = False  # a case's place is free when its run ends (EVAL_PACE_PATCH)
-        self._inline = False  # cheap pure evaluators score in the workflow task (EVAL_INLINE_PATCH)
+        self._inline = False  # cheap pure evaluators score in the workflow task (inline_scoring)
         self._spec: t.AgentSpec | None = carry.frozen
         self._ledger: Ledger | None = Ledger(carry.budget, shared=True) if carry.budget else None
         self._started_at = carry.started_at
@@ -96,8 +96,8 @@ class EvalRun:
         # The next case starts when a case's run ends, beside its scoring, not once it is scored;
         # and a run of the eval starts up to 300 cases before it continues as new, not 100.
         self._paced = workflow.patched(EVAL_PACE_PATCH)
-        # A case whose evaluators are all cheap pure built-ins is scored here, with no activity.
-        self._inline = workflow.patched(EVAL_INLINE_PATCH)
+        # Asked: a case whose evaluators are all cheap pure built-ins is scored here, with no activity.
+        self._inline = input.inline_scoring and workflow.patched(EVAL_INLINE_PATCH)
         most = plan.MAX_STARTS_PER_RUN if self._paced else plan.MAX_STARTS_BEFORE_PACE
         self._started_at = self._started_at or workflow.now()
         spec = self._spec = self._spec or await self._resolve(input)

@@ -197,8 +197,8 @@ PATCHES: tuple[Patch, ...] = (
     Patch(
         id=EVAL_INLINE_PATCH,
         changes=(
-            "an eval scores a case whose evaluators are all cheap pure built-ins (Contains, Equals, ...) in its "
-            "workflow task, with no scoring activity (EvalRun)"
+            "an eval started with inline_scoring scores a case whose evaluators are all cheap pure built-ins "
+            "(Contains, Equals, ...) in its workflow task, with no scoring activity (EvalRun)"
         ),
         added_in="1.4.5",
         history="eval_inline_1_4_5",

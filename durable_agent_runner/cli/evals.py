@@ -77,6 +77,11 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     r.add_argument("--on-budget", choices=["pause", "fail"], help="when spent (default: the agent's on_budget)")
     r.add_argument("--model", help="override the agent's model for every case (and the judge's default)")
     r.add_argument("--id", metavar="EVAL_ID", help="the eval's id (default: eval-DATASET-xxxxxxxx)")
+    r.add_argument(
+        "--inline-scoring",
+        action="store_true",
+        help="score a case whose evaluators are all cheap built-ins (Contains, ...) with no activity",
+    )
     r.add_argument("--no-wait", action="store_true", help="print the eval's id and return")
     r.add_argument("--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S", help="wait at most S s")
     _gate_flags(r)
@@ -143,6 +148,7 @@ async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
         model=args.model,
         baseline=args.baseline,
         eval_id=args.id,
+        inline_scoring=args.inline_scoring,
     )
     if args.no_wait:
         emit(args.json, {"eval_id": ev.eval_id}, f"started eval {ev.eval_id}")

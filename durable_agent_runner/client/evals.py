@@ -202,8 +202,13 @@ class Evals:
         model: str | None = None,
         baseline: str | None = None,
         eval_id: str | None = None,
+        inline_scoring: bool = False,
     ) -> EvalHandle:
-        """Start an eval of `agent` on `dataset` (a Dataset, or a YAML/JSON file's path)."""
+        """Start an eval of `agent` on `dataset` (a Dataset, or a YAML/JSON file's path).
+        `inline_scoring`: a case scored only by cheap pure built-ins (Contains, Equals, ...) is
+        scored in the eval's workflow task, with no activity (docs/eval-runs.md)."""
+        if not isinstance(inline_scoring, bool):
+            raise BadArgument("inline_scoring", "must be True or False")
         data = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
         check_dataset(data, repeat)
         try:
@@ -217,6 +222,7 @@ class Evals:
                 on_budget=on_budget,
                 model=model,
                 baseline=baseline,
+                inline_scoring=inline_scoring,
             )
         except ValidationError as err:
             first = err.errors(include_url=False)[0]

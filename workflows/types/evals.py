@@ -83,6 +83,10 @@ class EvalInput(Contract):
     model: str | None = Field(default=None, max_length=200)  # overrides the agent's, for every case
     baseline: str | None = Field(default=None, max_length=1000)  # an eval id, for the report
     agent_wait_seconds: float = Field(default=120.0, gt=0, le=3600)
+    # Score a case whose evaluators are all cheap pure built-ins (evaluators.INLINE) in the eval's
+    # workflow task, with no scoring activity: about half the eval's events. Off: every case is
+    # scored by the activity, its scores recorded in history as that activity's result.
+    inline_scoring: bool = False
     carry: EvalCarry | None = None
 
 
