@@ -232,6 +232,29 @@ async def test_the_next_case_starts_when_a_case_run_ends_beside_its_scoring():
 
 
 @pytest.mark.pure
+async def test_a_dead_workers_scoring_is_taken_up_again_within_10_seconds():
+    """tests/histories/eval_score_beat_1_4_5.json (the patch eval-score-beat-1.4.5; recorded as
+    eval_run_1_4): each scoring activity's heartbeat timeout is 10 s, so a worker killed mid-
+    scoring has it retried within 10 s of its last beat (every 2 s), not 30 (eval_pace_1_4_4,
+    recorded before the patch, replays with its 30 s)."""
+
+    def beats(name: str) -> list[float]:
+        path = Path(__file__).parent / "histories" / f"{name}.json"
+        history = WorkflowHistory.from_json(name, path.read_text())
+        return [
+            e.activity_task_scheduled_event_attributes.heartbeat_timeout.ToTimedelta().total_seconds()
+            for e in history.events
+            if e.activity_task_scheduled_event_attributes.activity_type.name == te.EVAL_SCORE_ACTIVITY
+        ]
+
+    for name in ("eval_score_beat_1_4_5", "eval_pace_1_4_4"):
+        path = Path(__file__).parent / "histories" / f"{name}.json"
+        await replay_history(WorkflowHistory.from_json(name, path.read_text()))
+    assert beats("eval_score_beat_1_4_5") == [10.0, 10.0, 10.0]
+    assert beats("eval_pace_1_4_4") == [30.0, 30.0, 30.0]
+
+
+@pytest.mark.pure
 async def test_an_eval_started_before_the_pace_patch_replays_with_its_bound_of_100_starts():
     """tests/histories/eval_drain_1_4_3.json.gz: the first execution of an eval of 102 cases (the
     demo agent, concurrency 6), recorded by 1.4.3's code (7e137cb), which started 100 cases, let

@@ -41,25 +41,35 @@ from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.control import PAUSE_LIMIT
 from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import EVAL_CANCEL_PATCH, EVAL_INLINE_PATCH, EVAL_PACE_PATCH
+from durable_agent_runner.workflows.patches import (
+    EVAL_BEAT_PATCH,
+    EVAL_CANCEL_PATCH,
+    EVAL_INLINE_PATCH,
+    EVAL_PACE_PATCH,
+)
 from durable_agent_runner.workflows.types import evals as te
 
 SCORE_ATTEMPT = timedelta(seconds=300)  # an LLM judge's model call included
+# The scoring activity beats every 2 s (activities/model.heartbeating), as a model call does: a
+# worker that died mid-scoring is noticed within 10 s (eval-score-beat-1.4.5), as a model call's.
+SCORE_BEAT = timedelta(seconds=10)
+SCORE_BEAT_BEFORE = timedelta(seconds=30)  # of evals started before the patch, and of ScoreRun
 SCORE_RETRY = RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30))
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 BUDGET_KINDS = ("TokenBudgetExceeded", "CostBudgetExceeded")
 
 
-async def score(request: te.ScoreInput, summary: str) -> te.Scored:
+async def score(request: te.ScoreInput, summary: str, beat: timedelta = SCORE_BEAT_BEFORE) -> te.Scored:
     """The scoring activity's scores (an eval's case, or a live run's: score_run.py); a scoring
-    that fails for good is one errored score, never the caller's failure."""
+    that fails for good is one errored score, never the caller's failure. `beat`: its heartbeat
+    timeout, how soon a dead worker's scoring is taken up again."""
     try:
         scored: te.Scored = await workflow.execute_activity(
             te.EVAL_SCORE_ACTIVITY,
             request,
             result_type=te.Scored,
             start_to_close_timeout=SCORE_ATTEMPT,
-            heartbeat_timeout=timedelta(seconds=30),
+            heartbeat_timeout=beat,
             retry_policy=SCORE_RETRY,
             summary=summary,
         )
@@ -81,6 +91,7 @@ class EvalRun:
         self._ended: dict[str, t.Usage] = {}  # of those, being scored (patched): what their run spent
         self._paced = False  # a case's place is free when its run ends (EVAL_PACE_PATCH)
         self._inline = False  # cheap pure evaluators score in the workflow task (inline_scoring)
+        self._beat = SCORE_BEAT_BEFORE  # the scoring activity's heartbeat timeout (EVAL_BEAT_PATCH)
         self._spec: t.AgentSpec | None = carry.frozen
         self._ledger: Ledger | None = Ledger(carry.budget, shared=True) if carry.budget else None
         self._started_at = carry.started_at
@@ -98,6 +109,8 @@ class EvalRun:
         self._paced = workflow.patched(EVAL_PACE_PATCH)
         # Asked: a case whose evaluators are all cheap pure built-ins is scored here, with no activity.
         self._inline = input.inline_scoring and workflow.patched(EVAL_INLINE_PATCH)
+        # A worker killed mid-scoring is noticed in 10 s, not 30.
+        self._beat = SCORE_BEAT if workflow.patched(EVAL_BEAT_PATCH) else SCORE_BEAT_BEFORE
         most = plan.MAX_STARTS_PER_RUN if self._paced else plan.MAX_STARTS_BEFORE_PACE
         self._started_at = self._started_at or workflow.now()
         spec = self._spec = self._spec or await self._resolve(input)
@@ -334,7 +347,9 @@ class EvalRun:
         )
         inline = plan.inline_scores(request) if self._inline else None
         return (
-            inline if inline is not None else await score(request, f"score case {slot.case.name[:80]} #{slot.repeat}")
+            inline
+            if inline is not None
+            else await score(request, f"score case {slot.case.name[:80]} #{slot.repeat}", self._beat)
         )
 
     # ------------------------------------------------------------------------------ views

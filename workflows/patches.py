@@ -42,9 +42,18 @@ OUTSIDE_PATCH = "outside-completion-1.4"
 EVAL_CANCEL_PATCH = "eval-cancel-resolve-1.4.2"
 EVAL_PACE_PATCH = "eval-pace-1.4.4"
 EVAL_INLINE_PATCH = "eval-inline-score-1.4.5"
+EVAL_BEAT_PATCH = "eval-score-beat-1.4.5"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
+
+
+def _after_eval_cancel(deploy: str) -> str:
+    """The plan of an EvalRun patch that follows eval-cancel-resolve-1.4.2's life."""
+    return (
+        f"as eval-cancel-resolve-1.4.2: once `client.py eval list` shows no eval started before the {deploy} deploy "
+        "running, 1.5 asks deprecate_patch (the old path goes), and 1.6 drops the call"
+    )
 
 
 @dataclass(frozen=True)
@@ -189,10 +198,7 @@ PATCHES: tuple[Patch, ...] = (
         history="eval_pace_1_4_4",
         deprecate_in="1.5",
         remove_in="1.6",
-        plan=(
-            "as eval-cancel-resolve-1.4.2: once `client.py eval list` shows no eval started before the 1.4.4 deploy "
-            "running, 1.5 asks deprecate_patch (the old path goes), and 1.6 drops the call"
-        ),
+        plan=_after_eval_cancel("1.4.4"),
     ),
     Patch(
         id=EVAL_INLINE_PATCH,
@@ -204,10 +210,16 @@ PATCHES: tuple[Patch, ...] = (
         history="eval_inline_1_4_5",
         deprecate_in="1.5",
         remove_in="1.6",
-        plan=(
-            "as eval-cancel-resolve-1.4.2: once `client.py eval list` shows no eval started before the 1.4.5 deploy "
-            "running, 1.5 asks deprecate_patch (the old path goes), and 1.6 drops the call"
-        ),
+        plan=_after_eval_cancel("1.4.5"),
+    ),
+    Patch(
+        id=EVAL_BEAT_PATCH,
+        changes="an eval's scoring activity has a heartbeat timeout of 10 s, not 30: a dead worker's is retried sooner",
+        added_in="1.4.5",
+        history="eval_score_beat_1_4_5",
+        deprecate_in="1.5",
+        remove_in="1.6",
+        plan=_after_eval_cancel("1.4.5"),
     ),
 )
 
