@@ -26,11 +26,9 @@ from durable_agent_runner.activities.model import (
     heartbeating,
 )
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.evals.cases import Dataset
 from durable_agent_runner.evals.context import EvaluationResult, ToolCallFact, one_line
 from durable_agent_runner.evals.judge import JudgeRequest, LLMJudge, judge_request
 from durable_agent_runner.evals.registry import EvaluatorSpec, EvaluatorSpecError, build
-from durable_agent_runner.evals.scoring import evaluate_case
 from durable_agent_runner.machine import eval_plan as plan
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
@@ -99,10 +97,9 @@ class EvalActivities:
                         beat()
             finally:
                 BEAT_WITH.reset(token)
-            dataset = Dataset(name="eval", cases=[], evaluators=input.evaluators)
             # Off the event loop: a custom evaluator is a plain function, and a slow one (a file, a
             # request) must hold neither the worker's other runs nor this activity's heartbeats.
-            scores = await asyncio.to_thread(evaluate_case, case, dataset, ctx, replies)
+            scores = await asyncio.to_thread(plan.scores, input, ctx, replies)
             scores = _with_errors(specs, scores, errors)
         return te.Scored(scores=scores, usage=usage)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -127,6 +127,15 @@ def score_context(request: te.ScoreInput, tool_calls: Sequence[ToolCallFact] = (
     )
 
 
+def scores(
+    request: te.ScoreInput, ctx: EvaluatorContext, judge_replies: Mapping[int, str] | None = None
+) -> list[EvaluationResult]:
+    """Every score of a finished case, wherever it is scored: the dataset's evaluators, then the
+    case's own, each on `ctx` (`judge_replies`: the judges' replies, by evaluator index)."""
+    dataset = Dataset(name="eval", cases=[], evaluators=request.evaluators)
+    return evaluate_case(request.case, dataset, ctx, judge_replies)
+
+
 def inline_scores(request: te.ScoreInput) -> te.Scored | None:
     """The case's scores, when each evaluator it runs is a pure, cheap built-in (evaluators.INLINE):
     the eval scores it in the workflow task that learns its run ended, with no activity, as the
@@ -134,8 +143,7 @@ def inline_scores(request: te.ScoreInput) -> te.Scored | None:
     some evaluator needs the scoring activity (a judge, a transcript, a team's own code)."""
     if not all(spec.name in INLINE for spec in [*request.evaluators, *request.case.evaluators]):
         return None
-    dataset = Dataset(name="eval", cases=[], evaluators=request.evaluators)
-    return te.Scored(scores=evaluate_case(request.case, dataset, score_context(request)))
+    return te.Scored(scores=scores(request, score_context(request)))
 
 
 def passed(result_scores: list[EvaluationResult], end: te.CaseEnd) -> bool:
