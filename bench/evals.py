@@ -103,7 +103,7 @@ async def _where(stack: Stack, eval_id: str) -> dict[str, float]:
                 asked[e.event_id] = at
             elif e.activity_task_completed_event_attributes.scheduled_event_id in asked:
                 scoring.append(at - asked[e.activity_task_completed_event_attributes.scheduled_event_id])
-                last = max(last or at, at)
+                last = at if last is None else max(last, at)
     return {
         "child_start_ms_p50": round(statistics.median(starts) * 1000, 1) if starts else 0.0,
         "case_run_s_p50": round(statistics.median(runs), 3) if runs else 0.0,

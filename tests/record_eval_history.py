@@ -30,13 +30,9 @@ CONTAINS = EvaluatorSpec(name="Contains", args=("fine",))
 def dataset(inline: bool = False) -> Dataset:
     """Three cases, each scored by Contains and an LLM judge; `inline`: the judge is case 3's own,
     so cases 1 and 2 have only Contains, which the eval scores in its workflow task."""
-    if inline:
-        cases = [
-            Case(name=f"case {i}", inputs=f"question {i}", evaluators=[JUDGE] if i == 3 else []) for i in (1, 2, 3)
-        ]
-        return Dataset(name="recorded", cases=cases, evaluators=[CONTAINS])
-    cases = [Case(name=f"case {i}", inputs=f"question {i}") for i in (1, 2, 3)]
-    return Dataset(name="recorded", cases=cases, evaluators=[CONTAINS, JUDGE])
+    own = {3: [JUDGE]} if inline else {}
+    cases = [Case(name=f"case {i}", inputs=f"question {i}", evaluators=own.get(i, [])) for i in (1, 2, 3)]
+    return Dataset(name="recorded", cases=cases, evaluators=[CONTAINS] if inline else [CONTAINS, JUDGE])
 
 
 async def record(name: str, inline: bool = False) -> Path:
