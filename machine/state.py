@@ -40,7 +40,7 @@ class RunState:
         self.doubts = doubts.Doubts()  # calls whose one attempt ended without a result
         self.questions = questions.Questions()  # `ask_person` calls waiting for an answer, and answers
         self.outside = outside.Outside()  # calls waiting for an outside completion, and completions
-        self.events: list[t.RunEvent] = []
+        self.events: list[t.AnyRunEvent] = []
         self.first_event = 0  # seq of events[0]: earlier ones live in previous executions
         self.previous_run_id: str | None = None
         self.executions = 1
@@ -157,7 +157,7 @@ class RunState:
             if isinstance(fields.get(key), str):
                 fields[key] = event_text(str(fields[key]))
         self.events.append(
-            t.RunEvent.model_validate({"seq": seq, "at": now, "kind": kind, "turn": self.turn, **fields})
+            t.RUN_EVENT.validate_python({"seq": seq, "at": now, "kind": kind, "turn": self.turn, **fields})
         )
 
     @property
@@ -385,7 +385,7 @@ class RunState:
 
     def events_page(self, query: t.EventsQuery) -> t.EventsPage:
         start = max(query.since - self.first_event, 0)
-        page: list[t.RunEvent] = []
+        page: list[t.AnyRunEvent] = []
         size = 0
         for ev in self.events[start : start + query.limit]:
             size += len(ev.text) + len(ev.detail) + 200

@@ -8,7 +8,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,6 +41,21 @@ CONTRACTS = ("durable_agent_runner.workflows.types", "durable_agent_runner.evals
 STRICT_SANDBOX = SandboxedWorkflowRunner(
     restrictions=SandboxRestrictions.default.with_passthrough_modules("pydantic", "jsonschema", *CONTRACTS)
 )
+
+
+def event(kind: str, *, seq: int = 0, turn: int = 1, at: datetime | None = None, **fields: Any) -> t.AnyRunEvent:
+    """One event of `kind`, built as the run builds it (its kind's class). A call's events name a
+    call and tool, a reply's carries usage, unless the test gives its own."""
+    if kind in CALL_KINDS or kind == "handoff":
+        fields = {"call_id": "call_1", "tool": "send", **fields}
+    if kind in ("model_finished", "model_dropped"):
+        fields.setdefault("usage", t.Usage())
+    return t.RUN_EVENT.validate_python(
+        {"seq": seq, "at": at or datetime.now(UTC), "kind": kind, "turn": turn, **fields}
+    )
+
+
+CALL_KINDS = {cls.model_fields["kind"].default for cls in t.CallEvent.__subclasses__()}
 
 
 # The workflows the suite's histories hold, by the type name a history's start event gives.

@@ -22,9 +22,9 @@ from durable_agent_runner.workflows.types import (
     EventKind,
     NotifyInput,
     PendingQuestion,
-    RunEvent,
     ToolCall,
 )
+from tests.helpers import event
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 AGENT: AgentSpec = Agent(name="planner", tools=[ask_person.with_options(timeout_seconds=60, default="Tuesday")]).spec()
@@ -168,9 +168,9 @@ def test_the_tool_is_a_plain_tool_to_the_model_and_its_options_are_checked():
 def test_watch_shows_the_question_and_its_answer():
     out = io.StringIO()
     printer = Printer("run-1", False, out)
-    asked = RunEvent(seq=1, at=NOW, kind=EventKind.QUESTION_ASKED, turn=1, call_id="call_1_0", text="Which day?")
+    asked = event(EventKind.QUESTION_ASKED, seq=1, at=NOW, call_id="call_1_0", text="Which day?")
     printer.event(asked.model_copy(update={"detail": "1. Monday; 2. Tuesday"}))
-    answered = RunEvent(seq=2, at=NOW, kind=EventKind.QUESTION_ANSWERED, turn=1, call_id="call_1_0")
+    answered = event(EventKind.QUESTION_ANSWERED, seq=2, at=NOW, call_id="call_1_0")
     printer.event(answered.model_copy(update={"detail": "choice 2: Tuesday (by alice)"}))
     shown = out.getvalue()
     assert "? call_1_0 asks a person: Which day? [1. Monday; 2. Tuesday]" in shown

@@ -31,6 +31,7 @@ from durable_agent_runner.cli.chat_view import (
 )
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
+from tests import helpers
 from tests.helpers import calls, script
 from tests.test_client import Done, one_clean_line
 
@@ -401,8 +402,8 @@ def test_lines_are_messages_commands_or_nothing():
             raise AssertionError(f"{bad!r} accepted")
 
 
-def event(kind: str, turn: int = 1, text: str = "", detail: str = "", seq: int = 0) -> t.RunEvent:
-    return t.RunEvent(seq=seq, at=datetime.now(UTC), kind=kind, turn=turn, text=text, detail=detail)  # type: ignore[arg-type]
+def event(kind: str, turn: int = 1, text: str = "", detail: str = "", seq: int = 0) -> t.AnyRunEvent:
+    return helpers.event(kind, seq=seq, turn=turn, text=text, detail=detail)
 
 
 def test_a_reply_streams_under_the_agents_name_and_is_not_repeated():

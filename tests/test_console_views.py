@@ -15,13 +15,15 @@ from durable_agent_runner.console.security import MAX_FORM_BYTES, Refused, read_
 from durable_agent_runner.console.views import MAX_PAGE_BYTES, inbox_body, page, runs_body, size
 from durable_agent_runner.console.views_run import facts, run_body, story, turns, waterfall
 from durable_agent_runner.workflows import types as t
+from tests.helpers import event
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-def ev(seq: int, at: float, kind: str, call: str | None = None, turn: int = 1) -> t.RunEvent:
+def ev(seq: int, at: float, kind: str, call: str | None = None, turn: int = 1) -> t.AnyRunEvent:
     usage = t.Usage(input_tokens=10, output_tokens=5, cost_usd=0.001) if kind == "model_finished" else None
-    return t.RunEvent(seq=seq, at=T0 + timedelta(seconds=at), kind=kind, turn=turn, call_id=call, usage=usage)
+    fields = {"call_id": call} if call is not None else {}
+    return event(kind, seq=seq, at=T0 + timedelta(seconds=at), turn=turn, usage=usage, **fields)
 
 
 def test_an_approval_wait_counts_once_as_waiting_not_as_tool_time_too() -> None:
@@ -108,9 +110,8 @@ def worst_view() -> RunView:
         "paused": {"where": "model_call", "turn": 3, "why": BIG},
         "stuck": {"error": BIG, "what_to_do": BIG},
         "handoffs": [{"from_agent": "a" * 200, "to_agent": "b" * 200, "turn": 1, "at": T0.isoformat()}] * 1000,
-        "switches": [
-            {"from_model": "m" * 4000, "to_model": "n" * 4000, "turn": 1, "at": T0.isoformat(), "why": BIG}
-        ] * 1000,
+        "switches": [{"from_model": "m" * 4000, "to_model": "n" * 4000, "turn": 1, "at": T0.isoformat(), "why": BIG}]
+        * 1000,
         "budget": {
             "on_budget": "pause",
             "run": {"tokens": {"limit": 1e12, "spent": 1e11, "reserved": 0, "left": 9e11}, "usd": None},

@@ -7,7 +7,7 @@ worker's webhook URLs are masked by their credential part, without masking every
 from __future__ import annotations
 
 import io
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from durable_agent_runner.console.links import inbox_link
 from durable_agent_runner.machine.notify import notify_key
 from durable_agent_runner.redact import Redactor
 from durable_agent_runner.workflows import types as t
-from tests.helpers import calls, replay, script, start
+from tests.helpers import calls, event, replay, script, start
 from tests.notify_receivers import Receiver
 from tests.test_approvals import decide, pending, update
 from tests.test_ask_person import DAYS, question
@@ -99,7 +99,7 @@ async def test_an_ask_person_question_notifies_with_the_question_and_its_inbox_l
 
 def story_line(kind: t.EventKind, detail: str) -> str:
     out = io.StringIO()
-    ev = t.RunEvent(seq=4, at=datetime.now(UTC), kind=kind, turn=1, call_id="call_1", tool="send", detail=detail)
+    ev = event(kind, seq=4, call_id="call_1", tool="send", detail=detail)
     Printer("run-1", as_json=False, out=out).event(ev)
     return out.getvalue()
 

@@ -16,7 +16,7 @@ from durable_agent_runner.client import AgentClient
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.machine.texts import EVENT_TEXT, event_text
 from durable_agent_runner.workflows import types as t
-from tests.helpers import script, start
+from tests.helpers import event, script, start
 
 ROOT = Path(__file__).resolve().parent.parent
 STORY = (
@@ -67,9 +67,9 @@ def tail(text: str, end: int, turn: int = 1, attempt: int = 1) -> t.ModelProgres
     return t.ModelProgress(turn=turn, attempt=attempt, text=text[start:end], offset=start)
 
 
-def finished(text: str, turn: int = 1) -> t.RunEvent:
+def finished(text: str, turn: int = 1) -> t.AnyRunEvent:
     at = datetime.now(UTC)
-    return t.RunEvent(seq=1, at=at, kind="model_finished", turn=turn, text=event_text(text))
+    return event("model_finished", seq=1, at=at, turn=turn, text=event_text(text))
 
 
 def test_live_text_keeps_flowing_past_the_heartbeats_tail():
@@ -203,12 +203,11 @@ async def test_run_follow_from_the_command_line(client, temporal_server, task_qu
 
 async def test_events_since_never_skips_an_earlier_execution_with_more_than_a_page_left() -> None:
     """An execution of 1,200 events, then a new one from seq 1,200: a watcher from 0 reads all."""
-    from datetime import datetime
 
     from durable_agent_runner.cli.watch import events_since
 
-    def ev(seq: int) -> t.RunEvent:
-        return t.RunEvent(seq=seq, at=datetime.now(UTC), kind="tool_finished", turn=1)
+    def ev(seq: int) -> t.AnyRunEvent:
+        return event("tool_finished", seq=seq)
 
     executions = {"old": (0, 1200, None), "new": (1200, 1250, "old")}
 
@@ -250,7 +249,7 @@ async def test_a_run_that_closes_between_its_events_and_its_status_still_shows_i
     from durable_agent_runner.cli.watch import Closed
     from durable_agent_runner.cli.watch import follow as follow_story
 
-    final = t.RunEvent(seq=1, at=datetime.now(UTC), kind="final", turn=1, text="done")
+    final = event("final", seq=1, text="done")
     state = {"closed": False, "reads": 0}
 
     class Handle:

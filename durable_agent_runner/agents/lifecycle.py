@@ -32,7 +32,7 @@ from durable_agent_runner.agents.registry import (
     _import as import_module_ref,  # the Registry's loader: a module is imported once
 )
 from durable_agent_runner.redact import Redactor
-from durable_agent_runner.workflows.types import EventKind, ModelReply, RunEvent, Usage
+from durable_agent_runner.workflows.types import AnyRunEvent, EventKind, ModelReply, Usage
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class Step:
     seq: int
     turn: int
     agent: str  # the agent in charge at this step
-    event: RunEvent  # kind, text, detail, call_id, tool, usage, at
+    event: AnyRunEvent  # its kind's class (match on it): kind, text, detail, call_id, tool, usage, at
 
     @property
     def kind(self) -> EventKind:  # a StrEnum: step.kind == "final" holds

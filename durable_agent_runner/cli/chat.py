@@ -76,11 +76,11 @@ class Awaited:
     steer: bool = False
     seen: bool = False
 
-    def answers(self, ev: t.RunEvent) -> bool:
+    def answers(self, ev: t.AnyRunEvent) -> bool:
         n = message_number(ev.detail) if ev.kind == t.EventKind.ANSWERED else None
         return n is not None and (n >= self.message or (self.steer and self.seen))
 
-    def done(self, ev: t.RunEvent) -> bool:
+    def done(self, ev: t.AnyRunEvent) -> bool:
         if ev.kind == t.EventKind.MESSAGE and message_number(ev.detail) == self.message:
             self.seen = True
         return self.answers(ev) or (self.seen and ev.kind == t.EventKind.WAITING)
@@ -196,7 +196,7 @@ class Chat(ChatIO):
     # --------------------------------------------------------------------------- following
 
     async def follow_until(
-        self, done: Callable[[t.RunEvent], bool], mine: Callable[[t.RunEvent], bool] = lambda ev: False
+        self, done: Callable[[t.AnyRunEvent], bool], mine: Callable[[t.AnyRunEvent], bool] = lambda ev: False
     ) -> int | None:
         """Show the story from `since` until `done` accepts an event: None then. The exit code
         when the run closes first (0 if the session ended, else 1), the server stays out of reach,
@@ -254,7 +254,7 @@ class Chat(ChatIO):
         self.error(f"run {self.run_id} {status}")
         return 1
 
-    async def print_answer(self, ev: t.RunEvent, mine: bool) -> None:
+    async def print_answer(self, ev: t.AnyRunEvent, mine: bool) -> None:
         """Through a pipe: the answer whole (an event keeps only its first EVENT_TEXT characters)."""
         n = message_number(ev.detail) or 0
         text = ev.text

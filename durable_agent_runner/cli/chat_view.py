@@ -99,7 +99,7 @@ def message_number(detail: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def failed(ev: t.RunEvent) -> bool:
+def failed(ev: t.AnyRunEvent) -> bool:
     """An "answered" event for a message whose answer failed (the session goes on)."""
     return ev.kind == t.EventKind.ANSWERED and " · failed" in ev.detail
 
@@ -172,12 +172,12 @@ class ChatPrinter(Printer):
             text, self.open = self.style.dim(text), False
         print(text, end="", file=self.out, flush=True)
 
-    def event(self, ev: t.RunEvent) -> None:
+    def event(self, ev: t.AnyRunEvent) -> None:
         text = self.render(ev)
         if text:
             print(text, end="", file=self.out if self.stream else self.info, flush=True)
 
-    def render(self, ev: t.RunEvent) -> str:
+    def render(self, ev: t.AnyRunEvent) -> str:
         s = self.style
         if ev.kind in (t.EventKind.MODEL_FINISHED, t.EventKind.FINAL) and not self.stream:
             return ""  # through a pipe, only the answers are printed, whole

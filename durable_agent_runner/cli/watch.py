@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, assert_never
 
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.agent_client import AgentClient
@@ -86,7 +86,7 @@ class Printer:
         skipped = piece.skipped
         self.emit(obj, (f"\n  … [{skipped} characters streamed by unseen] …\n" if skipped else "") + piece.text)
 
-    def event(self, ev: t.RunEvent) -> None:
+    def event(self, ev: t.AnyRunEvent) -> None:
         obj = {"type": "event", **ev.model_dump(mode="json")}
         self.emit(obj, None)
         if self.as_json:
@@ -112,87 +112,88 @@ class Printer:
                 text = text[live.end :]  # what the live view had not shown yet
         return text + "\n" if (text or live.end) else ""
 
-    def _render(self, ev: t.RunEvent) -> str:
-        if ev.kind == t.EventKind.MODEL_STARTED:
-            self.tooling = None
-            if self.headed == ev.turn:  # its text has streamed already, under its header
-                return ""
-            self.headed = ev.turn
-            return f"── turn {ev.turn} · {ev.detail}\n"
-        if ev.kind == t.EventKind.MODEL_DROPPED:  # the next call of that turn streams afresh
-            self.text.reset(ev.turn + 1)
-            self.headed = None
-            return f"  ↷ {ev.detail}\n"
-        if ev.kind == t.EventKind.MODEL_FINISHED:
-            calls = f"  → asks for: {ev.detail}\n" if ev.detail else ""
-            return self.reply(ev) + calls
-        if ev.kind == t.EventKind.TOOL_STARTED:
-            self.tooling = ev.turn
-            return f"  ⚙ {ev.detail}\n"
-        if ev.kind == t.EventKind.TOOL_FINISHED and self.headed == ev.turn + 1:  # the next reply streamed already
-            return f"\n  ← {ev.tool}: {ev.text}\n"
-        if ev.kind == t.EventKind.TOOL_FINISHED:
-            return f"  ← {ev.tool}: {ev.text}\n"
-        if ev.kind == t.EventKind.APPROVAL_REQUESTED:
-            hint = f"python client.py approve {self.run_id} {ev.call_id}"
-            return f"  ⏸ waiting for approval: {ev.detail}  ({hint})\n"
-        if ev.kind == t.EventKind.APPROVAL_DECIDED:
-            return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
-        if ev.kind == t.EventKind.FINAL:  # the answer is the reply just shown; repeat it only if it was not
-            return f"✓ final answer (turn {ev.turn})\n" if self.answered == ev.turn else f"\n{ev.text}\n"
-        if ev.kind == t.EventKind.HANDOFF:
-            return f"  ⇢ handoff: {ev.detail}\n"
-        if ev.kind == t.EventKind.GUARDRAIL:
-            return f"  ⛨ {ev.detail}\n"
-        if ev.kind == t.EventKind.OUTPUT_REFUSED:
-            return f"  ↺ final output refused, asking again: {ev.text.splitlines()[0] if ev.text else ''}\n"
-        if ev.kind == t.EventKind.CANCELLED:
-            return f"\n✗ run {ev.text}\n"
-        if ev.kind == t.EventKind.FAILED:
-            return f"\n✗ run failed: {ev.text}\n"
-        return self._later(ev)
-
-    def _later(self, ev: t.RunEvent) -> str:
-        """Sessions' and breakpoints' steps."""
+    def _render(self, ev: t.AnyRunEvent) -> str:
+        """One line for each kind: mypy holds the match whole (`assert_never`), so a new kind
+        cannot reach watchers without a line of its own."""
         first_line = ev.text.splitlines()[0] if ev.text else ""
-        if ev.kind == t.EventKind.MESSAGE:
-            return f"\n» {ev.detail}: {first_line}\n"
-        if ev.kind == t.EventKind.ANSWERED:
-            return f"  ✗ {ev.detail}: {first_line}\n" if "failed" in ev.detail else f"✓ answered {ev.detail}\n"
-        if ev.kind == t.EventKind.COMPACTED:
-            return f"  ⊟ memory compacted: {ev.detail}\n"
-        if ev.kind == t.EventKind.WAITING:
-            return f"… waiting for the next message ({ev.detail})\n"
-        if ev.kind == t.EventKind.ENDED:
-            return f"\n■ session ended: {ev.text}\n"
-        if ev.kind == t.EventKind.PAUSED:
-            return f"  ⏸ paused {ev.detail}  (python client.py inspect {self.run_id})\n"
-        if ev.kind == t.EventKind.EDITED:
-            return f"  ✎ {ev.detail}\n"
-        if ev.kind == t.EventKind.RESUMED:
-            return f"  ▶ resumed {ev.detail}\n"
-        if ev.kind == t.EventKind.BUDGET_RAISED:
-            return f"  $ budget raised: {ev.detail}\n"
-        if ev.kind == t.EventKind.CALL_IN_DOUBT:
-            hint = f"python client.py resolve {self.run_id} {ev.call_id} --rerun | --result JSON | --fail REASON"
-            return f"  ⚠ in doubt: {ev.tool} {ev.call_id} {ev.detail}  ({hint})\n"
-        if ev.kind == t.EventKind.CALL_RESOLVED:
-            return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
-        if ev.kind == t.EventKind.QUESTION_ASKED:
-            hint = f"python client.py answer {self.run_id} {ev.call_id} TEXT | --choice N"
-            return f"  ? {ev.call_id} asks a person: {first_line} [{ev.detail}]  ({hint})\n"
-        if ev.kind == t.EventKind.QUESTION_ANSWERED:
-            return f"  ✔ {ev.call_id} answered: {ev.detail}\n"
-        if ev.kind == t.EventKind.OUTSIDE_WAITING:
-            hint = f"python client.py complete {self.run_id} {ev.call_id} --result JSON | --fail REASON"
-            return f"  ⧗ {ev.tool} {ev.call_id} waits for an outside completion {ev.detail}: {first_line}  ({hint})\n"
-        if ev.kind == t.EventKind.OUTSIDE_COMPLETED:
-            return f"  ✔ {ev.tool} {ev.call_id} completed from outside: {ev.detail}\n"
-        if ev.kind == t.EventKind.NOTIFIED:
-            return f"  ✉ notified: {ev.detail}\n"
-        if ev.kind == t.EventKind.NOTIFY_FAILED:  # never the run's failure: it goes on waiting for its person
-            return f"  ✉ notify failed: {ev.detail}; the run still waits\n"
-        return f"  · {ev.kind}: {ev.detail or first_line}\n"  # a kind newer than this watcher
+        match ev:
+            case t.ModelStartedEvent():
+                self.tooling = None
+                if self.headed == ev.turn:  # its text has streamed already, under its header
+                    return ""
+                self.headed = ev.turn
+                return f"── turn {ev.turn} · {ev.detail}\n"
+            case t.ModelDroppedEvent():  # the next call of that turn streams afresh
+                self.text.reset(ev.turn + 1)
+                self.headed = None
+                return f"  ↷ {ev.detail}\n"
+            case t.ModelFinishedEvent():
+                calls = f"  → asks for: {ev.detail}\n" if ev.detail else ""
+                return self.reply(ev) + calls
+            case t.ModelFallbackEvent():
+                return f"  ⇄ {ev.detail}\n"
+            case t.ToolStartedEvent():
+                self.tooling = ev.turn
+                return f"  ⚙ {ev.detail}\n"
+            case t.ToolFinishedEvent():  # a newline first when the next reply streamed already
+                gap = "\n" if self.headed == ev.turn + 1 else ""
+                return f"{gap}  ← {ev.tool}: {ev.text}\n"
+            case t.ApprovalRequestedEvent():
+                hint = f"python client.py approve {self.run_id} {ev.call_id}"
+                return f"  ⏸ waiting for approval: {ev.detail}  ({hint})\n"
+            case t.ApprovalDecidedEvent() | t.CallResolvedEvent():
+                return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
+            case t.FinalEvent():  # the answer is the reply just shown; repeat it only if it was not
+                return f"✓ final answer (turn {ev.turn})\n" if self.answered == ev.turn else f"\n{ev.text}\n"
+            case t.HandoffEvent():
+                return f"  ⇢ handoff: {ev.detail}\n"
+            case t.GuardrailEvent():
+                return f"  ⛨ {ev.detail}\n"
+            case t.OutputRefusedEvent():
+                return f"  ↺ final output refused, asking again: {first_line}\n"
+            case t.CancelledEvent():
+                return f"\n✗ run {ev.text}\n"
+            case t.FailedEvent():
+                return f"\n✗ run failed: {ev.text}\n"
+            case t.MessageEvent():
+                return f"\n» {ev.detail}: {first_line}\n"
+            case t.AnsweredEvent():
+                return f"  ✗ {ev.detail}: {first_line}\n" if "failed" in ev.detail else f"✓ answered {ev.detail}\n"
+            case t.CompactedEvent():
+                return f"  ⊟ memory compacted: {ev.detail}\n"
+            case t.WaitingEvent():
+                return f"… waiting for the next message ({ev.detail})\n"
+            case t.EndedEvent():
+                return f"\n■ session ended: {ev.text}\n"
+            case t.PausedEvent():
+                return f"  ⏸ paused {ev.detail}  (python client.py inspect {self.run_id})\n"
+            case t.EditedEvent():
+                return f"  ✎ {ev.detail}\n"
+            case t.ResumedEvent():
+                return f"  ▶ resumed {ev.detail}\n"
+            case t.BudgetRaisedEvent():
+                return f"  $ budget raised: {ev.detail}\n"
+            case t.CallInDoubtEvent():
+                hint = f"python client.py resolve {self.run_id} {ev.call_id} --rerun | --result JSON | --fail REASON"
+                return f"  ⚠ in doubt: {ev.tool} {ev.call_id} {ev.detail}  ({hint})\n"
+            case t.QuestionAskedEvent():
+                hint = f"python client.py answer {self.run_id} {ev.call_id} TEXT | --choice N"
+                return f"  ? {ev.call_id} asks a person: {first_line} [{ev.detail}]  ({hint})\n"
+            case t.QuestionAnsweredEvent():
+                return f"  ✔ {ev.call_id} answered: {ev.detail}\n"
+            case t.OutsideWaitingEvent():
+                hint = f"python client.py complete {self.run_id} {ev.call_id} --result JSON | --fail REASON"
+                return (
+                    f"  ⧗ {ev.tool} {ev.call_id} waits for an outside completion {ev.detail}: {first_line}  ({hint})\n"
+                )
+            case t.OutsideCompletedEvent():
+                return f"  ✔ {ev.tool} {ev.call_id} completed from outside: {ev.detail}\n"
+            case t.NotifiedEvent():
+                return f"  ✉ notified: {ev.detail}\n"
+            case t.NotifyFailedEvent():  # never the run's failure: it goes on waiting for its person
+                return f"  ✉ notify failed: {ev.detail}; the run still waits\n"
+            case _:
+                assert_never(ev)
 
 
 async def watch(

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from durable_agent_runner.client.script import run_script
     from durable_agent_runner.client.sessions import SessionHandle
     from durable_agent_runner.client.status import RunInfo, WaitingFor
-    from durable_agent_runner.workflows.types import EventKind, Phase, RunEvent
+    from durable_agent_runner.workflows.types import AnyRunEvent, EventKind, Phase, RunEvent
 
 # Imported on first use: the CLI's modules import parts of this package, and this package's
 # handles import none of the CLI's, so no cycle forms however they are reached.
@@ -84,6 +84,7 @@ _EXPORTS = {
     "ScheduleNotFound": "durable_agent_runner.client.schedules",
     "ScheduleExists": "durable_agent_runner.client.schedules",
     "RunEvent": "durable_agent_runner.workflows.types",
+    "AnyRunEvent": "durable_agent_runner.workflows.types",
     "EventKind": "durable_agent_runner.workflows.types",
     "Phase": "durable_agent_runner.workflows.types",
 }
@@ -91,6 +92,7 @@ _EXPORTS = {
 __all__ = [
     "AgentClient",
     "AgentRunError",
+    "AnyRunEvent",
     "BadArgument",
     "DecisionRefused",
     "Event",

@@ -62,7 +62,7 @@ class RunClosed(BaseModel):
     status: str
 
 
-Event = t.RunEvent | TextDelta | TextDiscarded | Retrying | RunClosed
+Event = t.AnyRunEvent | TextDelta | TextDiscarded | Retrying | RunClosed
 
 
 @dataclass

@@ -101,7 +101,7 @@ class Closed:
 
 async def follow(
     client: Client, run_id: str, since: int = 0
-) -> AsyncGenerator[t.RunEvent | t.ModelProgress | Gap | Closed, None]:
+) -> AsyncGenerator[t.AnyRunEvent | t.ModelProgress | Gap | Closed, None]:
     """The run's story from event `since` on, as it happens: its events, the streamed text of the
     model call in flight, failed polls, and Closed when it has closed with no event left to tell.
     Never raises on a failed poll and never ends on its own otherwise: the caller decides when
@@ -114,7 +114,7 @@ async def follow(
     while True:
         progress: t.ModelProgress | None = None
         closed: str | None = None
-        events: list[t.RunEvent] = []
+        events: list[t.AnyRunEvent] = []
         try:
             # While text streams, its reads (a describe, served by the server alone) come every
             # STREAM_POLL; the events (a query, which the worker answers) every POLL as ever.

@@ -192,16 +192,16 @@ class RunHandle:
         async for item in stream(self.temporal, self.id, since, give_up_after):
             yield item
 
-    def follow(self, since: int = 0) -> AsyncGenerator[t.RunEvent | t.ModelProgress | Gap | Closed, None]:
+    def follow(self, since: int = 0) -> AsyncGenerator[t.AnyRunEvent | t.ModelProgress | Gap | Closed, None]:
         """The raw story under `events()`: events, the streamed text's heartbeats as they come
         (`ModelProgress`), failed reads (`Gap`) and `Closed`; it never ends on its own or gives up
         (the caller stops reading). For a live page that keeps its own state."""
         return follow(self.temporal, self.id, checks.whole(since, "since", 0, 10**12))
 
-    async def read_events(self, since: int = 0, limit: int = 2000) -> list[t.RunEvent]:
+    async def read_events(self, since: int = 0, limit: int = 2000) -> list[t.AnyRunEvent]:
         """The run's recorded events from `since` on, at most `limit` (a worker answers)."""
         checks.whole(limit, "limit", 1, MAX_EVENTS)
-        out: list[t.RunEvent] = []
+        out: list[t.AnyRunEvent] = []
         while len(out) < limit:
             page = await events_since(self.temporal, self.id, checks.whole(since, "since", 0, 10**12))
             out.extend(page.events)

@@ -282,7 +282,7 @@ class RunView:
     status: dict[str, Any]
     messages: list[tuple[int, t.Message]]  # (index, message), the last MAX_MESSAGES
     hidden: int  # earlier messages not shown
-    events: list[t.RunEvent]
+    events: list[t.AnyRunEvent]
     next_event: int
     children: list[dict[str, Any]]
     parent: str | None
@@ -299,7 +299,7 @@ async def run_view(client: AgentClient, run_id: str) -> RunView:
     live = "note" not in status
     messages: list[tuple[int, t.Message]] = []
     hidden = 0
-    events: list[t.RunEvent] = []
+    events: list[t.AnyRunEvent] = []
     if live:
         try:
             transcript = await run.transcript(wait=QUERY_TIMEOUT.total_seconds())
@@ -323,7 +323,7 @@ async def run_view(client: AgentClient, run_id: str) -> RunView:
     )
 
 
-def follow_from(events: list[t.RunEvent]) -> int:
+def follow_from(events: list[t.AnyRunEvent]) -> int:
     """Where a live page follows the run from: after its last event, or at the model call still in
     flight (the follower learns from that event that text streams)."""
     for ev in reversed(events):
@@ -334,7 +334,7 @@ def follow_from(events: list[t.RunEvent]) -> int:
     return events[-1].seq + 1 if events else 0
 
 
-async def read_events(client: AgentClient, run_id: str, since: int) -> list[t.RunEvent]:
+async def read_events(client: AgentClient, run_id: str, since: int) -> list[t.AnyRunEvent]:
     return await client.get(run_id).read_events(since, MAX_EVENTS)
 
 

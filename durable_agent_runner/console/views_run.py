@@ -346,7 +346,7 @@ def _seconds(spans: list[Span]) -> float:
     return sum((b - a).total_seconds() for a, b in _union(spans))
 
 
-def turns(events: list[t.RunEvent]) -> list[Turn]:
+def turns(events: list[t.AnyRunEvent]) -> list[Turn]:
     """Per turn: model time, tool time and time waiting for a person, from the run's events."""
     by: dict[int, Turn] = {}
     opened: dict[tuple[int, str, str], datetime] = {}  # (turn, what, call id) → when it began
@@ -360,7 +360,7 @@ def turns(events: list[t.RunEvent]) -> list[Turn]:
             continue
         turn = by.setdefault(ev.turn, Turn(ev.turn))
         turn.span(ev.at)
-        call = ev.call_id or ""
+        call = ev.call_id or ""  # a call's events always name it (t.CallEvent); a model's, none
         if ev.kind in (t.EventKind.MODEL_STARTED, t.EventKind.TOOL_STARTED, *WAITS):
             opened[(ev.turn, ev.kind, call)] = ev.at
         elif ev.kind in closes:
@@ -388,7 +388,7 @@ def turns(events: list[t.RunEvent]) -> list[Turn]:
     return [by[n] for n in sorted(by)]
 
 
-def waterfall(events: list[t.RunEvent]) -> str:
+def waterfall(events: list[t.AnyRunEvent]) -> str:
     rows = turns(events)
     if not rows:
         return '<p class="empty">No turn yet.</p>'

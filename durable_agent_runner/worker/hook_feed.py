@@ -331,36 +331,36 @@ class HookFeed:
         self._runs.pop(follow.cursor.run_id, None)
         self._finished[follow.cursor.run_id] = time.monotonic()
 
-    async def _deliver(self, cursor: Cursor, ev: t.RunEvent) -> None:
+    async def _deliver(self, cursor: Cursor, ev: t.AnyRunEvent) -> None:
         """The hooks for one event, in the order the class docstring of RunHooks gives."""
         step = Step(run_id=cursor.run_id, seq=ev.seq, turn=ev.turn, agent=cursor.agent, event=ev)
         call = self.hooks.call
-        kind = ev.kind
-        if kind == t.EventKind.MODEL_STARTED:
-            if not cursor.active:
-                cursor.active = True
-                await call("on_agent_start", step, cursor.agent)
-            await call("on_model_start", step, ev.detail.rsplit(" · ", 1)[-1])
-        elif kind == t.EventKind.MODEL_FINISHED:
-            await call("on_model_end", step, ev.text, ev.usage)
-        elif kind == t.EventKind.TOOL_STARTED:
-            await call("on_tool_start", step, ev.tool or "", ev.call_id or "", ev.detail)
-        elif kind == t.EventKind.TOOL_FINISHED:
-            await call("on_tool_end", step, ev.tool or "", ev.call_id or "", ev.text)
-        elif kind == t.EventKind.HANDOFF:
-            source, _, target = ev.detail.partition(" → ")
-            await call("on_handoff", step, source, target)
-            cursor.agent, cursor.active = target, True
-            await call("on_agent_start", Step(step.run_id, step.seq, step.turn, target, ev), target)
-        elif kind == t.EventKind.APPROVAL_REQUESTED:
-            await call("on_approval_requested", step, ev.tool or "", ev.call_id or "", ev.detail)
-        elif kind == t.EventKind.APPROVAL_DECIDED:
-            await call("on_approval_decided", step, ev.tool or "", ev.call_id or "", ev.detail)
-        elif kind in t.END_KINDS:
-            cursor.active = False
-            await call("on_agent_end", step, cursor.agent, ev.text)
-        elif kind == t.EventKind.ANSWERED:  # a session's answer is over (a failed one too): the next one starts anew
-            cursor.active = False
+        match ev:  # a call's events always name the call and its tool (t.CallEvent)
+            case t.ModelStartedEvent():
+                if not cursor.active:
+                    cursor.active = True
+                    await call("on_agent_start", step, cursor.agent)
+                await call("on_model_start", step, ev.detail.rsplit(" · ", 1)[-1])
+            case t.ModelFinishedEvent():
+                await call("on_model_end", step, ev.text, ev.usage)
+            case t.ToolStartedEvent():
+                await call("on_tool_start", step, ev.tool, ev.call_id, ev.detail)
+            case t.ToolFinishedEvent():
+                await call("on_tool_end", step, ev.tool, ev.call_id, ev.text)
+            case t.HandoffEvent():
+                source, _, target = ev.detail.partition(" → ")
+                await call("on_handoff", step, source, target)
+                cursor.agent, cursor.active = target, True
+                await call("on_agent_start", Step(step.run_id, step.seq, step.turn, target, ev), target)
+            case t.ApprovalRequestedEvent():
+                await call("on_approval_requested", step, ev.tool, ev.call_id, ev.detail)
+            case t.ApprovalDecidedEvent():
+                await call("on_approval_decided", step, ev.tool, ev.call_id, ev.detail)
+            case _ if ev.kind in t.END_KINDS:
+                cursor.active = False
+                await call("on_agent_end", step, cursor.agent, ev.text)
+            case t.AnsweredEvent():  # a session's answer is over (a failed one too): the next one starts anew
+                cursor.active = False
         await call("on_event", step)
 
     # ------------------------------------------------------------------------------ reading

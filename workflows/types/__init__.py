@@ -3,6 +3,7 @@ one module per subject; every name is reachable here as `workflows.types.NAME` (
 
 from __future__ import annotations
 
+from durable_agent_runner.workflows.types import events
 from durable_agent_runner.workflows.types.activities import (
     AGENT_NOT_HERE,
     SEED_PROMPT_CHARS,
@@ -77,6 +78,7 @@ from durable_agent_runner.workflows.types.deliver import (
     Delivered,
     Delivery,
 )
+from durable_agent_runner.workflows.types.events import *  # noqa: F403  (its __all__: the kinds, the union and each kind's class)
 from durable_agent_runner.workflows.types.names import (
     ANSWER_UPDATE,
     APPROVAL_SIGNAL,
@@ -156,22 +158,14 @@ from durable_agent_runner.workflows.types.questions import (
     PendingQuestion,
 )
 from durable_agent_runner.workflows.types.run import (
-    END_KINDS,
-    RUN_END_KINDS,
-    SESSION_END_KINDS,
-    STOP_KINDS,
     ApprovalDecision,
     Carry,
     DecisionReceipt,
-    EventKind,
-    EventsPage,
-    EventsQuery,
     InDoubtCall,
     ModelProgress,
     PendingApproval,
     ResolveCall,
     ResolveReceipt,
-    RunEvent,
     RunInput,
     RunResult,
     RunStatus,
@@ -224,7 +218,6 @@ __all__ = [
     "EDIT_UPDATE",
     "EMPTY_PARAMETERS",
     "ENDED_STATUSES",
-    "END_KINDS",
     "EVENTS_QUERY",
     "EXCHANGE_QUERY",
     "FINAL_PHASES",
@@ -245,7 +238,6 @@ __all__ = [
     "RESOLVE_SIGNAL",
     "RESOLVE_UPDATE",
     "RESUME_UPDATE",
-    "RUN_END_KINDS",
     "SA_AGENT",
     "SA_COST",
     "SA_FORKED_FROM",
@@ -257,12 +249,10 @@ __all__ = [
     "SA_VERSION",
     "SEARCH_ATTRIBUTES",
     "SEED_PROMPT_CHARS",
-    "SESSION_END_KINDS",
     "SESSION_END_UPDATE",
     "SESSION_REFUSED",
     "SESSION_SEND_UPDATE",
     "STATUS_QUERY",
-    "STOP_KINDS",
     "TOOL_CALL_ACTIVITY",
     "TOOL_NOT_HERE",
     "TRANSCRIPT_QUERY",
@@ -305,9 +295,6 @@ __all__ = [
     "EditRecord",
     "EndReceipt",
     "EndSession",
-    "EventKind",
-    "EventsPage",
-    "EventsQuery",
     "Exchange",
     "ExchangeAnswer",
     "ExchangeQuery",
@@ -354,7 +341,6 @@ __all__ = [
     "ResolveCall",
     "ResolveReceipt",
     "ResumeRequest",
-    "RunEvent",
     "RunInput",
     "RunResult",
     "RunStatus",
@@ -382,3 +368,4 @@ __all__ = [
     "idempotency_key",
     "split_model",
 ]
+__all__ += events.__all__

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -112,82 +111,6 @@ class RunResult(Contract):
     handoffs: list[HandoffRecord] = Field(default_factory=list)
     messages: int = 0  # sessions: messages answered; the output is the last answer
     ended_by: str = ""  # sessions: "end by alice", "idle for 3600s"
-
-
-class EventKind(StrEnum):
-    """What one RunEvent tells. Each value is a contract (watch streams, query results, hooks): a
-    StrEnum, so it is its string on the wire and old watchers still read it."""
-
-    MODEL_STARTED = "model_started"  # detail: model name
-    MODEL_FINISHED = "model_finished"  # text: the reply's text; detail: the tool calls asked for
-    MODEL_DROPPED = "model_dropped"  # detail: why a reply made ahead by a tool's activity went unused (tokens count)
-    TOOL_STARTED = "tool_started"  # detail: get_weather(city=Tokyo)
-    TOOL_FINISHED = "tool_finished"  # text: an excerpt of the result
-    APPROVAL_REQUESTED = "approval_requested"
-    APPROVAL_DECIDED = "approval_decided"  # detail: approved by alice / rejected by bob: reason
-    FINAL = "final"  # text: the final answer
-    FAILED = "failed"  # text: why
-    CANCELLED = "cancelled"  # text: what was in flight
-    HANDOFF = "handoff"  # detail: from → to
-    GUARDRAIL = "guardrail"  # detail: which guardrail, and whether its tripwire fired
-    OUTPUT_REFUSED = "output_refused"  # text: why the final output was refused, as told to the model
-    MESSAGE = "message"  # sessions: text: the message; detail: "message K from BY" (+ " · steers the answer")
-    ANSWERED = "answered"  # sessions: text: the answer to message K (detail: "message K"); follows "final"
-    COMPACTED = "compacted"  # sessions: detail: what was summarized or dropped
-    WAITING = "waiting"  # sessions: answered everything; waiting for the next message
-    ENDED = "ended"  # sessions: text: why the session ended
-    PAUSED = "paused"  # detail: where and why (before model call 3: breakpoint; by alice)
-    EDITED = "edited"  # detail: what an edit changed, and who made it
-    RESUMED = "resumed"  # detail: who resumed the run
-    BUDGET_RAISED = "budget_raised"  # detail: what a person added to a budget (resume --add-usd / --add-tokens)
-    CALL_IN_DOUBT = "call_in_doubt"  # detail: the call, and how its attempt ended without a result
-    CALL_RESOLVED = "call_resolved"  # detail: rerun / result given / failed, by whom
-    MODEL_FALLBACK = "model_fallback"  # 1.4: which model failed, why, and which one the turn goes to
-    NOTIFIED = "notified"  # 1.4: detail: the channels a wait for a person was sent to (an escalation says so)
-    NOTIFY_FAILED = "notify_failed"  # 1.4: detail: a channel that could not be reached within its retries, and why
-    QUESTION_ASKED = "question_asked"  # 1.4: text: an `ask_person` question; detail: its choices
-    QUESTION_ANSWERED = "question_answered"  # 1.4: text: the answer; detail: by whom (or the timeout's default)
-    OUTSIDE_WAITING = "outside_waiting"  # 1.4: text: what the tool's start returned; detail: until when
-    OUTSIDE_COMPLETED = "outside_completed"  # 1.4: text: the result or failure; detail: by whom (or the timeout)
-
-
-# The kinds after which a story is over, defined once (next to the kinds):
-# a plain run's: after one of these, it calls no model and records nothing more;
-RUN_END_KINDS: frozenset[EventKind] = frozenset({EventKind.FINAL, EventKind.FAILED, EventKind.CANCELLED})
-# a session's: its answers ("final", then "answered") don't end it;
-SESSION_END_KINDS: frozenset[EventKind] = frozenset({EventKind.ENDED, EventKind.FAILED, EventKind.CANCELLED})
-# either: a run or a session has ended;
-END_KINDS: frozenset[EventKind] = RUN_END_KINDS | SESSION_END_KINDS
-# those in both: the run stopped without its answer.
-STOP_KINDS: frozenset[EventKind] = RUN_END_KINDS & SESSION_END_KINDS
-
-
-class RunEvent(Contract):
-    """One step of a run, for watchers. Kept in workflow state (so rebuilt from history);
-    `seq` keeps counting across continue-as-new, so a watcher resumes without gaps."""
-
-    seq: int
-    at: datetime
-    kind: EventKind
-    turn: int
-    text: str = ""
-    detail: str = ""
-    call_id: str | None = None
-    tool: str | None = None
-    usage: Usage | None = None
-
-
-class EventsQuery(Contract):
-    since: int = 0
-    limit: int = 500
-
-
-class EventsPage(Contract):
-    events: list[RunEvent]
-    next: int  # the `since` to ask for next
-    first: int  # the oldest seq this execution holds; older ones are in `previous_run_id`
-    previous_run_id: str | None = None
-    done: bool = False  # the run has ended: no events will follow
 
 
 def chain_digest(previous: str, message: UserMessage | AssistantMessage | ToolMessage) -> str:
