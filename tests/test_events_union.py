@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from durable_agent_runner.cli.chat_view import ChatPrinter
 from durable_agent_runner.cli.watch import Printer
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
@@ -130,3 +131,24 @@ def test_watch_shows_a_model_fallback_as_such():
     Printer("run-1", as_json=False, out=out).event(event("model_fallback", detail=detail))
     assert out.getvalue() == f"  ⇄ {detail}\n"
 
+
+@pytest.mark.parametrize("kind", list(t.EventKind))
+def test_a_chat_shows_every_step_as_watch_does_never_as_a_bare_kind(kind):
+    """`client.py chat` shows a step it does not print its own way as `watch`'s line, dimmed: a
+    question asked of a person or a call in doubt comes with the command that settles it."""
+    out = io.StringIO()
+    printer = ChatPrinter("run-1", as_json=False, out=out, stream=True, info=out)
+    printer.event(event(kind, seq=3, detail="the detail", text="the text"))
+    assert f"· {kind.value}:" not in out.getvalue()
+
+
+def test_a_chat_tells_how_to_answer_a_question_and_settle_a_doubt():
+    out = io.StringIO()
+    printer = ChatPrinter("run-1", as_json=False, out=out, stream=True, info=out)
+    printer.event(event("question_asked", call_id="call_2_0", text="Which day?", detail="1. Monday; 2. Tuesday"))
+    printer.event(event("call_in_doubt", call_id="call_3_0", tool="charge", detail="ended without a result"))
+    shown = out.getvalue()
+    assert "? call_2_0 asks a person: Which day? [1. Monday; 2. Tuesday]" in shown
+    assert "python client.py answer run-1 call_2_0 TEXT | --choice N" in shown
+    assert "⚠ in doubt: charge call_3_0 ended without a result" in shown
+    assert "python client.py resolve run-1 call_3_0 --rerun" in shown

@@ -221,11 +221,11 @@ class Chat(ChatIO):
                     if isinstance(item, Closed):
                         return self.ended(item.status)
                     ev, self.since = item, item.seq + 1
-                    if ev.kind == t.EventKind.APPROVAL_REQUESTED:
+                    if isinstance(ev, t.ApprovalRequestedEvent):  # names its call, always
                         if self.tty:
                             await self.ask(ev)
                         elif await self.announce(ev):
-                            announced.add(ev.call_id or "")
+                            announced.add(ev.call_id)
                             limit.reschedule(loop.time() + self.approval_wait)
                     if ev.kind == t.EventKind.APPROVAL_DECIDED and ev.call_id in announced:
                         announced.discard(ev.call_id)

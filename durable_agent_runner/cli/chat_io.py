@@ -140,11 +140,11 @@ class ChatIO:
         run = self.session
         return await patiently(lambda: run.read_status(QUERY_TIMEOUT.total_seconds()), self.say)
 
-    async def pending(self, call_id: str | None) -> t.PendingApproval | None:
+    async def pending(self, call_id: str) -> t.PendingApproval | None:
         status = await self.status()
         return next((p for p in status.pending_approvals if p.call_id == call_id), None)
 
-    async def ask(self, ev: t.AnyRunEvent) -> None:
+    async def ask(self, ev: t.ApprovalRequestedEvent) -> None:
         """On a terminal: ask the person about a call that waits, until a decision is recorded."""
         pending = await self.pending(ev.call_id)
         if pending is None:
@@ -208,7 +208,7 @@ class ChatIO:
             return False
         return True
 
-    async def announce(self, ev: t.AnyRunEvent) -> bool:
+    async def announce(self, ev: t.ApprovalRequestedEvent) -> bool:
         """Through a pipe: say which call waits and how to decide it. False if it no longer waits."""
         pending = await self.pending(ev.call_id)
         if pending is None:

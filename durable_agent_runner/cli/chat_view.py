@@ -16,17 +16,6 @@ from durable_agent_runner.config.env import no_color
 from durable_agent_runner.workflows import types as t
 
 SHOWN_LINES = 6  # of the last answer, when rejoining
-# Steps shown as `watch` shows them, dimmed.
-STEPS = frozenset(
-    {
-        t.EventKind.TOOL_STARTED,
-        t.EventKind.TOOL_FINISHED,
-        t.EventKind.APPROVAL_DECIDED,
-        t.EventKind.HANDOFF,
-        t.EventKind.GUARDRAIL,
-        t.EventKind.OUTPUT_REFUSED,
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -208,6 +197,4 @@ class ChatPrinter(Printer):
             return s.dim(f"session ended: {ev.text}\n")
         if ev.kind in t.STOP_KINDS:
             return s.red(self._render(ev))
-        if ev.kind in STEPS:
-            return s.dim(self._render(ev))
-        return s.dim(f"  · {ev.kind}: {ev.detail or ev.text}\n")  # a kind of step newer than this chat
+        return s.dim(self._render(ev))  # every other step as `watch` shows it: a line of its own a kind
