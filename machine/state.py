@@ -40,7 +40,7 @@ class RunState:
         self.doubts = doubts.Doubts()  # calls whose one attempt ended without a result
         self.questions = questions.Questions()  # `ask_person` calls waiting for an answer, and answers
         self.outside = outside.Outside()  # calls waiting for an outside completion, and completions
-        self.events: list[t.AnyRunEvent] = []
+        self.events: list[t.KnownRunEvent] = []
         self.first_event = 0  # seq of events[0]: earlier ones live in previous executions
         self.previous_run_id: str | None = None
         self.executions = 1

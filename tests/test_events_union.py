@@ -3,6 +3,7 @@ one class a kind. The union is what the single model was on the wire, byte for b
 any release read each other's events; and what each kind always carries, its class requires."""
 
 import io
+import json
 import typing
 from datetime import UTC, datetime
 
@@ -13,12 +14,13 @@ from pydantic import BaseModel, ValidationError
 
 from durable_agent_runner.cli.chat_view import ChatPrinter
 from durable_agent_runner.cli.watch import Printer
+from durable_agent_runner.config.connection import make_data_converter
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 from tests.helpers import event
 
 NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
-MEMBERS: tuple[type[t.RunEvent], ...] = typing.get_args(typing.get_args(t.AnyRunEvent)[0])
+MEMBERS: tuple[type[t.RunEvent], ...] = typing.get_args(typing.get_args(t.KnownRunEvent)[0])
 
 
 class Flat(BaseModel):
@@ -152,3 +154,44 @@ def test_a_chat_tells_how_to_answer_a_question_and_settle_a_doubt():
     assert "python client.py answer run-1 call_2_0 TEXT | --choice N" in shown
     assert "⚠ in doubt: charge call_3_0 ended without a result" in shown
     assert "python client.py resolve run-1 call_3_0 --rerun" in shown
+
+
+NEWER = '{"seq":7,"at":"2026-12-04T12:00:00Z","kind":"tool_retried","turn":2,"detail":"send: attempt 2","call_id":"c"}'
+
+
+async def test_a_reader_takes_a_kind_newer_than_its_release_as_a_newer_event():
+    """A worker deployed after the reader may record kinds the reader's release does not know:
+    the page still decodes (through the client's own data converter), the newer event keeps its
+    kind and words, and the known ones around it are their classes."""
+    converter = make_data_converter({})
+    final = event("final", seq=8, text="done").model_dump(mode="json")
+    page = {"events": [json.loads(NEWER), final], "next": 9, "first": 0}
+    [payload] = await converter.encode([page])
+    [back] = await converter.decode([payload], [t.EventsPage])
+    newer, known = back.events
+    assert type(newer) is t.NewerEvent and isinstance(newer, t.RunEvent) and type(known) is t.FinalEvent
+    assert (newer.kind, newer.detail, newer.call_id) == ("tool_retried", "send: attempt 2", "c")
+    assert newer.model_dump_json(exclude_defaults=True) == NEWER  # as it came
+
+
+def test_a_known_kind_short_of_its_fields_is_refused_not_taken_as_newer():
+    bad = '{"seq":1,"at":"2026-12-04T12:00:00Z","kind":"tool_started","turn":1}'
+    with pytest.raises(ValidationError, match="call_id"):
+        t.EventsPage.model_validate_json(f'{{"events":[{bad}],"next":2,"first":0}}')
+
+
+def test_the_run_records_only_the_kinds_it_defines():
+    with pytest.raises(ValidationError):
+        t.RUN_EVENT.validate_json(NEWER)
+    with pytest.raises(ValidationError):
+        RunState().event(NOW, "tool_retried", detail="x")  # type: ignore[arg-type]
+
+
+def test_watch_and_chat_show_a_newer_kind_by_its_kind_and_words():
+    newer = t.EventsPage.model_validate_json(f'{{"events":[{NEWER}],"next":8,"first":0}}').events[0]
+    out = io.StringIO()
+    Printer("run-1", as_json=False, out=out).event(newer)
+    assert out.getvalue() == "  · tool_retried: send: attempt 2\n"
+    out = io.StringIO()
+    ChatPrinter("run-1", as_json=False, out=out, stream=True, info=out).event(newer)
+    assert "· tool_retried: send: attempt 2" in out.getvalue()

@@ -54,7 +54,7 @@ class Step:
     event: AnyRunEvent  # its kind's class (match on it): kind, text, detail, call_id, tool, usage, at
 
     @property
-    def kind(self) -> EventKind:  # a StrEnum: step.kind == "final" holds
+    def kind(self) -> EventKind | str:  # a StrEnum: step.kind == "final" holds (a newer kind: its str)
         return self.event.kind
 
 

@@ -192,6 +192,8 @@ class Printer:
                 return f"  ✉ notified: {ev.detail}\n"
             case t.NotifyFailedEvent():  # never the run's failure: it goes on waiting for its person
                 return f"  ✉ notify failed: {ev.detail}; the run still waits\n"
+            case t.NewerEvent():  # a kind newer than this watcher (a worker deployed after it)
+                return f"  · {ev.kind}: {ev.detail or first_line}\n"
             case _:
                 assert_never(ev)
 

@@ -1,10 +1,13 @@
 """A run's events: what watchers, lifecycle hooks, the console and `export` read of its story.
 
-`EventKind` names each kind once; `AnyRunEvent` is one discriminated union on `kind`, one class a
+`EventKind` names each kind once; `KnownRunEvent` is one discriminated union on `kind`, one class a
 kind, each a `RunEvent` (its shared fields, as watchers have always read them), so a reader that
 matches a class gets the fields that kind always carries: a call's events their `call_id` and
-`tool`, a reply's its `usage`. The union dumps to the JSON the single model did, so a watcher of
-any release reads the events of any other.
+`tool`, a reply's its `usage`. The run records events of `KnownRunEvent` alone. What a reader gets
+is `AnyRunEvent`: those, or a `NewerEvent` for a kind newer than the reader's release (a worker
+deployed after it), which it shows by its kind and words instead of failing, as a contract's
+unknown fields are ignored. Both dump to the JSON the single model did, so a watcher of any
+release reads the events of any other.
 
 Events live in the workflow's memory (rebuilt on replay, never carried across continue-as-new), so
 the union changes no history. Pure data, safe inside the workflow sandbox."""
@@ -15,7 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import Discriminator, Field, Tag, TypeAdapter, model_validator
 
 from durable_agent_runner.workflows.types.transcript import Contract, Usage
 
@@ -44,11 +47,13 @@ __all__ = [
     "FinalEvent",
     "GuardrailEvent",
     "HandoffEvent",
+    "KnownRunEvent",
     "MessageEvent",
     "ModelDroppedEvent",
     "ModelFallbackEvent",
     "ModelFinishedEvent",
     "ModelStartedEvent",
+    "NewerEvent",
     "NotifiedEvent",
     "NotifyFailedEvent",
     "OutputRefusedEvent",
@@ -117,7 +122,7 @@ STOP_KINDS: frozenset[EventKind] = RUN_END_KINDS & SESSION_END_KINDS
 class RunEvent(Contract):
     """One step of a run, for watchers: the fields every kind shares. Kept in workflow state (so
     rebuilt from history); `seq` keeps counting across continue-as-new, so a watcher resumes
-    without gaps. Each kind is a subclass below (`AnyRunEvent`), which may require more."""
+    without gaps. Each kind is a subclass below (`KnownRunEvent`), which may require more."""
 
     seq: int
     at: datetime
@@ -284,7 +289,7 @@ class NotifyFailedEvent(RunEvent):
     kind: Literal[EventKind.NOTIFY_FAILED] = EventKind.NOTIFY_FAILED
 
 
-AnyRunEvent = Annotated[
+KnownRunEvent = Annotated[
     ModelStartedEvent
     | ModelFinishedEvent
     | ModelDroppedEvent
@@ -318,10 +323,33 @@ AnyRunEvent = Annotated[
     | NotifyFailedEvent,
     Field(discriminator="kind"),
 ]
-"""Any one of a run's events, as its kind's class (pydantic picks it by `kind`)."""
+"""One of the run's events, as its kind's class (pydantic picks it by `kind`): what a run records."""
 
-RUN_EVENT: TypeAdapter[AnyRunEvent] = TypeAdapter(AnyRunEvent)
-"""Builds an event of the right class from its fields: `RUN_EVENT.validate_python({...})`."""
+RUN_EVENT: TypeAdapter[KnownRunEvent] = TypeAdapter(KnownRunEvent)
+"""Builds an event of its kind's class from its fields: `RUN_EVENT.validate_python({...})`. A kind
+this release does not know is refused here: the run records only the kinds it defines."""
+
+
+class NewerEvent(RunEvent):
+    """An event of a kind this release does not know, read from a newer worker: its `kind` is the
+    plain string it came with. Watchers show it by its kind and words; a run never records one."""
+
+    kind: str  # type: ignore[assignment]  # wider than EventKind: the one class that may hold any kind
+
+
+def _known_or_newer(value: object) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return "known" if kind in _KNOWN_KINDS else "newer"
+
+
+_KNOWN_KINDS = frozenset(k.value for k in EventKind)
+
+AnyRunEvent = Annotated[
+    Annotated[KnownRunEvent, Tag("known")] | Annotated[NewerEvent, Tag("newer")],
+    Discriminator(_known_or_newer),
+]
+"""Any event a reader may meet: a known kind as its class (a known kind short of what it always
+carries is refused, not taken as newer), or a `NewerEvent`."""
 
 
 class EventsQuery(Contract):
