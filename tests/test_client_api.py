@@ -185,3 +185,24 @@ async def test_no_worker_answered_is_bounded_by_wait(api):
         await chat.approve("call_1", by="x", wait=1)
     assert time.monotonic() - began < 10
     await api.temporal.get_workflow_handle(chat.id).terminate("test over")
+
+
+async def test_web_ui_links_name_the_namespace_the_client_is_connected_to(
+    api, temporal_server, worker_factory, llm, agents, monkeypatch
+):
+    """`connect(namespace=...)` may differ from TEMPORAL_NAMESPACE: a run's link (the handle's, its
+    status's and its row in a list) names the namespace the run is in. Before, each read the
+    environment's, and linked a page of another namespace."""
+    monkeypatch.setenv("TEMPORAL_UI_URL", "https://ui.example.com")
+    monkeypatch.setenv("TEMPORAL_NAMESPACE", "elsewhere")
+    client = await dar.connect(namespace="default", task_queue=api.task_queue)
+    assert client.temporal.namespace == "default"
+    model = script(llm, {"content": "done"})
+    async with worker_factory(registry=agents):
+        run = await client.start(fixtures.scripted, "hi", model=model)
+        assert await run.result() == "done"
+        info = await run.status()
+        [row] = [r for r in await client.list(limit=50) if r.run_id == run.id]
+    page = f"https://ui.example.com/namespaces/default/workflows/{run.id}"
+    assert info.ui_url == page and row.ui_url == page
+    assert run.ui_url == page  # 1.4.6: the handle says it too

@@ -12,9 +12,9 @@ from typing import Any
 
 from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import failure
-from durable_agent_runner.client.status import ENDED, STATUS_NAMES, ui_url
+from durable_agent_runner.client.status import ENDED, STATUS_NAMES
 
-__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "emit", "failure", "read_prompt", "ui_url"]
+__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "emit", "failure", "read_prompt"]
 
 MAX_PROMPT_BYTES = MAX_PROMPT_CHARS  # larger prompts belong in a tool's input, not a chat turn
 

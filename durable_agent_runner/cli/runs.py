@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.common import UsageError, emit, read_prompt, ui_url
+from durable_agent_runner.cli.common import UsageError, emit, read_prompt
 from durable_agent_runner.cli.messages import gap_note, print_exchange
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.client import checks
@@ -75,12 +75,12 @@ async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
     )
     if args.follow:
         if not args.json:
-            print(f"run {run.id}  ·  {ui_url(run.id)}", file=sys.stderr)
+            print(f"run {run.id}  ·  {run.ui_url}", file=sys.stderr)
         return await watch(client, run.id, 0, args.json)
     if not args.wait:
-        emit(args.json, {"run_id": run.id, "ui_url": ui_url(run.id)}, run.id)
+        emit(args.json, {"run_id": run.id, "ui_url": run.ui_url}, run.id)
         if not args.json:
-            print(f"follow it: python client.py status {run.id}  ·  {ui_url(run.id)}", file=sys.stderr)
+            print(f"follow it: python client.py status {run.id}  ·  {run.ui_url}", file=sys.stderr)
         return 0
     return await print_result(run, args.json)
 
@@ -110,7 +110,7 @@ async def print_result(run: RunHandle, as_json: bool, on_waiting: Any = None, wa
     finally:
         say.cancel()
     obj: dict[str, Any] = {"run_id": run.id, "status": "completed", **result.model_dump(mode="json")}
-    obj |= {"cost_usd": result.usage.cost_usd, "ui_url": ui_url(run.id)}
+    obj |= {"cost_usd": result.usage.cost_usd, "ui_url": run.ui_url}
     if result.output_object is not None:  # typed output: the object itself, under `output`
         obj["output"] = obj.pop("output_object")
         emit(as_json, obj, json.dumps(result.output_object, indent=2, ensure_ascii=False))

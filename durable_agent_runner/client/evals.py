@@ -89,6 +89,10 @@ class EvalHandle:
             eval_id, result_type=te.EvalResult
         )
 
+    def ui_url(self, run_id: str) -> str:
+        """A case run's page in the Web UI, in the namespace this client is connected to."""
+        return ui_url(run_id, self.temporal.namespace)
+
     async def status(self) -> te.EvalStatus:
         """The eval's progress, with the cases in flight that wait for a person."""
         try:
@@ -160,11 +164,11 @@ class EvalHandle:
         """The report (of what has finished so far), and its diff against `baseline` (an eval id;
         None: the baseline the eval was started with, if any)."""
         status = await self.status()
-        now = report(status, ui_url)
+        now = report(status, self.ui_url)
         other = baseline or status.baseline
         if not other:
             return now, None
-        then = report(await EvalHandle(self.temporal, other).status(), ui_url)
+        then = report(await EvalHandle(self.temporal, other).status(), self.ui_url)
         return now, compare(now, then)
 
     async def resume(

@@ -28,7 +28,7 @@ from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, Sti
 from durable_agent_runner.client.events import Event, stream
 from durable_agent_runner.client.export import export_run
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, events_since, follow
-from durable_agent_runner.client.status import STATUS_NAMES, RunInfo, WaitingFor, gather, waiting_for
+from durable_agent_runner.client.status import STATUS_NAMES, RunInfo, WaitingFor, gather, ui_url, waiting_for
 from durable_agent_runner.config.env import ClientSettings, login_name
 from durable_agent_runner.workflows import types as t
 
@@ -65,6 +65,11 @@ class RunHandle:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.id!r})"
+
+    @property
+    def ui_url(self) -> str:
+        """The run's page in the Web UI (TEMPORAL_UI_URL), in the namespace this client is connected to."""
+        return ui_url(self.id, self.temporal.namespace)
 
     # ------------------------------------------------------------------------------ reading
 

@@ -61,7 +61,7 @@ def run_row(wf: WorkflowExecution) -> RunRow:
         in_doubt=bool(sa.get(t.SA_IN_DOUBT)),
         started_at=wf.start_time.isoformat(),
         schedule=sa.get(SCHEDULED_BY),
-        ui_url=ui_url(wf.id),
+        ui_url=ui_url(wf.id, wf.namespace),
     )
 
 

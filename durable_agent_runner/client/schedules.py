@@ -40,7 +40,6 @@ from durable_agent_runner.client import checks
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.errors import AgentRunError
 from durable_agent_runner.client.updates import DEADLINE
-from durable_agent_runner.config.connection import namespace
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
@@ -121,9 +120,10 @@ class Triggered(BaseModel):
     message: str
 
 
-def ui_url(name: str) -> str:
+def ui_url(name: str, namespace: str) -> str:
+    """The schedule's page in the Web UI, in the namespace its client is connected to."""
     base = str(ClientSettings.load().ui_url).rstrip("/")
-    return f"{base}/namespaces/{quote(namespace(), safe='')}/schedules/{quote(name, safe='')}"
+    return f"{base}/namespaces/{quote(namespace, safe='')}/schedules/{quote(name, safe='')}"
 
 
 def _when(memo: Mapping[str, Any]) -> str:
@@ -292,7 +292,7 @@ class Schedules:
             "paused": s.state.paused,
             "note": s.state.note or "",
             "next_runs": [] if s.state.paused else list(info.next_action_times[:5]),
-            "ui_url": ui_url(name),
+            "ui_url": ui_url(name, self.temporal.namespace),
             "timezone": s.spec.time_zone_name or None,
             "jitter_seconds": s.spec.jitter.total_seconds() if s.spec.jitter else None,
             "overlap": specs.OVERLAP_NAMES.get(s.policy.overlap, s.policy.overlap.name.lower()),
@@ -348,7 +348,7 @@ class Schedules:
                     next_runs=list(entry.info.next_action_times[:3])
                     if entry.info and not (state and state.paused)
                     else [],
-                    ui_url=ui_url(entry.id),
+                    ui_url=ui_url(entry.id, self.temporal.namespace),
                 )
             )
             if len(rows) >= limit:

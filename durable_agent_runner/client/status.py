@@ -26,7 +26,6 @@ from durable_agent_runner.client.follow import READ
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
 from durable_agent_runner.client.scores import RunScores, scores_of
 from durable_agent_runner.client.stuck import stuck, unserved
-from durable_agent_runner.config.connection import namespace
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
@@ -114,9 +113,11 @@ class RunInfo(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-def ui_url(run_id: str) -> str:
+def ui_url(run_id: str, namespace: str) -> str:
+    """The run's page in the Web UI (TEMPORAL_UI_URL), in `namespace`: the one the run's client is
+    connected to, which `connect(namespace=...)` may have set apart from the environment's."""
     base = str(ClientSettings.load().ui_url).rstrip("/")
-    return f"{base}/namespaces/{quote(namespace(), safe='')}/workflows/{quote(run_id, safe='')}"
+    return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
 
 
 async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -143,7 +144,7 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
         "last_step": None,
         "started_at": desc.start_time.isoformat() if desc.start_time else None,
         "closed_at": desc.close_time.isoformat() if desc.close_time else None,
-        "ui_url": ui_url(handle.id),
+        "ui_url": ui_url(handle.id, client.namespace),
     }
     if desc.parent_id:
         out["parent"] = desc.parent_id

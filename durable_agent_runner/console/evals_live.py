@@ -7,6 +7,7 @@ paused on its budget (the client's `EvalHandle.resume`, as `client.py eval resum
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 
 from durable_agent_runner.client.agent_client import AgentClient
@@ -27,11 +28,12 @@ async def eval_view(client: AgentClient, eval_id: str) -> tuple[te.EvalStatus, R
     """The eval's status (with what it waits for that no worker takes: `unserved`), its report
     and, with a baseline, the diff (None when the baseline cannot be read: the page says what it can)."""
     status = await client.evals.get(eval_id).status()
-    now = report(status, ui_url)
+    link = functools.partial(ui_url, namespace=client.temporal.namespace)
+    now = report(status, link)
     if not status.baseline:
         return status, now, None
     try:
-        then = report(await client.evals.get(status.baseline).status(), ui_url)
+        then = report(await client.evals.get(status.baseline).status(), link)
     except (AgentRunError, ValueError):
         return status, now, None
     return status, now, compare(now, then)
