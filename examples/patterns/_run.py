@@ -40,5 +40,6 @@ async def run_pattern(
         plugin = AgentPlugin(Registry(agents=agents), settings=settings)
         await stack.enter_async_context(Worker(client, task_queue=queue, workflows=[workflow], plugins=[plugin]))
         result = await client.execute_workflow(workflow.run, arg, id=run_id, task_queue=queue)
-    print(f"workflow: {run_id}  ({ui_url(run_id, client.namespace)})")  # TEMPORAL_UI_URL's Web UI, as client.py links it
+    link = ui_url(run_id, client.namespace)  # TEMPORAL_UI_URL's Web UI, as client.py links it
+    print(f"workflow: {run_id}  ({link})")
     return result
