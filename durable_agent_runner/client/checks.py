@@ -15,6 +15,7 @@ import pydantic_core
 from pydantic import ValidationError
 
 from durable_agent_runner.activities import wire
+from durable_agent_runner.config.env import login_name
 from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES
@@ -89,6 +90,11 @@ def by(value: object) -> str:
     if len(text) > MAX_NAME:
         raise BadArgument("by", f"must be at most {MAX_NAME} characters")
     return text
+
+
+def by_or_default(value: object) -> str:
+    """Who decides or talks; not given (None): the login name, as the CLI's `--by`."""
+    return login_name("python") if value is None else by(value)
 
 
 def prompt(value: object, field: str = "input") -> str:

@@ -29,20 +29,11 @@ from durable_agent_runner.client.events import Event, stream
 from durable_agent_runner.client.export import export_run
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, events_since, follow
 from durable_agent_runner.client.status import STATUS_NAMES, RunInfo, WaitingFor, gather, ui_url, waiting_for
-from durable_agent_runner.config.env import ClientSettings, login_name
+from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
 WATCH_EVERY = 2.0  # seconds between looks at what a run waits for, while `outcome(on_waiting=...)` waits
 MAX_EVENTS = 10_000  # of a run's events, what `read_events` reads at most
-
-
-def default_by() -> str:
-    """Who decides when `by` is not given: the login name, as the CLI's `--by`."""
-    return login_name("python")
-
-
-def by_or_default(by: str | None) -> str:
-    return default_by() if by is None else checks.by(by)
 
 
 class RunHandle:
@@ -268,7 +259,7 @@ class RunHandle:
             approve=True,
             arguments=checks.arguments(args),
             always=checks.flag(always, "always"),
-            by=by_or_default(by),
+            by=checks.by_or_default(by),
         )
         return await self._decide(decision, wait)
 
@@ -277,7 +268,7 @@ class RunHandle:
     ) -> t.DecisionReceipt:
         """Reject a waiting tool call; the model is told `reason` (it may not be empty)."""
         decision = t.ApprovalDecision(
-            call_id=checks.call_id(call_id), approve=False, reason=checks.reason(reason), by=by_or_default(by)
+            call_id=checks.call_id(call_id), approve=False, reason=checks.reason(reason), by=checks.by_or_default(by)
         )
         return await self._decide(decision, wait)
 
@@ -288,7 +279,7 @@ class RunHandle:
         give the `result` it returned (JSON text, checked against the bounds: ValueError), or
         `fail` it with a `reason` the model is told. `doubt`: the time the call is in doubt that the
         person saw (default: now). DecisionRefused unless the call is in doubt; a repeat counts once."""
-        decision = checks.resolve_call(call_id, action, result, reason, by_or_default(by), doubt)
+        decision = checks.resolve_call(call_id, action, result, reason, checks.by_or_default(by), doubt)
         bound = checks.seconds(wait)
         if await self.exists() != WorkflowExecutionStatus.RUNNING:
             raise DecisionRefused(f"run {self.id} has already finished: no call of it is in doubt")
@@ -299,14 +290,14 @@ class RunHandle:
                             ) -> t.CompleteReceipt:  # fmt: skip
         """Complete a call waiting for an outside completion: its `result` (any JSON value, of the tool's
         result type) or `fail`, the reason the model is told. DecisionRefused: nothing recorded."""
-        body = checks.complete_call(call_id, result, fail, by_or_default(by))
+        body = checks.complete_call(call_id, result, fail, checks.by_or_default(by))
         return await updates.complete(self.handle, body, checks.seconds(wait))
 
     async def answer_question(self, call_id: str, text: str | None = None, *, choice: int | None = None,
                               by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> t.AnswerReceipt:
         """Answer an `ask_person` question: `text` or a 1-based `choice`; DecisionRefused: nothing recorded."""
-        return await updates.answer(self.handle, checks.answer_question(call_id, text, choice, by_or_default(by)),
-                                    checks.seconds(wait))  # fmt: skip
+        answer = checks.answer_question(call_id, text, choice, checks.by_or_default(by))
+        return await updates.answer(self.handle, answer, checks.seconds(wait))
 
     async def decide(self, decision: t.ApprovalDecision, *, wait: float = updates.DEFAULT_WAIT) -> t.DecisionReceipt:
         """Send a whole decision (`approve` and `reject` build one): with `turn` set, the run
@@ -351,7 +342,7 @@ class RunHandle:
         a pause is already requested (the refusal names who asked: `resume` withdraws it)."""
         checks.string(reason, "reason")
         return await control.pause(
-            self.temporal, self.id, by=by_or_default(by), reason=reason, wait=checks.seconds(wait)
+            self.temporal, self.id, by=checks.by_or_default(by), reason=reason, wait=checks.seconds(wait)
         )
 
     async def resume(
@@ -366,7 +357,7 @@ class RunHandle:
         raised by `add_tokens` and/or `add_usd` (bounded: NaN, inf, ≤ 0 refused)."""
         raised = checks.budget_raise(add_tokens, add_usd)
         return await control.resume(
-            self.temporal, self.id, by=by_or_default(by), wait=checks.seconds(wait), raised=raised
+            self.temporal, self.id, by=checks.by_or_default(by), wait=checks.seconds(wait), raised=raised
         )
 
     async def inspect(self, *, wait: float = updates.DEFAULT_WAIT) -> t.Inspection:
@@ -396,7 +387,8 @@ class RunHandle:
         `args=(call_id, arguments)`, `drop_call=call_id`, `agent=name`, or a `t.Edit`."""
         if change is None:
             change = control.make_edit(
-                text=text, drop=drop, insert=insert, args=args, drop_call=drop_call, agent=agent, by=by_or_default(by)
+                text=text, drop=drop, insert=insert, args=args, drop_call=drop_call, agent=agent,
+                by=checks.by_or_default(by),
             )
         elif not isinstance(change, t.Edit):
             raise TypeError(f"change must be an Edit, not {type(change).__name__}")

@@ -9,7 +9,7 @@ from typing import Any
 
 from durable_agent_runner.client import checks, updates
 from durable_agent_runner.client.errors import RunFailed, StillRunning
-from durable_agent_runner.client.handles import RunHandle, by_or_default
+from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.status import WaitingFor, waiting_for
 from durable_agent_runner.workflows import types as t
 
@@ -51,7 +51,7 @@ class SessionHandle(RunHandle):
         if message_id is not None:
             checks.call_id(message_id)
         return await updates.send_message(
-            self.temporal, self.id, text, by=by_or_default(by), message_id=message_id, wait=checks.seconds(wait)
+            self.temporal, self.id, text, by=checks.by_or_default(by), message_id=message_id, wait=checks.seconds(wait)
         )
 
     async def answer(self, message: int, *, wait: float = ANSWER_WAIT) -> Any:
@@ -100,5 +100,5 @@ class SessionHandle(RunHandle):
         """End the session once the messages it has taken are answered; ending it again counts once."""
         checks.string(reason, "reason")
         return await updates.end_session(
-            self.temporal, self.id, by=by_or_default(by), reason=reason, wait=checks.seconds(wait)
+            self.temporal, self.id, by=checks.by_or_default(by), reason=reason, wait=checks.seconds(wait)
         )
