@@ -95,6 +95,18 @@ def between(s: RunState, first: t.AgentSpec, facts: Facts, woke: Woke, execution
     )
 
 
+def steer(s: RunState) -> list[tuple[str, str]]:
+    """A session's queued messages join the answer in progress, in order, as user messages of its
+    transcript; each one's event text and detail."""
+    session = s.session
+    assert session is not None
+    said = []
+    for queued in session.steer():
+        s.messages.append(t.UserMessage(content=queued.text))
+        said.append((queued.text, f"message {queued.message} from {queued.by} · steers the answer"))
+    return said
+
+
 def answered(s: RunState, done: Done, now: datetime, execution: str) -> t.Exchange:
     """The held message answered: the run's output, and its exchange closed with it."""
     session = s.session

@@ -121,6 +121,11 @@ class SessionState:
         )  # fmt: skip
         return nxt
 
+    def end(self, end: t.EndSession) -> t.EndReceipt:
+        """`client.py end`: the session ends once what it holds is answered (the first end asked counts)."""
+        self.ending = self.ending or end
+        return t.EndReceipt(messages=self.messages, unanswered=self.messages - self.answered)
+
     def steer(self) -> list[t.Queued]:
         """The queued messages that join the exchange in progress (all of them, in order)."""
         current = self.current

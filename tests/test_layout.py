@@ -163,3 +163,42 @@ def test_the_cli_starts_without_loading_the_interpreter_or_the_agent_kit():
     from durable_agent_runner.workflows import AgentRun  # and the class is still there on first use
 
     assert AgentRun.__name__ == "AgentRun"
+
+
+MUTATORS = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add", "discard"}
+
+
+def _the_runs_state(node: ast.expr) -> bool:
+    """Whether an expression reaches into the run's state: through an attribute `s` / `_s` (the
+    workflow's `self._s`, a part's `self.s` or `self.steps.s`) or a local `s` or `session`."""
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        if isinstance(node, ast.Attribute) and node.attr in ("s", "_s"):
+            return True
+        node = node.value
+    return isinstance(node, ast.Name) and node.id in ("s", "session")
+
+
+def test_the_workflow_writes_nothing_of_the_runs_state_itself():
+    """Issue 32: the workflow carries out steps and feeds back what happened; every change to the
+    run's state is the machine's (a function or method of machine/). No module of the agent run's
+    interpreter assigns to the state, or appends to, pops or updates what it holds."""
+    writes = []
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        if path.name in ("eval_run.py", "score_run.py"):  # other workflows, with state of their own
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+                targets = [node.func.value]
+            for target in targets:
+                for part in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    # Into the state: `s.phase = …`, `s.marks[3] = …` (binding `self.s = RunState()` holds it)
+                    if isinstance(part, ast.Attribute | ast.Subscript) and _the_runs_state(part.value):
+                        writes.append(f"{path.name}:{node.lineno}: {ast.unparse(part)}")
+                    elif isinstance(node, ast.Call) and _the_runs_state(part):
+                        writes.append(f"{path.name}:{node.lineno}: {ast.unparse(node.func)}")
+    assert not writes, writes

@@ -19,14 +19,13 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.machine import conversation
+from durable_agent_runner.machine import conversation, progress
 from durable_agent_runner.machine import outcomes as o
 from durable_agent_runner.machine import turn as turn_machine
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Done, Stop
-from durable_agent_runner.machine.session import SessionState
 from durable_agent_runner.workflows import endings
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.call_steps import CallSteps
@@ -64,8 +63,7 @@ class AgentRun:
         if input.carry is not None:
             self._s.from_carry(input.carry)
         else:
-            self._s.breakpoints = input.breakpoints
-            self._s.session = SessionState() if input.session else None
+            progress.begin(self._s, input)
             # Here, not in the run: a message delivered with the start itself (its update runs
             # before the run does) must not take the opening prompt's place as message 1.
             if self._s.session is not None and input.prompt and workflow.patched(SESSION_PROMPT_PATCH):
@@ -97,8 +95,8 @@ class AgentRun:
         if input.carry is None:
             if input.frozen is None and input.budget is not None:
                 first = workflow.patched(GIVEN_BUDGET_PATCH)
-            s.agent = input.frozen or await self._steps.resolve_agent(input)
-            self._steps.search(t.SA_AGENT.value_set(s.agent.name), t.SA_VERSION.value_set(s.agent.version))
+            agent = progress.resolved(s, input.frozen or await self._steps.resolve_agent(input))
+            self._steps.search(t.SA_AGENT.value_set(agent.name), t.SA_VERSION.value_set(agent.version))
         assert s.agent is not None
         self._steps.ledger = self._budget(input, s.agent, first)
         return s.agent
@@ -114,12 +112,12 @@ class AgentRun:
         s = self._s
         first = await self._start(input)
         if input.carry is None:
-            s.messages.append(t.UserMessage(content=input.prompt))
+            progress.prompted(s, input.prompt)
         guard = input.prompt if input.carry is None and first.input_guardrails else None
         if s.live_tools:  # a fork made with --live-tools (machine/rerun.py); older histories have none
-            s.live_tools = workflow.patched(t.FORK_LIVE_TOOLS_PATCH)
+            progress.live_tools(s, workflow.patched(t.FORK_LIVE_TOOLS_PATCH))
         done = await self._answer(input, guard)
-        s.output = done.output
+        progress.answered(s, done.output)
         self._steps.event(t.EventKind.FINAL, text=done.output)
         self._steps.set_phase(t.Phase.COMPLETED, f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
         if workflow.info().parent is None:  # online scoring samples top-level runs only

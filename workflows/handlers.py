@@ -136,9 +136,7 @@ class Inbox:
             raise ApplicationError("the session has ended", type="SessionEnded", non_retryable=True)
 
     def end(self, end: t.EndSession) -> t.EndReceipt:
-        session = self.session()
-        session.ending = session.ending or end
-        return t.EndReceipt(messages=session.messages, unanswered=session.messages - session.answered)
+        return self.session().end(end)
 
     def session(self) -> SessionState:
         if self.s.session is None:

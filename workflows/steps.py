@@ -24,10 +24,8 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from durable_agent_runner.machine import fallback, phase, requests
-from durable_agent_runner.machine.approvals import decision_words
+from durable_agent_runner.machine import fallback, phase, progress, requests
 from durable_agent_runner.machine.budget import Ledger
-from durable_agent_runner.machine.doubts import resolution_words
 from durable_agent_runner.machine.outcomes import Facts, ModelFailed
 from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.requests import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN
@@ -134,9 +132,7 @@ class Steps:
     def failure(self, message: str, kind: str) -> ApplicationError:
         """Ends the run: recorded for status and watchers, then raised as a non-retryable error
         whose details hold the run's usage, so a parent run counts what a failed child spent."""
-        self.s.error, self.s.error_type = message, kind
-        session = self.s.session
-        if session is None or session.current is None:  # in a session, only the answer fails
+        if progress.failed(self.s, message, kind):  # in a session, only the answer fails
             self.end(t.Phase.FAILED, message)
         ledger = t.ChildUsage(usage_by_agent=self.s.usage_by_agent)
         return ApplicationError(message, ledger.model_dump(mode="json"), type=kind, non_retryable=True)
@@ -301,11 +297,10 @@ class Steps:
     # waiting call takes it up, in the same workflow task): these say it in status at once.
 
     def record_decision(self, record: t.ApprovalRecord) -> None:
-        self.s.last_step = f"turn {self.s.turn}: {record.tool} {record.call_id} {decision_words(record)}"
+        progress.decided(self.s, record)
 
     def record_resolution(self, record: t.CallResolution) -> None:
-        detail = resolution_words(record)
-        self.s.last_step = f"turn {self.s.turn}: {record.tool} {record.call_id} in doubt: {detail}"
+        progress.resolved_doubt(self.s, record)
 
     def doing(self, call_id: str, doing: CallDoing | None, call: t.ToolCall | None = None) -> None:
         """What call `call_id` is doing now (None: nothing, it waits or ended), said at once."""
@@ -321,7 +316,7 @@ class Steps:
     def say(self, step: str) -> None:
         """What the run does now, within its phase, for status and the Web UI: no search
         attribute changes, so no command (replay-safe wherever it is said)."""
-        self.s.last_step = step
+        progress.say(self.s, step)
         workflow.set_current_details(self.s.details())
 
     def refresh_phase(self) -> None:
@@ -338,8 +333,7 @@ class Steps:
         """The run's phase for status, watchers and the Web UI's current details, and its search
         attributes when machine/phase.py says they are due."""
         s = self.s
-        before, s.phase = s.phase, phase
-        s.last_step = step
+        before = progress.set_phase(s, phase, step)
         workflow.set_current_details(s.details())
         written = self.tracker.writes(s, before)
         if written is not None:

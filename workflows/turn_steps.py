@@ -73,12 +73,8 @@ class TurnSteps:
     # ------------------------------------------------------------------------------ sessions
 
     def steer(self) -> None:
-        session = self.steps.s.session
-        assert session is not None
-        for queued in session.steer():
-            self.steps.s.messages.append(t.UserMessage(content=queued.text))
-            detail = f"message {queued.message} from {queued.by} · steers the answer"
-            self.steps.event(t.EventKind.MESSAGE, text=queued.text, detail=detail)
+        for text, detail in conversation.steer(self.steps.s):
+            self.steps.event(t.EventKind.MESSAGE, text=text, detail=detail)
 
     async def wait_for_message(self, wait: conversation.WaitForMessage) -> conversation.Woke:
         """Waits for a message or an end, within the idle time left."""
