@@ -93,10 +93,10 @@ class ToolActivities:
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def call_tool(self, input: ToolCallInput) -> ToolResult:
         """Run one tool call. Errors the model can fix come back as `is_error` results."""
-        if input.local_version is not None:
-            if self._version_of(input.agent) != input.local_version:
+        if activity.info().is_local and input.agent_version is not None:  # run where the workflow runs
+            if self._version_of(input.agent) != input.agent_version:
                 raise ApplicationError(
-                    f"this worker does not hold agent '{input.agent}' version {input.local_version}",
+                    f"this worker does not hold agent '{input.agent}' version {input.agent_version}",
                     type=TOOL_NOT_HERE,
                     non_retryable=True,
                 )

@@ -80,6 +80,7 @@ def tool_run(
         idempotency_key=step.idempotency_key,
         turn=s.turn,
         agent=agent.name,
+        agent_version=agent.version or None,
         then=then,
     )
     summary = f"turn {s.turn} · tool: {describe_call(c.planned.call)}"

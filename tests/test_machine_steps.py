@@ -240,3 +240,20 @@ def test_a_runs_ledger_asks_the_tree_budget_patch_only_where_runs_before_1_3_ask
     assert first is not None and first.budget.tokens == 500 and first.shared and not ask
     before, ask = Ledger.for_run(given, own, True, False)  # a run recorded before 1.3
     assert before is not None and ask  # kept only where the run knows tree budgets
+
+
+def test_a_tool_runs_input_is_the_same_whether_it_runs_local_or_routed():
+    """Issue 32, item 2: the input carries the call and its agent's version, nothing of how it
+    runs; the executor's command (a local or a routed activity) is the only difference. The
+    version lets a local run refuse a worker without it (TOOL_NOT_HERE), and the call runs routed."""
+    agent = t.AgentSpec(name="a", version="v7", tools=[t.ToolSpec(name="lookup", local=True)])
+    s = RunState()
+    s.agent, s.turn, s.messages = agent, 2, [t.UserMessage(content="hi")]
+    c, step = a_tool_call(s, agent)
+    assert step.how == "local"
+    local = requests.tool_run(s, agent, c, step, None).request
+    routed = requests.tool_run(s, agent, c, step.model_copy(update={"how": "activity"}), None).request
+    assert local == routed and local.agent_version == "v7" and local.then is None
+    assert set(t.ToolCallInput.model_fields) == {
+        "call_id", "tool", "arguments", "idempotency_key", "turn", "agent", "args", "agent_version", "then",
+    }  # fmt: skip

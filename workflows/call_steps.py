@@ -208,7 +208,7 @@ class CallSteps:
         try:
             result: t.ToolResult | None = None
             if step.how == "local":
-                result = await self._local_tool(agent, spec, request, step.activity_id, summary)
+                result = await self._local_tool(spec, request, step.activity_id, summary)
             if result is None:
                 result = await workflow.execute_activity(
                     t.TOOL_CALL_ACTIVITY,
@@ -230,14 +230,15 @@ class CallSteps:
             return machine.Lost(call_id=c.call_id, end=end, why=why, ended=ended, started_at=started)
 
     async def _local_tool(
-        self, agent: t.AgentSpec, spec: t.ToolSpec, request: t.ToolCallInput, activity_id: str, summary: str
+        self, spec: t.ToolSpec, request: t.ToolCallInput, activity_id: str, summary: str
     ) -> t.ToolResult | None:
-        """A cheap tool as a local activity, in this workflow task: one dispatch per turn. Only a
-        worker holding the agent's exact version runs it; on any other, None (run it routed)."""
+        """A cheap tool as a local activity, in this workflow task: one dispatch per turn. Its input
+        is the routed call's; only a worker holding the agent's version (`request.agent_version`)
+        runs it, and on any other it says so: None (run it routed)."""
         try:
             result: t.ToolResult = await workflow.execute_local_activity(
                 t.TOOL_CALL_ACTIVITY,
-                request.model_copy(update={"local_version": agent.version}),
+                request,
                 result_type=t.ToolResult,
                 activity_id=activity_id,
                 start_to_close_timeout=timedelta(seconds=spec.timeout_seconds),

@@ -165,9 +165,11 @@ class ToolCallInput(Contract):
     turn: int
     agent: str = ""
     args: dict[str, Any] | None = None  # the arguments as an object, so the Web UI shows JSON
-    # Set for a local call: the worker runs it only if it holds this very version of the agent,
-    # else it says so (NOT_HERE) and the run makes it an ordinary, routed tool activity.
-    local_version: str | None = None
+    # The version of the agent the run froze: the same input whether the call runs routed or as a
+    # local activity. Run locally (on the workflow's own worker), the activity runs it only if that
+    # worker holds this very version, else it says so (TOOL_NOT_HERE) and the run makes it an
+    # ordinary, routed tool activity. (1.4.5 and before: `local_version`, set for local calls alone.)
+    agent_version: str | None = None
     # Set when the turn would call the model next with nothing but this call's result added:
     # the activity makes that call itself once the tool has run (see CallAhead).
     then: CallAhead | None = None
