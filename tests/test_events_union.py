@@ -174,6 +174,12 @@ async def test_a_reader_takes_a_kind_newer_than_its_release_as_a_newer_event():
     assert newer.model_dump_json(exclude_defaults=True) == NEWER  # as it came
 
 
+def test_a_newer_kinds_name_is_cut_to_a_bound():
+    long = NEWER.replace('"tool_retried"', '"' + "k" * 5000 + '"')
+    [newer] = t.EventsPage.model_validate_json(f'{{"events":[{long}],"next":8,"first":0}}').events
+    assert type(newer) is t.NewerEvent and newer.kind == "k" * t.events.MAX_KIND_CHARS
+
+
 def test_a_known_kind_short_of_its_fields_is_refused_not_taken_as_newer():
     bad = '{"seq":1,"at":"2026-12-04T12:00:00Z","kind":"tool_started","turn":1}'
     with pytest.raises(ValidationError, match="call_id"):

@@ -18,7 +18,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Literal, Self
 
-from pydantic import Discriminator, Field, Tag, TypeAdapter, model_validator
+from pydantic import Discriminator, Field, Tag, TypeAdapter, field_validator, model_validator
 
 from durable_agent_runner.workflows.types.transcript import Contract, Usage
 
@@ -330,11 +330,20 @@ RUN_EVENT: TypeAdapter[KnownRunEvent] = TypeAdapter(KnownRunEvent)
 this release does not know is refused here: the run records only the kinds it defines."""
 
 
+MAX_KIND_CHARS = 100  # of a newer kind's name, as a reader keeps it
+
+
 class NewerEvent(RunEvent):
     """An event of a kind this release does not know, read from a newer worker: its `kind` is the
     plain string it came with. Watchers show it by its kind and words; a run never records one."""
 
     kind: str  # type: ignore[assignment]  # wider than EventKind: the one class that may hold any kind
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _a_short_name(cls, value: object) -> object:
+        """A kind is a short name; from outside it may be anything: what a watcher prints is cut."""
+        return value[:MAX_KIND_CHARS] if isinstance(value, str) else value
 
 
 def _known_or_newer(value: object) -> str:
