@@ -275,3 +275,34 @@ async def test_a_run_that_closes_between_its_events_and_its_status_still_shows_i
             break
     assert story[0] == final, story
     assert isinstance(story[-1], Closed) and story[-1].status == "completed"
+
+
+# A tool's result or a model's reply that would drive the terminal: clear the screen, rewrite the
+# line, set the window title, write the clipboard (OSC 52).
+HOSTILE = "ok\x1b[2J\r\x1b]0;pwned\x07\x1b]52;c;ZWNobyBwd25lZA==\x07\x9b31m done"
+
+
+def test_watch_and_chat_show_a_hostile_text_without_its_terminal_controls():
+    from durable_agent_runner.cli.chat_view import ChatPrinter
+    from durable_agent_runner.client.events import TextDelta
+
+    for printer_of in (
+        lambda out: Printer("run-1", as_json=False, out=out),
+        lambda out: ChatPrinter("run-1", as_json=False, out=out, stream=True, info=out),
+    ):
+        out = io.StringIO()
+        printer = printer_of(out)
+        printer.show(TextDelta(turn=1, attempt=1, offset=0, text=HOSTILE))
+        printer.event(event("model_finished", text=HOSTILE))  # the reply streamed whole: nothing repeated
+        printer.event(event("tool_finished", seq=2, tool="fetch\x1b[8m", text=HOSTILE))
+        shown = out.getvalue()
+        assert not any(ch in shown for ch in "\x1b\r\x07\x9b"), repr(shown)
+        assert "ok\ufffd[2J\ufffd\ufffd]0;pwned" in shown and "↻ the reply was retried" not in shown
+        assert "fetch\ufffd[8m" in shown
+
+
+def test_watch_json_keeps_a_hostile_text_whole_and_escaped():
+    out = io.StringIO()
+    Printer("run-1", as_json=True, out=out).event(event("tool_finished", text=HOSTILE))
+    line = out.getvalue()
+    assert "\x1b" not in line and json.loads(line)["text"] == HOSTILE

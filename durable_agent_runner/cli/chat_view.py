@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
 from durable_agent_runner.cli.args import json_object
-from durable_agent_runner.cli.watch import Printer
+from durable_agent_runner.cli.watch import Printer, shown
 from durable_agent_runner.config.env import no_color
 from durable_agent_runner.workflows import types as t
 
@@ -162,7 +162,7 @@ class ChatPrinter(Printer):
         print(text, end="", file=self.out, flush=True)
 
     def event(self, ev: t.AnyRunEvent) -> None:
-        text = self.render(ev)
+        text = self.render(shown(ev))
         if text:
             print(text, end="", file=self.out if self.stream else self.info, flush=True)
 

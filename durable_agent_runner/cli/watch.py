@@ -49,6 +49,28 @@ __all__ = [  # the story's parts, kept importable from here for chat and older c
 ]
 
 
+# What a terminal takes as a command, not as text: the C0 controls but tab and newline (a carriage
+# return rewrites a line), DEL and the C1 controls. A model's reply or a tool's result may hold
+# them (an escape that clears the screen, sets the title or writes the clipboard: OSC 52): on
+# screen each is U+FFFD, one character for one, so a streamed reply's offsets still hold.
+_NOT_TEXT = {c: "\ufffd" for c in (*range(0, 9), *range(11, 32), 127, *range(128, 160))}
+
+
+def on_screen(text: str) -> str:
+    """`text` as a terminal shows it, without the controls it would obey."""
+    return text.translate(_NOT_TEXT)
+
+
+def shown(ev: t.AnyRunEvent) -> t.AnyRunEvent:
+    """An event as a terminal shows it: its words, and the names a model or a tool chose, without
+    controls (`watch --json` keeps them, escaped by JSON)."""
+    fields = {"text": on_screen(ev.text), "detail": on_screen(ev.detail)}
+    fields |= {name: on_screen(value) for name in ("call_id", "tool") if (value := getattr(ev, name)) is not None}
+    if isinstance(ev, t.NewerEvent):
+        fields["kind"] = on_screen(ev.kind)
+    return ev.model_copy(update=fields)
+
+
 @dataclass
 class Printer:
     run_id: str
@@ -72,6 +94,8 @@ class Printer:
             self.show(piece)
 
     def show(self, piece: TextDelta | TextDiscarded) -> None:
+        if isinstance(piece, TextDelta) and not self.as_json:
+            piece = piece.model_copy(update={"text": on_screen(piece.text)})
         self.text.note(piece)
         ahead = self.tooling is not None and piece.turn == self.tooling + 1 and self.headed != piece.turn
         if ahead and self.headers and not self.as_json and isinstance(piece, TextDelta):
@@ -93,7 +117,7 @@ class Printer:
             if ev.kind in (t.EventKind.MODEL_FINISHED, t.EventKind.MODEL_DROPPED):
                 self.text.reset(ev.turn + (ev.kind == t.EventKind.MODEL_DROPPED))
             return
-        self.emit(obj, self._render(ev))
+        self.emit(obj, self._render(shown(ev)))
 
     def reply(self, ev: t.RunEvent) -> str:
         """A finished reply's text (a model_finished event) as it completes the live view: what the
