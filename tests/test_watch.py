@@ -306,3 +306,20 @@ def test_watch_json_keeps_a_hostile_text_whole_and_escaped():
     Printer("run-1", as_json=True, out=out).event(event("tool_finished", text=HOSTILE))
     line = out.getvalue()
     assert "\x1b" not in line and json.loads(line)["text"] == HOSTILE
+
+
+def test_status_inspect_diff_and_result_show_a_hostile_text_safely_on_a_terminal_and_whole_in_a_pipe(monkeypatch):
+    """The text the other commands print (`emit`, inspect's and diff's views) holds a run's words
+    too: on a terminal its controls show as U+FFFD; through a pipe or into a file it stays whole."""
+    from durable_agent_runner.cli import common
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, whole in ((Terminal(), False), (io.StringIO(), True)):
+        monkeypatch.setattr(sys, "stdout", stream)
+        common.emit(False, {}, HOSTILE)
+        printed = stream.getvalue()
+        assert (printed == HOSTILE + "\n") is whole and ("\x1b" in printed) is whole
+        assert common.for_terminal(HOSTILE, stream) == (HOSTILE if whole else common.on_screen(HOSTILE))

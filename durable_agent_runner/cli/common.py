@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import failure
@@ -23,12 +23,31 @@ class UsageError(Exception):
     """A mistake in what the user asked for: exit code 2."""
 
 
+# What a terminal takes as a command, not as text: the C0 controls but tab and newline (a carriage
+# return rewrites a line), DEL and the C1 controls. A model's reply or a tool's result may hold
+# them (an escape that clears the screen, sets the title or writes the clipboard: OSC 52): on
+# screen each is U+FFFD, one character for one, so a streamed reply's offsets still hold.
+_NOT_TEXT = {c: "\ufffd" for c in (*range(0, 9), *range(11, 32), 127, *range(128, 160))}
+
+
+def on_screen(text: str) -> str:
+    """`text` as a terminal shows it, without the controls it would obey."""
+    return text.translate(_NOT_TEXT)
+
+
+def for_terminal(text: str, stream: TextIO) -> str:
+    """Text for `stream`: without terminal controls where a terminal shows it (a run's words come
+    from a model or a tool); whole through a pipe or into a file."""
+    return on_screen(text) if stream.isatty() else text
+
+
 def emit(as_json: bool, obj: dict[str, Any], text: str, error: bool = False) -> None:
     """JSON always goes to stdout; in text mode, an error message goes to stderr."""
     if as_json:
         print(json.dumps(obj, indent=2, default=str))
     else:
-        print(text, file=sys.stderr if error else sys.stdout)
+        stream = sys.stderr if error else sys.stdout
+        print(for_terminal(text, stream), file=stream)
 
 
 def read_prompt(args: argparse.Namespace) -> str:

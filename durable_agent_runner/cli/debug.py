@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from durable_agent_runner.cli.budget import budget_raise
-from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.cli.common import UsageError, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
@@ -34,7 +35,7 @@ async def cmd_pause(client: AgentClient, args: argparse.Namespace) -> int:
 
 
 def _emit(args: argparse.Namespace, obj: dict[str, Any], text: str) -> None:
-    print(json.dumps(obj, ensure_ascii=False, default=str) if args.json else text)
+    print(json.dumps(obj, ensure_ascii=False, default=str) if args.json else for_terminal(text, sys.stdout))
 
 
 async def cmd_resume(client: AgentClient, args: argparse.Namespace) -> int:
@@ -59,7 +60,7 @@ async def cmd_inspect(client: AgentClient, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(view.model_dump(mode="json"), indent=2, ensure_ascii=False))
         return 0
-    print(render(view))
+    print(for_terminal(render(view), sys.stdout))
     return 0
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from pydantic import TypeAdapter
 
+from durable_agent_runner.cli.common import for_terminal
 from durable_agent_runner.cli.debug import item_line
 from durable_agent_runner.cli.session import add_read_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -60,7 +62,7 @@ async def cmd_diff(client: AgentClient, args: argparse.Namespace) -> int:
             )
         )
     else:
-        print(render(diff))
+        print(for_terminal(render(diff), sys.stdout))
     return 0
 
 

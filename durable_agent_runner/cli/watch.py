@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO, assert_never
 
-from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.cli.common import UsageError, on_screen
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import EventsUnavailable
 from durable_agent_runner.client.events import Live, Retrying, RunClosed, TextDelta, TextDiscarded, TextTracker
@@ -47,18 +47,6 @@ __all__ = [  # the story's parts, kept importable from here for chat and older c
     "live_progress",
     "watch",
 ]
-
-
-# What a terminal takes as a command, not as text: the C0 controls but tab and newline (a carriage
-# return rewrites a line), DEL and the C1 controls. A model's reply or a tool's result may hold
-# them (an escape that clears the screen, sets the title or writes the clipboard: OSC 52): on
-# screen each is U+FFFD, one character for one, so a streamed reply's offsets still hold.
-_NOT_TEXT = {c: "\ufffd" for c in (*range(0, 9), *range(11, 32), 127, *range(128, 160))}
-
-
-def on_screen(text: str) -> str:
-    """`text` as a terminal shows it, without the controls it would obey."""
-    return text.translate(_NOT_TEXT)
 
 
 def shown(ev: t.AnyRunEvent) -> t.AnyRunEvent:
