@@ -326,6 +326,23 @@ async def test_through_a_pipe_nobody_deciding_is_bounded(client, temporal_server
         assert [p.call_id for p in live.pending_approvals] == ["call_1_0"]  # still waiting for someone
 
 
+async def test_through_a_pipe_a_calls_hostile_arguments_are_announced_without_terminal_controls(
+    client, temporal_server, task_queue, worker_factory, llm
+):
+    """A model chose the arguments: an 8-bit CSI (\x9b, which JSON does not escape) or an escape in
+    them reaches the person's terminal as U+FFFD, in the announcement and in the story's lines."""
+    label = "x\x9b2J\x1b]0;pwned\x07"
+    model = script(llm, calls(("send", {"label": label})), {"content": "sent it"})
+    env = env_for(temporal_server, task_queue)
+    async with worker_factory():
+        done = await chat_through_a_pipe(
+            env, "--agent", "guarded", "--model", model, "--approval-wait", "1.5", lines="send x\n"
+        )
+    assert "needs approval; decide from another shell" in done.err, str(done)
+    assert not any(ch in done.err + done.out for ch in "\x9b\x1b\x07"), repr(done.err)
+    assert "x\ufffd2J" in done.err
+
+
 async def test_a_restarted_server_is_ridden_out(client, temporal_server, task_queue, worker_factory, llm):
     model = script(llm, calls(("patient_record", {"label": "a", "seconds": 6})), {"content": "survived"})
     env = env_for(temporal_server, task_queue)

@@ -18,6 +18,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.chat_view import ChatPrinter, parse_arguments, parse_choice
+from durable_agent_runner.cli.common import on_screen
 from durable_agent_runner.cli.watch import GIVE_UP_AFTER
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import MAX_WAIT
@@ -150,8 +151,8 @@ class ChatIO:
         if pending is None:
             return  # decided already (someone was quicker, or this is a replay): its decision follows
         s = self.printer.style
-        args = json.dumps(pending.arguments, ensure_ascii=False)
-        self.say(s.yellow(f"  ⏸ {pending.tool}({args}) needs your approval") + s.dim(f"  [{pending.call_id}]"))
+        args = on_screen(f"{pending.tool}({json.dumps(pending.arguments, ensure_ascii=False)})")  # the model's
+        self.say(s.yellow(f"  ⏸ {args} needs your approval") + s.dim(f"  [{pending.call_id}]"))
         self.waiting_on = pending.call_id
         while True:
             answer = await self.read("  approve? [y]es / [n]o / [e]dit: ")
@@ -214,10 +215,10 @@ class ChatIO:
         if pending is None:
             return False
         self.waiting_on = pending.call_id
-        args = json.dumps(pending.arguments, ensure_ascii=False)
+        args = on_screen(f"{pending.tool}({json.dumps(pending.arguments, ensure_ascii=False)})")  # the model's
         run, call = self.run_id, pending.call_id
         self.say(
-            f"⏸ {pending.tool}({args}) needs approval; decide from another shell:\n"
+            f"⏸ {args} needs approval; decide from another shell:\n"
             f"    python client.py approve {run} {call}        (--args JSON runs it with edited arguments)\n"
             f"    python client.py reject {run} {call} --reason TEXT\n"
             f"  waiting up to {self.approval_wait:g} s for a decision"

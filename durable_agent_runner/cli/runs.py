@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.common import UsageError, emit, read_prompt
+from durable_agent_runner.cli.common import UsageError, emit, for_terminal, read_prompt
 from durable_agent_runner.cli.messages import gap_note, print_exchange
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.client import checks
@@ -186,9 +186,8 @@ async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
         print("no runs yet")
     for r in rows:
         by = f" · schedule {r['schedule']}" if r.get("schedule") else ""
-        print(
-            f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4} {r['started_at'][:19]}{by}"
-        )
+        line = f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4}"
+        print(for_terminal(f"{line} {r['started_at'][:19]}{by}", sys.stdout))
     return 0
 
 
