@@ -34,6 +34,12 @@ ASK_AGAIN = {"InvalidArguments", "InvalidDecision"}  # refusals a person can fix
 T = TypeVar("T")
 
 
+def call_words(pending: t.PendingApproval) -> str:
+    """A call that waits, as a person's terminal shows it: the model chose its arguments, and JSON
+    escapes an ESC but not an 8-bit CSI."""
+    return on_screen(f"{pending.tool}({json.dumps(pending.arguments, ensure_ascii=False)})")
+
+
 class Detached(Exception):
     """The person left (end of input, /quit): the session goes on."""
 
@@ -151,7 +157,7 @@ class ChatIO:
         if pending is None:
             return  # decided already (someone was quicker, or this is a replay): its decision follows
         s = self.printer.style
-        args = on_screen(f"{pending.tool}({json.dumps(pending.arguments, ensure_ascii=False)})")  # the model's
+        args = call_words(pending)
         self.say(s.yellow(f"  ⏸ {args} needs your approval") + s.dim(f"  [{pending.call_id}]"))
         self.waiting_on = pending.call_id
         while True:
@@ -215,7 +221,7 @@ class ChatIO:
         if pending is None:
             return False
         self.waiting_on = pending.call_id
-        args = on_screen(f"{pending.tool}({json.dumps(pending.arguments, ensure_ascii=False)})")  # the model's
+        args = call_words(pending)
         run, call = self.run_id, pending.call_id
         self.say(
             f"⏸ {args} needs approval; decide from another shell:\n"

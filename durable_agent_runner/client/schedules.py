@@ -14,7 +14,6 @@ import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote
 
 from pydantic import BaseModel
 from temporalio.client import (
@@ -39,8 +38,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent_runner.client import checks
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.errors import AgentRunError
+from durable_agent_runner.client.status import web_ui
 from durable_agent_runner.client.updates import DEADLINE
-from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
 RPC_TIMEOUT = timedelta(seconds=10)
@@ -121,9 +120,8 @@ class Triggered(BaseModel):
 
 
 def ui_url(name: str, namespace: str) -> str:
-    """The schedule's page in the Web UI, in the namespace its client is connected to."""
-    base = str(ClientSettings.load().ui_url).rstrip("/")
-    return f"{base}/namespaces/{quote(namespace, safe='')}/schedules/{quote(name, safe='')}"
+    """The schedule's page in the Web UI."""
+    return web_ui(namespace, "schedules", name)
 
 
 def _when(memo: Mapping[str, Any]) -> str:

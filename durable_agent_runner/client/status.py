@@ -113,11 +113,17 @@ class RunInfo(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-def ui_url(run_id: str, namespace: str) -> str:
-    """The run's page in the Web UI (TEMPORAL_UI_URL), in `namespace`: the one the run's client is
-    connected to, which `connect(namespace=...)` may have set apart from the environment's."""
+def web_ui(namespace: str, kind: str, name: str) -> str:
+    """A page of the Web UI (TEMPORAL_UI_URL): a run's ("workflows") or a schedule's, in
+    `namespace`, the one its client is connected to (which `connect(namespace=...)` may have set
+    apart from the environment's)."""
     base = str(ClientSettings.load().ui_url).rstrip("/")
-    return f"{base}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
+    return f"{base}/namespaces/{quote(namespace, safe='')}/{kind}/{quote(name, safe='')}"
+
+
+def ui_url(run_id: str, namespace: str) -> str:
+    """The run's page in the Web UI."""
+    return web_ui(namespace, "workflows", run_id)
 
 
 async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:

@@ -7,12 +7,10 @@ paused on its budget (the client's `EvalHandle.resume`, as `client.py eval resum
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused
-from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.console import views_evals
 from durable_agent_runner.console.eval_pauses import spent_line
 from durable_agent_runner.console.security import Refused
@@ -27,13 +25,13 @@ ENDED = te.EVAL_ENDED
 async def eval_view(client: AgentClient, eval_id: str) -> tuple[te.EvalStatus, Report, Diff | None]:
     """The eval's status (with what it waits for that no worker takes: `unserved`), its report
     and, with a baseline, the diff (None when the baseline cannot be read: the page says what it can)."""
-    status = await client.evals.get(eval_id).status()
-    link = functools.partial(ui_url, namespace=client.temporal.namespace)
-    now = report(status, link)
+    handle = client.evals.get(eval_id)
+    status = await handle.status()
+    now = report(status, handle.ui_url)
     if not status.baseline:
         return status, now, None
     try:
-        then = report(await client.evals.get(status.baseline).status(), link)
+        then = report(await client.evals.get(status.baseline).status(), handle.ui_url)
     except (AgentRunError, ValueError):
         return status, now, None
     return status, now, compare(now, then)
