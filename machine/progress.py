@@ -77,3 +77,21 @@ def failed(s: RunState, message: str, kind: str) -> bool:
 def answered(s: RunState, output: str) -> None:
     """A single run's final answer."""
     s.output = output
+
+
+def result(s: RunState, run_id: str, output: str, output_object: object, **session: object) -> t.RunResult:
+    """What the run returns: its answer (or, for a session, its last), its usage and handoffs."""
+    return t.RunResult.model_validate(
+        {
+            "run_id": run_id,
+            "agent": s.agent_now.name,
+            "output": output,
+            "output_object": output_object,
+            "turns": s.turn,
+            "usage": s.usage,
+            "usage_by_agent": s.usage_by_agent,
+            "usage_by_model": s.usage_by_model,
+            "handoffs": s.handoffs,
+            **session,
+        }
+    )

@@ -124,21 +124,6 @@ async def test_invalid_edited_arguments_are_refused_and_nothing_is_recorded(clie
         await handle.result()
 
 
-async def test_reject_sends_the_reason_to_the_model(client, task_queue, worker_factory, llm, counter_file):
-    model = script(llm, calls(("send", {"label": "spam"})), {"content": "understood"})
-    async with worker_factory():
-        handle = await start(client, task_queue, "send spam", agent="guarded", model=model)
-        (waiting,) = await pending(handle)
-        await update(handle, decide(waiting.call_id, approve=False, reason="we never send spam", by="carol"))
-        assert (await handle.result()).output == "understood"
-        final = await status(handle)
-    assert not counter_file.exists()  # the tool never ran
-    sent = llm.requests()[-1]["body"]["messages"]
-    tool_result = next(m for m in sent if m["role"] == "tool")
-    assert "rejected by carol" in tool_result["content"] and "we never send spam" in tool_result["content"]
-    assert final.decisions[0].approved is False and final.decisions[0].reason == "we never send spam"
-
-
 async def test_always_approves_later_calls_of_that_tool(client, task_queue, worker_factory, llm, counter_file):
     model = script(
         llm,

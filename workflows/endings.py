@@ -10,7 +10,7 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.workflow import ParentClosePolicy
 
-from durable_agent_runner.machine import live_scores
+from durable_agent_runner.machine import live_scores, progress
 from durable_agent_runner.machine.rules import Done
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
@@ -50,20 +50,7 @@ async def score(s: RunState, agent: t.AgentSpec, done: Done) -> None:
 
 
 def result(s: RunState, output: str, output_object: object, **session: object) -> t.RunResult:
-    return t.RunResult.model_validate(
-        {
-            "run_id": workflow.info().workflow_id,
-            "agent": s.agent_now.name,
-            "output": output,
-            "output_object": output_object,
-            "turns": s.turn,
-            "usage": s.usage,
-            "usage_by_agent": s.usage_by_agent,
-            "usage_by_model": s.usage_by_model,
-            "handoffs": s.handoffs,
-            **session,
-        }
-    )
+    return progress.result(s, workflow.info().workflow_id, output, output_object, **session)
 
 
 async def tell_parent(s: RunState) -> None:

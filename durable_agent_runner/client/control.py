@@ -154,21 +154,8 @@ async def fork(
     point: t.ForkPoint = await query_run(
         client, run_id, t.FORK_POINT_QUERY, t.ForkQuery(turn=at_turn), result_type=t.ForkPoint
     )
-    messages = list(point.messages)
-    if prompt:
-        messages.append(t.UserMessage(content=prompt))
     link = t.ForkLink(run_id=run_id, turn=at_turn, live_tools=live_tools)
-    carry = t.Carry(
-        agent=point.agent,
-        current=point.current,
-        handoffs=point.handoffs,
-        messages=messages,
-        turn=point.turn,
-        usage=t.Usage(),
-        forked_from=link,
-        answer_base=point.answer_base,  # a session's answer: its turns count from its start
-        live_tools=live_tools,
-    )
+    carry = t.Carry.for_fork(point, link, prompt)
     new_id = new_id or f"{run_id[:200]}-fork{at_turn}-{uuid.uuid4().hex[:6]}"
     await client.start_workflow(
         t.WORKFLOW_NAME,
@@ -187,7 +174,7 @@ async def fork(
         static_summary=f"fork of {run_id} before model call {at_turn}"
         + (", its earlier tool calls run again" if live_tools else ""),
     )
-    return Forked(run_id=new_id, forked_from=link, messages=len(messages))
+    return Forked(run_id=new_id, forked_from=link, messages=len(carry.messages))
 
 
 async def model_calls_made(client: Client, run_id: str) -> int:

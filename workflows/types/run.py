@@ -20,6 +20,7 @@ from durable_agent_runner.workflows.types.control import (
     Breakpoints,
     EditRecord,
     ForkLink,
+    ForkPoint,
     HandoffRecord,
     ModelSwitch,
     PauseInfo,
@@ -75,6 +76,23 @@ class Carry(Contract):
     # carried replies again (tools and child runs) and takes their fresh results (machine/rerun.py).
     live_tools: bool = False
     budget: Budget | None = None  # the run's budget across its tree, as raised (tree-budget-1.1)
+
+    @classmethod
+    def for_fork(cls, point: ForkPoint, link: ForkLink, prompt: str | None) -> Carry:
+        """What a fork starts from (`client.py fork`): its origin's state just before model call
+        `link.turn`, with `prompt` added as a user message when given, and no usage of its own."""
+        messages = list(point.messages) + ([UserMessage(content=prompt)] if prompt else [])
+        return cls(
+            agent=point.agent,
+            current=point.current,
+            handoffs=point.handoffs,
+            messages=messages,
+            turn=point.turn,
+            usage=Usage(),
+            forked_from=link,
+            answer_base=point.answer_base,  # a session's answer: its turns count from its start
+            live_tools=link.live_tools,
+        )
 
 
 class RunInput(Contract):

@@ -1,0 +1,434 @@
+"""A whole run through the machine, with no server: the interpreter's loops over a scripted world.
+
+`PureRun` carries out each step the machine gives the way the workflow does (workflows/agent.py
+`_answer` and `_carry`, workflows/call_steps.py `carry_out` and `_took`, workflows/turn_steps.py
+`pause`), but the model, the tools, the agent's hooks and the people are scripted here, and the
+clock is a counter. Every decision is the machine's own code: the turn (machine/turn.py), each
+call's life (machine/call.py), the books status reads (machine/books.py), the door's checks of a
+decision (machine/approvals.py, doubts.py, control.py), budgets, handoffs, forks and carries.
+
+What the workflow adds (commands, history, replay, concurrency of sibling calls, timers) is for
+the server tests; a run here runs sibling calls one after the other, in the order asked.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal
+
+from durable_agent_runner.machine import books, control, conversation, handoff, progress, rules
+from durable_agent_runner.machine import call as m
+from durable_agent_runner.machine import outcomes as o
+from durable_agent_runner.machine import turn as turn_machine
+from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.calls import PlannedCall, RunTools
+from durable_agent_runner.machine.phase import Status
+from durable_agent_runner.machine.rerun import Reran, RerunRecorded
+from durable_agent_runner.machine.rules import Done, Stop
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.workflows import types as t
+
+START = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
+DOING = {m.Stage.CHECKING: "checking", m.Stage.RUNNING: "running", m.Stage.OUTSIDE: "outside"}
+
+Person = Callable[["PureRun"], None]  # acts on a run that waits for a person, through its door
+Tool = Callable[[dict[str, object]], str]  # a tool's result; raise LostAttempt for no result
+
+
+class LostAttempt(Exception):
+    """A tool's attempts ended without a result (its worker died, it timed out, ...)."""
+
+    def __init__(self, end: str = "timeout", ended: str = "heartbeat timeout") -> None:
+        super().__init__(ended)
+        self.end, self.ended = end, ended
+
+
+class RunFailed(Exception):
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.message, self.kind = message, kind
+
+
+class NobodyActs(Exception):
+    """The run waits for a person, and the script has no one left to act (a run that would wait)."""
+
+
+_CALL_IDS = itertools.count(1)
+
+
+def reply(text: str | None = None, *calls: tuple[str, dict[str, object]], tokens: int = 100) -> t.ModelReply:
+    """A model's reply: its text, and the tool calls it asks for (name, arguments), each with a
+    call id of its own (`call_N`, as a provider gives them)."""
+    tool_calls = [t.ToolCall(call_id=f"call_{next(_CALL_IDS)}", name=n, arguments=json.dumps(a)) for n, a in calls]
+    usage = t.Usage(input_tokens=tokens, output_tokens=tokens // 10, total_tokens=tokens + tokens // 10)
+    return t.ModelReply(message=t.AssistantMessage(content=text, tool_calls=tool_calls), usage=usage)
+
+
+@dataclass
+class World:
+    """What the run meets: the model's replies in order, the tools, the agent's hooks (by kind and
+    name: an approval check says a person decides unless told otherwise) and the people, each of
+    whom acts once, in order, when the run waits for a person."""
+
+    replies: list[t.ModelReply]
+    tools: dict[str, Tool] = field(default_factory=dict)
+    hooks: dict[tuple[t.HookKind, str], t.HookResult] = field(default_factory=dict)
+    people: list[Person] = field(default_factory=list)
+    seen: list[list[t.Message]] = field(default_factory=list)  # the transcript each model call was sent
+    ran: list[tuple[str, dict[str, object]]] = field(default_factory=list)  # each tool run, in order
+    time_passes: bool = False  # with nobody left to act, a bounded wait runs out (else NobodyActs)
+
+
+class PureRun:
+    """One run (its executions, if it continues as new) of `agent` on `world`."""
+
+    def __init__(self, agent: t.AgentSpec, world: World, run_input: t.RunInput, run_id: str = "run-1") -> None:
+        self.world, self.run_id, self.input = world, run_id, run_input
+        self.now = START
+        self.s, self.tracker = RunState(), Status()
+        self.executions = 1
+        self.continue_at: set[int] = set()  # the turns after which Temporal suggests continue-as-new
+        self.waits: list[t.RunStatus] = []  # the run's status each time it waited for a person
+        if run_input.carry is not None:
+            self.s.from_carry(run_input.carry)
+        else:
+            progress.begin(self.s, run_input)
+            progress.resolved(self.s, agent)
+            if self.s.session is not None:
+                self.send(run_input.prompt, by="client")
+            else:
+                progress.prompted(self.s, run_input.prompt)
+        self.ledger, _ = Ledger.for_run(run_input, self.s.agent_now, child=False, first=True)
+
+    # ----------------------------------------------------------------------------- the loops
+
+    def run(self) -> t.RunResult:
+        """The run to its end: its answer, or RunFailed (NobodyActs: it would wait for a person)."""
+        while True:
+            try:
+                done = self._answer(
+                    self.input.prompt if self.input.carry is None and self.s.agent_now.input_guardrails else None
+                )
+            except _ContinuedAsNew:
+                continue
+            progress.answered(self.s, done.output)
+            self.event(t.EventKind.FINAL, text=done.output)
+            self.set_phase(t.Phase.COMPLETED, f"final answer after {self.s.turn} turn(s)")
+            return progress.result(self.s, self.run_id, done.output, done.output_object)
+
+    def converse(self) -> t.RunResult:
+        """A session to its end: each message answered in turn (workflows/agent.py `_conversation`);
+        while it waits for a message, the next scripted person acts (sends one, or ends it), and
+        with nobody left its idle time runs out."""
+        woke = conversation.Woke()
+        while True:
+            try:
+                execution = f"execution-{self.executions}"
+                step = conversation.between(self.s, self.s.agent_now, self.facts(), woke, execution)
+                woke = conversation.Woke()
+                if isinstance(step, conversation.ContinueAsNew):
+                    self._continue_as_new()
+                elif isinstance(step, conversation.EndSession):
+                    self.event(t.EventKind.ENDED, text=step.why)
+                    self.set_phase(t.Phase.COMPLETED, f"session ended: {step.why}")
+                    output, output_object = conversation.ended(self.s)
+                    session = self.s.session
+                    assert session is not None
+                    return progress.result(
+                        self.s, self.run_id, output, output_object, messages=session.answered, ended_by=step.why
+                    )
+                elif isinstance(step, conversation.WaitForMessage):
+                    self.set_phase(t.Phase.WAITING_FOR_MESSAGE, step.step)
+                    session = self.s.session
+                    assert session is not None
+                    if self.world.people:
+                        self.world.people.pop(0)(self)
+                    woke = conversation.Woke(waited=True, timed_out=not session.queue and session.ending is None)
+                else:
+                    self._answer_message(step.guard, execution)
+            except _ContinuedAsNew:
+                continue
+
+    def _answer_message(self, guard: str | None, execution: str) -> None:
+        try:
+            done = self._answer(guard)
+        except RunFailed as err:
+            detail = conversation.failed(self.s, err.kind, err.message, self.now, execution)
+            self.event(t.EventKind.ANSWERED, text=err.message, detail=detail)
+            return
+        self.event(t.EventKind.FINAL, text=done.output)
+        exchange = conversation.answered(self.s, done, self.now, execution)
+        self.event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
+
+    def _answer(self, guard: str | None) -> Done:
+        turn = turn_machine.Turn(self.s, guard, self.ledger)
+        step = turn.next(o.Ready(), self.facts())
+        while not isinstance(step, Done):
+            if isinstance(step, Stop):
+                raise self.failure(step.message, step.error)
+            step = turn.next(self._carry(step), self.facts())
+        return step
+
+    def _carry(self, step: turn_machine.NextStep) -> o.Outcome:
+        s = self.s
+        if isinstance(step, turn_machine.CallModel):
+            return o.Replied(self._call_model(step))
+        if isinstance(step, RunTools):
+            return o.ToolsRan(self._run_tools(s.agent_now, step))
+        if isinstance(step, RerunRecorded):
+            return Reran(self._run_tools(step.agent, step.plan))
+        if isinstance(step, turn_machine.HandOff):
+            self._hand_off(s.agent_now, step)
+            return o.HandedOff()
+        if isinstance(step, turn_machine.CheckOutput):
+            return o.OutputChecked(self.hook("output_type", s.agent_now.output_name or "output"))
+        if isinstance(step, turn_machine.Guardrails):
+            names = s.agent_now.output_guardrails
+            return o.GuardrailsRan(rules.tripwire("output", [(n, self.hook("output_guardrail", n)) for n in names]))
+        if isinstance(step, turn_machine.Pause):
+            self._pause(step)
+            return o.Resumed()
+        if isinstance(step, turn_machine.Breakpoint):
+            taken, why = control.breakpoint_ended(s, step.name, self.hook("breakpoint", step.name), self.now)
+            for record in taken:
+                self.event(t.EventKind.EDITED, detail=record.summary)
+            return o.BreakpointRan(why)
+        if isinstance(step, turn_machine.Steer):
+            for text, detail in conversation.steer(s):
+                self.event(t.EventKind.MESSAGE, text=text, detail=detail)
+            return o.Steered()
+        assert isinstance(step, turn_machine.ContinueAsNew), step
+        self._continue_as_new()
+
+    # -------------------------------------------------------------------------------- steps
+
+    def _call_model(self, step: turn_machine.CallModel) -> t.ModelReply:
+        self.set_phase(t.Phase.CALLING_MODEL, f"turn {self.s.turn}: {step.agent.name} calling its model")
+        self.event(t.EventKind.MODEL_STARTED, detail=step.agent.model or "default")
+        if step.guard is not None:
+            stop = rules.tripwire("input", [(n, self.hook("input_guardrail", n)) for n in step.agent.input_guardrails])
+            if stop is not None:
+                raise self.failure(stop.message, stop.error)
+        if not self.world.replies:
+            raise AssertionError(f"the model was called for turn {self.s.turn}, and the script has no reply left")
+        self.world.seen.append(list(self.s.messages))
+        return self.world.replies.pop(0)
+
+    def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
+        runs = [p for p in step.calls if p.action in ("tool", "child", "ask")]
+        if self.ledger is not None:
+            self.ledger.expect(sum(p.action == "child" for p in runs))
+        self.tracker.calls_now = {}
+        self.set_phase(t.Phase.RUNNING_TOOLS, f"turn {self.s.turn}: running {len(runs)} call(s)")
+        return {p.call.call_id: self._carry_out(agent, p) for p in runs}
+
+    def _carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
+        doubted = self.s.doubts.times(planned.call.call_id)
+        moved = m.start(planned, self.s.turn, self._ctx(agent), doubted)
+        before: m.Stage | None = None
+        while True:
+            self._took(agent, moved, before)
+            if moved.call.message is not None:
+                return moved.call.message
+            before = moved.call.stage
+            moved = m.advance(moved.call, self._do(agent, moved.call, moved.steps[0]), self._ctx(agent))
+
+    def _ctx(self, agent: t.AgentSpec) -> m.Ctx:
+        forked = self.s.forked_from.run_id if self.s.forked_from is not None else None
+        return m.Ctx(
+            agent=agent, now=self.tick(), run_id=self.run_id, always=self.s.approvals.always, forked_from=forked
+        )
+
+    def _took(self, agent: t.AgentSpec, moved: m.Transition, before: m.Stage | None) -> None:
+        c = moved.call
+        refresh = books.took(self.s, agent, moved, before, self.now)
+        for note in moved.notes:
+            if note.kind is t.EventKind.APPROVAL_DECIDED and c.approval is not None:
+                progress.decided(self.s, c.approval)
+            self.event(note.kind, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
+        said = self.tracker.doing(self.s, c.call_id, DOING.get(c.stage), c.planned.call)  # type: ignore[arg-type]
+        if said is not None:
+            progress.say(self.s, said)
+        if refresh and (now := self.tracker.waiting(self.s)) is not None:
+            self.set_phase(*now)
+
+    def _do(self, agent: t.AgentSpec, c: m.Call, step: m.Step) -> m.Happened:
+        if isinstance(step, m.CheckApproval):
+            # As the agent's check answers for a tool that always asks: a person decides, shown
+            # the arguments it validated (activities/hooks.py).
+            asks = t.HookResult(needs_approval=True, arguments=step.args)
+            return m.Checked(call_id=c.call_id, result=self.hook("approval", c.tool, asks))
+        if isinstance(step, m.AskPerson):
+            return self._ask(c, step)
+        if isinstance(step, m.RunTool):
+            self.world.ran.append((c.tool, dict(step.args or {})))
+            try:
+                return m.Ran(call_id=c.call_id, content=self.world.tools[c.tool](dict(step.args or {})))
+            except LostAttempt as lost:
+                return m.Lost(call_id=c.call_id, end=lost.end, why=str(lost), ended=lost.ended)  # type: ignore[arg-type]
+        assert isinstance(step, m.FailRun), f"not carried out here: {step}"
+        raise self.failure(step.message, step.error)
+
+    def _ask(self, c: m.Call, step: m.AskPerson) -> m.Happened:
+        """A wait for a person: the next scripted person acts through the door; the call's record
+        is what they decided, or the wait runs out (TimedOut) when nobody decides."""
+        if step.about == "approval":
+            self._person(lambda: self.s.approvals.decided(c.call_id) is not None, step.timeout)
+            record = self.s.approvals.decided(c.call_id)
+            return m.Decided(record=record) if record is not None else m.TimedOut(call_id=c.call_id)
+        if step.about == "question":
+            self._person(lambda: self.s.questions.answered(c.call_id) is not None, step.timeout)
+            answer = self.s.questions.answered(c.call_id)
+            return m.Answered(record=answer) if answer is not None else m.TimedOut(call_id=c.call_id)
+        assert c.doubt is not None
+        n = c.doubt.doubt
+        self._person(lambda: self.s.doubts.decided(c.call_id, n) is not None, step.timeout)
+        resolution = self.s.doubts.decided(c.call_id, n)
+        return m.Resolved(record=resolution) if resolution is not None else m.TimedOut(call_id=c.call_id)
+
+    def _person(self, done: Callable[[], bool], bound: timedelta | None) -> None:
+        """The run waits for a person: the next scripted ones act, until `done`. With nobody left,
+        the wait's `bound` passes if the world lets time pass; else NobodyActs."""
+        self.waits.append(self.status())
+        while not done() and self.world.people:
+            self.world.people.pop(0)(self)
+        if not done() and (bound is None or not self.world.time_passes):
+            raise NobodyActs(self.status().last_step)
+        self.tick(bound if not done() and bound is not None else timedelta(minutes=1))
+
+    def _pause(self, step: turn_machine.Pause) -> None:
+        holding = control.paused(self.s, step, self.tick())
+        self.event(t.EventKind.PAUSED, detail=f"{holding.point}: {step.why}")
+        self.set_phase(t.Phase.PAUSED, holding.why)
+        self._person(lambda: self.s.resumed_by is not None, None)
+        detail, phase, words = control.went_on(self.s, step)
+        self.event(t.EventKind.RESUMED, detail=detail)
+        self.set_phase(phase, words)
+
+    def _hand_off(self, agent: t.AgentSpec, step: turn_machine.HandOff) -> None:
+        planned = handoff.plan(self.s, agent, step.call)
+        assert not isinstance(planned, Stop) and planned.hook is None, "filter functions: tests/test_machine_steps.py"
+        record = handoff.handed_off(self.s, agent, planned, None, self.tick())
+        assert not isinstance(record, Stop)
+        self.event(t.EventKind.HANDOFF, detail=f"{agent.name} → {planned.target.name}", call_id=record.call_id)
+
+    def _continue_as_new(self) -> None:
+        """A new execution from the carry alone, as Temporal starts it (workflows/agent.py)."""
+        self.set_phase(t.Phase.CONTINUING, "continuing as new")
+        self.continue_at.discard(self.s.turn)  # the new execution's history is small again
+        carry = self.s.to_carry(f"execution-{self.executions}")
+        if self.ledger is not None:
+            carry.budget = self.ledger.budget
+        carry = t.Carry.model_validate_json(carry.model_dump_json())  # what crosses is only what serializes
+        self.input = t.RunInput(prompt="", agent=carry.agent.name, carry=carry)
+        self.s, self.tracker, self.executions = RunState(), Status(), self.executions + 1
+        self.s.from_carry(carry)
+        self.ledger, _ = Ledger.for_run(self.input, self.s.agent_now, child=False, first=True)
+        raise _ContinuedAsNew
+
+    # --------------------------------------------------------------- the door (what people use)
+
+    def approve(self, by: str = "alice", call_id: str | None = None, **more: object) -> None:
+        """Approves `call_id`, or the one call waiting for approval (as status lists it)."""
+        call_id = call_id or self._waiting(self.status().pending_approvals)
+        self._decide(t.ApprovalDecision(call_id=call_id, approve=True, by=by, **more))  # type: ignore[arg-type]
+
+    def reject(self, reason: str, by: str = "bob", call_id: str | None = None) -> None:
+        call_id = call_id or self._waiting(self.status().pending_approvals)
+        self._decide(t.ApprovalDecision(call_id=call_id, approve=False, by=by, reason=reason))
+
+    def _decide(self, decision: t.ApprovalDecision) -> None:
+        self.s.approvals.check(decision, self.s.agent_now)  # the update's validator
+        progress.decided(self.s, self.s.approvals.apply(decision, self.now))
+
+    def resolve(self, action: Literal["rerun", "result", "fail"], by: str = "carol", **more: object) -> None:
+        """Resolves the one call in doubt (as status lists it)."""
+        call_id = self._waiting(self.status().in_doubt)
+        decision = t.ResolveCall(call_id=call_id, action=action, by=by, **more)  # type: ignore[arg-type]
+        self.s.doubts.check(decision)
+        progress.resolved_doubt(self.s, self.s.doubts.apply(decision, self.now))
+
+    def resume(self, by: str = "dave", **raised: int | float) -> None:
+        request = t.ResumeRequest(by=by, **raised)  # type: ignore[arg-type]
+        control.check_resume(self.s, self.ledger, request)
+        for kind, detail in control.resume(self.s, self.ledger, request).events:
+            self.event(kind, detail=detail)
+
+    def send(self, text: str, by: str = "erin") -> t.MessageReceipt:
+        session, message = self.s.session, t.SessionMessage(text=text, by=by)
+        assert session is not None, "not a session"
+        session.check(message, self.s.done)  # the update's validator
+        steer = self.s.agent_now.mid_turn == "steer"
+        receipt = session.accept(message, self.now, steer)
+        self.event(t.EventKind.MESSAGE, text=text, detail=f"message {receipt.message} from {by}")
+        return receipt
+
+    def end(self, by: str = "erin") -> None:
+        assert self.s.session is not None, "not a session"
+        self.s.session.end(t.EndSession(by=by))
+
+    def pause(self, by: str = "dave") -> None:
+        control.check_pause(self.s)
+        progress.say(self.s, control.pause(self.s, t.PauseRequest(by=by)))
+
+    def edit(self, edit: t.Edit) -> None:
+        control.check_edit(self.s, edit)
+        record = control.take_edit(self.s, edit, self.now)
+        self.event(t.EventKind.EDITED, detail=record.summary)
+
+    @staticmethod
+    def _waiting(pending: list[t.PendingApproval] | list[t.InDoubtCall]) -> str:
+        assert len(pending) == 1, f"not one call waits, but {len(pending)}"
+        return pending[0].call_id
+
+    # ------------------------------------------------------------------------------- records
+
+    def status(self) -> t.RunStatus:
+        status = self.s.status(self.run_id)
+        if self.ledger is not None:
+            status.budget = self.ledger.status(self.s.usage)
+        return status
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.s.events]
+
+    def hook(self, kind: t.HookKind, name: str, default: t.HookResult | None = None) -> t.HookResult:
+        return self.world.hooks.get((kind, name), default or t.HookResult())
+
+    def facts(self) -> o.Facts:
+        return o.Facts(now=self.tick(), continue_suggested=self.s.turn in self.continue_at)
+
+    def tick(self, by: timedelta = timedelta(seconds=1)) -> datetime:
+        self.now += by
+        return self.now
+
+    def event(self, kind: t.EventKind, **fields: object) -> None:
+        self.s.event(self.now, kind, **fields)
+
+    def set_phase(self, phase: t.Phase, step: str) -> None:
+        before = progress.set_phase(self.s, phase, step)
+        self.tracker.writes(self.s, before)
+
+    def failure(self, message: str, kind: str) -> RunFailed:
+        if progress.failed(self.s, message, kind):
+            self.s.abandon()
+            self.event(t.EventKind.FAILED, text=message)
+            self.set_phase(t.Phase.FAILED, message)
+        return RunFailed(message, kind)
+
+
+class _ContinuedAsNew(Exception):
+    """The execution ended in a continue-as-new: the run goes on from its carry."""
+
+
+def fork(origin: PureRun, at_turn: int, world: World, live_tools: bool = False, prompt: str | None = None) -> PureRun:
+    """A fork of `origin` before model call `at_turn`, as `client.py fork` makes it (its carry)."""
+    link = t.ForkLink(run_id=origin.run_id, turn=at_turn, live_tools=live_tools)
+    carry = t.Carry.for_fork(origin.s.fork_point(at_turn), link, prompt)
+    return PureRun(
+        carry.agent, world, t.RunInput(prompt="", agent=carry.agent.name, carry=carry), f"{origin.run_id}-fork"
+    )

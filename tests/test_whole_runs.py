@@ -1,0 +1,338 @@
+"""Whole runs through the machine with no server (tests/pure_run.py): approval, reject, edit, in
+doubt, budget pause, handoff, steer, fork and continue-as-new, each from the prompt to the answer,
+checked as a person would: what status said while the run waited, what ran, what the model was
+sent, and the answer. The server tests keep what only the server shows (history, replay, workers
+that die, timers, updates through the door, the CLI and the console); a server test that showed
+nothing more (a rejection's reason reaching the model) is here now."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.workflows import types as t
+from tests.pure_run import LostAttempt, NobodyActs, PureRun, RunFailed, World, fork, reply
+
+pytestmark = pytest.mark.pure
+
+OPS = t.AgentSpec(
+    name="ops",
+    version="v1",
+    max_turns=6,
+    tools=[
+        t.ToolSpec(name="get_weather"),
+        t.ToolSpec(name="send_report", approval="always"),
+        t.ToolSpec(name="charge", once=True),
+    ],
+    handoffs=[t.HandoffSpec(agent="billing", tool_name="transfer_to_billing")],
+    team=[t.AgentSpec(name="billing", version="v1", tools=[t.ToolSpec(name="refund")])],
+)
+TOOLS = {
+    "get_weather": lambda a: f"sunny in {a['city']}",
+    "send_report": lambda a: f"sent to {a['to']}",
+    "charge": lambda a: f"charged {a['cents']}",
+    "refund": lambda a: "refunded",
+}
+REPORT = ("send_report", {"to": "ops@example.com"})
+
+
+def start(world: World, agent: t.AgentSpec = OPS, prompt: str = "Weather in Tokyo, then email ops") -> PureRun:
+    return PureRun(agent, world, t.RunInput(prompt=prompt, agent=agent.name))
+
+
+def tool_messages(messages: list[t.Message]) -> list[t.ToolMessage]:
+    return [m for m in messages if isinstance(m, t.ToolMessage)]
+
+
+def in_order(kinds: list[str], *wanted: str) -> bool:
+    """`wanted` appear in `kinds` in this order (others between them)."""
+    it = iter(kinds)
+    return all(any(k == w for k in it) for w in wanted)
+
+
+# ----------------------------------------------------------------------------- approvals
+
+
+def test_an_approval_turn_waits_for_a_person_then_runs_the_call_and_the_model_sees_its_result():
+    def alice(run: PureRun) -> None:
+        assert [name for name, _ in world.ran] == ["get_weather"]  # nothing ran before the decision
+        run.approve(by="alice")
+
+    world = World(
+        replies=[reply(None, ("get_weather", {"city": "Tokyo"})), reply(None, REPORT), reply("Sent the report.")],
+        tools=TOOLS,
+        people=[alice],
+    )
+    run = start(world)
+    result = run.run()
+
+    (waiting,) = run.waits
+    assert waiting.status == "awaiting_approval" and waiting.turn == 2
+    (pending,) = waiting.pending_approvals
+    assert pending.tool == "send_report" and pending.arguments == {"to": "ops@example.com"}
+    assert "send_report" in waiting.last_step and "approv" in waiting.last_step
+    assert world.ran == [("get_weather", {"city": "Tokyo"}), ("send_report", {"to": "ops@example.com"})]
+    sent = tool_messages(world.seen[2])[-1]
+    assert sent.content == "sent to ops@example.com" and sent.approval is not None and sent.approval.by == "alice"
+    assert result.output == "Sent the report." and result.turns == 3
+    done = run.status()
+    assert done.status == "completed" and not done.pending_approvals
+    assert [(d.tool, d.approved, d.by) for d in done.decisions] == [("send_report", True, "alice")]
+    assert in_order(run.kinds(), "tool_started", "approval_requested", "approval_decided", "tool_finished", "final")
+
+
+def test_a_rejected_call_never_runs_and_the_model_is_told_who_rejected_it_and_why():
+    world = World(
+        replies=[reply(None, REPORT), reply("I did not send it.")],
+        tools=TOOLS,
+        people=[lambda run: run.reject("wrong address", by="bob")],
+    )
+    run = start(world)
+    assert run.run().output == "I did not send it."
+    assert world.ran == []
+    (told,) = tool_messages(world.seen[1])
+    assert told.is_error and "rejected by bob" in told.content and "wrong address" in told.content
+    (decision,) = run.status().decisions
+    assert decision.approved is False and decision.reason == "wrong address" and decision.by == "bob"
+
+
+def test_edited_arguments_are_what_runs_and_the_model_is_told_of_the_edit():
+    world = World(
+        replies=[reply(None, REPORT), reply("Sent.")],
+        tools=TOOLS,
+        people=[lambda run: run.approve(by="alice", arguments={"to": "team@example.com"})],
+    )
+    run = start(world)
+    run.run()
+    assert world.ran == [("send_report", {"to": "team@example.com"})]
+    (told,) = tool_messages(world.seen[1])
+    assert "edited by alice" in told.content and "sent to team@example.com" in told.content
+
+
+def test_a_decision_on_a_call_that_is_not_waiting_is_refused_at_the_door_and_the_run_still_waits():
+    def wrong_call(run: PureRun) -> None:
+        with pytest.raises(DecisionRefused, match="call_nope"):
+            run.approve(call_id="call_nope")
+
+    world = World(replies=[reply(None, REPORT)], tools=TOOLS, people=[wrong_call])
+    run = start(world)
+    with pytest.raises(NobodyActs):  # no approval of the real call came: the run would still wait
+        run.run()
+    assert world.ran == [] and run.status().status == "awaiting_approval"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.booleans(), max_size=5))
+def test_no_call_that_needs_approval_runs_without_one_and_every_call_gets_one_answer(decisions: list[bool]):
+    people = [
+        (lambda run: run.approve()) if yes else (lambda run: run.reject("no"))  # type: ignore[misc]
+        for yes in decisions
+    ]
+    replies = [reply(None, REPORT) for _ in decisions] + [reply("done")]
+    world = World(replies=replies, tools=TOOLS, people=people)
+    run = PureRun(OPS.model_copy(update={"max_turns": 10}), world, t.RunInput(prompt="go", agent="ops"))
+    assert run.run().output == "done"
+    assert len(world.ran) == sum(decisions)
+    asked = [c.call_id for m in run.s.messages if isinstance(m, t.AssistantMessage) for c in m.tool_calls]
+    answered = [m.call_id for m in tool_messages(run.s.messages)]
+    assert answered == asked  # each call answered once, in the order asked
+    assert [d.approved for d in run.status().decisions] == decisions
+
+
+# -------------------------------------------------------------------------------- in doubt
+
+
+def flaky_charge(results: list[str | LostAttempt]):
+    def charge(args: dict[str, object]) -> str:
+        outcome = results.pop(0)
+        if isinstance(outcome, LostAttempt):
+            raise outcome
+        return outcome
+
+    return charge
+
+
+@pytest.mark.parametrize(
+    ("resolution", "runs", "model_sees", "is_error"),
+    [
+        ({"action": "rerun"}, 2, "charged 500", False),
+        ({"action": "result", "result": '{"id": 42}'}, 1, '{"id": 42}', False),
+        ({"action": "fail", "reason": "the bank has no such payment"}, 1, "the bank has no such payment", True),
+    ],
+)
+def test_a_once_call_that_ended_without_a_result_waits_for_a_person_and_goes_on_as_they_resolve_it(
+    resolution: dict[str, str], runs: int, model_sees: str, is_error: bool
+):
+    world = World(
+        replies=[reply(None, ("charge", {"cents": 500})), reply("Done.")],
+        tools=TOOLS | {"charge": flaky_charge([LostAttempt(), "charged 500"])},
+        people=[lambda run: run.resolve(by="carol", **resolution)],  # type: ignore[arg-type]
+    )
+    run = start(world, prompt="charge 5 dollars")
+    assert run.run().output == "Done."
+
+    (waiting,) = run.waits
+    (doubt,) = waiting.in_doubt
+    assert doubt.tool == "charge" and doubt.arguments == {"cents": 500} and waiting.status == "running"
+    assert "charge" in waiting.last_step
+    assert len([r for r in world.ran if r[0] == "charge"]) == runs  # never again unless a person said so
+    (told,) = tool_messages(world.seen[1])
+    assert model_sees in told.content and told.is_error is is_error
+    assert [r.action for r in run.status().resolutions] == [resolution["action"]]
+
+
+def test_a_once_call_in_doubt_with_nobody_to_resolve_it_waits_and_runs_nothing_more():
+    world = World(
+        replies=[reply(None, ("charge", {"cents": 1}))], tools=TOOLS | {"charge": flaky_charge([LostAttempt()])}
+    )
+    run = start(world)
+    with pytest.raises(NobodyActs):
+        run.run()
+    assert world.ran == [("charge", {"cents": 1})] and run.status().in_doubt[0].tool == "charge"
+
+
+# ---------------------------------------------------------------------------------- budget
+
+
+def test_a_budget_pause_holds_the_run_until_a_person_raises_it_and_a_resume_without_a_raise_is_refused():
+    def resume_without_raise(run: PureRun) -> None:
+        with pytest.raises(DecisionRefused):
+            run.resume()
+
+    world = World(
+        replies=[reply(None, ("get_weather", {"city": "Oslo"}), tokens=1500), reply("Cold.", tokens=1000)],
+        tools=TOOLS,
+        people=[resume_without_raise, lambda run: run.resume(by="dave", add_tokens=5000)],
+    )
+    agent = OPS.model_copy(update={"token_budget": 1500, "on_budget": "pause"})
+    run = start(world, agent)
+    assert run.run().output == "Cold."
+    (waiting,) = run.waits
+    assert waiting.status == "paused" and waiting.paused is not None and waiting.paused.reason == "budget"
+    assert waiting.budget is not None and waiting.budget.tokens is not None
+    assert waiting.budget.tokens.limit == 1500 and waiting.budget.tokens.spent == 1650  # spent: it paused
+    assert in_order(run.kinds(), "paused", "budget_raised", "resumed", "model_started", "final")
+    after = run.status().budget
+    assert after is not None and after.tokens is not None and after.tokens.limit == 6500
+
+
+def test_a_budget_spent_with_on_budget_fail_ends_the_run_before_its_next_model_call():
+    world = World(replies=[reply(None, ("get_weather", {"city": "Oslo"}), tokens=1000)], tools=TOOLS)
+    run = start(world, OPS.model_copy(update={"token_budget": 1000}))
+    with pytest.raises(RunFailed) as failed:
+        run.run()
+    assert failed.value.kind == "TokenBudgetExceeded" and len(world.seen) == 1
+    assert run.status().status == "failed"
+
+
+# ------------------------------------------------------------------- handoffs and sessions
+
+
+def test_a_handoff_puts_the_target_in_charge_with_the_conversation_and_status_says_so():
+    world = World(
+        replies=[reply(None, ("transfer_to_billing", {})), reply(None, ("refund", {})), reply("Refunded.")],
+        tools=TOOLS,
+    )
+    run = start(world, prompt="refund my order")
+    assert run.run().output == "Refunded."
+    status = run.status()
+    assert status.agent == "billing" and [(h.from_agent, h.to_agent) for h in status.handoffs] == [("ops", "billing")]
+    assert world.ran == [("refund", {})]  # billing's own tool: the handoff made it available
+    assert world.seen[1][0] == t.UserMessage(content="refund my order")  # the conversation came along
+    assert in_order(run.kinds(), "handoff", "tool_started", "final")
+
+
+def test_a_session_that_steers_puts_a_message_sent_mid_turn_into_the_answer_in_progress():
+    box: dict[str, PureRun] = {}
+
+    def weather(args: dict[str, object]) -> str:
+        box["run"].send("and Paris?")  # arrives while the tool runs
+        return "sunny in Tokyo"
+
+    world = World(
+        replies=[reply(None, ("get_weather", {"city": "Tokyo"})), reply("Tokyo is sunny; Paris is too.")],
+        tools=TOOLS | {"get_weather": weather},
+        people=[lambda run: run.end(by="erin")],
+    )
+    agent = OPS.model_copy(update={"mid_turn": "steer"})
+    run = box["run"] = PureRun(agent, world, t.RunInput(prompt="Weather in Tokyo?", agent="ops", session=True))
+    result = run.converse()
+    users = [m.content for m in world.seen[1] if isinstance(m, t.UserMessage)]
+    assert users == ["Weather in Tokyo?", "and Paris?"]  # steered in: one answer for both
+    assert len(world.seen) == 2 and result.output == "Tokyo is sunny; Paris is too."
+    session = run.status().session
+    assert session is not None and session.state == "ended" and session.messages == session.answered == 2
+
+
+def test_a_session_answers_queued_messages_in_order_and_ends_when_idle_with_nobody_left():
+    world = World(replies=[reply("one"), reply("two")], tools=TOOLS, people=[lambda run: run.send("second")])
+    run = PureRun(OPS, world, t.RunInput(prompt="first", agent="ops", session=True))
+    result = run.converse()
+    assert [e.text for e in run.s.events if e.kind == "answered"] == ["one", "two"]
+    assert result.output == "two" and run.status().session.state == "ended"  # type: ignore[union-attr]
+
+
+# ----------------------------------------------------------------- forks and continue-as-new
+
+
+def charged_run() -> PureRun:
+    world = World(replies=[reply(None, ("charge", {"cents": 500})), reply("Charged.")], tools=dict(TOOLS))
+    run = start(world, prompt="charge 5 dollars")
+    run.run()
+    return run
+
+
+def test_a_fork_reuses_the_recorded_results_and_runs_nothing_before_its_fork_point():
+    origin = charged_run()
+    world = World(replies=[reply("Charged, again.")], tools=dict(TOOLS))
+    forked = fork(origin, 2, world, prompt="say it again")
+    assert forked.run().output == "Charged, again."
+    assert world.ran == []  # the charge is not made twice
+    assert tool_messages(world.seen[0])[0].content == "charged 500"
+    assert forked.status().forked_from is not None and forked.status().forked_from.run_id == "run-1"
+
+
+def test_a_live_tools_fork_asks_a_person_before_it_runs_a_once_call_again():
+    origin = charged_run()
+    world = World(replies=[reply("Charged twice.")], tools=dict(TOOLS), people=[lambda run: run.resolve("rerun")])
+    forked = fork(origin, 2, world, live_tools=True)
+    assert forked.run().output == "Charged twice."
+    (waiting,) = forked.waits
+    assert waiting.in_doubt[0].tool == "charge" and world.ran == [("charge", {"cents": 500})]
+
+    nobody = World(replies=[reply("never")], tools=dict(TOOLS))
+    with pytest.raises(NobodyActs):  # with no person, the once call does not run again
+        fork(origin, 2, nobody, live_tools=True).run()
+    assert nobody.ran == []
+
+
+def test_a_run_continued_as_new_goes_on_from_its_carry_with_its_transcript_and_always_approvals():
+    world = World(
+        replies=[reply(None, REPORT), reply(None, REPORT), reply("Sent twice.")],
+        tools=TOOLS,
+        people=[lambda run: run.approve(by="alice", always=True)],
+    )
+    run = start(world)
+    run.continue_at = {1}  # Temporal suggests continue-as-new after the first turn
+    assert run.run().output == "Sent twice."
+    assert run.executions == 2 and len(run.waits) == 1  # the second report was approved by "always"
+    assert len(world.ran) == 2 and world.seen[2][: len(world.seen[1])] == world.seen[1]
+    status = run.status()
+    assert status.turn == 3 and status.usage.total_tokens == 3 * 110
+    assert status.decisions[0].always and status.decisions[0].by == "alice"
+
+
+def test_a_paused_run_can_be_edited_and_the_model_sees_the_edit_when_it_goes_on():
+    def pause_then_edit(run: PureRun) -> None:
+        run.edit(t.Edit(op="text", index=0, text="Weather in Oslo", by="dave"))
+        run.resume(by="dave")
+
+    world = World(replies=[reply("Oslo is cold.")], tools=TOOLS, people=[pause_then_edit])
+    run = start(world, prompt="Weather in Tokyo")
+    run.pause(by="dave")  # asked before the first model call
+    assert run.run().output == "Oslo is cold."
+    assert run.waits[0].status == "paused"
+    assert world.seen[0][0] == t.UserMessage(content="Weather in Oslo")
+    assert in_order(run.kinds(), "paused", "edited", "resumed", "model_started")
