@@ -22,6 +22,7 @@ from typing import Literal
 
 from durable_agent_runner.machine import books, control, conversation, handoff, progress, rules
 from durable_agent_runner.machine import call as m
+from durable_agent_runner.machine import child as child_machine
 from durable_agent_runner.machine import outcomes as o
 from durable_agent_runner.machine import turn as turn_machine
 from durable_agent_runner.machine.budget import Ledger
@@ -86,8 +87,10 @@ class World:
 class PureRun:
     """One run (its executions, if it continues as new) of `agent` on `world`."""
 
-    def __init__(self, agent: t.AgentSpec, world: World, run_input: t.RunInput, run_id: str = "run-1") -> None:
-        self.world, self.run_id, self.input = world, run_id, run_input
+    def __init__(
+        self, agent: t.AgentSpec, world: World, run_input: t.RunInput, run_id: str = "run-1", child: bool = False
+    ) -> None:
+        self.world, self.run_id, self.input, self.child = world, run_id, run_input, child
         self.now = START
         self.s, self.tracker = RunState(), Status()
         self.executions = 1
@@ -102,7 +105,8 @@ class PureRun:
                 self.send(run_input.prompt, by="client")
             else:
                 progress.prompted(self.s, run_input.prompt)
-        self.ledger, _ = Ledger.for_run(run_input, self.s.agent_now, child=False, first=True)
+        self.ledger, _ = Ledger.for_run(run_input, self.s.agent_now, child=child, first=True)
+        self.children: list[PureRun] = []  # the child runs its calls started (agents as tools)
 
     # ----------------------------------------------------------------------------- the loops
 
@@ -270,8 +274,34 @@ class PureRun:
                 return m.Ran(call_id=c.call_id, content=self.world.tools[c.tool](dict(step.args or {})))
             except LostAttempt as lost:
                 return m.Lost(call_id=c.call_id, end=lost.end, why=str(lost), ended=lost.ended)  # type: ignore[arg-type]
+        if isinstance(step, m.StartChild):
+            message = self._child(agent, c.planned, step.args)
+            return m.Ran(call_id=c.call_id, content=message.content, is_error=message.is_error)
+        if isinstance(step, m.AwaitOutside):
+            self._person(lambda: self.s.outside.completed(c.call_id) is not None, step.timeout)
+            record = self.s.outside.completed(c.call_id)
+            return m.Completed(record=record) if record is not None else m.TimedOut(call_id=c.call_id)
         assert isinstance(step, m.FailRun), f"not carried out here: {step}"
         raise self.failure(step.message, step.error)
+
+    def _child(self, agent: t.AgentSpec, planned: PlannedCall, args: dict[str, object] | None) -> t.ToolMessage:
+        """An agent as a tool: a child run of the frozen member on the same world (its model
+        replies come next in the script), within its share of the budget (machine/child.py)."""
+        planned_child = child_machine.plan(self.s, agent, planned, args, self.run_id, self.ledger)
+        if isinstance(planned_child, Stop):
+            raise self.failure(planned_child.message, planned_child.error)
+        if isinstance(planned_child, t.ToolMessage):
+            return planned_child
+        frozen = planned_child.input.frozen
+        assert frozen is not None
+        sub = PureRun(frozen, self.world, planned_child.input, planned_child.child_id, child=True)
+        self.children.append(sub)
+        try:
+            result = sub.run()
+        except RunFailed as err:
+            spent = t.ChildUsage(child_id=sub.run_id, usage_by_agent=sub.s.usage_by_agent)
+            return child_machine.failed(self.s, planned_child, err.message, spent, self.ledger)
+        return child_machine.answered(self.s, planned_child, result, self.ledger)
 
     def _ask(self, c: m.Call, step: m.AskPerson) -> m.Happened:
         """A wait for a person: the next scripted person acts through the door; the call's record
@@ -327,7 +357,7 @@ class PureRun:
         self.input = t.RunInput(prompt="", agent=carry.agent.name, carry=carry)
         self.s, self.tracker, self.executions = RunState(), Status(), self.executions + 1
         self.s.from_carry(carry)
-        self.ledger, _ = Ledger.for_run(self.input, self.s.agent_now, child=False, first=True)
+        self.ledger, _ = Ledger.for_run(self.input, self.s.agent_now, child=self.child, first=True)
         raise _ContinuedAsNew
 
     # --------------------------------------------------------------- the door (what people use)
@@ -358,6 +388,13 @@ class PureRun:
         for kind, detail in control.resume(self.s, self.ledger, request).events:
             self.event(kind, detail=detail)
 
+    def complete(self, result: str, by: str = "frank") -> None:
+        """Completes the one call waiting for an outside completion (as status lists it)."""
+        call_id = self._waiting(self.status().outside)
+        completion = t.CompleteCall(call_id=call_id, result=result, by=by)
+        self.s.outside.check(completion)
+        self.s.outside.apply(completion, self.now)
+
     def send(self, text: str, by: str = "erin") -> t.MessageReceipt:
         session, message = self.s.session, t.SessionMessage(text=text, by=by)
         assert session is not None, "not a session"
@@ -381,7 +418,7 @@ class PureRun:
         self.event(t.EventKind.EDITED, detail=record.summary)
 
     @staticmethod
-    def _waiting(pending: list[t.PendingApproval] | list[t.InDoubtCall]) -> str:
+    def _waiting(pending: list[t.PendingApproval] | list[t.InDoubtCall] | list[t.PendingOutside]) -> str:
         assert len(pending) == 1, f"not one call waits, but {len(pending)}"
         return pending[0].call_id
 

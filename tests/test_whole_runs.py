@@ -336,3 +336,86 @@ def test_a_paused_run_can_be_edited_and_the_model_sees_the_edit_when_it_goes_on(
     assert run.waits[0].status == "paused"
     assert world.seen[0][0] == t.UserMessage(content="Weather in Oslo")
     assert in_order(run.kinds(), "paused", "edited", "resumed", "model_started")
+
+
+# ------------------------------------------------------------- agents as tools, outside waits
+
+RESEARCHER = t.AgentSpec(name="researcher", version="v3", tools=[t.ToolSpec(name="search")])
+LEAD = t.AgentSpec(
+    name="lead",
+    version="v1",
+    token_budget=20_000,
+    tools=[t.ToolSpec(name="research", agent="researcher")],
+    team=[RESEARCHER],
+)
+
+
+def test_an_agent_as_a_tool_runs_as_a_child_whose_answer_the_model_reads_and_whose_tokens_count_here():
+    world = World(
+        replies=[
+            reply(None, ("research", {"input": "find the refund policy"})),  # the lead
+            reply(None, ("search", {"q": "refunds"}), tokens=300),  # the child
+            reply("30 days.", tokens=200),  # the child's answer
+            reply("Refunds within 30 days."),  # the lead's
+        ],
+        tools={"search": lambda a: "refunds: 30 days"},
+    )
+    lead = start(world, LEAD, prompt="What is the refund policy?")
+    assert lead.run().output == "Refunds within 30 days."
+    (child,) = lead.children
+    assert child.run_id.startswith("run-1.call_") and child.s.agent_now.name == "researcher"
+    assert child.input.budget is not None and child.input.budget.tokens is not None  # its share of the lead's
+    told = tool_messages(world.seen[3])[-1]
+    assert told.content == "30 days." and not told.is_error
+    status = lead.status()
+    assert status.usage_by_agent["researcher"].total_tokens == 330 + 220
+    assert status.budget is not None and status.budget.tokens is not None
+    assert status.budget.tokens.spent == 2 * 110 + 330 + 220 and status.budget.tokens.reserved == 0
+
+
+def test_a_raise_on_a_paused_child_is_refused_past_its_parents_grant_and_one_within_it_goes_on():
+    def search(args: dict[str, object]) -> str:
+        lead.children[-1].pause(by="ann")  # a person pauses the child while its tool runs
+        return "tides: the moon"
+
+    def ann(child: PureRun) -> None:
+        with pytest.raises(DecisionRefused, match="may be raised by at most"):
+            child.resume(by="ann", add_tokens=1_000_000_000)
+        assert child.status().paused is not None  # refused: nothing recorded, still paused
+        child.resume(by="ann", add_tokens=1_000)
+
+    world = World(
+        replies=[
+            reply(None, ("research", {"input": "explain tides"})),
+            reply(None, ("search", {"q": "tides"})),
+            reply("The moon pulls the sea."),
+            reply("Tides come from the moon."),
+        ],
+        tools={"search": search},
+        people=[ann],
+    )
+    thrifty = RESEARCHER.model_copy(update={"token_budget": 500})  # its own budget, below its share
+    lead = start(world, LEAD.model_copy(update={"team": [thrifty]}), prompt="Explain tides")
+    assert lead.run().output == "Tides come from the moon."
+    (child,) = lead.children
+    assert child.waits[0].paused is not None and child.waits[0].paused.where == "before_model"
+    after = child.status().budget
+    assert after is not None and after.tokens is not None and after.tokens.limit == 1_500
+    assert in_order(child.kinds(), "paused", "budget_raised", "resumed", "final")
+
+
+def test_a_call_completed_from_outside_waits_for_the_completion_and_the_model_reads_its_result():
+    printer = t.ToolSpec(name="print_doc", outside=t.OutsideSpec(timeout_seconds=3600))
+    agent = OPS.model_copy(update={"tools": [*OPS.tools, printer]})
+    world = World(
+        replies=[reply(None, ("print_doc", {"doc": "q3.pdf"})), reply("Printed 12 pages.")],
+        tools={"print_doc": lambda a: "queued"},
+        people=[lambda run: run.complete('{"pages": 12}', by="printer")],
+    )
+    run = start(world, agent, prompt="print the q3 report")
+    assert run.run().output == "Printed 12 pages."
+    (waiting,) = run.waits
+    assert [o.tool for o in waiting.outside] == ["print_doc"] and not run.status().outside
+    told = tool_messages(world.seen[1])[-1]
+    assert '"pages": 12' in told.content and not told.is_error
+    assert [c.by for c in run.status().completions] == ["printer"]
