@@ -6,13 +6,50 @@ validators read these books. Pure; the workflow calls `took` for every transitio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from durable_agent_runner.machine import call as machine
+from durable_agent_runner.machine import progress
+from durable_agent_runner.machine.phase import CallDoing, Status
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 
 WAITS = (machine.Stage.ASKING, machine.Stage.IN_DOUBT, machine.Stage.QUESTION)  # a person is asked
+# What status says a call does while it is at a stage (waiting for a person has its own words).
+DOING: dict[machine.Stage, CallDoing] = {
+    machine.Stage.CHECKING: "checking", machine.Stage.RUNNING: "running", machine.Stage.OUTSIDE: "outside"
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Took:
+    """What a call's transition leaves the interpreter to tell Temporal: whether what status says
+    changed (the Web UI's current details), and the phase to set when a wait for a person started
+    or ended with it (a phase change may write search attributes: a command)."""
+
+    said: bool
+    phase: tuple[t.Phase, str] | None
+
+
+def record(
+    s: RunState, tracker: Status, moved: machine.Transition, before: machine.Stage | None, now: datetime,
+    ahead_began: datetime | None = None,
+) -> Took:  # fmt: skip
+    """A call's transition from stage `before`, carried into the run: its books (`took`), a
+    decision in status's words, its events (a tool's activity that made the next model call
+    finished when that call began: `ahead_began`), what the call does now, and the phase."""
+    c = moved.call
+    refresh = took(s, s.agent_now, moved, before, now)
+    for note in moved.notes:
+        if note.kind is t.EventKind.APPROVAL_DECIDED and c.approval is not None:
+            progress.decided(s, c.approval)
+        at = ahead_began if note.kind is t.EventKind.TOOL_FINISHED and ahead_began is not None else now
+        s.event(at, note.kind, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
+    said = tracker.doing(s, c.call_id, DOING.get(c.stage), c.planned.call)
+    if said is not None:
+        progress.say(s, said)
+    return Took(said is not None, tracker.waiting(s) if refresh else None)
 
 
 def took(

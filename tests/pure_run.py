@@ -1,11 +1,12 @@
 """A whole run through the machine, with no server: the interpreter's loops over a scripted world.
 
 `PureRun` carries out each step the machine gives the way the workflow does (workflows/agent.py
-`_answer` and `_carry`, workflows/call_steps.py `carry_out` and `_took`, workflows/turn_steps.py
-`pause`), but the model, the tools, the agent's hooks and the people are scripted here, and the
-clock is a counter. Every decision is the machine's own code: the turn (machine/turn.py), each
-call's life (machine/call.py), the books status reads (machine/books.py), the door's checks of a
-decision (machine/approvals.py, doubts.py, control.py), budgets, handoffs, forks and carries.
+`_answer` and `_carry`, workflows/call_steps.py `carry_out`, workflows/turn_steps.py `pause`),
+but the model, the tools, the agent's hooks and the people are scripted here, and the clock is a
+counter. Every decision is the machine's own code: the turn (machine/turn.py), each call's life
+(machine/call.py), what each of its steps writes into the run (machine/books.record, which the
+workflow calls too), the door's checks of a decision (machine/approvals.py, doubts.py,
+control.py), budgets, handoffs, forks and carries.
 
 What the workflow adds (commands, history, replay, concurrency of sibling calls, timers) is for
 the server tests; a run here runs sibling calls one after the other, in the order asked.
@@ -34,7 +35,6 @@ from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 
 START = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
-DOING = {m.Stage.CHECKING: "checking", m.Stage.RUNNING: "running", m.Stage.OUTSIDE: "outside"}
 
 Person = Callable[["PureRun"], None]  # acts on a run that waits for a person, through its door
 Tool = Callable[[dict[str, object]], str]  # a tool's result; raise LostAttempt for no result
@@ -235,7 +235,7 @@ class PureRun:
         moved = m.start(planned, self.s.turn, self._ctx(agent), doubted)
         before: m.Stage | None = None
         while True:
-            self._took(agent, moved, before)
+            self._took(moved, before)
             if moved.call.message is not None:
                 return moved.call.message
             before = moved.call.stage
@@ -247,18 +247,10 @@ class PureRun:
             agent=agent, now=self.tick(), run_id=self.run_id, always=self.s.approvals.always, forked_from=forked
         )
 
-    def _took(self, agent: t.AgentSpec, moved: m.Transition, before: m.Stage | None) -> None:
-        c = moved.call
-        refresh = books.took(self.s, agent, moved, before, self.now)
-        for note in moved.notes:
-            if note.kind is t.EventKind.APPROVAL_DECIDED and c.approval is not None:
-                progress.decided(self.s, c.approval)
-            self.event(note.kind, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
-        said = self.tracker.doing(self.s, c.call_id, DOING.get(c.stage), c.planned.call)  # type: ignore[arg-type]
-        if said is not None:
-            progress.say(self.s, said)
-        if refresh and (now := self.tracker.waiting(self.s)) is not None:
-            self.set_phase(*now)
+    def _took(self, moved: m.Transition, before: m.Stage | None) -> None:
+        took = books.record(self.s, self.tracker, moved, before, self.now)
+        if took.phase is not None:
+            self.set_phase(*took.phase)
 
     def _do(self, agent: t.AgentSpec, c: m.Call, step: m.Step) -> m.Happened:
         if isinstance(step, m.CheckApproval):

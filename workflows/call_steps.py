@@ -27,7 +27,6 @@ from durable_agent_runner.machine.calls import (
     AttemptEnd,
     PlannedCall,
 )
-from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.notify_steps import Notifier, Wait
@@ -35,12 +34,6 @@ from durable_agent_runner.workflows.steps import Steps, agent_queue
 
 # How long a parent waits for a cancelled child's usage (signalled as the child ends).
 CHILD_USAGE_WAIT = timedelta(seconds=30)
-
-
-# What status says a call does while it is at a stage (waiting for a person has its own words).
-DOING: dict[machine.Stage, CallDoing] = {
-    machine.Stage.CHECKING: "checking", machine.Stage.RUNNING: "running", machine.Stage.OUTSIDE: "outside"
-}  # fmt: skip
 
 
 class CallSteps:
@@ -78,21 +71,16 @@ class CallSteps:
         )
 
     def _took(self, moved: machine.Transition, before: machine.Stage | None) -> None:
-        """A call's transition, carried into the run's books (machine/books.py: what status,
-        queries and the update validators read), its events and its phase. The phase is
-        refreshed only as a call starts or stops waiting for a person, as each refresh may write
-        search attributes (a command)."""
-        c = moved.call
-        refresh = books.took(self.steps.s, self.steps.s.agent_now, moved, before, workflow.now())
-        for note in moved.notes:
-            if note.kind is t.EventKind.APPROVAL_DECIDED and c.approval is not None:
-                self.steps.record_decision(c.approval)
-            # A tool's activity that made the next model call went on after the tool: its own end.
-            at = self.made_ahead.began_at if note.kind is t.EventKind.TOOL_FINISHED and self.made_ahead else None
-            self.steps.event(note.kind, at, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
-        self.steps.doing(c.call_id, DOING.get(c.stage), c.planned.call)
-        if refresh:
-            self.steps.refresh_phase()
+        """A call's transition, carried into the run by the machine (machine/books.record: the
+        books that status, queries and the update validators read, its events, what it does);
+        what it leaves to tell Temporal is told here. The phase is refreshed only as a call
+        starts or stops waiting for a person, as each refresh may write search attributes."""
+        ahead = self.made_ahead.began_at if self.made_ahead is not None else None
+        took = books.record(self.steps.s, self.steps.tracker, moved, before, workflow.now(), ahead)
+        if took.said:
+            workflow.set_current_details(self.steps.s.details())
+        if took.phase is not None:
+            self.steps.set_phase(*took.phase)
 
     async def _do(self, agent: t.AgentSpec, c: machine.Call, step: machine.Step) -> machine.Happened:
         """One step of a call, carried out; what happened, for the machine."""

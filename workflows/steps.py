@@ -27,7 +27,6 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from durable_agent_runner.machine import fallback, phase, progress, requests
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.outcomes import Facts, ModelFailed
-from durable_agent_runner.machine.phase import CallDoing
 from durable_agent_runner.machine.requests import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.texts import no_worker_serves
@@ -302,12 +301,6 @@ class Steps:
     def record_resolution(self, record: t.CallResolution) -> None:
         progress.resolved_doubt(self.s, record)
 
-    def doing(self, call_id: str, doing: CallDoing | None, call: t.ToolCall | None = None) -> None:
-        """What call `call_id` is doing now (None: nothing, it waits or ended), said at once."""
-        said = self.tracker.doing(self.s, call_id, doing, call)
-        if said is not None:
-            self.say(said)
-
     def edited(self, record: t.EditRecord) -> None:
         """An edit taken (machine/control.take_edit): watchers and the Web UI hear of it."""
         self.event(t.EventKind.EDITED, detail=record.summary)
@@ -318,12 +311,6 @@ class Steps:
         attribute changes, so no command (replay-safe wherever it is said)."""
         progress.say(self.s, step)
         workflow.set_current_details(self.s.details())
-
-    def refresh_phase(self) -> None:
-        """The phase the run's waits for people put it in (machine/phase.py), as one starts or ends."""
-        now = self.tracker.waiting(self.s)
-        if now is not None:
-            self.set_phase(*now)
 
     def event(self, kind: t.EventKind, at: datetime | None = None, **fields: object) -> None:
         """An event now, or `at` (a time history recorded: when a call made ahead began)."""
