@@ -7,6 +7,8 @@ nothing more (a rejection's reason reaching the model) is here now."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -419,3 +421,88 @@ def test_a_call_completed_from_outside_waits_for_the_completion_and_the_model_re
     told = tool_messages(world.seen[1])[-1]
     assert '"pages": 12' in told.content and not told.is_error
     assert [c.by for c in run.status().completions] == ["printer"]
+
+
+# ------------------------------------------------------------------ a property of whole runs
+
+# What happens to one call: a plain tool runs; a call that needs approval is approved, edited or
+# rejected; a once call ends with a result or without one, and is then run again, given a
+# result, or failed by a person.
+FATES = {
+    "get_weather": st.just("ran"),
+    "send_report": st.sampled_from(["approve", "edit", "reject"]),
+    "charge": st.sampled_from(["ran", "lost-rerun", "lost-result", "lost-fail"]),
+}
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> list[list[tuple[str, str]]]:
+    """Turns of tool calls, each call a (tool, fate); 0-4 turns of 1-3 calls."""
+    call = st.sampled_from(sorted(FATES)).flatmap(lambda tool: FATES[tool].map(lambda fate: (tool, fate)))
+    return draw(st.lists(st.lists(call, min_size=1, max_size=3), max_size=4))
+
+
+@settings(max_examples=100, deadline=None)
+@given(scripts())
+def test_any_run_asks_before_it_acts_runs_a_once_call_again_only_when_told_and_answers_every_call(
+    turns: list[list[tuple[str, str]]],
+):
+    fates: dict[str, str] = {}  # call id -> its fate
+    replies, n = [], 0
+    for calls in turns:
+        asks = []
+        for tool, _ in calls:  # each call's arguments name it (`n`): the tools see only those
+            asks.append((tool, {"city": "Oslo", "to": "ops@example.com", "cents": n, "n": n}))
+            n += 1
+        r = reply(None, *asks)
+        fates.update({c.call_id: fate for c, (_, fate) in zip(r.message.tool_calls, calls, strict=True)})
+        replies.append(r)
+    replies.append(reply("done"))
+    by_n = {json.loads(c.arguments)["n"]: c.call_id for r in replies for c in r.message.tool_calls}
+    by_tool = {c.call_id: c.name for r in replies for c in r.message.tool_calls}
+    lost: set[str] = set()
+
+    def charge(args: dict[str, object]) -> str:
+        call_id = by_n[args["n"]]  # type: ignore[index]
+        if fates[call_id].startswith("lost") and call_id not in lost:
+            lost.add(call_id)
+            raise LostAttempt()  # its one attempt ended without a result
+        return f"charged {args['cents']}"
+
+    def person(r: PureRun) -> None:
+        """Decides what waits as its call's fate says, having read what status says."""
+        status = r.status()
+        if status.pending_approvals:
+            (p,) = status.pending_approvals
+            assert status.status == "awaiting_approval" and p.tool == "send_report"
+            if fates[p.call_id] == "reject":
+                r.reject("no", call_id=p.call_id)
+            else:
+                edited = {"to": "team@example.com", "n": p.arguments["n"]} if fates[p.call_id] == "edit" else None
+                r.approve(call_id=p.call_id, arguments=edited)
+            return
+        (d,) = status.in_doubt
+        assert d.tool == "charge" and fates[d.call_id].startswith("lost")
+        how = fates[d.call_id].removeprefix("lost-")
+        more = {"result": '"given"'} if how == "result" else {"reason": "refused"} if how == "fail" else {}
+        r.resolve(how, **more)  # type: ignore[arg-type]
+
+    world = World(replies=replies, tools=TOOLS | {"charge": charge}, people=[person] * 20)
+    run = PureRun(OPS.model_copy(update={"max_turns": 10}), world, t.RunInput(prompt="go", agent="ops"))
+    assert run.run().output == "done"
+
+    asked = [c.call_id for m in run.s.messages if isinstance(m, t.AssistantMessage) for c in m.tool_calls]
+    assert [m.call_id for m in tool_messages(run.s.messages)] == asked  # each answered once, in order
+    ran = [(tool, by_n[args["n"]]) for tool, args in world.ran]  # type: ignore[index]
+    reports = [(c, args["to"]) for (tool, c), (_, args) in zip(ran, world.ran, strict=True) if tool == "send_report"]
+    to = {"approve": "ops@example.com", "edit": "team@example.com"}
+    want = [(c, to[f]) for c, f in fates.items() if f in to]
+    assert sorted(reports) == sorted(want)  # nothing that needs approval ran without one; an edit is what ran
+    charges = [c for c in asked if by_tool[c] == "charge"]
+    again = [c for c in charges if fates[c] == "lost-rerun"]  # run again only when a person said so
+    assert sorted(call_id for tool, call_id in ran if tool == "charge") == sorted(charges + again)
+    status = run.status()
+    assert len(status.decisions) == sum(f in ("approve", "edit", "reject") for f in fates.values())
+    doubted = [fates[c].removeprefix("lost-") for c in asked if fates[c].startswith("lost")]
+    assert [r.action for r in status.resolutions] == doubted
+    assert not status.pending_approvals and not status.in_doubt and status.status == "completed"
