@@ -33,14 +33,16 @@ class Took:
 
 
 def record(
-    s: RunState, tracker: Status, moved: machine.Transition, before: machine.Stage | None, now: datetime,
-    ahead_began: datetime | None = None,
+    s: RunState, tracker: Status, agent: t.AgentSpec, moved: machine.Transition, before: machine.Stage | None,
+    now: datetime, ahead_began: datetime | None = None,
 ) -> Took:  # fmt: skip
     """A call's transition from stage `before`, carried into the run: its books (`took`), a
     decision in status's words, its events (a tool's activity that made the next model call
-    finished when that call began: `ahead_began`), what the call does now, and the phase."""
+    finished when that call began: `ahead_began`), what the call does now, and the phase.
+    `agent`: the one whose call it is (a --live-tools fork reruns a call as the agent that made
+    it, which may have handed off since)."""
     c = moved.call
-    refresh = took(s, s.agent_now, moved, before, now)
+    refresh = took(s, agent, moved, before, now)
     for note in moved.notes:
         if note.kind is t.EventKind.APPROVAL_DECIDED and c.approval is not None:
             progress.decided(s, c.approval)

@@ -235,7 +235,7 @@ class PureRun:
         moved = m.start(planned, self.s.turn, self._ctx(agent), doubted)
         before: m.Stage | None = None
         while True:
-            self._took(moved, before)
+            self._took(agent, moved, before)
             if moved.call.message is not None:
                 return moved.call.message
             before = moved.call.stage
@@ -247,8 +247,8 @@ class PureRun:
             agent=agent, now=self.tick(), run_id=self.run_id, always=self.s.approvals.always, forked_from=forked
         )
 
-    def _took(self, moved: m.Transition, before: m.Stage | None) -> None:
-        took = books.record(self.s, self.tracker, moved, before, self.now)
+    def _took(self, agent: t.AgentSpec, moved: m.Transition, before: m.Stage | None) -> None:
+        took = books.record(self.s, self.tracker, agent, moved, before, self.now)
         if took.phase is not None:
             self.set_phase(*took.phase)
 

@@ -228,3 +228,44 @@ async def test_the_signed_completion_url(client, task_queue, worker_factory, llm
         twice = await http.post(target, json={"fail": "again"})
         assert twice.status_code == 409, twice.text
     assert tool_results_sent(llm) == ['{"pages": 4, "url": "s3://s"}']
+
+
+async def test_a_live_tools_fork_reruns_an_outside_call_of_an_agent_that_handed_off_since(
+    client, task_queue, worker_factory, llm
+):
+    """The fork runs the render again as the agent that made it, though `billing` is in charge
+    now and has no such tool: its wait is that agent's tool's. (Until 1.4.7 the run's books looked
+    the tool up on the agent in charge, and the fork's workflow task failed on it: stuck.)"""
+
+    @tool(name="render", completes="outside", outside_result=Rendered)
+    def render(doc: str) -> str:
+        """Start rendering a document; the renderer completes the call when it is done.
+
+        Args:
+            doc: The document's name.
+        """
+        return f"job-{doc}"
+
+    billing = Agent(name="billing", instructions="Bill.")
+    team = Registry(agents=[Agent(name="renderer", instructions="Render.", tools=[render], handoffs=[billing])])
+    model = script(
+        llm,
+        calls(("render", {"doc": "q3"})),
+        calls(("transfer_to_billing", {})),
+        {"content": "Billed."},  # model call 3: the run's, and its fork's (the script goes by turn)
+    )
+    async with worker_factory(registry=team):
+        handle = await start(client, task_queue, "Render q3, then bill it", agent="renderer", model=model)
+        run = AgentClient(client).get(handle.id)
+        first = await waiting(handle)
+        await run.complete_call(first.call_id, {"pages": 1, "url": "s3://q3"}, by="renderer")
+        assert (await asyncio.wait_for(handle.result(), 30)).output == "Billed."
+        forked = await run.fork(3, live_tools=True, task_queue=task_queue)
+        fork = client.get_workflow_handle(forked.run_id, result_type=t.RunResult)
+        again = await waiting(fork)
+        assert again.tool == "render" and (await status(fork)).agent == "billing"
+        await AgentClient(client).get(forked.run_id).complete_call(again.call_id, {"pages": 2, "url": "s3://q3b"})
+        assert (await asyncio.wait_for(fork.result(), 30)).output == "Billed."
+    sent = tool_results_sent(llm)  # the fork's model call: the fresh result in the recorded one's place
+    assert sent[0] == '{"pages": 2, "url": "s3://q3b"}' and len(sent) == 2
+    await replay(fork)

@@ -506,3 +506,30 @@ def test_any_run_asks_before_it_acts_runs_a_once_call_again_only_when_told_and_a
     doubted = [fates[c].removeprefix("lost-") for c in asked if fates[c].startswith("lost")]
     assert [r.action for r in status.resolutions] == doubted
     assert not status.pending_approvals and not status.in_doubt and status.status == "completed"
+
+
+def test_a_live_tools_fork_reruns_an_outside_call_of_an_agent_no_longer_in_charge():
+    """The call runs again as the agent that made it (it had handed off since): its wait for the
+    outside completion is that agent's tool's, not the one in charge's (which lacks the tool)."""
+    printer = t.ToolSpec(name="print_doc", outside=t.OutsideSpec(timeout_seconds=3600))
+    agent = OPS.model_copy(update={"tools": [*OPS.tools, printer]})
+    world = World(
+        replies=[
+            reply(None, ("print_doc", {"doc": "q3.pdf"})),
+            reply(None, ("transfer_to_billing", {})),
+            reply("Billing here: printed."),
+        ],
+        tools={"print_doc": lambda a: "queued"},
+        people=[lambda run: run.complete('{"pages": 12}', by="printer")],
+    )
+    origin = start(world, agent, prompt="print the q3 report, then bill it")
+    origin.run()
+    again = World(
+        replies=[reply("Printed again.")],
+        tools={"print_doc": lambda a: "queued"},
+        people=[lambda run: run.complete('{"pages": 13}', by="printer")],
+    )
+    forked = fork(origin, 3, again, live_tools=True)
+    assert forked.run().output == "Printed again."
+    assert again.ran == [("print_doc", {"doc": "q3.pdf"})] and forked.status().agent == "billing"
+    assert '"pages": 13' in tool_messages(again.seen[0])[0].content

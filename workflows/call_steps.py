@@ -52,7 +52,7 @@ class CallSteps:
         moved = machine.start(planned, self.steps.s.turn, self._call_ctx(agent), doubted)
         before: machine.Stage | None = None
         while True:
-            self._took(moved, before)
+            self._took(agent, moved, before)
             if moved.call.message is not None:
                 return moved.call.message
             before = moved.call.stage
@@ -70,13 +70,13 @@ class CallSteps:
             patched=workflow.patched,
         )
 
-    def _took(self, moved: machine.Transition, before: machine.Stage | None) -> None:
+    def _took(self, agent: t.AgentSpec, moved: machine.Transition, before: machine.Stage | None) -> None:
         """A call's transition, carried into the run by the machine (machine/books.record: the
         books that status, queries and the update validators read, its events, what it does);
         what it leaves to tell Temporal is told here. The phase is refreshed only as a call
         starts or stops waiting for a person, as each refresh may write search attributes."""
         ahead = self.made_ahead.began_at if self.made_ahead is not None else None
-        took = books.record(self.steps.s, self.steps.tracker, moved, before, workflow.now(), ahead)
+        took = books.record(self.steps.s, self.steps.tracker, agent, moved, before, workflow.now(), ahead)
         if took.said:
             workflow.set_current_details(self.steps.s.details())
         if took.phase is not None:
