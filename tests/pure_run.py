@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from durable_agent_runner.agents.tools import parse_arguments
 from durable_agent_runner.machine import books, control, conversation, handoff, progress, rules
 from durable_agent_runner.machine import call as m
 from durable_agent_runner.machine import child as child_machine
@@ -82,6 +83,7 @@ class World:
     seen: list[list[t.Message]] = field(default_factory=list)  # the transcript each model call was sent
     ran: list[tuple[str, dict[str, object]]] = field(default_factory=list)  # each tool run, in order
     time_passes: bool = False  # with nobody left to act, a bounded wait runs out (else NobodyActs)
+    then_answer: str | None = None  # once the replies run out, the model answers this (None: an error)
 
 
 class PureRun:
@@ -217,9 +219,11 @@ class PureRun:
             stop = rules.tripwire("input", [(n, self.hook("input_guardrail", n)) for n in step.agent.input_guardrails])
             if stop is not None:
                 raise self.failure(stop.message, stop.error)
+        self.world.seen.append(list(self.s.messages))
+        if not self.world.replies and self.world.then_answer is not None:
+            return reply(self.world.then_answer)
         if not self.world.replies:
             raise AssertionError(f"the model was called for turn {self.s.turn}, and the script has no reply left")
-        self.world.seen.append(list(self.s.messages))
         return self.world.replies.pop(0)
 
     def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
@@ -261,9 +265,12 @@ class PureRun:
         if isinstance(step, m.AskPerson):
             return self._ask(c, step)
         if isinstance(step, m.RunTool):
-            self.world.ran.append((c.tool, dict(step.args or {})))
+            args = parse_arguments(c.tool, step.arguments)  # as the tool's activity reads them
+            if isinstance(args, str):  # not a JSON object: the model is told, nothing runs
+                return m.Ran(call_id=c.call_id, content=f"error: {args}", is_error=True)
+            self.world.ran.append((c.tool, args))
             try:
-                return m.Ran(call_id=c.call_id, content=self.world.tools[c.tool](dict(step.args or {})))
+                return m.Ran(call_id=c.call_id, content=self.world.tools[c.tool](dict(args)))
             except LostAttempt as lost:
                 return m.Lost(call_id=c.call_id, end=lost.end, why=str(lost), ended=lost.ended)  # type: ignore[arg-type]
         if isinstance(step, m.StartChild):
@@ -387,6 +394,13 @@ class PureRun:
         self.s.outside.check(completion)
         self.s.outside.apply(completion, self.now)
 
+    def answer(self, text: str | None = None, choice: int | None = None, by: str = "gina") -> None:
+        """Answers the one question waiting (as status lists it)."""
+        call_id = self._waiting(self.status().questions)
+        answer = t.AnswerQuestion(call_id=call_id, text=text, choice=choice, by=by)
+        self.s.questions.check(answer)
+        self.s.questions.apply(answer, self.now)
+
     def send(self, text: str, by: str = "erin") -> t.MessageReceipt:
         session, message = self.s.session, t.SessionMessage(text=text, by=by)
         assert session is not None, "not a session"
@@ -410,7 +424,9 @@ class PureRun:
         self.event(t.EventKind.EDITED, detail=record.summary)
 
     @staticmethod
-    def _waiting(pending: list[t.PendingApproval] | list[t.InDoubtCall] | list[t.PendingOutside]) -> str:
+    def _waiting(
+        pending: list[t.PendingApproval] | list[t.InDoubtCall] | list[t.PendingOutside] | list[t.PendingQuestion],
+    ) -> str:
         assert len(pending) == 1, f"not one call waits, but {len(pending)}"
         return pending[0].call_id
 

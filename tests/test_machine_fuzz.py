@@ -1,0 +1,250 @@
+"""Drawn whole runs through the machine with no server (tests/pure_run.py): every kind of call an
+agent can make (a plain tool, one that needs approval, a `once` tool whose attempt may end without
+a result, one completed from outside, a question to a person, an agent as a tool, a handoff, a
+tool that does not exist, arguments that are not a JSON object), people who decide each wait one
+way or another, breakpoints, a run paused while a tool runs, edits while it is paused (its text,
+a pending call's arguments, a call dropped, the agent in charge), continue-as-new at
+drawn turns, an optional budget that pauses, and then forks of the finished run at drawn turns,
+some with `--live-tools`.
+
+What must hold for any of them: the machine never raises (in a workflow that is a stuck run); a
+run that waits for a person says in its status what it waits on, so there is always something to
+act on; every call the model asked for is answered once, in order; a finished run leaves nothing
+waiting. A run may fail only as runs are meant to (its turns spent)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.workflows import types as t
+from tests.pure_run import LostAttempt, NobodyActs, PureRun, RunFailed, World, fork, reply
+
+pytestmark = pytest.mark.pure
+
+PRINTER = t.ToolSpec(name="print_doc", outside=t.OutsideSpec(timeout_seconds=3600))
+CHARGE = t.ToolSpec(name="charge", once=True)
+RESEARCHER = t.AgentSpec(name="researcher", version="v2", tools=[t.ToolSpec(name="get_weather")])
+BILLING = t.AgentSpec(name="billing", version="v1", tools=[CHARGE, PRINTER])
+OPS = t.AgentSpec(
+    name="ops",
+    version="v1",
+    max_turns=8,
+    tools=[
+        t.ToolSpec(name="get_weather"),
+        t.ToolSpec(name="send_report", approval="always"),
+        CHARGE,
+        PRINTER,
+        t.ToolSpec(name="ask_person", ask=t.AskSpec()),
+        t.ToolSpec(name="research", agent="researcher"),
+    ],
+    handoffs=[t.HandoffSpec(agent="billing", tool_name="transfer_to_billing")],
+    team=[BILLING, RESEARCHER],
+)
+NAMES = ["get_weather", "send_report", "charge", "print_doc", "ask_person", "research", "transfer_to_billing", "nope"]
+RUNS_MAY_FAIL = {"MaxTurnsExceeded"}  # how a drawn run may end without an answer
+
+
+class Script:
+    """The world of one drawn run: the model's replies, the tools, and a person whose choices
+    (drawn) decide each wait; each call's arguments carry its number, so a tool knows which
+    call it runs."""
+
+    def __init__(
+        self, turns: list[list[str]], lost: set[int], picks: list[int], garbled: set[int], pauses: set[int]
+    ) -> None:
+        self.count = itertools.count()
+        self.lost, self.picks, self.garbled, self.pauses = lost, iter(picks), garbled, pauses
+        self.replies = [self.reply(names) for names in turns]
+        self.lost_once: set[int] = set()
+        self.run: PureRun | None = None  # the top-level run: a person may pause it while a tool runs
+
+    def reply(self, names: list[str]) -> t.ModelReply:
+        """The model asks for these tools; a garbled call's arguments are not a JSON object."""
+        r = reply(None, *((name, self.args()) for name in names))
+        calls = []
+        for c in r.message.tool_calls:
+            n = int(json.loads(c.arguments)["n"])
+            text = GARBLE[n % len(GARBLE)] if n in self.garbled else c.arguments
+            calls.append(c.model_copy(update={"arguments": text}))
+        return r.model_copy(update={"message": r.message.model_copy(update={"tool_calls": calls})})
+
+    def args(self) -> dict[str, object]:
+        n = next(self.count)
+        return {"n": n, "city": "Oslo", "to": "ops@example.com", "cents": n, "doc": f"d{n}", "question": "ok?",
+                "input": f"look up {n}"}  # fmt: skip
+
+    def more(self, k: int) -> list[t.ModelReply]:
+        """k more replies with a call each (a fork's or a child's)."""
+        return [self.reply([NAMES[(i * 3) % len(NAMES)]]) for i in range(k)]
+
+    def charge(self, args: dict[str, object]) -> str:
+        n = int(str(args.get("n", -1)))  # a person may have edited the arguments
+        if n in self.lost and n not in self.lost_once:
+            self.lost_once.add(n)
+            raise LostAttempt()
+        return f"charged {n}"
+
+    def weather(self, args: dict[str, object]) -> str:
+        n = int(str(args.get("n", -1)))
+        if n in self.pauses and self.run is not None and self.run.s.paused is None:
+            try:  # a person asks for a pause while the tool runs: taken at the next safe point
+                self.run.pause(by="ann")
+            except DecisionRefused:
+                pass  # already asked for, or the run is done
+        return "sunny"
+
+    def world(self, replies: list[t.ModelReply], answer: str) -> World:
+        tools = {
+            "get_weather": self.weather,
+            "send_report": lambda a: "sent",
+            "charge": self.charge,
+            "print_doc": lambda a: "queued",
+        }
+        return World(replies=replies, tools=tools, people=[self.person] * 60, then_answer=answer)
+
+    def person(self, run: PureRun) -> None:
+        """Acts on what status says the run waits for: there must be something."""
+        status, pick = run.status(), next(self.picks, 0)
+        event(
+            "a wait: "
+            + ", ".join(
+                k for k in ("pending_approvals", "in_doubt", "questions", "outside", "paused") if getattr(status, k)
+            )
+        )
+        if status.pending_approvals:
+            if pick % 3 == 2:
+                run.reject("no", call_id=status.pending_approvals[0].call_id)
+            else:
+                edited = {"to": "team@example.com"} if pick % 3 == 1 else None
+                run.approve(call_id=status.pending_approvals[0].call_id, arguments=edited)
+        elif status.in_doubt:
+            how = ("rerun", "result", "fail")[pick % 3]
+            run.resolve(
+                how, **({"result": '"given"'} if how == "result" else {"reason": "no"} if how == "fail" else {})
+            )
+        elif status.questions:
+            run.answer(text=f"answer {pick}")
+        elif status.outside:
+            run.complete(json.dumps({"pages": pick}))
+        elif status.paused is not None:
+            edit = EDITS[pick % len(EDITS)](run)
+            if edit is not None:
+                try:  # a person's edit while paused: taken, or refused with nothing changed
+                    run.edit(edit)
+                    event(f"edited: {edit.op}")
+                except DecisionRefused:
+                    event(f"edit refused: {edit.op}")
+            try:
+                run.resume(add_tokens=50_000) if status.paused.reason == "budget" else run.resume()
+            except DecisionRefused:  # a child's raise past its parent's grant: nobody else can act
+                pass
+        else:
+            raise AssertionError(f"the run waits for a person, and its status names nothing: {status.last_step}")
+
+
+def _pending(run: PureRun) -> str | None:
+    return next((c.call_id for c in run.s.pending_calls), None)
+
+
+# What a person may edit at a pause (None: nothing): each may be refused, which changes nothing.
+EDITS = [
+    lambda run: None,
+    lambda run: t.Edit(op="text", index=0, text="go, but in Paris", by="ann"),
+    lambda run: t.Edit(op="insert", index=len(run.s.messages), role="user", text="and be brief", by="ann"),
+    lambda run: t.Edit(op="drop_call", call_id=_pending(run), by="ann") if _pending(run) else None,
+    lambda run: (
+        t.Edit(op="args", call_id=_pending(run), arguments={"city": "Rome"}, by="ann") if _pending(run) else None
+    ),
+    lambda run: t.Edit(op="agent", agent="billing", by="ann"),
+]
+# A model's arguments that are not a JSON object: the model is told, nothing runs.
+GARBLE = ["not json", "[1, 2]", '{"n": ', '""', '{"n": 1e999}', "null"]
+
+
+def checked(run: PureRun) -> str | None:
+    """Runs `run` to its end and checks what must hold; its answer, or None if it failed as allowed."""
+    try:
+        result = run.run()
+    except RunFailed as failed:
+        event(f"failed: {failed.kind}")
+        assert failed.kind in RUNS_MAY_FAIL, failed
+        assert run.status().status == "failed"
+        return None
+    except NobodyActs:  # only a paused child a person could not raise: the run waits, as it should
+        paused = [c for c in _all(run) if c.s.paused is not None]
+        assert paused and all(c.s.paused is not None and c.s.paused.reason == "budget" for c in paused)
+        return None
+    event(f"answered after {run.s.turn} turns, {len(list(_all(run))) - 1} children, {run.executions} executions")
+    for each in _all(run):
+        status = each.status()
+        assert not (status.pending_approvals or status.in_doubt or status.questions or status.outside)
+        if each is not run and status.status == "failed":  # a child that failed (its share spent): told to the model
+            event(f"a child failed: {status.error_type}")
+            assert status.error_type in RUNS_MAY_FAIL | {"TokenBudgetExceeded"}, status.error
+            continue
+        asked = [c.call_id for m in each.s.messages if isinstance(m, t.AssistantMessage) for c in m.tool_calls]
+        answered = [m.call_id for m in each.s.messages if isinstance(m, t.ToolMessage)]
+        assert answered == asked, f"{each.run_id}: calls answered {answered}, asked {asked}"
+        assert status.status == "completed"
+    return result.output
+
+
+def _all(run: PureRun) -> Iterator[PureRun]:
+    yield run
+    for child in run.children:
+        yield from _all(child)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    turns=st.lists(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3), min_size=1, max_size=8),
+    lost=st.sets(st.integers(0, 15), max_size=4),
+    picks=st.lists(st.integers(0, 5), max_size=30),
+    continue_at=st.sets(st.integers(1, 6), max_size=2),
+    budget=st.sampled_from([None, 800, 3000]),
+    forks=st.lists(st.tuples(st.integers(1, 6), st.booleans()), max_size=2),
+    garbled=st.sets(st.integers(0, 15), max_size=3),
+    pauses=st.sets(st.integers(0, 15), max_size=2),
+    breakpoints=st.one_of(
+        st.none(),
+        st.builds(t.Breakpoints, at_turns=st.lists(st.integers(1, 6), max_size=2), before_tools=st.booleans()),
+        st.builds(t.Breakpoints, tools=st.lists(st.sampled_from(NAMES), min_size=1, max_size=2)),
+    ),
+)
+def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered_once(
+    turns: list[list[str]],
+    lost: set[int],
+    picks: list[int],
+    continue_at: set[int],
+    budget: int | None,
+    forks: list[tuple[int, bool]],
+    garbled: set[int],
+    pauses: set[int],
+    breakpoints: t.Breakpoints | None,
+):
+    script = Script(turns, lost, picks, garbled, pauses)
+    agent = OPS if budget is None else OPS.model_copy(update={"token_budget": budget, "on_budget": "pause"})
+    run = script.run = PureRun(
+        agent, script.world(script.replies, "done"), t.RunInput(prompt="go", agent="ops", breakpoints=breakpoints)
+    )
+    run.continue_at = continue_at
+    if checked(run) is None:
+        return
+    for at, live in forks:
+        if at > run.s.turn:
+            continue
+        try:
+            forked = script.run = fork(run, at, script.world(script.more(2), "forked"), live_tools=live)
+        except ValueError as refused:  # an edit rewrote the transcript before `at`: `fork` says so
+            assert "cannot fork before model call" in str(refused) and run.s.edits, refused
+            event("fork refused: rewritten before it")
+            continue
+        event(f"fork, live tools: {live}")
+        checked(forked)
