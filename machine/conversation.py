@@ -124,8 +124,26 @@ def failed(s: RunState, kind: str, message: str, now: datetime, execution: str) 
     number = session.current.message if session.current else 0
     s.abandon()
     s.error = s.error_type = None
+    _close_calls(s, f"the answer to message {number} failed ({kind}) before this call's result was taken")
     session.close(now, s.turn, s.usage, None, None, f"{kind}: {message}", execution)
     return f"message {number} · failed ({kind})"
+
+
+def _close_calls(s: RunState, why: str) -> None:
+    """The transcript goes on to the next message whole: the calls of the last reply that have no
+    result (the turn limit stopped them, a person's wait ran out) get one saying why. A model's API
+    refuses calls left unanswered in a transcript (OpenAI with a 400, Anthropic too), which would
+    fail every later message of the session."""
+    last = next((i for i in range(len(s.messages) - 1, -1, -1) if isinstance(s.messages[i], t.AssistantMessage)), None)
+    if last is None:
+        return
+    reply = s.messages[last]
+    assert isinstance(reply, t.AssistantMessage)
+    answered = {m.call_id for m in s.messages[last + 1 :] if isinstance(m, t.ToolMessage)}
+    for call in reply.tool_calls:
+        if call.call_id not in answered:
+            text = f"error: no result: {why}; it may or may not have run"
+            s.messages.append(t.ToolMessage(call_id=call.call_id, name=call.name, content=text, is_error=True))
 
 
 def ended(s: RunState) -> tuple[str, object]:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from durable_agent_runner.agents.tools import parse_arguments
-from durable_agent_runner.machine import books, control, conversation, handoff, progress, rules
+from durable_agent_runner.machine import books, control, conversation, handoff, memory, progress, rules
 from durable_agent_runner.machine import call as m
 from durable_agent_runner.machine import child as child_machine
 from durable_agent_runner.machine import outcomes as o
@@ -84,6 +84,7 @@ class World:
     ran: list[tuple[str, dict[str, object]]] = field(default_factory=list)  # each tool run, in order
     time_passes: bool = False  # with nobody left to act, a bounded wait runs out (else NobodyActs)
     then_answer: str | None = None  # once the replies run out, the model answers this (None: an error)
+    model: Callable[[list[t.Message]], t.ModelReply] | None = None  # replies to the transcript (not `replies`)
 
 
 class PureRun:
@@ -207,6 +208,17 @@ class PureRun:
             for text, detail in conversation.steer(s):
                 self.event(t.EventKind.MESSAGE, text=text, detail=detail)
             return o.Steered()
+        if isinstance(step, turn_machine.Compact):  # a session's transcript nears its budget
+            self.set_phase(t.Phase.COMPACTING, f"turn {s.turn}: compacting {step.plan.upto} earlier messages")
+            size = memory.transcript_bytes(s.messages[: step.plan.upto])
+            summary = (
+                t.CompactResult(summary="(the earlier exchanges, summarized)")
+                if step.plan.strategy == "summarize"
+                else None
+            )
+            text, detail = memory.apply(s, step.plan, size, summary)
+            self.event(t.EventKind.COMPACTED, text=text, detail=detail)
+            return o.Compacted()
         assert isinstance(step, turn_machine.ContinueAsNew), step
         self._continue_as_new()
 
@@ -220,6 +232,8 @@ class PureRun:
             if stop is not None:
                 raise self.failure(stop.message, stop.error)
         self.world.seen.append(list(self.s.messages))
+        if self.world.model is not None:
+            return self.world.model(list(self.s.messages))
         if not self.world.replies and self.world.then_answer is not None:
             return reply(self.world.then_answer)
         if not self.world.replies:

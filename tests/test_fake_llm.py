@@ -358,6 +358,7 @@ def test_script_steps_in_order_then_repeat_last(http: httpx.Client, srv: FakeLLM
         ("call_0_1", "b", "{bad"),  # raw argument strings go out verbatim
     ]
     history = [*user("hi"), first, {"role": "tool", "tool_call_id": "call_0_0", "content": "1"}]
+    history.append({"role": "tool", "tool_call_id": "call_0_1", "content": "error: bad arguments"})
     second = chat(http, model, history).json()
     assert second["choices"][0]["message"]["content"] == "end"
     assert second["usage"] == {
@@ -900,3 +901,42 @@ def test_cli_rejects_bad_arguments(args: list[str]) -> None:
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert done.returncode == 2 and "usage:" in done.stderr
+
+
+def test_calls_left_unanswered_or_results_of_no_call_are_refused_as_openai_does(http: httpx.Client) -> None:
+    """OpenAI answers 400 when an assistant message's tool calls are not each answered by the tool
+    messages right after it, and when a tool message answers no call; so does the double."""
+    asked = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"id": "call_b", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+    ]}  # fmt: skip
+    one = {"role": "tool", "tool_call_id": "call_a", "content": "1"}
+    for messages, ids in (
+        ([*user("hi"), asked], "call_a, call_b"),
+        ([*user("hi"), asked, one, *user("and?")], "call_b"),
+    ):
+        refused = chat(http, "echo", messages)
+        assert refused.status_code == 400
+        error = refused.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["param"].startswith("messages.[")
+        assert error["message"].endswith(f"did not have response messages: {ids}")
+    stray = chat(http, "echo", [*user("hi"), {"role": "tool", "tool_call_id": "call_z", "content": "1"}])
+    assert stray.status_code == 400 and "must be a response to a preceeding message" in stray.json()["error"]["message"]
+    whole = chat(http, "echo", [*user("hi"), asked, one, {"role": "tool", "tool_call_id": "call_b", "content": "2"}])
+    assert whole.status_code == 200, whole.text
+
+
+def test_a_responses_call_without_its_output_or_an_output_without_its_call_is_refused(http: httpx.Client) -> None:
+    """As OpenAI's Responses API: with no server-side conversation, the input holds each call's output."""
+    call = {"type": "function_call", "call_id": "call_a", "name": "f", "arguments": "{}"}
+    said = {"role": "user", "content": "hi"}
+    missing = responses(http, "echo", [said, call])
+    assert (
+        missing.status_code == 400
+        and missing.json()["error"]["message"] == "No tool output found for function call call_a."
+    )
+    stray = responses(http, "echo", [said, {"type": "function_call_output", "call_id": "call_z", "output": "1"}])
+    assert stray.status_code == 400
+    assert stray.json()["error"]["message"] == "No tool call found for function call output with call_id call_z."
+    whole = responses(http, "echo", [said, call, {"type": "function_call_output", "call_id": "call_a", "output": "1"}])
+    assert whole.status_code == 200, whole.text

@@ -248,3 +248,80 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
             continue
         event(f"fork, live tools: {live}")
         checked(forked)
+
+
+# --------------------------------------------------------------------------------- sessions
+
+CHATTY = OPS.model_copy(update={"max_turns": 4, "idle_timeout_seconds": 600.0})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plans=st.lists(st.lists(st.sampled_from(NAMES[:4]), max_size=2), min_size=1, max_size=6),
+    messages=st.integers(1, 6),
+    mid_turn=st.sets(st.integers(0, 12), max_size=3),
+    steer=st.booleans(),
+    continue_at=st.sets(st.integers(1, 12), max_size=3),
+    memory=st.sampled_from([None, "trim", "summarize"]),
+    picks=st.lists(st.integers(0, 5), max_size=30),
+)
+def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_nothing_waiting(
+    plans: list[list[str]],
+    messages: int,
+    mid_turn: set[int],
+    steer: bool,
+    continue_at: set[int],
+    memory: str | None,
+    picks: list[int],
+):
+    """A session: `messages` sent one after another by a person while it waits, more sent while a
+    tool runs (`mid_turn`: queued, or steering the answer in progress), continue-as-new and
+    compaction at drawn points. The model asks for the tools of plan k (cycling) on its first call
+    for a message, then answers."""
+    script = Script([], set(), picks, set(), set())
+    sent = itertools.count(1)
+
+    def model(transcript: list[t.Message]) -> t.ModelReply:
+        since = next(i for i in range(len(transcript) - 1, -1, -1) if isinstance(transcript[i], t.UserMessage))
+        asked = sum(isinstance(m, t.AssistantMessage) for m in transcript[since:])
+        plan = plans[since % len(plans)]
+        return script.reply(plan) if asked == 0 and plan else reply(f"answer {since}")
+
+    world = script.world([], "unused")
+    world.model = model
+
+    def weather(args: dict[str, object]) -> str:
+        n = int(str(args.get("n", -1)))
+        if n in mid_turn and session.s.session is not None and not session.s.done:
+            session.send(f"mid-turn {n}")
+            event("a message sent while a tool ran")
+        return "sunny"
+
+    world.tools["get_weather"] = weather
+
+    def person(run: PureRun) -> None:
+        if run.s.phase == t.Phase.WAITING_FOR_MESSAGE:  # the session waits for its next message
+            k = next(sent)
+            run.send(f"message {k}") if k < messages else run.end()
+        else:
+            script.person(run)
+
+    world.people = [person] * 80
+    agent = CHATTY.model_copy(update={"mid_turn": "steer" if steer else "queue"})
+    if memory is not None:  # a small budget: compacted every few exchanges
+        policy = t.MemoryPolicy(budget_bytes=1_000, strategy=memory, keep_exchanges=1)  # type: ignore[arg-type]
+        agent = agent.model_copy(update={"memory": policy})
+    session = PureRun(agent, world, t.RunInput(prompt="message 0", agent="ops", session=True))
+    session.continue_at = continue_at
+    session.converse()
+
+    status = session.status()
+    assert status.session is not None and status.session.state == "ended"
+    assert status.session.answered == status.session.messages  # every accepted message answered
+    assert not (status.pending_approvals or status.in_doubt or status.questions or status.outside)
+    asked = [c.call_id for m in session.s.messages if isinstance(m, t.AssistantMessage) for c in m.tool_calls]
+    answered = [m.call_id for m in session.s.messages if isinstance(m, t.ToolMessage)]
+    assert answered == asked
+    event(
+        f"{status.session.messages} messages, {session.executions} executions, {status.session.compactions} compactions"
+    )

@@ -272,3 +272,27 @@ async def test_the_opening_prompt_stays_message_1_when_a_message_comes_with_the_
 async def _answered(handle: WorkflowHandle[Any, Any], n: int) -> bool:
     live = await status(handle)
     return live.session is not None and live.session.answered >= n
+
+
+async def test_an_answer_stopped_at_its_turn_limit_leaves_the_next_messages_a_whole_transcript(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    """The first answer asks for a tool on its last allowed turn and fails (MaxTurnsExceeded); the
+    next message is answered. Until 1.4.7 the failed answer's call stayed in the transcript with no
+    result, and the model's API refused every later request of the session (OpenAI's 400)."""
+    model = script(llm, calls(("add", {"a": 2, "b": 3})), {"content": "hello again"})
+    async with worker_factory():
+        handle = await open_session(client, task_queue, model=model, max_turns=1)
+        first, second = await converse(client, handle, ["add 2 and 3", "hello?"])
+        assert first.output is None and first.error is not None and first.error.startswith("MaxTurnsExceeded")
+        assert second.output == "hello again" and second.error is None
+        messages = await transcript(handle)
+        await end_session(client, handle.id, by="a")
+        await handle.result()
+    told = [m for m in messages if isinstance(m, t.ToolMessage)]
+    assert (
+        len(told) == 1 and told[0].is_error and "the answer to message 1 failed (MaxTurnsExceeded)" in told[0].content
+    )
+    sent = llm.requests(last=1)[0]["body"]["messages"]  # the second answer's request: the call answered
+    assert [m["role"] for m in sent if m["role"] != "system"] == ["user", "assistant", "tool", "user"]
+    await replay(handle)

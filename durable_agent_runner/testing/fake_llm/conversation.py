@@ -115,6 +115,17 @@ def _missing(param: str) -> ApiError:
     return ApiError(400, f"Missing required parameter: '{param}'.", param=param, code="missing_required_parameter")
 
 
+def _unanswered(ids: list[str], i: int) -> ApiError:
+    """What OpenAI answers when an assistant message's tool calls are not all answered by the tool
+    messages right after it (before message `i`)."""
+    return ApiError(
+        400,
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+        f"'tool_call_id'. The following tool_call_ids did not have response messages: {', '.join(ids)}",
+        param=f"messages.[{i}].role",
+    )
+
+
 def _items(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
     raw = body.get(key)
     if raw is None:
@@ -161,10 +172,13 @@ def parse_chat(body: dict[str, Any]) -> Conversation:
     last_user = ""
     users: list[str] = []
     system: list[str] = []
+    open_calls: list[str] = []  # the last assistant message's call ids not answered yet
     for i, msg in enumerate(messages):
         role = msg.get("role")
         if not isinstance(role, str):
             raise _missing(f"messages[{i}].role")
+        if open_calls and role != "tool":
+            raise _unanswered(open_calls, i)
         if role == "assistant":
             turn += 1
             since_user += 1
@@ -176,6 +190,7 @@ def parse_chat(body: dict[str, Any]) -> Conversation:
                 tc_d = as_dict(tc) or {}
                 fn = as_dict(tc_d.get("function")) or {}
                 calls[str(tc_d.get("id", ""))] = (str(fn.get("name", "")), str(fn.get("arguments", "")))
+                open_calls.append(str(tc_d.get("id", "")))
         elif role == "user":
             last_user = content_text(msg.get("content"))
             users.append(last_user)
@@ -185,8 +200,18 @@ def parse_chat(body: dict[str, Any]) -> Conversation:
             system.append(content_text(msg.get("content")))
         elif role == "tool":
             call_id = str(msg.get("tool_call_id", ""))
+            if call_id not in open_calls:
+                raise ApiError(
+                    400,
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with "
+                    "'tool_calls'.",
+                    param=f"messages.[{i}].role",
+                )
+            open_calls.remove(call_id)
             name, args = calls.get(call_id, ("", ""))
             results.append(ToolResult(call_id, name, args, content_text(msg.get("content"))))
+    if open_calls:
+        raise _unanswered(open_calls, len(messages))
     tools = body.get("tools")
     options = as_dict(body.get("stream_options")) or {}
     return Conversation(
@@ -225,6 +250,9 @@ def parse_responses(body: dict[str, Any]) -> Conversation:
     instructions = body.get("instructions")
     system = [instructions] if isinstance(instructions, str) else []
     in_run = False
+    output: set[str] = set()  # the calls answered by a function_call_output
+    # Without a server-side conversation, the input holds every call and its output.
+    stateless = body.get("previous_response_id") is None and body.get("conversation") is None
     for item in items:
         kind = item.get("type")
         if _is_assistant_output(item):
@@ -250,8 +278,16 @@ def parse_responses(body: dict[str, Any]) -> Conversation:
             system.append(content_text(item.get("content")))
         elif kind == "function_call_output":
             call_id = str(item.get("call_id", ""))
+            if call_id not in calls and stateless:
+                raise ApiError(
+                    400, f"No tool call found for function call output with call_id {call_id}.", param="input"
+                )
             name, args = calls.get(call_id, ("", ""))
+            output.add(call_id)
             results.append(ToolResult(call_id, name, args, content_text(item.get("output"))))
+    unanswered = [call_id for call_id in calls if call_id not in output]
+    if unanswered and stateless:  # as OpenAI: every call in the input needs its output there too
+        raise ApiError(400, f"No tool output found for function call {unanswered[0]}.", param="input")
     tools = body.get("tools")
     return Conversation(
         api="responses",
