@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from durable_agent_runner.machine.approvals import DecisionRefused
@@ -48,7 +48,10 @@ OPS = t.AgentSpec(
     team=[BILLING, RESEARCHER],
 )
 NAMES = ["get_weather", "send_report", "charge", "print_doc", "ask_person", "research", "transfer_to_billing", "nope"]
-RUNS_MAY_FAIL = {"MaxTurnsExceeded"}  # how a drawn run may end without an answer
+# How a drawn run may end without an answer: its turns spent, or (when people let waits run out)
+# an approval's timeout that fails the run, or a call left in doubt past its limit.
+RUNS_MAY_FAIL = {"MaxTurnsExceeded", "ApprovalTimedOut", "CallInDoubt"}
+LETS_IT_RUN_OUT = 5  # a person's pick that decides nothing: the wait's bound passes
 
 
 class Script:
@@ -64,6 +67,7 @@ class Script:
         self.replies = [self.reply(names) for names in turns]
         self.lost_once: set[int] = set()
         self.run: PureRun | None = None  # the top-level run: a person may pause it while a tool runs
+        self.time_passes = False  # a wait nobody decides runs out (World.time_passes)
 
     def reply(self, names: list[str]) -> t.ModelReply:
         """The model asks for these tools; a garbled call's arguments are not a JSON object."""
@@ -107,11 +111,16 @@ class Script:
             "charge": self.charge,
             "print_doc": lambda a: "queued",
         }
-        return World(replies=replies, tools=tools, people=[self.person] * 60, then_answer=answer)
+        return World(
+            replies=replies, tools=tools, people=[self.person] * 60, then_answer=answer, time_passes=self.time_passes
+        )
 
     def person(self, run: PureRun) -> None:
         """Acts on what status says the run waits for: there must be something."""
         status, pick = run.status(), next(self.picks, 0)
+        if pick == LETS_IT_RUN_OUT and status.paused is None and run.world.time_passes:
+            event("a wait ran out")
+            return  # nobody decides: a bounded wait runs out (a pause has no bound: someone resumes)
         event(
             "a wait: "
             + ", ".join(
@@ -212,6 +221,7 @@ def _all(run: PureRun) -> Iterator[PureRun]:
     forks=st.lists(st.tuples(st.integers(1, 6), st.booleans()), max_size=2),
     garbled=st.sets(st.integers(0, 15), max_size=3),
     pauses=st.sets(st.integers(0, 15), max_size=2),
+    patience=st.sampled_from([None, "reject", "fail"]),
     breakpoints=st.one_of(
         st.none(),
         st.builds(t.Breakpoints, at_turns=st.lists(st.integers(1, 6), max_size=2), before_tools=st.booleans()),
@@ -227,10 +237,16 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     forks: list[tuple[int, bool]],
     garbled: set[int],
     pauses: set[int],
+    patience: str | None,
     breakpoints: t.Breakpoints | None,
 ):
+    """`patience`: an approval waits at most 10 minutes, then is rejected or fails the run; people
+    may then let a wait run out (a question's, an outside call's, a doubt's, an approval's)."""
     script = Script(turns, lost, picks, garbled, pauses)
     agent = OPS if budget is None else OPS.model_copy(update={"token_budget": budget, "on_budget": "pause"})
+    if patience is not None:
+        agent = agent.model_copy(update={"approval_timeout_seconds": 600.0, "approval_timeout_outcome": patience})
+    script.time_passes = patience is not None
     run = script.run = PureRun(
         agent, script.world(script.replies, "done"), t.RunInput(prompt="go", agent="ops", breakpoints=breakpoints)
     )
@@ -257,14 +273,19 @@ CHATTY = OPS.model_copy(update={"max_turns": 4, "idle_timeout_seconds": 600.0})
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    plans=st.lists(st.lists(st.sampled_from(NAMES[:4]), max_size=2), min_size=1, max_size=6),
+    plans=st.lists(st.lists(st.sampled_from(NAMES[:5]), max_size=2), min_size=1, max_size=6),
     messages=st.integers(1, 6),
     mid_turn=st.sets(st.integers(0, 12), max_size=3),
     steer=st.booleans(),
     continue_at=st.sets(st.integers(1, 12), max_size=3),
     memory=st.sampled_from([None, "trim", "summarize"]),
     picks=st.lists(st.integers(0, 5), max_size=30),
+    patience=st.sampled_from([None, "reject", "fail"]),
 )
+@example(  # found by a drawn session: an answer stopped at its turn limit with its calls unanswered (1.4.7)
+    plans=[["get_weather", "get_weather"]], messages=2, mid_turn={0, 2, 4}, steer=True, continue_at=set(),
+    memory=None, picks=[], patience=None,
+)  # fmt: skip
 def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_nothing_waiting(
     plans: list[list[str]],
     messages: int,
@@ -273,12 +294,14 @@ def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_
     continue_at: set[int],
     memory: str | None,
     picks: list[int],
+    patience: str | None,
 ):
     """A session: `messages` sent one after another by a person while it waits, more sent while a
     tool runs (`mid_turn`: queued, or steering the answer in progress), continue-as-new and
     compaction at drawn points. The model asks for the tools of plan k (cycling) on its first call
     for a message, then answers."""
     script = Script([], set(), picks, set(), set())
+    script.time_passes = patience is not None  # people may let a wait run out: that answer fails alone
     sent = itertools.count(1)
 
     def model(transcript: list[t.Message]) -> t.ModelReply:
@@ -308,6 +331,8 @@ def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_
 
     world.people = [person] * 80
     agent = CHATTY.model_copy(update={"mid_turn": "steer" if steer else "queue"})
+    if patience is not None:
+        agent = agent.model_copy(update={"approval_timeout_seconds": 600.0, "approval_timeout_outcome": patience})
     if memory is not None:  # a small budget: compacted every few exchanges
         policy = t.MemoryPolicy(budget_bytes=1_000, strategy=memory, keep_exchanges=1)  # type: ignore[arg-type]
         agent = agent.model_copy(update={"memory": policy})
