@@ -281,10 +281,11 @@ CHATTY = OPS.model_copy(update={"max_turns": 4, "idle_timeout_seconds": 600.0})
     memory=st.sampled_from([None, "trim", "summarize"]),
     picks=st.lists(st.integers(0, 5), max_size=30),
     patience=st.sampled_from([None, "reject", "fail"]),
+    forks=st.lists(st.tuples(st.integers(1, 12), st.booleans()), max_size=2),
 )
 @example(  # found by a drawn session: an answer stopped at its turn limit with its calls unanswered (1.4.7)
     plans=[["get_weather", "get_weather"]], messages=2, mid_turn={0, 2, 4}, steer=True, continue_at=set(),
-    memory=None, picks=[], patience=None,
+    memory=None, picks=[], patience=None, forks=[],
 )  # fmt: skip
 def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_nothing_waiting(
     plans: list[list[str]],
@@ -295,6 +296,7 @@ def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_
     memory: str | None,
     picks: list[int],
     patience: str | None,
+    forks: list[tuple[int, bool]],
 ):
     """A session: `messages` sent one after another by a person while it waits, more sent while a
     tool runs (`mid_turn`: queued, or steering the answer in progress), continue-as-new and
@@ -350,3 +352,12 @@ def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_
     event(
         f"{status.session.messages} messages, {session.executions} executions, {status.session.compactions} compactions"
     )
+    for at, live in forks:  # a fork of one of its answers, before model call `at`: a run of its own
+        try:
+            forked = fork(session, at, script.world([], "forked answer"), live_tools=live)
+        except ValueError as refused:  # compaction or a rewrite dropped that point, or it is past the end
+            assert "cannot fork before model call" in str(refused), refused
+            event("session fork refused")
+            continue
+        event(f"session fork, live tools: {live}")
+        checked(forked)
