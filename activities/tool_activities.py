@@ -31,7 +31,7 @@ from durable_agent_runner.config import completion
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.machine import bounds
 from durable_agent_runner.machine.bounds import json_object
-from durable_agent_runner.machine.calls import budget_spent
+from durable_agent_runner.machine.calls import cheap_calls
 from durable_agent_runner.workflows.types import (
     AGENT_NOT_HERE,
     RESOLVE_AGENT_ACTIVITY,
@@ -199,14 +199,7 @@ class ToolActivities:
         is left out: the turn runs it as before, with its retries. So is a call whose id an
         `earlier` reply of the run used: the run gives it a new id, and its idempotency key with
         it. The results feed the context cache as a tool activity's do."""
-        calls = reply.message.tool_calls
-        usage = reply.usage
-        if (
-            self._version_of(agent.name) != within.version
-            or any(c.name in within.pause_on for c in calls)
-            or len({c.call_id for c in calls}) != len(calls)  # the run renames them: keys would differ
-            or budget_spent(within.tokens_left, usage.total_tokens, within.cost_left, usage.cost_usd) is not None
-        ):
+        if self._version_of(agent.name) != within.version:
             return []
         run = activity.info().workflow_id or ""
 
@@ -228,7 +221,7 @@ class ToolActivities:
             except Exception:  # a failure or the bound: logged by _attempt; the turn runs it as before
                 return None
 
-        results = await asyncio.gather(*(one(c) for c in calls if c.name in within.tools and c.call_id not in earlier))
+        results = await asyncio.gather(*(one(c) for c in cheap_calls(within, reply, earlier)))
         ran = [r for r in results if r is not None]
         if self.cache is not None:
             for result in ran:

@@ -6,7 +6,8 @@
     resolved(planned, r)       → a person's resolution of a call in doubt: run it again, or its message
     asks_first(planned, …)     → a live fork's once call: a person decides before it runs again
     checked(planned, hook)     → run it, ask a person, or answer (invalid arguments)
-    with_reply / taken         → which cheap calls a model call may run with its reply, and which it did
+    with_reply / cheap_calls / taken → which cheap calls a model call may run with its reply, which
+                                       the worker runs, and which results the turn takes
     after_tools(step, results) → the tool messages in the order the model asked for the calls
     budget_spent(…)            → the one budget rule, for the workflow and for the worker
 
@@ -221,6 +222,22 @@ def with_reply(
         tokens_left=tokens - tokens_used if tokens is not None else None,
         cost_left=dollars - cost_used if dollars is not None else None,
     )
+
+
+def cheap_calls(within: WithReply, reply: ModelReply, earlier: Collection[str]) -> list[ToolCall]:
+    """The calls of `reply` a worker holding the agent's version runs with it (`within`): none
+    when the reply also calls a tool a breakpoint pauses before, gives two calls one id (the run
+    renames them, and their idempotency keys with them) or spends what the run's budget has
+    left; else its calls of the cheap tools whose ids no `earlier` reply of the run used. The
+    worker's rule (activities/tool_activities.py), here so the pure tests run it too."""
+    calls, usage = reply.message.tool_calls, reply.usage
+    if (
+        any(c.name in within.pause_on for c in calls)
+        or len({c.call_id for c in calls}) != len(calls)
+        or budget_spent(within.tokens_left, usage.total_tokens, within.cost_left, usage.cost_usd) is not None
+    ):
+        return []
+    return [c for c in calls if c.name in within.tools and c.call_id not in earlier]
 
 
 def taken(asked: Sequence[str], reply: ModelReply) -> dict[str, tuple[str, ToolResult]]:

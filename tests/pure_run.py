@@ -8,6 +8,12 @@ counter. Every decision is the machine's own code: the turn (machine/turn.py), e
 workflow calls too), the door's checks of a decision (machine/approvals.py, doubts.py,
 control.py), budgets, handoffs, forks and carries.
 
+With `World.speedups`, the workers here take the speed-ups the run offers, as the activities do:
+a model call runs the cheap calls of its reply (`WithReply`, chosen by the worker's own rule,
+machine/calls.py `cheap_calls`), and the lone routed tool's activity makes the next model call
+(`CallAhead`) with the transcript as the activity builds it (activities/ahead.py). The requests
+are the workflow's own (machine/requests.py). The turn decides, as ever, what it takes of them.
+
 What the workflow adds (commands, history, replay, concurrency of sibling calls, timers) is for
 the server tests; a run here runs sibling calls one after the other, in the order asked.
 """
@@ -21,14 +27,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from durable_agent_runner.activities.context_cache import digest_of, tool_message
 from durable_agent_runner.agents.tools import parse_arguments
-from durable_agent_runner.machine import books, control, conversation, handoff, memory, progress, rules
+from durable_agent_runner.machine import books, control, conversation, handoff, memory, progress, requests, rules
 from durable_agent_runner.machine import call as m
 from durable_agent_runner.machine import child as child_machine
 from durable_agent_runner.machine import outcomes as o
 from durable_agent_runner.machine import turn as turn_machine
 from durable_agent_runner.machine.budget import Ledger
-from durable_agent_runner.machine.calls import PlannedCall, RunTools
+from durable_agent_runner.machine.calls import PlannedCall, RunTools, cheap_calls
 from durable_agent_runner.machine.phase import Status
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Done, Stop
@@ -85,6 +92,9 @@ class World:
     time_passes: bool = False  # with nobody left to act, a bounded wait runs out (else NobodyActs)
     then_answer: str | None = None  # once the replies run out, the model answers this (None: an error)
     model: Callable[[list[t.Message]], t.ModelReply] | None = None  # replies to the transcript (not `replies`)
+    speedups: bool = False  # the workers run cheap calls with the reply and make calls ahead (module doc)
+    with_reply: list[str] = field(default_factory=list)  # the calls a model call ran with its reply
+    made_ahead: list[str] = field(default_factory=list)  # the calls whose activity made the next model call
 
 
 class PureRun:
@@ -110,6 +120,8 @@ class PureRun:
                 progress.prompted(self.s, run_input.prompt)
         self.ledger, _ = Ledger.for_run(run_input, self.s.agent_now, child=child, first=True)
         self.children: list[PureRun] = []  # the child runs its calls started (agents as tools)
+        self._ahead_next: tuple[str, t.ModelCallInput] | None = None  # the call to make the next model call
+        self._made_ahead: t.AheadReply | None = None  # what that call's activity brought back
 
     # ----------------------------------------------------------------------------- the loops
 
@@ -184,8 +196,13 @@ class PureRun:
         s = self.s
         if isinstance(step, turn_machine.CallModel):
             return o.Replied(self._call_model(step))
-        if isinstance(step, RunTools):
-            return o.ToolsRan(self._run_tools(s.agent_now, step))
+        if isinstance(step, RunTools):  # as workflows/turn_steps.py `run_calls`
+            if step.ahead is not None and self.world.speedups:
+                self._ahead_next = (step.calls[0].call.call_id, step.ahead)
+            try:
+                return o.ToolsRan(self._run_tools(s.agent_now, step), self._made_ahead)
+            finally:
+                self._ahead_next, self._made_ahead = None, None
         if isinstance(step, RerunRecorded):
             return Reran(self._run_tools(step.agent, step.plan))
         if isinstance(step, turn_machine.HandOff):
@@ -231,14 +248,55 @@ class PureRun:
             stop = rules.tripwire("input", [(n, self.hook("input_guardrail", n)) for n in step.agent.input_guardrails])
             if stop is not None:
                 raise self.failure(stop.message, stop.error)
-        self.world.seen.append(list(self.s.messages))
+        if step.made is not None:  # made by the last tool's activity, for exactly this call
+            return step.made.reply
+        request, _ = requests.model_call(self.s, step.agent, False, step.with_reply, step.max_output_tokens)
+        return self._model(request, list(self.s.messages))
+
+    def _model(self, request: t.ModelCallInput, messages: list[t.Message]) -> t.ModelReply:
+        """The model activity: the script's reply to `messages`; with speed-ups, the cheap calls
+        of the reply run with it, by the worker's rule (activities/model.py)."""
+        self.world.seen.append(messages)
         if self.world.model is not None:
-            return self.world.model(list(self.s.messages))
-        if not self.world.replies and self.world.then_answer is not None:
-            return reply(self.world.then_answer)
-        if not self.world.replies:
-            raise AssertionError(f"the model was called for turn {self.s.turn}, and the script has no reply left")
-        return self.world.replies.pop(0)
+            answer = self.world.model(list(messages))
+        elif not self.world.replies and self.world.then_answer is not None:
+            answer = reply(self.world.then_answer)
+        elif not self.world.replies:
+            raise AssertionError(f"the model was called for turn {request.turn}, and the script has no reply left")
+        else:
+            answer = self.world.replies.pop(0)
+        if request.with_reply is None or not self.world.speedups:
+            return answer
+        earlier = {c.call_id for m in messages if isinstance(m, t.AssistantMessage) for c in m.tool_calls}
+        results = []
+        for call in cheap_calls(request.with_reply, answer, earlier):
+            ran = self._ran(call.name, call.arguments)
+            if not isinstance(ran, LostAttempt):  # one that fails is left out: the turn runs it
+                self.world.with_reply.append(call.call_id)
+                results.append(t.ToolResult(call_id=call.call_id, tool=call.name, output=ran[0], is_error=ran[1]))
+        return answer.model_copy(update={"tool_results": results})
+
+    def _call_ahead(self, request: t.ToolCallInput, result: t.ToolResult) -> t.AheadReply:
+        """The next model call, made by the tool's activity once its tool ran (activities/ahead.py):
+        the run's transcript as it was when the tool started, and the tool's result."""
+        then = request.then
+        assert then is not None
+        messages = [*self.s.messages[: then.upto], tool_message(result)]
+        call = then.call.model_copy(update={"digest": digest_of(messages), "transcript_len": len(messages)})
+        self.world.made_ahead.append(request.call_id)
+        return t.AheadReply(request=call, reply=self._model(call, messages), began_at=self.tick())
+
+    def _ran(self, tool: str, arguments: str) -> tuple[str, bool] | LostAttempt:
+        """One run of a tool: its result and whether it is an error, or how it was lost. Arguments
+        that are not a JSON object run nothing: the model is told (as the tool's activity does)."""
+        args = parse_arguments(tool, arguments)
+        if isinstance(args, str):
+            return f"error: {args}", True
+        self.world.ran.append((tool, args))
+        try:
+            return self.world.tools[tool](dict(args)), False
+        except LostAttempt as lost:
+            return lost
 
     def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
         runs = [p for p in step.calls if p.action in ("tool", "child", "ask")]
@@ -266,7 +324,8 @@ class PureRun:
         )
 
     def _took(self, agent: t.AgentSpec, moved: m.Transition, before: m.Stage | None) -> None:
-        took = books.record(self.s, self.tracker, agent, moved, before, self.now)
+        ahead = self._made_ahead.began_at if self._made_ahead is not None else None
+        took = books.record(self.s, self.tracker, agent, moved, before, self.now, ahead)
         if took.phase is not None:
             self.set_phase(*took.phase)
 
@@ -278,15 +337,15 @@ class PureRun:
             return m.Checked(call_id=c.call_id, result=self.hook("approval", c.tool, asks))
         if isinstance(step, m.AskPerson):
             return self._ask(c, step)
-        if isinstance(step, m.RunTool):
-            args = parse_arguments(c.tool, step.arguments)  # as the tool's activity reads them
-            if isinstance(args, str):  # not a JSON object: the model is told, nothing runs
-                return m.Ran(call_id=c.call_id, content=f"error: {args}", is_error=True)
-            self.world.ran.append((c.tool, args))
-            try:
-                return m.Ran(call_id=c.call_id, content=self.world.tools[c.tool](dict(args)))
-            except LostAttempt as lost:
-                return m.Lost(call_id=c.call_id, end=lost.end, why=str(lost), ended=lost.ended)  # type: ignore[arg-type]
+        if isinstance(step, m.RunTool):  # as workflows/call_steps.py `_tool`, its input the workflow's own
+            run = requests.tool_run(self.s, agent, c, step, self._ahead_next)
+            ran = self._ran(c.tool, step.arguments)
+            if isinstance(ran, LostAttempt):
+                return m.Lost(call_id=c.call_id, end=ran.end, why=str(ran), ended=ran.ended)  # type: ignore[arg-type]
+            if run.ahead:
+                result = t.ToolResult(call_id=c.call_id, tool=c.tool, output=ran[0], is_error=ran[1])
+                self._made_ahead = self._call_ahead(run.request, result)
+            return m.Ran(call_id=c.call_id, content=ran[0], is_error=ran[1])
         if isinstance(step, m.StartChild):
             message = self._child(agent, c.planned, step.args)
             return m.Ran(call_id=c.call_id, content=message.content, is_error=message.is_error)

@@ -5,7 +5,8 @@ tool that does not exist, arguments that are not a JSON object), people who deci
 way or another, breakpoints, a run paused while a tool runs, edits while it is paused (its text,
 a pending call's arguments, a call dropped, the agent in charge), continue-as-new at
 drawn turns, an optional budget that pauses, and then forks of the finished run at drawn turns,
-some with `--live-tools`.
+some with `--live-tools`. Half of them run on workers that take the speed-ups the run offers (a
+cheap call run with the model's reply, the next model call made by the lone tool's activity).
 
 What must hold for any of them: the machine never raises (in a workflow that is a stuck run); a
 run that waits for a person says in its status what it waits on, so there is always something to
@@ -38,6 +39,7 @@ OPS = t.AgentSpec(
     max_turns=8,
     tools=[
         t.ToolSpec(name="get_weather"),
+        t.ToolSpec(name="lookup", local=True),  # cheap: run with the model's reply, where the workers may
         t.ToolSpec(name="send_report", approval="always"),
         CHARGE,
         PRINTER,
@@ -47,7 +49,17 @@ OPS = t.AgentSpec(
     handoffs=[t.HandoffSpec(agent="billing", tool_name="transfer_to_billing")],
     team=[BILLING, RESEARCHER],
 )
-NAMES = ["get_weather", "send_report", "charge", "print_doc", "ask_person", "research", "transfer_to_billing", "nope"]
+NAMES = [
+    "get_weather",
+    "lookup",
+    "send_report",
+    "charge",
+    "print_doc",
+    "ask_person",
+    "research",
+    "transfer_to_billing",
+    "nope",
+]
 # How a drawn run may end without an answer: its turns spent, or (when people let waits run out)
 # an approval's timeout that fails the run, or a call left in doubt past its limit.
 RUNS_MAY_FAIL = {"MaxTurnsExceeded", "ApprovalTimedOut", "CallInDoubt"}
@@ -68,6 +80,7 @@ class Script:
         self.lost_once: set[int] = set()
         self.run: PureRun | None = None  # the top-level run: a person may pause it while a tool runs
         self.time_passes = False  # a wait nobody decides runs out (World.time_passes)
+        self.speedups = False  # the workers take the speed-ups (World.speedups)
 
     def reply(self, names: list[str]) -> t.ModelReply:
         """The model asks for these tools; a garbled call's arguments are not a JSON object."""
@@ -107,12 +120,18 @@ class Script:
     def world(self, replies: list[t.ModelReply], answer: str) -> World:
         tools = {
             "get_weather": self.weather,
+            "lookup": lambda a: f"found {a.get('n')}",
             "send_report": lambda a: "sent",
             "charge": self.charge,
             "print_doc": lambda a: "queued",
         }
         return World(
-            replies=replies, tools=tools, people=[self.person] * 60, then_answer=answer, time_passes=self.time_passes
+            replies=replies,
+            tools=tools,
+            people=[self.person] * 60,
+            then_answer=answer,
+            time_passes=self.time_passes,
+            speedups=self.speedups,
         )
 
     def person(self, run: PureRun) -> None:
@@ -191,6 +210,8 @@ def checked(run: PureRun) -> str | None:
         assert paused and all(c.s.paused is not None and c.s.paused.reason == "budget" for c in paused)
         return None
     event(f"answered after {run.s.turn} turns, {len(list(_all(run))) - 1} children, {run.executions} executions")
+    if run.world.speedups:
+        event(f"speed-ups taken: with the reply {bool(run.world.with_reply)}, made ahead {bool(run.world.made_ahead)}")
     for each in _all(run):
         status = each.status()
         assert not (status.pending_approvals or status.in_doubt or status.questions or status.outside)
@@ -222,6 +243,7 @@ def _all(run: PureRun) -> Iterator[PureRun]:
     garbled=st.sets(st.integers(0, 15), max_size=3),
     pauses=st.sets(st.integers(0, 15), max_size=2),
     patience=st.sampled_from([None, "reject", "fail"]),
+    speedups=st.booleans(),
     breakpoints=st.one_of(
         st.none(),
         st.builds(t.Breakpoints, at_turns=st.lists(st.integers(1, 6), max_size=2), before_tools=st.booleans()),
@@ -238,6 +260,7 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     garbled: set[int],
     pauses: set[int],
     patience: str | None,
+    speedups: bool,
     breakpoints: t.Breakpoints | None,
 ):
     """`patience`: an approval waits at most 10 minutes, then is rejected or fails the run; people
@@ -246,7 +269,7 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     agent = OPS if budget is None else OPS.model_copy(update={"token_budget": budget, "on_budget": "pause"})
     if patience is not None:
         agent = agent.model_copy(update={"approval_timeout_seconds": 600.0, "approval_timeout_outcome": patience})
-    script.time_passes = patience is not None
+    script.time_passes, script.speedups = patience is not None, speedups
     run = script.run = PureRun(
         agent, script.world(script.replies, "done"), t.RunInput(prompt="go", agent="ops", breakpoints=breakpoints)
     )
@@ -273,7 +296,7 @@ CHATTY = OPS.model_copy(update={"max_turns": 4, "idle_timeout_seconds": 600.0})
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    plans=st.lists(st.lists(st.sampled_from(NAMES[:5]), max_size=2), min_size=1, max_size=6),
+    plans=st.lists(st.lists(st.sampled_from(NAMES[:6]), max_size=2), min_size=1, max_size=6),
     messages=st.integers(1, 6),
     mid_turn=st.sets(st.integers(0, 12), max_size=3),
     steer=st.booleans(),
@@ -282,10 +305,11 @@ CHATTY = OPS.model_copy(update={"max_turns": 4, "idle_timeout_seconds": 600.0})
     picks=st.lists(st.integers(0, 5), max_size=30),
     patience=st.sampled_from([None, "reject", "fail"]),
     forks=st.lists(st.tuples(st.integers(1, 12), st.booleans()), max_size=2),
+    speedups=st.booleans(),
 )
 @example(  # found by a drawn session: an answer stopped at its turn limit with its calls unanswered (1.4.7)
     plans=[["get_weather", "get_weather"]], messages=2, mid_turn={0, 2, 4}, steer=True, continue_at=set(),
-    memory=None, picks=[], patience=None, forks=[],
+    memory=None, picks=[], patience=None, forks=[], speedups=False,
 )  # fmt: skip
 def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_nothing_waiting(
     plans: list[list[str]],
@@ -297,6 +321,7 @@ def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_
     picks: list[int],
     patience: str | None,
     forks: list[tuple[int, bool]],
+    speedups: bool,
 ):
     """A session: `messages` sent one after another by a person while it waits, more sent while a
     tool runs (`mid_turn`: queued, or steering the answer in progress), continue-as-new and
@@ -304,6 +329,7 @@ def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_
     for a message, then answers."""
     script = Script([], set(), picks, set(), set())
     script.time_passes = patience is not None  # people may let a wait run out: that answer fails alone
+    script.speedups = speedups
     sent = itertools.count(1)
 
     def model(transcript: list[t.Message]) -> t.ModelReply:
