@@ -3,12 +3,18 @@ one union, `Outcome`, and the `Facts` only Temporal knows (the time, history's s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from durable_agent_runner.machine.rerun import Reran
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows.types import AheadReply, HookResult, ModelReply, ToolMessage
+
+# A session continues as new between messages once its history passes either bound, far below
+# Temporal's own limits, so no execution of a days-long conversation grows large.
+SESSION_HISTORY_BYTES = 1_000_000
+SESSION_HISTORY_EVENTS = 2_000
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,15 @@ class Facts:
     continue_suggested: bool = False
     history_bytes: int = 0
     history_events: int = 0
+    # Whether the run takes a patched path (1.x only: `workflow.patched`, asked only where the
+    # patched rule decides otherwise). Pure tests take every patch.
+    patched: Callable[[str], bool] = field(default=lambda _id: True, compare=False)
+
+    def continues(self, session: bool) -> bool:
+        """Whether what only Temporal knows has the run continue as new at its next chance: Temporal
+        suggests it, or (a session's) history passed either bound."""
+        over = self.history_bytes > SESSION_HISTORY_BYTES or self.history_events > SESSION_HISTORY_EVENTS
+        return self.continue_suggested or (session and over)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,7 @@ from durable_agent_runner.machine.outcomes import (
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Done, Final, Retry, Stop, after_output, decide
 from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.workflows.patches import AHEAD_CONTINUE_PATCH
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AheadReply,
@@ -67,12 +68,6 @@ from durable_agent_runner.workflows.types import (
     UserMessage,
     WithReply,
 )
-
-# A session continues as new between messages once its history passes either bound, far below
-# Temporal's own limits, so no execution of a days-long conversation grows large.
-SESSION_HISTORY_BYTES = 1_000_000
-SESSION_HISTORY_EVENTS = 2_000
-
 
 # ------------------------------------------------------------------------------------- steps
 
@@ -356,6 +351,8 @@ class Turn:
         made_ahead = ahead_calls.plan_ahead(
             self.plan, s, self.first, self.limits, self.number, planned=self.ledger is None and self.reruns is None
         )
+        if made_ahead is not None and facts.continues(s.session is not None) and facts.patched(AHEAD_CONTINUE_PATCH):
+            made_ahead = None  # the run continues as new before its next model call: a reply made ahead is dropped
         return self.plan.model_copy(update={"ahead": made_ahead})
 
     @property
@@ -411,8 +408,4 @@ class Turn:
 
 def should_continue(s: RunState, first: AgentSpec, facts: Facts) -> bool:
     """Whether the run continues as new before its next model call (or a session's next message)."""
-    if s.turns_here >= first.continue_as_new_after or facts.continue_suggested:
-        return True
-    return s.session is not None and (
-        facts.history_bytes > SESSION_HISTORY_BYTES or facts.history_events > SESSION_HISTORY_EVENTS
-    )
+    return s.turns_here >= first.continue_as_new_after or facts.continues(s.session is not None)

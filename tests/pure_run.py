@@ -29,7 +29,17 @@ from typing import Literal
 
 from durable_agent_runner.activities.context_cache import digest_of, tool_message
 from durable_agent_runner.agents.tools import parse_arguments
-from durable_agent_runner.machine import books, control, conversation, handoff, memory, progress, requests, rules
+from durable_agent_runner.machine import (
+    books,
+    control,
+    conversation,
+    fallback,
+    handoff,
+    memory,
+    progress,
+    requests,
+    rules,
+)
 from durable_agent_runner.machine import call as m
 from durable_agent_runner.machine import child as child_machine
 from durable_agent_runner.machine import outcomes as o
@@ -54,6 +64,14 @@ class LostAttempt(Exception):
     def __init__(self, end: str = "timeout", ended: str = "heartbeat timeout") -> None:
         super().__init__(ended)
         self.end, self.ended = end, ended
+
+
+class ModelDown(Exception):
+    """A model call failed for good (its retries spent), as `kind` (ModelHTTP503, ...)."""
+
+    def __init__(self, model: str | None, kind: str = "ModelHTTP503") -> None:
+        super().__init__(f"{model or 'the default model'} is down")
+        self.kind = kind
 
 
 class RunFailed(Exception):
@@ -95,6 +113,8 @@ class World:
     speedups: bool = False  # the workers run cheap calls with the reply and make calls ahead (module doc)
     with_reply: list[str] = field(default_factory=list)  # the calls a model call ran with its reply
     made_ahead: list[str] = field(default_factory=list)  # the calls whose activity made the next model call
+    down: set[str | None] = field(default_factory=set)  # models whose every call fails (ModelDown)
+    models: list[str | None] = field(default_factory=list)  # the model each call went to, in order
 
 
 class PureRun:
@@ -122,6 +142,7 @@ class PureRun:
         self.children: list[PureRun] = []  # the child runs its calls started (agents as tools)
         self._ahead_next: tuple[str, t.ModelCallInput] | None = None  # the call to make the next model call
         self._made_ahead: t.AheadReply | None = None  # what that call's activity brought back
+        self.failed: set[tuple[str, str | None]] = set()  # (agent, model): a model call that failed for good
 
     # ----------------------------------------------------------------------------- the loops
 
@@ -194,8 +215,14 @@ class PureRun:
 
     def _carry(self, step: turn_machine.NextStep) -> o.Outcome:
         s = self.s
-        if isinstance(step, turn_machine.CallModel):
-            return o.Replied(self._call_model(step))
+        if isinstance(step, turn_machine.CallModel):  # as workflows/steps.py `call_model`
+            try:
+                return o.Replied(self._call_model(step))
+            except ModelDown as down:
+                self.failed.add((step.agent.name, step.agent.model))
+                if fallback.falls_back(step.agent, down.kind):
+                    return o.ModelFailed(down.kind, str(down))
+                raise self.failure(f"model call failed on turn {s.turn}: {down}", down.kind) from None
         if isinstance(step, RunTools):  # as workflows/turn_steps.py `run_calls`
             if step.ahead is not None and self.world.speedups:
                 self._ahead_next = (step.calls[0].call.call_id, step.ahead)
@@ -248,6 +275,10 @@ class PureRun:
             stop = rules.tripwire("input", [(n, self.hook("input_guardrail", n)) for n in step.agent.input_guardrails])
             if stop is not None:
                 raise self.failure(stop.message, stop.error)
+        # A model that failed for good is not called again by that agent in this run (its executions),
+        # but its last one, by a session's later answer (docs/providers.md).
+        again = (step.agent.name, step.agent.model) in self.failed
+        assert not again or (self.s.session is not None and not step.agent.fallback_models), step.agent.model
         if step.made is not None:  # made by the last tool's activity, for exactly this call
             return step.made.reply
         request, _ = requests.model_call(self.s, step.agent, False, step.with_reply, step.max_output_tokens)
@@ -256,6 +287,9 @@ class PureRun:
     def _model(self, request: t.ModelCallInput, messages: list[t.Message]) -> t.ModelReply:
         """The model activity: the script's reply to `messages`; with speed-ups, the cheap calls
         of the reply run with it, by the worker's rule (activities/model.py)."""
+        self.world.models.append(request.model)
+        if request.model in self.world.down:
+            raise ModelDown(request.model)
         self.world.seen.append(messages)
         if self.world.model is not None:
             answer = self.world.model(list(messages))
@@ -276,15 +310,19 @@ class PureRun:
                 results.append(t.ToolResult(call_id=call.call_id, tool=call.name, output=ran[0], is_error=ran[1]))
         return answer.model_copy(update={"tool_results": results})
 
-    def _call_ahead(self, request: t.ToolCallInput, result: t.ToolResult) -> t.AheadReply:
+    def _call_ahead(self, request: t.ToolCallInput, result: t.ToolResult) -> t.AheadReply | None:
         """The next model call, made by the tool's activity once its tool ran (activities/ahead.py):
         the run's transcript as it was when the tool started, and the tool's result."""
         then = request.then
         assert then is not None
         messages = [*self.s.messages[: then.upto], tool_message(result)]
         call = then.call.model_copy(update={"digest": digest_of(messages), "transcript_len": len(messages)})
+        try:
+            made = self._model(call, messages)
+        except ModelDown:  # no failure of the activity: the result comes back alone, the turn calls
+            return None
         self.world.made_ahead.append(request.call_id)
-        return t.AheadReply(request=call, reply=self._model(call, messages), began_at=self.tick())
+        return t.AheadReply(request=call, reply=made, began_at=self.tick())
 
     def _ran(self, tool: str, arguments: str) -> tuple[str, bool] | LostAttempt:
         """One run of a tool: its result and whether it is an error, or how it was lost. Arguments

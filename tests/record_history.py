@@ -8,6 +8,8 @@ and `--fork-at N` records a fork of the run, started before model call N, as NAM
 `--resolve rerun|result:JSON|fail:REASON` (repeated) resolves each call in doubt as it comes, in order,
 and `--fork-resolve` (the same) those of the fork (a --live-tools fork's `once` calls ask first).
 `--budget-tokens N` hands the run a budget in its RunInput (a caller's cap).
+`--suggest-continue-at N` has the server suggest continue-as-new once a history holds N events
+(Temporal's `limit.historyCount.suggestContinueAsNew`); the file then holds the first execution.
 With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
 (the replay test replays each file under its name), so its child runs (agents used as tools) are
 recorded beside it under theirs, NAME.CALL_ID.json. Re-record only on purpose: a
@@ -88,8 +90,10 @@ async def record(
     resolutions: list[str] | None = None,
     fork_resolutions: list[str] | None = None,
     budget_tokens: int | None = None,
+    suggest_continue_at: int | None = None,
 ) -> list[Path]:
-    async with recording((tools,)) as r:
+    config = (f"limit.historyCount.suggestContinueAsNew={suggest_continue_at}",) if suggest_continue_at else ()
+    async with recording((tools,), config) as r:
         client, queue = r.client, r.queue
         if script is not None:
             r.llm.add_script(name, json.loads(script))
@@ -146,7 +150,8 @@ async def record(
                 await asyncio.wait_for(resolve_each(forked, fork_resolutions), timeout=120)
             await forked.result()
             forks.append(await forked.fetch_history())
-        history = await handle.fetch_history()
+        first = handle.first_execution_run_id if suggest_continue_at else None  # the run that continued as new
+        history = await client.get_workflow_handle(name, run_id=first).fetch_history()
         children = [
             await client.get_workflow_handle(child).fetch_history()
             for parent in [history, *forks]
@@ -176,6 +181,7 @@ def main() -> None:
     parser.add_argument("--resolve", action="append", metavar="ACTION", help="rerun, result:JSON or fail:REASON")
     parser.add_argument("--fork-resolve", action="append", metavar="ACTION", help="as --resolve, in the fork")
     parser.add_argument("--budget-tokens", type=int, metavar="N", help="the run is handed a budget of N tokens")
+    parser.add_argument("--suggest-continue-at", type=int, metavar="N", help="the server suggests continue-as-new at N")
     args = parser.parse_args()
     paths = asyncio.run(
         record(
@@ -194,6 +200,7 @@ def main() -> None:
             args.resolve,
             args.fork_resolve,
             args.budget_tokens,
+            args.suggest_continue_at,
         )
     )
     print("\n".join(map(str, paths)))

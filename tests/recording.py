@@ -18,7 +18,7 @@ from durable_agent_runner.config.connection import connect
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.worker.plugin import build_worker
-from tests.devserver import DevServer
+from tests.devserver import DYNAMIC_CONFIG, DevServer
 
 HISTORIES = Path(__file__).parent / "histories"
 
@@ -31,11 +31,13 @@ class Recording:
 
 
 @asynccontextmanager
-async def recording(modules: tuple[str, ...] = ("examples.demo_agent",)) -> AsyncIterator[Recording]:
-    """A dev server in a temporary directory, the fake model, and a worker serving `modules`'
-    agents on a fresh queue, all stopped on the way out."""
+async def recording(
+    modules: tuple[str, ...] = ("examples.demo_agent",), config: tuple[str, ...] = ()
+) -> AsyncIterator[Recording]:
+    """A dev server in a temporary directory (with `config`: more dynamic config, KEY=VALUE), the
+    fake model, and a worker serving `modules`' agents on a fresh queue, all stopped on the way out."""
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
-        server = DevServer(Path(tmp))
+        server = DevServer(Path(tmp), config=DYNAMIC_CONFIG + config)
         server.start()
         try:
             client = await connect(server.target, "default")

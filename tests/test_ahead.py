@@ -3,11 +3,15 @@ when the turn asks for it, and when it takes the reply, drops it, and counts its
 
 from __future__ import annotations
 
+import dataclasses
+
 from durable_agent_runner.machine.calls import RunTools
-from durable_agent_runner.machine.outcomes import Ready, Resumed, ToolsRan
+from durable_agent_runner.machine.outcomes import SESSION_HISTORY_EVENTS, Facts, Ready, Resumed, ToolsRan
+from durable_agent_runner.machine.session import SessionState
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.turn import CallModel, Pause, Turn
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.patches import AHEAD_CONTINUE_PATCH
 from tests.test_turn_machine import AGENT, NOW, reply, state
 
 ROUTED = AGENT.model_copy(
@@ -98,3 +102,34 @@ def test_a_pause_asked_for_while_the_tool_ran_drops_the_reply_and_pauses_before_
     s.pause_request = None
     resumed = turn.next(Resumed(), NOW)
     assert isinstance(resumed, CallModel) and resumed.made is None
+
+
+def test_no_call_ahead_once_the_run_knows_it_continues_as_new_first_unless_its_history_predates_that():
+    """Temporal suggested continue-as-new, or a session's history passed its bound mid-answer: the
+    run continues as new before its next model call, so a reply made ahead would be dropped. A run
+    recorded before 1.4.8 (no patch marker) still asked for it, and replays so."""
+    asked: list[str] = []
+
+    def patched(patch_id: str) -> bool:
+        asked.append(patch_id)
+        return True
+
+    def ahead(facts: Facts, session: bool = False) -> t.ModelCallInput | None:
+        s = state(ROUTED)
+        if session:
+            s.session = SessionState()
+        turn = Turn(s, guard=None)
+        assert isinstance(turn.next(Ready(), NOW), CallModel)
+        step = turn.next(reply(None, ("c1", "get_weather")), facts)
+        assert isinstance(step, RunTools)
+        return step.ahead
+
+    suggested = dataclasses.replace(NOW, continue_suggested=True, patched=patched)
+    assert ahead(suggested) is None and asked == [AHEAD_CONTINUE_PATCH]
+    long_session = dataclasses.replace(NOW, history_events=SESSION_HISTORY_EVENTS + 1, patched=patched)
+    assert ahead(long_session, session=True) is None
+    assert ahead(long_session) is not None  # a single run's history size is Temporal's to judge
+    before = dataclasses.replace(NOW, continue_suggested=True, patched=lambda _id: False)
+    assert ahead(before) is not None
+    asked.clear()
+    assert ahead(dataclasses.replace(NOW, patched=patched)) is not None and asked == []  # asked only where it decides

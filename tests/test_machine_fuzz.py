@@ -6,12 +6,14 @@ way or another, breakpoints, a run paused while a tool runs, edits while it is p
 a pending call's arguments, a call dropped, the agent in charge), continue-as-new at
 drawn turns, an optional budget that pauses, and then forks of the finished run at drawn turns,
 some with `--live-tools`. Half of them run on workers that take the speed-ups the run offers (a
-cheap call run with the model's reply, the next model call made by the lone tool's activity).
+cheap call run with the model's reply, the next model call made by the lone tool's activity), and
+some of the agent's models are down (each failed call sends the turn to its next model).
 
 What must hold for any of them: the machine never raises (in a workflow that is a stuck run); a
 run that waits for a person says in its status what it waits on, so there is always something to
 act on; every call the model asked for is answered once, in order; a finished run leaves nothing
-waiting. A run may fail only as runs are meant to (its turns spent)."""
+waiting; a model that failed for good is not called again by that agent in the run. A run may
+fail only as runs are meant to (its turns spent, every model down)."""
 
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ OPS = t.AgentSpec(
     ],
     handoffs=[t.HandoffSpec(agent="billing", tool_name="transfer_to_billing")],
     team=[BILLING, RESEARCHER],
+    model="primary",
+    fallback_models=["backup", "spare"],  # a model down sends the turn to the next (drawn: `down`)
 )
 NAMES = [
     "get_weather",
@@ -60,9 +64,10 @@ NAMES = [
     "transfer_to_billing",
     "nope",
 ]
-# How a drawn run may end without an answer: its turns spent, or (when people let waits run out)
-# an approval's timeout that fails the run, or a call left in doubt past its limit.
-RUNS_MAY_FAIL = {"MaxTurnsExceeded", "ApprovalTimedOut", "CallInDoubt"}
+# How a drawn run may end without an answer: its turns spent, every model it may fall back to
+# down, or (when people let waits run out) an approval's timeout that fails the run, or a call
+# left in doubt past its limit.
+RUNS_MAY_FAIL = {"MaxTurnsExceeded", "ModelHTTP503", "ApprovalTimedOut", "CallInDoubt"}
 LETS_IT_RUN_OUT = 5  # a person's pick that decides nothing: the wait's bound passes
 
 
@@ -210,6 +215,8 @@ def checked(run: PureRun) -> str | None:
         assert paused and all(c.s.paused is not None and c.s.paused.reason == "budget" for c in paused)
         return None
     event(f"answered after {run.s.turn} turns, {len(list(_all(run))) - 1} children, {run.executions} executions")
+    if run.s.switches:
+        event(f"fell back to {run.s.switches[-1].to_model}")
     if run.world.speedups:
         event(f"speed-ups taken: with the reply {bool(run.world.with_reply)}, made ahead {bool(run.world.made_ahead)}")
     for each in _all(run):
@@ -244,6 +251,7 @@ def _all(run: PureRun) -> Iterator[PureRun]:
     pauses=st.sets(st.integers(0, 15), max_size=2),
     patience=st.sampled_from([None, "reject", "fail"]),
     speedups=st.booleans(),
+    down=st.sets(st.sampled_from(["primary", "backup", "spare"]), max_size=3),
     breakpoints=st.one_of(
         st.none(),
         st.builds(t.Breakpoints, at_turns=st.lists(st.integers(1, 6), max_size=2), before_tools=st.booleans()),
@@ -261,6 +269,7 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     pauses: set[int],
     patience: str | None,
     speedups: bool,
+    down: set[str | None],
     breakpoints: t.Breakpoints | None,
 ):
     """`patience`: an approval waits at most 10 minutes, then is rejected or fails the run; people
@@ -270,9 +279,9 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     if patience is not None:
         agent = agent.model_copy(update={"approval_timeout_seconds": 600.0, "approval_timeout_outcome": patience})
     script.time_passes, script.speedups = patience is not None, speedups
-    run = script.run = PureRun(
-        agent, script.world(script.replies, "done"), t.RunInput(prompt="go", agent="ops", breakpoints=breakpoints)
-    )
+    world = script.world(script.replies, "done")
+    world.down = down
+    run = script.run = PureRun(agent, world, t.RunInput(prompt="go", agent="ops", breakpoints=breakpoints))
     run.continue_at = continue_at
     if checked(run) is None:
         return
@@ -306,10 +315,11 @@ CHATTY = OPS.model_copy(update={"max_turns": 4, "idle_timeout_seconds": 600.0})
     patience=st.sampled_from([None, "reject", "fail"]),
     forks=st.lists(st.tuples(st.integers(1, 12), st.booleans()), max_size=2),
     speedups=st.booleans(),
+    down=st.sets(st.sampled_from(["primary", "backup", "spare"]), max_size=3),
 )
 @example(  # found by a drawn session: an answer stopped at its turn limit with its calls unanswered (1.4.7)
     plans=[["get_weather", "get_weather"]], messages=2, mid_turn={0, 2, 4}, steer=True, continue_at=set(),
-    memory=None, picks=[], patience=None, forks=[], speedups=False,
+    memory=None, picks=[], patience=None, forks=[], speedups=False, down=set(),
 )  # fmt: skip
 def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_nothing_waiting(
     plans: list[list[str]],
@@ -322,6 +332,7 @@ def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_
     patience: str | None,
     forks: list[tuple[int, bool]],
     speedups: bool,
+    down: set[str | None],
 ):
     """A session: `messages` sent one after another by a person while it waits, more sent while a
     tool runs (`mid_turn`: queued, or steering the answer in progress), continue-as-new and
@@ -339,7 +350,7 @@ def test_any_drawn_session_answers_every_message_it_accepted_once_and_ends_with_
         return script.reply(plan) if asked == 0 and plan else reply(f"answer {since}")
 
     world = script.world([], "unused")
-    world.model = model
+    world.model, world.down = model, down  # every model down: each answer fails, and the session goes on
 
     def weather(args: dict[str, object]) -> str:
         n = int(str(args.get("n", -1)))

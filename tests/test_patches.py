@@ -20,7 +20,7 @@ from tests.helpers import replay_history
 
 SOURCE = Path(__file__).resolve().parents[1]
 WORKFLOWS = SOURCE / "workflows"
-MACHINE = SOURCE / "machine"  # the call machine asks 1.x patches through its context (`ctx.patched(ID)`)
+MACHINE = SOURCE / "machine"  # the machines ask 1.x patches through `ctx.patched(ID)` and `facts.patched(ID)`
 HISTORIES = SOURCE / "tests" / "histories"
 ASKS = ("patched", "deprecate_patch")  # workflow.patched(ID), workflow.deprecate_patch(ID)
 # The registry's names for the ids: the code asks a patch by one of them, never by its text.
@@ -29,14 +29,15 @@ NAMES = {name: value for name, value in vars(patches).items() if name.endswith("
 
 def asked(source: str, where: str) -> list[tuple[str, str]]:
     """(how, id) for each `workflow.patched(...)` / `workflow.deprecate_patch(...)` in the source,
-    and each `ctx.patched(...)` (the machine's context, which the workflow fills with
-    `workflow.patched`). The argument must be one of the registry's names (`X_PATCH` or
-    `t.X_PATCH`): a literal or an unknown name fails, naming the line."""
+    and each `ctx.patched(...)` / `facts.patched(...)` (the call machine's context and the turn
+    machine's facts, which the workflow fills with `workflow.patched`). The argument must be one
+    of the registry's names (`X_PATCH` or `t.X_PATCH`): a literal or an unknown name fails,
+    naming the line."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ASKS):
             continue
-        if not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("workflow", "ctx")):
+        if not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("workflow", "ctx", "facts")):
             continue
         (arg,) = node.args
         name = arg.id if isinstance(arg, ast.Name) else arg.attr if isinstance(arg, ast.Attribute) else None

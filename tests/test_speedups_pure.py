@@ -13,7 +13,7 @@ import json
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from durable_agent_runner.workflows import types as t
@@ -24,6 +24,8 @@ pytestmark = pytest.mark.pure
 AGENT = t.AgentSpec(
     name="ops",
     version="v1",
+    model="primary",
+    fallback_models=["backup"],  # a model down (drawn) sends the turn to the next; the call ahead fails alone
     max_turns=8,
     tools=[
         t.ToolSpec(name="lookup", local=True),  # cheap: may run with the model's reply
@@ -72,16 +74,20 @@ class Script:
         agent: t.AgentSpec = AGENT,
         breakpoints: t.Breakpoints | None = None,
         continue_at: set[int] | None = None,
+        down: set[str | None] | None = None,
     ) -> None:
         self.turns, self.picks, self.pauses, self.lost = turns, list(picks or []), pauses or set(), lost or set()
         self.agent, self.breakpoints, self.continue_at = agent, breakpoints, continue_at or set()
+        self.down = down or set()
         self.run: PureRun | None = None
         self.lost_once: set[int] = set()
+        self.paused_mid_tool = False  # a person asked for a pause while a tool ran
 
     def weather(self, args: dict[str, object]) -> str:
         n = int(str(args["n"]))
         if n in self.pauses and self.run is not None and self.run.s.pause_request is None:
             self.run.pause(by="ann")
+            self.paused_mid_tool = True
         return f"sunny {n}"
 
     def charge(self, args: dict[str, object]) -> str:
@@ -111,13 +117,15 @@ class Script:
     def go(self, speedups: bool) -> PureRun:
         tools = {"lookup": lambda a: f"found {a['n']}", "get_weather": self.weather, "charge": self.charge}
         tools["send_report"] = lambda a: f"sent to {a['to']}"
-        world = World(replies=[], tools=tools, people=[self.person] * 40, model=Model(self.turns), speedups=speedups)
+        people = [self.person] * 40
+        model = Model(self.turns)
+        world = World(replies=[], tools=tools, people=people, model=model, speedups=speedups, down=self.down)
         self.run = PureRun(self.agent, world, t.RunInput(prompt="go", agent="ops", breakpoints=self.breakpoints))
         self.run.continue_at = set(self.continue_at)
         try:
             self.run.run()
         except RunFailed as failed:  # a turn limit or budget: the same with the speed-ups, checked by the caller
-            assert failed.kind in ("MaxTurnsExceeded", "TokenBudgetExceeded"), failed
+            assert failed.kind in ("MaxTurnsExceeded", "TokenBudgetExceeded", "ModelHTTP503"), failed
         return self.run
 
 
@@ -135,7 +143,16 @@ def timeless(messages: list[t.Message]) -> list[object]:
 
 def both(turns: list[list[str]], **script: object) -> tuple[PureRun, PureRun]:
     """The same world run without the speed-ups, then with them (people deciding the same)."""
-    return Script(turns, **script).go(False), Script(turns, **script).go(True)  # type: ignore[arg-type]
+    off, on = compared(turns, **script)
+    assert on.run is not None
+    return off, on.run
+
+
+def compared(turns: list[list[str]], **script: object) -> tuple[PureRun, Script]:
+    """`both`, with the script of the run with the speed-ups (what its people and tools did)."""
+    off, on = Script(turns, **script).go(False), Script(turns, **script)  # type: ignore[arg-type]
+    on.go(True)
+    return off, on
 
 
 def budgeted(tokens: int | None) -> t.AgentSpec:
@@ -213,6 +230,17 @@ def test_a_cheap_call_a_person_edits_while_paused_runs_again_with_the_edited_arg
         st.builds(t.Breakpoints, tools=st.lists(st.sampled_from([CHEAP, "get_weather"]), min_size=1, max_size=1)),
     ),
     continue_at=st.sets(st.integers(1, 5), max_size=2),
+    down=st.sets(st.sampled_from(["primary", "backup"]), max_size=2),
+)
+@example(  # Temporal suggested continue-as-new at the reply: until 1.4.8 a call was made ahead, then dropped
+    turns=[["get_weather"]],
+    picks=[],
+    pauses=set(),
+    lost=set(),
+    tokens=None,
+    breakpoints=None,
+    continue_at={1},
+    down=set(),
 )
 def test_any_drawn_run_with_the_speedups_answers_and_runs_as_it_does_without_them(
     turns: list[list[str]],
@@ -222,13 +250,16 @@ def test_any_drawn_run_with_the_speedups_answers_and_runs_as_it_does_without_the
     tokens: int | None,
     breakpoints: t.Breakpoints | None,
     continue_at: set[int],
+    down: set[str | None],
 ):
     """Also with a budget that pauses (no call is made ahead then: the turn reserves first), a
     breakpoint (none before a call a breakpoint holds) and continue-as-new at drawn turns."""
-    off, on = both(
+    off, on_script = compared(
         turns, picks=picks, pauses=pauses, lost=lost, agent=budgeted(tokens), breakpoints=breakpoints,
-        continue_at=continue_at,
+        continue_at=continue_at, down=down,
     )  # fmt: skip
+    on = on_script.run
+    assert on is not None
 
     assert on.status().status == off.status().status and on.s.error == off.s.error
     assert on.s.output == off.s.output
@@ -238,11 +269,15 @@ def test_any_drawn_run_with_the_speedups_answers_and_runs_as_it_does_without_the
     assert cheap_on >= cheap_off  # a cheap call may run again with a reply made after a dropped one
     assert on.s.usage.total_tokens >= off.s.usage.total_tokens
     assert len(on.world.seen) >= len(off.world.seen)
+    if not on_script.paused_mid_tool:  # only a pause between a tool and its reply made ahead drops it
+        assert len(on.world.seen) == len(off.world.seen), "a reply made ahead was dropped, with no pause between"
     if len(on.world.seen) == len(off.world.seen):  # no reply made ahead was dropped (a pause came between)
         assert [timeless(m) for m in on.world.seen] == [timeless(m) for m in off.world.seen]
         assert on.s.usage == off.s.usage and cheap_on == cheap_off
         if tokens is None and breakpoints is None and on.status().status == "completed":
             lookups = [f"call_{k}_{i}" for k, ns in enumerate(turns) for i, name in enumerate(ns) if name == CHEAP]
-            lone = [f"call_{k}_0" for k, names in enumerate(turns) if names == ["get_weather"]]
+            lone = [f"call_{k}_0" for k, ns in enumerate(turns) if ns == ["get_weather"] and k + 1 not in continue_at]
             assert on.world.with_reply == lookups  # every cheap call ran with its reply
-            assert on.world.made_ahead == lone  # every lone routed call's activity made the next model call
+            # every lone routed call's activity made the next model call, but where Temporal had
+            # already suggested continue-as-new: it comes before that call
+            assert on.world.made_ahead == lone

@@ -411,6 +411,22 @@ async def test_checked_in_histories_still_replay():
     assert patches == ["call-ahead-1.2"]
     kinds = [e.activity_task_scheduled_event_attributes.activity_type.name for e in ahead if starts_turn(e)]
     assert kinds == [t.MODEL_CALL_ACTIVITY] + [t.TOOL_CALL_ACTIVITY] * 3
+    # 1.4.8: Temporal suggested continue-as-new by the first reply (the server told to, at 8
+    # events): the lone routed call's activity makes no model call (`then` is null), which the run
+    # would drop, and the run continues as new (no-ahead-before-continue-1.4.8)
+    continued = WorkflowHistory.from_json("ahead_continue_1_4_8", recorded["ahead_continue_1_4_8"]).events
+    assert [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in continued
+        if e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ] == ["no-ahead-before-continue-1.4.8"]
+    (tool_input,) = [
+        e.activity_task_scheduled_event_attributes.input.payloads[0].data
+        for e in continued
+        if e.activity_task_scheduled_event_attributes.activity_type.name == t.TOOL_CALL_ACTIVITY
+    ]
+    assert json.loads(tool_input)["then"] is None
+    assert continued[-1].event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
     fork = WorkflowHistory.from_json("breakpoint_1_0.fork", recorded["breakpoint_1_0.fork"])
     start = fork.events[0].workflow_execution_started_event_attributes.input.payloads
     (fork_input,) = await DATA_CONVERTER.decode(start, [t.RunInput])

@@ -43,6 +43,7 @@ EVAL_CANCEL_PATCH = "eval-cancel-resolve-1.4.2"
 EVAL_PACE_PATCH = "eval-pace-1.4.4"
 EVAL_INLINE_PATCH = "eval-inline-score-1.4.5"
 EVAL_BEAT_PATCH = "eval-score-beat-1.4.5"
+AHEAD_CONTINUE_PATCH = "no-ahead-before-continue-1.4.8"
 
 # What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
 _WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
@@ -171,6 +172,18 @@ PATCHES: tuple[Patch, ...] = (
         changes="a call of a tool that completes outside waits for its completion (a timer for its timeout)",
         added_in="1.4",
         history="outside_completion_1_4",
+        deprecate_in=None,
+        remove_in="2.0",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=AHEAD_CONTINUE_PATCH,
+        changes=(
+            "a lone routed tool's activity makes no model call ahead when the run already knows it continues as new "
+            "before that call (Temporal suggested it, or a session's history passed its bound)"
+        ),
+        added_in="1.4.8",
+        history="ahead_continue_1_4_8",
         deprecate_in=None,
         remove_in="2.0",
         plan=_WITH_1X,

@@ -120,6 +120,7 @@ class Steps:
             continue_suggested=info.is_continue_as_new_suggested(),
             history_bytes=info.get_current_history_size() if session else 0,
             history_events=info.get_current_history_length() if session else 0,
+            patched=workflow.patched,
         )
 
     def agent_or_none(self) -> t.AgentSpec | None:
