@@ -115,6 +115,7 @@ class World:
     made_ahead: list[str] = field(default_factory=list)  # the calls whose activity made the next model call
     down: set[str | None] = field(default_factory=set)  # models whose every call fails (ModelDown)
     models: list[str | None] = field(default_factory=list)  # the model each call went to, in order
+    hook_fn: Callable[[t.HookKind, str], t.HookResult | None] | None = None  # the agent's code, before `hooks`
 
 
 class PureRun:
@@ -553,7 +554,8 @@ class PureRun:
         return [e.kind for e in self.s.events]
 
     def hook(self, kind: t.HookKind, name: str, default: t.HookResult | None = None) -> t.HookResult:
-        return self.world.hooks.get((kind, name), default or t.HookResult())
+        found = self.world.hook_fn(kind, name) if self.world.hook_fn is not None else None
+        return found or self.world.hooks.get((kind, name), default or t.HookResult())
 
     def facts(self) -> o.Facts:
         return o.Facts(now=self.tick(), continue_suggested=self.s.turn in self.continue_at)

@@ -68,7 +68,43 @@ NAMES = [
 # down, or (when people let waits run out) an approval's timeout that fails the run, or a call
 # left in doubt past its limit.
 RUNS_MAY_FAIL = {"MaxTurnsExceeded", "ModelHTTP503", "ApprovalTimedOut", "CallInDoubt"}
+# ... and, for an agent with an output type and guardrails, as they say (class Checks).
+CHECKS_MAY_FAIL = {"ModelBehaviorError", "InputGuardrailTripwireTriggered", "OutputGuardrailTripwireTriggered"}
 LETS_IT_RUN_OUT = 5  # a person's pick that decides nothing: the wait's bound passes
+
+
+class Checks:
+    """The agent's output type and guardrails (its hooks), drawn: whether each output check finds
+    the answer valid, in order (valid once the draws run out), whether the input guardrail trips,
+    and whether each run of the output guardrail does."""
+
+    def __init__(self, valid: list[bool], trips_input: bool, trips_output: list[bool]) -> None:
+        self.valid, self.trips_input, self.trips_output = iter(valid), trips_input, iter(trips_output)
+        self.checked: list[bool] = []  # what each output check said, in order
+
+    def __call__(self, kind: t.HookKind, name: str) -> t.HookResult | None:
+        if kind == "output_type":
+            self.checked.append(next(self.valid, True))
+            return t.HookResult(output={"ok": True}) if self.checked[-1] else t.HookResult(invalid="no field 'ok'")
+        if kind == "input_guardrail":
+            return t.HookResult(tripwire=self.trips_input, info={"why": "rude"})
+        if kind == "output_guardrail":
+            return t.HookResult(tripwire=next(self.trips_output, False), info={"why": "a secret"})
+        return None
+
+    def agent(self, agent: t.AgentSpec, retries: int) -> t.AgentSpec:
+        checked = {"output_schema": {"type": "object"}, "output_name": "Report", "output_retries": retries}
+        return agent.model_copy(update=checked | {"input_guardrails": ["polite"], "output_guardrails": ["no_secrets"]})
+
+    def held(self, run: PureRun, failed: str | None) -> None:
+        """What the checks mean for how `run` ended (`failed`: its error type, None: answered)."""
+        if failed == "InputGuardrailTripwireTriggered":
+            assert not run.world.ran and run.s.turn <= 1, "a tool ran before the input guardrail's verdict"
+        elif failed == "ModelBehaviorError":
+            assert self.checked[-1] is False and run.s.refusals.get("ops", 0) > run.s.agent_now.output_retries
+        elif failed is None and run.s.agent_now.name == "ops":  # billing, handed to, has no output type
+            assert self.checked and self.checked[-1], "an answer the output type did not pass"
+            assert run.s.refusals.get("ops", 0) <= run.s.agent_now.output_retries
 
 
 class Script:
@@ -201,20 +237,25 @@ EDITS = [
 GARBLE = ["not json", "[1, 2]", '{"n": ', '""', '{"n": 1e999}', "null"]
 
 
-def checked(run: PureRun) -> str | None:
+def checked(run: PureRun, checks: Checks | None = None) -> str | None:
     """Runs `run` to its end and checks what must hold; its answer, or None if it failed as allowed."""
     try:
         result = run.run()
     except RunFailed as failed:
         event(f"failed: {failed.kind}")
-        assert failed.kind in RUNS_MAY_FAIL, failed
+        assert failed.kind in RUNS_MAY_FAIL | (CHECKS_MAY_FAIL if checks else set()), failed
         assert run.status().status == "failed"
+        if checks is not None:
+            checks.held(run, failed.kind)
         return None
     except NobodyActs:  # only a paused child a person could not raise: the run waits, as it should
         paused = [c for c in _all(run) if c.s.paused is not None]
         assert paused and all(c.s.paused is not None and c.s.paused.reason == "budget" for c in paused)
         return None
     event(f"answered after {run.s.turn} turns, {len(list(_all(run))) - 1} children, {run.executions} executions")
+    if checks is not None:
+        checks.held(run, None)
+        assert run.s.agent_now.name != "ops" or result.output_object == {"ok": True}
     if run.s.switches:
         event(f"fell back to {run.s.switches[-1].to_model}")
     if run.world.speedups:
@@ -252,6 +293,15 @@ def _all(run: PureRun) -> Iterator[PureRun]:
     patience=st.sampled_from([None, "reject", "fail"]),
     speedups=st.booleans(),
     down=st.sets(st.sampled_from(["primary", "backup", "spare"]), max_size=3),
+    checks=st.one_of(
+        st.none(),
+        st.tuples(
+            st.integers(0, 2),
+            st.lists(st.booleans(), max_size=4),
+            st.sampled_from([False, False, False, True]),  # a tripped input guardrail ends the run at once
+            st.lists(st.booleans(), max_size=2),
+        ),
+    ),
     breakpoints=st.one_of(
         st.none(),
         st.builds(t.Breakpoints, at_turns=st.lists(st.integers(1, 6), max_size=2), before_tools=st.booleans()),
@@ -270,6 +320,7 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     patience: str | None,
     speedups: bool,
     down: set[str | None],
+    checks: tuple[int, list[bool], bool, list[bool]] | None,
     breakpoints: t.Breakpoints | None,
 ):
     """`patience`: an approval waits at most 10 minutes, then is rejected or fails the run; people
@@ -281,9 +332,14 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     script.time_passes, script.speedups = patience is not None, speedups
     world = script.world(script.replies, "done")
     world.down = down
+    drawn = None
+    if checks is not None:  # an output type (each check drawn valid or not) and guardrails that may trip
+        retries, valid, trips_input, trips_output = checks
+        drawn = world.hook_fn = Checks(valid, trips_input, trips_output)
+        agent = drawn.agent(agent, retries)
     run = script.run = PureRun(agent, world, t.RunInput(prompt="go", agent="ops", breakpoints=breakpoints))
     run.continue_at = continue_at
-    if checked(run) is None:
+    if checked(run, drawn) is None:
         return
     for at, live in forks:
         if at > run.s.turn:
