@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_request
 from durable_agent_runner.activities.context_cache import digest_of, tool_message
 from durable_agent_runner.agents.tools import parse_arguments
 from durable_agent_runner.machine import (
@@ -50,6 +51,9 @@ from durable_agent_runner.machine.phase import Status
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.testing.fake_llm import anthropic, gemini
+from durable_agent_runner.testing.fake_llm.conversation import parse_chat
+from durable_agent_runner.testing.fake_llm.wire import ApiError
 from durable_agent_runner.workflows import types as t
 
 START = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
@@ -291,6 +295,11 @@ class PureRun:
         self.world.models.append(request.model)
         if request.model in self.world.down:
             raise ModelDown(request.model)
+        assert self.s.agent is not None
+        agent = self.s.agent.member(request.agent)
+        assert agent is not None
+        refused = refusal(agent, messages)
+        assert refused is None, f"a model call the API refuses: {refused}"
         self.world.seen.append(messages)
         if self.world.model is not None:
             answer = self.world.model(list(messages))
@@ -577,6 +586,22 @@ class PureRun:
             self.event(t.EventKind.FAILED, text=message)
             self.set_phase(t.Phase.FAILED, message)
         return RunFailed(message, kind)
+
+
+GEMINI = "gemini-2.5-flash"
+
+
+def refusal(agent: t.AgentSpec, messages: list[t.Message]) -> str | None:
+    """Whether an API would refuse this transcript, as each wire sends it (Chat Completions,
+    Anthropic's Messages, Gemini), checked as strictly as the APIs do (fake_llm's dialects); its
+    words, or None."""
+    try:
+        parse_chat(chat_wire.build_request(agent, messages, "gpt-4.1", stream=False))
+        anthropic.parse(anthropic_wire.build_request(agent, messages, "claude-sonnet-4-5", stream=False))
+        gemini.parse(gemini_request.build_request(agent, messages, GEMINI, False), GEMINI, False)
+    except ApiError as refused:
+        return str(refused)
+    return None
 
 
 class _ContinuedAsNew(Exception):
