@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from durable_agent_runner.machine import edits
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.phase import person_waits
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.turn import Pause
 from durable_agent_runner.workflows import types as t
@@ -44,7 +45,8 @@ def pause(s: RunState, request: t.PauseRequest) -> str:
     if s.pause_request is None:  # what the run was doing, said again if the request is withdrawn
         s.before_pause = s.last_step
     s.pause_request = request
-    return pause_requested(request)
+    waits = person_waits(s)  # a person is waited for first: status keeps saying so
+    return f"{waits[1]}; {pause_requested(request)}" if waits is not None else pause_requested(request)
 
 
 def check_resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> None:

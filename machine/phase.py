@@ -28,6 +28,19 @@ FILTERED_PHASES: frozenset[t.Phase] = t.FINAL_PHASES | {
 }  # fmt: skip
 
 
+def person_waits(s: RunState) -> tuple[t.Phase, str] | None:
+    """The phase the run's waits for people put it in, and their words: every call that waits for
+    an approval, an answer or a resolution (siblings wait at once); None: no one is waited for."""
+    doubts = ", ".join(f"{d.tool} ({d.call_id})" for d in s.doubts.pending.values())
+    in_doubt = [f"in doubt, waiting for a person to resolve {doubts}"] if doubts else []
+    if s.approvals.pending or s.questions.pending:  # an `ask_person` question waits as an approval does
+        calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
+        waits = [f"waiting for approval of {calls}"] if calls else []
+        waits += [waiting_words(q) for q in s.questions.pending.values()]
+        return t.Phase.AWAITING_APPROVAL, f"turn {s.turn}: " + "; ".join(waits + in_doubt)
+    return (t.Phase.IN_DOUBT, f"turn {s.turn}: " + in_doubt[0]) if in_doubt else None
+
+
 class Status:
     """The turn's calls under way, and the bookkeeping of the run's search-attribute writes."""
 
@@ -63,14 +76,9 @@ class Status:
     def waiting(self, s: RunState) -> tuple[t.Phase, str] | None:
         """The phase the run's waits for people put it in, or the one it goes back to when the
         last has been answered; None: no change."""
-        if s.approvals.pending or s.questions.pending:  # an `ask_person` question waits as an approval does
-            calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
-            waits = [f"waiting for approval of {calls}"] if calls else []
-            waits += [waiting_words(q) for q in s.questions.pending.values()]
-            return t.Phase.AWAITING_APPROVAL, f"turn {s.turn}: " + "; ".join(waits)
-        if s.doubts.pending:
-            calls = ", ".join(f"{d.tool} ({d.call_id})" for d in s.doubts.pending.values())
-            return t.Phase.IN_DOUBT, f"turn {s.turn}: in doubt, waiting for a person to resolve {calls}"
+        waits = person_waits(s)
+        if waits is not None:
+            return waits
         if s.phase == t.Phase.AWAITING_APPROVAL:
             step = self.calls_words(s.turn) if self.calls_now else f"turn {s.turn}: running approved tools"
             return t.Phase.RUNNING_TOOLS, step

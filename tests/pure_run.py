@@ -14,8 +14,9 @@ machine/calls.py `cheap_calls`), and the lone routed tool's activity makes the n
 (`CallAhead`) with the transcript as the activity builds it (activities/ahead.py). The requests
 are the workflow's own (machine/requests.py). The turn decides, as ever, what it takes of them.
 
-What the workflow adds (commands, history, replay, concurrency of sibling calls, timers) is for
-the server tests; a run here runs sibling calls one after the other, in the order asked.
+What the workflow adds (commands, history, replay, timers, asyncio's interleavings) is for
+the server tests. Sibling calls go on at once here too: in the order asked, each takes its steps
+until it waits for a person or an outside completion, and people act once every call left waits.
 """
 
 from __future__ import annotations
@@ -352,18 +353,65 @@ class PureRun:
             self.ledger.expect(sum(p.action == "child" for p in runs))
         self.tracker.calls_now = {}
         self.set_phase(t.Phase.RUNNING_TOOLS, f"turn {self.s.turn}: running {len(runs)} call(s)")
-        return {p.call.call_id: self._carry_out(agent, p) for p in runs}
+        # Each call's life goes on while its siblings wait (workflows/call_steps.py `carry_out`, a
+        # task each): in the order asked, each call takes its steps until it waits for a person
+        # or an outside completion; once every call left waits, a person acts (or a wait runs out).
+        moving: dict[str, m.Transition] = {}
+        for p in runs:
+            moving[p.call.call_id] = m.start(p, self.s.turn, self._ctx(agent), self.s.doubts.times(p.call.call_id))
+            self._took(agent, moving[p.call.call_id], None)
+        results: dict[str, t.ToolMessage] = {}
+        while moving:
+            went_on = False
+            for call_id, moved in list(moving.items()):
+                if moved.call.message is not None:
+                    results[call_id] = moved.call.message
+                    del moving[call_id]
+                    continue
+                happened = self._do(agent, moved.call, moved.steps[0])
+                if happened is not None:  # else: it waits for what has not happened yet
+                    moving[call_id] = m.advance(moved.call, happened, self._ctx(agent))
+                    self._took(agent, moving[call_id], moved.call.stage)
+                    went_on = True
+            if moving and not went_on:
+                self._waits_for_people(agent, moving)
+        return results
 
-    def _carry_out(self, agent: t.AgentSpec, planned: PlannedCall) -> t.ToolMessage:
-        doubted = self.s.doubts.times(planned.call.call_id)
-        moved = m.start(planned, self.s.turn, self._ctx(agent), doubted)
-        before: m.Stage | None = None
-        while True:
-            self._took(agent, moved, before)
-            if moved.call.message is not None:
-                return moved.call.message
-            before = moved.call.stage
-            moved = m.advance(moved.call, self._do(agent, moved.call, moved.steps[0]), self._ctx(agent))
+    def _waits_for_people(self, agent: t.AgentSpec, moving: dict[str, m.Transition]) -> None:
+        """Every call left waits: status names each wait, then the next scripted person acts. With
+        nobody left, the first bounded wait runs out if the world lets time pass; else NobodyActs."""
+        status = self.status()
+        self.waits.append(status)
+        named = {
+            "approval": {p.call_id for p in status.pending_approvals},
+            "doubt": {d.call_id for d in status.in_doubt},
+            "question": {q.call_id for q in status.questions},
+            "outside": {o.call_id for o in status.outside},
+        }
+        for call_id, moved in moving.items():
+            step = moved.steps[0]
+            about = step.about if isinstance(step, m.AskPerson) else "outside"
+            assert call_id in named[about], f"{call_id} waits ({about}), and status does not name it: {status}"
+            if about in ("approval", "doubt"):
+                assert call_id in status.last_step, f"{call_id} waits ({about}): {status.last_step}"
+        # the phase says a person is waited for, as long as one is (a question waits as an approval does)
+        if named["approval"] or named["question"]:
+            assert status.phase == t.Phase.AWAITING_APPROVAL, status.phase
+        elif named["doubt"]:
+            assert status.phase == t.Phase.IN_DOUBT, status.phase
+        if self.world.people:
+            self.world.people.pop(0)(self)
+            self.tick(timedelta(minutes=1))
+            return
+        bounded = [(c, mv) for c, mv in moving.items() if getattr(mv.steps[0], "timeout", None) is not None]
+        if not bounded or not self.world.time_passes:
+            raise NobodyActs(status.last_step)
+        call_id, moved = bounded[0]
+        timeout = getattr(moved.steps[0], "timeout", None)
+        assert isinstance(timeout, timedelta)
+        self.tick(timeout)
+        moving[call_id] = m.advance(moved.call, m.TimedOut(call_id=call_id), self._ctx(agent))
+        self._took(agent, moving[call_id], moved.call.stage)
 
     def _ctx(self, agent: t.AgentSpec) -> m.Ctx:
         forked = self.s.forked_from.run_id if self.s.forked_from is not None else None
@@ -377,7 +425,9 @@ class PureRun:
         if took.phase is not None:
             self.set_phase(*took.phase)
 
-    def _do(self, agent: t.AgentSpec, c: m.Call, step: m.Step) -> m.Happened:
+    def _do(self, agent: t.AgentSpec, c: m.Call, step: m.Step) -> m.Happened | None:
+        """One step of a call, carried out: what happened, or None while it waits for a person or an
+        outside completion that has not come yet."""
         if isinstance(step, m.CheckApproval):
             # As the agent's check answers for a tool that always asks: a person decides, shown
             # the arguments it validated (activities/hooks.py).
@@ -398,9 +448,8 @@ class PureRun:
             message = self._child(agent, c.planned, step.args)
             return m.Ran(call_id=c.call_id, content=message.content, is_error=message.is_error)
         if isinstance(step, m.AwaitOutside):
-            self._person(lambda: self.s.outside.completed(c.call_id) is not None, step.timeout)
             record = self.s.outside.completed(c.call_id)
-            return m.Completed(record=record) if record is not None else m.TimedOut(call_id=c.call_id)
+            return m.Completed(record=record) if record is not None else None
         assert isinstance(step, m.FailRun), f"not carried out here: {step}"
         raise self.failure(step.message, step.error)
 
@@ -423,22 +472,17 @@ class PureRun:
             return child_machine.failed(self.s, planned_child, err.message, spent, self.ledger)
         return child_machine.answered(self.s, planned_child, result, self.ledger)
 
-    def _ask(self, c: m.Call, step: m.AskPerson) -> m.Happened:
-        """A wait for a person: the next scripted person acts through the door; the call's record
-        is what they decided, or the wait runs out (TimedOut) when nobody decides."""
+    def _ask(self, c: m.Call, step: m.AskPerson) -> m.Happened | None:
+        """A wait for a person: what a person decided at the door (the call's record), if they have."""
         if step.about == "approval":
-            self._person(lambda: self.s.approvals.decided(c.call_id) is not None, step.timeout)
             record = self.s.approvals.decided(c.call_id)
-            return m.Decided(record=record) if record is not None else m.TimedOut(call_id=c.call_id)
+            return m.Decided(record=record) if record is not None else None
         if step.about == "question":
-            self._person(lambda: self.s.questions.answered(c.call_id) is not None, step.timeout)
             answer = self.s.questions.answered(c.call_id)
-            return m.Answered(record=answer) if answer is not None else m.TimedOut(call_id=c.call_id)
+            return m.Answered(record=answer) if answer is not None else None
         assert c.doubt is not None
-        n = c.doubt.doubt
-        self._person(lambda: self.s.doubts.decided(c.call_id, n) is not None, step.timeout)
-        resolution = self.s.doubts.decided(c.call_id, n)
-        return m.Resolved(record=resolution) if resolution is not None else m.TimedOut(call_id=c.call_id)
+        resolution = self.s.doubts.decided(c.call_id, c.doubt.doubt)
+        return m.Resolved(record=resolution) if resolution is not None else None
 
     def _person(self, done: Callable[[], bool], bound: timedelta | None) -> None:
         """The run waits for a person: the next scripted ones act, until `done`. With nobody left,
@@ -495,9 +539,11 @@ class PureRun:
         self.s.approvals.check(decision, self.s.agent_now)  # the update's validator
         progress.decided(self.s, self.s.approvals.apply(decision, self.now))
 
-    def resolve(self, action: Literal["rerun", "result", "fail"], by: str = "carol", **more: object) -> None:
-        """Resolves the one call in doubt (as status lists it)."""
-        call_id = self._waiting(self.status().in_doubt)
+    def resolve(
+        self, action: Literal["rerun", "result", "fail"], by: str = "carol", call_id: str | None = None, **more: object
+    ) -> None:
+        """Resolves `call_id`, or the one call in doubt (as status lists it)."""
+        call_id = call_id or self._waiting(self.status().in_doubt)
         decision = t.ResolveCall(call_id=call_id, action=action, by=by, **more)  # type: ignore[arg-type]
         self.s.doubts.check(decision)
         progress.resolved_doubt(self.s, self.s.doubts.apply(decision, self.now))
@@ -508,16 +554,18 @@ class PureRun:
         for kind, detail in control.resume(self.s, self.ledger, request).events:
             self.event(kind, detail=detail)
 
-    def complete(self, result: str, by: str = "frank") -> None:
-        """Completes the one call waiting for an outside completion (as status lists it)."""
-        call_id = self._waiting(self.status().outside)
+    def complete(self, result: str, by: str = "frank", call_id: str | None = None) -> None:
+        """Completes `call_id`, or the one call waiting for an outside completion (as status lists it)."""
+        call_id = call_id or self._waiting(self.status().outside)
         completion = t.CompleteCall(call_id=call_id, result=result, by=by)
         self.s.outside.check(completion)
         self.s.outside.apply(completion, self.now)
 
-    def answer(self, text: str | None = None, choice: int | None = None, by: str = "gina") -> None:
-        """Answers the one question waiting (as status lists it)."""
-        call_id = self._waiting(self.status().questions)
+    def answer(
+        self, text: str | None = None, choice: int | None = None, by: str = "gina", call_id: str | None = None
+    ) -> None:
+        """Answers `call_id`'s question, or the one question waiting (as status lists it)."""
+        call_id = call_id or self._waiting(self.status().questions)
         answer = t.AnswerQuestion(call_id=call_id, text=text, choice=choice, by=by)
         self.s.questions.check(answer)
         self.s.questions.apply(answer, self.now)

@@ -187,21 +187,23 @@ class Script:
                 k for k in ("pending_approvals", "in_doubt", "questions", "outside", "paused") if getattr(status, k)
             )
         )
-        if status.pending_approvals:
-            if pick % 3 == 2:
-                run.reject("no", call_id=status.pending_approvals[0].call_id)
+        kinds = [k for k in ("pending_approvals", "in_doubt", "questions", "outside") if getattr(status, k)]
+        if kinds:  # sibling calls may wait at once: the pick says which is decided first
+            kind = kinds[pick % len(kinds)]
+            waiting = getattr(status, kind)
+            call_id = waiting[pick % len(waiting)].call_id
+            if kind == "pending_approvals" and pick % 3 == 2:
+                run.reject("no", call_id=call_id)
+            elif kind == "pending_approvals":
+                run.approve(call_id=call_id, arguments={"to": "team@example.com"} if pick % 3 == 1 else None)
+            elif kind == "in_doubt":
+                how = ("rerun", "result", "fail")[pick % 3]
+                given = {"result": '"given"'} if how == "result" else {"reason": "no"} if how == "fail" else {}
+                run.resolve(how, call_id=call_id, **given)  # type: ignore[arg-type]
+            elif kind == "questions":
+                run.answer(text=f"answer {pick}", call_id=call_id)
             else:
-                edited = {"to": "team@example.com"} if pick % 3 == 1 else None
-                run.approve(call_id=status.pending_approvals[0].call_id, arguments=edited)
-        elif status.in_doubt:
-            how = ("rerun", "result", "fail")[pick % 3]
-            run.resolve(
-                how, **({"result": '"given"'} if how == "result" else {"reason": "no"} if how == "fail" else {})
-            )
-        elif status.questions:
-            run.answer(text=f"answer {pick}")
-        elif status.outside:
-            run.complete(json.dumps({"pages": pick}))
+                run.complete(json.dumps({"pages": pick}), call_id=call_id)
         elif status.paused is not None:
             edit = EDITS[pick % len(EDITS)](run)
             if edit is not None:

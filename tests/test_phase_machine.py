@@ -52,6 +52,22 @@ def test_a_wait_for_a_person_sets_the_phase_and_its_end_goes_back_to_running_too
     assert status.waiting(s) is None  # nothing waits, nothing changes
 
 
+def test_sibling_waits_are_all_named_an_approval_and_a_doubt_at_once():
+    """Two calls of a turn wait for people at once: the words name both (until 1.4.8 a call in
+    doubt beside one to approve went unsaid), and the phase is the approval's."""
+    s, status = tools_running(), Status()
+    s.approvals.request("c1", "send", {}, 2, NOW)
+    s.doubts.mark(
+        t.InDoubtCall(call_id="c2", tool="pay", arguments={}, turn=2, scheduled_at=NOW, ended_at=NOW, ended="timeout")
+    )
+    assert status.waiting(s) == (
+        t.Phase.AWAITING_APPROVAL,
+        "turn 2: waiting for approval of send (c1); in doubt, waiting for a person to resolve pay (c2)",
+    )
+    s.approvals.abandon()
+    assert status.waiting(s) == (t.Phase.IN_DOUBT, "turn 2: in doubt, waiting for a person to resolve pay (c2)")
+
+
 def test_search_attributes_are_written_on_a_filtered_change_and_the_counters_once_a_turn():
     s, status = tools_running(turn=1), Status()
     first = status.writes(s, t.Phase.STARTING)

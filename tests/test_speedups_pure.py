@@ -112,7 +112,7 @@ class Script:
                 run.approve(call_id=call_id, arguments={"to": "team@example.com"} if pick % 3 == 1 else None)
         else:
             assert status.in_doubt, f"the run waits, and status names nothing: {status.last_step}"
-            run.resolve("rerun")
+            run.resolve("rerun", call_id=status.in_doubt[0].call_id)
 
     def go(self, speedups: bool) -> PureRun:
         tools = {"lookup": lambda a: f"found {a['n']}", "get_weather": self.weather, "charge": self.charge}

@@ -85,6 +85,61 @@ def test_an_approval_turn_waits_for_a_person_then_runs_the_call_and_the_model_se
     assert in_order(run.kinds(), "tool_started", "approval_requested", "approval_decided", "tool_finished", "final")
 
 
+def test_sibling_calls_wait_at_once_and_status_names_both_while_the_third_runs():
+    """Two calls to approve and a plain one in one turn: the plain one runs while both wait, status
+    lists both waits, and a person may decide the second first; the model reads the results in
+    the order it asked for the calls."""
+
+    def bob_then_alice(run: PureRun) -> None:
+        assert world.ran == [("get_weather", {"city": "Oslo"})]  # it ran while the others waited
+        first, second = run.status().pending_approvals
+        assert (first.arguments["to"], second.arguments["to"]) == ("a@example.com", "b@example.com")
+        run.reject("not b", by="bob", call_id=second.call_id)
+        assert [p.call_id for p in run.status().pending_approvals] == [first.call_id]
+        run.approve(by="alice", call_id=first.call_id)
+
+    asks = reply(None, ("send_report", {"to": "a@example.com"}), ("get_weather", {"city": "Oslo"}),
+                 ("send_report", {"to": "b@example.com"}))  # fmt: skip
+    world = World(replies=[asks, reply("Sent to a; b was refused.")], tools=TOOLS, people=[bob_then_alice])
+    run = start(world)
+    run.run()
+
+    (waiting,) = run.waits  # one wait for people, with both calls in it
+    assert waiting.status == "awaiting_approval" and len(waiting.pending_approvals) == 2
+    assert world.ran[1:] == [("send_report", {"to": "a@example.com"})]
+    results = tool_messages(world.seen[1])
+    assert [m.call_id for m in results] == [c.call_id for c in asks.message.tool_calls]
+    assert results[0].content == "sent to a@example.com" and "rejected by bob" in results[2].content
+
+
+def test_a_pause_asked_while_a_sibling_waits_for_approval_leaves_that_wait_in_status():
+    """A person asks for a pause while get_weather runs and send_report waits for approval: the
+    run waits for the approval first, and status says both (until 1.4.8 it said only that the
+    run would pause, hiding the approval it waited for); then it pauses, and goes on."""
+
+    def ann(args: dict[str, object]) -> str:
+        run.pause(by="ann")
+        return "sunny"
+
+    def alice(r: PureRun) -> None:
+        status = r.status()
+        assert status.phase == "awaiting_approval"
+        assert (
+            "waiting for approval of send_report" in status.last_step and "pause requested by ann" in status.last_step
+        )
+        r.approve(by="alice")
+
+    asks = reply(None, REPORT, ("get_weather", {"city": "Oslo"}))
+
+    def dave(r: PureRun) -> None:
+        r.resume(by="dave")
+
+    world = World(replies=[asks, reply("Sent.")], tools=TOOLS | {"get_weather": ann}, people=[alice, dave])
+    run = start(world)
+    assert run.run().output == "Sent."
+    assert in_order(run.kinds(), "approval_decided", "paused", "resumed", "final")
+
+
 def test_a_rejected_call_never_runs_and_the_model_is_told_who_rejected_it_and_why():
     world = World(
         replies=[reply(None, REPORT), reply("I did not send it.")],
@@ -470,22 +525,24 @@ def test_any_run_asks_before_it_acts_runs_a_once_call_again_only_when_told_and_a
         return f"charged {args['cents']}"
 
     def person(r: PureRun) -> None:
-        """Decides what waits as its call's fate says, having read what status says."""
+        """Decides each call that waits (sibling calls wait at once) as its fate says, having read
+        what status says."""
         status = r.status()
-        if status.pending_approvals:
-            (p,) = status.pending_approvals
-            assert status.status == "awaiting_approval" and p.tool == "send_report"
+        assert status.pending_approvals or status.in_doubt
+        if not status.in_doubt:
+            assert status.status == "awaiting_approval"
+        for p in status.pending_approvals:
+            assert p.tool == "send_report"
             if fates[p.call_id] == "reject":
                 r.reject("no", call_id=p.call_id)
             else:
                 edited = {"to": "team@example.com", "n": p.arguments["n"]} if fates[p.call_id] == "edit" else None
                 r.approve(call_id=p.call_id, arguments=edited)
-            return
-        (d,) = status.in_doubt
-        assert d.tool == "charge" and fates[d.call_id].startswith("lost")
-        how = fates[d.call_id].removeprefix("lost-")
-        more = {"result": '"given"'} if how == "result" else {"reason": "refused"} if how == "fail" else {}
-        r.resolve(how, **more)  # type: ignore[arg-type]
+        for d in status.in_doubt:
+            assert d.tool == "charge" and fates[d.call_id].startswith("lost")
+            how = fates[d.call_id].removeprefix("lost-")
+            more = {"result": '"given"'} if how == "result" else {"reason": "refused"} if how == "fail" else {}
+            r.resolve(how, call_id=d.call_id, **more)  # type: ignore[arg-type]
 
     world = World(replies=replies, tools=TOOLS | {"charge": charge}, people=[person] * 20)
     run = PureRun(OPS.model_copy(update={"max_turns": 10}), world, t.RunInput(prompt="go", agent="ops"))
