@@ -295,6 +295,7 @@ def _all(run: PureRun) -> Iterator[PureRun]:
     patience=st.sampled_from([None, "reject", "fail"]),
     speedups=st.booleans(),
     down=st.sets(st.sampled_from(["primary", "backup", "spare"]), max_size=3),
+    handoff_filter=st.sampled_from([None, "remove_tools", "last_user_message"]),
     checks=st.one_of(
         st.none(),
         st.tuples(
@@ -322,6 +323,7 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     patience: str | None,
     speedups: bool,
     down: set[str | None],
+    handoff_filter: str | None,
     checks: tuple[int, list[bool], bool, list[bool]] | None,
     breakpoints: t.Breakpoints | None,
 ):
@@ -334,6 +336,8 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
     script.time_passes, script.speedups = patience is not None, speedups
     world = script.world(script.replies, "done")
     world.down = down
+    handoffs = [t.HandoffSpec(agent="billing", tool_name="transfer_to_billing", input_filter=handoff_filter)]
+    agent = agent.model_copy(update={"handoffs": handoffs})  # a built-in filter: what billing sees
     drawn = None
     if checks is not None:  # an output type (each check drawn valid or not) and guardrails that may trip
         retries, valid, trips_input, trips_output = checks
@@ -348,8 +352,9 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
             continue
         try:
             forked = script.run = fork(run, at, script.world(script.more(2), "forked"), live_tools=live)
-        except ValueError as refused:  # an edit rewrote the transcript before `at`: `fork` says so
-            assert "cannot fork before model call" in str(refused) and run.s.edits, refused
+        except ValueError as refused:  # an edit or a handoff filter rewrote the transcript before `at`
+            rewritten = run.s.edits or (handoff_filter and run.s.handoffs)
+            assert "cannot fork before model call" in str(refused) and rewritten, refused
             event("fork refused: rewritten before it")
             continue
         event(f"fork, live tools: {live}")
