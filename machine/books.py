@@ -11,7 +11,7 @@ from datetime import datetime
 
 from durable_agent_runner.machine import call as machine
 from durable_agent_runner.machine import progress
-from durable_agent_runner.machine.phase import CallDoing, Status
+from durable_agent_runner.machine.phase import CallDoing, Status, person_waits
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 
@@ -49,6 +49,10 @@ def record(
         at = ahead_began if note.kind is t.EventKind.TOOL_FINISHED and ahead_began is not None else now
         s.event(at, note.kind, call_id=note.call_id, tool=note.tool, text=note.text, detail=note.detail)
     said = tracker.doing(s, c.call_id, DOING.get(c.stage), c.planned.call)
+    outside = machine.Stage.OUTSIDE
+    if said is None and not refresh and (c.stage is outside) is not (before is outside):
+        waits = person_waits(s)  # a sibling's outside wait came or went while a person is waited for
+        said = waits[1] if waits is not None else None  # the words change, not the phase
     if said is not None:
         progress.say(s, said)
     return Took(said is not None, tracker.waiting(s) if refresh else None)

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Literal, get_args
 
 from durable_agent_runner.machine.calls import describe_call
+from durable_agent_runner.machine.outside import waiting_words as outside_words
 from durable_agent_runner.machine.questions import waiting_words
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
@@ -30,15 +31,17 @@ FILTERED_PHASES: frozenset[t.Phase] = t.FINAL_PHASES | {
 
 def person_waits(s: RunState) -> tuple[t.Phase, str] | None:
     """The phase the run's waits for people put it in, and their words: every call that waits for
-    an approval, an answer or a resolution (siblings wait at once); None: no one is waited for."""
+    an approval, an answer or a resolution (siblings wait at once), and a sibling's outside
+    completion meanwhile; None: no one is waited for."""
     doubts = ", ".join(f"{d.tool} ({d.call_id})" for d in s.doubts.pending.values())
     in_doubt = [f"in doubt, waiting for a person to resolve {doubts}"] if doubts else []
+    outside = [outside_words(p) for p in s.outside.pending.values()]
     if s.approvals.pending or s.questions.pending:  # an `ask_person` question waits as an approval does
         calls = ", ".join(f"{p.tool} ({p.call_id})" for p in s.approvals.pending.values())
         waits = [f"waiting for approval of {calls}"] if calls else []
         waits += [waiting_words(q) for q in s.questions.pending.values()]
-        return t.Phase.AWAITING_APPROVAL, f"turn {s.turn}: " + "; ".join(waits + in_doubt)
-    return (t.Phase.IN_DOUBT, f"turn {s.turn}: " + in_doubt[0]) if in_doubt else None
+        return t.Phase.AWAITING_APPROVAL, f"turn {s.turn}: " + "; ".join(waits + in_doubt + outside)
+    return (t.Phase.IN_DOUBT, f"turn {s.turn}: " + "; ".join(in_doubt + outside)) if in_doubt else None
 
 
 class Status:

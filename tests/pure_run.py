@@ -392,7 +392,8 @@ class PureRun:
             step = moved.steps[0]
             about = step.about if isinstance(step, m.AskPerson) else "outside"
             assert call_id in named[about], f"{call_id} waits ({about}), and status does not name it: {status}"
-            if about in ("approval", "doubt"):
+            # the one line names each wait by its call, beside a person's (a question: by its text)
+            if about != "question" and (about != "outside" or named["approval"] or named["doubt"]):
                 assert call_id in status.last_step, f"{call_id} waits ({about}): {status.last_step}"
         # the phase says a person is waited for, as long as one is (a question waits as an approval does)
         if named["approval"] or named["question"]:

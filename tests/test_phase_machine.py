@@ -52,9 +52,9 @@ def test_a_wait_for_a_person_sets_the_phase_and_its_end_goes_back_to_running_too
     assert status.waiting(s) is None  # nothing waits, nothing changes
 
 
-def test_sibling_waits_are_all_named_an_approval_and_a_doubt_at_once():
-    """Two calls of a turn wait for people at once: the words name both (until 1.4.8 a call in
-    doubt beside one to approve went unsaid), and the phase is the approval's."""
+def test_sibling_waits_are_all_named_an_approval_a_doubt_and_an_outside_completion_at_once():
+    """Calls of a turn wait at once: the words name each (until 1.4.8 a call in doubt or an
+    outside completion beside one to approve went unsaid), and the phase is the person's wait's."""
     s, status = tools_running(), Status()
     s.approvals.request("c1", "send", {}, 2, NOW)
     s.doubts.mark(
@@ -66,6 +66,11 @@ def test_sibling_waits_are_all_named_an_approval_and_a_doubt_at_once():
     )
     s.approvals.abandon()
     assert status.waiting(s) == (t.Phase.IN_DOUBT, "turn 2: in doubt, waiting for a person to resolve pay (c2)")
+    s.outside.wait(t.PendingOutside(call_id="c3", tool="sign", turn=2, since=NOW, deadline=NOW), t.OutsideSpec())
+    assert status.waiting(s) == (
+        t.Phase.IN_DOUBT,
+        "turn 2: in doubt, waiting for a person to resolve pay (c2); waiting for outside completion of sign (c3)",
+    )
 
 
 def test_search_attributes_are_written_on_a_filtered_change_and_the_counters_once_a_turn():

@@ -140,6 +140,28 @@ def test_a_pause_asked_while_a_sibling_waits_for_approval_leaves_that_wait_in_st
     assert in_order(run.kinds(), "approval_decided", "paused", "resumed", "final")
 
 
+def test_an_outside_wait_beside_an_approval_is_named_in_status_too():
+    """send_report waits for approval; print_doc, beside it, waits for the printer to complete it
+    from outside. Status's one line names both (until 1.4.8 it named only the approval)."""
+    printer = t.ToolSpec(name="print_doc", outside=t.OutsideSpec(timeout_seconds=3600))
+
+    def alice(r: PureRun) -> None:
+        status = r.status()
+        assert [p.tool for p in status.pending_approvals] == ["send_report"]
+        assert [o.tool for o in status.outside] == ["print_doc"]
+        assert "waiting for approval of send_report" in status.last_step
+        assert f"waiting for outside completion of print_doc ({status.outside[0].call_id})" in status.last_step
+        r.approve(by="alice")
+
+    world = World(
+        replies=[reply(None, REPORT, ("print_doc", {"doc": "q3.pdf"})), reply("Sent and printed.")],
+        tools=TOOLS | {"print_doc": lambda a: "queued"},
+        people=[alice, lambda r: r.complete('{"pages": 3}', by="printer")],
+    )
+    run = start(world, OPS.model_copy(update={"tools": [*OPS.tools, printer]}))
+    assert run.run().output == "Sent and printed."
+
+
 def test_a_rejected_call_never_runs_and_the_model_is_told_who_rejected_it_and_why():
     world = World(
         replies=[reply(None, REPORT), reply("I did not send it.")],
