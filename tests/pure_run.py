@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_request
+from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_request, responses_wire
 from durable_agent_runner.activities.context_cache import digest_of, tool_message
 from durable_agent_runner.agents.tools import parse_arguments
 from durable_agent_runner.machine import (
@@ -53,7 +53,7 @@ from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.testing.fake_llm import anthropic, gemini
-from durable_agent_runner.testing.fake_llm.conversation import parse_chat
+from durable_agent_runner.testing.fake_llm.conversation import parse_chat, parse_responses
 from durable_agent_runner.testing.fake_llm.wire import ApiError
 from durable_agent_runner.workflows import types as t
 
@@ -641,11 +641,12 @@ GEMINI = "gemini-2.5-flash"
 
 
 def refusal(agent: t.AgentSpec, messages: list[t.Message]) -> str | None:
-    """Whether an API would refuse this transcript, as each wire sends it (Chat Completions,
-    Anthropic's Messages, Gemini), checked as strictly as the APIs do (fake_llm's dialects); its
-    words, or None."""
+    """Whether an API would refuse this transcript, as each wire sends it (Chat Completions, the
+    Responses API, Anthropic's Messages, Gemini), checked as strictly as the APIs do (fake_llm's
+    dialects); its words, or None."""
     try:
         parse_chat(chat_wire.build_request(agent, messages, "gpt-4.1", stream=False))
+        parse_responses(responses_wire.build_request(agent, messages, "gpt-4.1", stream=False))
         anthropic.parse(anthropic_wire.build_request(agent, messages, "claude-sonnet-4-5", stream=False))
         gemini.parse(gemini_request.build_request(agent, messages, GEMINI, False), GEMINI, False)
     except ApiError as refused:
