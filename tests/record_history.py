@@ -128,17 +128,7 @@ async def record(
         if fork_at:
             fork_id = f"{name}.fork"
             point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=fork_at), result_type=t.ForkPoint)
-            carry = t.Carry(
-                agent=point.agent,
-                current=point.current,
-                handoffs=point.handoffs,
-                messages=point.messages,
-                turn=point.turn,
-                usage=t.Usage(),
-                forked_from=t.ForkLink(run_id=name, turn=fork_at, live_tools=live_tools),
-                answer_base=point.answer_base,
-                live_tools=live_tools,
-            )
+            carry = t.Carry.for_fork(point, t.ForkLink(run_id=name, turn=fork_at, live_tools=live_tools), None)
             forked = await client.start_workflow(
                 t.WORKFLOW_NAME,
                 t.RunInput(prompt="", agent=point.agent.name, carry=carry),
