@@ -3,7 +3,7 @@ carried replies again, each reply's calls as that turn's model asked for them (n
 and takes their fresh results in place of the recorded ones. By default a fork does none of this:
 the carried transcript already holds every result, so nothing before the fork point runs again.
 
-    Reruns(state).next(state) → RerunRecorded (the calls of one recorded turn) … then None
+    Reruns.of(state).next(state) → RerunRecorded (the calls of one recorded turn), the rest … then None
     merged(messages, results) → the transcript with the fresh results in place of the recorded
 
 What runs again: each call that ran (a tool, or an agent used as a tool: a new child run), as the
@@ -81,17 +81,22 @@ def merged(messages: list[Message], results: dict[str, ToolMessage]) -> list[Mes
     return [results.get(m.call_id, m) if isinstance(m, ToolMessage) else m for m in messages]
 
 
+@dataclass(frozen=True)
 class Reruns:
-    """The steps still to carry out; the run's turn is each step's while it runs, then back."""
+    """The steps still to carry out (a value: `next` returns the rest); the run's turn is each
+    step's while it runs, then back to the fork point."""
 
-    def __init__(self, state: RunState) -> None:
-        self.steps = recorded(state)
-        self.back_to = state.turn
+    steps: tuple[RerunRecorded, ...]
+    back_to: int
 
-    def next(self, state: RunState) -> RerunRecorded | None:
+    @classmethod
+    def of(cls, state: RunState) -> Reruns:
+        return cls(tuple(recorded(state)), state.turn)
+
+    def next(self, state: RunState) -> tuple[RerunRecorded | None, Reruns | None]:
+        """The next step and the steps after it; (None, None) once all ran (the turn is back)."""
         if self.steps:
-            step = self.steps.pop(0)
-            state.turn = step.turn
-            return step
+            state.turn = self.steps[0].turn
+            return self.steps[0], Reruns(self.steps[1:], self.back_to)
         state.turn = self.back_to
-        return None
+        return None, None

@@ -164,10 +164,10 @@ class Turn:
         self.plan: RunTools | None = None
         self.candidate = ""  # the final output the output type is checking
         self.answer: Done | None = None  # passed its output checks; its guardrails run
-        self._stage: Literal["begin", "model", "tools", "steered", "budget"] = "begin"
+        self.stage: Literal["begin", "model", "tools", "steered", "budget"] = "begin"
         self.reruns: rerun.Reruns | None = None  # a fork's recorded calls, run again first (--live-tools)
         self.ahead: AheadReply | None = None  # a model call a tool's activity made ahead, not yet taken
-        self._guarded: str | None = None  # the last model call's guard (a fallback makes it again)
+        self.guarded: str | None = None  # the last model call's guard (a fallback makes it again)
 
     @property
     def number(self) -> int:
@@ -181,9 +181,9 @@ class Turn:
         if isinstance(outcome, BreakpointRan):
             return Pause("before_model", s.turn + 1, outcome.why) if outcome.why else self._model_turn()
         if isinstance(outcome, Resumed):
-            if self._stage == "budget":  # a person raised the budget (or not): check it again
+            if self.stage == "budget":  # a person raised the budget (or not): check it again
                 return self._begin(facts)
-            return self._replan() if self._stage == "tools" else self._model_turn()
+            return self._replan() if self.stage == "tools" else self._model_turn()
         if isinstance(outcome, Steered):
             return self._fit_memory()
         if isinstance(outcome, Compacted):
@@ -218,16 +218,15 @@ class Turn:
     def _begin(self, facts: Facts) -> NextStep:
         s, first = self.s, self.first
         if s.live_tools:  # a fork made with --live-tools: its recorded calls run again, before any model call
-            s.live_tools, self.reruns = False, rerun.Reruns(s)
+            s.live_tools, self.reruns = False, rerun.Reruns.of(s)
         if self.reruns is not None:
-            again = self.reruns.next(s)
+            again, self.reruns = self.reruns.next(s)
             if again is not None:
                 return again
-            self.reruns = None
         if self.ledger is not None:  # spent or reserved: no model call after that
             over = self.ledger.stop(s.usage, f"before model call {s.turn + 1}", first=not self.calls)
             if over is not None and self.ledger.pauses(over):  # on_budget="pause": a person raises it
-                self._stage = "budget"
+                self.stage = "budget"
                 return Pause("before_model", s.turn + 1, f"budget: {over.message}", "budget")
             if over is not None:
                 return over
@@ -236,7 +235,7 @@ class Turn:
             return Stop(error=spent, message=f"{spent_words(first, s.usage)} before model call {s.turn + 1}")
         if should_continue(s, first, facts):
             return ContinueAsNew()
-        self._stage = "begin"
+        self.stage = "begin"
         why = edits.before_model(s.breakpoints, s.turn + 1) or s.pause_reason()
         if why is not None:
             return Pause("before_model", s.turn + 1, why)
@@ -276,16 +275,16 @@ class Turn:
         s.agent = fallback.switched(s.agent, agent.name)
         s.event(facts.now, EventKind.MODEL_FALLBACK, detail=detail)
         self.calls -= 1  # the same model call, made again: max_turns counts it once
-        self.guard = self._guarded
+        self.guard = self.guarded
         return self._call_model()
 
     def _call_model(self) -> NextStep:
         s = self.s
         self.calls += 1
         s.mark()
-        self._stage = "model"
+        self.stage = "model"
         guard, self.guard = self.guard, None
-        self._guarded = guard  # a fallback makes the call again, guardrails and all
+        self.guarded = guard  # a fallback makes the call again, guardrails and all
         ahead = None
         if guard is None and s.pause_request is None:
             ahead = with_reply(
@@ -342,7 +341,7 @@ class Turn:
         if isinstance(step, Final):
             return self._final(step.output, facts)
         self.plan = with_ran(step, ran)
-        self._stage = "tools"
+        self.stage = "tools"
         if over is not None:
             return over
         why = edits.before_tools(s.breakpoints, reply.message.tool_calls) or s.pause_reason()

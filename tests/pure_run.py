@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,7 @@ from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_re
 from durable_agent_runner.activities.context_cache import digest_of, tool_message
 from durable_agent_runner.agents.tools import parse_arguments
 from durable_agent_runner.machine import (
+    answer,
     books,
     control,
     conversation,
@@ -121,6 +123,7 @@ class World:
     down: set[str | None] = field(default_factory=set)  # models whose every call fails (ModelDown)
     models: list[str | None] = field(default_factory=list)  # the model each call went to, in order
     hook_fn: Callable[[t.HookKind, str], t.HookResult | None] | None = None  # the agent's code, before `hooks`
+    check_pure: bool = True  # check that each step leaves the run and the happening it was given as they were
 
 
 class PureRun:
@@ -211,13 +214,19 @@ class PureRun:
         self.event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
 
     def _answer(self, guard: str | None) -> Done:
-        turn = turn_machine.Turn(self.s, guard, self.ledger)
-        step = turn.next(o.Ready(), self.facts())
-        while not isinstance(step, Done):
-            if isinstance(step, Stop):
-                raise self.failure(step.message, step.error)
-            step = turn.next(self._carry(step), self.facts())
-        return step
+        """As workflows/agent.py `_answer`: each step's new run adopted into the live books."""
+        run = answer.begin(self.s, guard, self.ledger)
+        happened: o.Outcome = o.Ready()
+        while True:
+            before = shape((run, happened)) if self.world.check_pure else None
+            moved = answer.step(run, happened, self.facts())
+            assert before is None or shape((run, happened)) == before, "step changed the run it was given"
+            run = answer.adopt(moved.run, self.s, self.ledger)
+            if isinstance(moved.step, Done):
+                return moved.step
+            if isinstance(moved.step, Stop):
+                raise self.failure(moved.step.message, moved.step.error)
+            happened = self._carry(moved.step)
 
     def _carry(self, step: turn_machine.NextStep) -> o.Outcome:
         s = self.s
@@ -652,6 +661,12 @@ def refusal(agent: t.AgentSpec, messages: list[t.Message]) -> str | None:
     except ApiError as refused:
         return str(refused)
     return None
+
+
+def shape(value: object) -> bytes:
+    """Everything `value` holds, however deep (ids, counters, lists, a record's fields), as bytes:
+    equal before and after a step iff the step changed nothing in it."""
+    return pickle.dumps(value)
 
 
 class _ContinuedAsNew(Exception):

@@ -233,9 +233,14 @@ def test_what_a_live_fork_runs_again() -> None:
     steps = rerun.recorded(s)
     got = [(step.turn, step.agent.name, [(p.call.call_id, p.action) for p in step.plan.calls]) for step in steps]
     assert got == [(1, "lead", [("c1", "tool")]), (2, "lead", [("c2", "child")]), (3, "helper", [("c7", "tool")])]
-    again = rerun.Reruns(s)
-    assert [again.next(s) is not None and s.turn for _ in steps] == [1, 2, 3]
-    assert again.next(s) is None and s.turn == 3  # back to the fork point
+    again: rerun.Reruns | None = rerun.Reruns.of(s)
+    turns = []
+    for _ in steps:
+        assert again is not None
+        step, again = again.next(s)
+        turns.append(step is not None and s.turn)
+    assert turns == [1, 2, 3] and again is not None
+    assert again.next(s) == (None, None) and s.turn == 3  # back to the fork point
     fresh = {"c1": t.ToolMessage(call_id="c1", name="tally", content="a #9")}
     assert next(m.content for m in rerun.merged(s.messages, fresh) if isinstance(m, t.ToolMessage)) == "a #9"
     # a handoff filter dropped an earlier reply: the replies are numbered back from the fork point

@@ -120,6 +120,7 @@ class Script:
         people = [self.person] * 40
         model = Model(self.turns)
         world = World(replies=[], tools=tools, people=people, model=model, speedups=speedups, down=self.down)
+        world.check_pure = False  # the fuzz checks it (tests/test_machine_fuzz.py)
         self.run = PureRun(self.agent, world, t.RunInput(prompt="go", agent="ops", breakpoints=self.breakpoints))
         self.run.continue_at = set(self.continue_at)
         try:

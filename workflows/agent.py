@@ -19,7 +19,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.machine import conversation, progress
+from durable_agent_runner.machine import answer, conversation, progress
 from durable_agent_runner.machine import outcomes as o
 from durable_agent_runner.machine import turn as turn_machine
 from durable_agent_runner.machine.budget import Ledger
@@ -128,14 +128,16 @@ class AgentRun:
 
     async def _answer(self, input: t.RunInput, guard: str | None) -> Done:
         """Carries out the turn machine's steps until it answers (or stops, which raises)."""
-        turn = turn_machine.Turn(self._s, guard, self._steps.ledger)
-        step = turn.next(o.Ready(), self._steps.facts())
-        while not isinstance(step, Done):
-            if isinstance(step, Stop):
-                raise self._steps.failure(step.message, step.error)
-            outcome = await self._carry(step, input)
-            step = turn.next(outcome, self._steps.facts())
-        return step
+        run = answer.begin(self._s, guard, self._steps.ledger)
+        happened: o.Outcome = o.Ready()
+        while True:  # each new run is adopted into the live books before anything else runs
+            moved = answer.step(run, happened, self._steps.facts())
+            run = answer.adopt(moved.run, self._s, self._steps.ledger)
+            if isinstance(moved.step, Done):
+                return moved.step
+            if isinstance(moved.step, Stop):
+                raise self._steps.failure(moved.step.message, moved.step.error)
+            happened = await self._carry(moved.step, input)
 
     async def _carry(self, step: turn_machine.NextStep, input: t.RunInput) -> o.Outcome:
         s = self._s
