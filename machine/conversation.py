@@ -1,8 +1,8 @@
 """A session's loop, decided here: between answers, what the run does next (answer the message
 it holds, open the next queued one, continue as new, wait for a message, or end), and what an
-answer or a failed answer does to the session. Pure: the workflow (workflows/agent.py
-`_conversation`) carries out each step and feeds back what happened, so a whole conversation is
-tested without a server (tests/test_conversation_machine.py).
+answer or a failed answer does to the session. Pure: the run machine (machine/run.py) steps
+through it, the workflow carries out each step and feeds back what happened, so a whole
+conversation is tested without a server (tests/test_conversation_machine.py, tests/test_whole_runs.py).
 
 The rules, as 1.x kept them (no command changes, so every history replays):
 - a message held (opened before a continue-as-new, or joined by a steer) is answered first;

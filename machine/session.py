@@ -132,7 +132,7 @@ class SessionState:
         if current is None or not self.queue:
             return []
         joined, self.queue = self.queue, []
-        current.steered += [q.message for q in joined]
+        self.exchanges[-1] = current.model_copy(update={"steered": current.steered + [q.message for q in joined]})
         return joined
 
     def close(
@@ -149,13 +149,19 @@ class SessionState:
         (where it was finished, after any continue-as-new since it opened)."""
         current = self.current
         assert current is not None, "no exchange is being answered"
-        current.execution = execution or current.execution
-        current.output, current.output_object, current.error = output, output_object, error
-        current.turns = turn - current.first_turn + 1
-        current.usage = usage
-        current.finished = now
-        self.idle_since = now
-        return current
+        closed = current.model_copy(
+            update={
+                "execution": execution or current.execution,
+                "output": output,
+                "output_object": output_object,
+                "error": error,
+                "turns": turn - current.first_turn + 1,
+                "usage": usage,
+                "finished": now,
+            }
+        )  # a new record: the one in the books a step was given stays as it was (machine/run.py)
+        self.exchanges[-1], self.idle_since = closed, now
+        return closed
 
     # -------------------------------------------------------------------------------- reads
 

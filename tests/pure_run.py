@@ -1,7 +1,7 @@
 """A whole run through the machine, with no server: the interpreter's loops over a scripted world.
 
-`PureRun` carries out each step the machine gives the way the workflow does (workflows/agent.py
-`_answer` and `_carry`, workflows/call_steps.py `carry_out`, workflows/turn_steps.py `pause`),
+`PureRun` carries out each step the run machine (machine/run.py) gives the way the workflow does
+(workflows/agent.py `run` and `_carry`, workflows/call_steps.py `carry_out`, workflows/turn_steps.py `pause`),
 but the model, the tools, the agent's hooks and the people are scripted here, and the clock is a
 counter. Every decision is the machine's own code: the turn (machine/turn.py), each call's life
 (machine/call.py), what each of its steps writes into the run (machine/books.record, which the
@@ -33,7 +33,6 @@ from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_re
 from durable_agent_runner.activities.context_cache import digest_of, tool_message
 from durable_agent_runner.agents.tools import parse_arguments
 from durable_agent_runner.machine import (
-    answer,
     books,
     control,
     conversation,
@@ -47,12 +46,13 @@ from durable_agent_runner.machine import (
 from durable_agent_runner.machine import call as m
 from durable_agent_runner.machine import child as child_machine
 from durable_agent_runner.machine import outcomes as o
+from durable_agent_runner.machine import run as machine
 from durable_agent_runner.machine import turn as turn_machine
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import PlannedCall, RunTools, cheap_calls
 from durable_agent_runner.machine.phase import Status
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
-from durable_agent_runner.machine.rules import Done, Stop
+from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.testing.fake_llm import anthropic, gemini
 from durable_agent_runner.testing.fake_llm.conversation import parse_chat, parse_responses
@@ -145,8 +145,6 @@ class PureRun:
             progress.resolved(self.s, agent)
             if self.s.session is not None:
                 self.send(run_input.prompt, by="client")
-            else:
-                progress.prompted(self.s, run_input.prompt)
         self.ledger, _ = Ledger.for_run(run_input, self.s.agent_now, child=child, first=True)
         self.children: list[PureRun] = []  # the child runs its calls started (agents as tools)
         self._ahead_next: tuple[str, t.ModelCallInput] | None = None  # the call to make the next model call
@@ -156,80 +154,49 @@ class PureRun:
     # ----------------------------------------------------------------------------- the loops
 
     def run(self) -> t.RunResult:
-        """The run to its end: its answer, or RunFailed (NobodyActs: it would wait for a person)."""
+        """The run to its end, as workflows/agent.py `run` carries out the run machine's steps:
+        a single run's answer, or a session's end, or RunFailed (NobodyActs: it would wait for a
+        person). In a session, while it waits for a message, the next scripted person acts (sends
+        one, or ends it), and with nobody left its idle time runs out."""
+        began = machine.Began(self.input.prompt if self.input.carry is None else None)
         while True:
             try:
-                done = self._answer(
-                    self.input.prompt if self.input.carry is None and self.s.agent_now.input_guardrails else None
-                )
+                return self._execution(began)
             except _ContinuedAsNew:
-                continue
-            progress.answered(self.s, done.output)
-            self.event(t.EventKind.FINAL, text=done.output)
-            self.set_phase(t.Phase.COMPLETED, f"final answer after {self.s.turn} turn(s)")
-            return progress.result(self.s, self.run_id, done.output, done.output_object)
+                began = machine.Began()
 
-    def converse(self) -> t.RunResult:
-        """A session to its end: each message answered in turn (workflows/agent.py `_conversation`);
-        while it waits for a message, the next scripted person acts (sends one, or ends it), and
-        with nobody left its idle time runs out."""
-        woke = conversation.Woke()
-        while True:
-            try:
-                execution = f"execution-{self.executions}"
-                step = conversation.between(self.s, self.s.agent_now, self.facts(), woke, execution)
-                woke = conversation.Woke()
-                if isinstance(step, conversation.ContinueAsNew):
-                    self._continue_as_new()
-                elif isinstance(step, conversation.EndSession):
-                    self.event(t.EventKind.ENDED, text=step.why)
-                    self.set_phase(t.Phase.COMPLETED, f"session ended: {step.why}")
-                    output, output_object = conversation.ended(self.s)
-                    session = self.s.session
-                    assert session is not None
-                    return progress.result(
-                        self.s, self.run_id, output, output_object, messages=session.answered, ended_by=step.why
-                    )
-                elif isinstance(step, conversation.WaitForMessage):
-                    self.set_phase(t.Phase.WAITING_FOR_MESSAGE, step.step)
-                    session = self.s.session
-                    assert session is not None
-                    if self.world.people:
-                        self.world.people.pop(0)(self)
-                    woke = conversation.Woke(waited=True, timed_out=not session.queue and session.ending is None)
-                else:
-                    self._answer_message(step.guard, execution)
-            except _ContinuedAsNew:
-                continue
+    converse = run
 
-    def _answer_message(self, guard: str | None, execution: str) -> None:
-        try:
-            done = self._answer(guard)
-        except RunFailed as err:
-            detail = conversation.failed(self.s, err.kind, err.message, self.now, execution)
-            self.event(t.EventKind.ANSWERED, text=err.message, detail=detail)
-            return
-        self.event(t.EventKind.FINAL, text=done.output)
-        exchange = conversation.answered(self.s, done, self.now, execution)
-        self.event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
-
-    def _answer(self, guard: str | None) -> Done:
-        """As workflows/agent.py `_answer`: each step's new run adopted into the live books."""
-        run = answer.begin(self.s, guard, self.ledger)
-        happened: o.Outcome = o.Ready()
+    def _execution(self, happened: machine.Happened) -> t.RunResult:
+        run = machine.begin(self.s, self.ledger, f"execution-{self.executions}")
         while True:
             before = shape((run, happened)) if self.world.check_pure else None
-            moved = answer.step(run, happened, self.facts())
+            moved = machine.step(run, happened, self.facts())
             assert before is None or shape((run, happened)) == before, "step changed the run it was given"
-            run = answer.adopt(moved.run, self.s, self.ledger)
-            if isinstance(moved.step, Done):
-                return moved.step
-            if isinstance(moved.step, Stop):
-                raise self.failure(moved.step.message, moved.step.error)
-            happened = self._carry(moved.step)
+            run = machine.adopt(moved.run, self.s, self.ledger)
+            if isinstance(moved.step, machine.Finish):
+                end, session = moved.step, self.s.session
+                self.set_phase(t.Phase.COMPLETED, end.words)
+                more = {} if session is None else {"messages": session.answered, "ended_by": end.ended_by}
+                return progress.result(self.s, self.run_id, end.output, end.output_object, **more)
+            try:
+                happened = self._carry(moved.step)
+            except RunFailed as err:
+                if run.answer is None or self.s.session is None:
+                    raise
+                happened = machine.Failed(err.kind, err.message)
 
-    def _carry(self, step: turn_machine.NextStep) -> o.Outcome:
+    def _carry(self, step: machine.Step) -> machine.Happened:
         s = self.s
+        if isinstance(step, Stop):
+            raise self.failure(step.message, step.error)
+        if isinstance(step, conversation.WaitForMessage):
+            self.set_phase(t.Phase.WAITING_FOR_MESSAGE, step.step)
+            session = s.session
+            assert session is not None
+            if self.world.people:
+                self.world.people.pop(0)(self)
+            return conversation.Woke(waited=True, timed_out=not session.queue and session.ending is None)
         if isinstance(step, turn_machine.CallModel):  # as workflows/steps.py `call_model`
             try:
                 return o.Replied(self._call_model(step))

@@ -39,7 +39,7 @@ def send(s: RunState, text: str, at: datetime = T0, by: str = "alice") -> t.Mess
 
 
 def answer(s: RunState, step: c.Answer, now: datetime) -> t.Exchange:
-    """The workflow's `_answer`: the turn machine to its answer, the model echoing the message."""
+    """An answer's turns (machine/run.py steps them): to the answer, the model echoing the message."""
     turn = Turn(s, step.guard)
     asked = turn.next(Ready(), Facts(now=now))
     assert isinstance(asked, CallModel)

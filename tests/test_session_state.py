@@ -173,11 +173,12 @@ def test_open_steer_and_close_keep_the_counts_straight():
     send(s, "third")
     joined = s.steer()
     assert [q.message for q in joined] == [2, 3] and s.queue == []
-    assert current.steered == [2, 3]
+    assert current.steered == [] and s.current is not None and s.current.steered == [2, 3]  # a new record
+    current = s.current
     assert s.answered == 0
     assert s.steer() == []  # nothing left to join
     closed = s.close(NOW + timedelta(minutes=1), 7, USAGE, "done", {"k": 1}, None)
-    assert closed is current
+    assert closed is s.exchanges[-1] and closed is not current and current.finished is None  # a new record
     assert (closed.output, closed.output_object, closed.error, closed.turns, closed.usage) == (
         "done",
         {"k": 1},

@@ -1,9 +1,9 @@
 """The durable agent loop: one agent run is one execution chain of the `AgentRun` workflow.
 
-The workflow is an interpreter. `turn.Turn` (pure) chooses each next step of an answer; `_answer`
-carries it out (an activity, a child run, a wait for a person, a continue-as-new) and feeds back
-what happened, until the machine answers or stops. A session wraps answers in a conversation:
-each message answered in turn, a durable wait for the next in between.
+The workflow is an interpreter. The run machine (machine/run.py, pure) chooses each next step of
+the whole run: each answer's turns and, in a session, what comes between answers. `run` carries
+each step out (an activity, a child run, a wait for a person or a message, a continue-as-new) and
+feeds back what happened, until the machine finishes the run or a step fails it.
 
 Determinism rules for this module: no I/O, no clocks, no randomness, no threads. Time comes from
 `workflow.now()`. Everything that touches the world is an activity called by name (names in
@@ -19,13 +19,14 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.machine import answer, conversation, progress
+from durable_agent_runner.machine import conversation, progress
 from durable_agent_runner.machine import outcomes as o
+from durable_agent_runner.machine import run as machine
 from durable_agent_runner.machine import turn as turn_machine
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
-from durable_agent_runner.machine.rules import Done, Stop
+from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import endings
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.call_steps import CallSteps
@@ -80,10 +81,25 @@ class AgentRun:
 
     @workflow.run
     async def run(self, input: t.RunInput) -> t.RunResult:
+        """Carries out the run machine's steps (machine/run.py), feeding back what each came to,
+        until it finishes; each new run is adopted into the live books before anything else runs."""
         try:
-            if self._s.session is None:
-                return await self._single(input)
-            return await self._conversation(input)
+            if self._s.session is not None and input.carry is None and input.prompt and not self._prompt_taken:
+                self._accept_prompt(input.prompt)  # a session recorded before 1.4
+            await self._start(input)
+            run = machine.begin(self._s, self._steps.ledger, workflow.info().run_id)
+            happened: machine.Happened = machine.Began(input.prompt if input.carry is None else None)
+            while True:
+                moved = machine.step(run, happened, self._steps.facts())
+                run = machine.adopt(moved.run, self._s, self._steps.ledger)
+                if isinstance(moved.step, machine.Finish):
+                    return await self._finish(moved.step, run.first)
+                try:
+                    happened = await self._carry(moved.step, input)
+                except ApplicationError as err:
+                    if run.answer is None or self._s.session is None:
+                        raise
+                    happened = machine.Failed(err.type or "Error", err.message)  # that message's error
         except asyncio.CancelledError:
             self._steps.end(t.Phase.CANCELLED, "cancelled: " + (self._s.last_step or "while starting"))
             await endings.tell_parent(self._s)
@@ -107,40 +123,23 @@ class AgentRun:
         ledger, ask = Ledger.for_run(input, agent, workflow.info().parent is not None, first)
         return ledger if not ask or workflow.patched(TREE_BUDGET_PATCH) else None
 
-    async def _single(self, input: t.RunInput) -> t.RunResult:
-        """One prompt, one answer: the run ends with it."""
+    async def _finish(self, end: machine.Finish, first: t.AgentSpec) -> t.RunResult:
         s = self._s
-        first = await self._start(input)
-        if input.carry is None:
-            progress.prompted(s, input.prompt)
-        guard = input.prompt if input.carry is None and first.input_guardrails else None
-        if s.live_tools:  # a fork made with --live-tools (machine/rerun.py); older histories have none
-            progress.live_tools(s, workflow.patched(t.FORK_LIVE_TOOLS_PATCH))
-        done = await self._answer(input, guard)
-        progress.answered(s, done.output)
-        self._steps.event(t.EventKind.FINAL, text=done.output)
-        self._steps.set_phase(t.Phase.COMPLETED, f"final answer from {s.agent_now.name} after {s.turn} turn(s)")
-        if workflow.info().parent is None:  # online scoring samples top-level runs only
-            await endings.score(s, first, done)
-        return endings.result(self._s, done.output, done.output_object)
+        self._steps.set_phase(t.Phase.COMPLETED, end.words)
+        if end.done is not None and workflow.info().parent is None:  # online scoring samples top-level runs only
+            await endings.score(s, first, end.done)
+        if s.session is None:
+            return endings.result(s, end.output, end.output_object)
+        return endings.result(s, end.output, end.output_object, messages=s.session.answered, ended_by=end.ended_by)
 
     # ---------------------------------------------------------------------- the interpreter
 
-    async def _answer(self, input: t.RunInput, guard: str | None) -> Done:
-        """Carries out the turn machine's steps until it answers (or stops, which raises)."""
-        run = answer.begin(self._s, guard, self._steps.ledger)
-        happened: o.Outcome = o.Ready()
-        while True:  # each new run is adopted into the live books before anything else runs
-            moved = answer.step(run, happened, self._steps.facts())
-            run = answer.adopt(moved.run, self._s, self._steps.ledger)
-            if isinstance(moved.step, Done):
-                return moved.step
-            if isinstance(moved.step, Stop):
-                raise self._steps.failure(moved.step.message, moved.step.error)
-            happened = await self._carry(moved.step, input)
-
-    async def _carry(self, step: turn_machine.NextStep, input: t.RunInput) -> o.Outcome:
+    async def _carry(self, step: machine.Step, input: t.RunInput) -> machine.Happened:
         s = self._s
+        if isinstance(step, Stop):
+            raise self._steps.failure(step.message, step.error)
+        if isinstance(step, conversation.WaitForMessage):
+            return await self._turns.wait_for_message(step)
         if isinstance(step, turn_machine.CallModel):
             cap = step.max_output_tokens
             try:
@@ -193,50 +192,6 @@ class AgentRun:
         workflow.continue_as_new(
             t.RunInput(prompt="", agent=s.agent.name, carry=carry, capture=input.capture, session=input.session)
         )
-
-    # ------------------------------------------------------------------------------ sessions
-
-    async def _conversation(self, input: t.RunInput) -> t.RunResult:
-        """A session: each message answered in turn, a durable wait (holding no worker) for the
-        next in between, as the conversation machine (machine/conversation.py) decides, until
-        `end`, the agent's idle timeout, or a cancel."""
-        if input.carry is None and input.prompt and not self._prompt_taken:  # a run recorded before 1.4
-            self._accept_prompt(input.prompt)
-        first = await self._start(input)
-        woke = conversation.Woke()
-        while True:
-            step = conversation.between(self._s, first, self._steps.facts(), woke, workflow.info().run_id)
-            woke = conversation.Woke()
-            if isinstance(step, conversation.ContinueAsNew):
-                await self._continue_as_new(input)
-            elif isinstance(step, conversation.EndSession):
-                return self._session_ended(step.why)
-            elif isinstance(step, conversation.WaitForMessage):
-                woke = await self._turns.wait_for_message(step)
-            else:
-                await self._answer_message(input, step.guard)
-
-    async def _answer_message(self, input: t.RunInput, guard: str | None) -> None:
-        """The held message answered; a failed answer is that message's error."""
-        s, run_id = self._s, workflow.info().run_id
-        try:
-            done = await self._answer(input, guard)
-        except ApplicationError as err:
-            kind = err.type or "Error"
-            detail = conversation.failed(s, kind, err.message, workflow.now(), run_id)
-            self._steps.event(t.EventKind.ANSWERED, text=err.message, detail=detail)
-            return
-        self._steps.event(t.EventKind.FINAL, text=done.output)
-        exchange = conversation.answered(s, done, workflow.now(), run_id)
-        self._steps.event(t.EventKind.ANSWERED, text=done.output, detail=f"message {exchange.message}")
-
-    def _session_ended(self, why: str) -> t.RunResult:
-        s, session = self._s, self._s.session
-        assert session is not None and s.agent is not None
-        self._steps.event(t.EventKind.ENDED, text=why)
-        self._steps.set_phase(t.Phase.COMPLETED, f"session ended: {why}")
-        output, output_object = conversation.ended(s)
-        return endings.result(self._s, output, output_object, messages=session.answered, ended_by=why)
 
     # ------------------------------------------------------------------------------ handlers
     # Declared here (name, description, the one model each takes); `Inbox` (workflows/handlers.py)
