@@ -142,16 +142,21 @@ class Holding:
     why: str  # the phase's words
 
 
-def paused(s: RunState, step: Pause, now: datetime) -> Holding:
-    """The run holds still at `step` until a resume (a request is used up by it)."""
-    s.pause_request, s.resumed_by = None, None
-    s.paused = t.PauseInfo(where=step.where, turn=step.turn, why=step.why, at=now, reason=step.reason)
+def holding(step: Pause) -> Holding:
+    """Where the run holds still at `step`, in words."""
     point = (
         f"before model call {step.turn}"
         if step.where == "before_model"
         else f"before the tool calls of turn {step.turn}"
     )
     return Holding(point, f"paused {point}: {step.why}")
+
+
+def paused(s: RunState, step: Pause, now: datetime) -> Holding:
+    """The run holds still at `step` until a resume (a request is used up by it)."""
+    s.pause_request, s.resumed_by = None, None
+    s.paused = t.PauseInfo(where=step.where, turn=step.turn, why=step.why, at=now, reason=step.reason)
+    return holding(step)
 
 
 def went_on(s: RunState, step: Pause) -> tuple[str, t.Phase, str]:

@@ -24,6 +24,7 @@ StopKind = Literal[
     "OutputGuardrailTripwireTriggered",
     "UnknownAgent",  # a handoff to an agent the run did not freeze (machine/handoff.py)
     "AgentHookFailed",  # a handoff's filter function that returned no messages
+    "PausedTooLong",  # a pause nobody resumed within its limit (machine/control.py PAUSE_LIMIT)
 ]
 
 

@@ -32,13 +32,22 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
-from durable_agent_runner.machine import conversation, progress, rerun
+from durable_agent_runner.machine import control, conversation, memory, progress, rerun
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
-from durable_agent_runner.machine.outcomes import Facts, Outcome, Ready, Replied
-from durable_agent_runner.machine.rules import Done
+from durable_agent_runner.machine.outcomes import (
+    BreakpointRan,
+    Compacted,
+    Facts,
+    Outcome,
+    Ready,
+    Replied,
+    Resumed,
+    Steered,
+)
+from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.state import RunState
-from durable_agent_runner.machine.turn import ContinueAsNew, NextStep, Turn
+from durable_agent_runner.machine.turn import Compact, ContinueAsNew, NextStep, Pause, Steer, Turn
 from durable_agent_runner.workflows import types as t
 
 R = TypeVar("R")
@@ -61,7 +70,31 @@ class Failed:
     message: str
 
 
-Happened = Outcome | Began | conversation.Woke | Failed
+@dataclass(frozen=True)
+class BreakpointAnswered:
+    """The agent's breakpoint function answered: its edits, and whether it asks to pause."""
+
+    name: str
+    result: t.HookResult
+
+
+@dataclass(frozen=True)
+class Summarized:
+    """A compaction's summary came back (`summary`: the model's, or why not; None: a trim)."""
+
+    plan: memory.Compaction
+    summary: t.CompactResult | str | None = None
+
+
+@dataclass(frozen=True)
+class PauseEnded:
+    """A person resumed the run held at `pause`, or nobody did within the pause limit."""
+
+    pause: Pause
+    timed_out: bool = False
+
+
+Happened = Outcome | Began | conversation.Woke | Failed | BreakpointAnswered | Summarized | PauseEnded
 
 # ---------------------------------------------------------------------------------- the steps
 
@@ -78,7 +111,17 @@ class Finish:
     ended_by: str | None = None  # a session's end
 
 
-Step = NextStep | conversation.WaitForMessage | Finish  # Done never leaves the machine; Stop: the interpreter fails it
+@dataclass(frozen=True)
+class GoOn:
+    """Nothing to carry out but the transition's phases: feed `happened` back at once (what
+    status says is set before the machine takes its next step, as the search attributes it
+    writes count the state as it is then)."""
+
+    happened: Outcome
+
+
+# Done never leaves the machine; Stop: the interpreter fails the run (in a session, the answer).
+Step = NextStep | conversation.WaitForMessage | Finish | GoOn
 
 # ---------------------------------------------------------------------------------- the state
 
@@ -113,6 +156,9 @@ class Run:
 class Transition:
     run: Run  # the new state; the run given to `step` is unchanged
     step: Step
+    # What status says, in order, before `step` is carried out: the interpreter sets each phase
+    # (and the search attributes it writes) as it adopts the run.
+    phases: tuple[tuple[t.Phase, str], ...] = ()
 
 
 def begin(books: RunState, ledger: Ledger | None, execution: str) -> Run:
@@ -136,6 +182,24 @@ def step(run: Run, happened: Happened, facts: Facts) -> Transition:
     if isinstance(happened, Replied):  # the run renames call ids it used before (RunState.claim_call_ids)
         message = happened.reply.message.model_copy(deep=True)
         happened = Replied(happened.reply.model_copy(update={"message": message}))
+    elif isinstance(happened, BreakpointAnswered):  # its edits taken, in order
+        taken, why = control.breakpoint_ended(books, happened.name, happened.result, facts.now)
+        for record in taken:
+            books.event(facts.now, t.EventKind.EDITED, detail=record.summary)
+        happened = BreakpointRan(why)
+    elif isinstance(happened, Summarized):
+        plan = happened.plan
+        size = memory.transcript_bytes(books.messages[: plan.upto])
+        text, detail = memory.apply(books, plan, size, happened.summary)
+        books.event(facts.now, t.EventKind.COMPACTED, text=text, detail=detail)
+        happened = Compacted()
+    elif isinstance(happened, PauseEnded):
+        if happened.timed_out:  # the run fails; its state stays forkable
+            why = control.gave_up(books, control.holding(happened.pause))
+            return Transition(drafted, Stop(error="PausedTooLong", message=why))
+        detail, phase, words = control.went_on(books, happened.pause)
+        books.event(facts.now, t.EventKind.RESUMED, detail=detail)
+        return Transition(drafted, GoOn(Resumed()), ((phase, words),))
     return _turn(drafted, _resume(run.answer, books, ledger), happened, facts)
 
 
@@ -152,11 +216,23 @@ def _began(run: Run, began: Began, facts: Facts) -> Transition:
 
 
 def _turn(run: Run, turn: Turn, happened: Outcome, facts: Facts) -> Transition:
-    """The answer's next step; its Done ends the answer."""
+    """The answer's next step: a steer is taken here (it only writes the books), a pause and a
+    compaction say so; its Done ends the answer."""
+    s, at = run.books, facts.now
     nxt = turn.next(happened, facts)
+    while isinstance(nxt, Steer):  # a session's queued messages join the answer in progress
+        for text, detail in conversation.steer(s):
+            s.event(at, t.EventKind.MESSAGE, text=text, detail=detail)
+        nxt = turn.next(Steered(), facts)
+    if isinstance(nxt, Pause):
+        holding = control.paused(s, nxt, at)
+        s.event(at, t.EventKind.PAUSED, detail=f"{holding.point}: {nxt.why}")
+        return Transition(replace(run, answer=_memo(turn)), nxt, ((t.Phase.PAUSED, holding.why),))
+    if isinstance(nxt, Compact):
+        words = f"turn {s.turn}: compacting {nxt.plan.upto} earlier messages ({nxt.plan.reason})"
+        return Transition(replace(run, answer=_memo(turn)), nxt, ((t.Phase.COMPACTING, words),))
     if not isinstance(nxt, Done):
         return Transition(replace(run, answer=_memo(turn)), nxt)
-    s, at = run.books, facts.now
     run = replace(run, answer=None)
     if s.session is None:
         progress.answered(s, nxt.output)

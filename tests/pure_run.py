@@ -38,7 +38,6 @@ from durable_agent_runner.machine import (
     conversation,
     fallback,
     handoff,
-    memory,
     progress,
     requests,
     rules,
@@ -174,6 +173,8 @@ class PureRun:
             moved = machine.step(run, happened, self.facts())
             assert before is None or shape((run, happened)) == before, "step changed the run it was given"
             run = machine.adopt(moved.run, self.s, self.ledger)
+            for phase, words in moved.phases:
+                self.set_phase(phase, words)
             if isinstance(moved.step, machine.Finish):
                 end, session = moved.step, self.s.session
                 self.set_phase(t.Phase.COMPLETED, end.words)
@@ -190,6 +191,8 @@ class PureRun:
         s = self.s
         if isinstance(step, Stop):
             raise self.failure(step.message, step.error)
+        if isinstance(step, machine.GoOn):
+            return step.happened
         if isinstance(step, conversation.WaitForMessage):
             self.set_phase(t.Phase.WAITING_FOR_MESSAGE, step.step)
             session = s.session
@@ -222,29 +225,16 @@ class PureRun:
         if isinstance(step, turn_machine.Guardrails):
             names = s.agent_now.output_guardrails
             return o.GuardrailsRan(rules.tripwire("output", [(n, self.hook("output_guardrail", n)) for n in names]))
-        if isinstance(step, turn_machine.Pause):
-            self._pause(step)
-            return o.Resumed()
+        if isinstance(step, turn_machine.Pause):  # the machine took the pause and said so: a person resumes
+            self.tick()
+            self._person(lambda: self.s.resumed_by is not None, None)
+            return machine.PauseEnded(step)
         if isinstance(step, turn_machine.Breakpoint):
-            taken, why = control.breakpoint_ended(s, step.name, self.hook("breakpoint", step.name), self.now)
-            for record in taken:
-                self.event(t.EventKind.EDITED, detail=record.summary)
-            return o.BreakpointRan(why)
-        if isinstance(step, turn_machine.Steer):
-            for text, detail in conversation.steer(s):
-                self.event(t.EventKind.MESSAGE, text=text, detail=detail)
-            return o.Steered()
+            return machine.BreakpointAnswered(step.name, self.hook("breakpoint", step.name))
         if isinstance(step, turn_machine.Compact):  # a session's transcript nears its budget
-            self.set_phase(t.Phase.COMPACTING, f"turn {s.turn}: compacting {step.plan.upto} earlier messages")
-            size = memory.transcript_bytes(s.messages[: step.plan.upto])
-            summary = (
-                t.CompactResult(summary="(the earlier exchanges, summarized)")
-                if step.plan.strategy == "summarize"
-                else None
-            )
-            text, detail = memory.apply(s, step.plan, size, summary)
-            self.event(t.EventKind.COMPACTED, text=text, detail=detail)
-            return o.Compacted()
+            if step.plan.strategy == "summarize":
+                return machine.Summarized(step.plan, t.CompactResult(summary="(the earlier exchanges, summarized)"))
+            return machine.Summarized(step.plan)
         assert isinstance(step, turn_machine.ContinueAsNew), step
         self._continue_as_new()
 
@@ -470,15 +460,6 @@ class PureRun:
         if not done() and (bound is None or not self.world.time_passes):
             raise NobodyActs(self.status().last_step)
         self.tick(bound if not done() and bound is not None else timedelta(minutes=1))
-
-    def _pause(self, step: turn_machine.Pause) -> None:
-        holding = control.paused(self.s, step, self.tick())
-        self.event(t.EventKind.PAUSED, detail=f"{holding.point}: {step.why}")
-        self.set_phase(t.Phase.PAUSED, holding.why)
-        self._person(lambda: self.s.resumed_by is not None, None)
-        detail, phase, words = control.went_on(self.s, step)
-        self.event(t.EventKind.RESUMED, detail=detail)
-        self.set_phase(phase, words)
 
     def _hand_off(self, agent: t.AgentSpec, step: turn_machine.HandOff) -> None:
         planned = handoff.plan(self.s, agent, step.call)

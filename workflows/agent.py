@@ -92,6 +92,8 @@ class AgentRun:
             while True:
                 moved = machine.step(run, happened, self._steps.facts())
                 run = machine.adopt(moved.run, self._s, self._steps.ledger)
+                for phase, words in moved.phases:
+                    self._steps.set_phase(phase, words)
                 if isinstance(moved.step, machine.Finish):
                     return await self._finish(moved.step, run.first)
                 try:
@@ -140,6 +142,8 @@ class AgentRun:
             raise self._steps.failure(step.message, step.error)
         if isinstance(step, conversation.WaitForMessage):
             return await self._turns.wait_for_message(step)
+        if isinstance(step, machine.GoOn):
+            return step.happened
         if isinstance(step, turn_machine.CallModel):
             cap = step.max_output_tokens
             try:
@@ -165,16 +169,11 @@ class AgentRun:
         if isinstance(step, turn_machine.Guardrails):
             return o.GuardrailsRan(await self._turns.guardrails(s.agent_now, "output", step.answer.output))
         if isinstance(step, turn_machine.Pause):
-            await self._turns.pause(step)
-            return o.Resumed()
+            return await self._turns.pause(step)
         if isinstance(step, turn_machine.Breakpoint):
-            return o.BreakpointRan(await self._turns.breakpoint(step))
-        if isinstance(step, turn_machine.Steer):
-            self._turns.steer()
-            return o.Steered()
+            return machine.BreakpointAnswered(step.name, await self._turns.breakpoint(step))
         if isinstance(step, turn_machine.Compact):
-            await self._turns.compact(step.plan)
-            return o.Compacted()
+            return await self._turns.compact(step.plan)
         assert isinstance(step, turn_machine.ContinueAsNew)
         await self._continue_as_new(input)
 

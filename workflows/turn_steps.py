@@ -1,6 +1,7 @@
-"""What the interpreter carries out for each step of the turn machine that is not a single
-activity: a pause (a durable wait for a person), the agent's breakpoint function, a session's
-steering and compaction, the turn's calls in parallel, a handoff, and the guardrails.
+"""What the interpreter carries out for the run machine's steps that are more than one activity:
+a pause (a durable wait for a person), the agent's breakpoint function, a session's wait for a
+message and its compaction's summary, the turn's calls in parallel, a handoff, and the
+guardrails. What each came to goes back to the machine (machine/run.py), which writes the books.
 
 Determinism rules for this module, as for all of workflows/: no I/O, no clocks, no randomness,
 no threads. Time comes from `workflow.now()`; activities are called by their declared names.
@@ -19,6 +20,7 @@ from temporalio.exceptions import ActivityError, FailureError
 from durable_agent_runner.machine import control, conversation, handoff, memory
 from durable_agent_runner.machine.calls import RunTools, describe_call
 from durable_agent_runner.machine.rules import Stop, tripwire
+from durable_agent_runner.machine.run import PauseEnded, Summarized
 from durable_agent_runner.machine.turn import Breakpoint, HandOff, Pause
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.call_steps import CallSteps
@@ -35,22 +37,16 @@ class TurnSteps:
 
     # --------------------------------------------------------------------------- breakpoints
 
-    async def breakpoint(self, step: Breakpoint) -> str | None:
-        """The agent's breakpoint function, before model call `step.turn`: its edits apply; why
-        the run pauses, if it asked to or an edit of it was refused."""
+    async def breakpoint(self, step: Breakpoint) -> t.HookResult:
+        """The agent's breakpoint function, before model call `step.turn` (the machine takes its
+        edits, and pauses if it asks to)."""
         s = self.steps.s
-        result = await self.steps.hook(s.agent_now, "breakpoint", step.name, transcript_len=len(s.messages))
-        taken, why = control.breakpoint_ended(s, step.name, result, workflow.now())
-        for record in taken:
-            self.steps.edited(record)
-        return why
+        return await self.steps.hook(s.agent_now, "breakpoint", step.name, transcript_len=len(s.messages))
 
-    async def pause(self, step: Pause) -> None:
-        """Holds the run still, durably, until `client.py resume`; edits apply meanwhile."""
+    async def pause(self, step: Pause) -> PauseEnded:
+        """Holds the run still, durably, until `client.py resume` (the machine took the pause and
+        said so); edits apply meanwhile."""
         s = self.steps.s
-        holding = control.paused(s, step, workflow.now())
-        self.steps.event(t.EventKind.PAUSED, detail=f"{holding.point}: {step.why}")
-        self.steps.set_phase(t.Phase.PAUSED, holding.why)
 
         def resumed() -> bool:
             return s.resumed_by is not None
@@ -60,21 +56,16 @@ class TurnSteps:
         # or `client.py pause` is a person's own doing: no one is told.
         escalate = agent.notify.escalate_after if agent.notify is not None else None
         label = f"budget-{step.turn}-{step.where}"
-        wait = Wait("budget", label, step.turn, holding.why, escalate_after=escalate, open=lambda: not resumed())
+        why = control.holding(step).why
+        wait = Wait("budget", label, step.turn, why, escalate_after=escalate, open=lambda: not resumed())
         try:
             async with self.notifier.notifying(agent, wait) if step.reason == "budget" else contextlib.nullcontext():
                 await workflow.wait_condition(resumed, timeout=control.PAUSE_LIMIT, timeout_summary="pause limit")
         except TimeoutError:
-            raise self.steps.failure(control.gave_up(s, holding), "PausedTooLong") from None
-        detail, phase, words = control.went_on(s, step)
-        self.steps.event(t.EventKind.RESUMED, detail=detail)
-        self.steps.set_phase(phase, words)
+            return PauseEnded(step, timed_out=True)
+        return PauseEnded(step)
 
     # ------------------------------------------------------------------------------ sessions
-
-    def steer(self) -> None:
-        for text, detail in conversation.steer(self.steps.s):
-            self.steps.event(t.EventKind.MESSAGE, text=text, detail=detail)
 
     async def wait_for_message(self, wait: conversation.WaitForMessage) -> conversation.Woke:
         """Waits for a message or an end, within the idle time left."""
@@ -92,20 +83,15 @@ class TurnSteps:
             return conversation.Woke(waited=True, timed_out=True)
         return conversation.Woke(waited=True)
 
-    async def compact(self, plan: memory.Compaction) -> None:
-        """Compacts a session's transcript as the machine planned: a visible step of its own."""
-        s, session = self.steps.s, self.steps.s.session
-        assert session is not None and s.agent is not None
-        agent, policy = s.agent_now, s.agent.memory
-        size = memory.transcript_bytes(s.messages[: plan.upto])
-        self.steps.set_phase(
-            t.Phase.COMPACTING, f"turn {s.turn}: compacting {plan.upto} earlier messages ({plan.reason})"
-        )
-        result = None
-        if plan.strategy == "summarize":
-            result = await self._summarize(agent, plan.upto, policy, session.compactions + 1)
-        text, detail = memory.apply(s, plan, size, result)
-        self.steps.event(t.EventKind.COMPACTED, text=text, detail=detail)
+    async def compact(self, plan: memory.Compaction) -> Summarized:
+        """A session's compaction, as the machine planned it (and said so): the model's summary
+        when it summarizes; the machine compacts the transcript with what comes back."""
+        s = self.steps.s
+        assert s.agent is not None
+        if plan.strategy != "summarize":
+            return Summarized(plan)
+        compactions = s.session.compactions if s.session is not None else 0
+        return Summarized(plan, await self._summarize(s.agent_now, plan.upto, s.agent.memory, compactions + 1))
 
     async def _summarize(
         self, agent: t.AgentSpec, upto: int, policy: t.MemoryPolicy, number: int
