@@ -32,13 +32,14 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
-from durable_agent_runner.machine import control, conversation, memory, progress, rerun
+from durable_agent_runner.machine import control, conversation, handoff, memory, progress, rerun
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
 from durable_agent_runner.machine.outcomes import (
     BreakpointRan,
     Compacted,
     Facts,
+    HandedOff,
     Outcome,
     Ready,
     Replied,
@@ -47,7 +48,7 @@ from durable_agent_runner.machine.outcomes import (
 )
 from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.state import RunState
-from durable_agent_runner.machine.turn import Compact, ContinueAsNew, NextStep, Pause, Steer, Turn
+from durable_agent_runner.machine.turn import Compact, ContinueAsNew, HandOff, NextStep, Pause, Steer, Turn
 from durable_agent_runner.workflows import types as t
 
 R = TypeVar("R")
@@ -94,7 +95,17 @@ class PauseEnded:
     timed_out: bool = False
 
 
-Happened = Outcome | Began | conversation.Woke | Failed | BreakpointAnswered | Summarized | PauseEnded
+@dataclass(frozen=True)
+class HandoffFiltered:
+    """The agent's handoff filter function answered: the conversation the target goes on with
+    (None: it returned none, which fails the answer)."""
+
+    agent: t.AgentSpec
+    handoff: handoff.Handoff
+    messages: list[t.Message] | None
+
+
+Happened = Outcome | Began | conversation.Woke | Failed | BreakpointAnswered | Summarized | PauseEnded | HandoffFiltered
 
 # ---------------------------------------------------------------------------------- the steps
 
@@ -120,8 +131,16 @@ class GoOn:
     happened: Outcome
 
 
+@dataclass(frozen=True)
+class FilterHandoff:
+    """Call the agent's handoff filter function (its name: `handoff.hook`) on the conversation."""
+
+    agent: t.AgentSpec
+    handoff: handoff.Handoff
+
+
 # Done never leaves the machine; Stop: the interpreter fails the run (in a session, the answer).
-Step = NextStep | conversation.WaitForMessage | Finish | GoOn
+Step = NextStep | conversation.WaitForMessage | Finish | GoOn | FilterHandoff
 
 # ---------------------------------------------------------------------------------- the state
 
@@ -159,6 +178,7 @@ class Transition:
     # What status says, in order, before `step` is carried out: the interpreter sets each phase
     # (and the search attributes it writes) as it adopts the run.
     phases: tuple[tuple[t.Phase, str], ...] = ()
+    search: tuple[t.SearchWrite, ...] = ()  # search attributes written with the next phase change
 
 
 def begin(books: RunState, ledger: Ledger | None, execution: str) -> Run:
@@ -193,6 +213,8 @@ def step(run: Run, happened: Happened, facts: Facts) -> Transition:
         text, detail = memory.apply(books, plan, size, happened.summary)
         books.event(facts.now, t.EventKind.COMPACTED, text=text, detail=detail)
         happened = Compacted()
+    elif isinstance(happened, HandoffFiltered):
+        return _handed_off(drafted, happened.agent, happened.handoff, happened.messages, facts)
     elif isinstance(happened, PauseEnded):
         if happened.timed_out:  # the run fails; its state stays forkable
             why = control.gave_up(books, control.holding(happened.pause))
@@ -228,6 +250,14 @@ def _turn(run: Run, turn: Turn, happened: Outcome, facts: Facts) -> Transition:
         holding = control.paused(s, nxt, at)
         s.event(at, t.EventKind.PAUSED, detail=f"{holding.point}: {nxt.why}")
         return Transition(replace(run, answer=_memo(turn)), nxt, ((t.Phase.PAUSED, holding.why),))
+    if isinstance(nxt, HandOff):  # the next model call is the target's, through the handoff's filter
+        agent, memo = s.agent_now, replace(run, answer=_memo(turn))
+        planned = handoff.plan(s, agent, nxt.call)
+        if isinstance(planned, Stop):
+            return Transition(memo, planned)
+        if planned.hook is not None:
+            return Transition(memo, FilterHandoff(agent, planned))
+        return _handed_off(memo, agent, planned, None, facts)
     if isinstance(nxt, Compact):
         words = f"turn {s.turn}: compacting {nxt.plan.upto} earlier messages ({nxt.plan.reason})"
         return Transition(replace(run, answer=_memo(turn)), nxt, ((t.Phase.COMPACTING, words),))
@@ -243,6 +273,21 @@ def _turn(run: Run, turn: Turn, happened: Outcome, facts: Facts) -> Transition:
     exchange = conversation.answered(s, nxt, at, run.execution)
     s.event(at, t.EventKind.ANSWERED, text=nxt.output, detail=f"message {exchange.message}")
     return _between(run, conversation.Woke(), facts)
+
+
+def _handed_off(
+    run: Run, agent: t.AgentSpec, planned: handoff.Handoff, filtered: list[t.Message] | None, facts: Facts
+) -> Transition:
+    """The target takes over. What status says is set before the next step is chosen (GoOn)."""
+    s = run.books
+    record = handoff.handed_off(s, agent, planned, filtered, facts.now)
+    if isinstance(record, Stop):
+        return Transition(run, record)
+    target = planned.target
+    s.event(facts.now, t.EventKind.HANDOFF, detail=f"{agent.name} → {target.name}", call_id=record.call_id)
+    words = f"turn {s.turn}: {agent.name} handed off to {target.name}"
+    search = (t.SA_AGENT.value_set(target.name), t.SA_VERSION.value_set(target.version))
+    return Transition(run, GoOn(HandedOff()), ((t.Phase.RUNNING_TOOLS, words),), search)
 
 
 def _failed(run: Run, failed: Failed, facts: Facts) -> Transition:

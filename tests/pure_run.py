@@ -37,7 +37,6 @@ from durable_agent_runner.machine import (
     control,
     conversation,
     fallback,
-    handoff,
     progress,
     requests,
     rules,
@@ -173,6 +172,7 @@ class PureRun:
             moved = machine.step(run, happened, self.facts())
             assert before is None or shape((run, happened)) == before, "step changed the run it was given"
             run = machine.adopt(moved.run, self.s, self.ledger)
+            self.tracker.due.extend(moved.search)
             for phase, words in moved.phases:
                 self.set_phase(phase, words)
             if isinstance(moved.step, machine.Finish):
@@ -217,9 +217,11 @@ class PureRun:
                 self._ahead_next, self._made_ahead = None, None
         if isinstance(step, RerunRecorded):
             return Reran(self._run_tools(step.agent, step.plan))
-        if isinstance(step, turn_machine.HandOff):
-            self._hand_off(s.agent_now, step)
-            return o.HandedOff()
+        if isinstance(step, machine.FilterHandoff):
+            assert step.handoff.hook is not None
+            return machine.HandoffFiltered(
+                step.agent, step.handoff, self.hook("input_filter", step.handoff.hook).messages
+            )
         if isinstance(step, turn_machine.CheckOutput):
             return o.OutputChecked(self.hook("output_type", s.agent_now.output_name or "output"))
         if isinstance(step, turn_machine.Guardrails):
@@ -460,13 +462,6 @@ class PureRun:
         if not done() and (bound is None or not self.world.time_passes):
             raise NobodyActs(self.status().last_step)
         self.tick(bound if not done() and bound is not None else timedelta(minutes=1))
-
-    def _hand_off(self, agent: t.AgentSpec, step: turn_machine.HandOff) -> None:
-        planned = handoff.plan(self.s, agent, step.call)
-        assert not isinstance(planned, Stop) and planned.hook is None, "filter functions: tests/test_machine_steps.py"
-        record = handoff.handed_off(self.s, agent, planned, None, self.tick())
-        assert not isinstance(record, Stop)
-        self.event(t.EventKind.HANDOFF, detail=f"{agent.name} → {planned.target.name}", call_id=record.call_id)
 
     def _continue_as_new(self) -> None:
         """A new execution from the carry alone, as Temporal starts it (workflows/agent.py)."""

@@ -11,7 +11,7 @@ import pytest
 from durable_agent_runner.machine import conversation, progress
 from durable_agent_runner.machine import run as machine
 from durable_agent_runner.machine.memory import Compaction
-from durable_agent_runner.machine.outcomes import Facts, Replied, Resumed, ToolsRan
+from durable_agent_runner.machine.outcomes import Facts, HandedOff, Replied, Resumed, ToolsRan
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.turn import Breakpoint, CallModel, Compact, Pause
@@ -152,3 +152,45 @@ def test_a_compaction_is_said_with_its_step_and_applied_by_the_machine_when_its_
     compacted = go(first.run, machine.Summarized(plan))
     assert isinstance(compacted.step, CallModel) and kinds(compacted.run)[-1] == "compacted"
     assert len(compacted.run.books.messages) < len(first.run.books.messages)
+
+
+TEAM = AGENT.model_copy(
+    update={
+        "handoffs": [
+            t.HandoffSpec(agent="billing", tool_name="transfer_to_billing", input_filter="hook:last_two"),
+            t.HandoffSpec(agent="support", tool_name="transfer_to_support", input_filter="remove_tools"),
+        ],
+        "team": [t.AgentSpec(name="billing", version="v2"), t.AgentSpec(name="support", version="v3")],
+    }
+)
+
+
+def handing_off(to: str) -> machine.Transition:
+    """A run whose model asked to hand off to `to`, up to the step after the turn's calls."""
+    asked = go(begin(TEAM), machine.Began("I was charged twice"))
+    call = t.ToolCall(call_id="c1", name=f"transfer_to_{to}", arguments="{}")
+    usage = t.Usage(input_tokens=10, output_tokens=2, total_tokens=12)
+    tools = go(asked.run, Replied(t.ModelReply(message=t.AssistantMessage(tool_calls=[call]), usage=usage)))
+    return go(tools.run, ToolsRan({}))
+
+
+def test_a_handoff_is_the_machines_and_what_status_and_search_say_come_before_the_next_step_is_chosen():
+    moved = handing_off("support")  # a built-in filter: no step for the interpreter but the phase
+    assert moved.step == machine.GoOn(HandedOff())
+    assert moved.phases == ((t.Phase.RUNNING_TOOLS, "turn 1: ops handed off to support"),)
+    assert [(w.key.name, w.value) for w in moved.search] == [("AgentName", "support"), ("AgentVersion", "v3")]
+    assert moved.run.books.current == "support" and moved.run.books.turn == 1 and kinds(moved.run)[-1] == "handoff"
+    on = go(moved.run, HandedOff())
+    assert isinstance(on.step, CallModel) and on.step.agent.name == "support" and on.run.books.turn == 2
+
+
+def test_a_handoff_filter_function_is_called_by_the_interpreter_and_its_answer_taken_by_the_machine():
+    moved = handing_off("billing")
+    assert isinstance(moved.step, machine.FilterHandoff) and moved.step.handoff.hook == "last_two"
+    assert moved.run.books.current is None  # not handed off until the filter answers
+    kept = [t.UserMessage(content="I was charged twice")]
+    done = go(moved.run, machine.HandoffFiltered(moved.step.agent, moved.step.handoff, kept))
+    assert done.step == machine.GoOn(HandedOff()) and done.run.books.current == "billing"
+    assert done.run.books.messages == kept
+    none = go(moved.run, machine.HandoffFiltered(moved.step.agent, moved.step.handoff, None))
+    assert isinstance(none.step, Stop) and none.step.error == "AgentHookFailed"

@@ -92,6 +92,7 @@ class AgentRun:
             while True:
                 moved = machine.step(run, happened, self._steps.facts())
                 run = machine.adopt(moved.run, self._s, self._steps.ledger)
+                self._steps.search(*moved.search)
                 for phase, words in moved.phases:
                     self._steps.set_phase(phase, words)
                 if isinstance(moved.step, machine.Finish):
@@ -158,9 +159,8 @@ class AgentRun:
             return o.ToolsRan(*await self._turns.run_calls(step, input.capture))
         if isinstance(step, RerunRecorded):  # a --live-tools fork: a recorded turn's calls, run again
             return Reran(await self._turns.run_tools(step.agent, step.plan))
-        if isinstance(step, turn_machine.HandOff):
-            await self._turns.hand_off(s.agent_now, step)
-            return o.HandedOff()
+        if isinstance(step, machine.FilterHandoff):
+            return await self._turns.filter_handoff(step)
         if isinstance(step, turn_machine.CheckOutput):
             agent = s.agent_now
             return o.OutputChecked(

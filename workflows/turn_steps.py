@@ -17,11 +17,11 @@ from typing import Literal
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
-from durable_agent_runner.machine import control, conversation, handoff, memory
+from durable_agent_runner.machine import control, conversation, memory
 from durable_agent_runner.machine.calls import RunTools, describe_call
 from durable_agent_runner.machine.rules import Stop, tripwire
-from durable_agent_runner.machine.run import PauseEnded, Summarized
-from durable_agent_runner.machine.turn import Breakpoint, HandOff, Pause
+from durable_agent_runner.machine.run import FilterHandoff, HandoffFiltered, PauseEnded, Summarized
+from durable_agent_runner.machine.turn import Breakpoint, Pause
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.call_steps import CallSteps
 from durable_agent_runner.workflows.notify_steps import Notifier, Wait
@@ -148,24 +148,13 @@ class TurnSteps:
         finally:
             self.calls.ahead_next, self.calls.made_ahead = None, None
 
-    async def hand_off(self, agent: t.AgentSpec, step: HandOff) -> None:
-        """The next turn runs the target, frozen at the start like every agent this run can
-        reach, with the conversation so far through the handoff's filter (machine/handoff.py)."""
-        s = self.steps.s
-        planned = handoff.plan(s, agent, step.call)
-        if isinstance(planned, Stop):
-            raise self.steps.failure(planned.message, planned.error)
-        filtered = None
-        if planned.hook is not None:
-            result = await self.steps.hook(agent, "input_filter", planned.hook, transcript_len=len(s.messages))
-            filtered = result.messages
-        record = handoff.handed_off(s, agent, planned, filtered, workflow.now())
-        if isinstance(record, Stop):
-            raise self.steps.failure(record.message, record.error)
-        target = planned.target
-        self.steps.event(t.EventKind.HANDOFF, detail=f"{agent.name} → {target.name}", call_id=record.call_id)
-        self.steps.search(t.SA_AGENT.value_set(target.name), t.SA_VERSION.value_set(target.version))
-        self.steps.set_phase(t.Phase.RUNNING_TOOLS, f"turn {s.turn}: {agent.name} handed off to {target.name}")
+    async def filter_handoff(self, step: FilterHandoff) -> HandoffFiltered:
+        """The agent's handoff filter function on the conversation so far (machine/handoff.py
+        planned the handoff; the machine hands over with what it returns)."""
+        hook = step.handoff.hook
+        assert hook is not None
+        result = await self.steps.hook(step.agent, "input_filter", hook, transcript_len=len(self.steps.s.messages))
+        return HandoffFiltered(step.agent, step.handoff, result.messages)
 
     # ------------------------------------------------------------------------------ guardrails
 
