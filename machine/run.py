@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Literal, TypeVar
 
-from durable_agent_runner.machine import control, conversation, handoff, memory, progress, rerun
+from durable_agent_runner.machine import books as bookkeeping
+from durable_agent_runner.machine import call, control, conversation, handoff, memory, progress, rerun
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
 from durable_agent_runner.machine.outcomes import (
@@ -46,6 +48,7 @@ from durable_agent_runner.machine.outcomes import (
     Resumed,
     Steered,
 )
+from durable_agent_runner.machine.phase import Status
 from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.turn import Compact, ContinueAsNew, HandOff, NextStep, Pause, Steer, Turn
@@ -313,15 +316,45 @@ def _between(run: Run, woke: conversation.Woke, facts: Facts) -> Transition:
     return Transition(run, nxt)
 
 
+# ------------------------------------------------------------------- a call's life, into the books
+
+
+@dataclass(frozen=True)
+class Recorded:
+    books: RunState
+    tracker: Status
+    took: bookkeeping.Took
+
+
+def record(
+    books: RunState, tracker: Status, agent: t.AgentSpec, moved: call.Transition, before: call.Stage | None,
+    now: datetime, ahead_began: datetime | None = None,
+) -> Recorded:  # fmt: skip
+    """A call's transition (machine/call.py, itself a value) carried into the books as
+    machine/books.record says, as a value too: new books and status tracker, the ones given left
+    as they were. The interpreter keeps them (`keep`) before anything else runs."""
+    new, tracker = draft(books), _copied(tracker)
+    for name in ("approvals", "doubts", "questions", "outside"):  # the books of who waits for whom
+        setattr(new, name, _copied(getattr(books, name)))
+    took = bookkeeping.record(new, tracker, agent, moved, before, now, ahead_began)
+    return Recorded(new, tracker, took)
+
+
 # ----------------------------------------------------------------------------- state as values
+
+
+def keep(new: R, live: R) -> R:
+    """`new`'s state kept in `live`, the object the interpreter's queries, handlers and steps hold."""
+    vars(live).update(vars(new))
+    return live
 
 
 def adopt(run: Run, books: RunState, ledger: Ledger | None) -> Run:
     """Keep `run`'s state in the interpreter's live books and ledger (the objects its queries,
     handlers and steps hold), and return the run to step next, over them."""
-    vars(books).update(vars(run.books))
+    keep(run.books, books)
     if ledger is not None and run.ledger is not None:
-        vars(ledger).update(vars(run.ledger))
+        keep(run.ledger, ledger)
     return replace(run, books=books, ledger=ledger)
 
 

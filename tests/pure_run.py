@@ -32,8 +32,9 @@ from typing import Literal
 from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_request, responses_wire
 from durable_agent_runner.activities.context_cache import digest_of, tool_message
 from durable_agent_runner.agents.tools import parse_arguments
+from durable_agent_runner.machine import call as m
+from durable_agent_runner.machine import child as child_machine
 from durable_agent_runner.machine import (
-    books,
     control,
     conversation,
     fallback,
@@ -41,8 +42,6 @@ from durable_agent_runner.machine import (
     requests,
     rules,
 )
-from durable_agent_runner.machine import call as m
-from durable_agent_runner.machine import child as child_machine
 from durable_agent_runner.machine import outcomes as o
 from durable_agent_runner.machine import run as machine
 from durable_agent_runner.machine import turn as turn_machine
@@ -390,7 +389,13 @@ class PureRun:
 
     def _took(self, agent: t.AgentSpec, moved: m.Transition, before: m.Stage | None) -> None:
         ahead = self._made_ahead.began_at if self._made_ahead is not None else None
-        took = books.record(self.s, self.tracker, agent, moved, before, self.now, ahead)
+        before_record = shape((self.s, self.tracker, moved)) if self.world.check_pure else None
+        kept = machine.record(self.s, self.tracker, agent, moved, before, self.now, ahead)
+        assert before_record is None or shape((self.s, self.tracker, moved)) == before_record, (
+            "record changed its input"
+        )
+        machine.keep(kept.books, self.s), machine.keep(kept.tracker, self.tracker)
+        took = kept.took
         if took.phase is not None:
             self.set_phase(*took.phase)
 

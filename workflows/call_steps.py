@@ -21,8 +21,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
-from durable_agent_runner.machine import books, child, requests
 from durable_agent_runner.machine import call as machine
+from durable_agent_runner.machine import child, requests, run
 from durable_agent_runner.machine.calls import (
     AttemptEnd,
     PlannedCall,
@@ -71,12 +71,15 @@ class CallSteps:
         )
 
     def _took(self, agent: t.AgentSpec, moved: machine.Transition, before: machine.Stage | None) -> None:
-        """A call's transition, carried into the run by the machine (machine/books.record: the
-        books that status, queries and the update validators read, its events, what it does);
-        what it leaves to tell Temporal is told here. The phase is refreshed only as a call
-        starts or stops waiting for a person, as each refresh may write search attributes."""
+        """A call's transition, carried into the run by the machine (machine/run.record, as
+        machine/books.record says: the books that status, queries and the update validators read,
+        its events, what it does); what it leaves to tell Temporal is told here. The phase is
+        refreshed only as a call starts or stops waiting for a person, as each refresh may write
+        search attributes."""
         ahead = self.made_ahead.began_at if self.made_ahead is not None else None
-        took = books.record(self.steps.s, self.steps.tracker, agent, moved, before, workflow.now(), ahead)
+        kept = run.record(self.steps.s, self.steps.tracker, agent, moved, before, workflow.now(), ahead)
+        run.keep(kept.books, self.steps.s), run.keep(kept.tracker, self.steps.tracker)
+        took = kept.took
         if took.said:
             workflow.set_current_details(self.steps.s.details())
         if took.phase is not None:
