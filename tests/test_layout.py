@@ -202,3 +202,35 @@ def test_the_workflow_writes_nothing_of_the_runs_state_itself():
                     elif isinstance(node, ast.Call) and _the_runs_state(part):
                         writes.append(f"{path.name}:{node.lineno}: {ast.unparse(node.func)}")
     assert not writes, writes
+
+
+# The rules that decide a run's path, or write what a step did into the run: only the run machine
+# (machine/run.py) calls them. The workflow feeds back what happened and carries out what it says.
+RUN_MACHINE_RULES = {
+    "turn": {"Turn"},
+    "conversation": {"between", "answered", "failed", "ended", "steer"},
+    "control": {"paused", "went_on", "gave_up", "breakpoint_ended"},
+    "handoff": {"plan", "handed_off"},
+    "memory": {"apply", "plan"},
+    "books": {"record", "took"},
+    "progress": {"prompted", "answered", "live_tools"},
+}
+
+
+def test_the_workflow_decides_nothing_the_run_machine_decides():
+    """Issue 32: one pure machine decides every step of a run. The workflow calls the run
+    machine's `step` (and `record` for a call's transition) and nothing under it: no turn of its
+    own, no session loop, no pause, handoff, compaction or breakpoint taken by hand."""
+    calls = []
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        if path.name in ("eval_run.py", "score_run.py"):  # other workflows
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+                func = node.func
+                owner = ast.unparse(func.value).split(".")[-1] if isinstance(func, ast.Attribute) else ""
+                name = func.attr if isinstance(func, ast.Attribute) else func.id
+                owner = {"turn_machine": "turn"}.get(owner, owner)
+                if name in RUN_MACHINE_RULES.get(owner, set()) or (not owner and name == "Turn"):
+                    calls.append(f"{path.name}:{node.lineno} {ast.unparse(func)}")
+    assert calls == [], calls
