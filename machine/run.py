@@ -1,9 +1,10 @@
 """The run as one value transition: `step(run, happened, facts)` returns the new run and what the
 interpreter carries out next, and never changes the run or the happening it was given.
 
-    begin(books, ledger, execution) → Run                  the run's agent is resolved, its ledger set
-    step(run, happened, facts)      → Transition(run, step)
-    adopt(run, books, ledger)       → Run                  the interpreter keeps the new state
+    begin(books, ledger, execution) → Run
+    step(run, happened, facts)      → Transition(run, step, phases, search)
+    record(books, tracker, …)       → Recorded(books, tracker, took)   a call's transition, into the books
+    adopt / keep                    the interpreter keeps the new state in its live objects
 
     Began ──▶ a single run: its prompt, then its answer's first step
           ──▶ a session: what `conversation.between` says (answer, wait, continue as new, end)
@@ -11,16 +12,23 @@ interpreter carries out next, and never changes the run or the happening it was 
           a single run's Finish, or a session's next `between`
     Woke (a session's wait ended) ──▶ `between` again
     Failed (the answer in progress failed) ──▶ in a session, that message's error, then `between`
+    PauseEnded, BreakpointAnswered, Summarized, HandoffFiltered ──▶ what the interpreter's I/O
+          came to, taken into the books here, then the answer's next step
+
+The interpreter carries out only I/O: a steer, a pause's taking and end, a breakpoint's edits, a
+compaction and a handoff are written here. What status says comes with the transition (`phases`,
+`search`), set by the interpreter in order before it carries out the step; where the old code
+set it before the turn chose its next step (a resume, a handoff), the step is `GoOn`.
 
 A `Run` is all the run's steps read and write: its books (`RunState`), its budget ledger and the
 answer in progress (`Answer`: the plan in flight, the stage, a reply made ahead …). The rules (in
-turn.py, conversation.py, progress.py) are written as changes to one state; `step` hands them a
-draft, as Immer's producers do: a shallow copy of the books whose lists, dicts and sets are copied
-(a few pointers each, not the messages), the session's record likewise, a copy of the ledger, and
-a copy of a reply whose call ids the run renames. What is not copied (approvals, doubts, a
-message's record) no step changes in place; the pure driver checks that on every step of the
-whole-run tests and of one drawn run in four (tests/pure_run.py `World.check_pure`). A draft
-costs about 15 µs (40 messages, 200 events).
+turn.py, conversation.py, control.py, handoff.py, memory.py, books.py) are written as changes to
+one state; `step` hands them a draft, as Immer's producers do: a shallow copy of the books whose
+lists, dicts and sets are copied (a few pointers each, not the messages), the session's record
+likewise, a copy of the ledger, and a copy of a reply whose call ids the run renames (`record`
+copies the books of who waits for whom too). What is not copied no step changes in place; the
+pure driver checks that on every step of the whole-run tests and of one drawn run in four
+(tests/pure_run.py `World.check_pure`). A draft costs about 15 µs (40 messages, 200 events).
 
 The interpreter (workflows/agent.py, and the driver) adopts each new run into the one live state
 that queries and handlers read, before anything else can run: `step` is synchronous.
