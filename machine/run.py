@@ -3,8 +3,8 @@ interpreter carries out next, and never changes the run or the happening it was 
 
     begin(books, ledger, execution) → Run
     step(run, happened, facts)      → Transition(run, step, phases, search)
-    record(books, tracker, …)       → Recorded(books, tracker, took)   a call's transition, into the books
-    adopt / keep                    the interpreter keeps the new state in its live objects
+    adopt(run, books, ledger)       → Run   the interpreter keeps the new state in its live objects
+    (machine/drafts.py: the drafts, a call's transition into the books, what people do at the door)
 
     Began ──▶ a single run: its prompt, then its answer's first step
           ──▶ a session: what `conversation.between` says (answer, wait, continue as new, end)
@@ -25,10 +25,10 @@ answer in progress (`Answer`: the plan in flight, the stage, a reply made ahead 
 turn.py, conversation.py, control.py, handoff.py, memory.py, books.py) are written as changes to
 one state; `step` hands them a draft, as Immer's producers do: a shallow copy of the books whose
 lists, dicts and sets are copied (a few pointers each, not the messages), the session's record
-likewise, a copy of the ledger, and a copy of a reply whose call ids the run renames (`record`
-copies the books of who waits for whom too). What is not copied no step changes in place; the
-pure driver checks that on every step of the whole-run tests and of one drawn run in four
-(tests/pure_run.py `World.check_pure`). A draft costs about 15 µs (40 messages, 200 events).
+likewise, a copy of the ledger (machine/drafts.py), and a copy of a reply whose call ids the run
+renames. What is not copied no step changes in place; the pure driver checks that on every step
+of the whole-run tests and of one drawn run in four (tests/pure_run.py `World.check_pure`). A
+draft costs about 15 µs (40 messages, 200 events).
 
 The interpreter (workflows/agent.py, and the driver) adopts each new run into the one live state
 that queries and handlers read, before anything else can run: `step` is synchronous.
@@ -36,15 +36,13 @@ that queries and handlers read, before anything else can run: `step` is synchron
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import Literal, TypeVar
+from typing import Literal
 
-from durable_agent_runner.machine import books as bookkeeping
-from durable_agent_runner.machine import call, control, conversation, handoff, memory, progress, rerun
+from durable_agent_runner.machine import control, conversation, handoff, memory, progress, rerun
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
+from durable_agent_runner.machine.drafts import draft, keep, ledger_draft
 from durable_agent_runner.machine.outcomes import (
     BreakpointRan,
     Compacted,
@@ -56,13 +54,10 @@ from durable_agent_runner.machine.outcomes import (
     Resumed,
     Steered,
 )
-from durable_agent_runner.machine.phase import Status
 from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.turn import Compact, ContinueAsNew, HandOff, NextStep, Pause, Steer, Turn
 from durable_agent_runner.workflows import types as t
-
-R = TypeVar("R")
 
 # ----------------------------------------------------------------------------- the happenings
 
@@ -201,7 +196,7 @@ def begin(books: RunState, ledger: Ledger | None, execution: str) -> Run:
 
 
 def step(run: Run, happened: Happened, facts: Facts) -> Transition:
-    books, ledger = draft(run.books), replace(run.ledger, grants=dict(run.ledger.grants)) if run.ledger else None
+    books, ledger = draft(run.books), ledger_draft(run.ledger)
     drafted = replace(run, books=books, ledger=ledger)
     if isinstance(happened, Began):
         return _began(drafted, happened, facts)
@@ -324,37 +319,7 @@ def _between(run: Run, woke: conversation.Woke, facts: Facts) -> Transition:
     return Transition(run, nxt)
 
 
-# ------------------------------------------------------------------- a call's life, into the books
-
-
-@dataclass(frozen=True)
-class Recorded:
-    books: RunState
-    tracker: Status
-    took: bookkeeping.Took
-
-
-def record(
-    books: RunState, tracker: Status, agent: t.AgentSpec, moved: call.Transition, before: call.Stage | None,
-    now: datetime, ahead_began: datetime | None = None,
-) -> Recorded:  # fmt: skip
-    """A call's transition (machine/call.py, itself a value) carried into the books as
-    machine/books.record says, as a value too: new books and status tracker, the ones given left
-    as they were. The interpreter keeps them (`keep`) before anything else runs."""
-    new, tracker = draft(books), _copied(tracker)
-    for name in ("approvals", "doubts", "questions", "outside"):  # the books of who waits for whom
-        setattr(new, name, _copied(getattr(books, name)))
-    took = bookkeeping.record(new, tracker, agent, moved, before, now, ahead_began)
-    return Recorded(new, tracker, took)
-
-
 # ----------------------------------------------------------------------------- state as values
-
-
-def keep(new: R, live: R) -> R:
-    """`new`'s state kept in `live`, the object the interpreter's queries, handlers and steps hold."""
-    vars(live).update(vars(new))
-    return live
 
 
 def adopt(run: Run, books: RunState, ledger: Ledger | None) -> Run:
@@ -364,23 +329,6 @@ def adopt(run: Run, books: RunState, ledger: Ledger | None) -> Run:
     if ledger is not None and run.ledger is not None:
         keep(run.ledger, ledger)
     return replace(run, books=books, ledger=ledger)
-
-
-def draft(books: RunState) -> RunState:
-    """A copy the rules may write: the books' own lists, dicts and sets copied, and the session's
-    record likewise; their members (messages, events, records) shared, never changed in place."""
-    new = _copied(books)
-    if books.session is not None:
-        new.session = _copied(books.session)
-    return new
-
-
-def _copied(record: R) -> R:
-    new = copy.copy(record)
-    for name, value in vars(record).items():
-        if isinstance(value, list | dict | set):
-            setattr(new, name, copy.copy(value))
-    return new
 
 
 def _resume(memo: Answer, books: RunState, ledger: Ledger | None) -> Turn:

@@ -27,7 +27,7 @@ import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Literal, TypeVar
 
 from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_request, responses_wire
 from durable_agent_runner.activities.context_cache import digest_of, tool_message
@@ -37,6 +37,7 @@ from durable_agent_runner.machine import child as child_machine
 from durable_agent_runner.machine import (
     control,
     conversation,
+    drafts,
     fallback,
     progress,
     requests,
@@ -50,12 +51,14 @@ from durable_agent_runner.machine.calls import PlannedCall, RunTools, cheap_call
 from durable_agent_runner.machine.phase import Status
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Stop
+from durable_agent_runner.machine.session import SessionState
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.testing.fake_llm import anthropic, gemini
 from durable_agent_runner.testing.fake_llm.conversation import parse_chat, parse_responses
 from durable_agent_runner.testing.fake_llm.wire import ApiError
 from durable_agent_runner.workflows import types as t
 
+W = TypeVar("W")
 START = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 
 Person = Callable[["PureRun"], None]  # acts on a run that waits for a person, through its door
@@ -135,6 +138,7 @@ class PureRun:
         self.executions = 1
         self.continue_at: set[int] = set()  # the turns after which Temporal suggests continue-as-new
         self.waits: list[t.RunStatus] = []  # the run's status each time it waited for a person
+        self.ledger: Ledger | None = None  # set below, once the agent is resolved
         if run_input.carry is not None:
             self.s.from_carry(run_input.carry)
         else:
@@ -194,10 +198,9 @@ class PureRun:
             return step.happened
         if isinstance(step, conversation.WaitForMessage):
             self.set_phase(t.Phase.WAITING_FOR_MESSAGE, step.step)
-            session = s.session
-            assert session is not None
             if self.world.people:
                 self.world.people.pop(0)(self)
+            session = _session(self.s)  # read after the person acted: a message taken is a new record
             return conversation.Woke(waited=True, timed_out=not session.queue and session.ending is None)
         if isinstance(step, turn_machine.CallModel):  # as workflows/steps.py `call_model`
             try:
@@ -389,12 +392,10 @@ class PureRun:
 
     def _took(self, agent: t.AgentSpec, moved: m.Transition, before: m.Stage | None) -> None:
         ahead = self._made_ahead.began_at if self._made_ahead is not None else None
-        before_record = shape((self.s, self.tracker, moved)) if self.world.check_pure else None
-        kept = machine.record(self.s, self.tracker, agent, moved, before, self.now, ahead)
-        assert before_record is None or shape((self.s, self.tracker, moved)) == before_record, (
-            "record changed its input"
-        )
-        machine.keep(kept.books, self.s), machine.keep(kept.tracker, self.tracker)
+        given = shape((self.s, self.tracker, moved)) if self.world.check_pure else None
+        kept = drafts.record(self.s, self.tracker, agent, moved, before, self.now, ahead)
+        assert given is None or shape((self.s, self.tracker, moved)) == given, "record changed its input"
+        drafts.keep(kept.books, self.s), drafts.keep(kept.tracker, self.tracker)
         took = kept.took
         if took.phase is not None:
             self.set_phase(*took.phase)
@@ -495,7 +496,7 @@ class PureRun:
 
     def _decide(self, decision: t.ApprovalDecision) -> None:
         self.s.approvals.check(decision, self.s.agent_now)  # the update's validator
-        progress.decided(self.s, self.s.approvals.apply(decision, self.now))
+        progress.decided(self.s, self._take(lambda s, _: s.approvals.apply(decision, self.now)))
 
     def resolve(
         self, action: Literal["rerun", "result", "fail"], by: str = "carol", call_id: str | None = None, **more: object
@@ -504,12 +505,12 @@ class PureRun:
         call_id = call_id or self._waiting(self.status().in_doubt)
         decision = t.ResolveCall(call_id=call_id, action=action, by=by, **more)  # type: ignore[arg-type]
         self.s.doubts.check(decision)
-        progress.resolved_doubt(self.s, self.s.doubts.apply(decision, self.now))
+        progress.resolved_doubt(self.s, self._take(lambda s, _: s.doubts.apply(decision, self.now)))
 
     def resume(self, by: str = "dave", **raised: int | float) -> None:
         request = t.ResumeRequest(by=by, **raised)  # type: ignore[arg-type]
         control.check_resume(self.s, self.ledger, request)
-        for kind, detail in control.resume(self.s, self.ledger, request).events:
+        for kind, detail in self._take(lambda s, ledger: control.resume(s, ledger, request)).events:
             self.event(kind, detail=detail)
 
     def complete(self, result: str, by: str = "frank", call_id: str | None = None) -> None:
@@ -517,7 +518,7 @@ class PureRun:
         call_id = call_id or self._waiting(self.status().outside)
         completion = t.CompleteCall(call_id=call_id, result=result, by=by)
         self.s.outside.check(completion)
-        self.s.outside.apply(completion, self.now)
+        self._take(lambda s, _: s.outside.apply(completion, self.now))
 
     def answer(
         self, text: str | None = None, choice: int | None = None, by: str = "gina", call_id: str | None = None
@@ -526,29 +527,40 @@ class PureRun:
         call_id = call_id or self._waiting(self.status().questions)
         answer = t.AnswerQuestion(call_id=call_id, text=text, choice=choice, by=by)
         self.s.questions.check(answer)
-        self.s.questions.apply(answer, self.now)
+        self._take(lambda s, _: s.questions.apply(answer, self.now))
 
     def send(self, text: str, by: str = "erin") -> t.MessageReceipt:
         session, message = self.s.session, t.SessionMessage(text=text, by=by)
         assert session is not None, "not a session"
         session.check(message, self.s.done)  # the update's validator
         steer = self.s.agent_now.mid_turn == "steer"
-        receipt = session.accept(message, self.now, steer)
+        receipt = self._take(lambda s, _: _session(s).accept(message, self.now, steer))
         self.event(t.EventKind.MESSAGE, text=text, detail=f"message {receipt.message} from {by}")
         return receipt
 
     def end(self, by: str = "erin") -> None:
         assert self.s.session is not None, "not a session"
-        self.s.session.end(t.EndSession(by=by))
+        self._take(lambda s, _: _session(s).end(t.EndSession(by=by)))
 
     def pause(self, by: str = "dave") -> None:
         control.check_pause(self.s)
-        progress.say(self.s, control.pause(self.s, t.PauseRequest(by=by)))
+        progress.say(self.s, self._take(lambda s, _: control.pause(s, t.PauseRequest(by=by))))
 
     def edit(self, edit: t.Edit) -> None:
         control.check_edit(self.s, edit)
-        record = control.take_edit(self.s, edit, self.now)
+        record = self._take(lambda s, _: control.take_edit(s, edit, self.now))
         self.event(t.EventKind.EDITED, detail=record.summary)
+
+    def _take(self, write: Callable[[RunState, Ledger | None], W]) -> W:
+        """As workflows/handlers.py `Inbox._take`: the rule writes a draft (machine/drafts.take),
+        checked to leave the books it was given as they were; the new books are kept."""
+        given = shape((self.s, self.ledger)) if self.world.check_pure else None
+        taken = drafts.take(self.s, self.ledger, write)
+        assert given is None or shape((self.s, self.ledger)) == given, "take changed its input"
+        drafts.keep(taken.books, self.s)
+        if self.ledger is not None and taken.ledger is not None:
+            drafts.keep(taken.ledger, self.ledger)
+        return taken.value
 
     @staticmethod
     def _waiting(
@@ -609,6 +621,11 @@ def refusal(agent: t.AgentSpec, messages: list[t.Message]) -> str | None:
     except ApiError as refused:
         return str(refused)
     return None
+
+
+def _session(s: RunState) -> SessionState:
+    assert s.session is not None, "not a session"
+    return s.session
 
 
 def shape(value: object) -> bytes:

@@ -71,10 +71,7 @@ class AgentRun:
                 self._accept_prompt(input.prompt)
 
     def _accept_prompt(self, prompt: str) -> None:
-        session = self._s.session
-        assert session is not None
-        first = t.SessionMessage(text=prompt, by="client")
-        self._inbox.received(first, session.accept(first, workflow.now(), steer=False))
+        self._inbox.opening(t.SessionMessage(text=prompt, by="client"))
         self._prompt_taken = True
 
     # ------------------------------------------------------------------------------- the run

@@ -22,7 +22,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeout
 from temporalio.workflow import ParentClosePolicy
 
 from durable_agent_runner.machine import call as machine
-from durable_agent_runner.machine import child, requests, run
+from durable_agent_runner.machine import child, drafts, requests
 from durable_agent_runner.machine.calls import (
     AttemptEnd,
     PlannedCall,
@@ -71,14 +71,14 @@ class CallSteps:
         )
 
     def _took(self, agent: t.AgentSpec, moved: machine.Transition, before: machine.Stage | None) -> None:
-        """A call's transition, carried into the run by the machine (machine/run.record, as
+        """A call's transition, carried into the run by the machine (machine/drafts.record, as
         machine/books.record says: the books that status, queries and the update validators read,
         its events, what it does); what it leaves to tell Temporal is told here. The phase is
         refreshed only as a call starts or stops waiting for a person, as each refresh may write
         search attributes."""
         ahead = self.made_ahead.began_at if self.made_ahead is not None else None
-        kept = run.record(self.steps.s, self.steps.tracker, agent, moved, before, workflow.now(), ahead)
-        run.keep(kept.books, self.steps.s), run.keep(kept.tracker, self.steps.tracker)
+        kept = drafts.record(self.steps.s, self.steps.tracker, agent, moved, before, workflow.now(), ahead)
+        drafts.keep(kept.books, self.steps.s), drafts.keep(kept.tracker, self.steps.tracker)
         took = kept.took
         if took.said:
             workflow.set_current_details(self.steps.s.details())

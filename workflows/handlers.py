@@ -10,18 +10,21 @@ Determinism rules as for all of workflows/: no I/O, no clocks, no randomness, no
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.machine import control
+from durable_agent_runner.machine import control, drafts
 from durable_agent_runner.machine.approvals import DecisionRefused
+from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.session import Refused, SessionState
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.steps import Steps
 
+W = TypeVar("W")
 MAX_CHILD_LEDGERS = 100  # cancelled children's usage not yet counted (each is read once, then dropped)
 
 
@@ -56,13 +59,22 @@ class Inbox:
 
     def _ignore(self, reason: str) -> None:
         workflow.logger.warning("approval signal ignored: %s", reason)
-        self.s.approvals.ignore(reason)
+        self._take(lambda s, _: s.approvals.ignore(reason))
+
+    def _take(self, write: Callable[[RunState, Ledger | None], W]) -> W:
+        """What reaches the run, written by the machine's rule into a draft of its books
+        (machine/drafts.take), then kept: a rule that raises leaves nothing half done."""
+        taken = drafts.take(self.s, self.steps.ledger, write)
+        drafts.keep(taken.books, self.s)
+        if self.steps.ledger is not None and taken.ledger is not None:
+            drafts.keep(taken.ledger, self.steps.ledger)
+        return taken.value
 
     def check_approval(self, decision: t.ApprovalDecision) -> None:
         checked(self.s.approvals.check, decision, self.steps.agent_or_none())
 
     def decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
-        record = self.s.approvals.apply(decision, workflow.now())
+        record = self._take(lambda s, _: s.approvals.apply(decision, workflow.now()))
         self.steps.record_decision(record)
         return t.DecisionReceipt(call_id=decision.call_id, approved=record.approved, recorded_at=record.at)
 
@@ -84,7 +96,7 @@ class Inbox:
         checked(self.s.doubts.check, decision)
 
     def resolve(self, decision: t.ResolveCall) -> t.ResolveReceipt:
-        record = self.s.doubts.apply(decision, workflow.now())
+        record = self._take(lambda s, _: s.doubts.apply(decision, workflow.now()))
         self.steps.record_resolution(record)
         return t.ResolveReceipt(call_id=record.call_id, action=record.action, by=record.by, recorded_at=record.at)
 
@@ -94,7 +106,7 @@ class Inbox:
         checked(self.s.questions.check, answer)
 
     def answer(self, answer: t.AnswerQuestion) -> t.AnswerReceipt:
-        record = self.s.questions.apply(answer, workflow.now())
+        record = self._take(lambda s, _: s.questions.apply(answer, workflow.now()))
         workflow.set_current_details(self.s.details())
         return t.AnswerReceipt(
             call_id=record.call_id, answer=record.answer, choice=record.choice, by=record.by, recorded_at=record.at
@@ -104,7 +116,7 @@ class Inbox:
         checked(self.s.outside.check, completion)
 
     def complete(self, completion: t.CompleteCall) -> t.CompleteReceipt:
-        record = self.s.outside.apply(completion, workflow.now())
+        record = self._take(lambda s, _: s.outside.apply(completion, workflow.now()))
         workflow.set_current_details(self.s.details())
         outcome = "fail" if record.fail is not None else "result"
         return t.CompleteReceipt(call_id=record.call_id, outcome=outcome, by=record.by, recorded_at=record.at)
@@ -115,12 +127,16 @@ class Inbox:
         checked(self.session().check, message, self.s.done)
 
     def send(self, message: t.SessionMessage) -> t.MessageReceipt:
-        session = self.session()
+        self.session()
         steer = self.s.agent is not None and self.s.agent.mid_turn == "steer"
-        receipt = session.accept(message, workflow.now(), steer)
+        receipt = self._take(lambda s, _: _session(s).accept(message, workflow.now(), steer))
         if not receipt.duplicate:
             self.received(message, receipt)
         return receipt
+
+    def opening(self, message: t.SessionMessage) -> None:
+        """A session's opening prompt, message 1 (never a steer: nothing is being answered yet)."""
+        self.received(message, self._take(lambda s, _: _session(s).accept(message, workflow.now(), steer=False)))
 
     def received(self, message: t.SessionMessage, receipt: t.MessageReceipt) -> None:
         how = f" · {receipt.queued} ahead" if receipt.queued else ""
@@ -136,7 +152,8 @@ class Inbox:
             raise ApplicationError("the session has ended", type="SessionEnded", non_retryable=True)
 
     def end(self, end: t.EndSession) -> t.EndReceipt:
-        return self.session().end(end)
+        self.session()
+        return self._take(lambda s, _: _session(s).end(end))
 
     def session(self) -> SessionState:
         if self.s.session is None:
@@ -151,14 +168,14 @@ class Inbox:
         checked(control.check_pause, self.s)
 
     def pause(self, request: t.PauseRequest) -> t.RunStatus:
-        self.steps.say(control.pause(self.s, request))
+        self.steps.say(self._take(lambda s, _: control.pause(s, request)))
         return self.status()
 
     def check_resume(self, request: t.ResumeRequest) -> None:
         checked(control.check_resume, self.s, self.steps.ledger, request)
 
     def resume(self, request: t.ResumeRequest) -> t.RunStatus:
-        done = control.resume(self.s, self.steps.ledger, request)
+        done = self._take(lambda s, ledger: control.resume(s, ledger, request))
         for kind, detail in done.events:
             self.steps.event(kind, detail=detail)
         if done.say is not None:
@@ -169,7 +186,7 @@ class Inbox:
         checked(control.check_edit, self.s, edit)
 
     def edit(self, edit: t.Edit) -> t.EditReceipt:
-        record = control.take_edit(self.s, edit, workflow.now())
+        record = self._take(lambda s, _: control.take_edit(s, edit, workflow.now()))
         self.steps.edited(record)
         return t.EditReceipt(summary=record.summary, items=len(self.s.messages))
 
@@ -200,3 +217,8 @@ def checked(check: Callable[..., None], *args: Any) -> None:
         check(*args)
     except (DecisionRefused, Refused) as refused:
         raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
+
+def _session(s: RunState) -> SessionState:
+    assert s.session is not None  # checked by `Inbox.session` first
+    return s.session

@@ -69,13 +69,12 @@ class TurnSteps:
 
     async def wait_for_message(self, wait: conversation.WaitForMessage) -> conversation.Woke:
         """Waits for a message or an end, within the idle time left."""
-        session = self.steps.s.session
-        assert session is not None
+        s = self.steps.s  # the live books: a message taken at the door is a new session record (drafts.take)
         self.steps.set_phase(t.Phase.WAITING_FOR_MESSAGE, wait.step)
         self.steps.event(t.EventKind.WAITING, detail=wait.detail)
         try:
             await workflow.wait_condition(
-                lambda: bool(session.queue) or session.ending is not None,
+                lambda: s.session is not None and (bool(s.session.queue) or s.session.ending is not None),
                 timeout=timedelta(seconds=wait.seconds),
                 timeout_summary="session idle timeout",
             )
