@@ -234,3 +234,26 @@ def test_the_workflow_decides_nothing_the_run_machine_decides():
                 if name in RUN_MACHINE_RULES.get(owner, set()) or (not owner and name == "Turn"):
                     calls.append(f"{path.name}:{node.lineno} {ast.unparse(func)}")
     assert calls == [], calls
+
+
+KEPT_RECORDS = {"session", "approvals", "doubts", "questions", "outside"}
+
+
+def test_no_wait_of_the_workflow_holds_a_record_of_the_books_that_a_kept_state_replaces():
+    """The machine's writes are values (machine/drafts.py): a record of the books it wrote is a new
+    object once kept. An async step that bound one to a name would read the old one after a wait
+    (a session's wait for a message did, and never woke: design-2.0.md, 1.4.9). Every wait reads
+    the live books, `s.session`, each time."""
+    held = []
+    for path in sorted((ROOT / "workflows").glob("*.py")):
+        if path.name in ("eval_run.py", "score_run.py"):  # other workflows
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                    value = node.value
+                    if isinstance(value, ast.Attribute) and value.attr in KEPT_RECORDS and _the_runs_state(value.value):
+                        held.append(f"{path.name}:{node.lineno} {ast.unparse(node)}")
+    assert held == [], held
