@@ -227,7 +227,8 @@ class RunState:
     def details(self) -> str:
         """The run's "current details" in the Web UI (markdown): where it is, and, while calls
         wait, each call's arguments and the signal that decides it."""
-        limit = f" of {self.agent.max_turns}" if self.agent else ""
+        limit = "" if self.agent is None else f" of {self.agent.max_turns}"
+        limit = f" · at most {self.agent.max_turns} a message" if self.agent and self.session else limit
         lines = [f"**{self.phase}** · turn {self.turn}{limit} · {self.usage.total_tokens} tokens", "", self.last_step]
         prompt = next((m.content for m in self.messages if isinstance(m, t.UserMessage)), "")
         if self.session is not None:

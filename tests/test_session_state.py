@@ -378,3 +378,22 @@ def test_a_repeat_after_a_continue_as_new_still_gets_its_first_number():
     first = s.accept(msg("c", "id-3"), NOW, False)
     again = SessionState(s.to_carry("run-1")).accept(msg("c", "id-3"), NOW, False)
     assert again.duplicate and again.message == first.message == 3
+
+
+def test_status_says_a_sessions_turn_limit_holds_for_each_message_not_for_the_turns_it_has_made():
+    """A session's turns add up over its messages, and `max_turns` holds for each answer: status
+    said "turn 9 of 8" after three answers of three turns each."""
+    from durable_agent_runner.cli.status import render_status
+    from durable_agent_runner.machine.state import RunState
+
+    usage, ui = {"total_tokens": 10}, "http://localhost:8233/…"
+    single = {"run_id": "r", "agent": "a", "status": "running", "turn": 3, "max_turns": 8, "usage": usage, "ui_url": ui}
+    assert "turn:    3 of 8" in render_status(single)
+    session = {**single, "turn": 9, "session": {"state": "waiting", "messages": 3, "answered": 3, "queued": 0}}
+    assert "turn:    9 · at most 8 a message" in render_status(session)
+    s = RunState()
+    s.agent = t.AgentSpec(name="a", max_turns=8)
+    s.turn = 9
+    assert "turn 9 of 8" in s.details()
+    s.session = SessionState()
+    assert "turn 9 · at most 8 a message" in s.details()

@@ -21,7 +21,9 @@ def render_status(s: dict[str, Any]) -> str:
             f"{usage['input_tokens']} in ({usage['cached_tokens']} cached) · "
             f"{usage['output_tokens']} out · {usage['requests']} model calls"
         )
-    turn = f"{s['turn']}" + (f" of {s['max_turns']}" if s.get("max_turns") else "")
+    turn = f"{s['turn']}"
+    if s.get("max_turns"):  # a session's limit holds for each message's answer; its turns add up
+        turn += f" · at most {s['max_turns']} a message" if s.get("session") else f" of {s['max_turns']}"
     if usage.get("unpriced"):
         tokens += f" · ${s.get('cost_usd', 0):.4f} (+ {usage['unpriced']} call(s) to models without a price)"
     elif s.get("cost_usd"):
