@@ -15,7 +15,7 @@ from durable_agent_runner.machine.approvals import Approvals
 from durable_agent_runner.machine.calls import describe_call
 from durable_agent_runner.machine.edits import Editable
 from durable_agent_runner.machine.session import SessionState
-from durable_agent_runner.machine.texts import EVENTS_PAGE_BYTES, event_text, excerpt, spans
+from durable_agent_runner.machine.texts import EVENTS_PAGE_BYTES, event_text, excerpt, spans, turn_words
 from durable_agent_runner.workflows import types as t
 
 
@@ -227,9 +227,8 @@ class RunState:
     def details(self) -> str:
         """The run's "current details" in the Web UI (markdown): where it is, and, while calls
         wait, each call's arguments and the signal that decides it."""
-        limit = "" if self.agent is None else f" of {self.agent.max_turns}"
-        limit = f" · at most {self.agent.max_turns} a message" if self.agent and self.session else limit
-        lines = [f"**{self.phase}** · turn {self.turn}{limit} · {self.usage.total_tokens} tokens", "", self.last_step]
+        turn = turn_words(self.turn, self.agent.max_turns if self.agent else None, self.session is not None)
+        lines = [f"**{self.phase}** · turn {turn} · {self.usage.total_tokens} tokens", "", self.last_step]
         prompt = next((m.content for m in self.messages if isinstance(m, t.UserMessage)), "")
         if self.session is not None:
             lines += ["", self._conversation()]

@@ -42,3 +42,11 @@ def no_worker_serves(agent: str, queue: str, seconds: float) -> str:
         f"no worker serves agent '{agent}': nothing polled task queue {queue} "
         f"for {seconds:g}s (start a worker with --tools for that agent)"
     )
+
+
+def turn_words(turn: int, max_turns: int | None, session: bool) -> str:
+    """The run's turn and its limit, as status, the console and the Web UI say them. A session's
+    turns add up over its messages while `max_turns` holds for each answer."""
+    if not max_turns:
+        return f"{turn}"
+    return f"{turn} · at most {max_turns} a message" if session else f"{turn} of {max_turns}"

@@ -11,6 +11,7 @@ from durable_agent_runner.cli.budget import render_budget
 from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.scores import RunScores, score_line
+from durable_agent_runner.machine.texts import turn_words
 
 
 def render_status(s: dict[str, Any]) -> str:
@@ -21,9 +22,7 @@ def render_status(s: dict[str, Any]) -> str:
             f"{usage['input_tokens']} in ({usage['cached_tokens']} cached) · "
             f"{usage['output_tokens']} out · {usage['requests']} model calls"
         )
-    turn = f"{s['turn']}"
-    if s.get("max_turns"):  # a session's limit holds for each message's answer; its turns add up
-        turn += f" · at most {s['max_turns']} a message" if s.get("session") else f" of {s['max_turns']}"
+    turn = turn_words(s["turn"], s.get("max_turns"), bool(s.get("session")))
     if usage.get("unpriced"):
         tokens += f" · ${s.get('cost_usd', 0):.4f} (+ {usage['unpriced']} call(s) to models without a price)"
     elif s.get("cost_usd"):

@@ -70,7 +70,7 @@ class Console:
     async def run_page(self, request: Request) -> Response:
         run_id = _run_id(request)
         view = await data.run_view(self.client, run_id)
-        stream = "" if view.status["status"] in views_run.ENDED else f"{quote(run_id, safe='')}/events"
+        stream = "" if view.status["status"] in t.ENDED_STATUSES else f"{quote(run_id, safe='')}/events"
         stream = f"/runs/{stream}?since={view.next_event}" if stream else ""
         return self.page(f"Run {run_id}", views_run.run_body(view), stream=stream)
 

@@ -161,7 +161,7 @@ async def run_stream(client: AgentClient, run_id: str, since: int) -> AsyncItera
             if controls != shown_controls:  # only when they change: a half-typed edit stays
                 yield frame("section", {"id": "controls", "html": controls})
                 shown_controls = controls
-            ended = ended or view.status["status"] in views_run.ENDED
+            ended = ended or view.status["status"] in t.ENDED_STATUSES
             # A worker answered, but a read of the ended run's story failed (a closed run's query
             # can be slow): the page shows what was read, and its story once a read succeeds.
             if ended and not view.live and status is not None:

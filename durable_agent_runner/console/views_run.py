@@ -14,9 +14,9 @@ from durable_agent_runner.client.scores import RunScores, score_line
 from durable_agent_runner.console.data import Asking, RunView
 from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
 from durable_agent_runner.console.views_cases import case_form
+from durable_agent_runner.machine.texts import turn_words
 from durable_agent_runner.workflows import types as t
 
-ENDED = t.ENDED_STATUSES
 # Each part's share of views.MAX_PAGE_BYTES (1 MiB): with the layout (~12 KB) and the controls
 # (~8 KB), they sum to less than it. A part over its share is cut (the newest messages, the last
 # turns, the first children kept) and says what it left out.
@@ -37,7 +37,7 @@ def visible(calls: list[Asking]) -> list[Asking]:
 def run_body(view: RunView) -> str:
     s = view.status
     session = ""
-    if s.get("session") is not None and s["status"] not in ENDED:
+    if s.get("session") is not None and s["status"] not in t.ENDED_STATUSES:
         session = f"""<h2>Session</h2><form class="act clear" method="post" action="{_base(s)}/send">
 <label>Message <textarea name="text" maxlength="{t.MAX_MESSAGE_CHARS}" required></textarea></label>
 <button>Send</button><span class="msg" role="status"></span></form>"""
@@ -73,7 +73,7 @@ def _facts(view: RunView) -> str:
     rows = [
         ("status", status),
         ("agent", h(s.get("agent") or "?")),
-        ("turn", f"{s['turn']}" + (f" of {s['max_turns']}" if s.get("max_turns") else "")),
+        ("turn", h(turn_words(s["turn"], s.get("max_turns"), bool(s.get("session"))))),
         ("tokens", f"{usage['total_tokens']}" + (f" ({usage['requests']} model calls)" if "requests" in usage else "")),
         ("cost", f"${s.get('cost_usd') or 0:.4f}"),
         ("started", when(s.get("started_at"))),
@@ -171,7 +171,7 @@ def controls(view: RunView) -> str:
     s = view.status
     base = _base(s)
     out = []
-    running = s["status"] not in ENDED
+    running = s["status"] not in t.ENDED_STATUSES
     if running and not s.get("paused"):
         out.append(f"""<form class="act" method="post" action="{base}/pause"><label>Reason
 <input name="reason" maxlength="1000"></label><button>Pause</button><span class="msg" role="status"></span></form>""")
