@@ -36,7 +36,7 @@ that queries and handlers read, before anything else can run: `step` is synchron
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Literal
 
 from durable_agent_runner.machine import control, conversation, handoff, memory, progress, rerun
@@ -153,7 +153,8 @@ Step = NextStep | conversation.WaitForMessage | Finish | GoOn | FilterHandoff
 
 @dataclass(frozen=True)
 class Answer:
-    """What the answer in progress remembers between steps (see `Turn` for each field)."""
+    """What the answer in progress remembers between steps: `Turn`'s attributes of these names
+    (see `Turn` for each)."""
 
     first: t.AgentSpec
     guard: str | None
@@ -166,6 +167,9 @@ class Answer:
     reruns: rerun.Reruns | None
     ahead: t.AheadReply | None
     guarded: str | None
+
+
+MEMO = tuple(f.name for f in fields(Answer))  # the one list of what a turn remembers between steps
 
 
 @dataclass(frozen=True)
@@ -332,15 +336,12 @@ def adopt(run: Run, books: RunState, ledger: Ledger | None) -> Run:
 
 
 def _resume(memo: Answer, books: RunState, ledger: Ledger | None) -> Turn:
+    """The turn's rules over `books`, remembering what `memo` holds (its fields are Turn's own)."""
     turn = Turn(books, memo.guard, ledger)
-    turn.first, turn.base, turn.calls, turn.plan = memo.first, memo.base, memo.calls, memo.plan
-    turn.candidate, turn.answer, turn.stage = memo.candidate, memo.answer, memo.stage
-    turn.reruns, turn.ahead, turn.guarded = memo.reruns, memo.ahead, memo.guarded
+    for name in MEMO:
+        setattr(turn, name, getattr(memo, name))
     return turn
 
 
 def _memo(turn: Turn) -> Answer:
-    return Answer(
-        turn.first, turn.guard, turn.base, turn.calls, turn.plan, turn.candidate, turn.answer, turn.stage,
-        turn.reruns, turn.ahead, turn.guarded,
-    )  # fmt: skip
+    return Answer(**{name: getattr(turn, name) for name in MEMO})
