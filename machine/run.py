@@ -37,7 +37,6 @@ that queries and handlers read, before anything else can run: `step` is synchron
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Literal
 
 from durable_agent_runner.machine import control, conversation, handoff, memory, progress, rerun
 from durable_agent_runner.machine.budget import Ledger
@@ -56,7 +55,7 @@ from durable_agent_runner.machine.outcomes import (
 )
 from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.state import RunState
-from durable_agent_runner.machine.turn import Compact, ContinueAsNew, HandOff, NextStep, Pause, Steer, Turn
+from durable_agent_runner.machine.turn import Compact, ContinueAsNew, HandOff, NextStep, Pause, Stage, Steer, Turn
 from durable_agent_runner.workflows import types as t
 
 # ----------------------------------------------------------------------------- the happenings
@@ -163,7 +162,7 @@ class Answer:
     plan: RunTools | None
     candidate: str
     answer: Done | None
-    stage: Literal["begin", "model", "tools", "steered", "budget"]
+    stage: Stage
     reruns: rerun.Reruns | None
     ahead: t.AheadReply | None
     guarded: str | None

@@ -140,6 +140,8 @@ class Guardrails:
     answer: Done
 
 
+Stage = Literal["begin", "model", "tools", "budget"]  # where an answer's turn is: what a Resumed goes on to
+
 NextStep = (
     ContinueAsNew | Breakpoint | Pause | Steer | Compact | CallModel | RunTools | HandOff | CheckOutput | Guardrails
     | Done | Stop | RerunRecorded
@@ -164,7 +166,7 @@ class Turn:
         self.plan: RunTools | None = None
         self.candidate = ""  # the final output the output type is checking
         self.answer: Done | None = None  # passed its output checks; its guardrails run
-        self.stage: Literal["begin", "model", "tools", "steered", "budget"] = "begin"
+        self.stage: Stage = "begin"
         self.reruns: rerun.Reruns | None = None  # a fork's recorded calls, run again first (--live-tools)
         self.ahead: AheadReply | None = None  # a model call a tool's activity made ahead, not yet taken
         self.guarded: str | None = None  # the last model call's guard (a fallback makes it again)
