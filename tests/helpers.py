@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import sys
 import uuid
@@ -134,6 +135,16 @@ async def transcript(handle: WorkflowHandle[Any, Any]) -> list[t.Message]:
 async def replay(handle: WorkflowHandle[Any, Any]) -> None:
     """Replays the run's own history under the current code; raises on non-determinism."""
     await replay_history(await handle.fetch_history())
+
+
+def marker_ids(history: WorkflowHistory) -> list[str]:
+    """The ids of the patch markers in a history (the SDK's `core_patch` markers)."""
+    ids = []
+    for event in history.events:
+        marker = event.marker_recorded_event_attributes
+        if marker.marker_name == "core_patch":
+            ids.append(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
+    return ids
 
 
 async def replay_history(history: WorkflowHistory) -> None:

@@ -1,11 +1,13 @@
 """Record the checked-in histories of budgets across a tree (tree-budget-1.1): a run paused on its
 budget, then raised and resumed to its answer; and a lead whose three children ran in parallel on
-their shares of its budget (each child's history too): `python -m tests.record_budget_histories`.
-Re-record only on purpose: a history that no longer replays means runs in flight would break."""
+their shares of its budget (each child's history too): `python -m tests.record_budget_histories
+[RELEASE]` (names end in `_2_0` by default; those of 1.1 were recorded as `_1_1`). Re-record only on
+purpose: a history that no longer replays means runs in flight would break."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -46,7 +48,8 @@ async def record(client: Client, llm: Any, name: str, agent: str, registry: Regi
     return await with_children(client, handle)
 
 
-async def main() -> None:
+async def main(release: str) -> None:
+    """Each run recorded as NAME_<release> (2_0: this release)."""
     folder = Path(__file__).parent / "histories"
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         server = DevServer(Path(tmp))
@@ -54,8 +57,8 @@ async def main() -> None:
         try:
             client = await connect(server.target, "default")
             recorded = [
-                *await record(client, llm, "budget_pause_1_1", "careful", pausing_agent(llm), raise_by=1_000),
-                *await record(client, llm, "budget_children_1_1", "lead", parallel_team(llm), raise_by=0),
+                *await record(client, llm, f"budget_pause_{release}", "careful", pausing_agent(llm), raise_by=1_000),
+                *await record(client, llm, f"budget_children_{release}", "lead", parallel_team(llm), raise_by=0),
             ]
         finally:
             server.stop()
@@ -66,4 +69,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "2_0"))

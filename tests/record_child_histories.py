@@ -1,10 +1,12 @@
 """Record the checked-in histories of a run whose child run failed, and of one whose child was
-cancelled (each counts its child's usage): `python -m tests.record_child_histories`. Re-record only on
-purpose: a history that no longer replays means runs in flight would break."""
+cancelled (each counts its child's usage): `python -m tests.record_child_histories [RELEASE]` (names
+end in `_2_0` by default; those of 1.0 were recorded as `_1_0`). Re-record only on purpose: a
+history that no longer replays means runs in flight would break."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -57,7 +59,8 @@ async def with_children(client: Client, handle: Any) -> list[WorkflowHistory]:
     return [history, *children]
 
 
-async def main() -> None:
+async def main(release: str) -> None:
+    """Each run recorded as NAME_<release> (2_0: this release)."""
     folder = Path(__file__).parent / "histories"
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer() as llm:
         server = DevServer(Path(tmp))
@@ -78,8 +81,8 @@ async def main() -> None:
                 tools=[slow_fact],
             )
             recorded = [
-                *await record(client, llm, "child_failed_1_0", failing, cancel_child=False),
-                *await record(client, llm, "child_cancelled_1_0", cancelled, cancel_child=True),
+                *await record(client, llm, f"child_failed_{release}", failing, cancel_child=False),
+                *await record(client, llm, f"child_cancelled_{release}", cancelled, cancel_child=True),
             ]
         finally:
             server.stop()
@@ -90,4 +93,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "2_0"))

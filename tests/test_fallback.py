@@ -20,7 +20,7 @@ from durable_agent_runner.console.data import run_view
 from durable_agent_runner.console.views_run import story
 from durable_agent_runner.machine import fallback
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
+from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH, RELEASE_2_PATCH
 from tests.helpers import calls, replay, script, start, transcript
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -83,10 +83,10 @@ async def test_a_provider_down_for_good_hands_the_same_turn_to_the_next_model(cl
     assert status.usage_by_model == result.usage_by_model
     if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
         history = await handle.fetch_history()
-        (HISTORIES / "model_fallback_1_4.json").write_text(history.to_json())
+        (HISTORIES / "model_fallback_2_0.json").write_text(history.to_json())
 
 
-async def test_the_switch_records_its_patch_marker(client, task_queue, worker_factory, llm):
+async def test_the_switch_is_2_0_s_path_with_the_release_marker_alone(client, task_queue, worker_factory, llm):
     down, up = script(llm, {"content": "x"}), script(llm, {"content": "from the fallback"})
     llm.add_faults([{"kind": "status", "status": 503, "count": FOREVER, "model": down}])
     async with worker_factory():
@@ -94,7 +94,8 @@ async def test_the_switch_records_its_patch_marker(client, task_queue, worker_fa
         assert (await handle.result()).output == "from the fallback"
         history = await handle.fetch_history()
     markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
-    assert any(MODEL_FALLBACK_PATCH.encode() in m.SerializeToString() for m in markers)
+    recorded = b"".join(m.SerializeToString() for m in markers)
+    assert RELEASE_2_PATCH.encode() in recorded and MODEL_FALLBACK_PATCH.encode() not in recorded
 
 
 async def test_a_request_s_own_fault_does_not_switch(client, task_queue, worker_factory, llm):

@@ -60,7 +60,7 @@ async def test_a_sampled_run_is_scored_beside_its_result_and_shown_everywhere(
     model = script(llm, {"content": "It is sunny in Paris."})
     async with worker_factory(registry=Registry(agents=[scored_agent(model)])):
         recording = bool(os.environ.get("RECORD_HISTORIES"))  # re-record only on purpose
-        run_id = "live_scores_1_4" if recording else f"test-{uuid.uuid4().hex[:12]}"  # replayed under its name
+        run_id = "live_scores_2_0" if recording else f"test-{uuid.uuid4().hex[:12]}"  # replayed under its name
         handle = await client.start_workflow(
             t.WORKFLOW_NAME,
             t.RunInput(prompt="Weather in Paris?", agent="scored"),
@@ -77,8 +77,8 @@ async def test_a_sampled_run_is_scored_beside_its_result_and_shown_everywhere(
         scoring = client.get_workflow_handle(tl.scores_id(handle.id))
         await replay(scoring)
         if recording:
-            (HISTORIES / "live_scores_1_4.json").write_text((await handle.fetch_history()).to_json())
-            (HISTORIES / "score_run_1_4.json").write_text((await scoring.fetch_history()).to_json())
+            (HISTORIES / "live_scores_2_0.json").write_text((await handle.fetch_history()).to_json())
+            (HISTORIES / "score_run_2_0.json").write_text((await scoring.fetch_history()).to_json())
     assert result.output == "It is sunny in Paris."  # the answer, as without scoring
     by_name = {s.name: s for s in status.scores.scores}
     assert by_name["Contains"].value is True and by_name["MaxTurns"].value is True

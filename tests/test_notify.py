@@ -21,7 +21,7 @@ from durable_agent_runner.config.notify import NotifySettings
 from durable_agent_runner.console.links import inbox_link, run_link
 from durable_agent_runner.machine.notify import notify_key
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import NOTIFY_PATCH
+from durable_agent_runner.workflows.patches import NOTIFY_PATCH, RELEASE_2_PATCH
 from tests.budget_runs import pausing_agent
 from tests.fixtures.agents import send
 from tests.fixtures.once_agents import hasty_pay
@@ -121,15 +121,16 @@ async def test_a_waiting_approval_sends_one_signed_webhook_and_one_email(client,
     text = mail.get_content()
     assert inbox_link(CONSOLE, handle.id, waiting.call_id) in text and "quarterly report" in text
     assert smtp.envelopes == [("durable-agent-runner@localhost", ["ops@example.com"])]
-    # once per channel, behind the patch; the secret never reaches history
+    # once per channel, on 2.0's path (the release's marker, no 1.x marker); the secret never reaches history
     assert sorted(notify_activities(history)) == [
         f"notify-approval-1-{waiting.call_id}-email",
         f"notify-approval-1-{waiting.call_id}-webhook",
     ]
-    assert any(NOTIFY_PATCH.encode() in e.SerializeToString() for e in history.events)
+    assert NOTIFY_PATCH.encode() not in b"".join(e.SerializeToString() for e in history.events)
+    assert RELEASE_2_PATCH.encode() in b"".join(e.SerializeToString() for e in history.events)
     assert SECRET not in history.to_json()
     if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
-        (HISTORIES / "notify_1_4.json").write_text(history.to_json())
+        (HISTORIES / "notify_2_0.json").write_text(history.to_json())
 
 
 async def test_a_worker_killed_mid_send_leaves_one_delivery_per_key_and_the_wait_escalates(

@@ -24,7 +24,7 @@ from durable_agent_runner.config.completion import CompletionSettings
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.webhooks import build_app
 from durable_agent_runner.workflows import types as t
-from durable_agent_runner.workflows.patches import OUTSIDE_PATCH
+from durable_agent_runner.workflows.patches import OUTSIDE_PATCH, RELEASE_2_PATCH
 from tests.helpers import calls, replay, script, start, transcript
 from tests.test_client import cli  # noqa: F401  (a fixture: client.py as a subprocess)
 
@@ -110,7 +110,7 @@ async def test_completed_with_client_py_after_a_worker_restart(client, task_queu
         await replay(handle)
         history = await handle.fetch_history()
         if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
-            (HISTORIES / "outside_completion_1_4.json").write_text(history.to_json())
+            (HISTORIES / "outside_completion_2_0.json").write_text(history.to_json())
     assert result.output == "Rendered: 12 pages."
     assert starts == [f"{handle.id}/report"] and [s for s in STARTS if s.startswith(handle.id)] == starts  # once
     assert tool_results_sent(llm) == ['{"pages": 12, "url": "s3://r"}']  # what the model read
@@ -120,11 +120,8 @@ async def test_completed_with_client_py_after_a_worker_restart(client, task_queu
     assert [x["call_id"] for x in exported] == [pending.call_id]
     kinds = [e.kind for e in story]
     assert kinds.count(t.EventKind.OUTSIDE_WAITING) == 1 and kinds.count(t.EventKind.OUTSIDE_COMPLETED) == 1
-    assert any(
-        OUTSIDE_PATCH.encode() in e.SerializeToString()
-        for e in history.events
-        if e.HasField("marker_recorded_event_attributes")
-    )
+    recorded = b"".join(e.SerializeToString() for e in history.events if e.HasField("marker_recorded_event_attributes"))
+    assert RELEASE_2_PATCH.encode() in recorded and OUTSIDE_PATCH.encode() not in recorded  # 2.0's path
 
 
 async def test_a_second_completion_and_a_wrong_result_are_refused_with_nothing_recorded(

@@ -6,40 +6,45 @@ docs/patches.md shows that plan."""
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 
 from durable_agent_runner import __version__
 from durable_agent_runner.workflows import patches
 from durable_agent_runner.workflows.patches import PATCHES, Patch, release
-from tests.helpers import replay_history
+from tests.helpers import marker_ids, replay_history
 
 SOURCE = Path(__file__).resolve().parents[1]
 WORKFLOWS = SOURCE / "workflows"
 MACHINE = SOURCE / "machine"  # the machines ask 1.x patches through `ctx.patched(ID)` and `facts.patched(ID)`
 HISTORIES = SOURCE / "tests" / "histories"
+VERSIONS = "workflows/versions.py"
 ASKS = ("patched", "deprecate_patch")  # workflow.patched(ID), workflow.deprecate_patch(ID)
+ASKERS = ("workflow", "versions", "ctx", "facts")
 # The registry's names for the ids: the code asks a patch by one of them, never by its text.
 NAMES = {name: value for name, value in vars(patches).items() if name.endswith("_PATCH") and isinstance(value, str)}
 
 
 def asked(source: str, where: str) -> list[tuple[str, str]]:
     """(how, id) for each `workflow.patched(...)` / `workflow.deprecate_patch(...)` in the source,
-    and each `ctx.patched(...)` / `facts.patched(...)` (the call machine's context and the turn
-    machine's facts, which the workflow fills with `workflow.patched`). The argument must be one
+    each `versions.patched(...)` (workflows/versions.py: how the workflows ask a 1.x patch), and
+    each `ctx.patched(...)` / `facts.patched(...)` (the call machine's context and the turn
+    machine's facts, which the workflow fills with `versions.patched`). The argument must be one
     of the registry's names (`X_PATCH` or `t.X_PATCH`): a literal or an unknown name fails,
-    naming the line."""
+    naming the line. versions.py alone asks on the others' behalf (`workflow.patched(patch_id)`)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ASKS):
             continue
-        if not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("workflow", "ctx", "facts")):
+        if not (isinstance(node.func.value, ast.Name) and node.func.value.id in ASKERS):
             continue
         (arg,) = node.args
+        if where == VERSIONS and isinstance(arg, ast.Name) and arg.id == "patch_id":
+            continue
         name = arg.id if isinstance(arg, ast.Name) else arg.attr if isinstance(arg, ast.Attribute) else None
         how = ast.unparse(arg)
         assert name in NAMES, f"{where}:{node.lineno}: asks a patch by {how}, not a name of workflows/patches.py"
@@ -53,16 +58,6 @@ def asked_in_workflows() -> dict[str, set[str]]:
     for path in sorted([*WORKFLOWS.rglob("*.py"), *MACHINE.rglob("*.py")]):
         for how, patch_id in asked(path.read_text(), str(path.relative_to(SOURCE))):
             ids.setdefault(patch_id, set()).add(how)
-    return ids
-
-
-def marker_ids(history: WorkflowHistory) -> list[str]:
-    """The ids of the patch markers in a history (the SDK's `core_patch` markers)."""
-    ids = []
-    for event in history.events:
-        marker = event.marker_recorded_event_attributes
-        if marker.marker_name == "core_patch":
-            ids.append(json.loads(marker.details["patch-data"].payloads[0].data)["id"])
     return ids
 
 
@@ -81,6 +76,30 @@ def test_the_workflow_code_asks_exactly_the_registered_patches() -> None:
     assert len(set(registered)) == len(registered), "a patch id is registered twice"
     assert set(NAMES.values()) == set(registered), "each id the registry names has an entry, and only those"
     assert set(asked_in_workflows()) == set(registered)
+
+
+def test_only_versions_asks_temporal_and_every_execution_asks_the_release_first() -> None:
+    """A 1.x patch is asked through workflows/versions.py, so a 2.0 run takes it without a
+    marker; and the workflows that ask 1.x patches ask the release in their init, first."""
+    for path in sorted(WORKFLOWS.rglob("*.py")):
+        where = str(path.relative_to(SOURCE))
+        if where != VERSIONS:
+            assert "workflow" not in {how for how, _ in asked_by(path.read_text(), where)}, where
+    for where, cls in (("workflows/agent.py", "AgentRun"), ("workflows/eval_run.py", "EvalRun")):
+        tree = ast.parse((SOURCE / where).read_text())
+        (defn,) = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]
+        (init,) = [n for n in defn.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+        assert ast.unparse(init.body[0]) == "versions.begin()", f"{where}: the init asks the release first"
+
+
+def asked_by(source: str, where: str) -> list[tuple[str, str]]:
+    """(who, id): who asked each patch in the source (workflow, versions, ctx, facts)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ASKS:
+            if isinstance(node.func.value, ast.Name):
+                found.append((node.func.value.id, ast.unparse(node.args[0]) if node.args else ""))
+    return found
 
 
 def test_the_patch_ids_are_written_once() -> None:
@@ -135,3 +154,36 @@ def test_the_docs_table_is_the_registry() -> None:
         assert cells[1:5] == [p.added_in, f"`{p.history}`", deprecate, p.remove_in], rows[p.id]
     assert "patches.md" in (SOURCE / "mkdocs.yml").read_text()
     assert "(patches.md)" in (SOURCE / "docs" / "index.md").read_text()
+
+
+def release_of(path: Path) -> str:
+    """The release a history was recorded on, from its name: weather_2_0.call_1_0.json -> 2_0."""
+    return "_".join(path.name.split(".")[0].split("_")[-2:])
+
+
+FRESH = sorted(p for p in HISTORIES.glob("*.json") if release_of(p) == "2_0")
+VERSIONED = {"AgentRun", "EvalRun"}  # the workflows that ask 1.x patches, and so the release
+
+
+def test_2_0_is_a_new_version_whose_histories_are_fresh() -> None:
+    """Each history recorded on 2.0 holds the release's marker, recorded in its first workflow
+    task before any command, and no 1.x marker; no 1.x history holds the release's marker."""
+    assert len(FRESH) >= 10, [p.name for p in FRESH]
+    kinds = set()
+    for path in FRESH:
+        history = WorkflowHistory.from_json(path.stem, path.read_text())
+        kind = history.events[0].workflow_execution_started_event_attributes.workflow_type.name
+        kinds.add(kind)
+        if kind not in VERSIONED:
+            assert marker_ids(history) == [], path.name
+            continue
+        assert marker_ids(history) == [patches.RELEASE_2_PATCH], f"{path.name}: {marker_ids(history)}"
+        completed = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+        done = next(i for i, e in enumerate(history.events) if e.event_type == completed)
+        first_command = history.events[done + 1]  # the first workflow task's first command
+        assert first_command.HasField("marker_recorded_event_attributes"), f"{path.name}: the release is asked first"
+    assert kinds >= VERSIONED, kinds
+    for path in sorted(HISTORIES.glob("*.json")):
+        if path not in FRESH:
+            recorded = WorkflowHistory.from_json(path.stem, path.read_text())
+            assert patches.RELEASE_2_PATCH not in marker_ids(recorded), path.name

@@ -259,7 +259,7 @@ async def test_the_opening_prompt_stays_message_1_when_a_message_comes_with_the_
         await handle.result()
     assert receipt.message == 2
     if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
-        (Path(__file__).parent / "histories" / "session_prompt_1_4.json").write_text(
+        (Path(__file__).parent / "histories" / "session_prompt_2_0.json").write_text(
             (await handle.fetch_history()).to_json()
         )
     messages = [e for e in story.events if e.kind == t.EventKind.MESSAGE]

@@ -16,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.client.status import gather
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
 from durable_agent_runner.workflows.patches import TREE_BUDGET_PATCH as PATCH
 from tests.budget_runs import (
     BUDGET,
@@ -34,9 +35,9 @@ from tests.test_agents import child_runs, status
 from tests.test_durability import start_worker_process
 
 
-def patched(history) -> bool:
-    """Whether the run asked the tree-budget patch (its marker's data names it, base64-encoded)."""
-    return base64.b64encode(f'{{"id":"{PATCH}"'.encode()).decode()[:20] in history.to_json()
+def patched(history, patch: str = PATCH) -> bool:
+    """Whether the run asked `patch` (its marker's data names it, base64-encoded)."""
+    return base64.b64encode(f'{{"id":"{patch}"'.encode()).decode()[:20] in history.to_json()
 
 
 async def child_inputs(client, handle) -> list[t.RunInput]:
@@ -74,9 +75,10 @@ async def test_three_children_in_parallel_stay_within_their_parents_budget_and_f
     asked = sorted(r["body"].get("max_completion_tokens") for r in llm.requests())
     assert asked == [100] * CHILDREN + [300] * CHILDREN + [BUDGET]
     await replay(handle)
-    for child_id in await child_runs(handle):  # a child handed a share asks the patch first
+    for child_id in await child_runs(handle):  # a 2.0 child handed a share keeps a ledger, with no marker of it
         child = client.get_workflow_handle(child_id)
-        assert patched(await child.fetch_history())
+        recorded = await child.fetch_history()
+        assert patched(recorded, RELEASE_2_PATCH) and not patched(recorded)
         await replay(child)
 
 

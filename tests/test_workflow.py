@@ -608,7 +608,7 @@ async def test_a_local_model_call_needs_no_dispatch_and_no_stream(client, task_q
     assert turns == [], "no model-call activity is ever scheduled"
     history = await handle.fetch_history()
     kinds = [e.event_type for e in history.events]
-    # the resolve and 4 model calls (1.0 records no patch marker); the tool calls came back with the replies
-    assert kinds.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 5
+    # 2.0's marker, the resolve and 4 model calls; the tool calls came back with the replies
+    assert kinds.count(EventType.EVENT_TYPE_MARKER_RECORDED) == 6
     assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds  # the agent was resolved locally too
     await replay(handle)

@@ -27,7 +27,7 @@ from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Stop
-from durable_agent_runner.workflows import endings
+from durable_agent_runner.workflows import endings, versions
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.call_steps import CallSteps
 from durable_agent_runner.workflows.handlers import Inbox
@@ -54,6 +54,7 @@ class AgentRun:
 
     @workflow.init
     def __init__(self, input: t.RunInput) -> None:
+        versions.begin()  # before any command: 2.0's path, or a 1.x run's patches (workflows/versions.py)
         # State exists before any handler runs: a message may arrive with the start itself.
         self._steps = Steps()
         self._s = self._steps.s
@@ -67,7 +68,7 @@ class AgentRun:
             progress.begin(self._s, input)
             # Here, not in the run: a message delivered with the start itself (its update runs
             # before the run does) must not take the opening prompt's place as message 1.
-            if self._s.session is not None and input.prompt and workflow.patched(SESSION_PROMPT_PATCH):
+            if self._s.session is not None and input.prompt and versions.patched(SESSION_PROMPT_PATCH):
                 self._accept_prompt(input.prompt)
 
     def _accept_prompt(self, prompt: str) -> None:
@@ -110,7 +111,7 @@ class AgentRun:
         first: bool | None = None  # the budget's patch, asked before the resolve (see _budget)
         if input.carry is None:
             if input.frozen is None and input.budget is not None:
-                first = workflow.patched(GIVEN_BUDGET_PATCH)
+                first = versions.patched(GIVEN_BUDGET_PATCH)
             agent = progress.resolved(s, input.frozen or await self._steps.resolve_agent(input))
             self._steps.search(t.SA_AGENT.value_set(agent.name), t.SA_VERSION.value_set(agent.version))
         assert s.agent is not None
@@ -121,7 +122,7 @@ class AgentRun:
         """The run's ledger (None: no budget), as machine/budget.py `Ledger.for_run` decides it; why
         a run handed a budget asks its patch before the resolve: workflows/patches.py."""
         ledger, ask = Ledger.for_run(input, agent, workflow.info().parent is not None, first)
-        return ledger if not ask or workflow.patched(TREE_BUDGET_PATCH) else None
+        return ledger if not ask or versions.patched(TREE_BUDGET_PATCH) else None
 
     async def _finish(self, end: machine.Finish, first: t.AgentSpec) -> t.RunResult:
         s = self._s

@@ -29,6 +29,7 @@ from durable_agent_runner.machine.calls import (
 )
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows import versions
 from durable_agent_runner.workflows.notify_steps import Notifier, Wait
 from durable_agent_runner.workflows.steps import Steps, agent_queue
 
@@ -67,7 +68,7 @@ class CallSteps:
             run_id=workflow.info().workflow_id,
             always=s.approvals.always,
             forked_from=s.forked_from.run_id if s.forked_from is not None else None,
-            patched=workflow.patched,
+            patched=versions.patched,
         )
 
     def _took(self, agent: t.AgentSpec, moved: machine.Transition, before: machine.Stage | None) -> None:

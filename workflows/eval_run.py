@@ -41,6 +41,7 @@ from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.control import PAUSE_LIMIT
 from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows import versions
 from durable_agent_runner.workflows.patches import (
     EVAL_BEAT_PATCH,
     EVAL_CANCEL_PATCH,
@@ -84,6 +85,7 @@ async def score(request: te.ScoreInput, summary: str, beat: timedelta = SCORE_BE
 class EvalRun:
     @workflow.init
     def __init__(self, input: te.EvalInput) -> None:
+        versions.begin()  # before any command: 2.0's path, or a 1.x eval's patches (workflows/versions.py)
         carry = input.carry or te.EvalCarry()
         self._input = input
         self._results = plan.Results(carry.results)
@@ -106,11 +108,11 @@ class EvalRun:
         eval_id = workflow.info().workflow_id
         # The next case starts when a case's run ends, beside its scoring, not once it is scored;
         # and a run of the eval starts up to 300 cases before it continues as new, not 100.
-        self._paced = workflow.patched(EVAL_PACE_PATCH)
+        self._paced = versions.patched(EVAL_PACE_PATCH)
         # Asked: a case whose evaluators are all cheap pure built-ins is scored here, with no activity.
-        self._inline = input.inline_scoring and workflow.patched(EVAL_INLINE_PATCH)
+        self._inline = input.inline_scoring and versions.patched(EVAL_INLINE_PATCH)
         # A worker killed mid-scoring is noticed in 10 s, not 30.
-        self._beat = SCORE_BEAT if workflow.patched(EVAL_BEAT_PATCH) else SCORE_BEAT_BEFORE
+        self._beat = SCORE_BEAT if versions.patched(EVAL_BEAT_PATCH) else SCORE_BEAT_BEFORE
         most = plan.MAX_STARTS_PER_RUN if self._paced else plan.MAX_STARTS_BEFORE_PACE
         self._started_at = self._started_at or workflow.now()
         spec = self._spec = self._spec or await self._resolve(input)
@@ -178,7 +180,7 @@ class EvalRun:
                 summary=f"resolve agent {input.agent} for the eval",
             )
         except ActivityError as err:
-            if isinstance(err.cause, CancelledError) and workflow.patched(EVAL_CANCEL_PATCH):
+            if isinstance(err.cause, CancelledError) and versions.patched(EVAL_CANCEL_PATCH):
                 raise asyncio.CancelledError from err  # the eval was cancelled: it ends cancelled
             if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
                 why = no_worker_serves(input.agent, queue, input.agent_wait_seconds)

@@ -33,6 +33,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 from durable_agent_runner.machine import notify
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows import versions
 from durable_agent_runner.workflows.patches import NOTIFY_PATCH
 from durable_agent_runner.workflows.steps import Steps
 
@@ -72,7 +73,7 @@ class Notifier:
                 task.cancel()  # the wait is over: pending sends and the escalation timer are called off
 
     def _notify_start(self, agent: t.AgentSpec, wait: Wait) -> asyncio.Task[None] | None:
-        if not notify.notifies(agent, wait) or not workflow.patched(NOTIFY_PATCH):
+        if not notify.notifies(agent, wait) or not versions.patched(NOTIFY_PATCH):
             return None
         return asyncio.create_task(self._notify(agent, wait))
 

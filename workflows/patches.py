@@ -12,10 +12,11 @@ history recorded before the change is replayed. A patch lives through three rele
    the call becomes `workflow.deprecate_patch(ID)` (runs that recorded the marker still replay).
 3. `remove_in`: no run started before `deprecate_in` is running any more, so the call goes.
 
-The 1.x patches skip step 2. 2.0 is planned as a new workflow type with fresh histories
-(docs/design-2.0.md), and the 1.x workflow leaves the code whole, with every patch in it: runs
-started on 1.x finish on 1.x workers (docs/patches.md says how), so no 2.0 worker replays a 1.x
-history.
+2.0 is a new workflow version (`RELEASE_2_PATCH`, asked first by every execution:
+workflows/versions.py). A run started on 2.0 code takes every 1.x patch's path without asking it,
+so its history holds that one marker: 2.0's histories are fresh. A run started on 1.x code still
+asks each 1.x patch, and finishes on 2.0 workers. So the 1.x patches skip step 2: their old paths
+go together in 2.1, once no run started on 1.x is running (docs/patches.md says how to tell).
 
 Temporal-free (no temporalio import), so the tests read it without a worker:
 tests/test_patches.py holds every entry to the code, the histories, the package's version and
@@ -44,17 +45,14 @@ EVAL_PACE_PATCH = "eval-pace-1.4.4"
 EVAL_INLINE_PATCH = "eval-inline-score-1.4.5"
 EVAL_BEAT_PATCH = "eval-score-beat-1.4.5"
 AHEAD_CONTINUE_PATCH = "no-ahead-before-continue-1.4.8"
+RELEASE_2_PATCH = "release-2.0"
 
-# What 1.x patches share: their end comes with the 1.x workflow's (see the module's docstring).
-_WITH_1X = "no deprecate_patch step: removed in 2.0 with the 1.x workflow (AgentRun), whose runs finish on 1.x workers"
-
-
-def _after_eval_cancel(deploy: str) -> str:
-    """The plan of an EvalRun patch that follows eval-cancel-resolve-1.4.2's life."""
-    return (
-        f"as eval-cancel-resolve-1.4.2: once `client.py eval list` shows no eval started before the {deploy} deploy "
-        "running, 1.5 asks deprecate_patch (the old path goes), and 1.6 drops the call"
-    )
+# What 1.x patches share: each ends with the 1.x runs (see the module's docstring).
+_WITH_1X = (
+    "no deprecate_patch step: every run started on 2.0 takes it without asking (release-2.0); its old path goes in "
+    "2.1 with the other 1.x paths, once `client.py list --started-on-1x` and `client.py eval list --started-on-1x` "
+    "show nothing running"
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.1",
         history="in_doubt_1_1",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -84,7 +82,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.1",
         history="budget_children_1_1.call_1_0",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -93,7 +91,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.1",
         history="fork_live_tools_1_1.fork",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -102,7 +100,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.2",
         history="call_ahead_1_2",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -111,7 +109,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.3",
         history="fork_once_1_3.fork",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     # `patched` right after the resolve, a local activity, is not replay-safe, and runs handed a
@@ -128,7 +126,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.3",
         history="budget_given_1_3",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -137,7 +135,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.4",
         history="model_fallback_1_4",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -146,7 +144,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.4",
         history="session_prompt_1_4",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -155,7 +153,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.4",
         history="notify_1_4",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -164,7 +162,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.4",
         history="ask_person_1_4",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -173,7 +171,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.4",
         history="outside_completion_1_4",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -185,7 +183,7 @@ PATCHES: tuple[Patch, ...] = (
         added_in="1.4.8",
         history="ahead_continue_1_4_8",
         deprecate_in=None,
-        remove_in="2.0",
+        remove_in="2.1",
         plan=_WITH_1X,
     ),
     Patch(
@@ -193,13 +191,9 @@ PATCHES: tuple[Patch, ...] = (
         changes="an eval cancelled while its agent's resolve waits ends cancelled, not failed (EvalRun)",
         added_in="1.4.2",
         history="eval_cancel_resolve_1_4_2",
-        deprecate_in="1.5",
-        remove_in="1.6",
-        plan=(
-            "EvalRun outlives 1.x: an eval lasts as long as its cases (bounded) and at most 30 days paused on its "
-            "budget, so once `client.py eval list` shows no eval started before the 1.4.2 deploy running, 1.5 asks "
-            "deprecate_patch (the old path goes), and 1.6 drops the call"
-        ),
+        deprecate_in=None,
+        remove_in="2.1",
+        plan=_WITH_1X,
     ),
     Patch(
         id=EVAL_PACE_PATCH,
@@ -209,9 +203,9 @@ PATCHES: tuple[Patch, ...] = (
         ),
         added_in="1.4.4",
         history="eval_pace_1_4_4",
-        deprecate_in="1.5",
-        remove_in="1.6",
-        plan=_after_eval_cancel("1.4.4"),
+        deprecate_in=None,
+        remove_in="2.1",
+        plan=_WITH_1X,
     ),
     Patch(
         id=EVAL_INLINE_PATCH,
@@ -221,18 +215,34 @@ PATCHES: tuple[Patch, ...] = (
         ),
         added_in="1.4.5",
         history="eval_inline_1_4_5",
-        deprecate_in="1.5",
-        remove_in="1.6",
-        plan=_after_eval_cancel("1.4.5"),
+        deprecate_in=None,
+        remove_in="2.1",
+        plan=_WITH_1X,
     ),
     Patch(
         id=EVAL_BEAT_PATCH,
         changes="an eval's scoring activity has a heartbeat timeout of 10 s, not 30: a dead worker's is retried sooner",
         added_in="1.4.5",
         history="eval_score_beat_1_4_5",
-        deprecate_in="1.5",
-        remove_in="1.6",
-        plan=_after_eval_cancel("1.4.5"),
+        deprecate_in=None,
+        remove_in="2.1",
+        plan=_WITH_1X,
+    ),
+    Patch(
+        id=RELEASE_2_PATCH,
+        changes=(
+            "a run or eval started on 2.0 code takes every 1.x patch's path without asking it, so its history holds "
+            "this marker alone (workflows/versions.py)"
+        ),
+        added_in="2.0",
+        history="weather_2_0",
+        deprecate_in="2.1",
+        remove_in="2.2",
+        plan=(
+            "once `client.py list --started-on-1x` and `client.py eval list --started-on-1x` show nothing running, "
+            "2.1 drops every 1.x patch's old path and asks deprecate_patch here (2.0's histories still replay); 2.2 "
+            "drops the call once no run started before 2.1 is running"
+        ),
     ),
 )
 

@@ -31,6 +31,7 @@ from durable_agent_runner.machine.requests import MODEL_HEARTBEAT_TIMEOUT, MODEL
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows import versions
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
@@ -120,7 +121,7 @@ class Steps:
             continue_suggested=info.is_continue_as_new_suggested(),
             history_bytes=info.get_current_history_size() if session else 0,
             history_events=info.get_current_history_length() if session else 0,
-            patched=workflow.patched,
+            patched=versions.patched,
         )
 
     def agent_or_none(self) -> t.AgentSpec | None:
@@ -260,7 +261,7 @@ class Steps:
         # Asked once a routed call failed, never after a local one: a query that came while a local
         # activity ran puts the marker in a later workflow task than a replay asks in (see
         # agent._budget), so an agent with local_model_call does not fall back (docs/providers.md).
-        if not agent.local_model_call and fallback.falls_back(agent, kind) and workflow.patched(MODEL_FALLBACK_PATCH):
+        if not agent.local_model_call and fallback.falls_back(agent, kind) and versions.patched(MODEL_FALLBACK_PATCH):
             raise FallingBack(ModelFailed(kind, message)) from failed
         raise self.failure(f"model call failed on turn {s.turn}: {message}", kind) from failed
 

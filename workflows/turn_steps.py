@@ -23,6 +23,7 @@ from durable_agent_runner.machine.rules import Stop, tripwire
 from durable_agent_runner.machine.run import FilterHandoff, HandoffFiltered, PauseEnded, Summarized
 from durable_agent_runner.machine.turn import Breakpoint, Pause
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows import versions
 from durable_agent_runner.workflows.call_steps import CallSteps
 from durable_agent_runner.workflows.notify_steps import Notifier, Wait
 from durable_agent_runner.workflows.patches import CALL_AHEAD_PATCH
@@ -139,7 +140,7 @@ class TurnSteps:
         """The turn's calls, the lone routed one making the next model call too when the turn
         planned it (`step.ahead`) and the run is of code that knows how (CALL_AHEAD_PATCH)."""
         self.calls.ahead_next = None
-        if step.ahead is not None and workflow.patched(CALL_AHEAD_PATCH):
+        if step.ahead is not None and versions.patched(CALL_AHEAD_PATCH):
             self.calls.ahead_next = (step.calls[0].call.call_id, step.ahead.model_copy(update={"capture": capture}))
         try:
             results = await self.run_tools(self.steps.s.agent_now, step)

@@ -105,6 +105,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
     ls = verbs.add_parser("list", help="the latest evals")
     ls.add_argument("--limit", type=_number(int, 1, 1000), default=20)
+    ls.add_argument(
+        "--started-on-1x", action="store_true", help="only evals still running that started on 1.x (docs/patches.md)"
+    )
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(fn=cmd_list)
 
@@ -242,9 +245,10 @@ async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:
 
 
 async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
-    rows = await client.evals.list(args.limit)
+    rows = await client.evals.list(args.limit, started_on_1x=args.started_on_1x)
     text = "\n".join(f"{r.eval_id}  {r.status}  {r.agent}  {r.tokens:,} tokens  ${r.usd:.4f}" for r in rows)
-    emit(args.json, {"evals": [r.model_dump(mode="json") for r in rows]}, text or "no evals")
+    none = "no eval started on 1.x is running" if args.started_on_1x else "no evals"
+    emit(args.json, {"evals": [r.model_dump(mode="json") for r in rows]}, text or none)
     return 0
 
 

@@ -238,6 +238,9 @@ def parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list recent runs")
     ls.add_argument("--limit", type=positive_int, default=20, help="at most this many (1-1000, default 20)")
+    ls.add_argument(
+        "--started-on-1x", action="store_true", help="only runs still running that started on 1.x (docs/patches.md)"
+    )
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(fn=cmd_list)
     return p

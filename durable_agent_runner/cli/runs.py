@@ -178,12 +178,12 @@ def waits_note(run_id: str) -> Any:
 async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 1000:
         raise UsageError("--limit must be between 1 and 1000")
-    rows = [r.model_dump(mode="json") for r in await client.list(args.limit)]
+    rows = [r.model_dump(mode="json") for r in await client.list(args.limit, started_on_1x=args.started_on_1x)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("no runs yet")
+        print("no run started on 1.x is running" if args.started_on_1x else "no runs yet")
     for r in rows:
         by = f" · schedule {r['schedule']}" if r.get("schedule") else ""
         line = f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4}"

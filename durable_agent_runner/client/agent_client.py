@@ -183,11 +183,14 @@ class AgentClient:
         """The handle of a session that exists; `send` to a run that is not one is DecisionRefused."""
         return SessionHandle(self.temporal, run_id, output_types(agent or "", output_type), task_queue=self.task_queue)
 
-    async def list(self, limit: int = 20, *, phase: str = "", agent: str = "", waiting: bool = False) -> list[RunRow]:
+    async def list(
+        self, limit: int = 20, *, phase: str = "", agent: str = "", waiting: bool = False, started_on_1x: bool = False
+    ) -> list[RunRow]:
         """Recent runs (the visibility store's order), at most `limit` (1-1000): only those in
-        `phase`, of `agent`, or `waiting` for a person, when given. No worker is needed."""
+        `phase`, of `agent`, `waiting` for a person, or running since they started on 1.x code
+        (`started_on_1x`: docs/patches.md), when given. No worker is needed."""
         checks.whole(limit, "limit", 1, listing.MAX_LIST)
-        query = _query(phase, agent, waiting)
+        query = _query(phase, agent, waiting, started_on_1x)
         return await listing.list_runs(self.temporal, query, limit)
 
     async def runs_page(
@@ -197,13 +200,14 @@ class AgentClient:
         phase: str = "",
         agent: str = "",
         waiting: bool = False,
+        started_on_1x: bool = False,
         query: str | None = None,
         page_size: int = 50,
     ) -> RunsPage:
         """One page of runs, newest first within it, and the token of the next (`page` of a later
         call), filtered as `list` filters. A token this client did not make is a ValueError."""
         checks.whole(page_size, "page_size", 1, listing.MAX_LIST)
-        query = _query(phase, agent, waiting) if query is None else checks.string(query, "query")
+        query = _query(phase, agent, waiting, started_on_1x) if query is None else checks.string(query, "query")
         return await listing.runs_page(self.temporal, query, checks.string(page, "page"), page_size)
 
     async def diff(self, run_a: str, run_b: str, *, wait: float = DEFAULT_WAIT) -> RunDiff:
@@ -214,9 +218,9 @@ class AgentClient:
         return found
 
 
-def _query(phase: object, agent: object, waiting: object) -> str:
+def _query(phase: object, agent: object, waiting: object, started_on_1x: object) -> str:
     checked = checks.string(phase, "phase"), checks.string(agent, "agent"), checks.flag(waiting, "waiting")
-    return listing.runs_query(*checked)
+    return listing.runs_query(*checked, checks.flag(started_on_1x, "started_on_1x"))
 
 
 async def connect(

@@ -36,7 +36,7 @@ from durable_agent_runner.client import checks, stuck
 from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import RunNotFound, StillRunning, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
-from durable_agent_runner.client.listing import READ_TIMEOUT
+from durable_agent_runner.client.listing import READ_TIMEOUT, STARTED_ON_1X
 from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.client.updates import update
 from durable_agent_runner.evals.cases import Case, Dataset
@@ -275,10 +275,13 @@ class Evals:
         add_case(dataset, case)
         return case
 
-    async def list(self, limit: int = 20, *, paused: bool = False) -> list[EvalRow]:
-        """The latest evals, newest first; `paused`: only those paused on their budget."""
+    async def list(self, limit: int = 20, *, paused: bool = False, started_on_1x: bool = False) -> list[EvalRow]:
+        """The latest evals, newest first; `paused`: only those paused on their budget;
+        `started_on_1x`: only those running since they started on 1.x code (docs/patches.md)."""
         rows = []
         query = f'WorkflowType="{te.EVAL_WORKFLOW}"'
+        if checks.flag(started_on_1x, "started_on_1x"):
+            query += f" AND {STARTED_ON_1X}"
         if paused:  # the eval sets AgentPhase while it waits for a raise (workflows/eval_run.py)
             query += f' AND ExecutionStatus="Running" AND {t.SA_PHASE.name}="{t.Phase.PAUSED}"'
         async for wf in self.temporal.list_workflows(query, limit=limit, rpc_timeout=READ_TIMEOUT):

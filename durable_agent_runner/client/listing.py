@@ -17,6 +17,7 @@ from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
 from durable_agent_runner.client.status import STATUS_NAMES, ui_url
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
 
 PHASES: tuple[str, ...] = tuple(t.Phase)
 MAX_LIST = 1000
@@ -65,10 +66,17 @@ def run_row(wf: WorkflowExecution) -> RunRow:
     )
 
 
-def runs_query(phase: str = "", agent: str = "", waiting: bool = False) -> str:
-    """The visibility query for runs in `phase`, of `agent`, or waiting for a person (each value
-    checked, then quoted)."""
+# Running and started on 1.x code: no 2.0 marker (workflows/versions.py). Temporal writes each marker's
+# id into TemporalChangeVersion; `!=` also finds a run that recorded no marker at all.
+STARTED_ON_1X = f'ExecutionStatus="Running" AND TemporalChangeVersion != "{RELEASE_2_PATCH}"'
+
+
+def runs_query(phase: str = "", agent: str = "", waiting: bool = False, started_on_1x: bool = False) -> str:
+    """The visibility query for runs in `phase`, of `agent`, waiting for a person, or running
+    since 1.x (each value checked, then quoted)."""
     parts = [f'WorkflowType="{t.WORKFLOW_NAME}"']
+    if started_on_1x:
+        parts.append(STARTED_ON_1X)
     if phase:
         if phase not in PHASES:
             raise BadArgument("phase", f"must be one of {', '.join(PHASES)}")

@@ -1,0 +1,29 @@
+"""Which path a run takes at each 1.x patch: 2.0 as one new workflow version.
+
+Each execution of a workflow with 1.x patches (AgentRun, EvalRun) asks `RELEASE_2_PATCH` first,
+in its `@workflow.init` (`begin`), before any command. A run started on 2.0 code records that
+one marker and takes every 1.x patch's path without asking it, so its history holds no 1.x
+marker: 2.0's histories are fresh (tests/histories/*_2_0*.json). A run started on 1.x code
+replays without the marker and asks each 1.x patch as 1.x did, so it finishes on these workers
+where it stopped. A 1.x run that continues as new starts a fresh execution, which asks here
+again and is a 2.0 run from then on.
+
+The one module of workflows/ that calls `workflow.patched` (tests/test_patches.py). The SDK
+keeps each answer for the rest of the execution, so asking the release again is free.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
+
+
+def begin() -> bool:
+    """Asks the release first (a workflow's init): True for a run started on 2.0 code."""
+    return workflow.patched(RELEASE_2_PATCH)
+
+
+def patched(patch_id: str) -> bool:
+    """Whether the run takes 1.x patch `patch_id`'s path: always in 2.0, as its history says in 1.x."""
+    return workflow.patched(RELEASE_2_PATCH) or workflow.patched(patch_id)
