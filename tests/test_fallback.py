@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
+from durable_agent_runner import Agent, Registry
 from durable_agent_runner.activities.prices import Price, PriceTable
 from durable_agent_runner.cli.status import render_status
 from durable_agent_runner.client import AgentClient
@@ -96,6 +97,31 @@ async def test_the_switch_is_2_0_s_path_with_the_release_marker_alone(client, ta
     markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
     recorded = b"".join(m.SerializeToString() for m in markers)
     assert RELEASE_2_PATCH.encode() in recorded and MODEL_FALLBACK_PATCH.encode() not in recorded
+
+
+async def test_a_local_model_call_falls_back_too_on_2_0(client, task_queue, worker_factory, llm):
+    """1.4 could not ask its patch after a local activity; a 2.0 run asks none mid-run, so an agent
+    with local_model_call switches as a routed one does, and a status query during its calls
+    leaves the history replayable."""
+    down, up = script(llm, {"content": "x"}), script(llm, {"content": "from the fallback, locally"})
+    llm.add_faults([{"kind": "status", "status": 503, "count": FOREVER, "model": down}])
+    quick = Agent(
+        name="quick", instructions="Answer.", model=f"openai:{down}", fallback_models=[up], local_model_call=True
+    )
+    async with worker_factory(registry=Registry(agents=[quick])):
+        handle = await start(client, task_queue, "hi", agent="quick")
+        while (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)  # queries while the local calls run
+            await asyncio.sleep(0.05)
+        result = await handle.result()
+        story = await events(handle)
+        history = await handle.fetch_history()
+        await replay(handle)
+    assert result.output == "from the fallback, locally"
+    (switch,) = [e for e in story if e.kind == t.EventKind.MODEL_FALLBACK]
+    assert f"openai:{down} failed" in switch.detail and f"goes to {up}" in switch.detail
+    scheduled = [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
+    assert scheduled == [], "every model call ran as a local activity"
 
 
 async def test_a_request_s_own_fault_does_not_switch(client, task_queue, worker_factory, llm):

@@ -258,12 +258,16 @@ class Steps:
             message, kind = _cause(err, "ModelCallFailed")
         except ApplicationError as err:  # a local call's failure may come bare
             failed, message, kind = err, err.message, err.type or "ModelCallFailed"
-        # Asked once a routed call failed, never after a local one: a query that came while a local
-        # activity ran puts the marker in a later workflow task than a replay asks in (see
-        # agent._budget), so an agent with local_model_call does not fall back (docs/providers.md).
-        if not agent.local_model_call and fallback.falls_back(agent, kind) and versions.patched(MODEL_FALLBACK_PATCH):
+        if fallback.falls_back(agent, kind) and self._may_fall_back(agent):
             raise FallingBack(ModelFailed(kind, message)) from failed
         raise self.failure(f"model call failed on turn {s.turn}: {message}", kind) from failed
+
+    @staticmethod
+    def _may_fall_back(agent: t.AgentSpec) -> bool:
+        """A 2.0 run falls back after any call, a local one too: it asks no marker mid-run. A 1.x
+        run asks its patch only after a routed call: a query that came while a local activity ran
+        puts the marker in a later workflow task than a replay asks in (see agent._budget)."""
+        return versions.on_2_0() or (not agent.local_model_call and versions.patched(MODEL_FALLBACK_PATCH))
 
     # ------------------------------------------------------------------------------- hooks
 

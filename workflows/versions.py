@@ -3,7 +3,8 @@
 Each execution of a workflow with 1.x patches (AgentRun, EvalRun) asks `RELEASE_2_PATCH` first,
 in its `@workflow.init` (`begin`), before any command. A run started on 2.0 code records that
 one marker and takes every 1.x patch's path without asking it, so its history holds no 1.x
-marker: 2.0's histories are fresh (tests/histories/*_2_0*.json). A run started on 1.x code
+marker: 2.0's histories are fresh (tests/histories/*_2_0*.json), and no 2.0 run records a marker
+after its first workflow task, where a replay could ask too early. A run started on 1.x code
 replays without the marker and asks each 1.x patch as 1.x did, so it finishes on these workers
 where it stopped. A 1.x run that continues as new starts a fresh execution, which asks here
 again and is a 2.0 run from then on.
@@ -21,6 +22,11 @@ from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
 
 def begin() -> bool:
     """Asks the release first (a workflow's init): True for a run started on 2.0 code."""
+    return workflow.patched(RELEASE_2_PATCH)
+
+
+def on_2_0() -> bool:
+    """Whether the run started on 2.0 code: `begin` asked it first, so this adds no marker."""
     return workflow.patched(RELEASE_2_PATCH)
 
 
