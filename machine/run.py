@@ -37,10 +37,11 @@ that queries and handlers read, before anything else can run: `step` is synchron
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from datetime import datetime
 
 from durable_agent_runner.machine import control, conversation, handoff, memory, progress, rerun
 from durable_agent_runner.machine.budget import Ledger
-from durable_agent_runner.machine.calls import RunTools
+from durable_agent_runner.machine.calls import RunTools, describe_call
 from durable_agent_runner.machine.drafts import draft, keep, ledger_draft
 from durable_agent_runner.machine.outcomes import (
     BreakpointRan,
@@ -53,9 +54,20 @@ from durable_agent_runner.machine.outcomes import (
     Resumed,
     Steered,
 )
+from durable_agent_runner.machine.requests import who
 from durable_agent_runner.machine.rules import Done, Stop
 from durable_agent_runner.machine.state import RunState
-from durable_agent_runner.machine.turn import Compact, ContinueAsNew, HandOff, NextStep, Pause, Stage, Steer, Turn
+from durable_agent_runner.machine.turn import (
+    CallModel,
+    Compact,
+    ContinueAsNew,
+    HandOff,
+    NextStep,
+    Pause,
+    Stage,
+    Steer,
+    Turn,
+)
 from durable_agent_runner.workflows import types as t
 
 # ----------------------------------------------------------------------------- the happenings
@@ -144,6 +156,8 @@ class FilterHandoff:
     handoff: handoff.Handoff
 
 
+RUNNABLE = ("tool", "child", "ask")  # what a planned call that runs does (its action); the rest only answer
+
 # Done never leaves the machine; Stop: the interpreter fails the run (in a session, the answer).
 Step = NextStep | conversation.WaitForMessage | Finish | GoOn | FilterHandoff
 
@@ -199,6 +213,35 @@ def begin(books: RunState, ledger: Ledger | None, execution: str) -> Run:
 
 
 def step(run: Run, happened: Happened, facts: Facts) -> Transition:
+    moved = _step(run, happened, facts)
+    return replace(moved, phases=moved.phases + _saying(moved.run, moved.step, facts.now))
+
+
+def _saying(run: Run, nxt: Step, at: datetime) -> tuple[tuple[t.Phase, str], ...]:
+    """What status says as the interpreter carries out `nxt` (after the transition's own phases),
+    and what the run's story tells of it, written into the new run's books."""
+    s = run.books
+    if isinstance(nxt, CallModel):
+        agent, made = nxt.agent, nxt.made
+        model = agent.model or "the worker's default model"
+        began = (made.began_at if made is not None else None) or at  # a call made ahead began earlier
+        s.event(began, t.EventKind.MODEL_STARTED, detail=f"{who(s, agent)}{model}")
+        return ((t.Phase.CALLING_MODEL, f"turn {s.turn}: {agent.name} calling {model}"),)
+    if isinstance(nxt, RunTools | rerun.RerunRecorded):
+        runs = [p for p in (nxt if isinstance(nxt, RunTools) else nxt.plan).calls if p.action in RUNNABLE]
+        if run.ledger is not None:  # the turn's child runs share what the budget has left
+            run.ledger.expect(sum(p.action == "child" for p in runs))
+        names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"
+        return ((t.Phase.RUNNING_TOOLS, f"turn {s.turn}: running {names}"),)
+    if isinstance(nxt, conversation.WaitForMessage):
+        s.event(at, t.EventKind.WAITING, detail=nxt.detail)
+        return ((t.Phase.WAITING_FOR_MESSAGE, nxt.step),)
+    if isinstance(nxt, Finish):
+        return ((t.Phase.COMPLETED, nxt.words),)
+    return ()
+
+
+def _step(run: Run, happened: Happened, facts: Facts) -> Transition:
     books, ledger = draft(run.books), ledger_draft(run.ledger)
     drafted = replace(run, books=books, ledger=ledger)
     if isinstance(happened, Began):

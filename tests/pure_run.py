@@ -21,6 +21,7 @@ until it waits for a person or an outside completion, and people act once every 
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import pickle
@@ -28,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar
+
+from pydantic import BaseModel
 
 from durable_agent_runner.activities import anthropic_wire, chat_wire, gemini_request, responses_wire
 from durable_agent_runner.activities.context_cache import digest_of, tool_message
@@ -180,7 +183,6 @@ class PureRun:
                 self.set_phase(phase, words)
             if isinstance(moved.step, machine.Finish):
                 end, session = moved.step, self.s.session
-                self.set_phase(t.Phase.COMPLETED, end.words)
                 more = {} if session is None else {"messages": session.answered, "ended_by": end.ended_by}
                 return progress.result(self.s, self.run_id, end.output, end.output_object, **more)
             try:
@@ -197,7 +199,6 @@ class PureRun:
         if isinstance(step, machine.GoOn):
             return step.happened
         if isinstance(step, conversation.WaitForMessage):
-            self.set_phase(t.Phase.WAITING_FOR_MESSAGE, step.step)
             if self.world.people:
                 self.world.people.pop(0)(self)
             session = _session(self.s)  # read after the person acted: a message taken is a new record
@@ -245,8 +246,6 @@ class PureRun:
     # -------------------------------------------------------------------------------- steps
 
     def _call_model(self, step: turn_machine.CallModel) -> t.ModelReply:
-        self.set_phase(t.Phase.CALLING_MODEL, f"turn {self.s.turn}: {step.agent.name} calling its model")
-        self.event(t.EventKind.MODEL_STARTED, detail=step.agent.model or "default")
         if step.guard is not None:
             stop = rules.tripwire("input", [(n, self.hook("input_guardrail", n)) for n in step.agent.input_guardrails])
             if stop is not None:
@@ -318,11 +317,8 @@ class PureRun:
             return lost
 
     def _run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
-        runs = [p for p in step.calls if p.action in ("tool", "child", "ask")]
-        if self.ledger is not None:
-            self.ledger.expect(sum(p.action == "child" for p in runs))
+        runs = [p for p in step.calls if p.action in machine.RUNNABLE]
         self.tracker.calls_now = {}
-        self.set_phase(t.Phase.RUNNING_TOOLS, f"turn {self.s.turn}: running {len(runs)} call(s)")
         # Each call's life goes on while its siblings wait (workflows/call_steps.py `carry_out`, a
         # task each): in the order asked, each call takes its steps until it waits for a person
         # or an outside completion; once every call left waits, a person acts (or a wait runs out).
@@ -630,8 +626,19 @@ def _session(s: RunState) -> SessionState:
 
 def shape(value: object) -> bytes:
     """Everything `value` holds, however deep (ids, counters, lists, a record's fields), as bytes:
-    equal before and after a step iff the step changed nothing in it."""
-    return pickle.dumps(value)
+    equal before and after a step iff the step changed nothing in it. A model's private
+    attributes are left out: they are memos a read fills (a call's parsed arguments,
+    machine/bounds.py `ParsedArguments`), not state."""
+    out = io.BytesIO()
+    _Shape(out).dump(value)
+    return out.getvalue()
+
+
+class _Shape(pickle.Pickler):
+    def reducer_override(self, obj: object) -> object:
+        if isinstance(obj, BaseModel):
+            return object.__new__, (type(obj),), (obj.__dict__, obj.__pydantic_fields_set__)
+        return NotImplemented
 
 
 class _ContinuedAsNew(Exception):

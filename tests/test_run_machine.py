@@ -72,7 +72,10 @@ def test_a_pause_is_taken_and_said_with_its_step_and_the_resume_is_said_before_t
     assert resumed.phases == ((t.Phase.CALLING_MODEL, "resumed by dave"),)
     assert resumed.run.books.paused is None and kinds(resumed.run)[-2:] == ["paused", "resumed"]
     on = go(resumed.run, Resumed())
-    assert isinstance(on.step, CallModel) and on.run.books.turn == 1 and on.phases == ()
+    assert isinstance(on.step, CallModel) and on.run.books.turn == 1
+    # the call is said with its step: its phase, and the story's model_started, in the new books
+    assert on.phases == ((t.Phase.CALLING_MODEL, "turn 1: ops calling the worker's default model"),)
+    assert kinds(on.run)[-1] == "model_started" and kinds(resumed.run)[-1] == "resumed"
 
 
 def test_a_pause_nobody_resumes_fails_the_run_with_its_state_left_forkable():
@@ -135,7 +138,7 @@ def test_a_steer_is_taken_inside_the_step_and_the_model_call_reads_the_message()
     books.session.accept(t.SessionMessage(text="Paris too", by="erin"), NOW.now, steer=True)
     ran = go(tools.run, ToolsRan({"c1": t.ToolMessage(call_id="c1", name="get_weather", content="sunny")}))
     assert isinstance(ran.step, CallModel)  # no Steer step reaches the interpreter
-    assert ran.run.books.messages[-1].content == "Paris too" and kinds(ran.run)[-1] == "message"
+    assert ran.run.books.messages[-1].content == "Paris too" and kinds(ran.run)[-2:] == ["message", "model_started"]
 
 
 def test_a_compaction_is_said_with_its_step_and_applied_by_the_machine_when_its_summary_comes_back():
@@ -150,7 +153,7 @@ def test_a_compaction_is_said_with_its_step_and_applied_by_the_machine_when_its_
     assert first.phases and first.phases[0][0] == t.Phase.COMPACTING
     plan: Compaction = first.step.plan
     compacted = go(first.run, machine.Summarized(plan))
-    assert isinstance(compacted.step, CallModel) and kinds(compacted.run)[-1] == "compacted"
+    assert isinstance(compacted.step, CallModel) and kinds(compacted.run)[-2:] == ["compacted", "model_started"]
     assert len(compacted.run.books.messages) < len(first.run.books.messages)
 
 

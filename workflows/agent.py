@@ -126,7 +126,6 @@ class AgentRun:
 
     async def _finish(self, end: machine.Finish, first: t.AgentSpec) -> t.RunResult:
         s = self._s
-        self._steps.set_phase(t.Phase.COMPLETED, end.words)
         if end.done is not None and workflow.info().parent is None:  # online scoring samples top-level runs only
             await endings.score(s, first, end.done)
         if s.session is None:

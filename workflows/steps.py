@@ -220,11 +220,9 @@ class Steps:
     ) -> t.ModelReply:
         """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply);
         `cap`: the max output tokens the budget has left room for (None: the agent's); `made`:
-        its reply, already made by the last tool's activity (machine/ahead.py)."""
+        its reply, already made by the last tool's activity (machine/ahead.py). What status says
+        and the story's `model_started` came with the step (machine/run.py `_saying`)."""
         s = self.s
-        model = agent.model or "the worker's default model"
-        self.set_phase(t.Phase.CALLING_MODEL, f"turn {s.turn}: {agent.name} calling {model}")
-        self.event(t.EventKind.MODEL_STARTED, made.began_at if made else None, detail=f"{self.who(agent)}{model}")
         if made is not None:
             return self.clocked(made.reply)
         request, summary = requests.model_call(s, agent, capture, with_reply, cap)

@@ -18,9 +18,9 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 from durable_agent_runner.machine import control, conversation, memory
-from durable_agent_runner.machine.calls import RunTools, describe_call
+from durable_agent_runner.machine.calls import RunTools
 from durable_agent_runner.machine.rules import Stop, tripwire
-from durable_agent_runner.machine.run import FilterHandoff, HandoffFiltered, PauseEnded, Summarized
+from durable_agent_runner.machine.run import RUNNABLE, FilterHandoff, HandoffFiltered, PauseEnded, Summarized
 from durable_agent_runner.machine.turn import Breakpoint, Pause
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows import versions
@@ -71,8 +71,6 @@ class TurnSteps:
     async def wait_for_message(self, wait: conversation.WaitForMessage) -> conversation.Woke:
         """Waits for a message or an end, within the idle time left."""
         s = self.steps.s  # the live books: a message taken at the door is a new session record (drafts.take)
-        self.steps.set_phase(t.Phase.WAITING_FOR_MESSAGE, wait.step)
-        self.steps.event(t.EventKind.WAITING, detail=wait.detail)
         try:
             await workflow.wait_condition(
                 lambda: s.session is not None and (bool(s.session.queue) or s.session.ending is not None),
@@ -122,12 +120,9 @@ class TurnSteps:
     # --------------------------------------------------------------------------------- calls
 
     async def run_tools(self, agent: t.AgentSpec, step: RunTools) -> dict[str, t.ToolMessage]:
-        runs = [p for p in step.calls if p.action in ("tool", "child", "ask")]
-        if self.steps.ledger is not None:  # the turn's child runs share what the budget has left
-            self.steps.ledger.expect(sum(p.action == "child" for p in runs))
-        names = ", ".join(describe_call(p.call, 60) for p in runs) or "no runnable calls"
+        """The turn's calls at once (the machine said so, and shared the budget among its children)."""
+        runs = [p for p in step.calls if p.action in RUNNABLE]
         self.steps.tracker.calls_now = {}  # each call says what it does as it goes (_doing)
-        self.steps.set_phase(t.Phase.RUNNING_TOOLS, f"turn {self.steps.s.turn}: running {names}")
         tasks = [asyncio.create_task(self.calls.carry_out(agent, p)) for p in runs]
         try:
             return {m.call_id: m for m in await asyncio.gather(*tasks)}
