@@ -6,12 +6,15 @@ virtualenv) starts a run that waits for approval and a session that answers its 
 That worker stops and one of this code takes over. Then: `list --started-on-1x` lists both; the
 approval finishes the run, with no 2.0 marker in its history; the session answers its next
 messages and, once the server suggests continue-as-new (at 70 events), its new execution records
-the 2.0 marker and leaves the list. It prints each step and fails on the first that does not hold
-(docs/patches.md, "2.0: a new workflow version")."""
+the 2.0 marker and leaves the list. Last, a deploy's overlap: a 2.0 run whose workflow task reaches
+a 1.x worker is held there, `status` says it is stuck, and a 2.0 worker carries it on. It prints
+each step and fails on the first that does not hold (docs/patches.md, "2.0: a new workflow
+version")."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from durable_agent_runner.client import AgentClient
+from durable_agent_runner.client.errors import NoWorkerAnswered
+from durable_agent_runner.client.stuck import stuck
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
 from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
@@ -105,8 +110,41 @@ async def check(old_code: Path, tmp: Path) -> None:
                 await session.end("upgrade-check")
             finally:
                 stop(new)
+            await overlap(client, agents, old_code, server.target, llm.base_url, tmp)
         finally:
             server.stop()
+
+
+async def overlap(client: Any, agents: AgentClient, old_code: Path, target: str, llm: str, tmp: Path) -> None:
+    """A deploy's overlap: a 2.0 run's workflow task that reaches a 1.x worker is held there (the
+    1.x code cannot replay the 2.0 marker), `status` says the run is stuck, and a 2.0 worker
+    carries it on."""
+    new = worker(ROOT, target, llm, tmp / "worker-2-again.log")
+    run = await agents.start("demo", "Weather in Tokyo and Paris, then email the report to ops@example.com")
+    waits = await until(lambda: _pending(run), "the 2.0 run's approval wait", 90)
+    stop(new)
+    old = worker(old_code, target, llm, tmp / "worker-1x-again.log")
+    try:
+        held = await until(lambda: _held(client, run, waits[0].call_id), "a 1.x worker to hold the 2.0 run", 90)
+        assert "release-2.0" in held["error"], held
+        print("overlap: a 2.0 run on a 1.x worker is held:", held["error"][:90], "…")
+    finally:
+        stop(old)
+    new = worker(ROOT, target, llm, tmp / "worker-2-last.log")
+    try:
+        await run.approve(waits[0].call_id, by="upgrade-check", wait=60)
+        output = await run.result(wait=90)
+        assert "Report: sent to ops@example.com" in str(output), output
+        print("overlap: a 2.0 worker carried it on:", str(output)[:70], "…")
+    finally:
+        stop(new)
+
+
+async def _held(client: Any, run: Any, call_id: str) -> dict[str, Any] | None:
+    """The run's stuck workflow task, once an approval (which needs a workflow task) has been tried."""
+    with contextlib.suppress(NoWorkerAnswered):
+        await run.approve(call_id, by="upgrade-check", wait=2)
+    return await stuck(client, await client.get_workflow_handle(run.id).describe())
 
 
 async def client_py(target: str, *args: str) -> str:
