@@ -107,6 +107,15 @@ async def test_encrypted_payloads_without_keys_say_which_variable_to_set(cli: Cl
     assert "PAYLOAD_CODEC_KEYS" in one_clean_line(done.err)
 
 
+def test_version_says_the_package_s_release_and_needs_no_server(capsys: pytest.CaptureFixture[str]) -> None:
+    from durable_agent_runner import __version__
+
+    with pytest.raises(SystemExit) as ended:
+        client_py.main(["--version"])
+    assert ended.value.code == 0 and capsys.readouterr().out == f"durable-agent-runner {__version__}\n"
+    assert __version__.startswith("2.")  # pyproject.toml's, as installed
+
+
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     parser = client_py.parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

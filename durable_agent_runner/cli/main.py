@@ -37,6 +37,7 @@ from temporalio.client import Client
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent_runner import __version__
 from durable_agent_runner.cli import answer as answer_cli
 from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serve, schedules, session
 from durable_agent_runner.cli import complete as complete_cli
@@ -93,6 +94,7 @@ def fail(message: str, code: int, as_json: bool) -> NoReturn:
 
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog=PROG, description=__doc__)
+    p.add_argument("--version", action="version", version=f"durable-agent-runner {__version__}")
     p.add_argument("--task-queue", default=task_queue(), help="task queue of the workers (default: %(default)s)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
