@@ -89,7 +89,7 @@ def test_only_versions_asks_temporal_and_every_execution_asks_the_release_first(
         tree = ast.parse((SOURCE / where).read_text())
         (defn,) = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls]
         (init,) = [n for n in defn.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
-        assert ast.unparse(init.body[0]) == "versions.begin()", f"{where}: the init asks the release first"
+        assert ast.unparse(init.body[0]) == "versions.started_on_2_0()", f"{where}: the init asks the release first"
 
 
 def asked_by(source: str, where: str) -> list[tuple[str, str]]:

@@ -54,7 +54,7 @@ class AgentRun:
 
     @workflow.init
     def __init__(self, input: t.RunInput) -> None:
-        versions.begin()  # before any command: 2.0's path, or a 1.x run's patches (workflows/versions.py)
+        versions.started_on_2_0()  # before any command: 2.0's path, or a 1.x run's patches (workflows/versions.py)
         # State exists before any handler runs: a message may arrive with the start itself.
         self._steps = Steps()
         self._s = self._steps.s

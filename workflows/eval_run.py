@@ -85,7 +85,7 @@ async def score(request: te.ScoreInput, summary: str, beat: timedelta = SCORE_BE
 class EvalRun:
     @workflow.init
     def __init__(self, input: te.EvalInput) -> None:
-        versions.begin()  # before any command: 2.0's path, or a 1.x eval's patches (workflows/versions.py)
+        versions.started_on_2_0()  # before any command: 2.0's path, or a 1.x eval's patches (workflows/versions.py)
         carry = input.carry or te.EvalCarry()
         self._input = input
         self._results = plan.Results(carry.results)

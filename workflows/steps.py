@@ -265,7 +265,7 @@ class Steps:
         """A 2.0 run falls back after any call, a local one too: it asks no marker mid-run. A 1.x
         run asks its patch only after a routed call: a query that came while a local activity ran
         puts the marker in a later workflow task than a replay asks in (see agent._budget)."""
-        return versions.on_2_0() or (not agent.local_model_call and versions.patched(MODEL_FALLBACK_PATCH))
+        return versions.started_on_2_0() or (not agent.local_model_call and versions.patched(MODEL_FALLBACK_PATCH))
 
     # ------------------------------------------------------------------------------- hooks
 

@@ -1,7 +1,7 @@
 """Which path a run takes at each 1.x patch: 2.0 as one new workflow version.
 
 Each execution of a workflow with 1.x patches (AgentRun, EvalRun) asks `RELEASE_2_PATCH` first,
-in its `@workflow.init` (`begin`), before any command. A run started on 2.0 code records that
+in its `@workflow.init` (`started_on_2_0`), before any command. A run started on 2.0 code records that
 one marker and takes every 1.x patch's path without asking it, so its history holds no 1.x
 marker: 2.0's histories are fresh (tests/histories/*_2_0*.json), and no 2.0 run records a marker
 after its first workflow task, where a replay could ask too early. A run started on 1.x code
@@ -20,16 +20,12 @@ from temporalio import workflow
 from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
 
 
-def begin() -> bool:
-    """Asks the release first (a workflow's init): True for a run started on 2.0 code."""
-    return workflow.patched(RELEASE_2_PATCH)
-
-
-def on_2_0() -> bool:
-    """Whether the run started on 2.0 code: `begin` asked it first, so this adds no marker."""
+def started_on_2_0() -> bool:
+    """Whether the run started on 2.0 code. Asked first, in a workflow's init, so that its marker
+    is the first command; asked again anywhere after, it adds nothing."""
     return workflow.patched(RELEASE_2_PATCH)
 
 
 def patched(patch_id: str) -> bool:
     """Whether the run takes 1.x patch `patch_id`'s path: always in 2.0, as its history says in 1.x."""
-    return workflow.patched(RELEASE_2_PATCH) or workflow.patched(patch_id)
+    return started_on_2_0() or workflow.patched(patch_id)
