@@ -54,12 +54,39 @@ from durable_agent_runner.agents.guardrails import GuardrailContext, ModelCaller
 from durable_agent_runner.agents.registry import Registry
 from durable_agent_runner.agents.tools import RETRYABLE, describe_errors, describe_exception
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.workflows.types import HOOK_ACTIVITY, AgentSpec, HookInput, HookResult, Message, UserMessage
+from durable_agent_runner.workflows.types import (
+    HOOK_ACTIVITY,
+    AgentSpec,
+    AssistantMessage,
+    HookInput,
+    HookResult,
+    Message,
+    ToolMessage,
+    UserMessage,
+)
 
 log = logging.getLogger(__name__)
 
 HOOK_FAILED = "AgentHookFailed"
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+def unpaired(messages: list[Message]) -> str | None:
+    """Why a model API would refuse `messages` as a conversation: a tool call with no result after
+    it, or a tool result of no call before it (None: every call has its result)."""
+    asked: dict[str, str] = {}
+    for m in messages:
+        if isinstance(m, AssistantMessage):
+            asked.update((c.call_id, c.name) for c in m.tool_calls)
+        elif isinstance(m, ToolMessage):
+            if asked.pop(m.call_id, None) is None:
+                return f"a result of call {m.call_id} ({m.name}), which no message before it asks for"
+    if asked:
+        call_id, name = next(iter(asked.items()))
+        return f"call {call_id} ({name}) has no result"
+    return None
+
+
 # A reply wrapped in a Markdown code fence, as models that ignore the response format send it.
 _FENCE = re.compile(r"\A\s*```[\w-]*[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
 
@@ -144,9 +171,12 @@ class HookActivities:
             if inspect.isawaitable(out):
                 out = await out
         try:
-            return HookResult(messages=_MESSAGES.validate_python(out))
+            messages = _MESSAGES.validate_python(out)
         except ValidationError as exc:
             raise TypeError(f"returned {type(out).__name__}, not a list of messages: {describe_errors(exc)}") from None
+        if (why := unpaired(messages)) is not None:  # the next agent's first model call would be refused
+            raise ValueError(f"returned a conversation a model would refuse: {why}")
+        return HookResult(messages=messages)
 
     async def _breakpoint(self, agent: Agent, input: HookInput) -> HookResult:
         fn = agent.breakpoint
@@ -220,5 +250,3 @@ def _authors_code(what: str) -> Iterator[None]:
         raise hook_failed(
             f"{what} failed: {describe_exception(exc)} (it tried to stop the worker; it did not)"
         ) from None
-
-

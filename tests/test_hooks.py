@@ -363,7 +363,7 @@ async def test_input_filter_runs_on_the_transcript_read_by_query() -> None:
 async def test_an_async_input_filter_and_one_that_returns_garbage() -> None:
     async def last_two(messages: list[Message]) -> list[Message]:
         await asyncio.sleep(0)
-        return messages[-2:]
+        return messages[-2:]  # a call and its result, or none split: a model takes it
 
     def garbage(messages: list[Message]) -> Any:
         return "everything"
@@ -381,8 +381,8 @@ async def test_an_async_input_filter_and_one_that_returns_garbage() -> None:
         ],
     )
     hooks = HookActivities(Registry(agents=[source]), cast(Client, FakeClient(TRANSCRIPT)))
-    result = await run(hooks, hook("input_filter", "last_two", agent="source", transcript_len=4))
-    assert result.messages == TRANSCRIPT[2:4]
+    result = await run(hooks, hook("input_filter", "last_two", agent="source", transcript_len=3))
+    assert result.messages == TRANSCRIPT[1:3]
     err = await failure(hooks, hook("input_filter", "garbage", agent="source", transcript_len=4))
     assert (err.type, err.non_retryable) == ("AgentHookFailed", True)
     assert err.message.startswith(
@@ -392,6 +392,37 @@ async def test_an_async_input_filter_and_one_that_returns_garbage() -> None:
     assert err.message == "input filter 'broken' of agent 'source' failed: KeyError: 'role'"
     err = await failure(hooks, hook("input_filter", "remove_tools", agent="source", transcript_len=4))
     assert err.message == "agent 'source' has no handoff input filter 'remove_tools' here"
+
+
+async def test_an_input_filter_that_splits_a_call_from_its_result_fails_clearly_at_the_handoff() -> None:
+    """A conversation a model API refuses (a result with no call, a call with no result) fails the
+    handoff with the filter's name, not the next agent's first model call with a provider's 400."""
+
+    def results_only(messages: list[Message]) -> list[Message]:
+        return messages[2:]  # keeps c1's result, drops the call
+
+    def calls_only(messages: list[Message]) -> list[Message]:
+        return messages[:2]  # keeps c1's call, drops its result
+
+    target = Agent(name="target")
+    source = Agent(
+        name="source",
+        handoffs=[
+            handoff(target, input_filter=results_only),
+            handoff(target, tool_name="t2", input_filter=calls_only),
+        ],
+    )
+    hooks = HookActivities(Registry(agents=[source]), cast(Client, FakeClient(TRANSCRIPT)))
+    err = await failure(hooks, hook("input_filter", "results_only", agent="source", transcript_len=4))
+    assert (err.type, err.non_retryable) == ("AgentHookFailed", True)
+    assert err.message == (
+        "input filter 'results_only' of agent 'source' failed: ValueError: returned a conversation a model would "
+        "refuse: a result of call c1 (lookup_invoice), which no message before it asks for"
+    )
+    err = await failure(hooks, hook("input_filter", "calls_only", agent="source", transcript_len=4))
+    assert err.message.endswith("refuse: call c1 (lookup_invoice) has no result"), err.message
+    whole = await run(hooks, hook("input_filter", "results_only", agent="source", transcript_len=1))
+    assert whole.messages == []  # nothing split: taken as it is
 
 
 # ---------------------------------------------------------------------------------- team
