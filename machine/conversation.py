@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from durable_agent_runner.machine import fallback
 from durable_agent_runner.machine.outcomes import Facts
 from durable_agent_runner.machine.rules import Done
 from durable_agent_runner.machine.state import RunState
@@ -69,7 +70,9 @@ class Woke:
 def between(s: RunState, first: t.AgentSpec, facts: Facts, woke: Woke, execution: str) -> Between:
     """The session's next step (`execution`: this execution's run id, kept with an exchange).
     Two changes are made to `s` here: a queued message opened (its exchange, its user message,
-    a fresh set of refusals), and the time the session went idle, when it starts to wait."""
+    a fresh set of refusals and, in a run started on 2.0, every agent back on the model it had
+    before the last answer's fallbacks), and the time the session went idle, when it starts to
+    wait."""
     session = s.session
     assert session is not None
     idle = first.idle_timeout_seconds
@@ -79,6 +82,12 @@ def between(s: RunState, first: t.AgentSpec, facts: Facts, woke: Woke, execution
         return Answer(guard=None)  # held across continue-as-new, or a steer's
     if session.queue:
         opened = session.open(s.turn, facts.now, execution)
+        if facts.release_2 and len(session.exchanges) > 1:  # each answer starts on the first models
+            last_began = session.exchanges[-2].first_turn
+            undone = [sw for sw in s.switches if sw.turn >= last_began]
+            if undone:
+                assert s.agent is not None
+                s.agent = fallback.restored(s.agent, undone)
         s.refusals = {}
         s.messages.append(t.UserMessage(content=opened.text))
         return Answer(guard=opened.text if first.input_guardrails else None)

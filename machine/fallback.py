@@ -2,7 +2,9 @@
 failed in a way no retry mends that is not the request's own fault, the same turn goes to the
 agent's next model. Pure: the workflow asks `falls_back` when a call fails, and the turn machine
 (machine/turn.py) makes the switch, which lives in the run's state (`RunState.switch_model`):
-a worker killed mid-fallback resumes on the model the run had reached.
+a worker killed mid-fallback resumes on the model the run had reached. In a session started on
+2.0, each message's answer starts on the agent's first model again (`restored`,
+machine/conversation.py): a provider back up is asked again.
 
 What the next model gets: the same transcript, converted by its own wire (tool calls and results
 included). Signed thinking blocks belong to their provider and are dropped (each wire sends only
@@ -11,7 +13,10 @@ its own provider's), and the switch's event says how many.
 
 from __future__ import annotations
 
-from durable_agent_runner.workflows.types import AgentSpec, AssistantMessage, Message, split_model
+import functools
+from collections.abc import Callable
+
+from durable_agent_runner.workflows.types import AgentSpec, AssistantMessage, Message, ModelSwitch, split_model
 
 # Failures that are the request's own fault: another model would refuse it too, or the agent's
 # author must fix it. Everything else (a provider down, out of quota, a key refused, a model it
@@ -25,9 +30,27 @@ def switched(agent: AgentSpec, name: str) -> AgentSpec:
     def moved(a: AgentSpec) -> AgentSpec:
         return a.model_copy(update={"model": a.fallback_models[0], "fallback_models": a.fallback_models[1:]})
 
+    return _changed(agent, name, moved)
+
+
+def restored(agent: AgentSpec, switches: list[ModelSwitch]) -> AgentSpec:
+    """The run's first agent (with its team) as it was before `switches` (oldest first): each
+    agent back on the model it switched from, the models it switched to ahead of its fallbacks."""
+    for switch in reversed(switches):
+        agent = _changed(agent, switch.agent, functools.partial(_back, switch))
+    return agent
+
+
+def _back(switch: ModelSwitch, a: AgentSpec) -> AgentSpec:
+    models = [switch.to_model, *a.fallback_models]
+    return a.model_copy(update={"model": switch.from_model or None, "fallback_models": models})
+
+
+def _changed(agent: AgentSpec, name: str, change: Callable[[AgentSpec], AgentSpec]) -> AgentSpec:
+    """The first agent with its member `name` (itself, or one of its team) changed."""
     if name == agent.name:
-        return moved(agent)
-    return agent.model_copy(update={"team": [moved(a) if a.name == name else a for a in agent.team]})
+        return change(agent)
+    return agent.model_copy(update={"team": [change(a) if a.name == name else a for a in agent.team]})
 
 
 def falls_back(agent: AgentSpec, error_type: str | None) -> bool:

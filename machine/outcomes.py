@@ -28,6 +28,9 @@ class Facts:
     # Whether the run takes a patched path (1.x only: `workflow.patched`, asked only where the
     # patched rule decides otherwise). Pure tests take every patch.
     patched: Callable[[str], bool] = field(default=lambda _id: True, compare=False)
+    # Whether the run started on 2.0 code (workflows/versions.py): 2.0's own rules that a 1.x run
+    # replays without. Pure tests are 2.0.
+    release_2: bool = True
 
     def continues(self, session: bool) -> bool:
         """Whether what only Temporal knows has the run continue as new at its next chance: Temporal

@@ -153,7 +153,8 @@ class PureRun:
         self.children: list[PureRun] = []  # the child runs its calls started (agents as tools)
         self._ahead_next: tuple[str, t.ModelCallInput] | None = None  # the call to make the next model call
         self._made_ahead: t.AheadReply | None = None  # what that call's activity brought back
-        self.failed: set[tuple[str, str | None]] = set()  # (agent, model): a model call that failed for good
+        # (agent, model, answer): a model call that failed for good, in a session's answer K (0: a single run's)
+        self.failed: set[tuple[str, str | None, int]] = set()
 
     # ----------------------------------------------------------------------------- the loops
 
@@ -207,7 +208,7 @@ class PureRun:
             try:
                 return o.Replied(self._call_model(step))
             except ModelDown as down:
-                self.failed.add((step.agent.name, step.agent.model))
+                self.failed.add((step.agent.name, step.agent.model, self.answering()))
                 if fallback.falls_back(step.agent, down.kind):
                     return o.ModelFailed(down.kind, str(down))
                 raise self.failure(f"model call failed on turn {s.turn}: {down}", down.kind) from None
@@ -245,15 +246,20 @@ class PureRun:
 
     # -------------------------------------------------------------------------------- steps
 
+    def answering(self) -> int:
+        """The message whose answer is in progress (0: a single run)."""
+        current = self.s.session.current if self.s.session is not None else None
+        return current.message if current is not None else 0
+
     def _call_model(self, step: turn_machine.CallModel) -> t.ModelReply:
         if step.guard is not None:
             stop = rules.tripwire("input", [(n, self.hook("input_guardrail", n)) for n in step.agent.input_guardrails])
             if stop is not None:
                 raise self.failure(stop.message, stop.error)
-        # A model that failed for good is not called again by that agent in this run (its executions),
-        # but its last one, by a session's later answer (docs/providers.md).
-        again = (step.agent.name, step.agent.model) in self.failed
-        assert not again or (self.s.session is not None and not step.agent.fallback_models), step.agent.model
+        # A model that failed for good is not called again by that agent in this answer; a session's
+        # later answer starts on the agent's first model again (docs/providers.md).
+        again = (step.agent.name, step.agent.model, self.answering()) in self.failed
+        assert not again, (step.agent.model, self.answering())
         if step.made is not None:  # made by the last tool's activity, for exactly this call
             return step.made.reply
         request, _ = requests.model_call(self.s, step.agent, False, step.with_reply, step.max_output_tokens)

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from durable_agent_runner.machine import conversation as c
-from durable_agent_runner.machine.outcomes import Facts, Ready, Replied
+from durable_agent_runner.machine import fallback
+from durable_agent_runner.machine.outcomes import Facts, ModelFailed, Ready, Replied
 from durable_agent_runner.machine.rules import Done
 from durable_agent_runner.machine.session import SessionState
 from durable_agent_runner.machine.state import RunState
@@ -156,3 +157,40 @@ def test_every_accepted_message_is_answered_once_in_order_before_the_session_end
             assert isinstance(step, c.EndSession)
             break
     assert answered == sent == list(range(1, len(sent) + 1))
+
+
+@pytest.mark.parametrize("release_2", [True, False])
+def test_each_message_starts_on_the_agents_first_models_in_2_0(release_2: bool):
+    """A model that failed for good in one answer is asked again by the next message (its provider
+    may be back), in a run started on 2.0; a run started on 1.x stays where its fallbacks left it."""
+    billing = t.AgentSpec(name="billing", model="p2", fallback_models=["b2"])
+    lead = t.AgentSpec(name="helpdesk", model="p1", fallback_models=["b1", "c1"], team=[billing])
+    s = session_run(lead)
+    send(s, "Where is my order?")
+    first = c.between(s, lead, Facts(now=T0, release_2=release_2), c.Woke(), "exec-1")
+    assert first == c.Answer(guard=None)
+    turn = Turn(s, None)
+    assert isinstance(turn.next(Ready(), Facts(now=T0)), CallModel)
+    down = turn.next(ModelFailed("ModelHTTP503", "down"), Facts(now=T0))  # p1 → b1
+    assert isinstance(down, CallModel) and down.agent.model == "b1"
+    down = turn.next(ModelFailed("ModelHTTP503", "down"), Facts(now=T0))  # b1 → c1
+    assert isinstance(down, CallModel) and down.agent.model == "c1"
+    assert s.agent is not None
+    s.agent = fallback.switched(s.agent, "billing")  # a member switched too (as after a handoff)
+    s.switches.append(t.ModelSwitch(agent="billing", turn=s.turn, from_model="p2", to_model="b2", why="x", at=T0))
+    reply = t.ModelReply(message=t.AssistantMessage(content="on its way"))
+    done = turn.next(Replied(reply), Facts(now=T0))
+    assert isinstance(done, Done)
+    c.answered(s, done, T0, "exec-1")
+    send(s, "And the invoice?")
+    assert c.between(s, lead, Facts(now=T0, release_2=release_2), c.Woke(), "exec-1") == c.Answer(guard=None)
+    now = s.agent_now
+    member = s.agent.member("billing")
+    assert member is not None
+    if release_2:
+        assert (now.model, now.fallback_models) == ("p1", ["b1", "c1"])
+        assert (member.model, member.fallback_models) == ("p2", ["b2"])
+    else:
+        assert (now.model, now.fallback_models) == ("c1", [])
+        assert (member.model, member.fallback_models) == ("b2", [])
+    assert [(sw.from_model, sw.to_model) for sw in s.switches] == [("p1", "b1"), ("b1", "c1"), ("p2", "b2")]

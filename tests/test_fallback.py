@@ -22,6 +22,7 @@ from durable_agent_runner.console.views_run import story
 from durable_agent_runner.machine import fallback
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH, RELEASE_2_PATCH
+from tests.conftest import run_id
 from tests.helpers import calls, replay, script, start, transcript
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -122,6 +123,32 @@ async def test_a_local_model_call_falls_back_too_on_2_0(client, task_queue, work
     assert f"openai:{down} failed" in switch.detail and f"goes to {up}" in switch.detail
     scheduled = [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")]
     assert scheduled == [], "every model call ran as a local activity"
+
+
+async def test_a_session_s_next_message_asks_its_first_model_again(client, task_queue, worker_factory, llm):
+    """The first model is down for message 1, whose answer goes to the fallback; its provider is
+    back by message 2, which it answers: a session started on 2.0 does not stay on the fallback."""
+    first = script(llm, {"content": "from the first model, back"})
+    backup = script(llm, {"content": "from the fallback"}, {"content": "the fallback again"})
+    llm.add_faults([{"kind": "status", "status": 503, "count": 2, "model": first}])  # its retry bound, once
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        opened = t.RunInput(prompt="", agent="demo", session=True, model=f"openai:{first}", fallback_models=[backup])
+        started = await client.start_workflow(t.WORKFLOW_NAME, opened, id=run_id("chat"), task_queue=task_queue)
+        session = agents.get_session(started.id)
+        await session.send("hello")
+        one = await session.answer(1, wait=60)
+        await session.send("hello again")
+        two = await session.answer(2, wait=60)
+        story = await events(client.get_workflow_handle(session.id))
+        await session.end("test over")
+        await replay(client.get_workflow_handle(session.id))
+    assert (one, two) == ("from the fallback", "from the first model, back")
+    assert requests_for(llm, first) == 3 and requests_for(llm, backup) == 1
+    (switch,) = [e for e in story if e.kind == t.EventKind.MODEL_FALLBACK]
+    assert switch.turn == 1
+    calls = [e.detail for e in story if e.kind == t.EventKind.MODEL_STARTED]
+    assert calls == [f"openai:{first}", backup, f"openai:{first}"]  # message 2 starts on the first model
 
 
 async def test_a_request_s_own_fault_does_not_switch(client, task_queue, worker_factory, llm):

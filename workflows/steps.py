@@ -122,6 +122,7 @@ class Steps:
             history_bytes=info.get_current_history_size() if session else 0,
             history_events=info.get_current_history_length() if session else 0,
             patched=versions.patched,
+            release_2=versions.started_on_2_0(),
         )
 
     def agent_or_none(self) -> t.AgentSpec | None:
