@@ -118,6 +118,8 @@ async def test_a_local_model_call_falls_back_too_on_2_0(client, task_queue, work
         story = await events(handle)
         history = await handle.fetch_history()
         await replay(handle)
+    if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
+        (HISTORIES / "local_fallback_2_0.json").write_text(history.to_json())
     assert result.output == "from the fallback, locally"
     (switch,) = [e for e in story if e.kind == t.EventKind.MODEL_FALLBACK]
     assert f"openai:{down} failed" in switch.detail and f"goes to {up}" in switch.detail
@@ -143,6 +145,9 @@ async def test_a_session_s_next_message_asks_its_first_model_again(client, task_
         story = await events(client.get_workflow_handle(session.id))
         await session.end("test over")
         await replay(client.get_workflow_handle(session.id))
+        if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
+            history = await client.get_workflow_handle(session.id).fetch_history()
+            (HISTORIES / "session_fallback_2_0.json").write_text(history.to_json())
     assert (one, two) == ("from the fallback", "from the first model, back")
     assert requests_for(llm, first) == 3 and requests_for(llm, backup) == 1
     (switch,) = [e for e in story if e.kind == t.EventKind.MODEL_FALLBACK]
