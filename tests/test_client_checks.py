@@ -152,6 +152,10 @@ async def test_debugger_verbs_check_their_arguments(api):
         await api.list(phase="sleeping")
     with pytest.raises(ValueError, match="page: that page token is not one this client made"):
         await api.runs_page("not base64!")
+    with pytest.raises(TypeError, match="started_on_1x must be"):
+        await api.list(started_on_1x="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="started_on_1x must be"):
+        await api.evals.list(started_on_1x=1)  # type: ignore[arg-type]
 
 
 async def test_a_session_message_is_text_that_is_not_empty(api):
