@@ -1,4 +1,4 @@
-"""The model call a routed tool's activity makes once its tool has run (machine/ahead.py says
+"""The model call a routed tool's activity makes once its tool has run (machine/requests.py says
 when the turn asks for it): the next request, built from the worker's cache or the run's query,
 sent as the model activity sends it. The turn takes the reply only for exactly the request it
 would make itself; this side never decides anything.

@@ -73,7 +73,7 @@ def _marker_activity(e: HistoryEvent) -> str | None:
 
 def starts_turn(e: HistoryEvent) -> bool:
     """A model call scheduled: a model activity (ours, the rival's, the bare loop's), a local one,
-    or a tool activity that makes the next model call once its tool has run (machine/ahead.py)."""
+    or a tool activity that makes the next model call once its tool has run (machine/requests.py)."""
     if e.event_type == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         a = e.activity_task_scheduled_event_attributes
         name = a.activity_type.name

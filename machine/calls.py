@@ -77,7 +77,7 @@ class RunTools(BaseModel):
 
     kind: Literal["run_tools"] = "run_tools"
     calls: list[PlannedCall]
-    # The next model call, for the plan's one routed call to make once it has run (machine/ahead.py).
+    # The next model call, for the plan's one routed call to make once it has run (machine/requests.py).
     ahead: ModelCallInput | None = None
 
     @property

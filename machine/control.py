@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from durable_agent_runner.machine import edits
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.budget import Ledger
-from durable_agent_runner.machine.phase import person_waits
+from durable_agent_runner.machine.progress import person_waits
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.turn import Pause
 from durable_agent_runner.workflows import types as t

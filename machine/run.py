@@ -22,7 +22,7 @@ set it before the turn chose its next step (a resume, a handoff), the step is `G
 
 A `Run` is all the run's steps read and write: its books (`RunState`), its budget ledger and the
 answer in progress (`Answer`: the plan in flight, the stage, a reply made ahead …). The rules (in
-turn.py, conversation.py, control.py, handoff.py, memory.py, books.py) are written as changes to
+turn.py, conversation.py, control.py, handoff.py, memory.py, drafts.py) are written as changes to
 one state; `step` hands them a draft, as Immer's producers do: a shallow copy of the books whose
 lists, dicts and sets are copied (a few pointers each, not the messages), the session's record
 likewise, a copy of the ledger (machine/drafts.py), and a copy of a reply whose call ids the run

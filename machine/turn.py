@@ -22,8 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from durable_agent_runner.machine import ahead as ahead_calls
-from durable_agent_runner.machine import edits, fallback, memory, rerun
+from durable_agent_runner.machine import edits, fallback, memory, requests, rerun
 from durable_agent_runner.machine.budget import Ledger, spent_words
 from durable_agent_runner.machine.calls import (
     PlannedCall,
@@ -299,7 +298,7 @@ class Turn:
             )
         cap = self.ledger.reserve(s.agent_now, s.usage) if self.ledger is not None else None
         made = None
-        if self.ahead is not None and ahead_calls.same_call(self.ahead.request, s, guard, ahead, cap):
+        if self.ahead is not None and requests.same_call(self.ahead.request, s, guard, ahead, cap):
             made, self.ahead = self.ahead, None
         return CallModel(s.agent_now, guard, ahead, cap, made)
 
@@ -349,7 +348,7 @@ class Turn:
         why = edits.before_tools(s.breakpoints, reply.message.tool_calls) or s.pause_reason()
         if why is not None:
             return Pause("before_tools", s.turn, why)
-        made_ahead = ahead_calls.plan_ahead(
+        made_ahead = requests.plan_ahead(
             self.plan, s, self.first, self.limits, self.number, planned=self.ledger is None and self.reruns is None
         )
         if made_ahead is not None and facts.continues(s.session is not None) and facts.patched(AHEAD_CONTINUE_PATCH):

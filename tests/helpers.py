@@ -155,7 +155,7 @@ async def replay_history(history: WorkflowHistory) -> None:
 
 def starts_turn(event: Any) -> bool:
     """A model call scheduled: the model activity, or a tool activity that makes the next model
-    call once its tool has run (its input's `then`, machine/ahead.py; payloads not encrypted)."""
+    call once its tool has run (its input's `then`, machine/requests.py; payloads not encrypted)."""
     if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         return False
     a = event.activity_task_scheduled_event_attributes

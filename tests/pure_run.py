@@ -4,7 +4,7 @@
 (workflows/agent.py `run` and `_carry`, workflows/call_steps.py `carry_out`, workflows/turn_steps.py `pause`),
 but the model, the tools, the agent's hooks and the people are scripted here, and the clock is a
 counter. Every decision is the machine's own code: the turn (machine/turn.py), each call's life
-(machine/call.py), what each of its steps writes into the run (machine/books.record, which the
+(machine/call.py), what each of its steps writes into the run (machine/drafts.record, which the
 workflow calls too), the door's checks of a decision (machine/approvals.py, doubts.py,
 control.py), budgets, handoffs, forks and carries.
 
@@ -51,7 +51,7 @@ from durable_agent_runner.machine import run as machine
 from durable_agent_runner.machine import turn as turn_machine
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import PlannedCall, RunTools, cheap_calls
-from durable_agent_runner.machine.phase import Status
+from durable_agent_runner.machine.progress import Status
 from durable_agent_runner.machine.rerun import Reran, RerunRecorded
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.machine.session import SessionState

@@ -1,4 +1,4 @@
-"""The model call a lone routed tool's activity makes (machine/ahead.py), without Temporal:
+"""The model call a lone routed tool's activity makes (machine/requests.py), without Temporal:
 when the turn asks for it, and when it takes the reply, drops it, and counts its tokens."""
 
 from __future__ import annotations

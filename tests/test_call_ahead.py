@@ -1,4 +1,4 @@
-"""A lone routed tool's activity makes the next model call itself (machine/ahead.py), on the
+"""A lone routed tool's activity makes the next model call itself (machine/requests.py), on the
 dev server: one activity and one workflow task a turn, the reply used once, the tool run once
 even when its worker dies during that model call, and a pause asked for meanwhile still holds."""
 

@@ -433,7 +433,7 @@ async def test_runs_survive_killed_workers_server_restarts_and_model_faults(
         assert all(keys[label].startswith(f"{run.id}:") for label in run.labels)
     # the attempt history says completed each call is one that really ran the tool (its last), or
     # a later one that took that run's result from its heartbeat: the earlier attempt was lost in
-    # the model call it made next (machine/ahead.py)
+    # the model call it made next (machine/requests.py)
     ran: dict[str, list[int]] = {}
     for _, key, attempt, _ in read_lines(attempts_path(counter_file)):
         ran.setdefault(key, []).append(int(attempt))

@@ -10,7 +10,7 @@ from durable_agent_runner import client as public
 from durable_agent_runner.client import listing
 from durable_agent_runner.config.connection import make_data_converter
 from durable_agent_runner.console import data as console_data
-from durable_agent_runner.machine.phase import FILTERED_PHASES
+from durable_agent_runner.machine.progress import FILTERED_PHASES
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 from tests.helpers import event

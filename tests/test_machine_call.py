@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durable_agent_runner.machine import books
 from durable_agent_runner.machine import call as m
+from durable_agent_runner.machine import drafts as books
 from durable_agent_runner.machine.approvals import approval_record
 from durable_agent_runner.machine.calls import plan_calls
 from durable_agent_runner.machine.state import RunState
@@ -286,7 +286,7 @@ def test_runs_recorded_before_a_patch_take_the_old_path_where_the_1x_code_asked_
 
 
 def test_the_books_follow_each_call_and_say_when_a_wait_for_a_person_starts_or_ends():
-    """machine/books.took, as the workflow calls it after every transition: the approval asked
+    """machine/drafts.took, as the workflow calls it after every transition: the approval asked
     for is pending (the phase changes), decided it is settled (the phase changes back), and a
     call that needs no person changes nothing a person waits on."""
     s = RunState()

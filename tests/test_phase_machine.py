@@ -1,4 +1,4 @@
-"""What status says a run does, when its search attributes are written (machine/phase.py) and who
+"""What status says a run does, when its search attributes are written (machine/progress.py) and who
 hears of a wait for a person (machine/notify.py), without a server."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from durable_agent_runner.machine import notify
-from durable_agent_runner.machine.phase import COUNTERS_EVERY_SECONDS, Status
+from durable_agent_runner.machine.progress import COUNTERS_EVERY_SECONDS, Status
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 

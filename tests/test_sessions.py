@@ -117,7 +117,7 @@ async def test_a_message_steers_the_answer_in_progress(
         assert isinstance(messages[-3], t.ToolMessage)
         st = await status(handle)
         assert st.session is not None and (st.session.messages, st.session.answered) == (2, 2)
-        # The tool's activity had made the next call without the message (machine/ahead.py): the
+        # The tool's activity had made the next call without the message (machine/requests.py): the
         # turn dropped that reply, counted its tokens, and asked again with the message.
         events = (await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)).events
         assert [e.kind for e in events].count("model_dropped") == 1 and st.usage.requests == 3

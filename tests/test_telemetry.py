@@ -213,7 +213,7 @@ async def test_a_run_is_one_trace_of_turns_model_calls_and_tool_calls(
     tool = one(spans, "execute_tool add")
     assert failed.status == ERROR and failed.attributes["error.type"] == "ModelHTTP503"
     assert "gen_ai.usage.input_tokens" not in failed.attributes
-    # the second call is made by the tool's activity, once the tool has run (machine/ahead.py)
+    # the second call is made by the tool's activity, once the tool has run (machine/requests.py)
     for span, parent, finish in ((first, turns[1], "tool_calls"), (second, tool, "stop")):
         a = span.attributes
         assert span.parent_id == parent.span_id and span.kind == CLIENT and span.status != ERROR
@@ -271,7 +271,7 @@ async def test_continue_as_new_keeps_the_run_in_one_trace(client, task_queue, wo
         tools = [s for s in spans if s.name == "execute_tool pad" and s.attributes["agent.turn"] == n]
         assert [t.parent_id for t in tools] == ([turn.span_id] if n < 5 else [])
         # an execution's first call is the model activity's; its second, the first tool's call ahead
-        # (none before a continue-as-new: machine/ahead.py)
+        # (none before a continue-as-new: machine/requests.py)
         before = [s for s in spans if s.name == "execute_tool pad" and s.attributes["agent.turn"] == n - 1]
         assert chat.parent_id == (before[0].span_id if n in (2, 4) else turn.span_id)
     turns_of = [sorted(t.attributes["agent.turn"] for t in spans if t.parent_id == r.span_id and t.name[:5] == "turn ")

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from durable_agent_runner.client.export import local_result
 from durable_agent_runner.config.connection import DATA_CONVERTER
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.machine.phase import COUNTERS_EVERY_SECONDS
+from durable_agent_runner.machine.progress import COUNTERS_EVERY_SECONDS
 from durable_agent_runner.workflows import types as t
 from tests.helpers import (
     activity_attempts,
@@ -529,7 +529,7 @@ async def test_cheap_calls_come_back_with_the_models_reply(client, task_queue, w
     upsert = ["UPSERT_WORKFLOW_SEARCH_ATTRIBUTES"]
     assert turns[:3] == [A_TURN + (upsert if due else []) for due in written[:3]], turns  # notes, two additions
     assert not any("MARKER_RECORDED" in turn for turn in turns[:3])
-    # record: a routed activity, which makes the last model call itself (machine/ahead.py)
+    # record: a routed activity, which makes the last model call itself (machine/requests.py)
     assert len(turns) == 5 and turns[4][:3] == [
         "ACTIVITY_TASK_SCHEDULED",
         "ACTIVITY_TASK_STARTED",

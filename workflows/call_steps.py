@@ -72,11 +72,10 @@ class CallSteps:
         )
 
     def _took(self, agent: t.AgentSpec, moved: machine.Transition, before: machine.Stage | None) -> None:
-        """A call's transition, carried into the run by the machine (machine/drafts.record, as
-        machine/books.record says: the books that status, queries and the update validators read,
-        its events, what it does); what it leaves to tell Temporal is told here. The phase is
-        refreshed only as a call starts or stops waiting for a person, as each refresh may write
-        search attributes."""
+        """A call's transition, carried into the run by the machine (machine/drafts.record: the
+        books that status, queries and the update validators read, its events, what it does);
+        what it leaves to tell Temporal is told here. The phase is refreshed only as a call starts
+        or stops waiting for a person, as each refresh may write search attributes."""
         ahead = self.made_ahead.began_at if self.made_ahead is not None else None
         kept = drafts.record(self.steps.s, self.steps.tracker, agent, moved, before, workflow.now(), ahead)
         drafts.keep(kept.books, self.steps.s), drafts.keep(kept.tracker, self.steps.tracker)

@@ -24,7 +24,7 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from durable_agent_runner.machine import fallback, phase, progress, requests
+from durable_agent_runner.machine import fallback, progress, requests
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.outcomes import Facts, ModelFailed
 from durable_agent_runner.machine.requests import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN
@@ -108,7 +108,7 @@ class Steps:
 
     def __init__(self) -> None:
         self.s = RunState()
-        self.tracker = phase.Status()  # the calls under way, and when search attributes are written
+        self.tracker = progress.Status()  # the calls under way, and when search attributes are written
         self.child_usage: dict[str, t.ChildUsage] = {}  # signalled by cancelled child runs, by child id
         self.ledger: Ledger | None = None  # the run's budgets across its tree (tree-budget-1.1)
 
@@ -221,7 +221,7 @@ class Steps:
     ) -> t.ModelReply:
         """One model call; `with_reply`: the cheap calls it may run with its reply (turn.with_reply);
         `cap`: the max output tokens the budget has left room for (None: the agent's); `made`:
-        its reply, already made by the last tool's activity (machine/ahead.py). What status says
+        its reply, already made by the last tool's activity (machine/requests.py). What status says
         and the story's `model_started` came with the step (machine/run.py `_saying`)."""
         s = self.s
         if made is not None:
@@ -323,7 +323,7 @@ class Steps:
 
     def set_phase(self, phase: t.Phase, step: str) -> None:
         """The run's phase for status, watchers and the Web UI's current details, and its search
-        attributes when machine/phase.py says they are due."""
+        attributes when machine/progress.py says they are due."""
         s = self.s
         before = progress.set_phase(s, phase, step)
         workflow.set_current_details(s.details())

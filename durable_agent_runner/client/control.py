@@ -187,7 +187,7 @@ async def model_calls_made(client: Client, run_id: str) -> int:
     desc = await describe(handle)  # RunNotFound for an unknown id
     counted = 0
     name = t.MODEL_CALL_ACTIVITY.encode()
-    tools: set[int] = set()  # tool activities asked to bring the next model call's reply (machine/ahead.py)
+    tools: set[int] = set()  # tool activities asked to bring the next model call's reply (machine/requests.py)
     async for event in handle.fetch_history_events(rpc_timeout=READ_TIMEOUT):
         if event.HasField("activity_task_scheduled_event_attributes"):
             kind = event.activity_task_scheduled_event_attributes.activity_type.name

@@ -225,7 +225,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             elif name == t.TOOL_CALL_ACTIVITY:
                 result = await _decode(converter, done.result, t.ToolResult)
                 yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json", exclude={"ahead"})}
-                if result.ahead is not None:  # the next model call, made by this activity (machine/ahead.py)
+                if result.ahead is not None:  # the next model call, made by this activity (machine/requests.py)
                     made = result.ahead
                     for line in taken():
                         yield line

@@ -59,7 +59,7 @@ async def events_since(client: Client, run_id: str, since: int, execution: str |
 
 async def live_progress(client: Client, run_id: str, turn: int) -> t.ModelProgress | None:
     """The streamed text of model call `turn` in flight: the model activity's, or that of the
-    tool activity of turn `turn - 1` that makes it once its tool has run (machine/ahead.py)."""
+    tool activity of turn `turn - 1` that makes it once its tool has run (machine/requests.py)."""
     desc = await client.get_workflow_handle(run_id).describe(rpc_timeout=READ)
     for pending in desc.raw_description.pending_activities:
         ours = pending.activity_id == f"model-{turn}" or pending.activity_id.startswith(f"tool-{turn - 1}-")
@@ -129,7 +129,7 @@ async def follow(
                     closed = None if events else status.name.lower() if status else "ended"
             for ev in events:
                 calling = ev.turn if ev.kind == t.EventKind.MODEL_STARTED else None if ev.kind in CALL_ENDS else calling
-                # A lone tool's activity may make the next model call (machine/ahead.py): its text too.
+                # A lone tool's activity may make the next model call (machine/requests.py): its text too.
                 calling = ev.turn + 1 if ev.kind == t.EventKind.TOOL_STARTED else calling
             if calling is not None and closed is None and not any(ev.kind in t.RUN_END_KINDS for ev in events):
                 progress = await live_progress(client, run_id, calling)

@@ -64,7 +64,7 @@ CHILD_USAGE_SIGNAL = "agent.child_usage"
 # The run's search attributes, each key with its type, defined once: the workflow writes them,
 # the CLI filters on them, and the dev server, the worker and docker-compose.yml register
 # SEARCH_ATTRIBUTES (the compose file's copy is checked against it by tests/test_compose.py).
-SearchWrite = SearchAttributeUpdate[Any]  # one key's new value, as the run writes it (machine/phase.py)
+SearchWrite = SearchAttributeUpdate[Any]  # one key's new value, as the run writes it (machine/progress.py)
 SA_AGENT = SearchAttributeKey.for_keyword("AgentName")
 SA_PHASE = SearchAttributeKey.for_keyword("AgentPhase")  # one of Phase
 SA_TURN = SearchAttributeKey.for_int("AgentTurn")
