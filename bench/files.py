@@ -12,6 +12,9 @@ second is measured. A product file is one of the engine's sources (durable_agent
 machine/, workflows/ and activities/ it links), not its test kit. Each file is counted on the side
 that ran it: the client (the calls made by the task that starts, approves and awaits the run) or
 the worker (everything else: workflow activations, activities, hooks).
+
+`python -m bench.files --why` prints, under each file, the functions of it that ran and the
+product function that first called each from another file: why the turn touched that file.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Tracer:
         self.on = False
         self.client_task: asyncio.Task[Any] | None = None
         self.seen: dict[str, set[str]] = {"client": set(), "worker": set()}
+        self.why: dict[str, dict[str, str]] = {}  # file -> its function -> the first caller from another file
         self._known: dict[str, str | None] = {}  # co_filename -> its repo path, or None
 
     def product(self, filename: str) -> str | None:
@@ -64,6 +68,19 @@ class Tracer:
             if task is not None and task is self.client_task:
                 side = "client"
         self.seen[side].add(name)
+        ran = self.why.setdefault(name, {})
+        if frame.f_code.co_name not in ran:
+            ran[frame.f_code.co_name] = self.caller(frame, name)
+
+    def caller(self, frame: FrameType, name: str) -> str:
+        """The nearest product function up the stack that is not in `name`'s own file."""
+        back = frame.f_back
+        while back is not None:
+            other = self.product(back.f_code.co_filename)
+            if other is not None and other != name:
+                return f"{other} {back.f_code.co_name}"
+            back = back.f_back
+        return "(outside the product: the SDK, a task)"
 
 
 async def approval_turn(stack: Stack, queue: str, before: Callable[[], None], after: Callable[[], None]) -> str:
@@ -86,7 +103,7 @@ async def approval_turn(stack: Stack, queue: str, before: Callable[[], None], af
     return str(answer)
 
 
-async def measure() -> dict[str, list[str]]:
+async def measure() -> Tracer:
     stack = Stack(Path(tempfile.mkdtemp(prefix="bench-files-")), worker_mode="inproc")
     stack.start()
     tracer = Tracer()
@@ -110,17 +127,22 @@ async def measure() -> dict[str, list[str]]:
         sys.setprofile(None)
         threading.setprofile(None)
         stack.close()
-    return {side: sorted(names) for side, names in tracer.seen.items()}
+    return tracer
 
 
 def main() -> None:
-    seen = asyncio.run(measure())
+    why = "--why" in sys.argv[1:]
+    tracer = asyncio.run(measure())
+    seen = {side: sorted(names) for side, names in tracer.seen.items()}
     every = sorted(set(seen["client"]) | set(seen["worker"]))
     print(f"one approval turn (model → approval → tool → model) ran through {len(every)} product files:")
     for side in ("worker", "client"):
         print(f"\n{side} side: {len(seen[side])} files")
         for name in seen[side]:
             print(f"  {name}")
+            for function, caller in sorted(tracer.why[name].items()) if why else ():
+                if not function.startswith("<"):  # comprehensions and lambdas: their function says it
+                    print(f"      {function}  <- {caller}")
 
 
 if __name__ == "__main__":
