@@ -2,14 +2,19 @@
 raise) or an edit may be taken now, and what taking it does to the run. Pure: the update
 validators raise what `check_*` raises (DecisionRefused, its kind the error's type) before
 anything is recorded, and the handlers carry out what the rest returns (machine/edits.py does
-an edit itself)."""
+an edit itself).
+
+What reaches the run at the door is taken whole here too: a decision on a call, a resolution of
+a doubt, a session's message, a pause, a resume, an edit, each with what status says and the
+story's event. The handlers (workflows/handlers.py) and the pure driver (tests/pure_run.py) call
+these same rules through machine/drafts.take; neither writes words of its own."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from durable_agent_runner.machine import edits
+from durable_agent_runner.machine import edits, progress
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.progress import person_waits
@@ -41,12 +46,14 @@ def check_pause(s: RunState) -> None:
 
 
 def pause(s: RunState, request: t.PauseRequest) -> str:
-    """The request kept: the run pauses at its next safe point. What status says now."""
+    """The request kept: the run pauses at its next safe point. What status says now (said)."""
     if s.pause_request is None:  # what the run was doing, said again if the request is withdrawn
         s.before_pause = s.last_step
     s.pause_request = request
     waits = person_waits(s)  # a person is waited for first: status keeps saying so
-    return f"{waits[1]}; {pause_requested(request)}" if waits is not None else pause_requested(request)
+    said = f"{waits[1]}; {pause_requested(request)}" if waits is not None else pause_requested(request)
+    progress.say(s, said)
+    return said
 
 
 def check_resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> None:
@@ -79,9 +86,18 @@ class Resumed:
     say: str | None = None
 
 
-def resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> Resumed:
+def resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest, now: datetime) -> Resumed:
     """The budget raised, if asked; a paused run goes on (its pause ends as it wakes), a request
-    not yet taken is withdrawn."""
+    not yet taken is withdrawn. Its events told, and what status says again (`Resumed`)."""
+    done = _resumed(s, ledger, request)
+    for kind, detail in done.events:
+        s.event(now, kind, detail=detail)
+    if done.say is not None:
+        progress.say(s, done.say)
+    return done
+
+
+def _resumed(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> Resumed:
     events: list[tuple[t.EventKind, str]] = []
     if ledger is not None and (request.add_tokens or request.add_usd):
         ledger.raised(request)
@@ -109,13 +125,44 @@ def check_edit(s: RunState, edit: t.Edit) -> None:
 
 def take_edit(s: RunState, edit: t.Edit, now: datetime) -> t.EditRecord:
     """An edit taken (a person's, checked by the validator, or a breakpoint function's): it
-    applies to the run, and its record is kept. EditRefused, before anything changes."""
+    applies to the run, its record is kept and told. EditRefused, before anything changes."""
     state = s.editable()
     summary = edits.apply(edit, state)
     s.take_edit(state)
     record = t.EditRecord(edit=edit, at=now, turn=s.turn, summary=summary)
     s.edits.append(record)
+    s.event(now, t.EventKind.EDITED, detail=record.summary)
     return record
+
+
+def decision(s: RunState, decision: t.ApprovalDecision, now: datetime) -> t.ApprovalRecord:
+    """A decision on a waiting call (checked by Approvals.check): recorded, and said. The waiting
+    call takes it up (machine/call.py) and tells the story (`approval_decided`)."""
+    record = s.approvals.apply(decision, now)
+    progress.decided(s, record)
+    return record
+
+
+def resolution(s: RunState, decision: t.ResolveCall, now: datetime) -> t.CallResolution:
+    """A resolution of a call in doubt (checked by Doubts.check): recorded, and said."""
+    record = s.doubts.apply(decision, now)
+    progress.resolved_doubt(s, record)
+    return record
+
+
+def message(s: RunState, message: t.SessionMessage, now: datetime, *, opening: bool = False) -> t.MessageReceipt:
+    """A session's message (checked by SessionState.check) accepted: queued, or steering the
+    answer in progress for an agent that steers (never the opening prompt, message 1); told in
+    the story unless it was sent before (the same message id: counted once)."""
+    assert s.session is not None, "not a session"
+    steer = not opening and s.agent is not None and s.agent.mid_turn == "steer"
+    receipt = s.session.accept(message, now, steer)
+    if not receipt.duplicate:
+        how = f" · {receipt.queued} ahead" if receipt.queued else ""
+        how = " · steers the answer in progress" if receipt.steer else how
+        detail = f"message {receipt.message} from {message.by}{how}"
+        s.event(now, t.EventKind.MESSAGE, text=message.text, detail=detail)
+    return receipt
 
 
 def breakpoint_ended(

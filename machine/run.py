@@ -255,9 +255,7 @@ def _step(run: Run, happened: Happened, facts: Facts) -> Transition:
         message = happened.reply.message.model_copy(deep=True)
         happened = Replied(happened.reply.model_copy(update={"message": message}))
     elif isinstance(happened, BreakpointAnswered):  # its edits taken, in order
-        taken, why = control.breakpoint_ended(books, happened.name, happened.result, facts.now)
-        for record in taken:
-            books.event(facts.now, t.EventKind.EDITED, detail=record.summary)
+        _, why = control.breakpoint_ended(books, happened.name, happened.result, facts.now)  # each edit told
         happened = BreakpointRan(why)
     elif isinstance(happened, Summarized):
         plan = happened.plan

@@ -498,7 +498,7 @@ class PureRun:
 
     def _decide(self, decision: t.ApprovalDecision) -> None:
         self.s.approvals.check(decision, self.s.agent_now)  # the update's validator
-        progress.decided(self.s, self._take(lambda s, _: s.approvals.apply(decision, self.now)))
+        self._take(lambda s, _: control.decision(s, decision, self.now))
 
     def resolve(
         self, action: Literal["rerun", "result", "fail"], by: str = "carol", call_id: str | None = None, **more: object
@@ -507,13 +507,12 @@ class PureRun:
         call_id = call_id or self._waiting(self.status().in_doubt)
         decision = t.ResolveCall(call_id=call_id, action=action, by=by, **more)  # type: ignore[arg-type]
         self.s.doubts.check(decision)
-        progress.resolved_doubt(self.s, self._take(lambda s, _: s.doubts.apply(decision, self.now)))
+        self._take(lambda s, _: control.resolution(s, decision, self.now))
 
     def resume(self, by: str = "dave", **raised: int | float) -> None:
         request = t.ResumeRequest(by=by, **raised)  # type: ignore[arg-type]
         control.check_resume(self.s, self.ledger, request)
-        for kind, detail in self._take(lambda s, ledger: control.resume(s, ledger, request)).events:
-            self.event(kind, detail=detail)
+        self._take(lambda s, ledger: control.resume(s, ledger, request, self.now))
 
     def complete(self, result: str, by: str = "frank", call_id: str | None = None) -> None:
         """Completes `call_id`, or the one call waiting for an outside completion (as status lists it)."""
@@ -535,10 +534,7 @@ class PureRun:
         session, message = self.s.session, t.SessionMessage(text=text, by=by)
         assert session is not None, "not a session"
         session.check(message, self.s.done)  # the update's validator
-        steer = self.s.agent_now.mid_turn == "steer"
-        receipt = self._take(lambda s, _: _session(s).accept(message, self.now, steer))
-        self.event(t.EventKind.MESSAGE, text=text, detail=f"message {receipt.message} from {by}")
-        return receipt
+        return self._take(lambda s, _: control.message(s, message, self.now))
 
     def end(self, by: str = "erin") -> None:
         assert self.s.session is not None, "not a session"
@@ -546,12 +542,11 @@ class PureRun:
 
     def pause(self, by: str = "dave") -> None:
         control.check_pause(self.s)
-        progress.say(self.s, self._take(lambda s, _: control.pause(s, t.PauseRequest(by=by))))
+        self._take(lambda s, _: control.pause(s, t.PauseRequest(by=by)))
 
     def edit(self, edit: t.Edit) -> None:
         control.check_edit(self.s, edit)
-        record = self._take(lambda s, _: control.take_edit(s, edit, self.now))
-        self.event(t.EventKind.EDITED, detail=record.summary)
+        self._take(lambda s, _: control.take_edit(s, edit, self.now))
 
     def _take(self, write: Callable[[RunState, Ledger | None], W]) -> W:
         """As workflows/handlers.py `Inbox._take`: the rule writes a draft (machine/drafts.take),

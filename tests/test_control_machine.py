@@ -11,6 +11,7 @@ import pytest
 from durable_agent_runner.machine import control
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.budget import Ledger
+from durable_agent_runner.machine.session import SessionState
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.turn import Pause
 from durable_agent_runner.workflows import types as t
@@ -41,7 +42,7 @@ def test_a_pause_request_is_kept_once_and_a_resume_before_it_is_taken_withdraws_
     assert refused(control.check_pause, s) == "PauseAlreadyRequested"
     s.last_step = control.pause_requested(t.PauseRequest(by="alice"))  # status says so, and nothing since
     control.check_resume(s, None, t.ResumeRequest(by="bob"))
-    done = control.resume(s, None, t.ResumeRequest(by="bob"))
+    done = control.resume(s, None, t.ResumeRequest(by="bob"), NOW)
     assert done.events == ((t.EventKind.RESUMED, "pause request withdrawn by bob"),)
     assert done.say == "turn 2: calling the model" and s.pause_request is None  # what it said before
     assert refused(control.check_resume, s, None, t.ResumeRequest()) == "NotPaused"
@@ -51,14 +52,14 @@ def test_a_withdrawn_request_leaves_status_alone_when_the_run_has_said_something
     s = running()
     control.pause(s, t.PauseRequest(by="alice"))
     s.last_step = "turn 3: running lookup"
-    assert control.resume(s, None, t.ResumeRequest(by="bob")).say is None
+    assert control.resume(s, None, t.ResumeRequest(by="bob"), NOW).say is None
 
 
 def test_a_paused_run_resumes_once_and_an_ended_or_paused_run_takes_no_pause():
     s = running()
     s.paused = t.PauseInfo(where="before_model", turn=2, why="pause by alice", at=NOW)
     assert refused(control.check_pause, s) == "AlreadyPaused"
-    assert control.resume(s, None, t.ResumeRequest(by="bob")) == control.Resumed(())
+    assert control.resume(s, None, t.ResumeRequest(by="bob"), NOW) == control.Resumed(())
     assert s.resumed_by == "bob"
     assert refused(control.check_resume, s, None, t.ResumeRequest(by="carol")) == "NotPaused"  # already resumed
     s.phase = t.Phase.COMPLETED
@@ -74,7 +75,7 @@ def test_a_run_paused_on_its_budget_goes_on_only_raised_and_within_its_kinds():
     assert refused(control.check_resume, s, None, t.ResumeRequest(add_tokens=5)) == "NoBudget"
     raise_ = t.ResumeRequest(by="bob", add_tokens=500)
     control.check_resume(s, ledger, raise_)
-    done = control.resume(s, ledger, raise_)
+    done = control.resume(s, ledger, raise_, NOW)
     assert done.events == ((t.EventKind.BUDGET_RAISED, "+500 tokens by bob"),) and s.resumed_by == "bob"
     assert ledger is not None and ledger.budget.tokens == 1_500
 
@@ -125,3 +126,31 @@ def test_a_breakpoint_functions_edits_are_taken_in_order_until_one_is_refused():
     assert why is not None and why.startswith("breakpoint function redact: its edit was refused: ")
     assert control.breakpoint_ended(s, "look", t.HookResult(pause=""), NOW) == ([], "breakpoint function look: pause")
     assert control.breakpoint_ended(s, "look", t.HookResult(), NOW) == ([], None)
+
+
+def test_what_reaches_the_door_is_recorded_said_and_told_by_the_machine_alone():
+    """The handlers and the pure driver take each of these through the same rule: the record, what
+    status says, and the story's event are the machine's (workflows/handlers.py writes no words)."""
+    s = running()
+    s.approvals.request("c1", "send", {"to": "ops"}, 2, NOW)
+    record = control.decision(s, t.ApprovalDecision(call_id="c1", approve=True, by="alice"), NOW)
+    assert record.approved and s.approvals.decided("c1") == record
+    record_words = s.last_step
+    assert record_words == "turn 0: send c1 approved by alice"
+    s.session = SessionState()
+    s.agent = t.AgentSpec(name="a", mid_turn="steer")
+    opening = control.message(s, t.SessionMessage(text="hello", by="bob"), NOW, opening=True)
+    queued = control.message(s, t.SessionMessage(text="more", by="bob", message_id="m2"), NOW)
+    again = control.message(s, t.SessionMessage(text="more", by="bob", message_id="m2"), NOW)
+    assert not opening.steer and again.duplicate
+    assert (queued.queued, queued.steer) == (1, False)  # nothing is being answered: it waits its turn
+    told = [e.detail for e in s.events if e.kind is t.EventKind.MESSAGE]
+    assert told == ["message 1 from bob", "message 2 from bob · 1 ahead"]  # the repeat counted once
+    said = control.pause(s, t.PauseRequest(by="carol"))
+    assert s.last_step == said == control.pause_requested(t.PauseRequest(by="carol"))
+    control.resume(s, None, t.ResumeRequest(by="dave"), NOW)
+    assert s.events[-1].kind is t.EventKind.RESUMED and s.events[-1].detail == "pause request withdrawn by dave"
+    assert s.last_step == record_words  # what it said before the request, said again
+    s.paused = t.PauseInfo(where="before_model", turn=2, why="pause by carol", at=NOW)
+    control.take_edit(s, t.Edit(op="text", index=0, text="hi there"), NOW)
+    assert s.events[-1].kind is t.EventKind.EDITED and s.messages[0].content == "hi there"

@@ -62,20 +62,21 @@ class Inbox:
         self._take(lambda s, _: s.approvals.ignore(reason))
 
     def _take(self, write: Callable[[RunState, Ledger | None], W]) -> W:
-        """What reaches the run, written by the machine's rule into a draft of its books
-        (machine/drafts.take), then kept: a rule that raises leaves nothing half done."""
+        """What reaches the run, written by the machine's rule (machine/control.py: the record,
+        what status says, the story's event) into a draft of its books (machine/drafts.take),
+        then kept, and the Web UI's details told: a rule that raises leaves nothing half done."""
         taken = drafts.take(self.s, self.steps.ledger, write)
         drafts.keep(taken.books, self.s)
         if self.steps.ledger is not None and taken.ledger is not None:
             drafts.keep(taken.ledger, self.steps.ledger)
+        workflow.set_current_details(self.s.details())
         return taken.value
 
     def check_approval(self, decision: t.ApprovalDecision) -> None:
         checked(self.s.approvals.check, decision, self.steps.agent_or_none())
 
     def decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
-        record = self._take(lambda s, _: s.approvals.apply(decision, workflow.now()))
-        self.steps.record_decision(record)
+        record = self._take(lambda s, _: control.decision(s, decision, workflow.now()))
         return t.DecisionReceipt(call_id=decision.call_id, approved=record.approved, recorded_at=record.at)
 
     # ------------------------------------------------------------------------------ in doubt
@@ -96,8 +97,7 @@ class Inbox:
         checked(self.s.doubts.check, decision)
 
     def resolve(self, decision: t.ResolveCall) -> t.ResolveReceipt:
-        record = self._take(lambda s, _: s.doubts.apply(decision, workflow.now()))
-        self.steps.record_resolution(record)
+        record = self._take(lambda s, _: control.resolution(s, decision, workflow.now()))
         return t.ResolveReceipt(call_id=record.call_id, action=record.action, by=record.by, recorded_at=record.at)
 
     # ------------------------------------------------------------- questions, outside completions
@@ -107,7 +107,6 @@ class Inbox:
 
     def answer(self, answer: t.AnswerQuestion) -> t.AnswerReceipt:
         record = self._take(lambda s, _: s.questions.apply(answer, workflow.now()))
-        workflow.set_current_details(self.s.details())
         return t.AnswerReceipt(
             call_id=record.call_id, answer=record.answer, choice=record.choice, by=record.by, recorded_at=record.at
         )
@@ -117,7 +116,6 @@ class Inbox:
 
     def complete(self, completion: t.CompleteCall) -> t.CompleteReceipt:
         record = self._take(lambda s, _: s.outside.apply(completion, workflow.now()))
-        workflow.set_current_details(self.s.details())
         outcome = "fail" if record.fail is not None else "result"
         return t.CompleteReceipt(call_id=record.call_id, outcome=outcome, by=record.by, recorded_at=record.at)
 
@@ -128,23 +126,11 @@ class Inbox:
 
     def send(self, message: t.SessionMessage) -> t.MessageReceipt:
         self.session()
-        steer = self.s.agent is not None and self.s.agent.mid_turn == "steer"
-        receipt = self._take(lambda s, _: _session(s).accept(message, workflow.now(), steer))
-        if not receipt.duplicate:
-            self.received(message, receipt)
-        return receipt
+        return self._take(lambda s, _: control.message(s, message, workflow.now()))
 
     def opening(self, message: t.SessionMessage) -> None:
         """A session's opening prompt, message 1 (never a steer: nothing is being answered yet)."""
-        self.received(message, self._take(lambda s, _: _session(s).accept(message, workflow.now(), steer=False)))
-
-    def received(self, message: t.SessionMessage, receipt: t.MessageReceipt) -> None:
-        how = f" · {receipt.queued} ahead" if receipt.queued else ""
-        how = " · steers the answer in progress" if receipt.steer else how
-        self.steps.event(
-            t.EventKind.MESSAGE, text=message.text, detail=f"message {receipt.message} from {message.by}{how}"
-        )
-        workflow.set_current_details(self.s.details())
+        self._take(lambda s, _: control.message(s, message, workflow.now(), opening=True))
 
     def check_end(self, end: t.EndSession) -> None:
         self.session()
@@ -168,18 +154,14 @@ class Inbox:
         checked(control.check_pause, self.s)
 
     def pause(self, request: t.PauseRequest) -> t.RunStatus:
-        self.steps.say(self._take(lambda s, _: control.pause(s, request)))
+        self._take(lambda s, _: control.pause(s, request))
         return self.status()
 
     def check_resume(self, request: t.ResumeRequest) -> None:
         checked(control.check_resume, self.s, self.steps.ledger, request)
 
     def resume(self, request: t.ResumeRequest) -> t.RunStatus:
-        done = self._take(lambda s, ledger: control.resume(s, ledger, request))
-        for kind, detail in done.events:
-            self.steps.event(kind, detail=detail)
-        if done.say is not None:
-            self.steps.say(done.say)
+        self._take(lambda s, ledger: control.resume(s, ledger, request, workflow.now()))
         return self.status()
 
     def check_edit(self, edit: t.Edit) -> None:
@@ -187,7 +169,6 @@ class Inbox:
 
     def edit(self, edit: t.Edit) -> t.EditReceipt:
         record = self._take(lambda s, _: control.take_edit(s, edit, workflow.now()))
-        self.steps.edited(record)
         return t.EditReceipt(summary=record.summary, items=len(self.s.messages))
 
     # -------------------------------------------------------------------------------- queries

@@ -297,26 +297,6 @@ class Steps:
 
     # ------------------------------------------------------------------------------ records
 
-    # A decision's event is the call machine's (its `approval_decided` / `call_resolved` note, as the
-    # waiting call takes it up, in the same workflow task): these say it in status at once.
-
-    def record_decision(self, record: t.ApprovalRecord) -> None:
-        progress.decided(self.s, record)
-
-    def record_resolution(self, record: t.CallResolution) -> None:
-        progress.resolved_doubt(self.s, record)
-
-    def edited(self, record: t.EditRecord) -> None:
-        """An edit taken (machine/control.take_edit): watchers and the Web UI hear of it."""
-        self.event(t.EventKind.EDITED, detail=record.summary)
-        workflow.set_current_details(self.s.details())
-
-    def say(self, step: str) -> None:
-        """What the run does now, within its phase, for status and the Web UI: no search
-        attribute changes, so no command (replay-safe wherever it is said)."""
-        progress.say(self.s, step)
-        workflow.set_current_details(self.s.details())
-
     def event(self, kind: t.EventKind, at: datetime | None = None, **fields: object) -> None:
         """An event now, or `at` (a time history recorded: when a call made ahead began)."""
         self.s.event(at or workflow.now(), kind, **fields)
