@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
+from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.texts import excerpt
 from durable_agent_runner.workflows import types as t
 
@@ -87,6 +88,12 @@ def escalation(agent: t.AgentSpec, first: t.NotifyInput, wait: About) -> t.Notif
     own = agent.notify or t.NotifyOptions()
     key = notify_key(first.run_id, wait.label + "/escalation")
     return first.model_copy(update={"escalation": True, "url": own.escalate_webhook_url, "idempotency_key": key})
+
+
+def tell(s: RunState, about: About, results: list[t.NotifyResult | str], prefix: str, now: datetime) -> None:
+    """A round of notifications about a wait ended: its story told (`told`), by the wait's call."""
+    for kind, detail in told(results, prefix):
+        s.event(now, kind, call_id=about.call_id, tool=about.tool, detail=detail)
 
 
 def told(results: list[t.NotifyResult | str], prefix: str) -> list[tuple[t.EventKind, str]]:

@@ -192,11 +192,27 @@ class Status:
 # -------------------------------------------------------------------------------------- the end
 
 
-def failed(s: RunState, message: str, kind: str) -> bool:
-    """The run (or, in a session, the answer in progress) failed with `message`; whether the run
-    itself ends with it (a session's answer fails alone)."""
+def failed(s: RunState, message: str, kind: str, now: datetime) -> t.Phase | None:
+    """The run (or, in a session, the answer in progress) failed with `message`. When the run
+    itself ends with it, it ends failed (`ended`), and the phase before is returned; None: a
+    session's answer failed alone, and the session goes on."""
     s.error, s.error_type = message, kind
-    return s.session is None or s.session.current is None
+    if s.session is not None and s.session.current is not None:
+        return None
+    return ended(s, t.Phase.FAILED, message, now)
+
+
+def cancelled(s: RunState, now: datetime) -> t.Phase:
+    """The run was cancelled, while doing what status last said: it ends so (`ended`)."""
+    return ended(s, t.Phase.CANCELLED, "cancelled: " + (s.last_step or "while starting"), now)
+
+
+def ended(s: RunState, phase: t.Phase, message: str, now: datetime) -> t.Phase:
+    """The run is over: nothing waits any more, and the story and status say how it ended. The
+    phase before, for `Status.writes` (the search attributes a final phase writes)."""
+    s.abandon()
+    s.event(now, t.EventKind.FAILED if phase == t.Phase.FAILED else t.EventKind.CANCELLED, text=message)
+    return set_phase(s, phase, message)
 
 
 def answered(s: RunState, output: str) -> None:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from durable_agent_runner.machine.calls import RunTools, budget_spent, plan_calls
-from durable_agent_runner.workflows.types import AgentSpec, HookResult, ModelReply
+from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.workflows.types import AgentSpec, EventKind, HookResult, ModelReply
 
 StopKind = Literal[
     "MaxTurnsExceeded",
@@ -121,6 +123,17 @@ def after_output(agent: AgentSpec, output: str, check: HookResult | None, refusa
         "Answer again with only JSON that matches the required schema."
     )
     return Retry(feedback=feedback)
+
+
+def guardrails_ran(
+    s: RunState, kind: Literal["input", "output"], results: Sequence[tuple[str, HookResult]], now: datetime
+) -> Stop | None:
+    """The agent's guardrails of `kind` answered: each verdict told in the story, in the agent's
+    order, and the one that trips the run, if any (`tripwire`)."""
+    for name, result in results:
+        verdict = "tripped" if result.tripwire else "passed"
+        s.event(now, EventKind.GUARDRAIL, detail=f"{kind} guardrail {name}: {verdict}")
+    return tripwire(kind, results)
 
 
 def tripwire(kind: Literal["input", "output"], results: Sequence[tuple[str, HookResult]]) -> Stop | None:

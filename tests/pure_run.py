@@ -230,7 +230,8 @@ class PureRun:
             return o.OutputChecked(self.hook("output_type", s.agent_now.output_name or "output"))
         if isinstance(step, turn_machine.Guardrails):
             names = s.agent_now.output_guardrails
-            return o.GuardrailsRan(rules.tripwire("output", [(n, self.hook("output_guardrail", n)) for n in names]))
+            verdicts = [(n, self.hook("output_guardrail", n)) for n in names]
+            return o.GuardrailsRan(self._take(lambda s, _: rules.guardrails_ran(s, "output", verdicts, self.now)))
         if isinstance(step, turn_machine.Pause):  # the machine took the pause and said so: a person resumes
             self.tick()
             self._person(lambda: self.s.resumed_by is not None, None)
@@ -253,7 +254,8 @@ class PureRun:
 
     def _call_model(self, step: turn_machine.CallModel) -> t.ModelReply:
         if step.guard is not None:
-            stop = rules.tripwire("input", [(n, self.hook("input_guardrail", n)) for n in step.agent.input_guardrails])
+            verdicts = [(n, self.hook("input_guardrail", n)) for n in step.agent.input_guardrails]
+            stop = self._take(lambda s, _: rules.guardrails_ran(s, "input", verdicts, self.now))
             if stop is not None:
                 raise self.failure(stop.message, stop.error)
         # A model that failed for good is not called again by that agent in this answer; a session's
@@ -596,10 +598,9 @@ class PureRun:
         self.tracker.writes(self.s, before)
 
     def failure(self, message: str, kind: str) -> RunFailed:
-        if progress.failed(self.s, message, kind):
-            self.s.abandon()
-            self.event(t.EventKind.FAILED, text=message)
-            self.set_phase(t.Phase.FAILED, message)
+        before = self._take(lambda s, _: progress.failed(s, message, kind, self.now))
+        if before is not None:
+            self.tracker.writes(self.s, before)
         return RunFailed(message, kind)
 
 

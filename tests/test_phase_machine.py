@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from durable_agent_runner.machine import notify
+from durable_agent_runner.machine import notify, progress, rules
 from durable_agent_runner.machine.progress import COUNTERS_EVERY_SECONDS, Status
+from durable_agent_runner.machine.session import SessionState
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 
@@ -137,3 +138,38 @@ def test_the_story_of_a_round_says_what_went_in_one_line_and_each_failure_in_its
         (t.EventKind.NOTIFY_FAILED, "escalated after 60s: email: connection refused (gave up within 3 attempts)"),
     ]
     assert notify.told([], "") == []
+    s = tools_running()
+    notify.tell(s, ABOUT, results, "", NOW)  # as the workflow takes it: told by the wait's call
+    assert [(e.kind, e.call_id, e.tool) for e in s.events] == [
+        (t.EventKind.NOTIFIED, ABOUT.call_id, ABOUT.tool),
+        (t.EventKind.NOTIFY_FAILED, ABOUT.call_id, ABOUT.tool),
+    ]
+
+
+def test_a_run_ends_failed_or_cancelled_as_the_machine_says_and_a_sessions_answer_fails_alone():
+    s = tools_running()
+    s.approvals.request("c1", "send", {}, 2, NOW)
+    assert progress.failed(s, "boom", "ToolFailed", NOW) == t.Phase.RUNNING_TOOLS  # the phase before
+    assert (s.phase, s.last_step, s.error_type) == (t.Phase.FAILED, "boom", "ToolFailed")
+    assert s.events[-1].kind is t.EventKind.FAILED and s.events[-1].text == "boom"
+    assert not s.approvals.pending  # nothing waits any more
+    chat = tools_running()
+    chat.session = SessionState()
+    chat.session.accept(t.SessionMessage(text="hi", by="bob"), NOW, steer=False)
+    chat.session.open(2, NOW, "exec-1")
+    assert progress.failed(chat, "boom", "ToolFailed", NOW) is None  # that answer fails; the session goes on
+    assert chat.phase is t.Phase.RUNNING_TOOLS and chat.error == "boom" and not chat.events
+    quiet = tools_running()
+    quiet.last_step = "turn 2: running lookup(q=a)"
+    assert progress.cancelled(quiet, NOW) == t.Phase.RUNNING_TOOLS
+    assert quiet.phase is t.Phase.CANCELLED and quiet.events[-1].text == "cancelled: turn 2: running lookup(q=a)"
+
+
+def test_each_guardrail_verdict_is_told_in_order_and_the_first_that_trips_stops_the_run():
+    s = tools_running()
+    verdicts = [("polite", t.HookResult()), ("no_pii", t.HookResult(tripwire=True, info={"found": "ssn"}))]
+    stop = rules.guardrails_ran(s, "output", verdicts, NOW)
+    assert stop is not None and stop.error == "OutputGuardrailTripwireTriggered" and "no_pii" in stop.message
+    told = [e.detail for e in s.events if e.kind is t.EventKind.GUARDRAIL]
+    assert told == ["output guardrail polite: passed", "output guardrail no_pii: tripped"]
+    assert rules.guardrails_ran(s, "input", [("polite", t.HookResult())], NOW) is None

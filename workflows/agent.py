@@ -102,7 +102,7 @@ class AgentRun:
                         raise
                     happened = machine.Failed(err.type or "Error", err.message)  # that message's error
         except asyncio.CancelledError:
-            self._steps.end(t.Phase.CANCELLED, "cancelled: " + (self._s.last_step or "while starting"))
+            self._steps.cancelled()
             await endings.tell_parent(self._s)
             raise
 

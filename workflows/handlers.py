@@ -10,21 +10,19 @@ Determinism rules as for all of workflows/: no I/O, no clocks, no randomness, no
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner.machine import control, drafts
+from durable_agent_runner.machine import control
 from durable_agent_runner.machine.approvals import DecisionRefused
-from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.session import Refused, SessionState
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.steps import Steps
 
-W = TypeVar("W")
 MAX_CHILD_LEDGERS = 100  # cancelled children's usage not yet counted (each is read once, then dropped)
 
 
@@ -59,24 +57,13 @@ class Inbox:
 
     def _ignore(self, reason: str) -> None:
         workflow.logger.warning("approval signal ignored: %s", reason)
-        self._take(lambda s, _: s.approvals.ignore(reason))
-
-    def _take(self, write: Callable[[RunState, Ledger | None], W]) -> W:
-        """What reaches the run, written by the machine's rule (machine/control.py: the record,
-        what status says, the story's event) into a draft of its books (machine/drafts.take),
-        then kept, and the Web UI's details told: a rule that raises leaves nothing half done."""
-        taken = drafts.take(self.s, self.steps.ledger, write)
-        drafts.keep(taken.books, self.s)
-        if self.steps.ledger is not None and taken.ledger is not None:
-            drafts.keep(taken.ledger, self.steps.ledger)
-        workflow.set_current_details(self.s.details())
-        return taken.value
+        self.steps.take(lambda s, _: s.approvals.ignore(reason))
 
     def check_approval(self, decision: t.ApprovalDecision) -> None:
         checked(self.s.approvals.check, decision, self.steps.agent_or_none())
 
     def decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
-        record = self._take(lambda s, _: control.decision(s, decision, workflow.now()))
+        record = self.steps.take(lambda s, _: control.decision(s, decision, workflow.now()))
         return t.DecisionReceipt(call_id=decision.call_id, approved=record.approved, recorded_at=record.at)
 
     # ------------------------------------------------------------------------------ in doubt
@@ -97,7 +84,7 @@ class Inbox:
         checked(self.s.doubts.check, decision)
 
     def resolve(self, decision: t.ResolveCall) -> t.ResolveReceipt:
-        record = self._take(lambda s, _: control.resolution(s, decision, workflow.now()))
+        record = self.steps.take(lambda s, _: control.resolution(s, decision, workflow.now()))
         return t.ResolveReceipt(call_id=record.call_id, action=record.action, by=record.by, recorded_at=record.at)
 
     # ------------------------------------------------------------- questions, outside completions
@@ -106,7 +93,7 @@ class Inbox:
         checked(self.s.questions.check, answer)
 
     def answer(self, answer: t.AnswerQuestion) -> t.AnswerReceipt:
-        record = self._take(lambda s, _: s.questions.apply(answer, workflow.now()))
+        record = self.steps.take(lambda s, _: s.questions.apply(answer, workflow.now()))
         return t.AnswerReceipt(
             call_id=record.call_id, answer=record.answer, choice=record.choice, by=record.by, recorded_at=record.at
         )
@@ -115,7 +102,7 @@ class Inbox:
         checked(self.s.outside.check, completion)
 
     def complete(self, completion: t.CompleteCall) -> t.CompleteReceipt:
-        record = self._take(lambda s, _: s.outside.apply(completion, workflow.now()))
+        record = self.steps.take(lambda s, _: s.outside.apply(completion, workflow.now()))
         outcome = "fail" if record.fail is not None else "result"
         return t.CompleteReceipt(call_id=record.call_id, outcome=outcome, by=record.by, recorded_at=record.at)
 
@@ -126,11 +113,11 @@ class Inbox:
 
     def send(self, message: t.SessionMessage) -> t.MessageReceipt:
         self.session()
-        return self._take(lambda s, _: control.message(s, message, workflow.now()))
+        return self.steps.take(lambda s, _: control.message(s, message, workflow.now()))
 
     def opening(self, message: t.SessionMessage) -> None:
         """A session's opening prompt, message 1 (never a steer: nothing is being answered yet)."""
-        self._take(lambda s, _: control.message(s, message, workflow.now(), opening=True))
+        self.steps.take(lambda s, _: control.message(s, message, workflow.now(), opening=True))
 
     def check_end(self, end: t.EndSession) -> None:
         self.session()
@@ -139,7 +126,7 @@ class Inbox:
 
     def end(self, end: t.EndSession) -> t.EndReceipt:
         self.session()
-        return self._take(lambda s, _: _session(s).end(end))
+        return self.steps.take(lambda s, _: _session(s).end(end))
 
     def session(self) -> SessionState:
         if self.s.session is None:
@@ -154,21 +141,21 @@ class Inbox:
         checked(control.check_pause, self.s)
 
     def pause(self, request: t.PauseRequest) -> t.RunStatus:
-        self._take(lambda s, _: control.pause(s, request))
+        self.steps.take(lambda s, _: control.pause(s, request))
         return self.status()
 
     def check_resume(self, request: t.ResumeRequest) -> None:
         checked(control.check_resume, self.s, self.steps.ledger, request)
 
     def resume(self, request: t.ResumeRequest) -> t.RunStatus:
-        self._take(lambda s, ledger: control.resume(s, ledger, request, workflow.now()))
+        self.steps.take(lambda s, ledger: control.resume(s, ledger, request, workflow.now()))
         return self.status()
 
     def check_edit(self, edit: t.Edit) -> None:
         checked(control.check_edit, self.s, edit)
 
     def edit(self, edit: t.Edit) -> t.EditReceipt:
-        record = self._take(lambda s, _: control.take_edit(s, edit, workflow.now()))
+        record = self.steps.take(lambda s, _: control.take_edit(s, edit, workflow.now()))
         return t.EditReceipt(summary=record.summary, items=len(self.s.messages))
 
     # -------------------------------------------------------------------------------- queries

@@ -97,10 +97,9 @@ class Notifier:
             await self._notify_round(wait, [escalation], attempts, f"escalated after {after:g}s: ")
 
     async def _notify_round(self, wait: Wait, sends: list[t.NotifyInput], attempts: int, prefix: str) -> None:
-        """The sends at once; then what the story says of them (machine/notify.told)."""
+        """The sends at once; then what the story says of them (machine/notify.tell)."""
         results = await asyncio.gather(*(self._send(wait, n, attempts) for n in sends))
-        for kind, detail in notify.told(list(results), prefix):
-            self.steps.event(kind, call_id=wait.call_id, tool=wait.tool, detail=detail)
+        self.steps.take(lambda s, _: notify.tell(s, wait, list(results), prefix, workflow.now()))
 
     async def _send(self, wait: Wait, n: t.NotifyInput, attempts: int) -> t.NotifyResult | str:
         """One channel's notification, retried within `attempts`; what went, or why it did not."""

@@ -10,8 +10,9 @@ no threads. Time comes from `workflow.now()`; activities are called by their dec
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -24,7 +25,7 @@ from temporalio.exceptions import (
 )
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
-from durable_agent_runner.machine import fallback, progress, requests
+from durable_agent_runner.machine import drafts, fallback, progress, requests
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.outcomes import Facts, ModelFailed
 from durable_agent_runner.machine.requests import MODEL_HEARTBEAT_TIMEOUT, MODEL_TIMEOUT_MARGIN
@@ -33,6 +34,8 @@ from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows import versions
 from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
+
+W = TypeVar("W")
 
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
 RESOLVE_HERE_TIMEOUT = timedelta(seconds=10)  # the local resolve: no I/O, the registry and the agent's code
@@ -132,18 +135,18 @@ class Steps:
     # ---------------------------------------------------------------------------- failures
 
     def failure(self, message: str, kind: str) -> ApplicationError:
-        """Ends the run: recorded for status and watchers, then raised as a non-retryable error
-        whose details hold the run's usage, so a parent run counts what a failed child spent."""
-        if progress.failed(self.s, message, kind):  # in a session, only the answer fails
-            self.end(t.Phase.FAILED, message)
+        """Ends the run (in a session, only the answer fails: machine/progress.failed), then
+        raised as a non-retryable error whose details hold the run's usage, so a parent run
+        counts what a failed child spent."""
+        before = self.take(lambda s, _: progress.failed(s, message, kind, workflow.now()))
+        if before is not None:
+            self._search(before)
         ledger = t.ChildUsage(usage_by_agent=self.s.usage_by_agent)
         return ApplicationError(message, ledger.model_dump(mode="json"), type=kind, non_retryable=True)
 
-    def end(self, phase: t.Phase, message: str) -> None:
-        """The run is over: nothing waits any more, and the UI, status and watchers say how it ended."""
-        self.s.abandon()
-        self.event(t.EventKind.FAILED if phase == t.Phase.FAILED else t.EventKind.CANCELLED, text=message)
-        self.set_phase(phase, message)
+    def cancelled(self) -> None:
+        """The run was cancelled: it ends so (machine/progress.cancelled)."""
+        self._search(self.take(lambda s, _: progress.cancelled(s, workflow.now())))
 
     def failed_activity(self, err: ActivityError, default_type: str, context: str) -> ApplicationError:
         """The run's failure, carrying the cause's own message and type to the client."""
@@ -297,19 +300,30 @@ class Steps:
 
     # ------------------------------------------------------------------------------ records
 
-    def event(self, kind: t.EventKind, at: datetime | None = None, **fields: object) -> None:
-        """An event now, or `at` (a time history recorded: when a call made ahead began)."""
-        self.s.event(at or workflow.now(), kind, **fields)
-
     def set_phase(self, phase: t.Phase, step: str) -> None:
         """The run's phase for status, watchers and the Web UI's current details, and its search
         attributes when machine/progress.py says they are due."""
-        s = self.s
-        before = progress.set_phase(s, phase, step)
-        workflow.set_current_details(s.details())
-        written = self.tracker.writes(s, before)
+        before = progress.set_phase(self.s, phase, step)
+        workflow.set_current_details(self.s.details())
+        self._search(before)
+
+    def _search(self, before: t.Phase) -> None:
+        """The search attributes due now that the phase changed from `before` (Status.writes)."""
+        written = self.tracker.writes(self.s, before)
         if written is not None:
             workflow.upsert_search_attributes(written)
+
+    def take(self, write: Callable[[RunState, Ledger | None], W]) -> W:
+        """A rule of the machine (what reaches the run at the door, a guardrail's verdicts, a
+        round of notifications, the run's end) written into a draft of its books
+        (machine/drafts.take), then kept, and the Web UI's details told: a rule that raises
+        leaves nothing half done."""
+        taken = drafts.take(self.s, self.ledger, write)
+        drafts.keep(taken.books, self.s)
+        if self.ledger is not None and taken.ledger is not None:
+            drafts.keep(taken.ledger, self.ledger)
+        workflow.set_current_details(self.s.details())
+        return taken.value
 
     def clocked(self, reply: t.ModelReply) -> t.ModelReply:
         """Notes when `reply` arrived (the reply clock the counters' writes go by)."""

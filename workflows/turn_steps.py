@@ -19,7 +19,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 from durable_agent_runner.machine import control, conversation, memory
 from durable_agent_runner.machine.calls import RunTools
-from durable_agent_runner.machine.rules import Stop, tripwire
+from durable_agent_runner.machine.rules import Stop, guardrails_ran
 from durable_agent_runner.machine.run import RUNNABLE, FilterHandoff, HandoffFiltered, PauseEnded, Summarized
 from durable_agent_runner.machine.turn import Breakpoint, Pause
 from durable_agent_runner.workflows import types as t
@@ -176,7 +176,5 @@ class TurnSteps:
             return None
         hook: t.HookKind = "input_guardrail" if kind == "input" else "output_guardrail"
         results = await asyncio.gather(*(self.steps.hook(agent, hook, name, text=text) for name in names))
-        for name, result in zip(names, results, strict=True):
-            verdict = "tripped" if result.tripwire else "passed"
-            self.steps.event(t.EventKind.GUARDRAIL, detail=f"{kind} guardrail {name}: {verdict}")
-        return tripwire(kind, list(zip(names, results, strict=True)))
+        answered = list(zip(names, results, strict=True))
+        return self.steps.take(lambda s, _: guardrails_ran(s, kind, answered, workflow.now()))
