@@ -62,6 +62,11 @@ def set_phase(s: RunState, phase: t.Phase, step: str) -> t.Phase:
     return before
 
 
+def continuing(s: RunState) -> tuple[t.Phase, str]:
+    """What status says as the run continues as new (set once its handlers have finished)."""
+    return t.Phase.CONTINUING, f"turn {s.turn}: continuing as new to keep history small"
+
+
 def say(s: RunState, step: str) -> None:
     """What the run does now, within its phase."""
     s.last_step = step

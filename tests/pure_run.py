@@ -475,7 +475,7 @@ class PureRun:
 
     def _continue_as_new(self) -> None:
         """A new execution from the carry alone, as Temporal starts it (workflows/agent.py)."""
-        self.set_phase(t.Phase.CONTINUING, "continuing as new")
+        self.set_phase(*progress.continuing(self.s))
         self.continue_at.discard(self.s.turn)  # the new execution's history is small again
         carry = self.s.to_carry(f"execution-{self.executions}")
         if self.ledger is not None:

@@ -180,7 +180,7 @@ class AgentRun:
         s = self._s
         assert s.agent is not None
         await workflow.wait_condition(workflow.all_handlers_finished)
-        self._steps.set_phase(t.Phase.CONTINUING, f"turn {s.turn}: continuing as new to keep history small")
+        self._steps.set_phase(*progress.continuing(s))
         carry = s.to_carry(workflow.info().run_id)
         if self._steps.ledger is not None:
             carry.budget = self._steps.ledger.budget
