@@ -109,8 +109,19 @@ def _resumed(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> Re
         return Resumed(tuple(events))
     asked, s.pause_request = s.pause_request, None
     events.append((t.EventKind.RESUMED, f"pause request withdrawn by {request.by}"))
-    said_nothing = asked is not None and s.last_step == pause_requested(asked)
-    return Resumed(tuple(events), s.before_pause if said_nothing else None)
+    return Resumed(tuple(events), _unsaid(s, asked))
+
+
+def _unsaid(s: RunState, asked: t.PauseRequest | None) -> str | None:
+    """What status says once a pause request is withdrawn: what it said before the request, if
+    it has said nothing since; the wait for a person it names, without the request's words, if
+    that is what it says (`pause` put them after it); None: it said something else since."""
+    if asked is None:
+        return None
+    words = pause_requested(asked)
+    if s.last_step == words:
+        return s.before_pause
+    return s.last_step.removesuffix(f"; {words}") if s.last_step.endswith(f"; {words}") else None
 
 
 def check_edit(s: RunState, edit: t.Edit) -> None:

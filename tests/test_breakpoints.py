@@ -274,3 +274,28 @@ async def test_a_withdrawn_pause_request_is_no_longer_shown(
     kinds = [e.kind for e in events.events]
     assert "paused" not in kinds and "resumed" in kinds  # withdrawn, never paused
     await replay(handle)
+
+
+async def test_a_withdrawn_pause_request_leaves_status_naming_the_approval_it_waits_for(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any
+) -> None:
+    """Seen on 2.0.0: a run waiting for approval, asked to pause, then resumed, still said "pause
+    requested by alice" in status and the console until the approval came."""
+    model = script(llm, calls(("send", {"label": "report"})), {"content": "sent it"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model, agent="guarded")
+        async with asyncio.timeout(20):
+            while not (status := await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).pending_approvals:
+                await asyncio.sleep(0.1)
+        waiting = status.last_step
+        asked = await handle.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="alice"), result_type=t.RunStatus)
+        assert asked.last_step.startswith(waiting) and "pause requested by alice" in asked.last_step
+        after = await handle.execute_update(t.RESUME_UPDATE, t.ResumeRequest(by="bob"), result_type=t.RunStatus)
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+        assert after.last_step == status.last_step == waiting and "waiting for approval of send" in waiting
+        assert status.phase == "awaiting_approval"
+        call_id = status.pending_approvals[0].call_id
+        decision = t.ApprovalDecision(call_id=call_id, approve=True, by="carol")
+        await handle.execute_update(t.APPROVAL_UPDATE, decision, result_type=t.DecisionReceipt)
+        assert (await handle.result()).output == "sent it"
+    await replay(handle)

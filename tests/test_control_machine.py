@@ -154,3 +154,16 @@ def test_what_reaches_the_door_is_recorded_said_and_told_by_the_machine_alone():
     s.paused = t.PauseInfo(where="before_model", turn=2, why="pause by carol", at=NOW)
     control.take_edit(s, t.Edit(op="text", index=0, text="hi there"), NOW)
     assert s.events[-1].kind is t.EventKind.EDITED and s.messages[0].content == "hi there"
+
+
+def test_a_withdrawn_request_leaves_status_naming_the_wait_for_a_person_without_it():
+    """Seen on 2.0.0: a run waiting for approval, asked to pause and then resumed, still said
+    "pause requested by alice" (status, the console) until the approval came."""
+    s = running()
+    s.turn = 3
+    s.approvals.request("call_3_0", "send_report", {}, 3, NOW)
+    s.last_step = "turn 3: waiting for approval of send_report (call_3_0)"
+    said = control.pause(s, t.PauseRequest(by="alice", reason="look"))
+    assert said.startswith("turn 3: waiting for approval of send_report (call_3_0); pause requested by alice")
+    done = control.resume(s, None, t.ResumeRequest(by="bob"), NOW)
+    assert done.say == s.last_step == "turn 3: waiting for approval of send_report (call_3_0)"
