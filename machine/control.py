@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from durable_agent_runner.machine import edits, progress
+from durable_agent_runner.machine import edits, progress, texts
 from durable_agent_runner.machine.approvals import DecisionRefused
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.progress import person_waits
@@ -26,8 +26,8 @@ PAUSE_LIMIT = timedelta(days=30)  # a paused run waits this long for a resume, t
 
 
 def pause_requested(request: t.PauseRequest) -> str:
-    """What status says of a run asked to pause, until it does."""
-    return f"pause requested by {request.by}: the run pauses at its next safe point"
+    """What status says of a run asked to pause, until it does (RunState.step_words keeps it said)."""
+    return texts.pause_requested(request.by)
 
 
 def check_pause(s: RunState) -> None:

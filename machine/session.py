@@ -177,6 +177,17 @@ class SessionState:
             return t.ExchangeAnswer(messages=self.messages, execution=span.execution)
         return t.ExchangeAnswer(messages=self.messages)
 
+    def details(self) -> str:
+        """The conversation in the run's Web UI details (markdown): its counts, its last exchange."""
+        line = f"**conversation:** {self.messages} message(s), {self.answered} answered"
+        line += f", {len(self.queue)} queued" if self.queue else ""
+        last = self.exchanges[-1] if self.exchanges else None
+        if last is not None:
+            line += f"\n\n**message {last.message}** ({last.by}): {excerpt(last.prompt, 200)}"
+            if last.output is not None:
+                line += f"\n\n**answer:** {excerpt(last.output, 300)}"
+        return line
+
     def status(self, idle_timeout: float, ended: bool, mid_turn: t.MidTurn) -> t.SessionStatus:
         state: t.SessionState = "ended" if ended else "answering" if self.current or self.queue else "waiting"
         if state == "waiting" and self.ending is not None:

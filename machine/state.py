@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
-from durable_agent_runner.machine import doubts, outside, questions
+from durable_agent_runner.machine import doubts, outside, questions, texts
 from durable_agent_runner.machine.approvals import Approvals
 from durable_agent_runner.machine.calls import describe_call
 from durable_agent_runner.machine.edits import Editable
@@ -224,14 +224,23 @@ class RunState:
 
     # ------------------------------------------------------------------------------- views
 
+    def step_words(self) -> str:
+        """What the run does now, as status and the Web UI say it: and, while a pause asked for
+        is not yet reached, that request, though a call's progress has been said since."""
+        asked = self.pause_request
+        if asked is None or self.paused is not None:
+            return self.last_step
+        words = texts.pause_requested(asked.by)
+        return self.last_step if self.last_step.endswith(words) else f"{self.last_step}; {words}"
+
     def details(self) -> str:
         """The run's "current details" in the Web UI (markdown): where it is, and, while calls
         wait, each call's arguments and the signal that decides it."""
         turn = turn_words(self.turn, self.agent.max_turns if self.agent else None, self.session is not None)
-        lines = [f"**{self.phase}** · turn {turn} · {self.usage.total_tokens} tokens", "", self.last_step]
+        lines = [f"**{self.phase}** · turn {turn} · {self.usage.total_tokens} tokens", "", self.step_words()]
         prompt = next((m.content for m in self.messages if isinstance(m, t.UserMessage)), "")
         if self.session is not None:
-            lines += ["", self._conversation()]
+            lines += ["", self.session.details()]
         elif prompt:
             lines += ["", f"**prompt:** {excerpt(prompt, 200)}"]
         if self.executions > 1:
@@ -272,18 +281,6 @@ class RunState:
         for book in (self.approvals, self.doubts, self.questions, self.outside):
             book.abandon()
 
-    def _conversation(self) -> str:
-        session = self.session
-        assert session is not None
-        line = f"**conversation:** {session.messages} message(s), {session.answered} answered"
-        line += f", {len(session.queue)} queued" if session.queue else ""
-        last = session.exchanges[-1] if session.exchanges else None
-        if last is not None:
-            line += f"\n\n**message {last.message}** ({last.by}): {excerpt(last.prompt, 200)}"
-            if last.output is not None:
-                line += f"\n\n**answer:** {excerpt(last.output, 300)}"
-        return line
-
     def status(self, run_id: str) -> t.RunStatus:
         # The final phases and awaiting_approval show as they are, two waits by a shorter name.
         named = {t.Phase.WAITING_FOR_MESSAGE: "waiting", t.Phase.PAUSED: "paused"}
@@ -302,7 +299,7 @@ class RunState:
             turn=self.turn,
             max_turns=self.agent.max_turns if self.agent else None,
             usage=self.usage,
-            last_step=self.last_step,
+            last_step=self.step_words(),
             output=event_text(self.output) if self.output is not None else None,
             error=self.error,
             error_type=self.error_type,

@@ -50,3 +50,8 @@ def turn_words(turn: int, max_turns: int | None, session: bool) -> str:
     if not max_turns:
         return f"{turn}"
     return f"{turn} · at most {max_turns} a message" if session else f"{turn} of {max_turns}"
+
+
+def pause_requested(by: str) -> str:
+    """What status says of a run asked to pause (by `by`), until it does."""
+    return f"pause requested by {by}: the run pauses at its next safe point"

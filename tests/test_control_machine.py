@@ -167,3 +167,21 @@ def test_a_withdrawn_request_leaves_status_naming_the_wait_for_a_person_without_
     assert said.startswith("turn 3: waiting for approval of send_report (call_3_0); pause requested by alice")
     done = control.resume(s, None, t.ResumeRequest(by="bob"), NOW)
     assert done.say == s.last_step == "turn 3: waiting for approval of send_report (call_3_0)"
+
+
+def test_a_pause_request_stays_said_until_it_is_taken_or_withdrawn_though_a_call_moves_on():
+    """A sibling call's progress said after the request (`turn 3: running lookup(q=b)`) used to
+    drop the request from status and the Web UI, though the run would still pause."""
+    s = running()
+    control.pause(s, t.PauseRequest(by="alice"))
+    s.last_step = "turn 3: running lookup(q=b)"  # a call's progress, said since
+    assert s.step_words() == f"turn 3: running lookup(q=b); {control.pause_requested(t.PauseRequest(by='alice'))}"
+    assert s.status("r").last_step == s.step_words() and s.step_words() in s.details()
+    control.paused(s, Pause(where="before_model", turn=4, why="paused by alice"), NOW)
+    s.last_step = "paused before model call 4: paused by alice"
+    assert s.step_words() == s.last_step  # taken: the pause says it
+    fresh = running()
+    control.pause(fresh, t.PauseRequest(by="alice"))
+    assert fresh.step_words() == fresh.last_step == control.pause_requested(t.PauseRequest(by="alice"))  # said once
+    control.resume(fresh, None, t.ResumeRequest(by="bob"), NOW)
+    assert fresh.step_words() == "turn 2: calling the model"  # withdrawn
