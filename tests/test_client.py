@@ -246,6 +246,16 @@ async def test_list_includes_new_runs(cli, worker_factory, llm):
     human = await cli("list", "--limit", "100")
     assert human.code == 0, str(human)
     assert all(run_id in human.out for run_id in ids)
+    # The Python client's filters, as flags: the agent's and the phase's rows, none of another's.
+    mine = await cli("list", "--json", "--limit", "1000", "--agent", "scripted", "--phase", "completed")
+    assert mine.code == 0 and ids <= {r["run_id"] for r in mine.json()}, str(mine)
+    assert all(r["agent"] == "scripted" and r["phase"] == "completed" for r in mine.json())
+    waiting = await cli("list", "--json", "--limit", "1000", "--waiting")
+    assert waiting.code == 0 and not ids & {r["run_id"] for r in waiting.json()}, str(waiting)
+    nobody = await cli("list", "--agent", "nobody-serves-this", "--phase", "paused")
+    assert nobody.code == 0 and nobody.out.strip() == "no run of agent 'nobody-serves-this' in phase paused"
+    bad = await cli("list", "--phase", "sleeping")
+    assert bad.code == 2 and "invalid choice: 'sleeping'" in one_clean_line(bad.err)
 
 
 # ---------------------------------------------------------------------------------------- cancel
@@ -376,6 +386,8 @@ async def test_run_ids_with_quotes_and_slashes(cli, worker_factory, tmp_path):
         assert exported.code == 0, str(exported)
     bad = await cli("run", "--id", "tab\there", "hi")
     assert bad.code == 2 and "printable" in one_clean_line(bad.err)
+    spaced = await cli("run", "--id", "nightly ", "hi")
+    assert spaced.code == 2 and "--id: must not begin or end with a space" in one_clean_line(spaced.err)
 
 
 async def test_list_limit_out_of_range(cli):

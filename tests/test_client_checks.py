@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import durable_agent_runner as dar
 from durable_agent_runner.client import checks
+from durable_agent_runner.evals import Case, Dataset
 from durable_agent_runner.workflows import types as t
 
 
@@ -47,6 +48,8 @@ def api() -> dar.AgentClient:
         ({"id": ""}, ValueError, "id: must be 1-255 printable characters"),
         ({"id": "a\nb"}, ValueError, "id: must be 1-255 printable characters"),
         ({"id": "x" * 256}, ValueError, "id: must be 1-255"),
+        ({"id": " "}, ValueError, "id: must not begin or end with a space"),
+        ({"id": "nightly "}, ValueError, "id: must not begin or end with a space"),
         ({"model": ""}, ValueError, "model: must be 1-200"),
         ({"capture": "yes"}, TypeError, "capture must be a bool"),
         ({"breakpoints": {"at_turns": [1]}}, TypeError, "breakpoints must be a Breakpoints"),
@@ -146,6 +149,10 @@ async def test_debugger_verbs_check_their_arguments(api):
         await run.fork(0)
     with pytest.raises(ValueError, match="prompt: is empty"):
         await run.fork(2, "")
+    with pytest.raises(ValueError, match="id: must not begin or end with a space"):
+        await run.fork(2, id="fork ")
+    with pytest.raises(ValueError, match="id: must not begin or end with a space"):
+        await api.start_session("demo", id=" chat")
     with pytest.raises(ValueError, match="limit: must be between 1 and 1,000"):
         await api.list(0)
     with pytest.raises(ValueError, match="phase: must be one of"):
@@ -184,6 +191,40 @@ def test_a_run_id_is_accepted_exactly_when_it_is_1_to_255_printable_characters(v
         assert checks.run_id(value) == value and ok
     except ValueError:
         assert not ok
+
+
+@given(st.text(max_size=300))
+def test_a_new_run_id_is_a_run_id_with_no_space_at_either_end(value):
+    """`start`, `start_session`, `fork` and `evals.start`: an id ending in a space is one a person
+    cannot tell apart from the id without it, nor pass unquoted to the CLI."""
+    ok = 0 < len(value) <= 255 and value.isprintable() and value == value.strip()
+    try:
+        assert checks.new_run_id(value) == value and ok
+    except ValueError:
+        assert not ok
+
+
+async def test_an_eval_id_and_an_eval_listing_are_checked_before_anything_is_sent(api):
+    for bad in ("", "a\nb", "x" * 1001):
+        with pytest.raises(ValueError, match="eval_id: must be 1-1000 printable characters"):
+            api.evals.get(bad)
+    with pytest.raises(TypeError, match="eval_id must be a str, not int"):
+        api.evals.get(5)  # type: ignore[arg-type]
+    dataset = Dataset(name="d", cases=[Case(name="c", inputs="hi")])
+    for bad_id, words in (
+        (" e", "eval_id: must not begin or end"),
+        ("", "eval_id: must be 1-255"),
+        ("x" * 256, "1-255"),
+    ):
+        with pytest.raises(ValueError, match=words):
+            await api.evals.start(dataset, agent="demo", eval_id=bad_id)
+    with pytest.raises(TypeError, match="eval_id must be a str, not int"):
+        await api.evals.start(dataset, agent="demo", eval_id=123)  # type: ignore[arg-type]
+    for limit in (0, -1, 1001):
+        with pytest.raises(ValueError, match="limit: must be between 1 and 1,000"):
+            await api.evals.list(limit)
+    with pytest.raises(TypeError, match="paused must be a bool"):
+        await api.evals.list(paused="yes")  # type: ignore[arg-type]
 
 
 @given(st.dictionaries(st.text(min_size=1, max_size=20), st.none(), max_size=4))

@@ -44,7 +44,9 @@ async def test_the_eval_pages_over_http(client, task_queue, llm, worker_factory)
             assert diff and "regressed" in diff[0] and "100% → 0%" in diff[0]
             assert (await web.get("/evals/no-such-eval")).status_code == 404
             other = await web.get(f"/evals/{run}")  # a case's run is a run, not an eval
-            assert other.status_code == 400 and "not an eval" in other.text
+            assert other.status_code == 404 and "is an agent run, not an eval" in other.text
+            back = await web.get(f"/runs/{worse.eval_id}")  # and an eval is not a run
+            assert back.status_code == 404 and "is an eval, not an agent run" in back.text
 
 
 async def test_an_eval_page_says_when_no_worker_serves_its_agent(client, task_queue, worker_factory):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import re
 import threading
 import uuid
 from collections import Counter
@@ -18,6 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.errors import NotThatKind, RunNotFound
 from durable_agent_runner.client.evals import progress_line
 from durable_agent_runner.evals import Case, Dataset, EvaluatorContext, EvaluatorSpec, register
 from durable_agent_runner.evals.report import compare, gate, markdown, report
@@ -98,6 +100,41 @@ async def test_a_small_eval_runs_each_case_once_and_reports(client, task_queue, 
         assert status.done == 6 and status.usage.total_tokens == rep.tokens
         await replay(client.get_workflow_handle(ev.eval_id))
     assert requests_per_case(llm, marker) == Counter({f"case {i}": 1 for i in range(1, 7)})
+
+
+async def test_an_evals_id_given_to_a_runs_verb_says_what_it_is_and_back(
+    temporal_server, client, task_queue, llm, worker_factory
+):
+    """Each verb meets the id of the other kind with one line naming what the id is, and how to see
+    it, before anything is sent. Before, `result EVAL` printed five pydantic errors, `inspect
+    EVAL` Temporal's "query handler not found" and `status EVAL` a run at turn 0."""
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(dataset(1, custom=False), agent="scripted", model=script(llm, {"content": "ok"}))
+        final = await ev.wait(60)
+        case_run = agents.get(final.results[0].run_id)
+        mistaken = agents.get(ev.eval_id)
+        said = re.escape(f"'{ev.eval_id}' is an eval, not an agent run: `client.py eval status {ev.eval_id}` shows it")
+        for verb in (
+            mistaken.status,
+            mistaken.result,
+            mistaken.inspect,
+            mistaken.transcript,
+            mistaken.export,
+            mistaken.pause,
+            lambda: mistaken.approve("call_1_0"),
+            lambda: mistaken.fork(1),
+        ):
+            with pytest.raises(NotThatKind, match=said):
+                await verb()
+        for eval_verb in (agents.evals.get(case_run.id).status, lambda: agents.evals.get(case_run.id).wait(5)):
+            with pytest.raises(NotThatKind, match=re.escape("is an agent run, not an eval: `client.py status")):
+                await eval_verb()
+        with pytest.raises(NotThatKind, match="is an agent run, not an eval"):
+            await agents.evals.get(case_run.id).resume(add_usd=1.0, wait=5)
+        assert isinstance(NotThatKind(ev.eval_id, te.EVAL_WORKFLOW, t.WORKFLOW_NAME), RunNotFound)
+        code, _, err = await client_py(temporal_server, task_queue, "result", ev.eval_id)
+        assert code == 2 and "is an eval, not an agent run" in err and "Traceback" not in err
 
 
 async def test_the_baseline_gate_fails_on_a_planted_regression_and_passes_without(

@@ -52,6 +52,7 @@ from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunFailed
+from durable_agent_runner.client.listing import PHASES
 from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
 from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings, login_name
@@ -240,6 +241,9 @@ def parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list recent runs")
     ls.add_argument("--limit", type=positive_int, default=20, help="at most this many (1-1000, default 20)")
+    ls.add_argument("--phase", choices=PHASES, metavar="PHASE", help=f"only runs in this phase: {', '.join(PHASES)}")
+    ls.add_argument("--agent", default="", help="only runs of this agent (after a handoff: the one it went to)")
+    ls.add_argument("--waiting", action="store_true", help="only running runs that wait for a person")
     ls.add_argument(
         "--started-on-1x", action="store_true", help="only runs still running that started on 1.x (docs/patches.md)"
     )

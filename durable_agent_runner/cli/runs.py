@@ -59,7 +59,7 @@ async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
     prompt = read_prompt(args)
     try:
         if args.id is not None:
-            checks.run_id(args.id)
+            checks.new_run_id(args.id)
     except ValueError as err:
         raise UsageError(f"--{err}") from None
     run = await client.start(
@@ -178,17 +178,33 @@ def waits_note(run_id: str) -> Any:
 async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 1000:
         raise UsageError("--limit must be between 1 and 1000")
-    rows = [r.model_dump(mode="json") for r in await client.list(args.limit, started_on_1x=args.started_on_1x)]
+    found = await client.list(
+        args.limit, phase=args.phase or "", agent=args.agent, waiting=args.waiting, started_on_1x=args.started_on_1x
+    )
+    rows = [r.model_dump(mode="json") for r in found]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print("no run started on 1.x is running" if args.started_on_1x else "no runs yet")
+        print(_no_runs(args))
     for r in rows:
         by = f" · schedule {r['schedule']}" if r.get("schedule") else ""
         line = f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4}"
         print(for_terminal(f"{line} {r['started_at'][:19]}{by}", sys.stdout))
     return 0
+
+
+def _no_runs(args: argparse.Namespace) -> str:
+    """What `list` says when no run matches its filters (none given: none at all)."""
+    said = [
+        "started on 1.x" if args.started_on_1x else "",
+        f"of agent {args.agent!r}" if args.agent else "",
+        f"in phase {args.phase}" if args.phase else "",
+        "waiting for a person" if args.waiting else "",
+    ]
+    if not any(said):
+        return "no runs yet"
+    return " ".join(["no run", *filter(None, said)]) + (" is running" if args.started_on_1x else "")
 
 
 async def cmd_cancel(client: AgentClient, args: argparse.Namespace) -> int:

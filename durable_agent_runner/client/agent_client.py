@@ -49,10 +49,6 @@ def session_id(agent: str) -> str:
     return f"{agent}-chat-{uuid.uuid4().hex[:8]}"
 
 
-def check_run_id(run_id: str) -> str:
-    return checks.run_id(run_id)
-
-
 def check_settings(settings: t.ModelSettings | Mapping[str, Any] | None) -> t.ModelSettings | None:
     """Model settings checked before anything starts (checks.model_settings: unknown fields too)."""
     return checks.model_settings(settings)
@@ -121,7 +117,7 @@ class AgentClient:
         settings = checks.model_settings(model_settings)
         checks.flag(capture, "capture")
         fallbacks = checks.models(fallback_models) if fallback_models is not None else None
-        run_id = checks.run_id(id) if id is not None else new_run_id(name, input)
+        run_id = checks.new_run_id(id) if id is not None else new_run_id(name, input)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
             t.RunInput(
@@ -160,7 +156,7 @@ class AgentClient:
         name = agent_name(agent)
         if model is not None:
             checks.model(model)
-        run_id = checks.run_id(id) if id is not None else session_id(name)
+        run_id = checks.new_run_id(id) if id is not None else session_id(name)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
             t.RunInput(prompt="", agent=name, model=model, session=True),

@@ -75,6 +75,15 @@ def run_id(value: object, field: str = "id", limit: int = MAX_RUN_ID) -> str:
     return name(value, field, limit)
 
 
+def new_run_id(value: object, field: str = "id") -> str:
+    """The id of a run about to start: a run id with no space at either end, which a person
+    could not tell apart from the id without it (nor pass unquoted to the CLI)."""
+    text = run_id(value, field)
+    if text != text.strip():
+        raise BadArgument(field, "must not begin or end with a space")
+    return text
+
+
 def call_id(value: object) -> str:
     return name(value, "call_id")
 

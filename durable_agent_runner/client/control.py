@@ -47,6 +47,7 @@ async def query_run(
             raise RunNotFound(run_id) from None
         raise
     except WorkflowQueryFailedError as err:
+        await describe(handle)  # a workflow of another kind has no such query: NotThatKind
         raise DecisionRefused(str(err.message)) from None
 
 

@@ -2,6 +2,7 @@
 
     AgentRunError              anything the client says went wrong with a run (one readable line)
     ├── RunNotFound            no run has that id (in this namespace)
+    │   └── NotThatKind        the id is of another kind: an eval's given for a run's, or back
     ├── DecisionRefused        the run refused what was asked, and recorded nothing: an approval
     │                          for a call that is not waiting (unknown id, already decided),
     │                          edited arguments its tool refuses, a message to a run that is not a
@@ -29,6 +30,10 @@ from collections.abc import Sequence
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 
+from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types import evals as te
+from durable_agent_runner.workflows.types import live_scores as tl
+
 
 class AgentRunError(Exception):
     """The base of every error the client raises about a run."""
@@ -40,6 +45,27 @@ class RunNotFound(AgentRunError):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"no run with id '{run_id}'")
         self.run_id = run_id
+
+
+# Each of Temporal's workflow types here, as a person calls it, and the verb that shows one.
+KINDS = {
+    t.WORKFLOW_NAME: ("an agent run", "status"),
+    te.EVAL_WORKFLOW: ("an eval", "eval status"),
+    tl.SCORE_WORKFLOW: ("an eval case's scoring", ""),
+    t.DELIVER_WORKFLOW: ("a message's delivery to a session", ""),
+}
+
+
+class NotThatKind(RunNotFound):
+    """The id is of a workflow of another kind than the verb acts on: an eval's id given to a
+    run's verb (`result`, `inspect`, `approve`, ...), or a run's to an eval's."""
+
+    def __init__(self, run_id: str, found: str, wanted: str) -> None:
+        super().__init__(run_id)
+        kind, verb = KINDS.get(found, (f"a {found} workflow", ""))
+        how = f": `client.py {verb} {run_id}` shows it" if verb else ""
+        self.args = (f"'{run_id}' is {kind}, not {KINDS.get(wanted, (wanted, ''))[0]}{how}",)
+        self.found, self.wanted = found, wanted
 
 
 class DecisionRefused(AgentRunError):

@@ -34,11 +34,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks, stuck
 from durable_agent_runner.client.checks import BadArgument
-from durable_agent_runner.client.errors import RunNotFound, StillRunning, run_failed
+from durable_agent_runner.client.errors import StillRunning, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
-from durable_agent_runner.client.listing import READ_TIMEOUT, STARTED_ON_1X
+from durable_agent_runner.client.listing import MAX_LIST, READ_TIMEOUT, STARTED_ON_1X
 from durable_agent_runner.client.status import ui_url
-from durable_agent_runner.client.updates import update
+from durable_agent_runner.client.updates import describe, update
 from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.files import load_dataset
 from durable_agent_runner.evals.report import Diff, Report, compare, report
@@ -84,7 +84,7 @@ class EvalHandle:
 
     def __init__(self, temporal: Client, eval_id: str) -> None:
         self.temporal = temporal
-        self.eval_id = eval_id
+        self.eval_id = checks.run_id(eval_id, "eval_id", checks.MAX_ANY_ID)
         self._handle: WorkflowHandle[Any, te.EvalResult] = temporal.get_workflow_handle(
             eval_id, result_type=te.EvalResult
         )
@@ -95,14 +95,7 @@ class EvalHandle:
 
     async def status(self) -> te.EvalStatus:
         """The eval's progress, with the cases in flight that wait for a person."""
-        try:
-            desc = await self._handle.describe(rpc_timeout=READ_TIMEOUT)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise RunNotFound(self.eval_id) from None
-            raise
-        if desc.workflow_type != te.EVAL_WORKFLOW:
-            raise BadArgument("eval_id", f"{self.eval_id} is a {desc.workflow_type} run, not an eval")
+        desc = await describe(self._handle, te.EVAL_WORKFLOW)  # RunNotFound; NotThatKind: a run's id
         if desc.status == WorkflowExecutionStatus.COMPLETED:
             return (await self._handle.result(rpc_timeout=READ_TIMEOUT)).status
         if desc.status == WorkflowExecutionStatus.CANCELED:
@@ -152,6 +145,7 @@ class EvalHandle:
 
     async def wait(self, seconds: float | None = None) -> te.EvalStatus:
         """The eval's final status once it ends; StillRunning after `seconds`."""
+        await describe(self._handle, te.EVAL_WORKFLOW)  # RunNotFound, NotThatKind: before any wait
         try:
             result = await asyncio.wait_for(self._handle.result(), seconds)
         except TimeoutError:
@@ -178,7 +172,9 @@ class EvalHandle:
         again. `wait`: seconds a worker has to take it, else NoWorkerAnswered (None: no bound)."""
         raised = checks.budget_raise(add_tokens, add_usd)
         bound = checks.seconds(wait) if wait is not None else None
-        status: t.BudgetStatus = await update(self._handle, te.EVAL_RESUME_UPDATE, raised, t.BudgetStatus, wait=bound)
+        status: t.BudgetStatus = await update(
+            self._handle, te.EVAL_RESUME_UPDATE, raised, t.BudgetStatus, wait=bound, of=te.EVAL_WORKFLOW
+        )
         return status
 
     async def cancel(self) -> None:
@@ -233,7 +229,7 @@ class Evals:
             raise BadArgument(".".join(map(str, first["loc"])) or "eval", str(first["msg"])) from None
         if baseline:
             await self._check_baseline(baseline)
-        eid = eval_id or new_eval_id(data.name)
+        eid = checks.new_run_id(eval_id, "eval_id") if eval_id is not None else new_eval_id(data.name)
         handle = await self.temporal.start_workflow(
             te.EVAL_WORKFLOW,
             input,
@@ -278,11 +274,12 @@ class Evals:
     async def list(self, limit: int = 20, *, paused: bool = False, started_on_1x: bool = False) -> list[EvalRow]:
         """The latest evals, newest first; `paused`: only those paused on their budget;
         `started_on_1x`: only those running since they started on 1.x code (docs/patches.md)."""
+        checks.whole(limit, "limit", 1, MAX_LIST)
         rows = []
         query = f'WorkflowType="{te.EVAL_WORKFLOW}"'
         if checks.flag(started_on_1x, "started_on_1x"):
             query += f" AND {STARTED_ON_1X}"
-        if paused:  # the eval sets AgentPhase while it waits for a raise (workflows/eval_run.py)
+        if checks.flag(paused, "paused"):  # the eval sets AgentPhase while it waits for a raise (workflows/eval_run.py)
             query += f' AND ExecutionStatus="Running" AND {t.SA_PHASE.name}="{t.Phase.PAUSED}"'
         async for wf in self.temporal.list_workflows(query, limit=limit, rpc_timeout=READ_TIMEOUT):
             sa = wf.typed_search_attributes

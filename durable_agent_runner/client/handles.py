@@ -100,9 +100,10 @@ class RunHandle:
         the run waits for a person on changes (a call's approval, a call in doubt, a resume, a
         message)."""
         bound = None if wait is None else checks.seconds(wait, "wait", zero=True)
+        running = await self.exists() in (WorkflowExecutionStatus.RUNNING, None)  # RunNotFound, NotThatKind
         watcher = asyncio.create_task(self._watch_waits(on_waiting)) if on_waiting is not None else None
         try:
-            if bound == 0 and await self.exists() in (WorkflowExecutionStatus.RUNNING, None):
+            if bound == 0 and running:
                 raise await self._still_running()
             if bound is None or bound == 0:
                 return await self._outcome()
@@ -293,8 +294,15 @@ class RunHandle:
         body = checks.complete_call(call_id, result, fail, checks.by_or_default(by))
         return await updates.complete(self.handle, body, checks.seconds(wait))
 
-    async def answer_question(self, call_id: str, text: str | None = None, *, choice: int | None = None,
-                              by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> t.AnswerReceipt:
+    async def answer_question(
+        self,
+        call_id: str,
+        text: str | None = None,
+        *,
+        choice: int | None = None,
+        by: str | None = None,
+        wait: float = updates.DEFAULT_WAIT,
+    ) -> t.AnswerReceipt:
         """Answer an `ask_person` question: `text` or a 1-based `choice`; DecisionRefused: nothing recorded."""
         answer = checks.answer_question(call_id, text, choice, checks.by_or_default(by))
         return await updates.answer(self.handle, answer, checks.seconds(wait))
@@ -387,7 +395,12 @@ class RunHandle:
         `args=(call_id, arguments)`, `drop_call=call_id`, `agent=name`, or a `t.Edit`."""
         if change is None:
             change = control.make_edit(
-                text=text, drop=drop, insert=insert, args=args, drop_call=drop_call, agent=agent,
+                text=text,
+                drop=drop,
+                insert=insert,
+                args=args,
+                drop_call=drop_call,
+                agent=agent,
                 by=checks.by_or_default(by),
             )
         elif not isinstance(change, t.Edit):
@@ -410,7 +423,7 @@ class RunHandle:
         checks.whole(at_turn, "at_turn", 1, 10**6)
         if prompt is not None:
             checks.prompt(prompt, "prompt")
-        new_id = None if id is None else checks.run_id(id)
+        new_id = None if id is None else checks.new_run_id(id)
         queue = task_queue or self.task_queue or str(ClientSettings.load().task_queue)
         return await control.fork(
             self.temporal, self.id, at_turn, prompt, new_id, queue, live_tools=checks.flag(live_tools, "live_tools")

@@ -19,7 +19,7 @@ from durable_agent_runner.client.status import STATUS_NAMES, ui_url
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
 
-PHASES: tuple[str, ...] = tuple(t.Phase)
+PHASES: tuple[str, ...] = tuple(p.value for p in t.Phase)  # the words a filter takes
 MAX_LIST = 1000
 READ_TIMEOUT = timedelta(seconds=10)
 

@@ -32,7 +32,13 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, NoWorkerAnswered, RunNotFound
+from durable_agent_runner.client.errors import (
+    AgentRunError,
+    DecisionRefused,
+    NotThatKind,
+    NoWorkerAnswered,
+    RunNotFound,
+)
 from durable_agent_runner.workflows import types as t
 
 DEFAULT_WAIT = 10.0  # seconds a worker has to take what was sent
@@ -54,23 +60,27 @@ NOT_TAKEN = (
 )
 
 
-async def describe(handle: WorkflowHandle[Any, Any]) -> WorkflowExecutionDescription:
-    """The run's description; RunNotFound for an unknown id."""
+async def describe(handle: WorkflowHandle[Any, Any], of: str = t.WORKFLOW_NAME) -> WorkflowExecutionDescription:
+    """The run's description; RunNotFound for an unknown id, NotThatKind for the id of a workflow
+    of another type than `of` (an eval's id given for a run's)."""
     try:
-        return await handle.describe(rpc_timeout=READ_TIMEOUT)
+        desc = await handle.describe(rpc_timeout=READ_TIMEOUT)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunNotFound(handle.id) from None
         raise
+    if desc.workflow_type != of:
+        raise NotThatKind(handle.id, desc.workflow_type, of)
+    return desc
 
 
 def how_ended(desc: WorkflowExecutionDescription) -> str | None:
     return None if desc.status in LIVE else (desc.status.name.lower() if desc.status else "ended")
 
 
-async def ended(handle: WorkflowHandle[Any, Any]) -> str | None:
+async def ended(handle: WorkflowHandle[Any, Any], of: str = t.WORKFLOW_NAME) -> str | None:
     """How the run ended ('completed', 'failed', ...), or None while it runs. Unknown id: RunNotFound."""
-    return how_ended(await describe(handle))
+    return how_ended(await describe(handle, of))
 
 
 async def update(
@@ -82,17 +92,19 @@ async def update(
     *,
     wait: float | None = None,
     update_id: str | None = None,
+    of: str = t.WORKFLOW_NAME,
 ) -> Any:
-    """An update to a run whose refusal (its validator, or a closed run: `after_end` says what then)
-    becomes DecisionRefused with the reason. With `wait`, a worker must take it within that many
-    seconds, or NoWorkerAnswered (see the module docstring); without, until one takes it."""
-    desc = await describe(handle)
+    """An update to a run (a workflow of type `of`) whose refusal (its validator, or a closed run:
+    `after_end` says what then) becomes DecisionRefused with the reason. With `wait`, a worker
+    must take it within that many seconds, or NoWorkerAnswered (see the module docstring);
+    without, until one takes it."""
+    desc = await describe(handle, of)
     gone = how_ended(desc)
     if gone is not None:
         raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}")
     try:
         if wait is None:
-            return await _until_taken(handle, name, body, result_type, update_id or uuid.uuid4().hex, after_end)
+            return await _until_taken(handle, name, body, result_type, update_id or uuid.uuid4().hex, after_end, of)
         return await _within(handle, name, body, result_type, wait, update_id, desc.task_queue)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
@@ -100,14 +112,20 @@ async def update(
         kind = (cause.type or "") if isinstance(cause, ApplicationError) else ""
         raise DecisionRefused(f"run {handle.id} refused it: {reason}", kind) from None
     except RPCError as err:
-        gone = await ended(handle)
+        gone = await ended(handle, of)
         if gone is not None:
             raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}") from None
         raise AgentRunError(f"run {handle.id}: Temporal said: {err.message}") from None
 
 
 async def _until_taken(
-    handle: WorkflowHandle[Any, Any], name: str, body: Any, result_type: type[Any], update_id: str, after_end: str
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    body: Any,
+    result_type: type[Any],
+    update_id: str,
+    after_end: str,
+    of: str,
 ) -> Any:
     """The update with no bound (`wait=None`): the server gives up on one no worker takes within its
     own deadline (a worker killed, its sticky queue waited out, a new one starting), so it is sent
@@ -117,7 +135,7 @@ async def _until_taken(
             return await handle.execute_update(name, body, id=update_id, result_type=result_type)
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             try:
-                gone = await ended(handle)
+                gone = await ended(handle, of)
             except RPCError as err:  # the server restarting: ask again
                 if err.status not in PASSING:
                     raise

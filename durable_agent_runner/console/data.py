@@ -28,7 +28,7 @@ from durable_agent_runner.console.links import BadRequest, seal, unseal
 from durable_agent_runner.console.waits import Outside
 from durable_agent_runner.workflows import types as t
 
-PHASES: tuple[str, ...] = tuple(t.Phase)
+PHASES = listing.PHASES
 PAGE_SIZE = 50  # runs per page
 INBOX_RUNS = 200  # runs with waiting calls the inbox reads, newest first
 QUERY_TIMEOUT = timedelta(seconds=2)  # one run's live state; a run no worker answers for is left out
@@ -166,8 +166,8 @@ async def run_is_live(client: AgentClient, run_id: str) -> bool:
     """Whether the run is open (False: it has closed); NotFound for an unknown id."""
     try:
         status = await client.get(run_id).exists()
-    except RunNotFound:
-        raise NotFound(f"no run with id '{run_id}'") from None
+    except RunNotFound as err:  # or NotThatKind: an eval's id
+        raise NotFound(str(err)) from None
     return STATUS_NAMES.get(status) not in ENDED if status is not None else False
 
 
@@ -294,8 +294,8 @@ async def run_view(client: AgentClient, run_id: str) -> RunView:
     run = client.get(run_id)
     try:
         status = (await run.status()).as_dict()
-    except RunNotFound:
-        raise NotFound(f"no run with id '{run_id}'") from None
+    except RunNotFound as err:  # or NotThatKind: an eval's id
+        raise NotFound(str(err)) from None
     live = "note" not in status
     messages: list[tuple[int, t.Message]] = []
     hidden = 0
