@@ -204,6 +204,24 @@ def test_a_new_run_id_is_a_run_id_with_no_space_at_either_end(value):
         assert not ok
 
 
+@given(st.text(max_size=250))
+def test_a_task_queue_is_accepted_exactly_when_a_worker_could_poll_it(value):
+    ok = 0 < len(value) <= 200 and value.isprintable() and value == value.strip()
+    try:
+        assert checks.task_queue(value) == value and ok
+    except ValueError:
+        assert not ok
+
+
+async def test_a_task_queue_given_in_code_is_checked_as_the_flag_is(api):
+    with pytest.raises(ValueError, match="task_queue: must be 1-200 printable characters"):
+        dar.AgentClient(NothingSent(), task_queue="")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="task_queue: must be 1-200 printable characters"):
+        await api.start("demo", "hello", task_queue="ops\n")
+    with pytest.raises(ValueError, match="task_queue: must be 1-200 printable characters"):
+        await api.get("some-run").fork(1, task_queue=" ")
+
+
 async def test_an_eval_id_and_an_eval_listing_are_checked_before_anything_is_sent(api):
     for bad in ("", "a\nb", "x" * 1001):
         with pytest.raises(ValueError, match="eval_id: must be 1-1000 printable characters"):

@@ -168,6 +168,15 @@ def test_module_raising_on_import(tmp_path: Path) -> None:
         Registry.from_modules([str(broken)])
 
 
+@pytest.mark.parametrize(("code", "said"), [("3", "sys.exit(3)"), ("'set API_KEY'", "sys.exit('set API_KEY')")])
+def test_module_calling_sys_exit_on_import_is_one_error_naming_it(tmp_path: Path, code: str, said: str) -> None:
+    """Before: the worker ended with the module's exit code and not a word (SystemExit is no Exception)."""
+    quitting = tmp_path / f"quits_{code.strip(chr(39)).replace(' ', '_')}.py"
+    quitting.write_text(f"import sys\nsys.exit({code})\n")
+    with pytest.raises(RegistryError, match=re.escape(f"{quitting.name}': it called {said} while being imported")):
+        Registry.from_modules([str(quitting)])
+
+
 def test_agent_spec_with_overrides() -> None:
     spec = sample_tools.weather.spec()
     assert (spec.name, spec.max_turns, spec.model) == ("weather", 8, None)

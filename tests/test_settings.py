@@ -35,6 +35,8 @@ def clean_env(**extra: str) -> dict[str, str]:
         ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "sure", "1, true, yes or on, or 0, false, no or off"),
         ("WORKER_EVENT_LOOP", "trio", "one of uvloop or asyncio"),
         ("LLM_BASE_URL", "localhost:8000", "an http:// or https:// URL with a host"),
+        ("AGENT_TASK_QUEUE", "ops\nq", "1-200 printable characters with no space at either end"),
+        ("AGENT_TASK_QUEUE", " ", "1-200 printable characters with no space at either end"),
     ],
 )
 def test_a_bad_value_is_one_line_naming_it_and_what_is_allowed(name: str, value: str, allowed: str) -> None:
@@ -84,6 +86,22 @@ def test_the_worker_refuses_a_value_out_of_range_at_start(name: str, value: str)
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"worker.py: error: {name} must be ") and line.endswith(f", not {value!r}"), line
     assert "]" in line, line  # the allowed range
+
+
+@pytest.mark.parametrize("command", ["worker.py", "client.py"])
+def test_a_task_queue_flag_no_worker_could_poll_is_one_usage_line(command: str) -> None:
+    """Before: `client.py --task-queue $'a\\nb' run hi` started a run no worker would take, and
+    `--task-queue ''` went to the default queue unsaid."""
+    for queue in ("", "a\nb", " ops"):
+        args = [sys.executable, command, "--task-queue", queue] + (["list"] if command == "client.py" else [])
+        env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1")
+        done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        said = done.stderr.strip().splitlines()[-1]
+        assert said == (
+            f"{command}: error: argument --task-queue: {queue!r}: a task queue must be 1-200 printable "
+            "characters with no space at either end"
+        )
 
 
 def test_a_worker_whose_namespace_does_not_exist_stops_with_one_line(temporal_server) -> None:

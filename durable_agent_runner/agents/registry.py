@@ -139,8 +139,8 @@ def _import(ref: str) -> ModuleType:
     if not ref.endswith(".py"):
         try:
             return importlib.import_module(ref)
-        except Exception as exc:
-            raise RegistryError(f"cannot import module '{ref}': {type(exc).__name__}: {exc}") from exc
+        except (Exception, SystemExit) as exc:
+            raise RegistryError(f"cannot import module '{ref}': {_why(exc)}") from exc
     path = Path(ref).resolve()
     if not path.is_file():
         raise RegistryError(f"cannot load '{ref}': no such file")
@@ -160,7 +160,15 @@ def _import(ref: str) -> ModuleType:
     sys.modules[name] = module  # before exec: pydantic and dataclasses look their module up here
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         del sys.modules[name]
-        raise RegistryError(f"cannot load '{ref}': {type(exc).__name__}: {exc}") from exc
+        raise RegistryError(f"cannot load '{ref}': {_why(exc)}") from exc
     return module
+
+
+def _why(exc: BaseException) -> str:
+    """Why a user's module did not load, in one line: its error, or the exit it called (which would
+    otherwise end the worker or the CLI without a word)."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}) while being imported"
+    return f"{type(exc).__name__}: {exc}"

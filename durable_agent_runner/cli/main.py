@@ -55,7 +55,7 @@ from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, 
 from durable_agent_runner.client.listing import PHASES
 from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
-from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings, login_name
+from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings, login_name, queue_flag
 from durable_agent_runner.payloads import codec
 from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.workflows import types as t
@@ -96,7 +96,9 @@ def fail(message: str, code: int, as_json: bool) -> NoReturn:
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog=PROG, description=__doc__)
     p.add_argument("--version", action="version", version=f"durable-agent-runner {__version__}")
-    p.add_argument("--task-queue", default=task_queue(), help="task queue of the workers (default: %(default)s)")
+    p.add_argument(
+        "--task-queue", type=queue_flag, default=task_queue(), help="task queue of the workers (default: %(default)s)"
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="start a run and print its id")

@@ -80,7 +80,8 @@ class AgentClient:
 
     def __init__(self, temporal: Client, *, task_queue: str | None = None) -> None:
         self.temporal = temporal
-        self.task_queue = task_queue or str(ClientSettings.load().task_queue)
+        default = task_queue is None
+        self.task_queue = str(ClientSettings.load().task_queue) if default else checks.task_queue(task_queue)
         self.schedules = Schedules(temporal, self.task_queue)  # runs that start themselves (client/schedules.py)
         self.evals = Evals(temporal, self.task_queue)  # durable evals (client/evals.py)
 
@@ -118,6 +119,7 @@ class AgentClient:
         checks.flag(capture, "capture")
         fallbacks = checks.models(fallback_models) if fallback_models is not None else None
         run_id = checks.new_run_id(id) if id is not None else new_run_id(name, input)
+        queue = self.task_queue if task_queue is None else checks.task_queue(task_queue)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
             t.RunInput(
@@ -131,7 +133,7 @@ class AgentClient:
                 breakpoints=breakpoints,
             ),
             id=run_id,
-            task_queue=task_queue or self.task_queue,
+            task_queue=queue,
             result_type=t.RunResult,
             search_attributes=TypedSearchAttributes(
                 [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, t.Phase.STARTING)]
@@ -157,11 +159,12 @@ class AgentClient:
         if model is not None:
             checks.model(model)
         run_id = checks.new_run_id(id) if id is not None else session_id(name)
+        queue = self.task_queue if task_queue is None else checks.task_queue(task_queue)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
             t.RunInput(prompt="", agent=name, model=model, session=True),
             id=run_id,
-            task_queue=task_queue or self.task_queue,
+            task_queue=queue,
             result_type=t.RunResult,
             search_attributes=TypedSearchAttributes(
                 [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, t.Phase.STARTING)]

@@ -15,7 +15,7 @@ import pydantic_core
 from pydantic import ValidationError
 
 from durable_agent_runner.activities import wire
-from durable_agent_runner.config.env import login_name
+from durable_agent_runner.config.env import login_name, queue_name
 from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES
@@ -81,6 +81,16 @@ def new_run_id(value: object, field: str = "id") -> str:
     text = run_id(value, field)
     if text != text.strip():
         raise BadArgument(field, "must not begin or end with a space")
+    return text
+
+
+def task_queue(value: object, field: str = "task_queue") -> str:
+    """The workers' task queue a run starts on: the rule AGENT_TASK_QUEUE meets (config/env.py)."""
+    text = string(value, field)
+    try:
+        queue_name(text)
+    except ValueError as err:
+        raise BadArgument(field, f"must be {err}") from None
     return text
 
 

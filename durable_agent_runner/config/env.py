@@ -39,6 +39,7 @@ Variables (default in brackets):
 
 from __future__ import annotations
 
+import argparse
 import contextvars
 import math
 import os
@@ -67,6 +68,7 @@ SECRETS = frozenset({
     "COMPLETION_SECRET",
 })  # fmt: skip
 MAX_TEXT = 4096  # characters of a name, a path or a URL
+MAX_QUEUE = 200  # characters of a task queue's name: `Q@agent@version` is a queue too
 MAX_NAME = 200  # characters of a login name kept as who decided (the CLI's --by takes as many)
 
 
@@ -125,6 +127,23 @@ def _text(raw: object) -> object:
     if isinstance(raw, str) and len(raw) > MAX_TEXT:
         raise ValueError(f"at most {MAX_TEXT} characters")
     return raw
+
+
+def queue_name(raw: object) -> object:
+    """A task queue's name (AGENT_TASK_QUEUE, `--task-queue`, `task_queue=`): printable, with no
+    blank at either end, short enough that an agent's name and version still fit after it."""
+    if isinstance(raw, str) and not (0 < len(raw) <= MAX_QUEUE and raw.isprintable() and raw == raw.strip()):
+        raise ValueError(f"1-{MAX_QUEUE} printable characters with no space at either end")
+    return raw
+
+
+def queue_flag(text: str) -> str:
+    """`--task-queue Q` as argparse takes it: the same rule, said as a usage error."""
+    try:
+        queue_name(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text[:SHOWN]!r}: a task queue must be {err}") from None
+    return text
 
 
 def _url(raw: object) -> object:
@@ -193,6 +212,7 @@ def _word(raw: object) -> object:
 Switch = Annotated[bool, BeforeValidator(_switch)]
 Url = Annotated[str, BeforeValidator(_url)]
 Text = Annotated[str, BeforeValidator(_text)]
+QueueName = Annotated[str, BeforeValidator(queue_name)]
 # Bounds on a model call: Temporal's timers and retry policies take these, and an hour per attempt,
 # a day per call and a hundred attempts are beyond any model call a run should wait for.
 AttemptSeconds = Annotated[float, BeforeValidator(number(float, 0, 3600, open_low=True, unit="seconds"))]
@@ -284,7 +304,7 @@ def no_color() -> bool:
 class ClientSettings(ShellSettings):
     """What `client.py` (and so also a worker) reads from the environment."""
 
-    task_queue: Text = Field("agent-runner", validation_alias=_env("AGENT_TASK_QUEUE"), min_length=1)
+    task_queue: QueueName = Field("agent-runner", validation_alias=_env("AGENT_TASK_QUEUE"))
     ui_url: Text = Field("http://localhost:8233", validation_alias=_env("TEMPORAL_UI_URL"))
     capture_dir: Text = Field(DEFAULT_CAPTURE_DIR, validation_alias=_env("LLM_CAPTURE_DIR"))
     codec_keys: SecretStr | None = Field(None, validation_alias=_env("PAYLOAD_CODEC_KEYS"))  # payloads/codec.py

@@ -42,7 +42,7 @@ from durable_agent_runner.activities.prices import PriceTable
 from durable_agent_runner.agents.lifecycle import hooks_in_modules
 from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import address, connect, ensure_search_attributes, namespace, task_queue
-from durable_agent_runner.config.env import SettingsError, WorkerSettings, secret_values
+from durable_agent_runner.config.env import SettingsError, WorkerSettings, queue_flag, secret_values
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.redact import Redactor, redaction_for
@@ -63,7 +63,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="module name or .py file defining tools and agents (repeatable; default: the demo)",
     )
     parser.add_argument(
-        "--task-queue", default=None, help="task queue to poll (default: $AGENT_TASK_QUEUE or agent-runner)"
+        "--task-queue",
+        type=queue_flag,
+        default=None,
+        help="task queue to poll (default: $AGENT_TASK_QUEUE or agent-runner)",
     )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser.parse_args(argv)
