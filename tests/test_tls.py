@@ -212,3 +212,28 @@ def test_client_py_and_worker_py_report_a_missing_certificate_in_one_line(tmp_pa
         done = subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2, done
         assert "client.pem: No such file or directory" in one_line(done)
+
+
+def test_tls_asked_of_a_plaintext_server_says_to_turn_it_off(temporal_server):
+    """Before: the core's `InvalidContentType` transport error, and a hint to check the address."""
+    env = base_env(TEMPORAL_ADDRESS=temporal_server.target, TEMPORAL_TLS="true")
+    done = subprocess.run(
+        [sys.executable, "client.py", "list"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done
+    line = one_line(done)
+    assert "TLS is on" in line and "set TEMPORAL_TLS=false" in line, line
+
+
+@pytest.mark.parametrize("word", ["off", "no", "yes", "enabled"])
+def test_a_tls_switch_temporalio_would_read_as_on_is_refused_in_one_line(word: str):
+    """temporalio's envconfig reads any word but true/false/1/0 as TLS on: `TEMPORAL_TLS=off`
+    turned TLS on. Both commands refuse it before they connect."""
+    for command in (["client.py", "list"], ["worker.py"]):
+        env = base_env(TEMPORAL_ADDRESS="127.0.0.1:1", TEMPORAL_TLS=word)
+        done = subprocess.run([sys.executable, *command], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done
+        assert one_line(done).endswith(
+            f"error: TEMPORAL_TLS must be true or false (or 1 or 0), the words temporalio reads, not {word!r}"
+        )
+    assert connect_config({"TEMPORAL_TLS": "FALSE"})["tls"] is False  # any case, as temporalio reads it

@@ -262,6 +262,11 @@ def connect_error(err: BaseException, config: ClientConnectConfig) -> str:
             "the server's certificate is not trusted: set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that "
             "signed it, or TEMPORAL_TLS_SERVER_NAME to the name it holds"
         )
+    elif tls and ("invalidcontenttype" in lower or "corrupt message" in lower or "wrong version number" in lower):
+        hint = (
+            "TLS is on (TEMPORAL_TLS, a TEMPORAL_TLS_* setting or the profile's tls) but the server does "
+            "not answer in TLS: set TEMPORAL_TLS=false for a server without it, such as start-dev"
+        )
     elif closed and tls and not has_cert:
         hint = f"the server closed the connection during TLS setup; if it requires a client certificate, {client_cert}"
     elif closed and not tls:

@@ -16,6 +16,7 @@ the OpenTelemetry SDK reads itself (its endpoint's headers, timeouts, sampler, b
 Variables (default in brackets):
   AGENT_TASK_QUEUE [agent-runner]   the workers' task queue
   TEMPORAL_UI_URL [http://localhost:8233]   where `client.py` links runs
+  TEMPORAL_TLS   read by temporalio; checked here: true/false/1/0 (it reads any other word as on)
   CONSOLE_TOKEN   the web console's token: needed to serve it beyond 127.0.0.1 (durable_agent_runner/console/)
   LLM_CAPTURE_DIR [.state/captures]   wire captures (activities/capture.py)
   PAYLOAD_CODEC_KEYS, PAYLOAD_STORE, PAYLOAD_STORE_DIR, PAYLOAD_STORE_THRESHOLD   payloads
@@ -91,6 +92,17 @@ def _switch(raw: object) -> object:
         if word in ("0", "false", "no", "off"):
             return False
         raise ValueError("1, true, yes or on, or 0, false, no or off")
+    return raw
+
+
+def _tls_switch(raw: object) -> object:
+    """TEMPORAL_TLS as temporalio's envconfig reads it: true/false/1/0 in any case. It takes any
+    other word (`off`, `no`) as TLS on, against a plaintext server too, so those are refused."""
+    if isinstance(raw, str):
+        word = raw.strip().lower()
+        if word not in ("true", "false", "1", "0"):
+            raise ValueError("true or false (or 1 or 0), the words temporalio reads")
+        return word in ("true", "1")
     return raw
 
 
@@ -210,6 +222,7 @@ def _word(raw: object) -> object:
 
 
 Switch = Annotated[bool, BeforeValidator(_switch)]
+TlsSwitch = Annotated[bool, BeforeValidator(_tls_switch)]
 Url = Annotated[str, BeforeValidator(_url)]
 Text = Annotated[str, BeforeValidator(_text)]
 QueueName = Annotated[str, BeforeValidator(queue_name)]
@@ -306,6 +319,8 @@ class ClientSettings(ShellSettings):
 
     task_queue: QueueName = Field("agent-runner", validation_alias=_env("AGENT_TASK_QUEUE"))
     ui_url: Text = Field("http://localhost:8233", validation_alias=_env("TEMPORAL_UI_URL"))
+    # Read by temporalio's envconfig (config/connection.py), checked here before it is.
+    temporal_tls: TlsSwitch | None = Field(None, validation_alias=_env("TEMPORAL_TLS"))
     capture_dir: Text = Field(DEFAULT_CAPTURE_DIR, validation_alias=_env("LLM_CAPTURE_DIR"))
     codec_keys: SecretStr | None = Field(None, validation_alias=_env("PAYLOAD_CODEC_KEYS"))  # payloads/codec.py
     payload_store: Text = Field("local", validation_alias=_env("PAYLOAD_STORE"))
