@@ -371,6 +371,30 @@ async def test_a_restarted_server_is_ridden_out(client, temporal_server, task_qu
     assert "Traceback" not in done.err and "\x1b" not in done.out + done.err
 
 
+async def test_a_message_no_worker_takes_is_said_within_seconds(client, temporal_server, task_queue, worker_factory):
+    """Before: `chat` on a queue no worker polls, or with an agent no worker serves, sat silent for
+    up to an hour (the message's update waits for a worker). Now it says what waits, on what."""
+    nobody = f"{task_queue}-nobody"
+    term = await Terminal.open(env_for(temporal_server, nobody), "--by", "tess")
+    try:
+        await term.expect(r"session \S+ with demo")
+        term.type("hello\r")
+        said = await term.expect(r"\(no worker polls task queue (\S+): start one", timeout=15)
+        assert said.group(1) == nobody
+    finally:
+        term.close()
+    async with worker_factory():  # serves the queue, not the agent 'ghost'
+        term = await Terminal.open(env_for(temporal_server, task_queue), "--agent", "ghost", "--by", "tess")
+        try:
+            await term.expect(r"session \S+ with ghost")
+            term.type("hello\r")
+            await term.expect(
+                rf"no worker serves agent 'ghost' .*nothing polls task queue {task_queue}@ghost", timeout=15
+            )
+        finally:
+            term.close()
+
+
 async def test_what_cannot_be_joined_is_a_usage_error(client, temporal_server, task_queue, worker_factory, llm):
     env = env_for(temporal_server, task_queue)
     unknown = await chat_through_a_pipe(env, "no-such-run", lines="")

@@ -168,14 +168,15 @@ class Chat(ChatIO):
     async def send(self, text: str) -> int | None:
         message_id = uuid.uuid4().hex  # the same on every retry: a message that did arrive counts once
         run = self.session
-        receipt = await patiently(lambda: run.send(text, by=self.by, message_id=message_id, wait=UPDATE_WAIT), self.say)
+        sent = patiently(lambda: run.send(text, by=self.by, message_id=message_id, wait=UPDATE_WAIT), self.say)
+        receipt = await self.warned(sent)
         self.printer.mine.add(receipt.message)
         if receipt.steer:
             self.say(self.printer.style.dim("  (it joins the answer in progress)"))
         elif receipt.queued:
             self.say(self.printer.style.dim(f"  (queued: {receipt.queued} message(s) ahead of it)"))
         awaited = Awaited(receipt.message, receipt.steer)
-        return await self.follow_until(awaited.done, awaited.answers)
+        return await self.warned(self.follow_until(awaited.done, awaited.answers))
 
     async def command(self, cmd: Command) -> int | None:
         if cmd.name == "help":
@@ -183,10 +184,10 @@ class Chat(ChatIO):
         elif cmd.name == "status":
             self.say(render_status(self.run_id, await self.status()))
         elif cmd.name == "end":
-            receipt = await self.session.end(cmd.arg or "/end in chat", by=self.by, wait=UPDATE_WAIT)
+            receipt = await self.warned(self.session.end(cmd.arg or "/end in chat", by=self.by, wait=UPDATE_WAIT))
             left = f": {receipt.unanswered} message(s) to answer first" if receipt.unanswered else ""
             self.say(self.printer.style.dim(f"ending the session{left}…"))
-            return await self.follow_until(lambda ev: False)
+            return await self.warned(self.follow_until(lambda ev: False))
         elif cmd.name in ("quit", "exit", "detach"):
             raise Detached
         else:
@@ -296,7 +297,7 @@ class Chat(ChatIO):
         self.since = await self.resume_point(answering)
         if s.state == "waiting":
             return None
-        return await self.follow_until(lambda ev: ev.kind == t.EventKind.WAITING)
+        return await self.warned(self.follow_until(lambda ev: ev.kind == t.EventKind.WAITING))
 
     async def resume_point(self, answering: t.Exchange | None) -> int:
         """Just after the message whose answer is in progress, so its steps so far are shown again;

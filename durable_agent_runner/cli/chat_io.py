@@ -24,6 +24,7 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import MAX_WAIT
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused
 from durable_agent_runner.client.sessions import SessionHandle
+from durable_agent_runner.client.stuck import warn_unserved
 from durable_agent_runner.client.updates import how_ended
 from durable_agent_runner.workflows import types as t
 
@@ -125,6 +126,23 @@ class ChatIO:
             print(file=self.out)
             self.printer.open = False
         print(self.printer.style.red(text), file=sys.stderr, flush=True)
+
+    async def warned(self, work: Awaitable[T]) -> T:
+        """`work` (a message sent, its answer followed), saying meanwhile, once each and within
+        seconds, what the session waits for that no worker takes: its own next step, the model
+        call, a tool's agent (client/stuck.py, as `run --wait` says it)."""
+        handle = self.client.get(self.run_id).handle
+        warner = asyncio.create_task(warn_unserved(self.client.temporal, handle, self.warn))
+        try:
+            return await work
+        finally:
+            warner.cancel()
+
+    def warn(self, text: str) -> None:
+        if self.printer.open:  # off the answer being written
+            print(file=self.out, flush=True)
+            self.printer.open = False
+        self.say(self.printer.style.dim(f"  ({text})"))
 
     def emit_json(self, obj: dict[str, Any]) -> None:
         print(json.dumps(obj, ensure_ascii=False, default=str), file=self.out, flush=True)
