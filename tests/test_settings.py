@@ -3,6 +3,7 @@ a bad one refused at start in one line that names it, quotes it and says what is
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 
 from durable_agent_runner.config.env import ClientSettings, SettingsError, WorkerSettings
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.config.values import queue_flag
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("LLM_", "OPENAI_", "TOOL_", "WORKER_", "PAYLOAD_", "AGENT_", "TEMPORAL_", "HOOKS_", "OTEL_")
@@ -88,17 +90,18 @@ def test_the_worker_refuses_a_value_out_of_range_at_start(name: str, value: str)
     assert "]" in line, line  # the allowed range
 
 
-@pytest.mark.parametrize("command", ["worker.py", "client.py"])
-def test_a_task_queue_flag_no_worker_could_poll_is_one_usage_line(command: str) -> None:
+def test_a_task_queue_flag_no_worker_could_poll_is_one_usage_line() -> None:
     """Before: `client.py --task-queue $'a\\nb' run hi` started a run no worker would take, and
-    `--task-queue ''` went to the default queue unsaid."""
-    for queue in ("", "a\nb", " ops"):
+    `--task-queue ''` went to the default queue unsaid. Both commands take the flag through one rule."""
+    for queue in ("", "a\nb", " ops", "q" * 201):
+        with pytest.raises(argparse.ArgumentTypeError, match="a task queue must be 1-200 printable characters"):
+            queue_flag(queue)
+    for command, queue in (("worker.py", ""), ("client.py", "a\nb")):
         args = [sys.executable, command, "--task-queue", queue] + (["list"] if command == "client.py" else [])
         env = clean_env(TEMPORAL_ADDRESS="127.0.0.1:1")
         done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-        said = done.stderr.strip().splitlines()[-1]
-        assert said == (
+        assert done.stderr.strip().splitlines()[-1] == (
             f"{command}: error: argument --task-queue: {queue!r}: a task queue must be 1-200 printable "
             "characters with no space at either end"
         )

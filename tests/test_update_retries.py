@@ -13,6 +13,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateRPCTimeoutO
 
 from durable_agent_runner.client import updates
 from durable_agent_runner.client.errors import DecisionRefused
+from durable_agent_runner.workflows import types as t
 
 pytestmark = pytest.mark.pure
 
@@ -29,7 +30,7 @@ class Handle:
         self.status = WorkflowExecutionStatus.RUNNING
 
     async def describe(self, rpc_timeout: Any) -> Any:
-        return SimpleNamespace(status=self.status, task_queue="q")
+        return SimpleNamespace(status=self.status, task_queue="q", workflow_type=t.WORKFLOW_NAME)
 
     async def execute_update(self, name: str, body: Any, *, id: str | None, result_type: Any) -> str:
         self.ids.append(id)

@@ -55,7 +55,8 @@ from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, 
 from durable_agent_runner.client.listing import PHASES
 from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
-from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings, login_name, queue_flag
+from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings, login_name
+from durable_agent_runner.config.values import queue_flag
 from durable_agent_runner.payloads import codec
 from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.workflows import types as t

@@ -15,7 +15,8 @@ import pydantic_core
 from pydantic import ValidationError
 
 from durable_agent_runner.activities import wire
-from durable_agent_runner.config.env import login_name, queue_name
+from durable_agent_runner.config.env import login_name
+from durable_agent_runner.config.values import queue_name
 from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES

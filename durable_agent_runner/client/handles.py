@@ -294,15 +294,8 @@ class RunHandle:
         body = checks.complete_call(call_id, result, fail, checks.by_or_default(by))
         return await updates.complete(self.handle, body, checks.seconds(wait))
 
-    async def answer_question(
-        self,
-        call_id: str,
-        text: str | None = None,
-        *,
-        choice: int | None = None,
-        by: str | None = None,
-        wait: float = updates.DEFAULT_WAIT,
-    ) -> t.AnswerReceipt:
+    async def answer_question(self, call_id: str, text: str | None = None, *, choice: int | None = None,
+                              by: str | None = None, wait: float = updates.DEFAULT_WAIT) -> t.AnswerReceipt:
         """Answer an `ask_person` question: `text` or a 1-based `choice`; DecisionRefused: nothing recorded."""
         answer = checks.answer_question(call_id, text, choice, checks.by_or_default(by))
         return await updates.answer(self.handle, answer, checks.seconds(wait))
@@ -395,12 +388,7 @@ class RunHandle:
         `args=(call_id, arguments)`, `drop_call=call_id`, `agent=name`, or a `t.Edit`."""
         if change is None:
             change = control.make_edit(
-                text=text,
-                drop=drop,
-                insert=insert,
-                args=args,
-                drop_call=drop_call,
-                agent=agent,
+                text=text, drop=drop, insert=insert, args=args, drop_call=drop_call, agent=agent,
                 by=checks.by_or_default(by),
             )
         elif not isinstance(change, t.Edit):

@@ -3,8 +3,9 @@
 `ClientSettings` holds what `client.py` reads; `WorkerSettings` adds what only a worker reads.
 Each is read once, at start, by pydantic-settings; a bad value stops the process there with one
 line, `NAME must be <what is allowed>, not '<value>'` (exit code 2), instead of being discovered
-by the first run that uses it. Numbers are parsed here and nowhere else, finite and bounded;
-switches take one set of spellings.
+by the first run that uses it. Numbers are parsed by these models and nowhere else, finite and bounded;
+switches take one set of spellings. What a value may be (the parsers, the value types) is in
+config/values.py; which variable holds which value is here.
 
 No other module of the product reads the environment (tests/test_env_reads.py checks it): each
 takes its value from these models, loaded once by the process's entry point and passed down.
@@ -40,18 +41,41 @@ Variables (default in brackets):
 
 from __future__ import annotations
 
-import argparse
 import contextvars
-import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from durable_agent_runner.config.addresses import email_address, email_list
+from durable_agent_runner.config.values import (
+    SHOWN,
+    ApiKey,
+    Attempts,
+    AttemptSeconds,
+    Bytes,
+    CallSeconds,
+    ConsoleToken,
+    Email,
+    Emails,
+    HeaderName,
+    NotifyAttempts,
+    NotifySeconds,
+    Port,
+    QueueName,
+    Secret,
+    SecretUrl,
+    Switch,
+    Text,
+    Threads,
+    TlsSwitch,
+    Url,
+    otel_true,
+    present,
+    protocol,
+    word,
+)
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -61,15 +85,12 @@ from durable_agent_runner.workflows.types import (
 )
 
 DEFAULT_CAPTURE_DIR = ".state/captures"  # LLM_CAPTURE_DIR's default (activities/capture.py)
-SHOWN = 40  # characters of a bad value quoted back
 # Never quoted back, even when bad: a mistyped secret is still most of the secret.
 SECRETS = frozenset({
     "CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
     "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS", "NOTIFY_WEBHOOK_SECRET", "NOTIFY_SLACK_WEBHOOK_URL", "SMTP_PASSWORD",
     "COMPLETION_SECRET",
 })  # fmt: skip
-MAX_TEXT = 4096  # characters of a name, a path or a URL
-MAX_QUEUE = 200  # characters of a task queue's name: `Q@agent@version` is a queue too
 MAX_NAME = 200  # characters of a login name kept as who decided (the CLI's --by takes as many)
 
 
@@ -78,175 +99,6 @@ _ONLY_GIVEN = contextvars.ContextVar("settings_only_given", default=False)
 
 class SettingsError(ValueError):
     """A bad environment variable: one line naming it, the value and what is allowed."""
-
-
-# ---------------------------------------------------------------------------------- parsers
-
-
-def _switch(raw: object) -> object:
-    """The one boolean parser: 1/true/yes/on, 0/false/no/off (any case); anything else is refused."""
-    if isinstance(raw, str):
-        word = raw.strip().lower()
-        if word in ("1", "true", "yes", "on"):
-            return True
-        if word in ("0", "false", "no", "off"):
-            return False
-        raise ValueError("1, true, yes or on, or 0, false, no or off")
-    return raw
-
-
-def _tls_switch(raw: object) -> object:
-    """TEMPORAL_TLS as temporalio's envconfig reads it: true/false/1/0 in any case. It takes any
-    other word (`off`, `no`) as TLS on, against a plaintext server too, so those are refused."""
-    if isinstance(raw, str):
-        word = raw.strip().lower()
-        if word not in ("true", "false", "1", "0"):
-            raise ValueError("true or false (or 1 or 0), the words temporalio reads")
-        return word in ("true", "1")
-    return raw
-
-
-def number(
-    kind: type[float] | type[int], low: float, high: float, *, open_low: bool = False, unit: str = ""
-) -> Callable[..., Any]:
-    """The one number parser: a finite `kind` in [low, high] (or (low, high])."""
-    what = ("a whole number" if kind is int else "a number") + (f" of {unit}" if unit else "")
-    allowed = f"{what} in {'(' if open_low else '['}{low:g}, {high:g}]"
-
-    def parse(raw: object) -> float | int:
-        value: float | int
-        try:
-            if isinstance(raw, str):
-                text = raw.strip()
-                if kind is int and not (text.isascii() and text.lstrip("+-").isdigit() and len(text) <= 20):
-                    raise ValueError
-                value = kind(text)
-            elif isinstance(raw, bool) or not isinstance(raw, int | float):
-                raise ValueError
-            else:
-                value = raw
-        except (ValueError, OverflowError):
-            raise ValueError(allowed) from None
-        ok = math.isfinite(value) and (low < value if open_low else low <= value) and value <= high
-        if not ok or (kind is int and value != int(value)):
-            raise ValueError(allowed)
-        return kind(value)
-
-    return parse
-
-
-def _text(raw: object) -> object:
-    if isinstance(raw, str) and len(raw) > MAX_TEXT:
-        raise ValueError(f"at most {MAX_TEXT} characters")
-    return raw
-
-
-def queue_name(raw: object) -> object:
-    """A task queue's name (AGENT_TASK_QUEUE, `--task-queue`, `task_queue=`): printable, with no
-    blank at either end, short enough that an agent's name and version still fit after it."""
-    if isinstance(raw, str) and not (0 < len(raw) <= MAX_QUEUE and raw.isprintable() and raw == raw.strip()):
-        raise ValueError(f"1-{MAX_QUEUE} printable characters with no space at either end")
-    return raw
-
-
-def queue_flag(text: str) -> str:
-    """`--task-queue Q` as argparse takes it: the same rule, said as a usage error."""
-    try:
-        queue_name(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"{text[:SHOWN]!r}: a task queue must be {err}") from None
-    return text
-
-
-def _url(raw: object) -> object:
-    """An http(s) URL with a host, without its trailing slash."""
-    if not isinstance(raw, str):
-        return raw
-    url = _text(raw.strip().rstrip("/"))
-    try:
-        parts = urlsplit(str(url))
-        host = parts.hostname
-    except ValueError:  # e.g. an unclosed IPv6 bracket
-        host = None
-    if not host or parts.scheme not in ("http", "https"):
-        raise ValueError("an http:// or https:// URL with a host")
-    return url
-
-
-def _token(raw: object) -> object:
-    if isinstance(raw, str) and not (16 <= len(raw) <= 256 and all(c.isalnum() or c in "-_.~" for c in raw)):
-        raise ValueError("16-256 characters of letters, digits and -_.~")
-    return raw
-
-
-def _header_value(raw: object) -> object:
-    """A value sent in an HTTP header (the model's API key): visible ASCII only. httpx refuses a
-    non-ASCII key with a traceback at the first call, and a line break or blank splits or ends the
-    header, so each is refused here, at start, instead of failing every run."""
-    text = raw.get_secret_value() if isinstance(raw, SecretStr) else raw
-    if isinstance(text, str) and not (text and all("!" <= c <= "~" for c in text)):
-        raise ValueError("printable ASCII without blanks or line breaks (it rides in an HTTP header)")
-    return raw
-
-
-TCHAR = "!#$%&'*+-.^_`|~"  # besides letters and digits, in a header's name
-
-
-def _header_name(raw: object) -> object:
-    """An HTTP header's name (RFC 9110's token)."""
-    ok = isinstance(raw, str) and 0 < len(raw) <= 256 and all(c.isascii() and (c.isalnum() or c in TCHAR) for c in raw)
-    if isinstance(raw, str) and not ok:
-        raise ValueError("an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
-    return raw
-
-
-def _present(raw: object) -> object:
-    """A flag set by any value at all (NO_COLOR's rule)."""
-    return bool(raw) if isinstance(raw, str) else raw
-
-
-def _otel_true(raw: object) -> object:
-    """OpenTelemetry's booleans: only `true` (any case) is true."""
-    return raw.strip().lower() == "true" if isinstance(raw, str) else raw
-
-
-def _protocol(raw: object) -> object:
-    if isinstance(raw, str) and raw.strip() not in ("http/protobuf", "grpc"):
-        raise ValueError("http/protobuf or grpc")
-    return raw.strip() if isinstance(raw, str) else raw
-
-
-def _word(raw: object) -> object:
-    """A choice among words: any case, blanks around it ignored."""
-    return raw.strip().lower() if isinstance(raw, str) else raw
-
-
-Switch = Annotated[bool, BeforeValidator(_switch)]
-TlsSwitch = Annotated[bool, BeforeValidator(_tls_switch)]
-Url = Annotated[str, BeforeValidator(_url)]
-Text = Annotated[str, BeforeValidator(_text)]
-QueueName = Annotated[str, BeforeValidator(queue_name)]
-# Bounds on a model call: Temporal's timers and retry policies take these, and an hour per attempt,
-# a day per call and a hundred attempts are beyond any model call a run should wait for.
-AttemptSeconds = Annotated[float, BeforeValidator(number(float, 0, 3600, open_low=True, unit="seconds"))]
-CallSeconds = Annotated[float, BeforeValidator(number(float, 0, 86400, open_low=True, unit="seconds"))]
-Attempts = Annotated[int, BeforeValidator(number(int, 1, 100))]
-Threads = Annotated[int, BeforeValidator(number(int, 1, 1024))]
-Port = Annotated[int, BeforeValidator(number(int, 1, 65535))]
-NotifyAttempts = Annotated[int, BeforeValidator(number(int, 1, 20))]
-NotifySeconds = Annotated[float, BeforeValidator(number(float, 0, 120, open_low=True, unit="seconds"))]
-SecretUrl = Annotated[SecretStr, BeforeValidator(_url)]  # a URL that is its own credential (Slack's webhooks)
-Secret = Annotated[SecretStr, BeforeValidator(_text)]
-# NOTIFY_EMAIL_TO (kept as the addresses joined by ", ") and NOTIFY_EMAIL_FROM
-Emails = Annotated[str, BeforeValidator(lambda raw: ", ".join(email_list(raw)) if isinstance(raw, str) else raw)]
-Email = Annotated[str, BeforeValidator(lambda raw: email_address(raw) if isinstance(raw, str) else raw)]
-# Long enough not to be guessed, short enough for a header; printable, as it rides in a link and a cookie.
-ConsoleToken = Annotated[SecretStr, BeforeValidator(_token)]
-ApiKey = Annotated[SecretStr, BeforeValidator(_header_value)]
-HeaderName = Annotated[str, BeforeValidator(_header_name)]
-Bytes = Annotated[
-    int, BeforeValidator(number(int, 0, 2 * 1024 * 1024, unit="bytes"))
-]  # Temporal refuses a payload past 2 MB
 
 
 def _env(name: str, *more: str) -> Any:
@@ -301,7 +153,7 @@ class ShellSettings(Settings):
     """What a command takes from the shell it runs in (`login_name`, `no_color`); never refused."""
 
     user: Annotated[str, BeforeValidator(_cut_name)] | None = Field(None, validation_alias=_env("USER", "USERNAME"))
-    no_color: Annotated[bool, BeforeValidator(_present)] = Field(False, validation_alias=_env("NO_COLOR"))
+    no_color: Annotated[bool, BeforeValidator(present)] = Field(False, validation_alias=_env("NO_COLOR"))
 
 
 def login_name(default: str) -> str:
@@ -357,7 +209,7 @@ class WorkerSettings(ClientSettings):
     gemini_api_key: ApiKey | None = Field(None, validation_alias=_env("GEMINI_API_KEY"))  # else GOOGLE_API_KEY
     google_api_key: ApiKey | None = Field(None, validation_alias=_env("GOOGLE_API_KEY"))
     tool_threads: Threads = Field(16, validation_alias=_env("TOOL_THREADS"))
-    event_loop: Annotated[Literal["uvloop", "asyncio"], BeforeValidator(_word)] | None = Field(
+    event_loop: Annotated[Literal["uvloop", "asyncio"], BeforeValidator(word)] | None = Field(
         None, validation_alias=_env("WORKER_EVENT_LOOP")
     )
     hooks_state_dir: Text | None = Field(None, validation_alias=_env("HOOKS_STATE_DIR"))
@@ -385,16 +237,14 @@ class TelemetrySettings(Settings):
 
     traces_endpoint: Url | None = Field(None, validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
     endpoint: Url | None = Field(None, validation_alias=_env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-    traces_protocol: Annotated[str, BeforeValidator(_protocol)] | None = Field(
+    traces_protocol: Annotated[str, BeforeValidator(protocol)] | None = Field(
         None, validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
     )
-    protocol: Annotated[str, BeforeValidator(_protocol)] | None = Field(
+    protocol: Annotated[str, BeforeValidator(protocol)] | None = Field(
         None, validation_alias=_env("OTEL_EXPORTER_OTLP_PROTOCOL")
     )
-    sdk_disabled: Annotated[bool, BeforeValidator(_otel_true)] = Field(
-        False, validation_alias=_env("OTEL_SDK_DISABLED")
-    )
-    traces_exporter: Annotated[str, BeforeValidator(_word)] = Field(
+    sdk_disabled: Annotated[bool, BeforeValidator(otel_true)] = Field(False, validation_alias=_env("OTEL_SDK_DISABLED"))
+    traces_exporter: Annotated[str, BeforeValidator(word)] = Field(
         "otlp", validation_alias=_env("OTEL_TRACES_EXPORTER")
     )
     service_name: Text | None = Field(None, validation_alias=_env("OTEL_SERVICE_NAME"))

@@ -16,16 +16,9 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from durable_agent_runner.config.completion import CompletionSettings
-from durable_agent_runner.config.env import (
-    DEFAULT_CAPTURE_DIR,
-    ApiKey,
-    Attempts,
-    AttemptSeconds,
-    CallSeconds,
-    HeaderName,
-    WorkerSettings,
-)
+from durable_agent_runner.config.env import DEFAULT_CAPTURE_DIR, WorkerSettings
 from durable_agent_runner.config.notify import NotifySettings
+from durable_agent_runner.config.values import ApiKey, Attempts, AttemptSeconds, CallSeconds, HeaderName
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,

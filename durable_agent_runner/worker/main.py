@@ -42,8 +42,9 @@ from durable_agent_runner.activities.prices import PriceTable
 from durable_agent_runner.agents.lifecycle import hooks_in_modules
 from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import address, connect, ensure_search_attributes, namespace, task_queue
-from durable_agent_runner.config.env import SettingsError, WorkerSettings, queue_flag, secret_values
+from durable_agent_runner.config.env import SettingsError, WorkerSettings, secret_values
 from durable_agent_runner.config.llm import LLMSettings
+from durable_agent_runner.config.values import queue_flag
 from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.redact import Redactor, redaction_for
 from durable_agent_runner.telemetry import Telemetry
