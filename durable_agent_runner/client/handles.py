@@ -171,8 +171,8 @@ class RunHandle:
         return adapter.validate_python(output_object) if adapter is not None else output_object
 
     async def status(self) -> RunInfo:
-        """What the run is doing: the facts `client.py status` shows."""
-        desc = await updates.describe(self.handle)
+        """What the run is doing: the facts `client.py status` shows (of a delivery's too)."""
+        desc = await updates.describe(self.handle, t.WORKFLOW_NAME, t.DELIVER_WORKFLOW)
         return await gather(self.temporal, self.handle, desc)
 
     async def events(

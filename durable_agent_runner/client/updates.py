@@ -60,16 +60,18 @@ NOT_TAKEN = (
 )
 
 
-async def describe(handle: WorkflowHandle[Any, Any], of: str = t.WORKFLOW_NAME) -> WorkflowExecutionDescription:
+async def describe(
+    handle: WorkflowHandle[Any, Any], of: str = t.WORKFLOW_NAME, *more: str
+) -> WorkflowExecutionDescription:
     """The run's description; RunNotFound for an unknown id, NotThatKind for the id of a workflow
-    of another type than `of` (an eval's id given for a run's)."""
+    of another type than `of` or `more` (an eval's id given for a run's)."""
     try:
         desc = await handle.describe(rpc_timeout=READ_TIMEOUT)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunNotFound(handle.id) from None
         raise
-    if desc.workflow_type != of:
+    if desc.workflow_type != of and desc.workflow_type not in more:
         raise NotThatKind(handle.id, desc.workflow_type, of)
     return desc
 

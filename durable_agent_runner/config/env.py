@@ -71,10 +71,10 @@ from durable_agent_runner.config.values import (
     Threads,
     TlsSwitch,
     Url,
+    choice_word,
+    is_present,
     otel_true,
-    present,
-    protocol,
-    word,
+    otlp_protocol,
 )
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
@@ -153,7 +153,7 @@ class ShellSettings(Settings):
     """What a command takes from the shell it runs in (`login_name`, `no_color`); never refused."""
 
     user: Annotated[str, BeforeValidator(_cut_name)] | None = Field(None, validation_alias=_env("USER", "USERNAME"))
-    no_color: Annotated[bool, BeforeValidator(present)] = Field(False, validation_alias=_env("NO_COLOR"))
+    no_color: Annotated[bool, BeforeValidator(is_present)] = Field(False, validation_alias=_env("NO_COLOR"))
 
 
 def login_name(default: str) -> str:
@@ -209,7 +209,7 @@ class WorkerSettings(ClientSettings):
     gemini_api_key: ApiKey | None = Field(None, validation_alias=_env("GEMINI_API_KEY"))  # else GOOGLE_API_KEY
     google_api_key: ApiKey | None = Field(None, validation_alias=_env("GOOGLE_API_KEY"))
     tool_threads: Threads = Field(16, validation_alias=_env("TOOL_THREADS"))
-    event_loop: Annotated[Literal["uvloop", "asyncio"], BeforeValidator(word)] | None = Field(
+    event_loop: Annotated[Literal["uvloop", "asyncio"], BeforeValidator(choice_word)] | None = Field(
         None, validation_alias=_env("WORKER_EVENT_LOOP")
     )
     hooks_state_dir: Text | None = Field(None, validation_alias=_env("HOOKS_STATE_DIR"))
@@ -237,14 +237,14 @@ class TelemetrySettings(Settings):
 
     traces_endpoint: Url | None = Field(None, validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
     endpoint: Url | None = Field(None, validation_alias=_env("OTEL_EXPORTER_OTLP_ENDPOINT"))
-    traces_protocol: Annotated[str, BeforeValidator(protocol)] | None = Field(
+    traces_protocol: Annotated[str, BeforeValidator(otlp_protocol)] | None = Field(
         None, validation_alias=_env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
     )
-    protocol: Annotated[str, BeforeValidator(protocol)] | None = Field(
+    protocol: Annotated[str, BeforeValidator(otlp_protocol)] | None = Field(
         None, validation_alias=_env("OTEL_EXPORTER_OTLP_PROTOCOL")
     )
     sdk_disabled: Annotated[bool, BeforeValidator(otel_true)] = Field(False, validation_alias=_env("OTEL_SDK_DISABLED"))
-    traces_exporter: Annotated[str, BeforeValidator(word)] = Field(
+    traces_exporter: Annotated[str, BeforeValidator(choice_word)] = Field(
         "otlp", validation_alias=_env("OTEL_TRACES_EXPORTER")
     )
     service_name: Text | None = Field(None, validation_alias=_env("OTEL_SERVICE_NAME"))

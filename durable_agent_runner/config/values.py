@@ -136,7 +136,7 @@ def _header_name(raw: object) -> object:
     return raw
 
 
-def present(raw: object) -> object:
+def is_present(raw: object) -> object:
     """A flag set by any value at all (NO_COLOR's rule)."""
     return bool(raw) if isinstance(raw, str) else raw
 
@@ -146,13 +146,13 @@ def otel_true(raw: object) -> object:
     return raw.strip().lower() == "true" if isinstance(raw, str) else raw
 
 
-def protocol(raw: object) -> object:
+def otlp_protocol(raw: object) -> object:
     if isinstance(raw, str) and raw.strip() not in ("http/protobuf", "grpc"):
         raise ValueError("http/protobuf or grpc")
     return raw.strip() if isinstance(raw, str) else raw
 
 
-def word(raw: object) -> object:
+def choice_word(raw: object) -> object:
     """A choice among words: any case, blanks around it ignored."""
     return raw.strip().lower() if isinstance(raw, str) else raw
 
