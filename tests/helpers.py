@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import socket
 import sys
+import tempfile
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -18,6 +20,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowHistory
 from temporalio.service import RPCError
 from temporalio.worker import Replayer
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.workflow import NondeterminismError
 
 from durable_agent_runner.client.updates import PASSING
 from durable_agent_runner.config.connection import DATA_CONVERTER
@@ -148,9 +151,40 @@ def marker_ids(history: WorkflowHistory) -> list[str]:
 
 
 async def replay_history(history: WorkflowHistory) -> None:
-    """Replays one history in the strict sandbox, with a replayer of its own workflow alone."""
+    """Replays one history in the strict sandbox, with a replayer of its own workflow alone. On
+    non-determinism, the failure carries the events around the one it names (and the history is
+    written to the temp dir), so a flake that a CI log alone keeps can still be read."""
     name = history.events[0].workflow_execution_started_event_attributes.workflow_type.name
-    await (strict_replayer(name) if name in REPLAYED else strict_replayer()).replay_workflow(history)
+    try:
+        await (strict_replayer(name) if name in REPLAYED else strict_replayer()).replay_workflow(history)
+    except NondeterminismError as err:
+        kept = Path(tempfile.gettempdir()) / f"nondeterministic-{uuid.uuid4().hex[:8]}.json"
+        kept.write_text(history.to_json())
+        found = re.search(r"HistoryEvent\(id: (\d+)", str(err))
+        at = int(found.group(1)) if found else len(history.events)
+        first, last = max(1, at - 40), at + 12
+        window = "\n".join(event_line(e) for e in history.events if first <= e.event_id <= last)
+        raise AssertionError(f"{err}\nhistory written to {kept}; events {first}..{last}:\n{window}") from err
+
+
+def event_line(event: Any) -> str:
+    """One history event, as a line: its id, type and what it names (activity, child, marker)."""
+    kind = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+    named = ""
+    if event.HasField("activity_task_scheduled_event_attributes"):
+        a = event.activity_task_scheduled_event_attributes
+        named = f"{a.activity_type.name} {a.activity_id}"
+    elif event.HasField("start_child_workflow_execution_initiated_event_attributes"):
+        named = event.start_child_workflow_execution_initiated_event_attributes.workflow_id
+    elif event.HasField("child_workflow_execution_completed_event_attributes"):
+        named = event.child_workflow_execution_completed_event_attributes.workflow_execution.workflow_id
+    elif event.HasField("child_workflow_execution_started_event_attributes"):
+        named = event.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
+    elif event.HasField("activity_task_completed_event_attributes"):
+        named = f"of {event.activity_task_completed_event_attributes.scheduled_event_id}"
+    elif event.HasField("marker_recorded_event_attributes"):
+        named = event.marker_recorded_event_attributes.marker_name
+    return f"{event.event_id:>5} {kind} {named}".rstrip()
 
 
 def starts_turn(event: Any) -> bool:
