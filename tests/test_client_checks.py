@@ -165,6 +165,23 @@ async def test_debugger_verbs_check_their_arguments(api):
         await api.evals.list(started_on_1x=1)  # type: ignore[arg-type]
 
 
+async def test_what_a_run_is_sent_past_its_bounds_is_one_line_naming_the_field(api):
+    """Before: a 5,000-character reason to reject, pause or end printed pydantic's three lines
+    (`1 validation error for ApprovalDecision …`) in the CLI and raised a raw ValidationError."""
+    run, session = api.get("some-run"), api.get_session("some-chat")
+    cases = [
+        (lambda: run.reject("call_1", "r" * 4001), "reason", "at most 4000 characters"),
+        (lambda: run.pause("r" * 1001), "reason", "at most 1000 characters"),
+        (lambda: run.edit(text=(0, "x" * 200_001)), "text", "at most 200000 characters"),
+        (lambda: session.end("r" * 1001), "reason", "at most 1000 characters"),
+        (lambda: session.send("hi", message_id="m" * 201), "message_id", "must be 1-200 printable"),
+    ]
+    for send, field, words in cases:
+        with pytest.raises(checks.BadArgument) as caught:
+            await send()
+        assert caught.value.field == field and words in str(caught.value) and "\n" not in str(caught.value)
+
+
 async def test_a_session_message_is_text_that_is_not_empty(api):
     session = api.get_session("some-chat")
     with pytest.raises(ValueError, match="text: is empty"):

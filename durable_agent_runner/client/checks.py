@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import pydantic_core
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from durable_agent_runner.activities import wire
 from durable_agent_runner.config.env import login_name
@@ -20,6 +20,8 @@ from durable_agent_runner.config.values import queue_name
 from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES
+
+M = TypeVar("M", bound=BaseModel)
 
 MAX_RUN_ID = 255  # characters of the id of a run the client starts
 MAX_FALLBACKS = 8  # fallback models of a run: more is a list gone wrong, not a plan
@@ -199,6 +201,16 @@ def first_error(err: ValidationError) -> tuple[str, str]:
     """A pydantic error as (the field it is about, its message), for one line."""
     first = err.errors(include_url=False)[0]
     return ".".join(str(x) for x in first["loc"]), str(first["msg"])
+
+
+def body(model: type[M], **values: object) -> M:
+    """What the client sends a run (a decision, a pause, an edit, an end), built from checked
+    values: one past its contract's bounds (a 5,000-character reason) is a BadArgument naming its
+    field, not pydantic's several lines."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as err:
+        raise BadArgument(*first_error(err)) from None
 
 
 def model_settings(value: object) -> t.ModelSettings | None:

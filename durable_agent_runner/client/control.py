@@ -60,7 +60,7 @@ async def _update(
 
 async def pause(client: Client, run_id: str, *, by: str, reason: str = "", wait: float | None = None) -> t.RunStatus:
     status: t.RunStatus = await _update(
-        client, run_id, t.PAUSE_UPDATE, t.PauseRequest(by=by, reason=reason), t.RunStatus, wait
+        client, run_id, t.PAUSE_UPDATE, checks.body(t.PauseRequest, by=by, reason=reason), t.RunStatus, wait
     )
     return status
 
@@ -113,23 +113,25 @@ def make_edit(
     who = checks.by(by)
     if text is not None:
         index, new = text
-        return t.Edit(op="text", index=item_index(index), text=checks.string(new, "text"), by=who)
+        return checks.body(t.Edit, op="text", index=item_index(index), text=checks.string(new, "text"), by=who)
     if drop is not None:
-        return t.Edit(op="drop", index=item_index(drop), by=who)
+        return checks.body(t.Edit, op="drop", index=item_index(drop), by=who)
     if insert is not None:
         index, role, new = insert
         if role not in ("user", "assistant"):
             raise checks.BadArgument("insert", f"ROLE must be user or assistant, not {role!r}")
-        return t.Edit(op="insert", index=item_index(index), role=role, text=checks.string(new, "text"), by=who)
+        written = checks.string(new, "text")
+        return checks.body(t.Edit, op="insert", index=item_index(index), role=role, text=written, by=who)
     if args is not None:
         call, raw = args
         arguments = (
             checks.json_object(raw, "--args", "a JSON object of the call's arguments") if isinstance(raw, str) else raw
         )
-        return t.Edit(op="args", call_id=checks.call_id(call), arguments=checks.arguments(arguments), by=who)
+        checked = checks.arguments(arguments)
+        return checks.body(t.Edit, op="args", call_id=checks.call_id(call), arguments=checked, by=who)
     if drop_call is not None:
-        return t.Edit(op="drop_call", call_id=checks.call_id(drop_call), by=who)
-    return t.Edit(op="agent", agent=checks.agent(agent), by=who)
+        return checks.body(t.Edit, op="drop_call", call_id=checks.call_id(drop_call), by=who)
+    return checks.body(t.Edit, op="agent", agent=checks.agent(agent), by=who)
 
 
 async def fork(

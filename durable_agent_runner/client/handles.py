@@ -255,7 +255,8 @@ class RunHandle:
         """Approve a waiting tool call (it runs), with edited `args` if given (validated by the
         run: refused, nothing is recorded). `always`: later calls of the tool in this run too.
         Sending the same decision again counts once."""
-        decision = t.ApprovalDecision(
+        decision = checks.body(
+            t.ApprovalDecision,
             call_id=checks.call_id(call_id),
             approve=True,
             arguments=checks.arguments(args),
@@ -268,9 +269,8 @@ class RunHandle:
         self, call_id: str, reason: str, *, by: str | None = None, wait: float = updates.DEFAULT_WAIT
     ) -> t.DecisionReceipt:
         """Reject a waiting tool call; the model is told `reason` (it may not be empty)."""
-        decision = t.ApprovalDecision(
-            call_id=checks.call_id(call_id), approve=False, reason=checks.reason(reason), by=checks.by_or_default(by)
-        )
+        decision = checks.body(t.ApprovalDecision, call_id=checks.call_id(call_id), approve=False,
+                               reason=checks.reason(reason), by=checks.by_or_default(by))  # fmt: skip
         return await self._decide(decision, wait)
 
     async def resolve(self, call_id: str, action: Literal["rerun", "result", "fail"], result: str | None = None,

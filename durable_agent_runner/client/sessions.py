@@ -49,7 +49,7 @@ class SessionHandle(RunHandle):
                 "text", f"the message is longer than {t.MAX_MESSAGE_CHARS:,} characters: give large inputs to a tool"
             )
         if message_id is not None:
-            checks.call_id(message_id)
+            checks.name(message_id, "message_id")
         return await updates.send_message(
             self.temporal, self.id, text, by=checks.by_or_default(by), message_id=message_id, wait=checks.seconds(wait)
         )

@@ -32,6 +32,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent_runner.client import checks
 from durable_agent_runner.client.errors import (
     AgentRunError,
     DecisionRefused,
@@ -238,7 +239,7 @@ async def send_message(
     message_id: str | None = None,
     wait: float | None = None,
 ) -> t.MessageReceipt:
-    body = t.SessionMessage(text=text, by=by, message_id=message_id or uuid.uuid4().hex)
+    body = checks.body(t.SessionMessage, text=text, by=by, message_id=message_id or uuid.uuid4().hex)
     handle = client.get_workflow_handle(run_id)
     try:  # sent again with its message id, a message that arrived late counts once (the run keeps the ids)
         receipt: t.MessageReceipt = await update(handle, t.SESSION_SEND_UPDATE, body, t.MessageReceipt, wait=wait)
@@ -254,7 +255,7 @@ async def end_session(
     receipt: t.EndReceipt = await update(
         client.get_workflow_handle(run_id),
         t.SESSION_END_UPDATE,
-        t.EndSession(by=by, reason=reason),
+        checks.body(t.EndSession, by=by, reason=reason),
         t.EndReceipt,
         wait=wait,
         update_id=f"end-{run_id}" if wait is not None else None,
