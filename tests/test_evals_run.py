@@ -19,7 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.errors import NotThatKind, RunNotFound
+from durable_agent_runner.client.errors import DecisionRefused, NotThatKind, RunNotFound
 from durable_agent_runner.client.evals import progress_line
 from durable_agent_runner.evals import Case, Dataset, EvaluatorContext, EvaluatorSpec, register
 from durable_agent_runner.evals.report import compare, gate, markdown, report
@@ -133,6 +133,8 @@ async def test_an_evals_id_given_to_a_runs_verb_says_what_it_is_and_back(
         with pytest.raises(NotThatKind, match="is an agent run, not an eval"):
             await agents.evals.get(case_run.id).resume(add_usd=1.0, wait=5)
         assert isinstance(NotThatKind(ev.eval_id, te.EVAL_WORKFLOW, t.WORKFLOW_NAME), RunNotFound)
+        with pytest.raises(DecisionRefused, match="has already ended"):  # `cancel` takes an eval too
+            await mistaken.cancel()
         code, _, err = await client_py(temporal_server, task_queue, "result", ev.eval_id)
         assert code == 2 and "is an eval, not an agent run" in err and "Traceback" not in err
 

@@ -31,6 +31,7 @@ from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, event
 from durable_agent_runner.client.status import STATUS_NAMES, RunInfo, WaitingFor, gather, ui_url, waiting_for
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types import evals as te
 
 WATCH_EVERY = 2.0  # seconds between looks at what a run waits for, while `outcome(on_waiting=...)` waits
 MAX_EVENTS = 10_000  # of a run's events, what `read_events` reads at most
@@ -326,8 +327,8 @@ class RunHandle:
 
     async def cancel(self) -> None:
         """Ask the run to stop: it answers the calls in flight as cancelled and ends cancelled
-        (`result()` then raises RunCancelled). DecisionRefused if it has already ended."""
-        status = await self.exists()
+        (`result()` then raises RunCancelled); an eval's id cancels the eval. DecisionRefused if it has ended."""
+        status = (await updates.describe(self.handle, t.WORKFLOW_NAME, te.EVAL_WORKFLOW)).status
         if status != WorkflowExecutionStatus.RUNNING:
             how = STATUS_NAMES.get(status, "unknown") if status else "?"
             raise DecisionRefused(f"run {self.id} has already ended ({how})")
