@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
+from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.workflows import types as t
 from tests.helpers import closed_address
 
@@ -342,6 +344,27 @@ async def test_reusing_the_id_of_a_running_run_is_a_usage_error(cli):
     done = await cli("run", "--id", run_id, "hello again")
     assert done.code == 2, str(done)
     assert run_id in one_clean_line(done.err)
+
+
+async def test_the_id_of_an_ended_run_is_never_taken_again(cli, client, task_queue, worker_factory, llm):
+    """Before: `run --id` or `fork --id` with an ended run's id started a new run under it, which
+    then shadowed the first in status, export, diff and the Web UI's link (a fork given its
+    origin's id showed as a fork of itself)."""
+    model = script(llm, {"content": "hi"})
+    async with worker_factory():
+        first = await cli("run", "--wait", "--json", "--agent", "scripted", "--model", model, "one")
+        assert first.code == 0, str(first)
+        run_id = first.json()["run_id"]
+        again = await cli("run", "--id", run_id, "two")
+        assert again.code == 2 and one_clean_line(again.err) == (
+            f"client.py: error: a run with id '{run_id}' exists already (completed): give another --id, or leave it out"
+        )
+        forked = await cli("fork", run_id, "--at-turn", "1", "--id", run_id)
+        assert forked.code == 2 and "exists already (completed)" in one_clean_line(forked.err), str(forked)
+        with pytest.raises(WorkflowAlreadyStartedError):
+            await AgentClient(client, task_queue=task_queue).start("scripted", "three", id=run_id)
+    executions = [wf async for wf in client.list_workflows(f'WorkflowId="{run_id}"')]
+    assert len(executions) == 1  # the first run alone holds its id
 
 
 # ------------------------------------------------------------------------------ hostile input

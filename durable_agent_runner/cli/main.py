@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, get_args
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -255,6 +255,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+async def _how(agents: AgentClient, run_id: str) -> str:
+    """How the run holding an id stands, for the refusal of another start under it."""
+    try:
+        status = await agents.get(run_id).exists()
+    except (RPCError, AgentRunError):  # an eval's id, the server away
+        return "running or ended"
+    return "running" if status == WorkflowExecutionStatus.RUNNING else (status.name.lower() if status else "ended")
+
+
 async def dispatch(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
     try:
@@ -277,8 +286,9 @@ async def dispatch(args: argparse.Namespace) -> int:
         fail(str(err), 2, as_json)
     except ValueError as err:  # an argument the client's checks refused (client/checks.py)
         fail(str(err), 2, as_json)
-    except WorkflowAlreadyStartedError:
-        fail(f"a run with id '{args.id}' is already running", 2, as_json)
+    except WorkflowAlreadyStartedError as err:
+        fail(f"a run with id '{err.workflow_id}' exists already ({await _how(agents, err.workflow_id)}): "
+             "give another --id, or leave it out", 2, as_json)  # fmt: skip
     except RPCError as err:
         if err.status == RPCStatusCode.ALREADY_EXISTS:
             fail(f"a run with that id already exists ({err.message})", 2, as_json)

@@ -106,8 +106,8 @@ class AgentClient:
         worker's LLM_BASE_URL server), `fallback_models` (tried in order when a call to the model
         fails for good) and `model_settings` over the agent's, `capture` each model call's raw
         request and response, `breakpoints`. `output_type` types `result()` when the
-        agent is given by name (an Agent brings its own). WorkflowAlreadyStartedError if `id` is
-        taken by a running run."""
+        agent is given by name (an Agent brings its own). WorkflowAlreadyStartedError if a run
+        holds `id`, running or ended (checks.NEW_ID)."""
         name = agent_name(agent)
         checks.prompt(input)
         turns = checks.max_turns(max_turns)
@@ -133,6 +133,7 @@ class AgentClient:
                 breakpoints=breakpoints,
             ),
             id=run_id,
+            id_reuse_policy=checks.NEW_ID,
             task_queue=queue,
             result_type=t.RunResult,
             search_attributes=TypedSearchAttributes(
@@ -164,6 +165,7 @@ class AgentClient:
             t.WORKFLOW_NAME,
             t.RunInput(prompt="", agent=name, model=model, session=True),
             id=run_id,
+            id_reuse_policy=checks.NEW_ID,
             task_queue=queue,
             result_type=t.RunResult,
             search_attributes=TypedSearchAttributes(

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import pydantic_core
 from pydantic import BaseModel, ValidationError
+from temporalio.common import WorkflowIDReusePolicy
 
 from durable_agent_runner.activities import wire
 from durable_agent_runner.config.env import login_name
@@ -76,6 +77,12 @@ def models(value: object, field: str = "fallback_models") -> list[str]:
 def run_id(value: object, field: str = "id", limit: int = MAX_RUN_ID) -> str:
     """A run id: 1-255 printable characters (one that exists: up to 1000, as Temporal allows)."""
     return name(value, field, limit)
+
+
+# Every run the client starts takes an id no run has held, running or ended: under an ended run's
+# id it would shadow that run in `status`, `export`, `diff` and the Web UI's link (a fork given its
+# origin's id became "a fork of itself"). WorkflowAlreadyStartedError says so.
+NEW_ID = WorkflowIDReusePolicy.REJECT_DUPLICATE
 
 
 def new_run_id(value: object, field: str = "id") -> str:

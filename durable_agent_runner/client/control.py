@@ -164,6 +164,7 @@ async def fork(
         t.WORKFLOW_NAME,
         t.RunInput(prompt="", agent=point.agent.name, carry=carry),
         id=new_id,
+        id_reuse_policy=checks.NEW_ID,
         task_queue=task_queue,
         result_type=t.RunResult,
         search_attributes=TypedSearchAttributes(

@@ -234,6 +234,7 @@ class Evals:
             te.EVAL_WORKFLOW,
             input,
             id=eid,
+            id_reuse_policy=checks.NEW_ID,
             task_queue=self.task_queue,
             result_type=te.EvalResult,
             static_summary=f"eval {data.name[:80]} on {agent}: {len(data.cases)} cases × {repeat}",
