@@ -407,6 +407,11 @@ async def test_run_ids_with_quotes_and_slashes(cli, worker_factory, tmp_path):
         assert "/workflows/odd%20%22id%22%20%2F%20with" in status.json()["ui_url"]
         exported = await cli("export", odd, "--out", str(tmp_path / "odd.jsonl"))
         assert exported.code == 0, str(exported)
+        # A bad --out is one usage line (before: `error: IsADirectoryError: [Errno 21] …`, exit 1).
+        into_folder = await cli("export", odd, "--out", str(tmp_path))
+        assert into_folder.code == 2 and "give a file in a folder that exists" in one_clean_line(into_folder.err)
+        unwritable = await cli("export", odd, "--out", "/proc/odd.jsonl")
+        assert unwritable.code == 2 and "cannot write /proc/odd.jsonl" in one_clean_line(unwritable.err)
     bad = await cli("run", "--id", "tab\there", "hi")
     assert bad.code == 2 and "printable" in one_clean_line(bad.err)
     spaced = await cli("run", "--id", "nightly ", "hi")

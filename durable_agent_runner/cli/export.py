@@ -8,10 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.agent_client import AgentClient
 
 
 async def cmd_export(client: AgentClient, args: argparse.Namespace) -> int:
+    if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):  # said before the run is read
+        raise UsageError(f"--out {args.out}: give a file in a folder that exists")
     lines = await client.get(args.run_id).export(captures=args.captures)
     write_jsonl(lines, args.out)
     if args.out:
@@ -26,4 +29,7 @@ def write_jsonl(lines: list[dict[str, Any]], path: Path | None) -> None:
     if path is None:
         print(text, end="")
     else:
-        path.write_text(text, encoding="utf-8")
+        try:
+            path.write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise UsageError(f"cannot write {path}: {err.strerror or err}") from None
