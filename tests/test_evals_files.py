@@ -182,6 +182,14 @@ def test_save_then_load_gives_the_same_dataset(tmp_path, dataset, fmt):
         assert "!!" not in path.read_text() and yaml.safe_load(path.read_text())["name"] == dataset.name
 
 
+def test_a_dataset_that_cannot_be_written_is_one_line_naming_the_file(tmp_path):
+    """Before: `eval add-case /proc/x.yaml RUN` printed `FileNotFoundError: [Errno 2] …`, exit 1."""
+    dataset = Dataset(name="d", cases=[Case(name="c", inputs="hi")])
+    for path in (tmp_path / "no-such-folder" / "d.yaml", tmp_path):
+        with pytest.raises(DatasetError, match=f"^{path}: cannot write: "):
+            save_dataset(dataset, path, "yaml")
+
+
 def test_the_docs_example_runs_and_its_error_line_is_what_a_user_sees(tmp_path, capsys):
     from pathlib import Path
 

@@ -29,6 +29,8 @@ async def case_from_run(
     at = made if at_turn is None else at_turn
     if isinstance(at, bool) or not isinstance(at, int):
         raise TypeError(f"at_turn must be an int, not {type(at).__name__}")
+    if made == 0:
+        raise DecisionRefused(f"run {run_id} made no model call: there is no point a case could start from")
     if not 1 <= at <= made:
         raise DecisionRefused(f"run {run_id} made {made} model call(s): a case starts before one of them (1-{made})")
     point: t.ForkPoint = await query_run(

@@ -177,4 +177,7 @@ def save_dataset(dataset: Dataset, path: str | Path, fmt: Format | None = None) 
             text = yaml.safe_dump(value, sort_keys=False, allow_unicode=False)
     else:
         text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise DatasetError(f"{path}: cannot write: {err.strerror or err}") from None
