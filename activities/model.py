@@ -276,7 +276,10 @@ class ModelActivities:
             attempt = call.progress.attempt
             record = {"api": path, "url": str(call.url), "turn": input.turn, "attempt": attempt, "stream": call.stream}
             record |= {"request": call.body, "response": "".join(call.raw) if not call.stream else call.raw}
-            reply.capture = CaptureStore(settings.capture_dir).put(record, self._redactor)
+            try:
+                reply.capture = CaptureStore(settings.capture_dir).put(record, self._redactor)
+            except OSError as err:  # a debugging aid: its loss never fails the call (nor reruns its tools)
+                log.warning("capture not kept: cannot write LLM_CAPTURE_DIR %s: %s", settings.capture_dir, err.strerror)
         log.info(
             "model call ok: agent=%s model=%s turn=%d tool_calls=%d tokens=%d",
             agent.name, model, input.turn, len(reply.message.tool_calls), reply.usage.total_tokens,

@@ -12,7 +12,8 @@ from durable_agent_runner.cli.export import write_jsonl
 from durable_agent_runner.client.export import export_run
 from durable_agent_runner.client.replay import read_jsonl, replay_decisions
 from durable_agent_runner.config.llm import LLMSettings
-from tests.helpers import calls, payload_bytes_per_turn, script, start
+from durable_agent_runner.workflows import types as t
+from tests.helpers import activity_attempts, calls, payload_bytes_per_turn, script, start
 
 
 @pytest.mark.parametrize("api, stream", [("chat", False), ("chat", True), ("responses", False), ("responses", True)])
@@ -107,3 +108,21 @@ def test_llm_capture_reads_yes_and_no_like_the_other_switches():
         assert not LLMSettings.from_env({"LLM_CAPTURE": off}).capture, off
     with pytest.raises(ValueError, match="LLM_CAPTURE must be 1, true, yes or on"):
         LLMSettings.from_env({"LLM_CAPTURE": "maybe"})
+
+
+async def test_a_capture_that_cannot_be_written_never_fails_the_call(client, task_queue, worker_factory, llm, tmp_path):
+    """Before: with LLM_CAPTURE_DIR unwritable, each attempt of a captured model call failed with a
+    traceback after the cheap calls it ran with its reply, so they ran again on every retry. Now
+    the call goes on without its capture, and the worker says why in one line."""
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    settings = LLMSettings(base_url=llm.base_url, model="demo", capture=True, capture_dir=blocked / "captures")
+    model = script(llm, calls(("quick_add", {"a": 1, "b": 1})), {"content": "it is 2"})
+    async with worker_factory(settings=settings):
+        handle = await start(client, task_queue, "go", agent="quick", model=model, capture=True)
+        done = await handle.result()
+    assert done.output == "it is 2" and done.turns == 2
+    lines = await export_run(client, handle.id, CaptureStore(tmp_path / "elsewhere"))
+    assert [line["capture"] for line in lines if line["type"] == "model_call"] == [None, None]
+    assert [line["output"] for line in lines if line["type"] == "tool_result"] == ["2"]
+    assert await activity_attempts(client.get_workflow_handle(handle.id), t.MODEL_CALL_ACTIVITY) == [1, 1]
