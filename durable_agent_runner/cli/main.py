@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, get_args
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -54,6 +54,7 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunFailed
 from durable_agent_runner.client.listing import PHASES
 from durable_agent_runner.client.script import exit_now
+from durable_agent_runner.client.status import STATUS_NAMES
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
 from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings, login_name
 from durable_agent_runner.config.values import queue_flag
@@ -261,7 +262,7 @@ async def _how(agents: AgentClient, run_id: str) -> str:
         status = await agents.get(run_id).exists()
     except (RPCError, AgentRunError):  # an eval's id, the server away
         return "running or ended"
-    return "running" if status == WorkflowExecutionStatus.RUNNING else (status.name.lower() if status else "ended")
+    return STATUS_NAMES.get(status, "ended") if status is not None else "ended"
 
 
 async def dispatch(args: argparse.Namespace) -> int:

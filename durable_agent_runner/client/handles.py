@@ -413,8 +413,8 @@ class RunHandle:
         if prompt is not None:
             checks.prompt(prompt, "prompt")
         new_id = None if id is None else checks.new_run_id(id)
-        queue = checks.task_queue(task_queue) if task_queue is not None else None
-        queue = queue or self.task_queue or str(ClientSettings.load().task_queue)
+        default = self.task_queue or str(ClientSettings.load().task_queue)
+        queue = checks.task_queue(task_queue) if task_queue is not None else default
         return await control.fork(
             self.temporal, self.id, at_turn, prompt, new_id, queue, live_tools=checks.flag(live_tools, "live_tools")
         )
