@@ -62,7 +62,7 @@ async def test_an_eval_page_says_when_no_worker_serves_its_agent(client, task_qu
                 if "stalled:" in page:
                     break
                 await asyncio.sleep(0.5)
-            assert "stalled: no worker serves agent &#x27;ghost&#x27; for the agent, to start the eval" in page, page
+            assert "stalled: no worker serves agent &#x27;ghost&#x27; for the eval&#x27;s start" in page, page
             assert f"nothing polls task queue {task_queue}@ghost" in page
             await ev.cancel()
             ended = '<span class="phase cancelled">cancelled</span>'  # the page's phase, not its style sheet's

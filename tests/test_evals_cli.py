@@ -153,14 +153,14 @@ async def test_eval_run_says_within_seconds_that_no_worker_serves_its_agent(
         started = (await client.get_workflow_handle(eid).describe()).start_time
         said = datetime.now(UTC)
         text = line.decode()
-        assert text.startswith("no worker serves agent 'ghost' for the agent, to start the eval"), text
+        assert text.startswith("no worker serves agent 'ghost' for the eval's start"), text
         assert f"nothing polls task queue {task_queue}@ghost" in text and "the eval goes on once one does" in text
         assert (said - started).total_seconds() < 15  # GRACE (3 s) and a poll, on a loaded machine
         code, out, err = await client_py(temporal_server, task_queue, "eval", "status", eid)
         assert code == 0 and "stalled: no worker serves agent 'ghost'" in out, (out, err)
         code, out, err = await client_py(temporal_server, task_queue, "eval", "status", eid, "--json")
         (wait,) = json.loads(out)["unserved"]
-        assert wait["waiting"] == "the agent, to start the eval" and wait["queue"] == f"{task_queue}@ghost"
+        assert wait["waiting"] == "the eval's start" and wait["queue"] == f"{task_queue}@ghost"
         await client.get_workflow_handle(eid).cancel()  # while its resolve waits: it ends cancelled, not failed
         with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(client.get_workflow_handle(eid).result(), 30)

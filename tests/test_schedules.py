@@ -73,6 +73,7 @@ async def test_a_schedule_runs_one_at_a_time_with_overlap_skip_pauses_and_trigge
             first = await until(lambda: _running(agents, sched))
             view = await until(lambda: _when_skipped(agents, sched, 2), timeout=15)
             assert view.runs_started == 1 and view.running == [first]
+            assert view.unserved == ""  # a worker serves 'guarded'
             assert first.startswith(f"sched-{sched}-")
             run = await agents.get(first).status()
             assert run.schedule == sched and run.agent == "guarded"
@@ -177,6 +178,9 @@ async def test_create_refuses_a_name_taken_a_missing_session_and_a_cron_the_serv
         assert (view.when, view.timezone, view.jitter_seconds, view.paused) == (
             "cron 0 9 * * 1-5 (Europe/Paris)", "Europe/Paris", 30.0, True
         )  # fmt: skip
+        # No worker serves 'demo' on this test's queue: describe says what its runs would wait for.
+        says = f"no worker serves agent 'demo' now: nothing has polled task queue {task_queue}@demo lately"
+        assert view.unserved.startswith(says), view.unserved
         with pytest.raises(ScheduleExists):
             await agents.schedules.create(sched, agent="demo", input="hi", every="1h")
         backfilled = await agents.schedules.backfill(sched, "2026-11-30T00:00", "2026-11-30T00:01")
@@ -279,7 +283,7 @@ async def test_the_cli_creates_describes_lists_pauses_and_deletes_with_json(cli)
     shown = await cli("schedule", "describe", sched)
     assert shown.code == 0 and f"{sched}  every 1h  agent demo  paused" in shown.out, shown.out
     assert "budget per run: 5,000 tokens" in shown.out and "/schedules/" in shown.out
-    assert "overlap buffer-one · catch-up window 300s · jitter 30s" in shown.out and "model: demo" in shown.out
+    assert "overlap buffer-one · catch-up window 5m · jitter 30s" in shown.out and "model: demo" in shown.out
     unpaused = await cli("schedule", "unpause", sched, "--json")
     assert unpaused.code == 0 and json.loads(unpaused.out)["paused"] is False
     many = await cli("schedule", "backfill", sched, "2026-01-01", "2026-06-01")

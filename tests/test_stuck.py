@@ -109,7 +109,7 @@ async def test_run_wait_says_within_seconds_that_no_worker_serves_the_agent(
         said = datetime.now(UTC)
         (run,) = [wf async for wf in client.list_workflows(f'TaskQueue = "{task_queue}"')]
     text = line.decode()
-    assert "no worker serves agent 'ghost' for the agent, to start the run" in text
+    assert "no worker serves agent 'ghost' for the run's start" in text
     assert f"nothing polls task queue {task_queue}@ghost" in text and "start a worker with --tools" in text
     took = (said - run.start_time).total_seconds()
     assert took < 10, f"said {took:.1f}s after the run started"

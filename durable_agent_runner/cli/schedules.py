@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from durable_agent_runner.cli.common import emit
@@ -133,9 +133,9 @@ def describe_text(v: ScheduleView) -> str:
     lines.append(f"  input: {v.input[:300]!r}" + (" …" if len(v.input) > 300 else ""))
     policy = [f"overlap {v.overlap}"]
     if v.catchup_window_seconds is not None:
-        policy.append(f"catch-up window {v.catchup_window_seconds:g}s")
+        policy.append(f"catch-up window {specs.said(timedelta(seconds=v.catchup_window_seconds))}")
     if v.jitter_seconds:
-        policy.append(f"jitter {v.jitter_seconds:g}s")
+        policy.append(f"jitter {specs.said(timedelta(seconds=v.jitter_seconds))}")
     if v.timezone:
         policy.append(f"time zone {v.timezone}")
     lines.append("  " + " · ".join(policy))
@@ -154,6 +154,8 @@ def describe_text(v: ScheduleView) -> str:
     lines += [f"  ran: {r.run_id} (due {_t(r.scheduled_at)})" for r in v.recent[-5:]]
     if not v.paused:
         lines.append("  next: " + (", ".join(_t(n) for n in v.next_runs[:3]) or "-"))
+    if v.unserved:
+        lines.append(f"  ! {v.unserved}")
     lines.append(f"  Web UI: {v.ui_url}")
     return "\n".join(lines)
 

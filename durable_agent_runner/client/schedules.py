@@ -35,7 +35,7 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent_runner.client import checks
+from durable_agent_runner.client import checks, stuck
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.errors import AgentRunError
 from durable_agent_runner.client.status import web_ui
@@ -109,6 +109,7 @@ class ScheduleView(ScheduleRow):
     running: list[str] = []
     recent: list[ScheduledRun] = []
     created_at: datetime | None = None
+    unserved: str = ""  # for an agent no worker serves now: what its runs would wait for (stuck.py)
 
 
 class Triggered(BaseModel):
@@ -313,6 +314,7 @@ class Schedules:
             (given,) = await self.temporal.data_converter.decode(list(action.args), [kind])
             if isinstance(given, t.RunInput):
                 view["input"], view["model"] = given.prompt, given.model
+                view["unserved"] = await stuck.agent_unserved(self.temporal, action.task_queue, given.agent)
                 if given.budget is not None:
                     view["budget_usd"], view["budget_tokens"] = given.budget.usd, given.budget.tokens
             elif isinstance(given, t.Delivery):

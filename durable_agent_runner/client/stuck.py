@@ -67,13 +67,13 @@ LOOK_BOUND = GRACE + timedelta(seconds=5)
 WHAT_WAITS = {
     t.TOOL_CALL_ACTIVITY: "a tool call",
     t.HOOK_ACTIVITY: "its code (an approval check, a guardrail, a breakpoint)",
-    t.RESOLVE_AGENT_ACTIVITY: "the agent, to start the run",
+    t.RESOLVE_AGENT_ACTIVITY: "the run's start",
     t.MODEL_CALL_ACTIVITY: "a model call",
     t.COMPACT_ACTIVITY: "a compaction",
     te.EVAL_SCORE_ACTIVITY: "a case's scoring",
 }
 # An eval waits for its agent's resolve too: before its first case, not a run's first step.
-EVAL_WAITS = WHAT_WAITS | {t.RESOLVE_AGENT_ACTIVITY: "the agent, to start the eval"}
+EVAL_WAITS = WHAT_WAITS | {t.RESOLVE_AGENT_ACTIVITY: "the eval's start"}
 
 
 async def unserved(client: Client, desc: WorkflowExecutionDescription) -> list[dict[str, str]]:
@@ -112,6 +112,28 @@ async def warn_unserved(
             if key not in said:
                 said.add(key)
                 say(wait["message"])
+
+
+async def agent_unserved(client: Client, queue: str, agent: str) -> str:
+    """What a schedule's runs of `agent`, started on `queue`, would wait for now: "" when a worker
+    serving it has polled lately (the server lists a poller for minutes after its last poll), or
+    when the look fails: it only informs."""
+    where = t.agent_task_queue(queue, agent)
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=where),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+    )
+    try:
+        answer = await client.workflow_service.describe_task_queue(request, timeout=READ)
+    except RPCError:
+        return ""
+    if answer.pollers:
+        return ""
+    return (
+        f"no worker serves agent '{agent}' now: nothing has polled task queue {where} lately; its runs wait "
+        f"for one (start a worker with --tools for that agent)"
+    )
 
 
 async def _waits(client: Client, desc: WorkflowExecutionDescription) -> tuple[list[dict[str, str]], int]:
