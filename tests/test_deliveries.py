@@ -8,7 +8,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.deliveries import delivery_run_id, send_once
+from durable_agent_runner.client.deliveries import NoSession, delivery_run_id, send_once
 from durable_agent_runner.workflows import types as t
 from tests.helpers import replay
 
@@ -30,9 +30,22 @@ async def test_a_delivery_gives_its_session_one_message_however_often_it_is_star
         status = await agents.get(run_id).status()
         assert status.status == "completed" and status.note and status.note.startswith("a delivery: it gives a session")
         await session.end("done")
-        # Ended, the session refuses; the delivery fails at once with its reason, never retried.
-        late = await send_once(client, task_queue, f"{run_id}-late", session.id, "anyone?", by="hook test")
+        await client.get_workflow_handle(session.id).result()
+        # Ended, the session takes no message: send_once starts nothing and says why.
+        with pytest.raises(NoSession, match=r"is not a running session \(completed\): the message was not sent"):
+            await send_once(client, task_queue, f"{run_id}-late", session.id, "anyone?", by="hook test")
+        # A delivery that starts all the same (the session ended after the check) fails at once with
+        # the session's reason, never retried; status says that reason, not "Activity task failed".
+        late = await client.start_workflow(
+            t.DELIVER_WORKFLOW,
+            t.Delivery(session=session.id, text="anyone?", by="hook test"),
+            id=f"{run_id}-late",
+            task_queue=task_queue,
+        )
         with pytest.raises(WorkflowFailureError) as failed:
-            await client.get_workflow_handle(late.run_id).result()
+            await late.result()
+        shown = await agents.get(late.id).status()
     cause = failed.value.cause
     assert "refused the message: it has ended (completed)" in str(cause.cause if cause.cause else cause)
+    assert shown.error is not None and shown.error.type == t.SESSION_REFUSED, shown.error
+    assert shown.error.message.endswith("refused the message: it has ended (completed)"), shown.error

@@ -27,6 +27,7 @@ import uvicorn
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import main as cli_main
+from durable_agent_runner.client import deliveries
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.webhooks import Hook, HookConfigError, build_app, generic_headers, hooks_from, load, sign
 from durable_agent_runner.workflows import types as t
@@ -226,6 +227,20 @@ async def test_a_session_hook_and_a_builder_function(client, task_queue, worker_
         assert exchange.prompt == "Weather in Tokyo? (asked by ops)" and exchange.by == "hook to-chat"
         assert (await session.live()).session.messages == 1  # type: ignore[union-attr]
         await session.end("done")
+        await client.get_workflow_handle(session.id).result()
+        # The session has ended: a new delivery sends nothing and says why (409); a repeat is a repeat.
+        async with serve_hooks(agents, served) as url, httpx.AsyncClient(timeout=20) as http:
+            body = json.dumps({"city": "oslo"}).encode()
+            late = await http.post(
+                f"{url}/hooks/to-chat", content=body, headers=generic_headers(SECRET.encode(), body, "chat-2")
+            )
+            repeat = await http.post(f"{url}/hooks/to-chat", content=first.request.content, headers=headers)
+        says = f"session: run '{session.id}' is not a running session (completed): the message was not sent"
+        assert (late.status_code, late.json()) == (409, {"error": says})
+        late_id = deliveries.delivery_run_id("hook-to-chat", "chat-2")
+        with pytest.raises(RPCError):  # nothing was started for it
+            await client.get_workflow_handle(late_id).describe()
+        assert repeat.status_code == 202 and repeat.json()["started"] is False
 
 
 def test_the_hooks_file_is_read_as_yaml_or_json_and_refused_with_one_line(tmp_path: Path, monkeypatch):
@@ -260,6 +275,8 @@ def test_the_hooks_file_is_read_as_yaml_or_json_and_refused_with_one_line(tmp_pa
         ),
         ({"h": {"agent": "demo", "secret": SECRET, "input": "x", "delivery_header": "X Id"}}, "a header's name"),
         ([], "must hold an object"),
+        ({"h": {"agent": "demo", "secret": SECRET, "input": "Weather in {city"}}, "hook h: input: a lone '{'"),
+        ({"h": {"agent": "demo", "secret": SECRET, "input": 'Data: {"a": 1}'}}, "{{ or }} for a brace"),
     ]
     for raw, says in bad:
         with pytest.raises(HookConfigError, match=None) as err:
@@ -316,7 +333,12 @@ async def test_client_py_serve_hooks_serves_the_file_it_is_given(temporal_server
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        assert line.strip() == f"hook issues: POST http://127.0.0.1:{port}/hooks/issues (github-signed) -> agent demo"
+        head = f"hook issues: POST http://127.0.0.1:{port}/hooks/issues (github-signed) -> agent demo"
+        # No worker serves 'demo' on this test's queue: the line says what its runs would wait for.
+        assert (
+            line.strip() == f"{head} (! no worker serves agent 'demo' now: nothing has polled task queue "
+            f"{task_queue}@demo lately; its runs wait for one (start a worker with --tools for that agent))"
+        ), line
         body = json.dumps({"issue": {"title": "Weather in Rome?"}}).encode()
         async with httpx.AsyncClient(timeout=20) as http:
             for _ in range(100):  # the server listens a moment after it prints

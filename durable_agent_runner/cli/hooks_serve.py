@@ -52,6 +52,7 @@ async def cmd_serve_hooks(client: AgentClient, args: argparse.Namespace) -> int:
         check(args)
     import uvicorn  # the server's own, loaded when it is served
 
+    from durable_agent_runner.client import deliveries, stuck
     from durable_agent_runner.webhooks.app import build_app
 
     hooks = args.hooks
@@ -61,6 +62,13 @@ async def cmd_serve_hooks(client: AgentClient, args: argparse.Namespace) -> int:
     shown = f"[{args.host}]" if ":" in args.host else args.host
     for name, hook in sorted(hooks.items()):
         target = f"session {hook.session}" if hook.session else f"agent {hook.agent}"
+        # What a hook's deliveries would meet now, said, not refused: a session or a worker may start later.
+        if hook.session:
+            why = await deliveries.not_a_session(client.temporal, hook.session)
+            target += f" (! {why} now: its deliveries answer 409 until it runs)" if why else ""
+        else:
+            why = await stuck.agent_unserved(client.temporal, client.task_queue, hook.agent)
+            target += f" (! {why})" if why else ""
         print(f"hook {name}: POST http://{shown}:{args.port}/hooks/{name} ({hook.kind}-signed) -> {target}", flush=True)
     if args.completion_key is not None:
         print(f"completions: POST http://{shown}:{args.port}/complete/RUN/CALL?exp=…&sig=… (signed URLs)", flush=True)

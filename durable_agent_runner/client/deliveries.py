@@ -12,7 +12,7 @@ import hashlib
 from datetime import timedelta
 
 from pydantic import BaseModel
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -20,6 +20,7 @@ from temporalio.common import (
     WorkflowIDReusePolicy,
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.workflows import types as t
@@ -35,6 +36,28 @@ class Started(BaseModel):
     run_id: str
     started: bool
     session: str | None = None  # the session the message went to, for a session's hook
+
+
+class NoSession(checks.BadArgument):
+    """The session a message is for cannot take it: no run has its id, or that run has ended (or
+    is not an agent run). Nothing was sent."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__("session", why)
+
+
+async def not_a_session(temporal: Client, session: str) -> str | None:
+    """Why `session` cannot take a message now, or None when it is a running agent run."""
+    try:
+        desc = await temporal.get_workflow_handle(session).describe(rpc_timeout=RPC_TIMEOUT)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return f"no run with id '{session}'"
+        raise
+    if desc.workflow_type != t.WORKFLOW_NAME or desc.status != WorkflowExecutionStatus.RUNNING:
+        ended = f" ({desc.status.name.lower()})" if desc.status is not None else ""
+        return f"run '{session}' is not a running session{ended}"
+    return None
 
 
 def delivery_run_id(source: str, delivery: str) -> str:
@@ -66,10 +89,21 @@ async def start_once(temporal: Client, task_queue: str, run_id: str, agent: str,
 
 
 async def send_once(temporal: Client, task_queue: str, run_id: str, session: str, text: str, *, by: str) -> Started:
-    """Send `text` to `session` by a DeliverMessage run under `run_id`, unless one was started under it."""
+    """Send `text` to `session` by a DeliverMessage run under `run_id`, unless one was started under
+    it. A session that cannot take it now is NoSession, and nothing starts (a repeat of a delivery
+    already made is told as such)."""
     checks.prompt(text, "text")
     if len(text) > t.MAX_MESSAGE_CHARS:
         raise checks.BadArgument("text", f"a session's message is at most {t.MAX_MESSAGE_CHARS:,} characters")
+    why = await not_a_session(temporal, session)
+    if why is not None:
+        try:
+            await temporal.get_workflow_handle(checks.run_id(run_id)).describe(rpc_timeout=RPC_TIMEOUT)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise NoSession(f"{why}: the message was not sent") from None
+            raise
+        return Started(run_id=run_id, started=False, session=session)
     try:
         await temporal.start_workflow(
             t.DELIVER_WORKFLOW,

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
@@ -122,9 +122,11 @@ def failure(err: WorkflowFailureError) -> tuple[str, dict[str, str]]:
     """How a run ended without an answer: its status, and the error as {type, message}: the type a
     guardrail, a limit or the provider gave (`InputGuardrailTripwireTriggered`, ...)."""
     cause = err.cause
-    message = getattr(cause, "message", None) or str(cause or err)
     kinds = {"CancelledError": "cancelled", "TerminatedError": "terminated", "TimeoutError": "timed_out"}
     status = kinds.get(type(cause).__name__, "failed")
+    while isinstance(cause, ActivityError | ChildWorkflowError) and cause.cause is not None:
+        cause = cause.cause  # "Activity task failed" says nothing: what the activity (or child) met does
+    message = getattr(cause, "message", None) or str(cause or err)
     kind = cause.type if isinstance(cause, ApplicationError) and cause.type else type(cause).__name__
     return status, {"type": kind, "message": message}
 

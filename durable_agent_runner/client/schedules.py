@@ -30,12 +30,11 @@ from temporalio.client import (
     SchedulePolicy,
     ScheduleSpec,
     ScheduleState,
-    WorkflowExecutionStatus,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from durable_agent_runner.client import checks, stuck
+from durable_agent_runner.client import checks, deliveries, stuck
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.errors import AgentRunError
 from durable_agent_runner.client.status import web_ui
@@ -203,7 +202,9 @@ class Schedules:
                 raise checks.BadArgument("session", "a session has its own model and budget: give no budget or model")
             if len(input) > t.MAX_MESSAGE_CHARS:
                 raise checks.BadArgument("input", f"a session's message is at most {t.MAX_MESSAGE_CHARS:,} characters")
-            await self._session_exists(session)
+            why = await deliveries.not_a_session(self.temporal, session)
+            if why is not None:
+                raise deliveries.NoSession(why)
             action = ScheduleActionStartWorkflow(
                 t.DELIVER_WORKFLOW,
                 t.Delivery(session=session, text=input, by=by),
@@ -242,16 +243,6 @@ class Schedules:
                 raise checks.BadArgument("schedule", f"Temporal refused it: {err.message}") from None
             raise
         return await self.describe(name)
-
-    async def _session_exists(self, session: str) -> None:
-        try:
-            desc = await self.temporal.get_workflow_handle(session).describe(rpc_timeout=RPC_TIMEOUT)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise checks.BadArgument("session", f"no run with id '{session}'") from None
-            raise
-        if desc.workflow_type != t.WORKFLOW_NAME or desc.status != WorkflowExecutionStatus.RUNNING:
-            raise checks.BadArgument("session", f"run '{session}' is not a running session")
 
     def _handle(self, name: str) -> ScheduleHandle:
         return self.temporal.get_schedule_handle(specs.name(name))

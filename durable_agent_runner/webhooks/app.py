@@ -5,7 +5,8 @@ for the run. `client.py serve-hooks` serves it; `build_app` is its Python face.
 In order, a request is refused with one line: an unknown hook 404; a body over `max_body` bytes
 413; not JSON by its Content-Type 415; a delivery id header that is not one 400; unsigned, wrongly
 signed or stale 401 (nothing is parsed or started before the signature holds); a body that is not
-JSON 400; a field the input needs missing 422; Temporal unreachable 503. Slack's signed
+JSON 400; a field the input needs missing 422; a session's hook whose session is not running 409
+(nothing sent); Temporal unreachable 503. Slack's signed
 `url_verification` challenge is answered (200) and starts nothing. Secrets and signatures are
 never logged or echoed. The run is keyed on a delivery id the signature covers (see `_delivery`).
 
@@ -145,6 +146,8 @@ class Ingress:
                 done = await deliveries.start_once(temporal, queue, run_id, hook.agent, text, source=f"hook {name}")
         except RPCError as err:
             raise Refused(503, f"could not start the run: Temporal said: {err.message}"[:300]) from None
+        except deliveries.NoSession as err:  # nothing was sent: a sender may try again once it runs
+            raise Refused(409, str(err)[:300]) from None
         except ValueError as err:  # the client's check of the input (a session's message is at most 200,000 characters)
             raise Refused(422, f"the hook's input is refused: {err}"[:300]) from None
         LOG.info(

@@ -77,6 +77,12 @@ class Hook(BaseModel):
             raise ValueError("give one of secret or secret_env (the name of an environment variable that holds it)")
         if not (self.input or self.builder or self.build):
             raise ValueError("give input (a template such as 'Triage {issue.title}') or builder")
+        lone = re.search(r"[{}]", FIELD.sub("", self.input))
+        if lone is not None:
+            raise ValueError(
+                f"input: a lone {lone.group()!r} that is no field: write {{field}} or {{a.b}} for a field of "
+                "the body (letters, digits, _ . -), and {{ or }} for a brace"
+            )
         if self.delivery_header is not None and self.kind != "generic":
             raise ValueError(
                 f"delivery_header: a {self.kind} hook's headers are not signed, so its delivery is its body "
