@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from durable_agent_runner.activities.notify import NotifyActivities, slack_payload
-from durable_agent_runner.config.env import SettingsError
+from durable_agent_runner.config.env import SettingsError, secret_values
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.config.notify import NotifySettings
 from durable_agent_runner.redact import Redactor
@@ -225,6 +225,10 @@ def test_the_settings_read_the_variables_and_mask_every_secret() -> None:
         ("SMTP_PORT", "70000", "[1, 65535]"),
         ("NOTIFY_MAX_ATTEMPTS", "0", "[1, 20]"),
         ("NOTIFY_WEBHOOK_URL", "ftp://x", "http:// or https://"),
+        ("NOTIFY_ESCALATE_WEBHOOK_URL", "https://alerts.example/in put", "and no blanks"),
+        ("NOTIFY_WEBHOOK_SECRET", "abc", "8-4096 characters"),  # serve-hooks wants 8 of a hook's secret
+        ("SMTP_HOST", "mail example", "a host's name or address"),
+        ("SMTP_HOST", "smtp://mail.example", "a host's name or address"),
     ],
 )
 def test_a_bad_value_is_refused_at_start_with_one_line(name: str, value: str, said: str) -> None:
@@ -237,6 +241,21 @@ def test_a_bad_secret_url_is_never_quoted_back() -> None:
     with pytest.raises(SettingsError) as refused:
         LLMSettings.from_env({"NOTIFY_SLACK_WEBHOOK_URL": "hooks.slack.example/services/T0/B0/secretpart"})
     assert "secretpart" not in str(refused.value) and "not shown" in str(refused.value)
+    # The worker masks the environment's secrets in the line it prints: the URL's, not the words
+    # `https://` of the line itself (it once printed "an http:// or *** URL").
+    env = {"NOTIFY_SLACK_WEBHOOK_URL": "https://hooks.slack.example/services/T0/B0/secret part"}
+    with pytest.raises(SettingsError) as refused:
+        LLMSettings.from_env(env)
+    line = Redactor(*secret_values(env)).text(str(refused.value))
+    assert "an http:// or https:// URL with a host, and no blanks" in line and "secret" not in line, line
+
+
+def test_an_email_setting_with_no_smtp_host_is_refused_at_start() -> None:
+    """Before: the worker started, and no email was ever sent, with no word of why."""
+    for name, value in (("NOTIFY_EMAIL_TO", "ops@example.com"), ("SMTP_USERNAME", "bot")):
+        with pytest.raises(SettingsError, match=f"^{name} is set but SMTP_HOST is not: set SMTP_HOST"):
+            LLMSettings.from_env({name: value})
+    assert LLMSettings.from_env({"SMTP_HOST": "mail.example", "NOTIFY_EMAIL_TO": "ops@example.com"}).notify.email_to
 
 
 async def test_a_receiver_s_answer_is_read_only_in_part_and_said_on_one_line() -> None:

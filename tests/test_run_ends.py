@@ -157,7 +157,8 @@ def test_a_base_url_without_a_scheme_stops_the_worker_at_once():
     done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip() == (
-        "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, not 'localhost:8000/v1'"
+        "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, and no blanks, "
+        "not 'localhost:8000/v1'"
     )
 
 
@@ -173,6 +174,6 @@ def test_a_startup_error_that_echoes_the_key_prints_it_masked():
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert key not in done.stderr and "0123456789abcdef" not in done.stderr, done.stderr
     assert done.stderr.strip() == (
-        "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, "
+        "worker.py: error: LLM_BASE_URL must be an http:// or https:// URL with a host, and no blanks, "
         "not 'localhost:8000/v1?key=***…'"
     )

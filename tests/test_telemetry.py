@@ -382,7 +382,7 @@ async def test_client_py_sends_the_root_span_and_warns_on_a_bad_setting(
     assert warned.code == 0 and warned.out.strip() == "hi"
     assert warned.err.strip() == (
         "warning: OpenTelemetry off: OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL with a host, "
-        "not 'localhost:4318'"
+        "and no blanks, not 'localhost:4318'"
     )
     flushed(telemetry)
     spans = receiver.trace_of(run_id)  # client.py sent its span before it exited
@@ -416,7 +416,7 @@ def test_worker_refuses_a_bad_setting_in_one_line(monkeypatch, capsys):
     assert worker.main([]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
-        "worker.py: error: OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL with a host, "
+        "worker.py: error: OTEL_EXPORTER_OTLP_ENDPOINT must be an http:// or https:// URL with a host, and no blanks, "
         "not 'localhost:4318'"
     )
 

@@ -60,12 +60,14 @@ from durable_agent_runner.config.values import (
     Email,
     Emails,
     HeaderName,
+    Host,
     NotifyAttempts,
     NotifySeconds,
     Port,
     QueueName,
     Secret,
     SecretUrl,
+    SigningSecret,
     Switch,
     Text,
     Threads,
@@ -215,10 +217,10 @@ class WorkerSettings(ClientSettings):
     hooks_state_dir: Text | None = Field(None, validation_alias=_env("HOOKS_STATE_DIR"))
     # Who hears of a run waiting for a person (durable_agent_runner/config/notify.py).
     notify_webhook_url: Url | None = Field(None, validation_alias=_env("NOTIFY_WEBHOOK_URL"))
-    notify_webhook_secret: Secret | None = Field(None, validation_alias=_env("NOTIFY_WEBHOOK_SECRET"))
+    notify_webhook_secret: SigningSecret | None = Field(None, validation_alias=_env("NOTIFY_WEBHOOK_SECRET"))
     notify_slack_webhook_url: SecretUrl | None = Field(None, validation_alias=_env("NOTIFY_SLACK_WEBHOOK_URL"))
     notify_escalate_webhook_url: Url | None = Field(None, validation_alias=_env("NOTIFY_ESCALATE_WEBHOOK_URL"))
-    smtp_host: Text | None = Field(None, validation_alias=_env("SMTP_HOST"))
+    smtp_host: Host | None = Field(None, validation_alias=_env("SMTP_HOST"))
     smtp_port: Port = Field(25, validation_alias=_env("SMTP_PORT"))
     smtp_username: Text | None = Field(None, validation_alias=_env("SMTP_USERNAME"))
     smtp_password: Secret | None = Field(None, validation_alias=_env("SMTP_PASSWORD"))
@@ -265,9 +267,11 @@ class TelemetrySettings(Settings):
 
 def secret_values(env: Mapping[str, str] | None = None) -> list[str]:
     """The secrets the environment holds, as they are, parsed or not: what a message must mask
-    when the settings that would have masked them failed to load."""
+    when the settings that would have masked them failed to load. A URL's without its scheme: the
+    masking of any 8 characters of a key would eat `https://` from the message's own words."""
     source = os.environ if env is None else env
-    return [value for name in sorted(SECRETS) if (value := source.get(name))]
+    values = [(name, value) for name in sorted(SECRETS) if (value := source.get(name))]
+    return [value.split("://", 1)[-1] if name.endswith("_URL") else value for name, value in values]
 
 
 def _names(cls: type[BaseSettings]) -> set[str]:

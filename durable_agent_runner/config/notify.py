@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, Field, SecretStr
 
 from durable_agent_runner.config.addresses import email_list
-from durable_agent_runner.config.env import WorkerSettings
+from durable_agent_runner.config.env import SettingsError, WorkerSettings
 from durable_agent_runner.workflows.types import Channel, NotifyOptions, NotifyPlan
 
 DEFAULT_CONSOLE_URL = "http://127.0.0.1:8237"  # `client.py console`'s default address
@@ -45,6 +45,9 @@ class NotifySettings(BaseModel):
 
     @classmethod
     def of(cls, s: WorkerSettings) -> NotifySettings:
+        for name, value in (("NOTIFY_EMAIL_TO", s.notify_email_to), ("SMTP_USERNAME", s.smtp_username)):
+            if value and not s.smtp_host:  # else no email would be sent, and no one would be told
+                raise SettingsError(f"{name} is set but SMTP_HOST is not: set SMTP_HOST (and SMTP_PORT) to send email")
         return cls(
             webhook_url=s.notify_webhook_url,
             webhook_secret=s.notify_webhook_secret,

@@ -104,9 +104,26 @@ def _url(raw: object) -> object:
         host = parts.hostname
     except ValueError:  # e.g. an unclosed IPv6 bracket
         host = None
-    if not host or parts.scheme not in ("http", "https"):
-        raise ValueError("an http:// or https:// URL with a host")
+    if not host or parts.scheme not in ("http", "https") or any(c.isspace() for c in str(url)):
+        raise ValueError("an http:// or https:// URL with a host, and no blanks")
     return url
+
+
+def _host(raw: object) -> object:
+    """A host's name or address (SMTP_HOST): no blank, no scheme, no port."""
+    if isinstance(raw, str) and not (
+        0 < len(raw) <= 253 and raw.isprintable() and not any(c.isspace() or c in "/@" for c in raw)
+    ):
+        raise ValueError("a host's name or address (no blanks, scheme or path; the port is SMTP_PORT)")
+    return raw
+
+
+def _signing_secret(raw: object) -> object:
+    """A secret that signs what the worker sends (NOTIFY_WEBHOOK_SECRET): at least 8 characters,
+    as a hook of `serve-hooks`, which checks such a signature, requires of its own."""
+    if isinstance(raw, str) and not 8 <= len(raw) <= MAX_TEXT:
+        raise ValueError(f"8-{MAX_TEXT} characters")
+    return raw
 
 
 def _token(raw: object) -> object:
@@ -173,6 +190,8 @@ NotifyAttempts = Annotated[int, BeforeValidator(number(int, 1, 20))]
 NotifySeconds = Annotated[float, BeforeValidator(number(float, 0, 120, open_low=True, unit="seconds"))]
 SecretUrl = Annotated[SecretStr, BeforeValidator(_url)]  # a URL that is its own credential (Slack's webhooks)
 Secret = Annotated[SecretStr, BeforeValidator(_text)]
+SigningSecret = Annotated[SecretStr, BeforeValidator(_signing_secret)]
+Host = Annotated[str, BeforeValidator(_host)]
 # NOTIFY_EMAIL_TO (kept as the addresses joined by ", ") and NOTIFY_EMAIL_FROM
 Emails = Annotated[str, BeforeValidator(lambda raw: ", ".join(email_list(raw)) if isinstance(raw, str) else raw)]
 Email = Annotated[str, BeforeValidator(lambda raw: email_address(raw) if isinstance(raw, str) else raw)]
