@@ -282,3 +282,16 @@ def test_the_link_lands_on_the_call_s_row_in_the_console_s_inbox() -> None:
     row = call_row(Waiting("run-1", "mailer", pending), with_run=True)
     assert f'id="{call_anchor("run-1", "call_9")}"' in row
     assert inbox_link("https://c.example/", "run-1", "call_9").endswith("/inbox#" + call_anchor("run-1", "call_9"))
+
+
+@pytest.mark.pure
+def test_the_worker_says_its_channels_and_an_agent_email_with_no_smtp_host() -> None:
+    """Before: an agent's `email_to` on a worker with no SMTP_HOST sent nothing, and nothing said so."""
+    own = {"payments": t.NotifyOptions(email_to=["oncall@example.com"]), "plain": None}
+    bare = NotifySettings().said(own)
+    assert bare == [
+        "notifications: none (NOTIFY_*, SMTP_*; agents may add their own)",
+        "agent 'payments' has email_to, but SMTP_HOST is not set: its runs send no email",
+    ]
+    full = NotifySettings(webhook_url="https://hooks.example/in", smtp_host="mail.example", email_to=["a@example.com"])
+    assert full.said(own) == ["notifications: webhook, email (NOTIFY_*, SMTP_*; agents may add their own)"]

@@ -71,6 +71,25 @@ class NotifySettings(BaseModel):
         slack = self.slack_webhook_url.get_secret_value() if self.slack_webhook_url is not None else None
         return found + [part for url in (slack, self.webhook_url, self.escalate_webhook_url) for part in url_keys(url)]
 
+    def said(self, agents: Mapping[str, NotifyOptions | None]) -> list[str]:
+        """What the worker's log says at start: the channels it sends to, and (each a line of its
+        own) an agent's email that cannot go out, having no SMTP_HOST to go through."""
+        mine = [
+            name
+            for name, on in (
+                ("webhook", self.webhook_url),
+                ("slack", self.slack_webhook_url),
+                ("email", self.smtp_host and self.email_to),
+                ("escalation", self.escalate_webhook_url),
+            )
+            if on
+        ]
+        lines = [f"notifications: {', '.join(mine) or 'none'} (NOTIFY_*, SMTP_*; agents may add their own)"]
+        for agent, own in sorted(agents.items()):
+            if own is not None and own.email_to and not self.smtp_host:
+                lines.append(f"agent {agent!r} has email_to, but SMTP_HOST is not set: its runs send no email")
+        return lines
+
     def plan(self, own: NotifyOptions | None) -> NotifyPlan | None:
         """What a run of an agent with these channels of its own (`own`) freezes: the channels
         that exist, on this worker or the agent; None when there is none (nothing is scheduled)."""

@@ -127,6 +127,10 @@ async def serve(args: argparse.Namespace) -> int:
         queue, len(worker.workers) - 1, address(), namespace(), ", ".join(registry.agent_names()),
         settings.base_url, threads, type(loop).__module__.split(".")[0],
     )  # fmt: skip
+    said = settings.notify.said({a.name: a.notify for a in registry.agents()})
+    log.info(said[0])
+    for line in said[1:]:
+        log.warning(line)
     if hooks:
         names = ", ".join(type(h).__name__ for h in hooks)
         where = worker.feed.checkpoints.root if worker.feed else None
