@@ -84,3 +84,23 @@ async def test_inspect_with_no_worker_to_answer_is_one_clear_line_in_bounded_tim
     assert done.code == 1 and "no answer in time" in line and "worker.py" in line, str(done)
     assert done.seconds < 10, str(done)
     assert (await cli("cancel", run_id)).code == 0
+
+
+@pytest.mark.pure
+async def test_inspect_shows_how_to_edit_only_where_an_edit_is_taken() -> None:
+    """Before: every inspection ended with the edit commands, though a run that is not paused
+    refuses each edit ("the run is not paused: pause it first")."""
+    from datetime import UTC, datetime
+
+    from durable_agent_runner.cli.debug import render
+
+    base = {"run_id": "r", "agent": "demo", "turn": 3}
+    waiting = render(t.Inspection(**base, phase="awaiting_approval"))
+    assert "client.py edit" not in waiting and waiting.endswith(
+        "to edit: client.py pause RUN_ID (it pauses at its next safe point), then edit, then resume"
+    )
+    ended = render(t.Inspection(**base, phase="completed"))
+    assert "client.py edit" not in ended and "client.py fork RUN_ID --at-turn N" in ended
+    pause = t.PauseInfo(where="before_model", turn=3, why="pause by alice", at=datetime(2026, 12, 5, tzinfo=UTC))
+    paused = render(t.Inspection(**base, phase="paused", paused=pause))
+    assert "edit: client.py edit RUN_ID --text I TEXT" in paused and paused.endswith("then: client.py resume RUN_ID")

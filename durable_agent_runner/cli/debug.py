@@ -88,8 +88,13 @@ def render(view: t.Inspection) -> str:
     if view.edits:
         lines += ["", "edits:"]
         lines += [f"  {e.at:%Y-%m-%d %H:%M:%S} turn {e.turn}: {e.summary}" for e in view.edits]
-    lines += ["", "edit: client.py edit RUN_ID --text I TEXT | --drop I | --insert I ROLE TEXT | --args CALL_ID JSON |"]
-    lines += ["      --drop-call CALL_ID | --agent NAME        then: client.py resume RUN_ID"]
+    if view.paused is not None:
+        lines += ["", "edit: client.py edit RUN_ID --text I TEXT | --drop I | --insert I ROLE TEXT |"]
+        lines += ["      --args CALL_ID JSON | --drop-call CALL_ID | --agent NAME   then: client.py resume RUN_ID"]
+    elif view.phase in t.ENDED_STATUSES:
+        lines += ["", "ended: it takes no edits; client.py fork RUN_ID --at-turn N starts a run before model call N"]
+    else:  # the run refuses an edit until it is paused
+        lines += ["", "to edit: client.py pause RUN_ID (it pauses at its next safe point), then edit, then resume"]
     return "\n".join(lines)
 
 
