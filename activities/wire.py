@@ -111,8 +111,16 @@ def output_format(agent: AgentSpec) -> tuple[str, dict[str, Any]] | None:
 def settings_for(agent: AgentSpec, messages: list[Message]) -> ModelSettings:
     """The agent's settings for this request. A forced tool_choice ("required" or a tool's name)
     applies until a tool has answered: after that the model may reply in text, or it would be
-    made to call tools until max_turns (the Agents SDK's `reset_tool_choice`)."""
+    made to call tools until max_turns (the Agents SDK's `reset_tool_choice`). A choice that names
+    no function of the agent's is refused, as OpenAI refuses it: some servers (llama.cpp) would
+    ignore it, and the run would go on unforced, unsaid."""
     settings = agent.settings_now()
+    choice = settings.tool_choice
+    if choice is not None and choice not in TOOL_CHOICES:
+        names = [name for name, _, _ in function_tools(agent)]
+        if choice not in names:
+            known = ", ".join(names[:20]) + (", …" if len(names) > 20 else "") if names else "it has none"
+            raise BadSettings(f"tool_choice names {choice!r}, which is no tool of this agent's ({known})")
     forced = settings.tool_choice not in (None, "auto", "none")
     if forced and messages and isinstance(messages[-1], ToolMessage):
         return settings.model_copy(update={"tool_choice": None})

@@ -146,8 +146,9 @@ def test_every_setting_goes_out_under_its_anthropic_name():
 def test_tool_choice_maps_to_anthropics_objects(choice, parallel, sent):
     body = aw.build_request(with_settings(tool_choice=choice, parallel_tool_calls=parallel), HI, "m", stream=False)
     assert body.get("tool_choice") == sent
-    bare = with_settings(AgentSpec(name="b"), tool_choice=choice, parallel_tool_calls=parallel)
-    assert "tool_choice" not in aw.build_request(bare, HI, "m", stream=False)  # only beside tools
+    if choice != "get_weather":  # naming a tool the agent lacks is refused (test_chat_wire.py)
+        bare = with_settings(AgentSpec(name="b"), tool_choice=choice, parallel_tool_calls=parallel)
+        assert "tool_choice" not in aw.build_request(bare, HI, "m", stream=False)  # only beside tools
 
 
 def test_a_thinking_budget_raises_max_tokens_and_reasoning_effort_is_adaptive_thinking():

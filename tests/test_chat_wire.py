@@ -123,6 +123,20 @@ def test_tool_choice_is_a_mode_or_names_one_tool(choice, sent):
     assert chat_wire.build_request(with_settings(tool_choice=choice), HI, "m", stream=False)["tool_choice"] == sent
 
 
+def test_a_tool_choice_that_names_no_tool_of_the_agent_is_refused_on_every_wire():
+    """Before: sent as it was; OpenAI answers 400, and llama.cpp or the test double ran the turn
+    unforced, so the run went on as if no choice were made."""
+    from durable_agent_runner.activities import anthropic_wire, gemini_wire, responses_wire
+
+    named = r"tool_choice names 'get_wether', which is no tool of this agent's \(get_weather\)"
+    bare = with_settings(AgentSpec(name="b"), tool_choice="get_weather")
+    for way in (chat_wire, responses_wire, anthropic_wire, gemini_wire):
+        with pytest.raises(wire.BadSettings, match=named):
+            way.build_request(with_settings(tool_choice="get_wether"), HI, "m", stream=False)
+        with pytest.raises(wire.BadSettings, match=r"which is no tool of this agent's \(it has none\)"):
+            way.build_request(bare, HI, "m", stream=False)
+
+
 def test_tool_choice_and_parallel_tool_calls_go_only_beside_tools():
     # OpenAI refuses both without tools; without tools they mean nothing anyway.
     agent = with_settings(AgentSpec(name="b"), tool_choice="required", parallel_tool_calls=True, seed=1)

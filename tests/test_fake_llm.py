@@ -206,6 +206,12 @@ def test_bad_requests_are_400_with_openai_error(http: httpx.Client) -> None:
     )
     assert_error(chat(http, "script:missing", user("x")), 404, code="model_not_found")
     assert_error(responses(http, "loop:x", "x"), 404, code="model_not_found")
+    # tool_choice as OpenAI checks it: only beside tools, and a named function must be one of them.
+    named = {"type": "function", "function": {"name": "get_wether"}}
+    assert_error(chat(http, "echo", user("x"), tools=CHAT_TOOLS, tool_choice=named), 400, param="tool_choice")
+    assert_error(chat(http, "echo", user("x"), tool_choice="required"), 400, param="tool_choice")
+    wrong = {"type": "function", "name": "get_wether"}
+    assert_error(responses(http, "echo", "x", tools=RESP_TOOLS, tool_choice=wrong), 400, param="tool_choice")
 
 
 # ---------------------------------------------------------------------------- scenarios

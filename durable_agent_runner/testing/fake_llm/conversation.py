@@ -100,6 +100,25 @@ def _common(body: dict[str, Any]) -> tuple[str, bool]:
     return model, body.get("stream") is True
 
 
+def check_tool_choice(body: dict[str, Any]) -> None:
+    """OpenAI's checks of `tool_choice` (both APIs): only beside tools, and a named function must
+    be one of them."""
+    choice = body.get("tool_choice")
+    if choice is None:
+        return
+    names = _tool_names(body)
+    if not names:
+        message = "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+        raise ApiError(400, message, param="tool_choice")
+    spec = as_dict(choice)
+    if spec is not None and spec.get("type") == "function":
+        name = (as_dict(spec.get("function")) or spec).get("name")  # Chat nests it; Responses does not
+        if name not in names:
+            raise ApiError(
+                400, f"Invalid value for 'tool_choice': function {name!r} not found in 'tools'.", param="tool_choice"
+            )
+
+
 def _tool_names(body: dict[str, Any]) -> tuple[str, ...]:
     names: list[str] = []
     for tool in as_list(body.get("tools")) or []:
@@ -164,6 +183,7 @@ def _items(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
 
 def parse_chat(body: dict[str, Any]) -> Conversation:
     model, stream = _common(body)
+    check_tool_choice(body)
     messages = _items(body, "messages")
     calls: dict[str, tuple[str, str]] = {}
     results: list[ToolResult] = []
@@ -241,6 +261,7 @@ def _is_assistant_output(item: dict[str, Any]) -> bool:
 
 def parse_responses(body: dict[str, Any]) -> Conversation:
     model, stream = _common(body)
+    check_tool_choice(body)
     items = _items(body, "input")
     calls: dict[str, tuple[str, str]] = {}
     results: list[ToolResult] = []
