@@ -19,6 +19,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowHistory
 
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import DecisionRefused, NotThatKind, RunNotFound
 from durable_agent_runner.client.evals import progress_line
 from durable_agent_runner.evals import Case, Dataset, EvaluatorContext, EvaluatorSpec, register
@@ -132,6 +133,8 @@ async def test_an_evals_id_given_to_a_runs_verb_says_what_it_is_and_back(
                 await eval_verb()
         with pytest.raises(NotThatKind, match="is an agent run, not an eval"):
             await agents.evals.get(case_run.id).resume(add_usd=1.0, wait=5)
+        with pytest.raises(BadArgument, match=f"baseline: '{case_run.id}' is an agent run, not an eval$"):
+            await agents.evals.start(dataset(1, custom=False), agent="scripted", baseline=case_run.id)
         assert isinstance(NotThatKind(ev.eval_id, te.EVAL_WORKFLOW, t.WORKFLOW_NAME), RunNotFound)
         with pytest.raises(DecisionRefused, match="has already ended"):  # `cancel` takes an eval too
             await mistaken.cancel()

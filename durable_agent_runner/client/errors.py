@@ -56,15 +56,20 @@ KINDS = {
 }
 
 
+def kind_of(workflow_type: str) -> str:
+    """A workflow type as a person says it: "an agent run", "an eval", ..."""
+    return KINDS.get(workflow_type, (f"a {workflow_type} workflow", ""))[0]
+
+
 class NotThatKind(RunNotFound):
     """The id is of a workflow of another kind than the verb acts on: an eval's id given to a
     run's verb (`result`, `inspect`, `approve`, ...), or a run's to an eval's."""
 
     def __init__(self, run_id: str, found: str, wanted: str) -> None:
         super().__init__(run_id)
-        kind, verb = KINDS.get(found, (f"a {found} workflow", ""))
+        verb = KINDS.get(found, ("", ""))[1]
         how = f": `client.py {verb} {run_id}` shows it" if verb else ""
-        self.args = (f"'{run_id}' is {kind}, not {KINDS.get(wanted, (wanted, ''))[0]}{how}",)
+        self.args = (f"'{run_id}' is {kind_of(found)}, not {KINDS.get(wanted, (wanted, ''))[0]}{how}",)
         self.found, self.wanted = found, wanted
 
 

@@ -34,7 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks, stuck
 from durable_agent_runner.client.checks import BadArgument
-from durable_agent_runner.client.errors import StillRunning, run_failed
+from durable_agent_runner.client.errors import StillRunning, kind_of, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
 from durable_agent_runner.client.listing import MAX_LIST, READ_TIMEOUT, STARTED_ON_1X
 from durable_agent_runner.client.status import ui_url
@@ -251,7 +251,7 @@ class Evals:
                 raise
             raise BadArgument("baseline", f"no eval with id {baseline[:200]!r}") from None
         if desc.workflow_type != te.EVAL_WORKFLOW:
-            raise BadArgument("baseline", f"{baseline[:200]!r} is a {desc.workflow_type} run, not an eval")
+            raise BadArgument("baseline", f"{baseline[:200]!r} is {kind_of(desc.workflow_type)}, not an eval")
 
     def get(self, eval_id: str) -> EvalHandle:
         return EvalHandle(self.temporal, eval_id)
