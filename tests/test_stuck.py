@@ -115,6 +115,16 @@ async def test_run_wait_says_within_seconds_that_no_worker_serves_the_agent(
     assert took < 10, f"said {took:.1f}s after the run started"
 
 
+async def test_watch_says_what_no_worker_serves_as_run_wait_does(client, temporal_server, task_queue):
+    """Before: `watch` of a run no worker takes printed nothing at all, for as long as it waited."""
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target, "AGENT_TASK_QUEUE": task_queue}
+    handle = await start(client, task_queue, "hello", agent="ghost")
+    line = await client_py_says(["watch", handle.id], env, b"no worker")
+    says = f"no worker polls task queue {task_queue}: start one (python worker.py --task-queue {task_queue})"
+    assert line.decode().strip() == says, line
+    await handle.terminate("test over")
+
+
 async def test_an_approved_call_no_worker_takes_is_said_by_approve_and_status(
     client, task_queue, worker_factory, llm, cli
 ):

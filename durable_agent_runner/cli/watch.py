@@ -9,6 +9,7 @@ being streamed, withdrawn when its model call fails half-way and is retried. `wa
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from durable_agent_runner.client.follow import (
     is_session,
     live_progress,
 )
+from durable_agent_runner.client.stuck import warn_unserved
 from durable_agent_runner.machine.texts import EVENT_TEXT
 from durable_agent_runner.workflows import types as t
 
@@ -213,11 +215,15 @@ class Printer:
 async def watch(
     client: AgentClient, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None
 ) -> int:
-    """Print the run's story from event `since` on until it ends; 0 if it answered, else 1."""
+    """Print the run's story from event `since` on until it ends; 0 if it answered, else 1. A
+    wait no worker takes (no worker serves the agent, a tool's version) is said on standard error
+    within seconds, as `run --wait` says it."""
     printer = Printer(run_id, as_json, out or sys.stdout)
     last = ""
+    run = client.get(run_id)
+    say = asyncio.create_task(warn_unserved(run.temporal, run.handle, lambda text: print(text, file=sys.stderr)))
     try:
-        async for item in client.get(run_id).events(since, check=False):
+        async for item in run.events(since, check=False):
             if isinstance(item, TextDelta | TextDiscarded):
                 printer.show(item)
             elif isinstance(item, Retrying):
@@ -233,6 +239,8 @@ async def watch(
         printer.emit({"type": "gave_up", "error": err.error, "next": err.next}, None)
         print(f"watch: {err}", file=sys.stderr)
         return 1
+    finally:
+        say.cancel()
     printer.emit({"type": "end", "outcome": last, "next": since}, None)
     answered = last in (t.EventKind.FINAL, t.EventKind.ENDED)  # a session: ended after its answers
     return 0 if answered else 1
