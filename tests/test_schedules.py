@@ -16,6 +16,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.cli import main as cli_main
@@ -270,6 +272,18 @@ def test_durations_are_read_as_people_write_them():
     assert specs.said(specs.duration("1h30m", "x")) == "1h30m"
     with pytest.raises(BadArgument, match="days"):
         specs.duration("400d", "x")
+    with pytest.raises(BadArgument, match=r"every: must be from 1s to 366 days, not -5s$"):  # it said "not "
+        specs.duration(-5, "every", low=specs.MIN_EVERY)
+
+
+@pytest.mark.pure
+@given(st.integers(min_value=-(10**8), max_value=10**8))
+def test_a_duration_said_is_never_empty_and_reads_back(seconds: int) -> None:
+    d = timedelta(seconds=seconds)
+    words = specs.said(d)
+    assert words and words.endswith(("s", "m", "h", "d"))
+    if 0 < seconds <= 366 * 86400:
+        assert specs.duration(words, "x") == d
 
 
 async def test_the_cli_creates_describes_lists_pauses_and_deletes_with_json(cli):

@@ -138,7 +138,7 @@ def moment(value: object, field: str) -> datetime:
 def said(d: timedelta) -> str:
     """A duration as a person writes it: 10s, 5m, 1h30m, 2d."""
     seconds = int(d.total_seconds())
-    if seconds != d.total_seconds() or seconds == 0:
+    if seconds != d.total_seconds() or seconds <= 0:
         return f"{d.total_seconds():g}s"
     out = ""
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
