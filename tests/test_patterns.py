@@ -101,3 +101,38 @@ def test_the_docs_show_each_examples_code_as_it_is(name: str) -> None:
     code = source[start : source.index("\n\nasync def main(")].strip()
     assert code in (root / "docs" / "patterns.md").read_text()
     assert len(source.splitlines()) <= 70  # an example stays short
+
+
+@pytest.mark.pure
+def test_an_example_with_temporal_out_of_reach_says_one_line_not_a_traceback() -> None:
+    """`run_script` words the project's own errors as client.py does; before, an example printed
+    a 20-line traceback ending in the same line."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import closed_address
+
+    with closed_address() as address:
+        done = subprocess.run(
+            [sys.executable, "-m", "examples.patterns.sequential", "rivers"],
+            cwd=Path(__file__).resolve().parents[1], env={**os.environ, "TEMPORAL_ADDRESS": address},
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error: cannot reach Temporal at ") and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.pure
+def test_run_script_words_each_of_the_projects_errors_with_client_pys_exit_code() -> None:
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+
+    from durable_agent_runner.client.errors import NoWorkerAnswered, RunFailed, RunNotFound
+    from durable_agent_runner.client.script import said
+
+    failed = WorkflowFailureError(cause=ApplicationError("no model", type="ModelConnectionError"))
+    assert said(failed) == ("the workflow failed: ModelConnectionError: no model", 1)
+    assert said(RunFailed("r", "failed", "Boom", "it broke")) == (str(RunFailed("r", "failed", "Boom", "it broke")), 1)
+    assert said(RunNotFound("r"))[1] == 2 and said(NoWorkerAnswered("no worker took it"))[1] == 3
+    assert said(KeyError("x")) == (None, 1)  # anything else: its traceback, as before
