@@ -14,10 +14,9 @@ the real services: `python worker.py --tools examples.providers`, then
 
 from __future__ import annotations
 
-import asyncio
-import sys
+import logging
 
-from durable_agent_runner import Agent, tool
+from durable_agent_runner import Agent, run_script, tool
 from durable_agent_runner.testing import AgentTestEnv, ScriptedModel, call, reply
 
 INSTRUCTIONS = "Answer weather questions. Look the weather up with the tool."
@@ -74,6 +73,18 @@ async def main(address: str | None = None) -> list[str]:
     return lines
 
 
+class OneLine(logging.Filter):
+    """A failed attempt as one line (the fallback below fails Anthropic's on purpose), not the
+    traceback of the model call's own raise that temporalio's worker logs with it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "temporalio.activity" and record.exc_info and record.exc_info[1] is not None:
+            record.msg, record.args = f"an attempt failed: {record.exc_info[1]}", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
-    sys.exit(0)
+    logging.basicConfig(level=logging.WARNING, format="  (%(message)s)")
+    logging.getLogger().handlers[0].addFilter(OneLine())
+    run_script(main())
