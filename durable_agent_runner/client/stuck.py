@@ -115,9 +115,9 @@ async def warn_unserved(
 
 
 async def agent_unserved(client: Client, queue: str, agent: str) -> str:
-    """What a schedule's runs of `agent`, started on `queue`, would wait for now: "" when a worker
-    serving it has polled lately (the server lists a poller for minutes after its last poll), or
-    when the look fails: it only informs."""
+    """What runs of `agent` started on `queue` (a schedule's, a hook's) would wait for now: "" when
+    a worker serving it has polled lately (the server lists a poller for minutes after its last
+    poll), or when the look fails: it only informs."""
     where = t.agent_task_queue(queue, agent)
     request = DescribeTaskQueueRequest(
         namespace=client.namespace,

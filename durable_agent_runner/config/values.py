@@ -110,7 +110,7 @@ def _url(raw: object) -> object:
 
 
 def _host(raw: object) -> object:
-    """A host's name or address (SMTP_HOST): no blank, no scheme, no port."""
+    """A host's name or address (SMTP_HOST): no blank, no scheme, no path (its port is SMTP_PORT)."""
     if isinstance(raw, str) and not (
         0 < len(raw) <= 253 and raw.isprintable() and not any(c.isspace() or c in "/@" for c in raw)
     ):
