@@ -177,6 +177,25 @@ def test_module_calling_sys_exit_on_import_is_one_error_naming_it(tmp_path: Path
         Registry.from_modules([str(quitting)])
 
 
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (
+            "from durable_agent_runner import Agent\nAgent(name='')\n",
+            "Agent: name: String should have at least 1 character",
+        ),
+        ("raise ValueError('first line\\nsecond line')\n", "ValueError: first line second line"),
+    ],
+)
+def test_a_module_whose_error_spans_lines_is_one_line(tmp_path: Path, source: str, said: str) -> None:
+    """Before: pydantic's four lines (with its URL), or the error's own line breaks, after `error:`."""
+    module = tmp_path / "many_lines.py"
+    module.write_text(source)
+    with pytest.raises(RegistryError) as err:
+        Registry.from_modules([str(module)])
+    assert str(err.value).endswith(f"many_lines.py': {said}") and "\n" not in str(err.value), str(err.value)
+
+
 def test_agent_spec_with_overrides() -> None:
     spec = sample_tools.weather.spec()
     assert (spec.name, spec.max_turns, spec.model) == ("weather", 8, None)

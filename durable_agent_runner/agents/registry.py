@@ -36,6 +36,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from durable_agent_runner.agents.agent import Agent, AgentTool
 from durable_agent_runner.agents.tools import Tool
 from durable_agent_runner.machine.calls import unknown_tool
@@ -171,4 +173,9 @@ def _why(exc: BaseException) -> str:
     otherwise end the worker or the CLI without a word)."""
     if isinstance(exc, SystemExit):
         return f"it called sys.exit({exc.code!r}) while being imported"
-    return f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ValidationError):  # an Agent(...) or a model of the module's refused: pydantic's lines, as one
+        errors = exc.errors(include_url=False)
+        where = ".".join(str(x) for x in errors[0]["loc"])
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"{exc.title}: {where + ': ' if where else ''}{errors[0]['msg']}{more}"
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

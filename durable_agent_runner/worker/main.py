@@ -124,9 +124,15 @@ async def serve(args: argparse.Namespace) -> int:
     log.info(
         "worker polling %s (and %d per-agent queues) on %s/%s; agents: %s; model server: %s; tool threads: %d; "
         "event loop: %s",
-        queue, len(worker.workers) - 1, address(), namespace(), ", ".join(registry.agent_names()),
+        queue, len(worker.workers) - 1, address(), namespace(), ", ".join(registry.agent_names()) or "none",
         settings.base_url, threads, type(loop).__module__.split(".")[0],
     )  # fmt: skip
+    if not registry.agent_names():  # a worker of the runs' own steps alone may be meant; a module without agents not
+        log.warning(
+            "the modules given (%s) define no Agent: this worker takes the runs' own steps, but no agent's "
+            "model calls, tools or approval checks",
+            ", ".join(args.tools or DEFAULT_TOOLS),
+        )
     said = settings.notify.said({a.name: a.notify for a in registry.agents()})
     log.info(said[0])
     for line in said[1:]:
