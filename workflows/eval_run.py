@@ -23,61 +23,28 @@ from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeUpdate
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    CancelledError,
-    ChildWorkflowError,
-    FailureError,
-    TimeoutType,
-    WorkflowAlreadyStartedError,
-)
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeout
-from temporalio.workflow import ParentClosePolicy
+from temporalio.workflow import ActivityHandle
 
-from durable_agent_runner.evals.context import EvaluationResult, one_line
 from durable_agent_runner.machine import eval_plan as plan
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.control import PAUSE_LIMIT
 from durable_agent_runner.machine.texts import no_worker_serves
+from durable_agent_runner.workflows import eval_cases as cases
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows import versions
+from durable_agent_runner.workflows.eval_cases import SCORE_BEAT, SCORE_BEAT_BEFORE
 from durable_agent_runner.workflows.patches import (
     EVAL_BEAT_PATCH,
     EVAL_CANCEL_PATCH,
     EVAL_INLINE_PATCH,
+    EVAL_LANES_PATCH,
     EVAL_PACE_PATCH,
 )
 from durable_agent_runner.workflows.types import evals as te
 
-SCORE_ATTEMPT = timedelta(seconds=300)  # an LLM judge's model call included
-# The scoring activity beats every 2 s (activities/model.heartbeating), as a model call does: a
-# worker that died mid-scoring is noticed within 10 s (eval-score-beat-1.4.5), as a model call's.
-SCORE_BEAT = timedelta(seconds=10)
-SCORE_BEAT_BEFORE = timedelta(seconds=30)  # of evals started before the patch, and of ScoreRun
-SCORE_RETRY = RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30))
 RESOLVE_RETRY = RetryPolicy(maximum_attempts=5)
-BUDGET_KINDS = ("TokenBudgetExceeded", "CostBudgetExceeded")
-
-
-async def score(request: te.ScoreInput, summary: str, beat: timedelta = SCORE_BEAT_BEFORE) -> te.Scored:
-    """The scoring activity's scores (an eval's case, or a live run's: score_run.py); a scoring
-    that fails for good is one errored score, never the caller's failure. `beat`: its heartbeat
-    timeout, how soon a dead worker's scoring is taken up again."""
-    try:
-        scored: te.Scored = await workflow.execute_activity(
-            te.EVAL_SCORE_ACTIVITY,
-            request,
-            result_type=te.Scored,
-            start_to_close_timeout=SCORE_ATTEMPT,
-            heartbeat_timeout=beat,
-            retry_policy=SCORE_RETRY,
-            summary=summary,
-        )
-        return scored
-    except ActivityError as err:
-        why = err.cause.message if isinstance(err.cause, FailureError) else str(err)
-        return te.Scored(scores=[EvaluationResult(name="scoring", error=one_line(f"scoring failed: {why}", 500))])
 
 
 # Outside temporalio's sandbox, as AgentRun (workflows/agent.py says why); tests replay it inside.
@@ -98,6 +65,9 @@ class EvalRun:
         self._ledger: Ledger | None = Ledger(carry.budget, shared=True) if carry.budget else None
         self._started_at = carry.started_at
         self._phase: te.EvalPhase = "running"
+        self._started_here = 0  # cases started by this run of the eval (it continues as new past `most`)
+        self._lanes_active = 0
+        self._tasks: set[asyncio.Task[None]] = set()
         self._why = ""
         self._raised_by: str | None = None
 
@@ -113,6 +83,8 @@ class EvalRun:
         self._inline = input.inline_scoring and versions.patched(EVAL_INLINE_PATCH)
         # A worker killed mid-scoring is noticed in 10 s, not 30.
         self._beat = SCORE_BEAT if versions.patched(EVAL_BEAT_PATCH) else SCORE_BEAT_BEFORE
+        # Each place a lane, whose every command answers one event (the module's docstring).
+        lanes = versions.patched_2x(EVAL_LANES_PATCH)
         most = plan.MAX_STARTS_PER_RUN if self._paced else plan.MAX_STARTS_BEFORE_PACE
         self._started_at = self._started_at or workflow.now()
         spec = self._spec = self._spec or await self._resolve(input)
@@ -122,14 +94,16 @@ class EvalRun:
             self._ledger = Ledger(budget, shared=True)
         all_slots = plan.slots(eval_id, input.dataset, input.repeat)
         self._details(len(all_slots))
-        started = 0
-        tasks: set[asyncio.Task[None]] = set()
-        while len(self._results) < len(all_slots) or self._running:
-            draining = plan.should_drain(started, workflow.info().is_continue_as_new_suggested(), most)
+        if lanes:
+            await self._lanes(input, spec, all_slots, most)
+            if len(self._results) < len(all_slots):  # drained: the cases left go on in a new run of the eval
+                await self._continue_as_new(input)
+        while len(self._results) < len(all_slots) or self._running:  # the loop before lanes
+            draining = self._draining(most)
             if draining and not self._running:
                 await self._continue_as_new(input)
             if not draining:
-                room = most - started
+                room = most - self._started_here
                 taken = len(self._running) - len(self._ended)  # being scored takes no place
                 starts = plan.next_starts(
                     all_slots, self._results.ids(), set(self._running), input.concurrency, room, taken
@@ -141,10 +115,8 @@ class EvalRun:
                         break
                     share = self._ledger.grant(slot.run_id, self._used()) if self._ledger is not None else None
                     self._running[slot.run_id] = slot
-                    task = asyncio.create_task(self._case(input, spec, slot, share))
-                    tasks.add(task)
-                    task.add_done_callback(tasks.discard)
-                    started += 1
+                    self._keep(asyncio.create_task(self._case(input, spec, slot, share)))
+                    self._started_here += 1
             if len(self._results) < len(all_slots) or self._running:
                 await self._next_end()
         self._phase = "completed"
@@ -248,111 +220,96 @@ class EvalRun:
     # ---------------------------------------------------------------------------- one case
 
     async def _case(self, input: te.EvalInput, spec: t.AgentSpec, slot: plan.Slot, share: t.Budget | None) -> None:
+        """One case, as the loop before lanes ran it: its run, then its scores, then its row."""
         began = workflow.now()
-        result, error = await self._child(input, spec, slot, share)
-        end: te.CaseEnd = "completed"
-        usage, output, turns, answered_by = t.Usage(), "", 0, spec.name
-        if isinstance(result, t.RunResult):
-            usage, output, turns, answered_by = result.usage, result.output, result.turns, result.agent
-        else:
-            end, usage = result
+        result, error = await cases.child(input, spec, slot, share)
+        r = cases.ran(slot, began, spec, result, error)
         if self._paced:  # its place and its budget's share are free: the loop starts the next case
-            self._ended[slot.run_id] = usage
-            if self._ledger is not None:
-                self._ledger.release(slot.run_id)
-        scored = te.Scored()
-        if end == "completed":
-            typed = plan.output_type(spec, answered_by)
-            scored = await self._score(
-                input, slot, output, turns, usage, (workflow.now() - began).total_seconds(), typed
-            )
-        seconds = (workflow.now() - began).total_seconds()
-        done = te.CaseResult(
-            case=slot.case.name,
-            repeat=slot.repeat,
-            run_id=slot.run_id,
-            end=end,
-            error=error,
-            output=output[: te.MAX_OUTPUT_CHARS],
-            scores=scored.scores,
-            passed=plan.passed(scored.scores, end),
-            turns=turns,
-            usage=usage + scored.usage,
-            seconds=round(seconds, 3),
-            started_at=began,
-        )
+            self._ran(r)
+        got = te.Scored()
+        if r.end == "completed":
+            request = cases.score_request(input, spec, r)
+            inline = plan.inline_scores(request) if self._inline else None
+            got = inline if inline is not None else await cases.score(request, cases.summary(slot), self._beat)
+        self._record(cases.case_result(r, got))
+
+    def _ran(self, r: cases.Ran) -> None:
+        """A case's run has ended: while it is scored, its place and its budget's share are free."""
+        self._ended[r.slot.run_id] = r.usage
         if self._ledger is not None:
-            self._ledger.release(slot.run_id)
-        self._running.pop(slot.run_id, None)
-        self._ended.pop(slot.run_id, None)
+            self._ledger.release(r.slot.run_id)
+
+    def _record(self, done: te.CaseResult) -> None:
+        if self._ledger is not None:
+            self._ledger.release(done.run_id)
+        self._running.pop(done.run_id, None)
+        self._ended.pop(done.run_id, None)
         self._results.add(done)
         self._details(len(self._input.dataset.cases) * self._input.repeat)
 
-    async def _child(
-        self, input: te.EvalInput, spec: t.AgentSpec, slot: plan.Slot, share: t.Budget | None
-    ) -> tuple[t.RunResult | tuple[te.CaseEnd, t.Usage], str | None]:
-        """The case's run: its result, or how it ended without one, what it spent and why."""
-        name = slot.case.name
-        try:
-            result: t.RunResult = await workflow.execute_child_workflow(
-                t.WORKFLOW_NAME,
-                plan.run_input(slot.case, spec, share),
-                id=slot.run_id,
-                result_type=t.RunResult,
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                static_summary=f"eval case {name[:80]} #{slot.repeat}",
-            )
-            return result, None
-        except WorkflowAlreadyStartedError:
-            why = f"a run with id {slot.run_id} exists that this eval did not start"
-            return ("failed", t.Usage()), why
-        except ChildWorkflowError as err:
-            cause = err.cause
-            why = cause.message if isinstance(cause, FailureError) else err.message
-            if isinstance(cause, CancelledError):
-                return ("cancelled", t.Usage()), "cancelled"
-            kind = (cause.type if isinstance(cause, ApplicationError) else None) or type(cause).__name__
-            usage = t.Usage()
-            if isinstance(cause, ApplicationError) and cause.details:
-                try:
-                    for part in t.ChildUsage.model_validate(cause.details[0]).usage_by_agent.values():
-                        usage = usage + part
-                except ValueError:
-                    pass  # a failure raised elsewhere: what it spent is not known
-            end: te.CaseEnd = "budget" if kind in BUDGET_KINDS else "failed"
-            return (end, usage), one_line(f"{kind}: {why}", 500)
+    # ---------------------------------------------------------------------------- lanes
 
-    async def _score(
-        self,
-        input: te.EvalInput,
-        slot: plan.Slot,
-        output: str,
-        turns: int,
-        usage: t.Usage,
-        seconds: float,
-        typed: tuple[dict[str, Any] | None, str | None],
-    ) -> te.Scored:
-        """The case's scores: from the scoring activity (scoring that fails is one errored score), or
-        computed here when each of its evaluators is a cheap pure built-in (plan.inline_scores)."""
-        request = te.ScoreInput(
-            case=slot.case,
-            evaluators=input.dataset.evaluators,
-            run_id=slot.run_id,
-            output=output,
-            output_json=plan.output_json(output),
-            turns=turns,
-            usage=usage,
-            seconds=round(seconds, 3),
-            judge_model=input.model,
-            output_schema=typed[0],
-            output_type_name=typed[1],
-        )
+    async def _lanes(self, input: te.EvalInput, spec: t.AgentSpec, all_slots: list[plan.Slot], most: int) -> None:
+        """Until every case has a result or this run of the eval drains: up to `concurrency` lanes
+        run the cases; once none runs and nothing is in flight, the budget decides whether more
+        start (a person's raise after a pause), or the rest fail."""
+        while len(self._results) < len(all_slots) and not self._draining(most):
+            if not await self._may_start(all_slots):  # nothing is in flight here: the rest failed
+                break
+            count = min(input.concurrency, sum(1 for s in all_slots if s.run_id not in self._results))
+            if self._ledger is not None:
+                self._ledger.expect(count)  # the cases started together share what is left
+            self._lanes_active = count
+            for _ in range(count):
+                self._keep(asyncio.create_task(self._lane(input, spec, all_slots, most)))
+            await workflow.wait_condition(lambda: not self._lanes_active and not self._running)
+
+    async def _lane(self, input: te.EvalInput, spec: t.AgentSpec, all_slots: list[plan.Slot], most: int) -> None:
+        """Cases one after another, while one is left to start, the eval is not draining and the
+        budget allows. When a case's run ends, its scoring and the next case start in that step."""
+        try:
+            while True:
+                slot = next(
+                    (s for s in all_slots if s.run_id not in self._results and s.run_id not in self._running), None
+                )
+                if slot is None or self._draining(most):
+                    return
+                if self._ledger is not None and self._ledger.stop(self._used(), "before the next case", first=True):
+                    return  # spent: once nothing is in flight, the loop pauses the eval or fails the rest
+                share = self._ledger.grant(slot.run_id, self._used()) if self._ledger is not None else None
+                self._running[slot.run_id] = slot
+                self._started_here += 1
+                began = workflow.now()
+                result, error = await cases.child(input, spec, slot, share)
+                r = cases.ran(slot, began, spec, result, error)
+                self._ran(r)
+                self._score(input, spec, r)
+        finally:
+            self._lanes_active -= 1
+
+    def _score(self, input: te.EvalInput, spec: t.AgentSpec, r: cases.Ran) -> None:
+        """The ended case's scoring, scheduled now (or computed now: inline, or nothing to score);
+        its row is recorded when its scores are in."""
+        if r.end != "completed":
+            self._record(cases.case_result(r, te.Scored()))
+            return
+        request = cases.score_request(input, spec, r)
         inline = plan.inline_scores(request) if self._inline else None
-        return (
-            inline
-            if inline is not None
-            else await score(request, f"score case {slot.case.name[:80]} #{slot.repeat}", self._beat)
-        )
+        if inline is not None:
+            self._record(cases.case_result(r, inline))
+            return
+        handle = cases.start_score(request, cases.summary(r.slot), self._beat)
+        self._keep(asyncio.create_task(self._recorded(r, handle)))
+
+    async def _recorded(self, r: cases.Ran, handle: ActivityHandle[te.Scored]) -> None:
+        self._record(cases.case_result(r, await cases.scored(handle)))
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _draining(self, most: int) -> bool:
+        return plan.should_drain(self._started_here, workflow.info().is_continue_as_new_suggested(), most)
 
     # ------------------------------------------------------------------------------ views
 

@@ -46,6 +46,7 @@ EVAL_INLINE_PATCH = "eval-inline-score-1.4.5"
 EVAL_BEAT_PATCH = "eval-score-beat-1.4.5"
 AHEAD_CONTINUE_PATCH = "no-ahead-before-continue-1.4.8"
 RELEASE_2_PATCH = "release-2.0"
+EVAL_LANES_PATCH = "eval-lanes-2.0.1"
 
 # What 1.x patches share: each ends with the 1.x runs (see the module's docstring).
 _WITH_1X = (
@@ -227,6 +228,23 @@ PATCHES: tuple[Patch, ...] = (
         deprecate_in=None,
         remove_in="2.1",
         plan=_WITH_1X,
+    ),
+    Patch(
+        id=EVAL_LANES_PATCH,
+        changes=(
+            "each of an eval's places is a lane that schedules a case's scoring and starts its next case in the step "
+            "its run's end woke, so its commands do not depend on how Temporal's core splits a workflow task's events "
+            "into activations (EvalRun)"
+        ),
+        added_in="2.0.1",
+        history="eval_lanes_2_0_1",
+        deprecate_in="2.1",
+        remove_in="2.2",
+        plan=(
+            "once `client.py eval list` shows no eval running that started before 2.0.1 (a 2.0.0 eval that "
+            "continues as new starts its next run on lanes), 2.1 drops the loop before lanes and asks "
+            "deprecate_patch; 2.2 drops the call once no eval started before 2.1 is running"
+        ),
     ),
     Patch(
         id=RELEASE_2_PATCH,

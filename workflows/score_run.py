@@ -13,7 +13,7 @@ from temporalio import workflow
 
 from durable_agent_runner.evals.cases import Case
 from durable_agent_runner.evals.registry import EvaluatorSpec
-from durable_agent_runner.workflows.eval_run import score
+from durable_agent_runner.workflows.eval_cases import score
 from durable_agent_runner.workflows.types import evals as te
 from durable_agent_runner.workflows.types import live_scores as tl
 

@@ -26,6 +26,13 @@ def started_on_2_0() -> bool:
     return workflow.patched(RELEASE_2_PATCH)
 
 
+def patched_2x(patch_id: str) -> bool:
+    """Whether the run takes 2.x patch `patch_id`'s path: a run started before it (on 1.x, or on
+    2.x code that did not ask it) replays without its marker and keeps the old path. Asked in the
+    run's first workflow task, as `started_on_2_0` is, before any await."""
+    return workflow.patched(patch_id)
+
+
 def patched(patch_id: str) -> bool:
     """Whether the run takes 1.x patch `patch_id`'s path: always in 2.0, as its history says in 1.x."""
     return started_on_2_0() or workflow.patched(patch_id)
