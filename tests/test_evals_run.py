@@ -402,3 +402,65 @@ async def waiting_case(agents: AgentClient, ev: Any, other_than: set[str] = froz
                 return str(run_id)
         await asyncio.sleep(0.1)
     raise AssertionError("no case waited for an approval within 30 s")
+
+
+def ends_answered_alone(history: WorkflowHistory, total: int) -> list[str]:
+    """Where an eval's commands do not answer its case runs' ends one by one (eval-lanes-2.0.1):
+    in each workflow task, each end's group is its scoring, then, while a case is left to start,
+    one start. The loop before lanes answered a task's ends together: the scorings, then the
+    starts, so its commands depended on how the core split the task into activations."""
+    wrong: list[str] = []
+    ends: list[str] = []
+    started, events = 0, list(history.events)
+    for i, e in enumerate(events):
+        if e.HasField("child_workflow_execution_completed_event_attributes"):
+            ends.append(e.child_workflow_execution_completed_event_attributes.workflow_execution.workflow_id)
+        if not e.HasField("workflow_task_completed_event_attributes"):
+            continue
+        groups: list[list[str]] = []
+        for c in events[i + 1 :]:
+            if c.HasField("activity_task_scheduled_event_attributes"):
+                attrs = c.activity_task_scheduled_event_attributes
+                if attrs.activity_type.name == te.EVAL_SCORE_ACTIVITY:
+                    groups.append([json.loads(attrs.input.payloads[0].data)["run_id"]])
+            elif c.HasField("start_child_workflow_execution_initiated_event_attributes"):
+                if groups:
+                    groups[-1].append("start")
+                started += 1
+            elif not c.HasField("upsert_workflow_search_attributes_event_attributes"):
+                break  # the task's commands end here
+        if [g[0] for g in groups] != ends:
+            wrong.append(f"event {e.event_id}: scorings {[g[0] for g in groups]} for ends {ends}")
+        before = started - sum(len(g) - 1 for g in groups)  # the starts before this task's commands
+        for g in groups:
+            if before < total and g[1:] != ["start"]:
+                wrong.append(f"event {e.event_id}: the end of {g[0]} started {len(g) - 1} cases, {total - before} left")
+            before += len(g) - 1
+        ends = []
+    return wrong
+
+
+@pytest.mark.pure
+def test_the_recorded_lanes_answer_each_end_alone_and_the_loop_before_did_not() -> None:
+    folder = Path(__file__).parent / "histories"
+    lanes = WorkflowHistory.from_json("eval_lanes_2_0_1", (folder / "eval_lanes_2_0_1.json").read_text())
+    assert ends_answered_alone(lanes, 3) == []
+    paced = WorkflowHistory.from_json("eval_pace_1_4_4", (folder / "eval_pace_1_4_4.json").read_text())
+    (found,) = ends_answered_alone(paced, 3)  # two ends in one task: both scorings, then the start
+    assert "started 0 cases, 1 left" in found, found
+
+
+async def test_a_live_eval_answers_each_case_s_end_alone(client, task_queue, llm, worker_factory):
+    """Eight cases three at once, each one model call of the same latency, so that ends share a
+    workflow task: each is answered by its own scoring and the next case's start."""
+    model = script(llm, {"content": "alpha beta"})
+    llm.set_latency(150)
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        ev = await agents.evals.start(
+            dataset(8, uuid.uuid4().hex[:8], custom=False), agent="scripted", model=model, concurrency=3
+        )
+        final = await ev.wait(120)
+    assert final.done == 8
+    history = await client.get_workflow_handle(ev.eval_id).fetch_history()
+    assert ends_answered_alone(history, 8) == []
