@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, cast
 
 from pydantic import JsonValue
@@ -100,7 +101,12 @@ def next_starts(
     free = min(concurrency - (len(in_flight) if taken is None else taken), room)
     if free <= 0:
         return []
-    return [s for s in all_slots if s.run_id not in done and s.run_id not in in_flight][:free]
+    return list(islice(unstarted(all_slots, done, in_flight), free))
+
+
+def unstarted(all_slots: list[Slot], done: Container[str], in_flight: Container[str]) -> Iterator[Slot]:
+    """The case runs neither done nor in flight, in order."""
+    return (s for s in all_slots if s.run_id not in done and s.run_id not in in_flight)
 
 
 def score_context(request: te.ScoreInput, tool_calls: Sequence[ToolCallFact] = ()) -> EvaluatorContext:
@@ -201,7 +207,7 @@ class Results:
         # A case ends once (EvalRun starts each once); were one added again, count from scratch.
         self.tally = tally(self._by_id.values()) if known else self.tally.plus(r)
 
-    def __contains__(self, run_id: str) -> bool:
+    def __contains__(self, run_id: object) -> bool:
         return run_id in self._by_id
 
     def __len__(self) -> int:

@@ -182,9 +182,8 @@ class EvalRun:
             if self._running:  # the cases in flight give back what they did not spend as they end
                 return False
             if not ledger.pauses(stop):
-                for slot in all_slots:
-                    if slot.run_id not in self._results and slot.run_id not in self._running:
-                        self._results.add(plan.budget_failed(slot, stop.message))
+                for slot in list(plan.unstarted(all_slots, self._results, self._running)):
+                    self._results.add(plan.budget_failed(slot, stop.message))
                 self._details(len(all_slots))
                 return False
             await self._pause(stop.message, len(all_slots))
@@ -226,12 +225,18 @@ class EvalRun:
         r = cases.ran(slot, began, spec, result, error)
         if self._paced:  # its place and its budget's share are free: the loop starts the next case
             self._ran(r)
-        got = te.Scored()
-        if r.end == "completed":
-            request = cases.score_request(input, spec, r)
-            inline = plan.inline_scores(request) if self._inline else None
-            got = inline if inline is not None else await cases.score(request, cases.summary(slot), self._beat)
+        now = self._scores_now(input, spec, r)
+        got = now if isinstance(now, te.Scored) else await cases.score(now, cases.summary(slot), self._beat)
         self._record(cases.case_result(r, got))
+
+    def _scores_now(self, input: te.EvalInput, spec: t.AgentSpec, r: cases.Ran) -> te.Scored | te.ScoreInput:
+        """The ended case's scores when they need no activity (no answer to score; inline
+        scoring's built-ins), else the scoring activity's request."""
+        if r.end != "completed":
+            return te.Scored()
+        request = cases.score_request(input, spec, r)
+        inline = plan.inline_scores(request) if self._inline else None
+        return inline if inline is not None else request
 
     def _ran(self, r: cases.Ran) -> None:
         """A case's run has ended: while it is scored, its place and its budget's share are free."""
@@ -269,9 +274,7 @@ class EvalRun:
         budget allows. When a case's run ends, its scoring and the next case start in that step."""
         try:
             while True:
-                slot = next(
-                    (s for s in all_slots if s.run_id not in self._results and s.run_id not in self._running), None
-                )
+                slot = next(plan.unstarted(all_slots, self._results, self._running), None)
                 if slot is None or self._draining(most):
                     return
                 if self._ledger is not None and self._ledger.stop(self._used(), "before the next case", first=True):
@@ -290,15 +293,11 @@ class EvalRun:
     def _score(self, input: te.EvalInput, spec: t.AgentSpec, r: cases.Ran) -> None:
         """The ended case's scoring, scheduled now (or computed now: inline, or nothing to score);
         its row is recorded when its scores are in."""
-        if r.end != "completed":
-            self._record(cases.case_result(r, te.Scored()))
+        now = self._scores_now(input, spec, r)
+        if isinstance(now, te.Scored):
+            self._record(cases.case_result(r, now))
             return
-        request = cases.score_request(input, spec, r)
-        inline = plan.inline_scores(request) if self._inline else None
-        if inline is not None:
-            self._record(cases.case_result(r, inline))
-            return
-        handle = cases.start_score(request, cases.summary(r.slot), self._beat)
+        handle = cases.start_score(now, cases.summary(r.slot), self._beat)
         self._keep(asyncio.create_task(self._recorded(r, handle)))
 
     async def _recorded(self, r: cases.Ran, handle: ActivityHandle[te.Scored]) -> None:

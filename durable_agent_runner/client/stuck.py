@@ -119,21 +119,23 @@ async def agent_unserved(client: Client, queue: str, agent: str) -> str:
     a worker serving it has polled lately (the server lists a poller for minutes after its last
     poll), or when the look fails: it only informs."""
     where = t.agent_task_queue(queue, agent)
-    request = DescribeTaskQueueRequest(
-        namespace=client.namespace,
-        task_queue=TaskQueue(name=where),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-    )
     try:
-        answer = await client.workflow_service.describe_task_queue(request, timeout=READ)
+        if await _pollers(client, where, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+            return ""
     except RPCError:
-        return ""
-    if answer.pollers:
         return ""
     return (
         f"no worker serves agent '{agent}' now: nothing has polled task queue {where} lately; its runs wait "
         f"for one (start a worker with --tools for that agent)"
     )
+
+
+async def _pollers(client: Client, queue: str, kind: TaskQueueType.ValueType) -> list[Any]:
+    """The pollers the server lists for `queue` (each with its last access), within READ."""
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
+    )
+    return list((await client.workflow_service.describe_task_queue(request, timeout=READ)).pollers)
 
 
 async def _waits(client: Client, desc: WorkflowExecutionDescription) -> tuple[list[dict[str, str]], int]:
@@ -143,11 +145,7 @@ async def _waits(client: Client, desc: WorkflowExecutionDescription) -> tuple[li
     young = 0
 
     async def polled_since(queue: str, kind: TaskQueueType.ValueType, since: datetime) -> bool:
-        request = DescribeTaskQueueRequest(
-            namespace=client.namespace, task_queue=TaskQueue(name=queue), task_queue_type=kind
-        )
-        answer = await client.workflow_service.describe_task_queue(request)
-        return any(p.last_access_time.ToDatetime(UTC) >= since for p in answer.pollers)
+        return any(p.last_access_time.ToDatetime(UTC) >= since for p in await _pollers(client, queue, kind))
 
     queue = desc.task_queue
     words = EVAL_WAITS if desc.workflow_type == te.EVAL_WORKFLOW else WHAT_WAITS
