@@ -66,9 +66,10 @@ from durable_agent_runner.activities.anthropic_reply import (
     parse_usage,
 )
 from durable_agent_runner.activities.wire import (
+    OPENING,
     TOOL_CHOICES,
     BadSettings,
-    check_extra_body,
+    check_sendable,
     function_tools,
     output_format,
     settings_for,
@@ -212,6 +213,8 @@ def _messages(messages: list[Message]) -> list[dict[str, Any]]:
     for merged in out:
         if merged["role"] == "user":  # stable: results in order, then the texts in order
             merged["content"].sort(key=lambda b: b["type"] != "tool_result")
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING}]})
     return out
 
 
@@ -267,7 +270,7 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
     refused = check_settings(settings)
     if refused:
         raise BadSettings("; ".join(refused))
-    check_extra_body(settings.extra_body)
+    check_sendable(settings)
     wire = _messages(messages)
     budget, effort = settings.thinking_tokens, settings.reasoning_effort
     thinking = _thinks(settings) and not _unsigned_tool_turn(wire)

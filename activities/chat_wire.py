@@ -33,7 +33,7 @@ from durable_agent_runner.activities.wire import (
     Mask,
     Reader,
     StreamFailed,
-    check_extra_body,
+    check_sendable,
     count,
     function_tools,
     output_format,
@@ -106,7 +106,7 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
             for name, text, parameters in tools
         ]
     settings = settings_for(agent, messages)
-    check_extra_body(settings.extra_body)
+    check_sendable(settings)
     body |= _settings(settings, bool(tools))
     typed = output_format(agent)
     if typed is not None:

@@ -49,8 +49,9 @@ import json
 from typing import Any
 
 from durable_agent_runner.activities.wire import (
+    OPENING,
     BadSettings,
-    check_extra_body,
+    check_sendable,
     function_tools,
     output_format,
     settings_for,
@@ -164,6 +165,8 @@ def _contents(messages: list[Message]) -> list[dict[str, Any]]:
             out[-1]["parts"].extend(parts)
         else:
             out.append({"role": role, "parts": parts})
+    if out and out[0]["role"] != "user":
+        out.insert(0, {"role": "user", "parts": [{"text": OPENING}]})
     return out
 
 
@@ -174,7 +177,7 @@ def build_request(agent: AgentSpec, messages: list[Message], model: str, stream:
     problems = check_settings(settings)
     if problems:
         raise BadSettings("; ".join(problems))
-    check_extra_body(settings.extra_body)
+    check_sendable(settings)
     body: dict[str, Any] = {"contents": _contents(messages)}
     if agent.instructions:
         body["systemInstruction"] = {"parts": [{"text": agent.instructions}]}

@@ -311,7 +311,7 @@ class ToolActivities:
             fill["notify_plan"] = plan
         filled = spec.model_copy(update=fill)
         try:
-            wire.check_extra_body(filled.settings.extra_body)
+            wire.check_sendable(filled.settings)
         except wire.BadSettings as exc:
             raise ValueError(f"agent '{agent.name}': {exc}") from None
         problems: list[str] = []

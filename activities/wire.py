@@ -52,7 +52,11 @@ class StreamFailed(RuntimeError):
 
 class BadSettings(ValueError):
     """The agent's model settings cannot be sent as they are: its author's mistake, which no
-    retry mends."""
+    retry mends. `field` names the setting, when one is to blame."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 # What the runner itself sets, on either wire: `extra_body` may not replace it (a `stream` or a
@@ -69,17 +73,29 @@ OWNED = frozenset(
     }
 )  # fmt: skip
 TOOL_CHOICES = ("auto", "required", "none")  # any other tool_choice names a tool
+# The user's turn the Anthropic and Gemini wires put first when the transcript begins with the
+# model's (an edit dropped the prompt, a handoff filter kept only replies): Anthropic refuses a
+# first message that is not the user's, Gemini a function call that follows no user turn.
+OPENING = "(continued)"
 
 
 def check_extra_body(extra: Mapping[str, Any]) -> None:
     """Refuses an `extra_body` that sets a field the runner owns, or is not plain JSON."""
     taken = sorted(OWNED.intersection(extra))
     if taken:
-        raise BadSettings(f"extra_body may not set {', '.join(taken)}: the runner sets them itself")
+        raise BadSettings(f"extra_body may not set {', '.join(taken)}: the runner sets them itself", "extra_body")
     try:  # what no server could parse: NaN and infinities, values that are not JSON at all
         json.dumps(extra, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as err:
-        raise BadSettings(f"extra_body must be plain JSON: {err}") from None
+        raise BadSettings(f"extra_body must be plain JSON: {err}", "extra_body") from None
+
+
+def check_sendable(settings: ModelSettings) -> None:
+    """Refuses settings no wire may send: an `extra_body` the runner owns or that is not plain
+    JSON, or an empty stop sequence (it matches at once: every reply would end before it began)."""
+    check_extra_body(settings.extra_body)
+    if settings.stop is not None and "" in settings.stop:
+        raise BadSettings("stop: a stop sequence may not be empty (every reply would end at once)", "stop")
 
 
 def handoff_description(agent: str) -> str:

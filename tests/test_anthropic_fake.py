@@ -93,6 +93,8 @@ REFUSALS = [
     ({**OK, "messages": [user("a"), user("b")]}, 'found multiple "user" roles in a row'),
     ({**OK, "messages": [user("a"), {"role": "system", "content": "x"}]}, "messages.1.role"),
     ({**OK, "messages": [user("")]}, "text content blocks must be non-empty"),
+    ({**OK, "stop_sequences": ["END", ""]}, "each stop sequence must be non-empty"),
+    ({**OK, "stop_sequences": ["\n"]}, "each stop sequence must contain non-whitespace"),
     (
         {**OK, "tools": [TOOL], "messages": [user("a"), {"role": "assistant", "content": "b"}, RESULT]},
         "unexpected `tool_use_id` found in `tool_result`",

@@ -16,6 +16,7 @@ from durable_agent_runner.activities import anthropic_wire as aw
 from durable_agent_runner.activities import errors, wire
 from durable_agent_runner.machine import bounds
 from durable_agent_runner.redact import Redactor
+from durable_agent_runner.testing.fake_llm import anthropic as fake_anthropic
 from durable_agent_runner.workflows.types import (
     AgentSpec,
     AssistantMessage,
@@ -111,6 +112,17 @@ def test_other_providers_thinking_is_dropped_and_empty_messages_are_left_out():
         {"role": "user", "content": [{"type": "text", "text": "c"}]},
     ]
     assert "system" not in body and "tools" not in body
+
+
+def test_a_transcript_that_begins_with_the_model_gets_a_user_turn_first():
+    """An edit that dropped the prompt (`edit --drop 0`) leaves the model's reply first, which
+    Anthropic refuses ('first message must use the "user" role'): the wire opens with a user turn."""
+    reply = AssistantMessage(content="Looking.", tool_calls=[ToolCall(call_id="c", name="get_weather", arguments="{}")])
+    body = aw.build_request(uncached(), [reply, ToolMessage(call_id="c", name="get_weather", content="22")], "m", False)
+    assert body["messages"][0] == {"role": "user", "content": [{"type": "text", "text": wire.OPENING}]}
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    fake_anthropic.parse(body)  # the test double, as strict as the API, takes it
+    assert aw.build_request(uncached(), HI, "m", stream=False)["messages"][0]["content"][0]["text"] == "hi"
 
 
 def test_a_user_message_beside_tool_results_comes_after_them():
@@ -320,6 +332,7 @@ def test_never_more_than_four_breakpoints_and_roles_alternate(messages, instruct
     assert len(marked(body)) <= aw.MAX_BREAKPOINTS
     roles = [m["role"] for m in body["messages"]]
     assert all(a != b for a, b in itertools.pairwise(roles))
+    assert roles[:1] in ([], ["user"])  # the API refuses a first message that is not the user's
     assert all(m["content"] for m in body["messages"])
     assert all(b.get("text", "x") for m in body["messages"] for b in m["content"])  # no empty text block
 

@@ -110,6 +110,7 @@ def answer(name: str = "get_weather", **extra: Any) -> dict[str, Any]:
     "items, match",
     [
         ([USER, answer()], "function response turn comes immediately after a function call turn"),
+        ([CALL, answer(id="a")], "function call turn comes immediately after a user turn"),
         ([USER, CALL, answer("get_time")], "'get_time' in contents\\[2\\] answers no function call"),
         ([USER, CALL, answer(id="b")], "answers no function call"),
         (

@@ -136,6 +136,15 @@ def test_an_empty_assistant_message_is_left_out_and_same_role_contents_merge():
     assert [next(iter(p)) for p in contents[2]["parts"]] == ["functionResponse", "text"]
 
 
+def test_a_transcript_that_begins_with_the_model_gets_a_user_turn_first():
+    """An edit that dropped the prompt leaves the model's call first, which Gemini refuses (a
+    function call turn must follow a user turn): the wire opens with one."""
+    messages = [AssistantMessage(tool_calls=[call("c1")]), ToolMessage(call_id="c1", name="w", content="rain")]
+    contents = gw.build_request(AGENT, messages, "m", stream=False)["contents"]
+    assert contents[0] == {"role": "user", "parts": [{"text": wire.OPENING}]}
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+
+
 def test_signatures_ride_back_on_their_parts_and_other_providers_thinking_is_dropped():
     message = AssistantMessage(
         content="Done.",

@@ -276,6 +276,11 @@ def parse(body: dict[str, Any], *args: Any) -> Conversation:
     if isinstance(temperature, int | float) and not 0 <= temperature <= 1:
         raise _invalid("temperature: Input should be less than or equal to 1")
     _check_thinking(body, max_tokens)
+    for stop in as_list(body.get("stop_sequences")) or []:  # as the API answers an empty or blank one
+        if not isinstance(stop, str) or not stop:
+            raise _invalid("stop_sequences: each stop sequence must be non-empty")
+        if not stop.strip():
+            raise _invalid("stop_sequences: each stop sequence must contain non-whitespace")
     messages: list[tuple[str, list[dict[str, Any]]]] = []
     for i, item in enumerate(items):
         msg = as_dict(item) or {}

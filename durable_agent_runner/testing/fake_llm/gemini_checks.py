@@ -164,6 +164,11 @@ def _check_contents(body: dict[str, Any]) -> list[dict[str, Any]]:
         for j, part in enumerate(parts):
             _known(_object(part, f"contents[{i}].parts[{j}]"), _PART, f"contents[{i}].parts[{j}]")
         contents.append(content)
+    if contents[0]["role"] == "model" and _calls(contents[0]["parts"]):
+        raise invalid(
+            "Please ensure that function call turn comes immediately after a user turn or after a function "
+            "response turn."
+        )
     for i in range(len(contents)):
         _check_responses(contents, i)
     return contents
