@@ -36,3 +36,24 @@ def test_a_mistyped_tool_option_is_refused_with_the_close_match() -> None:
         def look_up(city: str) -> str:
             """Look a city up."""
             return city
+
+
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({"model": ["gpt", "claude", "gpt"]}, "agent 'a': fallback model 'gpt' is the model itself"),
+        ({"model": "gpt", "fallback_models": ["gpt"]}, "fallback model 'gpt' is the model itself"),
+        ({"fallback_models": ["x", "y", "x"]}, "fallback model 'x' is listed twice"),
+        ({"model_settings": {"stop": [""]}}, "agent 'a': stop: a stop sequence may not be empty"),
+    ],
+)
+def test_models_that_repeat_and_an_empty_stop_sequence_are_refused_as_written(options: dict, words: str) -> None:
+    """Before: accepted; a failed model call went on to the same model, and an empty stop
+    sequence reached the server (Anthropic refuses it; others may end every reply at once)."""
+    with pytest.raises(ValueError, match=re.escape(words)):
+        Agent(name="a", **options)
+
+
+def test_models_in_order_without_repeats_pass() -> None:
+    agent = Agent(name="a", model=["gpt", "anthropic:claude"], fallback_models=["gemini:flash"])
+    assert (agent.model, agent.fallback_models) == ("gpt", ["anthropic:claude", "gemini:flash"])

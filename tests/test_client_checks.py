@@ -53,6 +53,10 @@ def api() -> dar.AgentClient:
         ({"model": ""}, ValueError, "model: must be 1-200"),
         ({"capture": "yes"}, TypeError, "capture must be a bool"),
         ({"breakpoints": {"at_turns": [1]}}, TypeError, "breakpoints must be a Breakpoints"),
+        ({"model_settings": {"stop": ["END", ""]}}, ValueError, "stop: a stop sequence may not be empty"),
+        ({"fallback_models": ["m", "n", "m"]}, ValueError, "fallback_models: fallback model 'm' is listed twice"),
+        ({"model": "m", "fallback_models": ["m"]}, ValueError, "fallback model 'm' is the model itself"),
+        ({"fallback_models": ["gemini:"]}, ValueError, "names the provider gemini but no model"),
     ],
 )
 async def test_start_refuses_bad_options_before_anything_is_sent(api, kwargs, error, words):

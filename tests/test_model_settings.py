@@ -75,6 +75,11 @@ NOWHERE = {"TEMPORAL_ADDRESS": "127.0.0.1:9"}
         (["--model-settings", '{"seed": "x"}'], "--model-settings seed: Input should be a valid integer"),
         (["--model-settings", '{"top_p": 0.5, "temperature": 9}'], "--model-settings temperature: Input should be"),
         (["--model-settings", '{"extra_body": {"stream": false}}'], "extra_body may not set stream"),
+        (["--stop", "END", "--stop", ""], "--stop: a stop sequence may not be empty"),
+        (["--model-settings", '{"stop": [""]}'], "--model-settings stop: a stop sequence may not be empty"),
+        (["--fallback-model", "m", "--fallback-model", "m"], "--fallback-model: fallback model 'm' is listed twice"),
+        (["--model", "m", "--fallback-model", "m"], "--fallback-model: fallback model 'm' is the model itself"),
+        (["--model", "anthropic:"], "--model: model 'anthropic:' names the provider anthropic but no model"),
         # a flag overrides the JSON, so the flag's own value is the one judged
         (["--model-settings", '{"temperature": 1}', "--temperature", "3"], "--temperature: Input should be"),
     ],

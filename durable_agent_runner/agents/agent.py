@@ -59,7 +59,7 @@ from durable_agent_runner.workflows.types import (
     Message,
     ModelSettings,
     ToolSpec,
-    split_model,
+    check_models,
 )
 
 log = logging.getLogger(__name__)
@@ -248,14 +248,13 @@ class Agent(AgentOptions):
         unknown = sorted(n for n in set(self.approvals) - set(tools) if not any(n.startswith(p) for p in prefixes))
         if unknown:
             raise ValueError(f"agent '{self.name}' sets approval for tools it does not have: {', '.join(unknown)}")
-        for model in [self.model if isinstance(self.model, str) else "", *self.fallback_models]:
-            try:
-                split_model(model)
-            except ValueError as exc:
-                raise ValueError(f"agent '{self.name}': {exc}") from None
+        try:
+            check_models(self.model if isinstance(self.model, str) else None, self.fallback_models)
+        except ValueError as exc:
+            raise ValueError(f"agent '{self.name}': {exc}") from None
         if self.model_settings is not None:
             try:
-                wire.check_extra_body(self.model_settings.extra_body)
+                wire.check_sendable(self.model_settings)
             except wire.BadSettings as exc:
                 raise ValueError(f"agent '{self.name}': {exc}") from None
         for kind, guards in (("input", self.input_guardrails), ("output", self.output_guardrails)):

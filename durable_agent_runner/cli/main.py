@@ -47,7 +47,7 @@ from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
 from durable_agent_runner.cli.messages import cmd_end, cmd_send
-from durable_agent_runner.cli.runs import cmd_cancel, cmd_list, cmd_result, cmd_run, model_settings
+from durable_agent_runner.cli.runs import check_run, cmd_cancel, cmd_list, cmd_result, cmd_run
 from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
 from durable_agent_runner.client.agent_client import AgentClient
@@ -366,8 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         check_text(args)
-        if args.command == "run":
-            args.settings = model_settings(args)
+        if args.command == "run":  # its flags checked before connecting
+            check_run(args)
         if args.command == "codec-server":  # needs only the keys, not Temporal
             return codec_server.cmd_codec_server(args)
         if args.command == "console":  # refused before connecting when it would be open without a token

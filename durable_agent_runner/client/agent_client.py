@@ -117,7 +117,7 @@ class AgentClient:
             raise TypeError(f"breakpoints must be a Breakpoints, not {type(breakpoints).__name__}")
         settings = checks.model_settings(model_settings)
         checks.flag(capture, "capture")
-        fallbacks = checks.models(fallback_models) if fallback_models is not None else None
+        fallbacks = checks.models(fallback_models, first=model) if fallback_models is not None else None
         run_id = checks.new_run_id(id) if id is not None else new_run_id(name, input)
         queue = self.task_queue if task_queue is None else checks.task_queue(task_queue)
         await self.temporal.start_workflow(

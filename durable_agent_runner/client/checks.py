@@ -65,13 +65,19 @@ def model(value: object, field: str = "model") -> str:
     return text
 
 
-def models(value: object, field: str = "fallback_models") -> list[str]:
-    """Fallback models: a list of model strings, tried in order (at most 8)."""
+def models(value: object, field: str = "fallback_models", first: str | None = None) -> list[str]:
+    """Fallback models: a list of model strings, tried in order (at most 8), none of them the
+    model `first` (the run's own) or another of them."""
     if isinstance(value, str) or not isinstance(value, list | tuple):
         raise TypeError(f"{field} must be a list of model strings, not {type(value).__name__}")
     if len(value) > MAX_FALLBACKS:
         raise BadArgument(field, f"at most {MAX_FALLBACKS} models")
-    return [model(v, field) for v in value]
+    listed = [model(v, field) for v in value]
+    try:
+        t.check_models(first, listed)
+    except ValueError as err:
+        raise BadArgument(field, str(err)) from None
+    return listed
 
 
 def run_id(value: object, field: str = "id", limit: int = MAX_RUN_ID) -> str:
@@ -242,9 +248,9 @@ def model_settings(value: object) -> t.ModelSettings | None:
         field, message = first_error(err)
         raise BadArgument(field.split(".")[0], message) from None
     try:
-        wire.check_extra_body(settings.extra_body)
+        wire.check_sendable(settings)
     except wire.BadSettings as err:
-        raise BadArgument("extra_body", str(err)) from None
+        raise BadArgument(err.field, str(err).removeprefix(f"{err.field}: ")) from None
     return settings
 
 

@@ -133,6 +133,7 @@ from durable_agent_runner.workflows.types.names import (
     ServerEnding,
     WireName,
     agent_task_queue,
+    check_models,
     split_model,
 )
 from durable_agent_runner.workflows.types.notify import (
@@ -365,6 +366,7 @@ __all__ = [
     "WithReply",
     "agent_task_queue",
     "chain_digest",
+    "check_models",
     "idempotency_key",
     "split_model",
 ]

@@ -136,6 +136,19 @@ def split_model(model: str) -> tuple[Provider, str]:
     return "llm", model
 
 
+def check_models(model: str | None, fallbacks: list[str]) -> None:
+    """Refuses (ValueError) a run's models when one names a provider but no model, or when they
+    repeat: a fallback that is the model itself, or one listed twice, would only try again what
+    just failed."""
+    seen: list[str] = []
+    for fallback in [model or "", *fallbacks]:
+        split_model(fallback)
+        if fallback in seen:
+            what = "the model itself" if fallback == model else "listed twice"
+            raise ValueError(f"fallback model {fallback!r} is {what}: it would only try again what just failed")
+        seen += [fallback] if fallback else []
+
+
 DEFAULT_AGENT = "demo"
 EMPTY_PARAMETERS: dict[str, object] = {"type": "object", "properties": {}}
 
