@@ -58,7 +58,8 @@ def apply(edit: t.Edit, state: Editable) -> str:
             t.UserMessage(content=edit.text) if edit.role == "user" else t.AssistantMessage(content=edit.text)
         )
         messages.insert(edit.index, new)
-        return f"{edit.by} inserted a {edit.role} message at item {edit.index}: {_cut(edit.text)}"
+        article = "an" if edit.role == "assistant" else "a"
+        return f"{edit.by} inserted {article} {edit.role} message at item {edit.index}: {_cut(edit.text)}"
     if edit.op in ("args", "drop_call"):
         call = _pending(state, edit.call_id)
         if edit.op == "drop_call":

@@ -248,6 +248,7 @@ async def test_list_includes_new_runs(cli, worker_factory, llm):
     human = await cli("list", "--limit", "100")
     assert human.code == 0, str(human)
     assert all(run_id in human.out for run_id in ids)
+    assert len({line.index(" turn ") for line in human.out.splitlines()}) == 1, human.out  # columns line up
     # The Python client's filters, as flags: the agent's and the phase's rows, none of another's.
     mine = await cli("list", "--json", "--limit", "1000", "--agent", "scripted", "--phase", "completed")
     assert mine.code == 0 and ids <= {r["run_id"] for r in mine.json()}, str(mine)

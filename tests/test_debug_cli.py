@@ -104,3 +104,14 @@ async def test_inspect_shows_how_to_edit_only_where_an_edit_is_taken() -> None:
     pause = t.PauseInfo(where="before_model", turn=3, why="pause by alice", at=datetime(2026, 12, 5, tzinfo=UTC))
     paused = render(t.Inspection(**base, phase="paused", paused=pause))
     assert "edit: client.py edit RUN_ID --text I TEXT" in paused and paused.endswith("then: client.py resume RUN_ID")
+
+
+@pytest.mark.pure
+async def test_inspect_names_only_other_agents_as_those_the_run_may_switch_to() -> None:
+    """Before: a run of one agent said "agent: demo (may switch to: demo)"."""
+    from durable_agent_runner.cli.debug import render
+
+    alone = render(t.Inspection(run_id="r", agent="demo", agents=["demo"], turn=1, phase="running"))
+    assert "agent:   demo\n" in alone and "may switch" not in alone
+    team = render(t.Inspection(run_id="r", agent="triage", agents=["billing", "triage"], turn=1, phase="running"))
+    assert "agent:   triage (may switch to: billing)\n" in team

@@ -159,7 +159,7 @@ def test_a_drop_that_would_empty_the_transcript_is_refused():
 def test_insert_puts_a_message_of_the_given_role_at_the_position(index, role):
     state = before_model_state()
     summary = apply(t.Edit(op="insert", index=index, role=role, text="note", by="carol"), state)
-    assert summary == f"carol inserted a {role} message at item {index}: note"
+    assert summary == f"carol inserted {'an' if role == 'assistant' else 'a'} {role} message at item {index}: note"
     new = state.messages.pop(index)
     assert new == (t.UserMessage(content="note") if role == "user" else t.AssistantMessage(content="note"))
     assert state.messages == transcript()

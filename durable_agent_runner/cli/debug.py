@@ -71,7 +71,9 @@ def render(view: t.Inspection) -> str:
         where = (
             f"paused before {point} {view.paused.turn}: {view.paused.why} (since {view.paused.at:%Y-%m-%d %H:%M:%S})"
         )
-    lines = [f"run:     {view.run_id}", f"agent:   {view.agent} (may switch to: {', '.join(view.agents)})"]
+    others = [a for a in view.agents if a != view.agent]  # `edit --agent` hands the run to one of them
+    switch = f" (may switch to: {', '.join(others)})" if others else ""
+    lines = [f"run:     {view.run_id}", f"agent:   {view.agent}{switch}"]
     lines += [f"turn:    {view.turn} · {view.phase}", f"state:   {where}", "", "transcript:"]
     for item in view.items:
         lines.append(f"  [{item.index}] {item_line(item.message)}")

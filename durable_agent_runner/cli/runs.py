@@ -197,9 +197,11 @@ async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print(_no_runs(args))
+    # Columns as wide as what they hold (an id past 64 characters only pushes its own line on).
+    ids, statuses, phases = (min(max(len(str(r[k] or "")) for r in rows), 64) for k in ("run_id", "status", "phase"))
     for r in rows:
         by = f" · schedule {r['schedule']}" if r.get("schedule") else ""
-        line = f"{r['run_id']:<34} {r['status']:<10} {r['phase'] or '':<14} turn {r['turn']:<4}"
+        line = f"{r['run_id']:<{ids}}  {r['status']:<{statuses}}  {r['phase'] or '':<{phases}}  turn {r['turn']:<4}"
         print(for_terminal(f"{line} {r['started_at'][:19]}{by}", sys.stdout))
     return 0
 
