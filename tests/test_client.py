@@ -388,7 +388,9 @@ async def test_prompts_from_stdin_and_from_a_file(cli, worker_factory, tmp_path)
     binary = await cli("run", "-", stdin=b"\xff\xfe bad")
     assert binary.code == 2 and "not UTF-8" in one_clean_line(binary.err)
     empty = await cli("run", "-", stdin=b"  \n")
-    assert empty.code == 2 and "empty" in one_clean_line(empty.err)
+    assert empty.code == 2 and "the prompt is empty" in one_clean_line(empty.err)
+    blank = await cli("send", "some-session", " ")  # a message, said as one
+    assert blank.code == 2 and "the message is empty" in one_clean_line(blank.err), str(blank)
 
 
 async def test_non_utf8_arguments_are_usage_errors(cli):

@@ -50,23 +50,24 @@ def emit(as_json: bool, obj: dict[str, Any], text: str, error: bool = False) -> 
         print(for_terminal(text, stream), file=stream)
 
 
-def read_prompt(args: argparse.Namespace) -> str:
-    """The prompt: the words given, `-` for standard input, or `--prompt-file F`."""
+def read_prompt(args: argparse.Namespace, what: str = "prompt") -> str:
+    """The prompt (`send`: the message): the words given, `-` for standard input, or
+    `--prompt-file F`."""
     if args.prompt_file is not None and args.prompt:
-        raise UsageError("give the prompt as words, '-' or --prompt-file, not several")
+        raise UsageError(f"give the {what} as words, '-' or --prompt-file, not several")
     if args.prompt_file is not None or args.prompt == ["-"]:
         source = "standard input" if args.prompt_file is None else str(args.prompt_file)
         try:
             raw = sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1) if args.prompt_file is None else _read(args.prompt_file)
             prompt = raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            raise UsageError(f"the prompt in {source} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+            raise UsageError(f"the {what} in {source} is not UTF-8 text ({err.reason} at byte {err.start})") from None
         if len(raw) > MAX_PROMPT_BYTES:
-            raise UsageError(f"the prompt in {source} is larger than {MAX_PROMPT_BYTES // 2**20} MiB")
+            raise UsageError(f"the {what} in {source} is larger than {MAX_PROMPT_BYTES // 2**20} MiB")
     else:
         prompt = " ".join(args.prompt)
     if not prompt.strip():
-        raise UsageError("the prompt is empty")
+        raise UsageError(f"the {what} is empty")
     return prompt
 
 

@@ -45,7 +45,7 @@ def print_exchange(run_id: str, message: int, ex: t.Exchange, as_json: bool) -> 
 
 
 async def cmd_send(client: AgentClient, args: argparse.Namespace) -> int:
-    text = read_prompt(args)
+    text = read_prompt(args, "message")
     run = client.get_session(args.run_id)
     try:
         receipt = await run.send(text, by=args.by, message_id=args.message_id, wait=args.worker_wait)
