@@ -105,7 +105,7 @@ async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, clien
         (["eval", "run", str(data), "--agent", "scripted", "--concurrency", "0"], "outside 1..50"),
         (["eval", "run", str(tmp_path / "none.yaml"), "--agent", "scripted"], "cannot read"),
         (["eval", "run", str(data), "--agent", "scripted", "--fail-on-regression"], "needs --baseline"),
-        (["eval", "status", "no-such-eval"], "no run with id 'no-such-eval'"),
+        (["eval", "status", "no-such-eval"], "no eval with id 'no-such-eval'"),
         # refused before the eval starts: no case is paid for a comparison that cannot be made
         (["eval", "run", str(data), "--agent", "scripted", "--baseline", "no-such-eval"], "no eval with id"),
     ]:

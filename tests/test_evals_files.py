@@ -82,6 +82,7 @@ def test_the_name_defaults_to_the_file_stem_and_unnamed_cases_are_numbered(tmp_p
         ("cases: [{name: a, inputs: x}]\nowner: me", "field owner: Extra inputs"),
         ("cases: [{name: a, inputs: x}, {name: a, inputs: y}]", "two cases are named 'a'"),
         ("cases: [{name: a, inputs: x, evaluators: [Nope]}]", "case 'a' (#1), field evaluators[0]: no evaluator named"),
+        ("cases: [{name: a, inputs: x, evaluators: [Contians: x]}]", "'Contians' is registered (did you mean Contains"),
         ("cases: [{name: a, inputs: x, evaluators: [{Contains: {valu: x}}]}]", "Contains: valu: Extra inputs"),
         ("cases: [{name: a, inputs: x, evaluators: [{MaxTurns: -1}]}]", "field evaluators[0]: MaxTurns: turns"),
         ("evaluators: [{Regex: '(a+)+$'}]\ncases: []", "field evaluators[0]: Regex: pattern"),

@@ -40,10 +40,10 @@ class AgentRunError(Exception):
 
 
 class RunNotFound(AgentRunError):
-    """No run with this id."""
+    """No run with this id (`of`: the workflow type looked for; an eval's says "no eval")."""
 
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"no run with id '{run_id}'")
+    def __init__(self, run_id: str, of: str = t.WORKFLOW_NAME) -> None:
+        super().__init__(f"no {'eval' if of == te.EVAL_WORKFLOW else 'run'} with id '{run_id}'")
         self.run_id = run_id
 
 

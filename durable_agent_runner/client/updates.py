@@ -70,7 +70,7 @@ async def describe(
         desc = await handle.describe(rpc_timeout=READ_TIMEOUT)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            raise RunNotFound(handle.id) from None
+            raise RunNotFound(handle.id, of) from None
         raise
     if desc.workflow_type != of and desc.workflow_type not in more:
         raise NotThatKind(handle.id, desc.workflow_type, of)

@@ -11,6 +11,7 @@ where it runs (the scoring activity, activities/evals.py), from the registry of 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 from collections.abc import Callable
@@ -134,8 +135,9 @@ def build(spec: EvaluatorSpec) -> Evaluator:
     _with_built_ins()
     target = _REGISTRY.get(spec.name)
     if target is None:
-        known = ", ".join(sorted(_REGISTRY))
-        raise EvaluatorSpecError(f"no evaluator named {spec.name!r} is registered (known: {known})")
+        close = difflib.get_close_matches(spec.name, list(_REGISTRY), n=1)
+        hint = f"did you mean {close[0]}?" if close else f"known: {', '.join(sorted(_REGISTRY))}"
+        raise EvaluatorSpecError(f"no evaluator named {spec.name!r} is registered ({hint})")
     if isinstance(target, type) and issubclass(target, Evaluator):
         fields = [f for f in target.model_fields if f != "evaluation_name"]
         kwargs = dict(spec.kwargs or {})
