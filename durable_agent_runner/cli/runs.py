@@ -197,6 +197,7 @@ async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
         return 0
     if not rows:
         print(_no_runs(args))
+        return 0
     # Columns as wide as what they hold (an id past 64 characters only pushes its own line on).
     ids, statuses, phases = (min(max(len(str(r[k] or "")) for r in rows), 64) for k in ("run_id", "status", "phase"))
     for r in rows:
