@@ -93,6 +93,21 @@ async def test_bad_model_settings_are_one_line_usage_errors(flags: list[str], me
     assert as_json.code == 2 and message in as_json.json()["error"] and as_json.json()["exit_code"] == 2, str(as_json)
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval", "run", "examples/weather_eval.yaml", "--agent", "demo"],
+        ["schedule", "create", "nightly", "--every", "1h", "--input", "hi"],
+        ["chat"],
+    ],
+)
+async def test_every_command_that_takes_a_model_refuses_a_bad_one_before_connecting(command: list[str]):
+    """Before: each connected first, and `eval run` and `schedule create` refused it from the server."""
+    done = await client_py(*command, "--model", "gemini:", env=NOWHERE)
+    assert done.code == 2, str(done)
+    assert "argument --model: model 'gemini:' names the provider gemini but no model" in one_clean_line(done.err)
+
+
 async def test_good_settings_pass_the_checks_and_fail_only_on_the_missing_server():
     flags = ["--temperature", "0", "--no-parallel-tool-calls", "--stop", "END", "--tool-choice", "get_weather"]
     done = await client_py("run", *flags, "--model-settings", '{"extra_body": {"max_tokens": 5}}', "hi", env=NOWHERE)

@@ -31,6 +31,7 @@ from typing import Any
 from temporalio.service import RPCError
 
 from durable_agent_runner.cli import session
+from durable_agent_runner.cli.args import model_string
 from durable_agent_runner.cli.chat_io import (
     APPROVAL_WAIT,
     QUERY_TIMEOUT,
@@ -371,7 +372,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     )
     chat.add_argument("run_id", nargs="?", help="rejoin this session")
     chat.add_argument("--agent", help=f"agent of a new session (default: {t.DEFAULT_AGENT})")
-    chat.add_argument("--model", help="override the agent's model, for a new session")
+    chat.add_argument("--model", type=model_string, help="override the agent's model, for a new session")
     chat.add_argument("--id", help="run id for a new session (default: generated)")
     chat.add_argument("--by", default=who, help="who is talking, recorded with each message (default: %(default)s)")
     chat.add_argument(

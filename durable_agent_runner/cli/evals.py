@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from durable_agent_runner.cli.args import model_string
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -75,7 +76,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     r.add_argument("--budget-usd", type=_number(float, 0, 1e9), metavar="X", help="all cases may spend at most $X")
     r.add_argument("--budget-tokens", type=_number(int, 0, 10**12), metavar="N", help="all cases: at most N tokens")
     r.add_argument("--on-budget", choices=["pause", "fail"], help="when spent (default: the agent's on_budget)")
-    r.add_argument("--model", help="override the agent's model for every case (and the judge's default)")
+    r.add_argument(
+        "--model", type=model_string, help="override the agent's model for every case (and the judge's default)"
+    )
     r.add_argument("--id", metavar="EVAL_ID", help="the eval's id (default: eval-DATASET-xxxxxxxx)")
     r.add_argument(
         "--inline-scoring",

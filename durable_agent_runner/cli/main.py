@@ -43,6 +43,7 @@ from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serv
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
+from durable_agent_runner.cli.args import model_string
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -109,11 +110,14 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", default=t.DEFAULT_AGENT, help="agent name (default: %(default)s)")
     run.add_argument("--max-turns", type=positive_int, help="override the agent's max_turns")
     run.add_argument(
-        "--model", help="override the agent's model: anthropic:NAME, gemini:NAME, openai:NAME, or the worker server's"
+        "--model",
+        type=model_string,
+        help="override the agent's model: anthropic:NAME, gemini:NAME, openai:NAME, or the worker server's",
     )
     run.add_argument(
         "--fallback-model",
         action="append",
+        type=model_string,
         metavar="MODEL",
         help="when a call to the model fails for good, the turn goes to this one (repeatable, in order)",
     )

@@ -57,13 +57,11 @@ def model_settings(args: argparse.Namespace) -> t.ModelSettings | None:
 
 def check_run(args: argparse.Namespace) -> None:
     """`run`'s flags checked before anything connects, each a usage error that names its flag:
-    the model settings (kept as `args.settings`), the id, the model and its fallbacks."""
+    the model settings (kept as `args.settings`), the id, the fallback models."""
     args.settings = model_settings(args)
     try:
         if args.id is not None:
             checks.new_run_id(args.id)
-        if args.model is not None:
-            checks.model(args.model)
         if args.fallback_model is not None:
             checks.models(args.fallback_model, "fallback-model", first=args.model)
     except ValueError as err:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from durable_agent_runner.cli.args import model_string
 from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client import schedule_specs as specs
@@ -81,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     c.add_argument("--timezone", type=_typed(specs.timezone), metavar="TZ", help="for --cron: e.g. Europe/Paris")
     c.add_argument("--budget-usd", type=_number(float), metavar="X", help="each run may spend at most $X")
     c.add_argument("--budget-tokens", type=_number(int), metavar="N", help="each run may use at most N tokens")
-    c.add_argument("--model", help="override the agent's model for each run")
+    c.add_argument("--model", type=model_string, help="override the agent's model for each run")
     c.add_argument("--session", metavar="RUN_ID", help="send --input to this session instead of starting runs")
     c.add_argument("--paused", action="store_true", help="create it paused (unpause to start it)")
     c.add_argument("--note", default="", help="a note shown with it")
