@@ -217,6 +217,7 @@ async def test_a_conversation_at_a_terminal(
             await last.expect(r"tess> send another one\nguarded> As you wish: I did not send it\.\nyou> ")
             last.type("/help\r")
             await last.expect(r"/end +end the session")
+            await last.expect(r"/quit +leave; the session goes on")  # before, only Ctrl-C or Ctrl-D was said
             last.type("/end\r")
             await last.expect(rf"session {run_id} has ended")
             assert await last.exit_code() == 0

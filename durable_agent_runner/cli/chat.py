@@ -64,8 +64,8 @@ HELP = """\
   /status   messages, answering or waiting, the last exchange, tokens
   /end      end the session (what it was sent is answered first) and exit
   /help     this list
-  //text    sends "/text" as a message
-  Ctrl-C or Ctrl-D leaves; the session goes on: python client.py chat {run_id}"""
+  /quit     leave; the session goes on (as Ctrl-C or Ctrl-D): python client.py chat {run_id}
+  //text    sends "/text" as a message"""
 
 
 @dataclass
