@@ -83,6 +83,16 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
   exit 1
 }
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+wait_started() {  # wait_started SECONDS DESCRIPTION PIDFILE LOG PATTERN: up, or at once the last line of a process that ended
+  local seconds="$1" what="$2" pidfile="$3" log="$4" pattern="$5"
+  for _ in $(seq $((seconds * 5))); do
+    grep -q "$pattern" "$log" 2>/dev/null && return 0
+    alive "$pidfile" || { echo "error: $what stopped: $(tail -n 1 "$log")" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "error: $what did not come up in ${seconds}s; see $log" >&2
+  exit 1
+}
 temporal_up() { "$TEMPORAL" operator namespace describe >/dev/null 2>&1; }
 http_up() { "$PY" -c "import httpx,sys; sys.exit(httpx.get(sys.argv[1], timeout=2).status_code != 200)" "$1" 2>/dev/null; }
 
@@ -93,7 +103,7 @@ if [ -n "${PAYLOAD_CODEC_KEYS:-}" ]; then
   nohup "$PY" -m durable_agent_runner.cli.codec_server --port "$CODEC_PORT" --origin "$TEMPORAL_UI_URL" \
     --origin "http://localhost:$UI_PORT" --origin "http://127.0.0.1:$UI_PORT" >"$STATE/codec.log" 2>&1 &
   echo $! >"$STATE/codec.pid"
-  wait_for 10 "the codec server" grep -q "codec server on" "$STATE/codec.log"
+  wait_started 10 "the codec server" "$STATE/codec.pid" "$STATE/codec.log" "codec server on"
   CODEC_ARGS=(--ui-codec-endpoint "http://127.0.0.1:$CODEC_PORT")
   echo "✓ payloads encrypted; codec server for the Web UI at http://127.0.0.1:$CODEC_PORT (log: .state/codec.log)"
 fi
@@ -179,14 +189,18 @@ fi
 # shows text as it is written.
 nohup "$PY" worker.py "${WORKER_ARGS[@]}" >"$STATE/worker.log" 2>&1 &
 echo $! >"$STATE/worker.pid"
-wait_for 30 "the worker" grep -q "worker polling" "$STATE/worker.log"
+wait_started 30 "the worker" "$STATE/worker.pid" "$STATE/worker.log" "worker polling"
 echo "✓ worker running (log: .state/worker.log)"
 
 # 4. The web console (docs/console.md), fresh like the worker, on 127.0.0.1.
-if alive "$STATE/console.pid"; then kill -TERM "$(cat "$STATE/console.pid")"; sleep 0.5; fi
+if alive "$STATE/console.pid"; then  # its port is free once it has gone (an open page's stream may hold it a while)
+  OLD_CONSOLE="$(cat "$STATE/console.pid")"
+  kill -TERM "$OLD_CONSOLE"
+  wait_for 20 "the old console's exit" bash -c "! kill -0 $OLD_CONSOLE"
+fi
 nohup "$PY" client.py console --port "$CONSOLE_PORT" >"$STATE/console.log" 2>&1 &
 echo $! >"$STATE/console.pid"
-wait_for 30 "the web console" grep -q "^console: " "$STATE/console.log"
+wait_started 30 "the web console" "$STATE/console.pid" "$STATE/console.log" "^console: "
 CONSOLE_URL="http://127.0.0.1:$CONSOLE_PORT"
 echo "✓ web console at $CONSOLE_URL (log: .state/console.log)"
 

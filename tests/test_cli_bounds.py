@@ -84,6 +84,23 @@ async def test_deeply_nested_json_arguments_are_one_line(cli: Cli) -> None:
         json_object('{"a": "' + "x" * (1024 * 1024) + '"}', "--args")
 
 
+async def test_a_server_on_a_port_in_use_says_so_in_one_line_and_prints_no_link(cli: Cli) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        secret = {"COMPLETION_SECRET": "s" * 16, "CONSOLE_TOKEN": "t" * 16}
+        for command in (["console", "--port", port], ["serve-hooks", "--port", port]):
+            done = await cli(*command, env=secret, timeout=20)
+            assert done.code == 2 and done.out == "", str(done)  # no link to a server that is not there
+            assert one_clean_line(done.err).endswith(
+                f"cannot listen on 127.0.0.1:{port}: Address already in use (choose another --port or --host)"
+            ), done.err
+    done = await cli("console", "--host", "192.0.2.1", "--port", port, env=secret, timeout=20)  # TEST-NET-1: not ours
+    assert done.code == 2 and done.out == "", str(done)
+    assert "cannot listen on 192.0.2.1:" in one_clean_line(done.err), done.err
+
+
 def test_list_into_a_closed_pipe_ends_quietly(temporal_server) -> None:
     read, write = os.pipe()
     os.close(read)  # `| head` that has already read its fill

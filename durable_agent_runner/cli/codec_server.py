@@ -144,8 +144,9 @@ def cmd_codec_server(args: argparse.Namespace) -> int:
     try:
         server = CodecServer((args.host, args.port), EncryptionCodec(keyring), args.origin or [DEFAULT_ORIGIN])
     except OSError as err:
-        print(f"client.py: error: cannot listen on {args.host}:{args.port}: {err.strerror}", file=sys.stderr)
-        return 1
+        print(f"client.py: error: cannot listen on {args.host}:{args.port}: {err.strerror or err} "
+              "(choose another --port or --host)", file=sys.stderr)  # fmt: skip
+        return 2
     origins = ", ".join(sorted(server.origins))
     print(f"codec server on {server.url} (keys: {', '.join(keyring.ids)}; UI origins: {origins})", flush=True)
     try:

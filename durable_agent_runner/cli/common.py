@@ -1,11 +1,12 @@
 """What client.py's commands share: the usage error, output as text or JSON, the run's status
-names and UI link, how a run ended without an answer, and the prompt read from words, standard
-input or a file."""
+names and UI link, how a run ended without an answer, the prompt read from words, standard input
+or a file, and the socket a served page listens on."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -14,13 +15,27 @@ from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import failure
 from durable_agent_runner.client.status import ENDED, STATUS_NAMES
 
-__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "emit", "failure", "read_prompt"]
+__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "emit", "failure", "listen", "read_prompt"]
 
 MAX_PROMPT_BYTES = MAX_PROMPT_CHARS  # larger prompts belong in a tool's input, not a chat turn
 
 
 class UsageError(Exception):
     """A mistake in what the user asked for: exit code 2."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket listening on host:port for a server a command serves (console, serve-hooks), bound
+    before its link is printed: a port in use or an address not this machine's is one line, not a
+    link that leads nowhere followed by the web server's own log line."""
+    if not 0 < port < 65536:
+        raise UsageError("--port must be 1-65535")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as err:  # in use, not this machine's address, a name that does not resolve
+        why = str(err.strerror or err).split(" (while attempting")[0]  # create_server adds the address again
+        raise UsageError(f"cannot listen on {host}:{port}: {why} (choose another --port or --host)") from None
 
 
 # What a terminal takes as a command, not as text: the C0 controls but tab and newline (a carriage

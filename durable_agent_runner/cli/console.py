@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.cli.common import UsageError, listen
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.config.env import ClientSettings
 
@@ -54,6 +54,7 @@ async def cmd_console(client: AgentClient, args: argparse.Namespace) -> int:
     from durable_agent_runner.console.security import is_loopback
 
     check(args)
+    sock = listen(args.host, args.port)
     secret = token()
     loopback = is_loopback(args.host)
     queue, datasets = args.task_queue, args.datasets
@@ -61,5 +62,5 @@ async def cmd_console(client: AgentClient, args: argparse.Namespace) -> int:
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
     print(f"console: {link(args.host, args.port, secret)}", flush=True)
-    await server.serve()
+    await server.serve(sockets=[sock])
     return 0

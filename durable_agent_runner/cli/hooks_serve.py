@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.cli.common import UsageError, listen
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.webhooks.config import MAX_BODY, HookConfigError, load
@@ -55,6 +55,7 @@ async def cmd_serve_hooks(client: AgentClient, args: argparse.Namespace) -> int:
     from durable_agent_runner.client import deliveries, stuck
     from durable_agent_runner.webhooks.app import build_app
 
+    sock = listen(args.host, args.port)
     hooks = args.hooks
     app = build_app(client, hooks, max_body=args.max_body, completion_key=args.completion_key)
     # No access log: a sender's query string or headers are not ours to keep.
@@ -72,5 +73,5 @@ async def cmd_serve_hooks(client: AgentClient, args: argparse.Namespace) -> int:
         print(f"hook {name}: POST http://{shown}:{args.port}/hooks/{name} ({hook.kind}-signed) -> {target}", flush=True)
     if args.completion_key is not None:
         print(f"completions: POST http://{shown}:{args.port}/complete/RUN/CALL?exp=…&sig=… (signed URLs)", flush=True)
-    await uvicorn.Server(config).serve()
+    await uvicorn.Server(config).serve(sockets=[sock])
     return 0
