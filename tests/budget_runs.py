@@ -52,24 +52,26 @@ def pausing_agent(llm: Any) -> Registry:
     return Registry(agents=[careful])
 
 
-def lead_with_a_napping_child(llm: Any) -> Agent:
+def lead_with_a_napping_child(llm: Any, released: asyncio.Event) -> Agent:
     """A lead (20,000 tokens) whose one call asks `scholar` (its share of them; 500 of its own),
-    which naps 2 s in a tool first: time for a person to pause the child."""
+    which naps in a tool first until `released` is set (at most a minute): a person pauses the
+    child meanwhile, and the test lets the tool end once the pause is asked, not after a fixed
+    time a loaded machine may outlast."""
 
     @tool
     async def nap(seconds: float) -> str:
         """Wait a while.
 
         Args:
-            seconds: How long.
+            seconds: How long at most.
         """
-        await asyncio.sleep(seconds)
+        await asyncio.wait_for(released.wait(), seconds)
         return "rested"
 
     usage = {"usage": {"prompt_tokens": 100, "completion_tokens": 0}}
     scholar = Agent(
         name="scholar",
-        model=script(llm, calls(("nap", {"seconds": 2})) | usage, {"content": "tides follow the moon"} | usage),
+        model=script(llm, calls(("nap", {"seconds": 60})) | usage, {"content": "tides follow the moon"} | usage),
         tools=[nap],
         token_budget=500,
     )

@@ -87,6 +87,23 @@ def test_get_refuses_an_empty_or_unprintable_id_never_a_raw_rpc_error(api):
     assert api.get("x" * 1000).id == "x" * 1000  # a child run's id may be longer than one we start
 
 
+def test_a_client_reads_its_environment_once_and_passes_it_to_every_handle(monkeypatch):
+    """TEMPORAL_UI_URL and AGENT_TASK_QUEUE are read by the client's settings when it is made, and
+    passed down: every link and queue of its handles, schedules and evals is what it read. Before,
+    each link read the environment again (0.4 ms a read, once per row of a list)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("TEMPORAL_UI_URL", "https://ui.example.com/")
+    monkeypatch.setenv("AGENT_TASK_QUEUE", "made-with")
+    client = dar.AgentClient(SimpleNamespace(namespace="ns", get_workflow_handle=lambda *a, **k: None))  # type: ignore[arg-type]
+    monkeypatch.setenv("TEMPORAL_UI_URL", "https://elsewhere.example.com")
+    monkeypatch.setenv("AGENT_TASK_QUEUE", "changed")
+    run = client.get("r 1")
+    assert run.ui_url == "https://ui.example.com/namespaces/ns/workflows/r%201"
+    assert client.task_queue == run.task_queue == client.schedules.task_queue == "made-with"
+    assert client.evals.get("e").ui_url("c") == "https://ui.example.com/namespaces/ns/workflows/c"
+
+
 @pytest.mark.parametrize("wait", [-1, 0, math.nan, math.inf, -math.inf, 3601, 10**9])
 async def test_every_wait_is_bounded_and_finite(api, wait):
     run = api.get("some-run")

@@ -414,7 +414,8 @@ async def test_a_childs_raise_beyond_its_parents_grant_is_refused_plainly(client
     """A child run paused by a person and resumed from the console with a raise beyond what its
     parent granted it: refused with the run's own words, nothing recorded; a raise within it goes on."""
 
-    lead = lead_with_a_napping_child(llm)
+    released = asyncio.Event()
+    lead = lead_with_a_napping_child(llm, released)
     async with (
         worker_factory(registry=Registry(agents=[lead])),
         serve_console(client, task_queue) as url,
@@ -431,6 +432,7 @@ async def test_a_childs_raise_beyond_its_parents_grant_is_refused_plainly(client
             base = f"/runs/{children[0]}"
             paused = await web.post(f"{base}/pause", data={"csrf": csrf, "by": "carol"}, headers=json_)
             assert paused.status_code == 200, paused.text
+            released.set()  # the tool ends; the child pauses before its next model call
             while (await child.query(t.STATUS_QUERY, result_type=t.RunStatus)).paused is None:
                 await asyncio.sleep(0.1)
         page = (await web.get(base)).text

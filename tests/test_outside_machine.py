@@ -195,11 +195,13 @@ def test_serve_hooks_serves_completions_alone_with_a_completion_secret(monkeypat
 
     from durable_agent_runner.cli import hooks_serve
     from durable_agent_runner.cli.common import UsageError
+    from durable_agent_runner.config.env import ClientSettings
 
     monkeypatch.delenv("COMPLETION_SECRET", raising=False)
-    args = argparse.Namespace(port=8238, max_body=1024 * 1024, config=None)
+    args = argparse.Namespace(port=8238, max_body=1024 * 1024, config=None, settings=ClientSettings.load())
     with pytest.raises(UsageError, match="or set COMPLETION_SECRET to serve completion URLs"):
         hooks_serve.check(args)
     monkeypatch.setenv("COMPLETION_SECRET", "s" * 16)
+    args.settings = ClientSettings.load()
     hooks_serve.check(args)
     assert args.hooks == {} and args.completion_key == b"s" * 16

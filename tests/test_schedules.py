@@ -259,7 +259,7 @@ class _SlowScheduler:
 )
 async def test_a_describe_that_times_out_is_asked_again_a_bounded_number_of_times(timeouts, asked, raised):
     slow = _SlowScheduler(timeouts, RPCError("not found", RPCStatusCode.NOT_FOUND, b""))
-    schedules = Schedules(cast(Any, SimpleNamespace(get_schedule_handle=lambda _name: slow)), "q")
+    schedules = Schedules(cast(Any, SimpleNamespace(get_schedule_handle=lambda _name: slow)), "q", "http://ui")
     with pytest.raises(raised):
         await schedules.describe("nightly")
     assert slow.asked == asked == min(timeouts + 1, DESCRIBE_TRIES)

@@ -91,7 +91,7 @@ async def test_a_run_paused_on_its_budget_goes_on_once_raised(client, task_queue
             await asyncio.sleep(0.1)
         assert now.paused.reason == "budget" and now.paused.where == "before_tools"
         assert "token budget spent: 150 of 100" in now.paused.why
-        view = (await gather(client, handle, await handle.describe())).as_dict()
+        view = (await gather(client, handle, await handle.describe(), "http://ui")).as_dict()
         assert view["budget"]["run"]["tokens"] == {"limit": 100, "spent": 150, "reserved": 0, "left": -50}
         assert view["budget"]["tree"]["tokens"]["spent"] == 150
         # a resume that raises nothing is refused; a raise of a kind the run has not, too
@@ -164,7 +164,8 @@ async def test_a_raise_on_a_paused_child_is_refused_past_what_its_parent_granted
 ):
     """A person pauses a child run and resumes it with a huge raise: refused (the raise would come
     from nowhere: its parent holds only the share it granted); a raise within the share goes on."""
-    lead = lead_with_a_napping_child(llm)
+    released = asyncio.Event()
+    lead = lead_with_a_napping_child(llm, released)
     async with worker_factory(registry=Registry(agents=[lead])):
         handle = await start(client, task_queue, "Explain tides", agent="lead")
         deadline = time.monotonic() + 30
@@ -176,6 +177,7 @@ async def test_a_raise_on_a_paused_child_is_refused_past_what_its_parent_granted
             assert time.monotonic() < deadline, "the child never ran its tool"
             await asyncio.sleep(0.1)
         await child.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="ann"), result_type=t.RunStatus)
+        released.set()  # the tool ends; the child pauses before its next model call
         while (await status(child)).paused is None:
             assert time.monotonic() < deadline, "the child never paused"
             await asyncio.sleep(0.1)

@@ -25,8 +25,8 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     cmd.set_defaults(fn=cmd_console)
 
 
-def token() -> str | None:
-    secret = ClientSettings.load().console_token
+def token(settings: ClientSettings) -> str | None:
+    secret = settings.console_token
     return secret.get_secret_value() if secret is not None else None
 
 
@@ -37,7 +37,7 @@ def check(args: argparse.Namespace) -> None:
     from durable_agent_runner.console.security import check_start
 
     try:
-        check_start(args.host, token())
+        check_start(args.host, token(args.settings))
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -55,7 +55,7 @@ async def cmd_console(client: AgentClient, args: argparse.Namespace) -> int:
 
     check(args)
     sock = listen(args.host, args.port)
-    secret = token()
+    secret = token(args.settings)
     loopback = is_loopback(args.host)
     queue, datasets = args.task_queue, args.datasets
     app = build_app(client, by=args.by, task_queue=queue, token=secret, loopback=loopback, datasets=datasets)

@@ -280,7 +280,7 @@ async def dispatch(args: argparse.Namespace) -> int:
     except Exception as err:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
     # OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set; every command goes through the client
-    agents = AgentClient(traced(client), task_queue=args.task_queue)
+    agents = AgentClient(traced(client), task_queue=args.task_queue, settings=args.settings)
     try:
         return int(await args.fn(agents, args))
     except NoWorkerAnswered as err:
@@ -364,10 +364,11 @@ def check_text(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        ClientSettings.load()  # every variable the client reads, checked before anything else
+        settings = ClientSettings.load()  # every variable the client reads, checked first and read once
     except SettingsError as err:
         fail(str(err), 2, "--json" in (sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(argv)
+    args.settings = settings  # passed down: the client, the console's token, the hooks' secret
     try:
         check_text(args)
         if args.command == "run":  # its flags checked before connecting

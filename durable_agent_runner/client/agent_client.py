@@ -76,14 +76,19 @@ def output_types(agent: str | Agent, output_type: Any = None) -> dict[str, Any]:
 
 class AgentClient:
     """Starts and finds runs. `temporal` is the underlying temporalio Client (for what this does
-    not cover); `task_queue` the workers' queue runs start on (default: AGENT_TASK_QUEUE)."""
+    not cover); `task_queue` the workers' queue runs start on (default: AGENT_TASK_QUEUE);
+    `settings` the client's environment, read once (default: now) and passed down."""
 
-    def __init__(self, temporal: Client, *, task_queue: str | None = None) -> None:
+    def __init__(
+        self, temporal: Client, *, task_queue: str | None = None, settings: ClientSettings | None = None
+    ) -> None:
         self.temporal = temporal
+        self.settings = settings if settings is not None else ClientSettings.load()
         default = task_queue is None
-        self.task_queue = str(ClientSettings.load().task_queue) if default else checks.task_queue(task_queue)
-        self.schedules = Schedules(temporal, self.task_queue)  # runs that start themselves (client/schedules.py)
-        self.evals = Evals(temporal, self.task_queue)  # durable evals (client/evals.py)
+        self.task_queue = str(self.settings.task_queue) if default else checks.task_queue(task_queue)
+        ui = self.ui = str(self.settings.ui_url)  # the Web UI (TEMPORAL_UI_URL) its links point at
+        self.schedules = Schedules(temporal, self.task_queue, ui)  # runs that start themselves (client/schedules.py)
+        self.evals = Evals(temporal, self.task_queue, ui)  # durable evals (client/evals.py)
 
     async def start(
         self,
@@ -143,7 +148,9 @@ class AgentClient:
             static_summary=f"{name}: {input[:SUMMARY_CHARS]}",
             static_details=f"**prompt**\n\n{input[:DETAILS_CHARS]}" + ("…" if len(input) > DETAILS_CHARS else ""),
         )
-        return RunHandle(self.temporal, run_id, output_types(agent, output_type), task_queue=self.task_queue)
+        return RunHandle(
+            self.temporal, run_id, output_types(agent, output_type), task_queue=self.task_queue, settings=self.settings
+        )
 
     async def start_session(
         self,
@@ -178,7 +185,8 @@ class AgentClient:
     def get(self, run_id: str, *, agent: Agent | None = None, output_type: Any = None) -> RunHandle:
         """The handle of a run that exists (RunNotFound at its first call if none does). `agent`
         or `output_type` type its `result()`. An empty or unprintable id is a ValueError here."""
-        return RunHandle(self.temporal, run_id, output_types(agent or "", output_type), task_queue=self.task_queue)
+        kinds = output_types(agent or "", output_type)
+        return RunHandle(self.temporal, run_id, kinds, task_queue=self.task_queue, settings=self.settings)
 
     def get_session(self, run_id: str, *, agent: Agent | None = None, output_type: Any = None) -> SessionHandle:
         """The handle of a session that exists; `send` to a run that is not one is DecisionRefused."""
@@ -192,7 +200,7 @@ class AgentClient:
         (`started_on_1x`: docs/patches.md), when given. No worker is needed."""
         checks.whole(limit, "limit", 1, listing.MAX_LIST)
         query = _query(phase, agent, waiting, started_on_1x)
-        return await listing.list_runs(self.temporal, query, limit)
+        return await listing.list_runs(self.temporal, query, limit, self.ui)
 
     async def runs_page(
         self,
@@ -209,7 +217,7 @@ class AgentClient:
         call), filtered as `list` filters. A token this client did not make is a ValueError."""
         checks.whole(page_size, "page_size", 1, listing.MAX_LIST)
         query = _query(phase, agent, waiting, started_on_1x) if query is None else checks.string(query, "query")
-        return await listing.runs_page(self.temporal, query, checks.string(page, "page"), page_size)
+        return await listing.runs_page(self.temporal, query, self.ui, checks.string(page, "page"), page_size)
 
     async def diff(self, run_a: str, run_b: str, *, wait: float = DEFAULT_WAIT) -> RunDiff:
         """Where two runs diverge (a fork and its origin, or any two): the first turn whose
@@ -229,6 +237,6 @@ async def connect(
 ) -> AgentClient:
     """A client connected as `client.py` connects (see the module docstring). `target`: a plain
     connection to that server instead, without the profile's TLS and API key (tests)."""
-    ClientSettings.load()  # every variable the client reads, checked first: SettingsError names a bad one
+    settings = ClientSettings.load()  # every variable the client reads, once: SettingsError names a bad one
     temporal = await connection.connect(target, namespace)
-    return AgentClient(temporal, task_queue=task_queue)
+    return AgentClient(temporal, task_queue=task_queue, settings=settings)

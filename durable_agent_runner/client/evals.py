@@ -82,8 +82,9 @@ def check_dataset(dataset: Dataset, repeat: int) -> None:
 class EvalHandle:
     """One eval, by id: its progress, its end, its report."""
 
-    def __init__(self, temporal: Client, eval_id: str) -> None:
+    def __init__(self, temporal: Client, eval_id: str, ui: str) -> None:
         self.temporal = temporal
+        self.ui = ui  # the Web UI's base URL (TEMPORAL_UI_URL), its case runs' links
         self.eval_id = checks.run_id(eval_id, "eval_id", checks.MAX_ANY_ID)
         self._handle: WorkflowHandle[Any, te.EvalResult] = temporal.get_workflow_handle(
             eval_id, result_type=te.EvalResult
@@ -91,7 +92,7 @@ class EvalHandle:
 
     def ui_url(self, run_id: str) -> str:
         """A case run's page in the Web UI, in the namespace this client is connected to."""
-        return ui_url(run_id, self.temporal.namespace)
+        return ui_url(self.ui, run_id, self.temporal.namespace)
 
     async def status(self) -> te.EvalStatus:
         """The eval's progress, with the cases in flight that wait for a person."""
@@ -162,7 +163,7 @@ class EvalHandle:
         other = baseline or status.baseline
         if not other:
             return now, None
-        then = report(await EvalHandle(self.temporal, other).status(), self.ui_url)
+        then = report(await EvalHandle(self.temporal, other, self.ui).status(), self.ui_url)
         return now, compare(now, then)
 
     async def resume(
@@ -185,9 +186,10 @@ class EvalHandle:
 class Evals:
     """`client.evals`: start evals, reach them by id, list them."""
 
-    def __init__(self, temporal: Client, task_queue: str) -> None:
+    def __init__(self, temporal: Client, task_queue: str, ui: str) -> None:
         self.temporal = temporal
         self.task_queue = task_queue
+        self.ui = ui  # the Web UI's base URL (TEMPORAL_UI_URL)
 
     async def start(
         self,
@@ -239,7 +241,7 @@ class Evals:
             result_type=te.EvalResult,
             static_summary=f"eval {data.name[:80]} on {agent}: {len(data.cases)} cases × {repeat}",
         )
-        return EvalHandle(self.temporal, handle.id)
+        return EvalHandle(self.temporal, handle.id, self.ui)
 
     async def _check_baseline(self, baseline: str) -> None:
         """A baseline that is no eval is refused before anything starts (no case is paid for a
@@ -254,7 +256,7 @@ class Evals:
             raise BadArgument("baseline", f"{baseline[:200]!r} is {kind_of(desc.workflow_type)}, not an eval")
 
     def get(self, eval_id: str) -> EvalHandle:
-        return EvalHandle(self.temporal, eval_id)
+        return EvalHandle(self.temporal, eval_id, self.ui)
 
     async def add_case(
         self,

@@ -48,10 +48,13 @@ class RunHandle:
         output_types: Mapping[str, Any] | None = None,
         *,
         task_queue: str | None = None,
+        settings: ClientSettings | None = None,  # its client's, read once (default: now)
     ) -> None:
         self.id = checks.run_id(run_id, "run_id", checks.MAX_ANY_ID)
         self.temporal = temporal
-        self.task_queue = task_queue  # where `fork` starts its new run (default: AGENT_TASK_QUEUE)
+        self.settings = settings if settings is not None else ClientSettings.load()
+        self.task_queue = task_queue or str(self.settings.task_queue)  # where `fork` starts its new run
+        self.ui = str(self.settings.ui_url)  # the Web UI (TEMPORAL_UI_URL) its links point at
         self.handle: WorkflowHandle[Any, t.RunResult] = temporal.get_workflow_handle(run_id, result_type=t.RunResult)
         self._adapters = {name: TypeAdapter(kind) for name, kind in (output_types or {}).items() if kind is not None}
 
@@ -61,7 +64,7 @@ class RunHandle:
     @property
     def ui_url(self) -> str:
         """The run's page in the Web UI (TEMPORAL_UI_URL), in the namespace this client is connected to."""
-        return ui_url(self.id, self.temporal.namespace)
+        return ui_url(self.ui, self.id, self.temporal.namespace)
 
     # ------------------------------------------------------------------------------ reading
 
@@ -94,12 +97,11 @@ class RunHandle:
         wait: float | None = None,
         on_waiting: Callable[[list[WaitingFor]], None] | None = None,
     ) -> t.RunResult:
-        """Wait for the run to end and return all it recorded: output, usage, turns, handoffs.
-        RunFailed (RunCancelled) if it ended without an answer. `wait`: at most this many seconds
-        (0: do not wait; None: until it ends), then StillRunning, which says what the run waits
-        for a person on, if anything. `on_waiting` is called, while this waits, each time what
-        the run waits for a person on changes (a call's approval, a call in doubt, a resume, a
-        message)."""
+        """Wait for the run to end and return all it recorded: output, usage, turns, handoffs. RunFailed
+        (RunCancelled) if it ended without an answer. `wait`: at most this many seconds (0: do not wait;
+        None: until it ends), then StillRunning, which says what the run waits for a person on, if any.
+        `on_waiting` is called, while this waits, each time what the run waits for a person on changes
+        (a call's approval, a call in doubt, a resume, a message)."""
         bound = None if wait is None else checks.seconds(wait, "wait", zero=True)
         running = await self.exists() in (WorkflowExecutionStatus.RUNNING, None)  # RunNotFound, NotThatKind
         watcher = asyncio.create_task(self._watch_waits(on_waiting)) if on_waiting is not None else None
@@ -174,7 +176,7 @@ class RunHandle:
     async def status(self) -> RunInfo:
         """What the run is doing: the facts `client.py status` shows (of a delivery's too)."""
         desc = await updates.describe(self.handle, t.WORKFLOW_NAME, t.DELIVER_WORKFLOW)
-        return await gather(self.temporal, self.handle, desc)
+        return await gather(self.temporal, self.handle, desc, self.ui)
 
     async def events(
         self, since: int = 0, *, give_up_after: int = GIVE_UP_AFTER, check: bool = True
@@ -229,9 +231,9 @@ class RunHandle:
         return answer.agent
 
     async def children(self, depth: int = 2) -> list[dict[str, Any]]:
-        """The runs this one started (agents used as tools), as `list` rows, each with its own
-        `children`, `depth` levels down."""
-        return await listing.children(self.temporal, self.id, checks.whole(depth, "depth", 1, 5))
+        """The runs this one started (agents used as tools), as `list` rows, each with its own `children`,
+        `depth` levels down."""
+        return await listing.children(self.temporal, self.id, self.ui, checks.whole(depth, "depth", 1, 5))
 
     async def export(self, captures: Path | str | None = None) -> list[dict[str, Any]]:
         """The whole run as JSON-ready lines, from its history (durable_agent_runner/client/export.py
@@ -239,7 +241,7 @@ class RunHandle:
         `captures`, default LLM_CAPTURE_DIR), each decision, approval, resolution and tool result
         (a child run's answer and a result a person gave too), a session's messages, the result."""
         await self.exists()
-        root = Path(captures) if captures is not None else Path(ClientSettings.load().capture_dir)
+        root = Path(captures) if captures is not None else Path(self.settings.capture_dir)
         return await export_run(self.temporal, self.id, CaptureStore(root))
 
     # ------------------------------------------------------------------------------ deciding
@@ -253,9 +255,9 @@ class RunHandle:
         always: bool = False,
         wait: float = updates.DEFAULT_WAIT,
     ) -> t.DecisionReceipt:
-        """Approve a waiting tool call (it runs), with edited `args` if given (validated by the
-        run: refused, nothing is recorded). `always`: later calls of the tool in this run too.
-        Sending the same decision again counts once."""
+        """Approve a waiting tool call (it runs), with edited `args` if given (validated by the run:
+        refused, nothing is recorded). `always`: later calls of the tool in this run too. Sending the
+        same decision again counts once."""
         decision = checks.body(
             t.ApprovalDecision,
             call_id=checks.call_id(call_id),
@@ -363,8 +365,7 @@ class RunHandle:
         )
 
     async def inspect(self, *, wait: float = updates.DEFAULT_WAIT) -> t.Inspection:
-        """A paused run's state: its transcript items with their indexes, its pending calls, the
-        edits made (a running run answers too)."""
+        """A paused run's state: transcript items with indexes, pending calls, edits (a running run answers too)."""
         bound = timedelta(seconds=checks.seconds(wait))
         view: t.Inspection = await control.query_run(
             self.temporal, self.id, t.INSPECT_QUERY, result_type=t.Inspection, wait=bound
@@ -413,8 +414,7 @@ class RunHandle:
         if prompt is not None:
             checks.prompt(prompt, "prompt")
         new_id = None if id is None else checks.new_run_id(id)
-        default = self.task_queue or str(ClientSettings.load().task_queue)
-        queue = checks.task_queue(task_queue) if task_queue is not None else default
+        queue = checks.task_queue(task_queue) if task_queue is not None else self.task_queue
         return await control.fork(
             self.temporal, self.id, at_turn, prompt, new_id, queue, live_tools=checks.flag(live_tools, "live_tools")
         )

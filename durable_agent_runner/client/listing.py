@@ -48,7 +48,8 @@ class RunsPage(BaseModel):
     next_page: str = ""
 
 
-def run_row(wf: WorkflowExecution) -> RunRow:
+def run_row(wf: WorkflowExecution, ui: str) -> RunRow:
+    """A run as `list` shows it, from its visibility record; `ui`: the Web UI's base URL."""
     sa = wf.typed_search_attributes
     return RunRow(
         run_id=wf.id,
@@ -62,7 +63,7 @@ def run_row(wf: WorkflowExecution) -> RunRow:
         in_doubt=bool(sa.get(t.SA_IN_DOUBT)),
         started_at=wf.start_time.isoformat(),
         schedule=sa.get(SCHEDULED_BY),
-        ui_url=ui_url(wf.id, wf.namespace),
+        ui_url=ui_url(ui, wf.id, wf.namespace),
     )
 
 
@@ -90,8 +91,8 @@ def runs_query(phase: str = "", agent: str = "", waiting: bool = False, started_
     return " AND ".join(parts)
 
 
-async def list_runs(client: Client, query: str, limit: int) -> list[RunRow]:
-    return [run_row(wf) async for wf in client.list_workflows(query, limit=limit, rpc_timeout=READ_TIMEOUT)]
+async def list_runs(client: Client, query: str, limit: int, ui: str) -> list[RunRow]:
+    return [run_row(wf, ui) async for wf in client.list_workflows(query, limit=limit, rpc_timeout=READ_TIMEOUT)]
 
 
 def _token(text: str) -> bytes | None:
@@ -103,7 +104,7 @@ def _token(text: str) -> bytes | None:
         raise BadArgument("page", "that page token is not one this client made") from None
 
 
-async def runs_page(client: Client, query: str, token: str = "", page_size: int = 50) -> RunsPage:
+async def runs_page(client: Client, query: str, ui: str, token: str = "", page_size: int = 50) -> RunsPage:
     """One page of runs (newest first within it) and the token of the next."""
     start = _token(token)
     pages = client.list_workflows(query, page_size=page_size, next_page_token=start, rpc_timeout=READ_TIMEOUT)
@@ -117,18 +118,20 @@ async def runs_page(client: Client, query: str, token: str = "", page_size: int 
     # running runs first, then by close time; Elasticsearch and SQL stores give start time already.
     found = sorted(pages.current_page or [], key=lambda wf: wf.start_time, reverse=True)
     nxt = pages.next_page_token
-    return RunsPage(rows=[run_row(wf) for wf in found], next_page=base64.urlsafe_b64encode(nxt).decode() if nxt else "")
+    return RunsPage(
+        rows=[run_row(wf, ui) for wf in found], next_page=base64.urlsafe_b64encode(nxt).decode() if nxt else ""
+    )
 
 
-async def children(client: Client, run_id: str, depth: int = 2, limit: int = 50) -> list[dict[str, Any]]:
+async def children(client: Client, run_id: str, ui: str, depth: int = 2, limit: int = 50) -> list[dict[str, Any]]:
     """The runs this one started (agents as tools), each a row with its own `children`, `depth`
     levels down; [] when the store cannot say."""
     query = f'ParentWorkflowId={json.dumps(run_id)} AND WorkflowType="{t.WORKFLOW_NAME}"'
     out = []
     try:
         async for wf in client.list_workflows(query, limit=limit, rpc_timeout=READ_TIMEOUT):
-            row = run_row(wf).model_dump()
-            row["children"] = await children(client, wf.id, depth - 1, limit) if depth > 1 else []
+            row = run_row(wf, ui).model_dump()
+            row["children"] = await children(client, wf.id, ui, depth - 1, limit) if depth > 1 else []
             out.append(row)
     except RPCError:
         return []

@@ -119,9 +119,9 @@ class Triggered(BaseModel):
     message: str
 
 
-def ui_url(name: str, namespace: str) -> str:
-    """The schedule's page in the Web UI."""
-    return web_ui(namespace, "schedules", name)
+def ui_url(base: str, name: str, namespace: str) -> str:
+    """The schedule's page in the Web UI at `base`."""
+    return web_ui(base, namespace, "schedules", name)
 
 
 def _when(memo: Mapping[str, Any]) -> str:
@@ -141,9 +141,10 @@ class Schedules:
     """The schedules of one namespace: create, list, describe, pause, unpause, trigger, backfill,
     delete. `AgentClient.schedules` is one, starting runs on the client's task queue."""
 
-    def __init__(self, temporal: Client, task_queue: str) -> None:
+    def __init__(self, temporal: Client, task_queue: str, ui: str) -> None:
         self.temporal = temporal
         self.task_queue = task_queue
+        self.ui = ui  # the Web UI's base URL (TEMPORAL_UI_URL)
 
     async def create(
         self,
@@ -282,7 +283,7 @@ class Schedules:
             "paused": s.state.paused,
             "note": s.state.note or "",
             "next_runs": [] if s.state.paused else list(info.next_action_times[:5]),
-            "ui_url": ui_url(name, self.temporal.namespace),
+            "ui_url": ui_url(self.ui, name, self.temporal.namespace),
             "timezone": s.spec.time_zone_name or None,
             "jitter_seconds": s.spec.jitter.total_seconds() if s.spec.jitter else None,
             "overlap": specs.OVERLAP_NAMES.get(s.policy.overlap, s.policy.overlap.name.lower()),
@@ -339,7 +340,7 @@ class Schedules:
                     next_runs=list(entry.info.next_action_times[:3])
                     if entry.info and not (state and state.paused)
                     else [],
-                    ui_url=ui_url(entry.id, self.temporal.namespace),
+                    ui_url=ui_url(self.ui, entry.id, self.temporal.namespace),
                 )
             )
             if len(rows) >= limit:

@@ -26,7 +26,6 @@ from durable_agent_runner.client.follow import READ
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
 from durable_agent_runner.client.scores import RunScores, scores_of
 from durable_agent_runner.client.stuck import stuck, unserved
-from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 
 QUERY_TIMEOUT = timedelta(seconds=3)
@@ -113,17 +112,16 @@ class RunInfo(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-def web_ui(namespace: str, kind: str, name: str) -> str:
-    """A page of the Web UI (TEMPORAL_UI_URL): a run's ("workflows") or a schedule's, in
-    `namespace`, the one its client is connected to (which `connect(namespace=...)` may have set
-    apart from the environment's)."""
-    base = str(ClientSettings.load().ui_url).rstrip("/")
-    return f"{base}/namespaces/{quote(namespace, safe='')}/{kind}/{quote(name, safe='')}"
+def web_ui(base: str, namespace: str, kind: str, name: str) -> str:
+    """A page of the Web UI at `base` (TEMPORAL_UI_URL, which the client's settings read once): a
+    run's ("workflows") or a schedule's, in `namespace`, the one its client is connected to (which
+    `connect(namespace=...)` may have set apart from the environment's)."""
+    return f"{base.rstrip('/')}/namespaces/{quote(namespace, safe='')}/{kind}/{quote(name, safe='')}"
 
 
-def ui_url(run_id: str, namespace: str) -> str:
-    """The run's page in the Web UI."""
-    return web_ui(namespace, "workflows", run_id)
+def ui_url(base: str, run_id: str, namespace: str) -> str:
+    """The run's page in the Web UI at `base`."""
+    return web_ui(base, namespace, "workflows", run_id)
 
 
 async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -137,7 +135,10 @@ async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[st
     return out
 
 
-async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription) -> RunInfo:
+async def gather(
+    client: Client, handle: WorkflowHandle[Any, Any], desc: WorkflowExecutionDescription, ui: str
+) -> RunInfo:
+    """The run's status from its description and its status query; `ui`: the Web UI's base URL."""
     sa = desc.typed_search_attributes
     out: dict[str, Any] = {
         "run_id": handle.id,
@@ -150,7 +151,7 @@ async def gather(client: Client, handle: WorkflowHandle[Any, Any], desc: Workflo
         "last_step": None,
         "started_at": desc.start_time.isoformat() if desc.start_time else None,
         "closed_at": desc.close_time.isoformat() if desc.close_time else None,
-        "ui_url": ui_url(handle.id, client.namespace),
+        "ui_url": ui_url(ui, handle.id, client.namespace),
     }
     if desc.parent_id:
         out["parent"] = desc.parent_id

@@ -17,6 +17,7 @@ from temporalio.worker import Worker
 from durable_agent_runner import Agent, AgentPlugin, Registry
 from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.config.connection import connect
+from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.config.llm import API_KEY_VARIABLES, LLMSettings
 from durable_agent_runner.testing import OfflineModel
 
@@ -40,6 +41,6 @@ async def run_pattern(
         plugin = AgentPlugin(Registry(agents=agents), settings=settings)
         await stack.enter_async_context(Worker(client, task_queue=queue, workflows=[workflow], plugins=[plugin]))
         result = await client.execute_workflow(workflow.run, arg, id=run_id, task_queue=queue)
-    link = ui_url(run_id, client.namespace)  # TEMPORAL_UI_URL's Web UI, as client.py links it
+    link = ui_url(str(ClientSettings.load().ui_url), run_id, client.namespace)  # TEMPORAL_UI_URL, as client.py links
     print(f"workflow: {run_id}  ({link})")
     return result
