@@ -7,9 +7,10 @@ or its module marks it (`pytestmark = pytest.mark.server`: it starts a server of
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +107,22 @@ def task_queue() -> str:
 @pytest.fixture(scope="session")
 def registry() -> Registry:
     return Registry.from_modules(TEST_MODULES)
+
+
+@pytest.fixture
+def hold() -> Iterator[Callable[[str], asyncio.Event]]:
+    """`gate = hold("a")`: a `slow_record` call labelled "a" works until `gate.set()` (at most its
+    `seconds`), so a test acts while the tool runs however loaded the machine is."""
+    from tests.fixtures import agents
+
+    def held(label: str) -> asyncio.Event:
+        agents.HELD[label] = gate = asyncio.Event()
+        return gate
+
+    yield held
+    for gate in agents.HELD.values():
+        gate.set()
+    agents.HELD.clear()
 
 
 @pytest.fixture

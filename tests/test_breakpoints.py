@@ -185,10 +185,13 @@ async def test_invalid_edits_are_refused_and_nothing_is_recorded(
         await handle.result()
 
 
-async def test_pause_while_running_and_fork(client: Client, task_queue: str, worker_factory: Any, llm: Any) -> None:
+async def test_pause_while_running_and_fork(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, hold: Any
+) -> None:
+    tool_runs = hold("a")
     model = script(
         llm,
-        calls(("slow_record", {"label": "a", "seconds": 2})),
+        calls(("slow_record", {"label": "a", "seconds": 60})),
         calls(("add", {"a": 1, "b": 1})),
         {"content": "finished"},
     )
@@ -198,6 +201,7 @@ async def test_pause_while_running_and_fork(client: Client, task_queue: str, wor
             while (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).phase != "running_tools":
                 await asyncio.sleep(0.1)
         await handle.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="bob", reason="look"), result_type=t.RunStatus)
+        tool_runs.set()
         view = await paused(handle)
         assert view.paused is not None and view.paused.turn == 2 and "paused by bob: look" in view.paused.why
         point = await handle.query(t.FORK_POINT_QUERY, t.ForkQuery(turn=2), result_type=t.ForkPoint)
@@ -252,11 +256,12 @@ async def test_a_breakpoint_functions_invalid_edit_pauses_with_the_reason(
 
 
 async def test_a_withdrawn_pause_request_is_no_longer_shown(
-    client: Client, task_queue: str, worker_factory: Any, llm: Any
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, hold: Any
 ) -> None:
     """Resume before the run reached its safe point withdraws the request: status then says what
     the run does again, not that it will pause."""
-    model = script(llm, calls(("slow_record", {"label": "a", "seconds": 3})), {"content": "finished"})
+    tool_runs = hold("a")
+    model = script(llm, calls(("slow_record", {"label": "a", "seconds": 60})), {"content": "finished"})
     async with worker_factory():
         handle = await begin(client, task_queue, model)
         async with asyncio.timeout(20):
@@ -269,6 +274,7 @@ async def test_a_withdrawn_pause_request_is_no_longer_shown(
         status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
         assert "pause" not in after.last_step and "pause" not in status.last_step, status.last_step
         assert status.last_step == running and "slow_record" in running and status.phase == "running_tools"
+        tool_runs.set()
         assert (await handle.result()).output == "finished"
         events = await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)
     kinds = [e.kind for e in events.events]

@@ -116,15 +116,16 @@ async def test_a_worker_killed_during_the_call_ahead_leaves_the_tool_run_once(
 
 
 async def test_a_pause_asked_for_while_the_tool_runs_drops_the_reply_and_counts_it(
-    client, task_queue, worker_factory, llm, counter_file
+    client, task_queue, worker_factory, llm, counter_file, hold
 ):
-    model = script(llm, tool_call("slow_record", label="slow", seconds=2), {"content": "all done"})
+    tool_runs = hold("slow")
+    model = script(llm, tool_call("slow_record", label="slow", seconds=60), {"content": "all done"})
     async with worker_factory():
         handle = await start(client, task_queue, "go", agent="scripted", model=model)
 
         await wait_for(lambda: in_phase(handle, "running_tools"))
         await handle.execute_update(t.PAUSE_UPDATE, t.PauseRequest(by="bob"), result_type=t.RunStatus)
-
+        tool_runs.set()
         await wait_for(lambda: in_phase(handle, "paused"))
         status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
         assert status.turn == 1 and status.usage.requests == 2  # the dropped reply's tokens count

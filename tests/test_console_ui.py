@@ -161,14 +161,19 @@ async def test_send_a_session_message(browser, client, task_queue, worker_factor
         assert "hi, I am dana" in await page.inner_text("#story")
 
 
-async def test_pause_edit_resume_and_fork(browser, client, task_queue, worker_factory, llm):
+async def test_pause_edit_resume_and_fork(browser, client, task_queue, worker_factory, llm, hold):
+    tool_runs = hold("a")
     model = script(
-        llm, calls(("slow_record", {"label": "a", "seconds": 2})), {"content": "done"}, {"content": "forked"}
+        llm, calls(("slow_record", {"label": "a", "seconds": 60})), {"content": "done"}, {"content": "forked"}
     )
     async with worker_factory(), serve_console(client, task_queue) as url:
         handle = await start(client, task_queue, "work", agent="scripted", model=model)
         page = await open_page(browser, f"{url}/runs/{handle.id}")
         await page.get_by_role("button", name="Pause").click()
+        async with asyncio.timeout(20):  # the pause is asked while the tool runs; then the tool ends
+            while "pause requested" not in (await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)).last_step:
+                await asyncio.sleep(0.1)
+        tool_runs.set()
         await page.get_by_role("button", name="Resume").wait_for(timeout=20 * SECOND)  # paused before model call 2
         edit = page.locator("form.edit-run")
         await edit.locator('select[name="op"]').select_option("insert")

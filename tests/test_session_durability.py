@@ -107,11 +107,12 @@ async def _alive(handle: Any) -> bool:
 
 
 async def test_session_across_continue_as_new_between_and_within_answers(
-    client: Client, task_queue: str, worker_factory: Any, llm: Any
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, hold: Any
 ) -> None:
+    tool_runs = hold("a")
     model = script(
         llm,
-        tool_call("slow_record", label="a", seconds=2),
+        tool_call("slow_record", label="a", seconds=60),
         tool_call("record", label="b"),
         {"content": "answer one"},
         {"content": "answer two"},
@@ -124,6 +125,7 @@ async def test_session_across_continue_as_new_between_and_within_answers(
         # Queued during a multi-turn answer that continues as new after every turn.
         second = await send_message(client, handle.id, "second", by="a")
         third = await send_message(client, handle.id, "third", by="a")
+        tool_runs.set()
         outputs = [(await wait_answer(client, handle.id, k)).output for k in (1, 2, 3)]
         assert outputs == ["answer one", "answer two", "answer three"]
         assert (second.message, third.message) == (2, 3)

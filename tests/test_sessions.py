@@ -68,11 +68,12 @@ async def test_three_messages_remembered_and_addressable(client: Client, task_qu
 
 
 async def test_messages_sent_during_an_answer_are_queued_in_order(
-    client: Client, task_queue: str, worker_factory: Any, llm: Any
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, hold: Any
 ) -> None:
+    tool_runs = hold("a")
     slow = script(
         llm,
-        calls(("slow_record", {"label": "a", "seconds": 2})),
+        calls(("slow_record", {"label": "a", "seconds": 60})),
         {"content": "first done"},
         {"content": "second"},
         {"content": "third"},
@@ -84,6 +85,7 @@ async def test_messages_sent_during_an_answer_are_queued_in_order(
         two = await send_message(client, handle.id, "two", by="b")
         three = await send_message(client, handle.id, "three", by="c")
         assert (two.message, two.queued, three.message, three.queued) == (2, 0, 3, 1)
+        tool_runs.set()
         outputs = [(await wait_answer(client, handle.id, k)).output for k in (1, 2, 3)]
         assert outputs == ["first done", "second", "third"]
         users = [m.content for m in await transcript(handle) if isinstance(m, t.UserMessage)]
@@ -98,10 +100,11 @@ async def _phase(handle: WorkflowHandle[Any, Any], phase: str) -> bool:
 
 
 async def test_a_message_steers_the_answer_in_progress(
-    client: Client, task_queue: str, worker_factory: Any, llm: Any
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, hold: Any
 ) -> None:
+    tool_runs = hold("a")
     slow = script(
-        llm, calls(("slow_record", {"label": "a", "seconds": 2})), {"content": "steered answer"}, {"content": "unused"}
+        llm, calls(("slow_record", {"label": "a", "seconds": 60})), {"content": "steered answer"}, {"content": "unused"}
     )
     async with worker_factory():
         handle = await open_session(client, task_queue, agent="steerer", model=slow)
@@ -109,6 +112,7 @@ async def test_a_message_steers_the_answer_in_progress(
         await until(lambda: _phase(handle, "running_tools"))
         steer = await send_message(client, handle.id, "make it for four", by="a")
         assert steer.steer
+        tool_runs.set()
         exchange = await wait_answer(client, handle.id, 2)
         assert exchange.message == 1 and exchange.steered == [2] and exchange.output == "steered answer"
         messages = await transcript(handle)
