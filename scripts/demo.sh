@@ -18,16 +18,16 @@
 # A run that needs a person's approval is not waited on: the demo prints the waiting call and the
 #   command that approves it, and leaves the run waiting (durably) for that command.
 source "$(dirname "$0")/common.sh"
-ensure_venv
-cd "$ROOT"
-STATE="$ROOT/.state"
-mkdir -p "$STATE"
 EXAMPLE="" OWN_MODEL="" OWN_AGENT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --example) EXAMPLE="${2:-}" ;;
     --model) OWN_MODEL="${2:-}" ;;
     --agent) OWN_AGENT="${2:-}" ;;
+    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; break ;;
+    -*) echo "error: unknown option '$1' (known: --example NAME, --model MODULE:ATTR --agent NAME, --help;" \
+      "a prompt that starts with '-' goes after --)" >&2; exit 2 ;;
     *) break ;;
   esac
   shift $(($# < 2 ? $# : 2))
@@ -51,7 +51,11 @@ case "$EXAMPLE" in  # the worker's modules, the run's agent, the offline model's
     FAKE_ARGS=(--model "$OWN_MODEL") DEFAULT_PROMPT="Hello" ;;
   *) echo "error: unknown example '$EXAMPLE'; known: support_team, mcp_agent" >&2; exit 2 ;;
 esac
-PROMPT="${1:-$DEFAULT_PROMPT}"
+PROMPT="${*:-$DEFAULT_PROMPT}"  # the words after the options: quoted or not, one prompt
+ensure_venv  # after the arguments: a mistyped option costs no install
+cd "$ROOT"
+STATE="$ROOT/.state"
+mkdir -p "$STATE"
 port_var() {  # port_var NAME DEFAULT: the port in $NAME, checked, else DEFAULT
   local value="${!1:-$2}"
   if ! [[ "$value" =~ ^[0-9]{1,5}$ ]] || [ "$value" -lt 1 ] || [ "$value" -gt 65535 ]; then
@@ -208,7 +212,7 @@ echo "✓ web console at $CONSOLE_URL (log: .state/console.log)"
 echo
 echo "› $PROMPT"
 # The run's id on stdout; its stderr (a "follow it" hint, or the one-line error) shown only if it fails.
-RUN_ID="$("$PY" client.py run "${RUN_ARGS[@]}" "$PROMPT" 2>"$STATE/run.err")" || {
+RUN_ID="$("$PY" client.py run "${RUN_ARGS[@]}" -- "$PROMPT" 2>"$STATE/run.err")" || {
   code=$?; cat "$STATE/run.err" >&2; exit "$code"; }
 run_status() {  # the run's status word (running, awaiting_approval, paused, completed, ...), or "unknown"
   "$PY" client.py status --json "$RUN_ID" 2>/dev/null |
