@@ -6,6 +6,7 @@ stand-in that fails the test if anything is sent."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pytest
@@ -102,6 +103,27 @@ def test_a_client_reads_its_environment_once_and_passes_it_to_every_handle(monke
     assert run.ui_url == "https://ui.example.com/namespaces/ns/workflows/r%201"
     assert client.task_queue == run.task_queue == client.schedules.task_queue == "made-with"
     assert client.evals.get("e").ui_url("c") == "https://ui.example.com/namespaces/ns/workflows/c"
+
+
+@pytest.mark.parametrize(
+    "usd, tokens, words",
+    [
+        (None, 0, "budget_tokens: must be at least 1 (a cap of 0 stops every run at once)"),
+        (0, None, "budget_usd: must be more than 0 (a cap of 0 stops every run at once)"),
+        (-1.5, None, "budget_usd: must be more than 0"),
+        (math.nan, None, "budget_usd"),
+        (2e9, None, "budget_usd"),
+    ],
+)
+async def test_a_cap_on_runs_of_zero_or_less_is_refused_as_an_agents_own_budget_is(api, usd, tokens, words):
+    """Before, a schedule's or an eval's cap of 0 was taken: every run it started failed at once on
+    its budget (an eval of 3 cases: 3 failed, 0 tokens). An Agent already refused its own."""
+    given = {"budget_usd": usd, "budget_tokens": tokens}
+    with pytest.raises(ValueError, match=re.escape(words)):
+        await api.schedules.create("nightly", agent="a", input="go", every="1h", **given)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        await api.evals.start(Dataset(name="d", cases=[Case(name="c", inputs="q")]), agent="a", **given)
+    assert checks.budget_cap(0.01, 1) == t.Budget(usd=0.01, tokens=1)
 
 
 @pytest.mark.parametrize("wait", [-1, 0, math.nan, math.inf, -math.inf, 3601, 10**9])

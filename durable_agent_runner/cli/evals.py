@@ -73,8 +73,8 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     r.add_argument("--agent", required=True, help="the agent every case runs")
     r.add_argument("--concurrency", type=_number(int, 1, te.MAX_CONCURRENCY), default=4, metavar="N")
     r.add_argument("--repeat", type=_number(int, 1, te.MAX_REPEAT), default=1, metavar="K", help="each case K times")
-    r.add_argument("--budget-usd", type=_number(float, 0, 1e9), metavar="X", help="all cases may spend at most $X")
-    r.add_argument("--budget-tokens", type=_number(int, 0, 10**12), metavar="N", help="all cases: at most N tokens")
+    r.add_argument("--budget-usd", type=_number(float, 1e-9, 1e9), metavar="X", help="all cases may spend at most $X")
+    r.add_argument("--budget-tokens", type=_number(int, 1, 10**12), metavar="N", help="all cases: at most N tokens")
     r.add_argument("--on-budget", choices=["pause", "fail"], help="when spent (default: the agent's on_budget)")
     r.add_argument(
         "--model", type=model_string, help="override the agent's model for every case (and the judge's default)"

@@ -254,6 +254,28 @@ def model_settings(value: object) -> t.ModelSettings | None:
     return settings
 
 
+def budget_cap(usd: object, tokens: object) -> t.Budget | None:
+    """A cap a person puts on runs (each run of a schedule, all the cases of an eval): dollars above
+    0 and tokens from 1, as an Agent's `cost_budget_usd` and `token_budget`, bounded and finite
+    (None: no cap given). A cap of 0 would stop every run before its first model call."""
+    if usd is None and tokens is None:
+        return None
+    for field, value in (("budget_usd", usd), ("budget_tokens", tokens)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise TypeError(f"{field} must be a number, not {type(value).__name__}")
+    if isinstance(tokens, float):
+        raise TypeError("budget_tokens must be an int, not float")
+    if isinstance(tokens, int) and tokens < 1:
+        raise BadArgument("budget_tokens", f"must be at least 1 (a cap of {tokens} stops every run at once)")
+    if isinstance(usd, int | float) and not usd > 0 and not math.isnan(usd):
+        raise BadArgument("budget_usd", f"must be more than 0 (a cap of {usd:g} stops every run at once)")
+    try:
+        return t.Budget.model_validate({"usd": usd, "tokens": tokens})
+    except ValidationError as err:
+        field, message = first_error(err)
+        raise BadArgument(f"budget_{field}" if field else "budget", message) from None
+
+
 def budget_raise(add_tokens: object = None, add_usd: object = None) -> t.BudgetRaise:
     """What a resume adds to a run's budget: bounded, positive, finite (NaN and inf refused)."""
     for field, value in (("add_tokens", add_tokens), ("add_usd", add_usd)):

@@ -211,6 +211,7 @@ class Evals:
         scored in the eval's workflow task, with no activity (docs/eval-runs.md)."""
         if not isinstance(inline_scoring, bool):
             raise BadArgument("inline_scoring", "must be True or False")
+        checks.budget_cap(budget_usd, budget_tokens)  # a cap of 0 would fail every case at once
         data = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
         check_dataset(data, repeat)
         try:

@@ -12,12 +12,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from pydantic import ValidationError
 from temporalio.client import ScheduleOverlapPolicy
 from temporalio.common import SearchAttributeKey
 
-from durable_agent_runner.client.checks import BadArgument, first_error, string
-from durable_agent_runner.workflows import types as t
+from durable_agent_runner.client.checks import BadArgument, string
 
 # A schedule's name is its Temporal schedule id and part of its runs' ids and of console links:
 # letters, digits and . _ - only, so it needs no quoting anywhere.
@@ -146,19 +144,3 @@ def said(d: timedelta) -> str:
             out += f"{seconds // size}{unit}"
             seconds %= size
     return out
-
-
-def budget(usd: object, tokens: object) -> t.Budget | None:
-    """Each run's cap: dollars, tokens, or both (None: the agent's own budgets only)."""
-    if usd is None and tokens is None:
-        return None
-    for field, value in (("budget_usd", usd), ("budget_tokens", tokens)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise TypeError(f"{field} must be a number, not {type(value).__name__}")
-    if isinstance(tokens, float):
-        raise TypeError("budget_tokens must be an int, not float")
-    try:
-        return t.Budget.model_validate({"usd": usd, "tokens": tokens})
-    except ValidationError as err:
-        field, message = first_error(err)
-        raise BadArgument(f"budget_{field}" if field else "budget", message) from None

@@ -191,7 +191,7 @@ class Schedules:
             if catchup_window is not None
             else None,
         )
-        budget = specs.budget(budget_usd, budget_tokens)
+        budget = checks.budget_cap(budget_usd, budget_tokens)  # each run's (None: the agent's own only)
         if model is not None:
             checks.model(model)
         checks.flag(paused, "paused")
