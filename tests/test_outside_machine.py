@@ -198,10 +198,10 @@ def test_serve_hooks_serves_completions_alone_with_a_completion_secret(monkeypat
     from durable_agent_runner.config.env import ClientSettings
 
     monkeypatch.delenv("COMPLETION_SECRET", raising=False)
-    args = argparse.Namespace(port=8238, max_body=1024 * 1024, config=None, settings=ClientSettings.load())
+    args = argparse.Namespace(port=8238, max_body=1024 * 1024, config=None, client_settings=ClientSettings.load())
     with pytest.raises(UsageError, match="or set COMPLETION_SECRET to serve completion URLs"):
         hooks_serve.check(args)
     monkeypatch.setenv("COMPLETION_SECRET", "s" * 16)
-    args.settings = ClientSettings.load()
+    args.client_settings = ClientSettings.load()
     hooks_serve.check(args)
     assert args.hooks == {} and args.completion_key == b"s" * 16

@@ -37,7 +37,7 @@ def check(args: argparse.Namespace) -> None:
     from durable_agent_runner.console.security import check_start
 
     try:
-        check_start(args.host, token(args.settings))
+        check_start(args.host, token(args.client_settings))
     except ValueError as err:
         raise UsageError(str(err)) from None
 
@@ -55,7 +55,7 @@ async def cmd_console(client: AgentClient, args: argparse.Namespace) -> int:
 
     check(args)
     sock = listen(args.host, args.port)
-    secret = token(args.settings)
+    secret = token(args.client_settings)
     loopback = is_loopback(args.host)
     queue, datasets = args.task_queue, args.datasets
     app = build_app(client, by=args.by, task_queue=queue, token=secret, loopback=loopback, datasets=datasets)

@@ -36,7 +36,7 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError("--port must be 1-65535")
     if not 1024 <= args.max_body <= 32 * MAX_BODY:
         raise UsageError(f"--max-body must be 1024-{32 * MAX_BODY} bytes")
-    secret = args.settings.completion_secret
+    secret = args.client_settings.completion_secret
     args.completion_key = secret.get_secret_value().encode() if secret is not None else None
     if args.config is None and args.completion_key is None:
         raise UsageError("give --config FILE (the hooks), or set COMPLETION_SECRET to serve completion URLs")

@@ -280,7 +280,7 @@ async def dispatch(args: argparse.Namespace) -> int:
     except Exception as err:
         fail(f"cannot reach Temporal at {address()}: {err}", 1, as_json)
     # OpenTelemetry, when OTEL_EXPORTER_OTLP_ENDPOINT is set; every command goes through the client
-    agents = AgentClient(traced(client), task_queue=args.task_queue, settings=args.settings)
+    agents = AgentClient(traced(client), task_queue=args.task_queue, settings=args.client_settings)
     try:
         return int(await args.fn(agents, args))
     except NoWorkerAnswered as err:
@@ -368,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as err:
         fail(str(err), 2, "--json" in (sys.argv[1:] if argv is None else argv))
     args = parser().parse_args(argv)
-    args.settings = settings  # passed down: the client, the console's token, the hooks' secret
+    args.client_settings = settings  # passed down: the client, the console's token, the hooks' secret
     try:
         check_text(args)
         if args.command == "run":  # its flags checked before connecting
