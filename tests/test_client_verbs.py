@@ -121,6 +121,33 @@ async def test_a_run_says_what_it_waits_for_and_result_does_not_wait_silently(
     assert finished.code == 0 and finished.out.strip() == "sent it", finished
 
 
+async def test_run_wait_says_when_the_run_waits_for_a_person_instead_of_blocking_silently(
+    api, worker_factory, llm, agents, temporal_server
+):
+    """Before, `run --wait` on a run that paused at its breakpoint printed nothing until it ended."""
+    model = script(llm, calls(("record", {"label": "a"})), {"content": "recorded"})
+    env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target}
+    env |= {"TEMPORAL_NAMESPACE": "default", "AGENT_TASK_QUEUE": api.task_queue}
+    async with worker_factory(registry=agents):
+        waiting = await asyncio.create_subprocess_exec(
+            sys.executable, "client.py", "run", "--agent", "scripted", "--model", model, "--break-tool", "record",
+            "--id", f"wait-{os.getpid()}-{time.monotonic_ns()}", "--wait", "record a", cwd=ROOT, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        assert waiting.stderr is not None
+        try:
+            said = (await asyncio.wait_for(waiting.stderr.readline(), 30)).decode()
+            assert " waits for a person: a resume (it is paused): python client.py resume " in said, said
+            assert said.rstrip().endswith("(run --wait waits on until it ends)"), said
+            await api.get(said.split()[1]).resume(by="ann")
+            out, _ = await asyncio.wait_for(waiting.communicate(), 30)
+        finally:
+            if waiting.returncode is None:
+                waiting.kill()
+                await waiting.wait()
+    assert waiting.returncode == 0 and out.decode().strip() == "recorded"
+
+
 async def test_pause_inspect_edit_resume_fork_diff_and_export(api, worker_factory, llm, agents, tmp_path):
     model = script(llm, calls(("send", {"label": "draft"})), {"content": "all done"})
     async with worker_factory(registry=agents):

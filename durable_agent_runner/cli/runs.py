@@ -90,7 +90,7 @@ async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
         if not args.json:
             print(f"follow it: python client.py status {run.id}  ·  {run.ui_url}", file=sys.stderr)
         return 0
-    return await print_result(run, args.json)
+    return await print_result(run, args.json, on_waiting=waits_note(run.id, "run --wait"))
 
 
 def breakpoints(args: argparse.Namespace) -> t.Breakpoints | None:
@@ -172,13 +172,14 @@ def still_running(err: StillRunning, as_json: bool) -> int:
     return 1
 
 
-def waits_note(run_id: str) -> Any:
-    """While `result` waits: one line on stderr each time the run starts waiting for a person."""
+def waits_note(run_id: str, who: str = "result") -> Any:
+    """While `result` (or `run --wait`) waits: one line on stderr each time the run starts waiting
+    for a person."""
 
     def note(waits: list[WaitingFor]) -> None:
         if waits:
             said = "; ".join(str(w) for w in waits)
-            print(f"run {run_id} waits for a person: {said} (result waits on until it ends)", file=sys.stderr)
+            print(f"run {run_id} waits for a person: {said} ({who} waits on until it ends)", file=sys.stderr)
 
     return note
 
