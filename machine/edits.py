@@ -88,6 +88,21 @@ def before_tools(breakpoints: t.Breakpoints | None, calls: list[t.ToolCall]) -> 
     return f"a breakpoint before {', '.join(named)}" if named else None
 
 
+def unknown_break_tools(breakpoints: t.Breakpoints | None, agent: t.AgentSpec) -> str | None:
+    """Why a run cannot start: a breakpoint before a tool that no agent of its frozen team can call
+    (a mistyped name would never pause, and the call it meant would run unpaused). None: all known."""
+    if breakpoints is None or not breakpoints.tools:
+        return None
+    team = (agent, *agent.team)
+    names = sorted({s.name for a in team for s in a.tools} | {h.tool_name for a in team for h in a.handoffs})
+    unknown = [name for name in breakpoints.tools if name not in names]
+    if not unknown:
+        return None
+    known = (", ".join(names[:20]) + (", …" if len(names) > 20 else "")) if names else "they have none"
+    said = ", ".join(repr(name[:100]) for name in unknown[:5]) + (", …" if len(unknown) > 5 else "")
+    return f"a breakpoint before {said}: no agent of this run has a tool of that name ({known})"
+
+
 def _index(edit: t.Edit, n: int) -> int:
     if edit.index is None or not 0 <= edit.index < n:
         raise EditRefused(f"no item {edit.index}: the transcript has items 0-{n - 1}")

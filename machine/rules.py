@@ -27,6 +27,7 @@ StopKind = Literal[
     "UnknownAgent",  # a handoff to an agent the run did not freeze (machine/handoff.py)
     "AgentHookFailed",  # a handoff's filter function that returned no messages
     "PausedTooLong",  # a pause nobody resumed within its limit (machine/control.py PAUSE_LIMIT)
+    "BreakpointInvalid",  # a breakpoint before a tool no agent of the run has (machine/edits.py)
 ]
 
 

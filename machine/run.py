@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 
-from durable_agent_runner.machine import control, conversation, handoff, memory, progress, rerun
+from durable_agent_runner.machine import control, conversation, edits, handoff, memory, progress, rerun
 from durable_agent_runner.machine.budget import Ledger
 from durable_agent_runner.machine.calls import RunTools, describe_call
 from durable_agent_runner.machine.drafts import draft, keep, ledger_draft
@@ -75,9 +75,11 @@ from durable_agent_runner.workflows import types as t
 
 @dataclass(frozen=True)
 class Began:
-    """The run (or an execution of it) begins; `prompt`: a new single run's (None: carried)."""
+    """The run (or an execution of it) begins; `prompt`: a new single run's (None: carried).
+    `check_break_tools`: its breakpoints' tools must be its team's (patch break-tools-2.0.2)."""
 
     prompt: str | None = None
+    check_break_tools: bool = False
 
 
 @dataclass(frozen=True)
@@ -277,6 +279,8 @@ def _step(run: Run, happened: Happened, facts: Facts) -> Transition:
 
 def _began(run: Run, began: Began, facts: Facts) -> Transition:
     s = run.books
+    if began.check_break_tools and (why := edits.unknown_break_tools(s.breakpoints, run.first)) is not None:
+        return Transition(run, Stop(error="BreakpointInvalid", message=why))
     if s.session is not None:
         return _between(run, conversation.Woke(), facts)
     if began.prompt is not None:

@@ -1,7 +1,8 @@
 """Record a run's history into tests/histories/ for the replay test:
 `python -m tests.record_history NAME "PROMPT" [--approve] [--tools MODULE --agent A --model M]`,
 or a session: `... NAME "" --session "MESSAGE" --session "MESSAGE" …` (each answered in turn, then ended),
-or a pause: `... NAME "PROMPT" --break-at N --edit '{"op": "text", …}' …` (edited, then resumed),
+or a pause: `... NAME "PROMPT" --break-at N --edit '{"op": "text", …}' …` (edited, then resumed;
+`--break-tool NAME` pauses before that tool's calls instead),
 and `--fork-at N` records a fork of the run, started before model call N, as NAME.fork.json
 (with `--live-tools`, a fork that runs the calls of the turns before N again first).
 `--script JSON` gives fake_llm's steps (a list, one per model call) instead of a named model, and
@@ -91,6 +92,7 @@ async def record(
     fork_resolutions: list[str] | None = None,
     budget_tokens: int | None = None,
     suggest_continue_at: int | None = None,
+    break_tools: list[str] | None = None,
 ) -> list[Path]:
     config = (f"limit.historyCount.suggestContinueAsNew={suggest_continue_at}",) if suggest_continue_at else ()
     async with recording((tools,), config) as r:
@@ -105,14 +107,16 @@ async def record(
                 agent=agent,
                 model=model,
                 session=bool(session),
-                breakpoints=t.Breakpoints(at_turns=[break_at]) if break_at else None,
+                breakpoints=t.Breakpoints(at_turns=[break_at] if break_at else [], tools=break_tools or [])
+                if break_at or break_tools
+                else None,
                 budget=t.Budget(tokens=budget_tokens) if budget_tokens is not None else None,
             ),
             id=name,
             task_queue=queue,
             result_type=t.RunResult,
         )
-        if break_at:
+        if break_at or break_tools:
             await asyncio.wait_for(edit_and_resume(handle, edits or []), timeout=60)
         if approve:
             await asyncio.wait_for(approve_all(handle), timeout=60)
@@ -165,6 +169,7 @@ def main() -> None:
     parser.add_argument("--session", action="append", metavar="MESSAGE", help="record a session with these messages")
     parser.add_argument("--break-at", type=int, metavar="N", help="pause before model call N, edit, resume")
     parser.add_argument("--edit", action="append", metavar="JSON", help="an edit to make while paused")
+    parser.add_argument("--break-tool", action="append", metavar="TOOL", help="pause before its calls, then resume")
     parser.add_argument("--fork-at", type=int, metavar="N", help="then fork it before model call N (NAME.fork)")
     parser.add_argument("--live-tools", action="store_true", help="the fork runs the earlier turns' calls again")
     parser.add_argument("--script", metavar="JSON", help="fake_llm's steps, one per model call")
@@ -191,6 +196,7 @@ def main() -> None:
             args.fork_resolve,
             args.budget_tokens,
             args.suggest_continue_at,
+            args.break_tool,
         )
     )
     print("\n".join(map(str, paths)))

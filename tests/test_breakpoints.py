@@ -9,7 +9,8 @@ import uuid
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner.cli.debug import cmd_fork
 from durable_agent_runner.client import AgentClient
@@ -111,6 +112,24 @@ async def test_pause_before_a_tool_change_its_arguments_it_runs_once_with_them(
             "label": "new"
         }
         await replay(handle)
+
+
+async def test_a_breakpoint_before_a_tool_the_agent_lacks_fails_the_run_before_any_model_call(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, counter_file: Any
+) -> None:
+    """Before 2.0.2 a mistyped name never paused: `record` ran with nobody looking."""
+    model = script(llm, calls(("record", {"label": "unseen"})), {"content": "done"})
+    async with worker_factory():
+        handle = await begin(client, task_queue, model, breakpoints=t.Breakpoints(tools=["recrod"]))
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        status = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus)
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "BreakpointInvalid"
+    assert cause.message.startswith("a breakpoint before 'recrod': no agent of this run has a tool of that name (")
+    assert "record" in cause.message and status.phase == "failed" and status.turn == 0
+    assert requests_for(llm, model) == [] and not counter_file.exists()  # no model call, no side effect
+    await replay(handle)
 
 
 async def test_a_breakpoint_before_a_cheap_tool_keeps_it_from_running_with_the_reply(

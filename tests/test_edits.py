@@ -10,7 +10,14 @@ import pytest
 from pydantic import ValidationError
 
 from durable_agent_runner.machine.calls import RunTools, after_tools, without_dropped
-from durable_agent_runner.machine.edits import Editable, EditRefused, apply, before_model, before_tools
+from durable_agent_runner.machine.edits import (
+    Editable,
+    EditRefused,
+    apply,
+    before_model,
+    before_tools,
+    unknown_break_tools,
+)
 from durable_agent_runner.machine.rules import decide
 from durable_agent_runner.workflows import types as t
 
@@ -345,6 +352,23 @@ def test_before_model_pauses_at_the_named_turns_or_every_turn():
     every = t.Breakpoints(every_turn=True, at_turns=[2])
     assert {before_model(every, n) for n in (1, 2, 3)} == {"a breakpoint before every model call"}
     assert before_model(t.Breakpoints(before_tools=True, tools=["book"]), 1) is None
+
+
+def test_a_breakpoint_before_a_tool_no_agent_of_the_team_has_is_named():
+    """A mistyped --break-tool would never pause (before 2.0.2 the run went on, and the call it
+    meant ran unpaused): the run's start names it and the team's tools."""
+    lead = FIRST.model_copy(update={"handoffs": [t.HandoffSpec(agent="billing", tool_name="transfer_to_billing")]})
+    for known in (["book"], ["refund"], ["transfer_to_billing", "get_weather"], []):
+        assert unknown_break_tools(t.Breakpoints(tools=known), lead) is None, known
+    assert unknown_break_tools(None, lead) is None
+    assert unknown_break_tools(t.Breakpoints(before_tools=True, at_turns=[1]), lead) is None
+    said = unknown_break_tools(t.Breakpoints(tools=["book", "boook", "send"]), lead)
+    assert said == (
+        "a breakpoint before 'boook', 'send': no agent of this run has a tool of that name "
+        "(book, get_weather, refund, transfer_to_billing)"
+    )
+    alone = unknown_break_tools(t.Breakpoints(tools=["x"]), t.AgentSpec(name="bare"))
+    assert alone is not None and alone.endswith("(they have none)")
 
 
 def test_before_tools_pauses_before_any_call_or_calls_of_the_named_tools():

@@ -78,6 +78,21 @@ def test_a_pause_is_taken_and_said_with_its_step_and_the_resume_is_said_before_t
     assert kinds(on.run)[-1] == "model_started" and kinds(resumed.run)[-1] == "resumed"
 
 
+def test_a_breakpoint_before_a_tool_the_run_cannot_call_stops_it_at_its_start_before_any_model_call():
+    start = begin(breakpoints=t.Breakpoints(tools=["get_wether"]))
+    stopped = go(start, machine.Began("Weather in Tokyo?", check_break_tools=True))
+    assert isinstance(stopped.step, Stop) and stopped.step.error == "BreakpointInvalid"
+    assert stopped.step.message == (
+        "a breakpoint before 'get_wether': no agent of this run has a tool of that name (get_weather)"
+    )
+    assert stopped.run.books.turn == 0 and stopped.run.books.messages == []
+    # a run started before the patch (its replay) does not check: it goes on as it did
+    asked = go(start, machine.Began("Weather in Tokyo?"))
+    assert isinstance(asked.step, CallModel)
+    known = go(begin(breakpoints=t.Breakpoints(tools=["get_weather"])), machine.Began("hi", check_break_tools=True))
+    assert isinstance(known.step, CallModel)
+
+
 def test_a_pause_nobody_resumes_fails_the_run_with_its_state_left_forkable():
     held = go(begin(breakpoints=t.Breakpoints(at_turns=[1])), machine.Began("Weather in Tokyo?"))
     assert isinstance(held.step, Pause)

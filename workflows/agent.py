@@ -32,7 +32,12 @@ from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.call_steps import CallSteps
 from durable_agent_runner.workflows.handlers import Inbox
 from durable_agent_runner.workflows.notify_steps import Notifier
-from durable_agent_runner.workflows.patches import GIVEN_BUDGET_PATCH, SESSION_PROMPT_PATCH, TREE_BUDGET_PATCH
+from durable_agent_runner.workflows.patches import (
+    BREAK_TOOLS_PATCH,
+    GIVEN_BUDGET_PATCH,
+    SESSION_PROMPT_PATCH,
+    TREE_BUDGET_PATCH,
+)
 from durable_agent_runner.workflows.steps import FallingBack, Steps
 from durable_agent_runner.workflows.turn_steps import TurnSteps
 
@@ -84,9 +89,13 @@ class AgentRun:
         try:
             if self._s.session is not None and input.carry is None and input.prompt and not self._prompt_taken:
                 self._accept_prompt(input.prompt)  # a session recorded before 1.4
+            # Asked before the resolve, in the first workflow task (see GIVEN_BUDGET_PATCH's note), and only
+            # by a new run with breakpoints before named tools: no other run records its marker.
+            named = input.carry is None and input.breakpoints is not None and bool(input.breakpoints.tools)
+            check = named and versions.patched_2x(BREAK_TOOLS_PATCH)
             await self._start(input)
             run = machine.begin(self._s, self._steps.ledger, workflow.info().run_id)
-            happened: machine.Happened = machine.Began(input.prompt if input.carry is None else None)
+            happened: machine.Happened = machine.Began(input.prompt if input.carry is None else None, check)
             while True:
                 moved = machine.step(run, happened, self._steps.facts())
                 run = machine.adopt(moved.run, self._s, self._steps.ledger)

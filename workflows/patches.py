@@ -47,6 +47,7 @@ EVAL_BEAT_PATCH = "eval-score-beat-1.4.5"
 AHEAD_CONTINUE_PATCH = "no-ahead-before-continue-1.4.8"
 RELEASE_2_PATCH = "release-2.0"
 EVAL_LANES_PATCH = "eval-lanes-2.0.1"
+BREAK_TOOLS_PATCH = "break-tools-2.0.2"
 
 # What 1.x patches share: each ends with the 1.x runs (see the module's docstring).
 _WITH_1X = (
@@ -244,6 +245,22 @@ PATCHES: tuple[Patch, ...] = (
             "once `client.py eval list` shows no eval running that started before 2.0.1 (a 2.0.0 eval that "
             "continues as new starts its next run on lanes), 2.1 drops the loop before lanes and asks "
             "deprecate_patch; 2.2 drops the call once no eval started before 2.1 is running"
+        ),
+    ),
+    Patch(
+        id=BREAK_TOOLS_PATCH,
+        changes=(
+            "a run whose breakpoints name a tool no agent of its team has fails at its start (BreakpointInvalid), "
+            "before any model call, instead of never pausing there"
+        ),
+        added_in="2.0.2",
+        history="break_tools_2_0_2",
+        deprecate_in="2.1",
+        remove_in="2.2",
+        plan=(
+            "asked only by a run started with breakpoints before named tools; once `client.py list` shows no run "
+            "running that started before 2.0.2 with such breakpoints, 2.1 drops the old path and asks deprecate_patch; "
+            "2.2 drops the call once no run started before 2.1 is running"
         ),
     ),
     Patch(
