@@ -39,7 +39,9 @@ async def test_break_edit_resume_and_fork_from_the_command_line(
         status = (await cli("status", run_id, "--json")).json()
         assert status["status"] == "paused" and "before record" in status["paused"]["why"]
         text = (await cli("inspect", run_id)).out
-        assert "[0] user" in text and "pending calls" in text and call["call_id"] in text
+        assert "[0] user" in text and call["call_id"] in text
+        # not "run when resumed": a call whose tool needs approval is asked for it first
+        assert "pending calls (when resumed, each goes on as any call: approved first, if its tool asks):" in text
         refused = await cli("edit", run_id, "--args", call["call_id"], '{"label": 7}')
         assert refused.code == 2 and "arguments for record are invalid" in one_clean_line(refused.err), str(refused)
         refused = await cli("edit", run_id, "--text", "0", "x", "--drop", "1")

@@ -78,7 +78,7 @@ def render(view: t.Inspection) -> str:
     for item in view.items:
         lines.append(f"  [{item.index}] {item_line(item.message)}")
     if view.pending_calls:
-        lines += ["", "pending calls (run when resumed):"]
+        lines += ["", "pending calls (when resumed, each goes on as any call: approved first, if its tool asks):"]
         for call in view.pending_calls:
             args = (
                 json.dumps(call.arguments, ensure_ascii=False)
