@@ -136,6 +136,30 @@ async def test_eval_resume_with_no_worker_says_so_within_its_wait(client, tempor
         await ev.cancel()
 
 
+async def test_eval_cancel_cancels_an_eval_and_refuses_what_it_cannot_cancel_in_one_line(
+    client, temporal_server, task_queue, worker_factory
+):
+    """`eval cancel` (before, `eval cancel` was "invalid choice": only `client.py cancel EVAL_ID`
+    did it): the eval ends cancelled; a second cancel and an unknown id are one line each."""
+    queue = task_queue
+    ev = await AgentClient(client, task_queue=queue).evals.start(
+        Dataset(name="stalled", cases=[Case(name="c", inputs="q")]), agent="nobody"
+    )
+    async with worker_factory():  # serves the eval, not its agent: its case waits
+        code, out, err = await client_py(temporal_server, queue, "eval", "cancel", ev.eval_id)
+        assert code == 0 and out.strip().startswith(f"cancellation requested for eval {ev.eval_id}"), (out, err)
+        async with asyncio.timeout(30):
+            while (status := await ev.status()).phase != "cancelled":
+                await asyncio.sleep(0.2)
+        assert status.done == 0
+    for args, words in [
+        ([ev.eval_id], f"eval {ev.eval_id} has already ended (cancelled)"),
+        (["no-such-eval"], "no eval with id 'no-such-eval'"),
+    ]:
+        code, out, err = await client_py(temporal_server, queue, "eval", "cancel", *args)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, (args, out, err)
+
+
 async def test_eval_run_says_within_seconds_that_no_worker_serves_its_agent(
     client, temporal_server, task_queue, worker_factory, tmp_path
 ):

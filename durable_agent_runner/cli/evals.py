@@ -114,6 +114,11 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(fn=cmd_list)
 
+    cancel = verbs.add_parser("cancel", help="cancel an eval and its cases in flight; finished ones keep their results")
+    cancel.add_argument("eval_id")
+    cancel.add_argument("--json", action="store_true", help="print JSON")
+    cancel.set_defaults(fn=cmd_cancel)
+
     res = verbs.add_parser("resume", help="raise the budget of an eval paused on it")
     res.add_argument("eval_id")
     res.add_argument("--add-usd", type=_number(float, 1e-9, 1e6), metavar="X")
@@ -252,6 +257,13 @@ async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
     text = "\n".join(f"{r.eval_id}  {r.status}  {r.agent}  {r.tokens:,} tokens  ${r.usd:.4f}" for r in rows)
     none = "no eval started on 1.x is running" if args.started_on_1x else "no evals"
     emit(args.json, {"evals": [r.model_dump(mode="json") for r in rows]}, text or none)
+    return 0
+
+
+async def cmd_cancel(client: AgentClient, args: argparse.Namespace) -> int:
+    await client.evals.get(args.eval_id).cancel()
+    said = f"cancellation requested for eval {args.eval_id} (finished cases keep their results: eval report)"
+    emit(args.json, {"eval_id": args.eval_id, "cancel_requested": True}, said)
     return 0
 
 
