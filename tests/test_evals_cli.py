@@ -142,9 +142,8 @@ async def test_eval_cancel_cancels_an_eval_and_refuses_what_it_cannot_cancel_in_
     """`eval cancel` (before, `eval cancel` was "invalid choice": only `client.py cancel EVAL_ID`
     did it): the eval ends cancelled; a second cancel and an unknown id are one line each."""
     queue = task_queue
-    ev = await AgentClient(client, task_queue=queue).evals.start(
-        Dataset(name="stalled", cases=[Case(name="c", inputs="q")]), agent="nobody"
-    )
+    ev_client = AgentClient(client, task_queue=queue)
+    ev = await ev_client.evals.start(Dataset(name="stalled", cases=[Case(name="c", inputs="q")]), agent="nobody")
     async with worker_factory():  # serves the eval, not its agent: its case waits
         code, out, err = await client_py(temporal_server, queue, "eval", "cancel", ev.eval_id)
         assert code == 0 and out.strip().startswith(f"cancellation requested for eval {ev.eval_id}"), (out, err)
@@ -152,6 +151,14 @@ async def test_eval_cancel_cancels_an_eval_and_refuses_what_it_cannot_cancel_in_
             while (status := await ev.status()).phase != "cancelled":
                 await asyncio.sleep(0.2)
         assert status.done == 0
+    # a list names it as `eval status` does ("cancelled", not Temporal's "canceled"), with its agent,
+    # which it never resolved
+    async with asyncio.timeout(30):
+        while not (rows := [r for r in await ev_client.evals.list(limit=100) if r.eval_id == ev.eval_id]) or (
+            rows[0].status != "cancelled"
+        ):
+            await asyncio.sleep(0.2)
+    assert rows[0].agent == "nobody"
     for args, words in [
         ([ev.eval_id], f"eval {ev.eval_id} has already ended (cancelled)"),
         (["no-such-eval"], "no eval with id 'no-such-eval'"),

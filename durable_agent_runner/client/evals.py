@@ -30,6 +30,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
 )
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks, stuck
@@ -245,6 +246,8 @@ class Evals:
             id_reuse_policy=checks.NEW_ID,
             task_queue=self.task_queue,
             result_type=te.EvalResult,
+            # its agent from the start, so a list names it before the eval resolves it (or never does)
+            search_attributes=TypedSearchAttributes([SearchAttributePair(t.SA_AGENT, input.agent)]),
             static_summary=f"eval {data.name[:80]} on {agent}: {len(data.cases)} cases × {repeat}",
         )
         return EvalHandle(self.temporal, handle.id, self.ui)
@@ -295,7 +298,7 @@ class Evals:
             rows.append(
                 EvalRow(
                     eval_id=wf.id,
-                    status=wf.status.name.lower() if wf.status else "unknown",
+                    status=STATUS_NAMES.get(wf.status, "unknown") if wf.status else "unknown",
                     agent=sa.get(t.SA_AGENT) or "",
                     started_at=wf.start_time.isoformat() if wf.start_time else "",
                     tokens=sa.get(t.SA_TOKENS) or 0,
