@@ -15,7 +15,7 @@ from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import failure
 from durable_agent_runner.client.status import ENDED, STATUS_NAMES
 
-__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "emit", "failure", "listen", "read_prompt"]
+__all__ = ["ENDED", "STATUS_NAMES", "UsageError", "check_port", "emit", "failure", "listen", "read_prompt"]
 
 MAX_PROMPT_BYTES = MAX_PROMPT_CHARS  # larger prompts belong in a tool's input, not a chat turn
 
@@ -24,12 +24,17 @@ class UsageError(Exception):
     """A mistake in what the user asked for: exit code 2."""
 
 
+def check_port(port: int) -> None:
+    """A served page's --port: 1-65535."""
+    if not 0 < port < 65536:
+        raise UsageError("--port must be 1-65535")
+
+
 def listen(host: str, port: int) -> socket.socket:
     """A socket listening on host:port for a server a command serves (console, serve-hooks), bound
     before its link is printed: a port in use or an address not this machine's is one line, not a
-    link that leads nowhere followed by the web server's own log line."""
-    if not 0 < port < 65536:
-        raise UsageError("--port must be 1-65535")
+    link that leads nowhere followed by the web server's own log line. The port is checked first
+    (check_port), before anything connects."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         return socket.create_server((host, port), family=family)

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.common import UsageError, listen
+from durable_agent_runner.cli.common import UsageError, check_port, listen
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.config.env import ClientSettings
 
@@ -32,8 +32,7 @@ def token(settings: ClientSettings) -> str | None:
 
 def check(args: argparse.Namespace) -> None:
     """Before connecting to anything: a console beyond this machine needs its token."""
-    if not 0 < args.port < 65536:
-        raise UsageError("--port must be 1-65535")
+    check_port(args.port)
     from durable_agent_runner.console.security import check_start
 
     try:

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.common import UsageError, listen
+from durable_agent_runner.cli.common import UsageError, check_port, listen
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.webhooks.config import MAX_BODY, HookConfigError, load
 
@@ -32,8 +32,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
 def check(args: argparse.Namespace) -> None:
     """Before connecting to anything: the port, the file, each hook's secret."""
-    if not 0 < args.port < 65536:
-        raise UsageError("--port must be 1-65535")
+    check_port(args.port)
     if not 1024 <= args.max_body <= 32 * MAX_BODY:
         raise UsageError(f"--max-body must be 1024-{32 * MAX_BODY} bytes")
     secret = args.client_settings.completion_secret

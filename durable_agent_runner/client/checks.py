@@ -267,7 +267,7 @@ def budget_cap(usd: object, tokens: object) -> t.Budget | None:
         raise TypeError("budget_tokens must be an int, not float")
     if isinstance(tokens, int) and tokens < 1:
         raise BadArgument("budget_tokens", f"must be at least 1 (a cap of {tokens} stops every run at once)")
-    if isinstance(usd, int | float) and not usd > 0 and not math.isnan(usd):
+    if isinstance(usd, int | float) and usd <= 0:  # NaN is not: the budget's own bounds refuse it below
         raise BadArgument("budget_usd", f"must be more than 0 (a cap of {usd:g} stops every run at once)")
     try:
         return t.Budget.model_validate({"usd": usd, "tokens": tokens})

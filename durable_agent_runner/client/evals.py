@@ -35,11 +35,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks, stuck
 from durable_agent_runner.client.checks import BadArgument
-from durable_agent_runner.client.errors import DecisionRefused, StillRunning, kind_of, run_failed
+from durable_agent_runner.client.errors import StillRunning, kind_of, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
 from durable_agent_runner.client.listing import MAX_LIST, READ_TIMEOUT, STARTED_ON_1X
 from durable_agent_runner.client.status import STATUS_NAMES, ui_url
-from durable_agent_runner.client.updates import describe, update
+from durable_agent_runner.client.updates import cancel, describe, update
 from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.files import load_dataset
 from durable_agent_runner.evals.report import Diff, Report, compare, report
@@ -182,11 +182,7 @@ class EvalHandle:
     async def cancel(self) -> None:
         """Cancel the eval: its cases in flight are cancelled too; finished ones keep their results.
         RunNotFound for an unknown id, NotThatKind for a run's, DecisionRefused if it has ended."""
-        status = (await describe(self._handle, te.EVAL_WORKFLOW)).status
-        if status != WorkflowExecutionStatus.RUNNING:
-            how = STATUS_NAMES.get(status, "unknown") if status else "?"
-            raise DecisionRefused(f"eval {self.eval_id} has already ended ({how})")
-        await self._handle.cancel(rpc_timeout=READ_TIMEOUT)
+        await cancel(self._handle, "eval", te.EVAL_WORKFLOW)
 
 
 class Evals:

@@ -28,7 +28,7 @@ from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, Sti
 from durable_agent_runner.client.events import Event, stream
 from durable_agent_runner.client.export import export_run
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, events_since, follow
-from durable_agent_runner.client.status import STATUS_NAMES, RunInfo, WaitingFor, gather, ui_url, waiting_for
+from durable_agent_runner.client.status import RunInfo, WaitingFor, gather, ui_url, waiting_for
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
@@ -330,11 +330,7 @@ class RunHandle:
     async def cancel(self) -> None:
         """Ask the run to stop: it answers the calls in flight as cancelled and ends cancelled
         (`result()` then raises RunCancelled); an eval's id cancels the eval. DecisionRefused if it has ended."""
-        status = (await updates.describe(self.handle, t.WORKFLOW_NAME, te.EVAL_WORKFLOW)).status
-        if status != WorkflowExecutionStatus.RUNNING:
-            how = STATUS_NAMES.get(status, "unknown") if status else "?"
-            raise DecisionRefused(f"run {self.id} has already ended ({how})")
-        await self.handle.cancel(rpc_timeout=updates.READ_TIMEOUT)
+        await updates.cancel(self.handle, "run", t.WORKFLOW_NAME, te.EVAL_WORKFLOW)
 
     # ------------------------------------------------------------------------------ debugging
 

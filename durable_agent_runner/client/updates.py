@@ -40,6 +40,7 @@ from durable_agent_runner.client.errors import (
     NoWorkerAnswered,
     RunNotFound,
 )
+from durable_agent_runner.client.status import STATUS_NAMES
 from durable_agent_runner.workflows import types as t
 
 DEFAULT_WAIT = 10.0  # seconds a worker has to take what was sent
@@ -75,6 +76,16 @@ async def describe(
     if desc.workflow_type != of and desc.workflow_type not in more:
         raise NotThatKind(handle.id, desc.workflow_type, of)
     return desc
+
+
+async def cancel(handle: WorkflowHandle[Any, Any], what: str, of: str, *more: str) -> None:
+    """Ask a running workflow of type `of` (or `more`) to stop: RunNotFound, NotThatKind, or
+    DecisionRefused naming `what` ("run", "eval") if it has ended."""
+    status = (await describe(handle, of, *more)).status
+    if status != WorkflowExecutionStatus.RUNNING:
+        how = STATUS_NAMES.get(status, "unknown") if status else "?"
+        raise DecisionRefused(f"{what} {handle.id} has already ended ({how})")
+    await handle.cancel(rpc_timeout=READ_TIMEOUT)
 
 
 def how_ended(desc: WorkflowExecutionDescription) -> str | None:
