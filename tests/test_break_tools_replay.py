@@ -7,35 +7,17 @@ asked after the resolve would then be recorded in the second task, and fail its 
 from __future__ import annotations
 
 import asyncio
-import time
-from typing import Any
 
 import pytest
-from temporalio.client import WorkflowFailureError, WorkflowQueryFailedError
+from temporalio.client import WorkflowFailureError
 
 from durable_agent_runner import Agent, Registry
 from durable_agent_runner.workflows import types as t
 from tests.helpers import replay_history, script, start
 from tests.test_agents import status
-from tests.test_budget_given_replay import layout
+from tests.test_budget_given_replay import layout, watch
 
 RUNS = 8
-
-
-async def watch(handle: Any) -> list[str]:
-    """Asks status from the run's start to its end (it fails at its start); the queries that failed."""
-    failed: list[str] = []
-    result = asyncio.ensure_future(handle.result())
-    deadline = time.monotonic() + 30
-    while not result.done() and time.monotonic() < deadline:
-        try:
-            await status(handle)
-        except WorkflowQueryFailedError as err:
-            failed.append(str(err))
-            await asyncio.sleep(0.05)
-    with pytest.raises(WorkflowFailureError):
-        await asyncio.wait_for(result, 30)
-    return failed
 
 
 async def test_runs_with_an_unknown_break_tool_fail_at_start_replay_and_answer_status_while_watched(
@@ -49,7 +31,10 @@ async def test_runs_with_an_unknown_break_tool_fail_at_start_replay_and_answer_s
         for _ in range(RUNS):
             handle = await start(client, task_queue, "hello", agent="plain", breakpoints=t.Breakpoints(tools=["nope"]))
             handles.append(handle)
-            failed += await watch(handle)
+            queries, result = await watch(handle)  # status asked from its start to its end
+            with pytest.raises(WorkflowFailureError):
+                await asyncio.wait_for(result, 30)
+            failed += queries
     layouts = []
     async with worker_factory(registry=registry, max_cached_workflows=0):  # replays each history to answer
         for handle in handles:

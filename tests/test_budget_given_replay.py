@@ -39,8 +39,9 @@ def layout(history: Any) -> str:
     return "".join(out)
 
 
-async def watch(handle: Any) -> list[str]:
-    """Asks status as a watcher does, from the run's start to its end; the queries that failed."""
+async def watch(handle: Any) -> tuple[list[str], asyncio.Future[Any]]:
+    """Asks status as a watcher does, from the run's start to its end: the queries that failed, and
+    the run's result (awaited by the caller, which says what it must be)."""
     failed: list[str] = []
     result = asyncio.ensure_future(handle.result())
     deadline = time.monotonic() + 30
@@ -50,8 +51,7 @@ async def watch(handle: Any) -> list[str]:
         except WorkflowQueryFailedError as err:
             failed.append(str(err))
             await asyncio.sleep(0.05)
-    assert (await asyncio.wait_for(result, 30)).output == "hi"
-    return failed
+    return failed, result
 
 
 async def test_runs_handed_a_budget_replay_and_answer_status_while_watched(client, task_queue, worker_factory, llm):
@@ -63,7 +63,9 @@ async def test_runs_handed_a_budget_replay_and_answer_status_while_watched(clien
         for _ in range(RUNS):
             handle = await start(client, task_queue, "hello", agent="capped", budget=t.Budget(tokens=10_000))
             handles.append(handle)
-            failed += await watch(handle)
+            queries, result = await watch(handle)
+            assert (await asyncio.wait_for(result, 30)).output == "hi"
+            failed += queries
     # after the run, a worker that caches nothing replays each history to answer
     layouts = []
     async with worker_factory(registry=registry, max_cached_workflows=0):
