@@ -134,12 +134,13 @@ class AgentRun:
         return ledger if not ask or versions.patched(TREE_BUDGET_PATCH) else None
 
     async def _finish(self, end: machine.Finish, first: t.AgentSpec) -> t.RunResult:
-        s = self._s
-        if end.done is not None and workflow.info().parent is None:  # online scoring samples top-level runs only
+        s, info = self._s, workflow.info()
+        if end.done is not None and first.evaluators and info.parent is None:  # online scoring: top-level runs only
             await endings.score(s, first, end.done)
         if s.session is None:
-            return endings.result(s, end.output, end.output_object)
-        return endings.result(s, end.output, end.output_object, messages=s.session.answered, ended_by=end.ended_by)
+            return progress.result(s, info.workflow_id, end.output, end.output_object)
+        session = {"messages": s.session.answered, "ended_by": end.ended_by}
+        return progress.result(s, info.workflow_id, end.output, end.output_object, **session)
 
     # ---------------------------------------------------------------------- the interpreter
 

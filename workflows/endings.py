@@ -1,6 +1,6 @@
-"""How a run ends, besides its last event and phase: the result it returns, the usage a
-cancelled child tells its parent, and a sampled run's scores (online scoring, started beside the
-result and never in its way).
+"""How a run ends, besides its last event, its phase and its result (machine/progress.py
+`result`): the usage a cancelled child tells its parent, and a sampled run's scores (online
+scoring, started beside the result and never in its way).
 
 Determinism rules as for all of workflows/: no I/O, no clocks, no randomness, no threads.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from temporalio import workflow
 from temporalio.workflow import ParentClosePolicy
 
-from durable_agent_runner.machine import live_scores, progress
+from durable_agent_runner.machine import live_scores
 from durable_agent_runner.machine.rules import Done
 from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.workflows import types as t
@@ -47,10 +47,6 @@ async def score(s: RunState, agent: t.AgentSpec, done: Done) -> None:
         )
     except Exception as err:  # already scored (a reset run), or refused: the answer stands
         workflow.logger.warning("scores of %s not started: %s", info.workflow_id, err)
-
-
-def result(s: RunState, output: str, output_object: object, **session: object) -> t.RunResult:
-    return progress.result(s, workflow.info().workflow_id, output, output_object, **session)
 
 
 async def tell_parent(s: RunState) -> None:
