@@ -305,6 +305,19 @@ async def test_an_eval_id_and_an_eval_listing_are_checked_before_anything_is_sen
         await api.evals.list(paused="yes")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("inputs", ["", "  \n", None])
+async def test_an_eval_whose_case_asks_nothing_does_not_start_as_a_run_with_an_empty_prompt_does_not(api, inputs):
+    """A dataset loads such a case (an eval in flight must still decode its cases), but no eval
+    starts with it: before, its case ran as a run with an empty prompt and was scored."""
+    dataset = Dataset(name="d", cases=[Case(name="ok", inputs="hi"), Case(name="blank", inputs=inputs)])
+    with pytest.raises(
+        ValueError, match=r"^dataset: case 'blank' \(#2\), field inputs: is empty: give the agent a prompt$"
+    ):
+        await api.evals.start(dataset, agent="demo")
+    with pytest.raises(ValueError, match="input: is empty: give the agent a prompt"):
+        await api.start("demo", "  \n")  # the rule it keeps
+
+
 @given(st.dictionaries(st.text(min_size=1, max_size=20), st.none(), max_size=4))
 def test_model_settings_refuse_exactly_the_fields_they_do_not_know(fields):
     unknown = set(fields) - set(t.ModelSettings.model_fields)

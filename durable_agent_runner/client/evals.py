@@ -72,6 +72,11 @@ def check_dataset(dataset: Dataset, repeat: int) -> None:
     """An eval's dataset within its bounds, else BadArgument (one line)."""
     if not dataset.cases:
         raise BadArgument("dataset", f"{dataset.name!r} has no cases")
+    # A case asks something, as a run's prompt must (checks.prompt). Here, not in Case: an eval in
+    # flight carries its cases in its input, which must still decode.
+    for i, case in enumerate(dataset.cases, 1):
+        if case.inputs is None or (isinstance(case.inputs, str) and not case.inputs.strip()):
+            raise BadArgument("dataset", f"case {case.name!r} (#{i}), field inputs: is empty: give the agent a prompt")
     runs = len(dataset.cases) * repeat
     if runs > te.MAX_EVAL_RUNS:
         raise BadArgument("dataset", f"{runs} case runs (cases × repeat): at most {te.MAX_EVAL_RUNS} per eval")
