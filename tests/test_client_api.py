@@ -122,7 +122,7 @@ async def test_approve_and_reject_record_who_and_the_model_gets_the_reason(
     rejected = [m["content"] for m in sent if m["role"] == "tool"][-1]
     assert "rejected by bob" in rejected and "we never send spam" in rejected
     assert [(d.by, d.approved) for d in info.decisions] == [("alice", True), ("bob", False)]
-    with pytest.raises(dar.DecisionRefused, match="already finished"):
+    with pytest.raises(dar.DecisionRefused, match=r"has ended \(completed\): no call of it is pending$"):
         await run.approve(waiting.call_id, by="alice")
 
 

@@ -99,7 +99,8 @@ async def test_a_call_in_doubt_is_resolved_from_the_inbox(
 
         assert (await asyncio.wait_for(handle.result(), 60)).output == "erin is paid"
         again = await web.post(action, data={**form, "choice": "rerun"}, headers=JSON)
-        assert again.status_code == 409 and "has already finished" in again.json()["message"]
+        said = again.json()["message"]
+        assert again.status_code == 409 and "has ended (completed): no call of it is in doubt" in said, said
     told = {m.call_id: m for m in await transcript(handle) if isinstance(m, t.ToolMessage)}
     assert told[call].content == '{"receipt": 9}' and told[call].resolution is not None
     assert told[call].resolution.by == "dana"
@@ -210,7 +211,6 @@ async def test_a_stale_page_cannot_decide_a_doubt_that_is_no_longer_open(client,
         # Refused as decided already, or, when the run has already answered, as ended: either way no receipt.
         said = twice.json()["message"]
         assert twice.status_code == 409, twice.text
-        # (the client's own check says "has already finished", the update's "has ended (completed)")
         assert "dana resolved it (result)" in said or "no call of it is in doubt" in said, said
         assert (await asyncio.wait_for(handle.result(), 60)).output == "paid, by the record"
     assert _slow[label] == 2  # the first rerun ran; nothing else did

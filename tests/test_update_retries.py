@@ -14,6 +14,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateRPCTimeoutO
 from durable_agent_runner.client import updates
 from durable_agent_runner.client.errors import DecisionRefused
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types import evals as te
 
 pytestmark = pytest.mark.pure
 
@@ -57,3 +58,28 @@ async def test_an_unbounded_update_to_a_run_that_ended_meanwhile_is_refused(monk
     with pytest.raises(DecisionRefused, match="has ended \\(completed\\): it takes no more messages"):
         await updates.update(handle, "session.send", "late", str)  # type: ignore[arg-type]
     assert len(handle.ids) == 1
+
+
+@pytest.mark.parametrize(
+    ("workflow_type", "status", "after_end", "words"),
+    [
+        (t.WORKFLOW_NAME, WorkflowExecutionStatus.CANCELED, "x", "run chat-1 has ended (cancelled): x"),
+        (t.WORKFLOW_NAME, WorkflowExecutionStatus.TERMINATED, "x", "run chat-1 has ended (terminated): x"),
+        (te.EVAL_WORKFLOW, WorkflowExecutionStatus.COMPLETED, "y", "eval chat-1 has ended (completed): y"),
+    ],
+)
+async def test_an_update_to_an_ended_workflow_names_it_and_its_end_as_status_does(
+    workflow_type, status, after_end, words
+):
+    """Before, an eval's refusal called it a run, and a cancelled run's said Temporal's 'canceled'
+    where status, list and cancel say 'cancelled'."""
+    handle = Handle(gives_up=0)
+    handle.status = status
+    handle.describe = lambda rpc_timeout: _described(status, workflow_type)  # type: ignore[method-assign]
+    with pytest.raises(DecisionRefused) as refused:
+        await updates.update(handle, "u", "b", str, after_end, of=workflow_type)  # type: ignore[arg-type]
+    assert str(refused.value) == words and handle.ids == []
+
+
+async def _described(status: WorkflowExecutionStatus, workflow_type: str) -> Any:
+    return SimpleNamespace(status=status, task_queue="q", workflow_type=workflow_type)

@@ -39,11 +39,16 @@ class AgentRunError(Exception):
     """The base of every error the client raises about a run."""
 
 
+def noun(of: str) -> str:
+    """What a message calls a workflow of type `of` before its id: "eval", else "run"."""
+    return "eval" if of == te.EVAL_WORKFLOW else "run"
+
+
 class RunNotFound(AgentRunError):
     """No run with this id (`of`: the workflow type looked for; an eval's says "no eval")."""
 
     def __init__(self, run_id: str, of: str = t.WORKFLOW_NAME) -> None:
-        super().__init__(f"no {'eval' if of == te.EVAL_WORKFLOW else 'run'} with id '{run_id}'")
+        super().__init__(f"no {noun(of)} with id '{run_id}'")
         self.run_id = run_id
 
 

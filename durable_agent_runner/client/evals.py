@@ -180,8 +180,9 @@ class EvalHandle:
         raised = checks.budget_raise(add_tokens, add_usd)
         bound = checks.seconds(wait) if wait is not None else None
         status: t.BudgetStatus = await update(
-            self._handle, te.EVAL_RESUME_UPDATE, raised, t.BudgetStatus, wait=bound, of=te.EVAL_WORKFLOW
-        )
+            self._handle, te.EVAL_RESUME_UPDATE, raised, t.BudgetStatus, "its budget can no longer be raised",
+            wait=bound, of=te.EVAL_WORKFLOW,
+        )  # fmt: skip
         return status
 
     async def cancel(self) -> None:

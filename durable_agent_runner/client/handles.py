@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.client import checks, control, listing, stuck, updates
-from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, StillRunning, run_failed
+from durable_agent_runner.client.errors import RunNotFound, StillRunning, run_failed
 from durable_agent_runner.client.events import Event, stream
 from durable_agent_runner.client.export import export_run
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, events_since, follow
@@ -284,10 +284,7 @@ class RunHandle:
         `fail` it with a `reason` the model is told. `doubt`: the time the call is in doubt that the
         person saw (default: now). DecisionRefused unless the call is in doubt; a repeat counts once."""
         decision = checks.resolve_call(call_id, action, result, reason, checks.by_or_default(by), doubt)
-        bound = checks.seconds(wait)
-        if await self.exists() != WorkflowExecutionStatus.RUNNING:
-            raise DecisionRefused(f"run {self.id} has already finished: no call of it is in doubt")
-        return await updates.resolve(self.handle, decision, bound)
+        return await updates.resolve(self.handle, decision, checks.seconds(wait))
 
     async def complete_call(self, call_id: str, result: object = None, *, fail: str | None = None,
                             by: str | None = None, wait: float = updates.DEFAULT_WAIT,
@@ -314,10 +311,7 @@ class RunHandle:
         return await self._decide(decision, wait)
 
     async def _decide(self, decision: t.ApprovalDecision, wait: float) -> t.DecisionReceipt:
-        wait = checks.seconds(wait)
-        if await self.exists() != WorkflowExecutionStatus.RUNNING:
-            raise DecisionRefused(f"run {self.id} has already finished: no call of it is pending")
-        return await updates.decide(self.handle, decision, wait)
+        return await updates.decide(self.handle, decision, checks.seconds(wait))
 
     async def unserved(self) -> list[dict[str, str]]:
         """What the run waits for that no worker takes: its next step (no worker polls its queue) or

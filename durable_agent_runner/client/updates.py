@@ -39,6 +39,7 @@ from durable_agent_runner.client.errors import (
     NotThatKind,
     NoWorkerAnswered,
     RunNotFound,
+    noun,
 )
 from durable_agent_runner.client.status import STATUS_NAMES
 from durable_agent_runner.workflows import types as t
@@ -88,8 +89,16 @@ async def cancel(handle: WorkflowHandle[Any, Any], what: str, of: str, *more: st
     await handle.cancel(rpc_timeout=READ_TIMEOUT)
 
 
+IN_DOUBT = "no call of it is in doubt"  # what a resolve of an ended run is told
+
+
 def how_ended(desc: WorkflowExecutionDescription) -> str | None:
-    return None if desc.status in LIVE else (desc.status.name.lower() if desc.status else "ended")
+    """How it ended, as status names it ('cancelled', not Temporal's 'canceled'); None while it runs."""
+    return None if desc.status in LIVE else (STATUS_NAMES.get(desc.status, "ended") if desc.status else "ended")
+
+
+def _gone(handle: WorkflowHandle[Any, Any], of: str, how: str, after_end: str) -> DecisionRefused:
+    return DecisionRefused(f"{noun(of)} {handle.id} has ended ({how}): {after_end}")
 
 
 async def ended(handle: WorkflowHandle[Any, Any], of: str = t.WORKFLOW_NAME) -> str | None:
@@ -115,7 +124,7 @@ async def update(
     desc = await describe(handle, of)
     gone = how_ended(desc)
     if gone is not None:
-        raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}")
+        raise _gone(handle, of, gone, after_end)
     try:
         if wait is None:
             return await _until_taken(handle, name, body, result_type, update_id or uuid.uuid4().hex, after_end, of)
@@ -124,12 +133,12 @@ async def update(
         cause = err.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
         kind = (cause.type or "") if isinstance(cause, ApplicationError) else ""
-        raise DecisionRefused(f"run {handle.id} refused it: {reason}", kind) from None
+        raise DecisionRefused(f"{noun(of)} {handle.id} refused it: {reason}", kind) from None
     except RPCError as err:
         gone = await ended(handle, of)
         if gone is not None:
-            raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}") from None
-        raise AgentRunError(f"run {handle.id}: Temporal said: {err.message}") from None
+            raise _gone(handle, of, gone, after_end) from None
+        raise AgentRunError(f"{noun(of)} {handle.id}: Temporal said: {err.message}") from None
 
 
 async def _until_taken(
@@ -155,7 +164,7 @@ async def _until_taken(
                     raise
                 gone = None
             if gone is not None:
-                raise DecisionRefused(f"run {handle.id} has ended ({gone}): {after_end}") from None
+                raise _gone(handle, of, gone, after_end) from None
             await asyncio.sleep(GAP_PAUSE)
 
 
@@ -268,6 +277,7 @@ async def end_session(
         t.SESSION_END_UPDATE,
         checks.body(t.EndSession, by=by, reason=reason),
         t.EndReceipt,
+        "nothing is left to end",
         wait=wait,
         update_id=f"end-{run_id}" if wait is not None else None,
     )
@@ -349,6 +359,9 @@ async def resolve(
     open, so it applies at most once. Each request has its own update id: under a shared one,
     Temporal answered a stale repeat with the first decision's receipt without asking the run."""
     if decision.doubt is None:
+        gone = await ended(handle)  # before the query, which no worker may answer for an ended run
+        if gone is not None:
+            raise _gone(handle, t.WORKFLOW_NAME, gone, IN_DOUBT)
         read = timedelta(seconds=min(wait or 5.0, 5.0))
         try:
             live: t.RunStatus = await handle.query(t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=read)
@@ -360,7 +373,7 @@ async def resolve(
         t.RESOLVE_UPDATE,
         decision,
         t.ResolveReceipt,
-        "no call of it is in doubt",
+        IN_DOUBT,
         wait=wait,
         update_id=f"resolve-{decision.call_id}-{decision.doubt or 0}-{uuid.uuid4().hex[:12]}",
     )
