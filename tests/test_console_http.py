@@ -84,6 +84,15 @@ async def test_host_check_and_csrf(client, task_queue):
         assert slashed.status_code == 404 and "no run with id &#x27;parent/writer-1&#x27;" in slashed.text
         get_action = await web.get(action)  # a GET never acts: no such method, or no such page
         assert get_action.status_code in (404, 405)
+        # A mistyped address is one of the console's pages, its nav and one line, not a bare "Not Found".
+        typo = await web.get("/schedule/<b>x</b>")
+        assert typo.status_code == 404 and 'href="/inbox"' in typo.text, typo.text
+        assert "no page at /schedule/&lt;b&gt;x&lt;/b&gt;: see Runs, Inbox, Schedules or Evals" in typo.text
+        posted = await web.post("/inbox", data={"csrf": csrf_of(page)}, headers={"Accept": "application/json"})
+        assert posted.status_code == 405 and posted.json() == {
+            "ok": False,
+            "message": "POST /inbox is not an action of the console",
+        }
 
 
 async def test_bad_input_gets_a_clear_4xx(client, task_queue, worker_factory, llm):

@@ -402,6 +402,13 @@ def build_app(
         # Last: a run's id may hold '/' (run_agent's children: PARENT/AGENT-N), so the path is greedy.
         Route("/runs/{run_id:path}", guarded(c.run_page)),
     ]
-    app = Starlette(routes=routes)
+
+    async def no_route(request: Request, err: Exception) -> Response:  # a page of the console's, not "Not Found"
+        path = request.url.path[:200]
+        if getattr(err, "status_code", 404) == 405:
+            return console.refusal(request, 405, f"{request.method} {path} is not an action of the console")
+        return console.refusal(request, 404, f"no page at {path}: see Runs, Inbox, Schedules or Evals")
+
+    app = Starlette(routes=routes, exception_handlers={404: no_route, 405: no_route})
     app.state.console = console
     return Guard(app, token=token, loopback=loopback)
