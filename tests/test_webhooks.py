@@ -259,7 +259,9 @@ def test_the_hooks_file_is_read_as_yaml_or_json_and_refused_with_one_line(tmp_pa
         ({"h": {"agent": "demo", "secret": SECRET, "input": "x", "kind": "gitlab"}}, "hook h: kind:"),
         ({"h": {"agent": "demo", "secret": SECRET}}, "give input"),
         ({"h": {"agent": "demo", "secret": "short", "input": "x"}}, "shorter than 8"),
-        ({"h": {"agent": "demo", "secret": SECRET, "input": "x", "builder": "no_such_module:fn"}}, "cannot import"),
+        ({"h": {"agent": "demo", "secret": SECRET, "builder": "no_such_module:fn"}}, "cannot import"),
+        ({"h": {"agent": "demo", "secret": SECRET, "input": "x", "builder": "m:fn"}}, "one of input (a template) or"),
+        ({"h": {"agent": "demo", "session": "s-1", "secret": SECRET, "input": "x"}}, "hook h: agent/session: give one"),
         ({"a b": {"agent": "demo", "secret": SECRET, "input": "x"}}, "a hook's name"),
         (
             {

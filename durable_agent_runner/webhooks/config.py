@@ -71,12 +71,16 @@ class Hook(BaseModel):
     def _whole(self) -> Hook:
         if self.session is None:
             checks.agent(self.agent)
+        elif self.agent:  # one would be dropped unsaid: as `schedule create` says
+            raise ValueError("agent/session: give one of agent (start its runs) or session (message it)")
         else:
             checks.run_id(self.session, "session", checks.MAX_ANY_ID)
         if (self.secret is None) == (self.secret_env is None):
             raise ValueError("give one of secret or secret_env (the name of an environment variable that holds it)")
         if not (self.input or self.builder or self.build):
             raise ValueError("give input (a template such as 'Triage {issue.title}') or builder")
+        if self.input and (self.builder or self.build):  # the builder would win, the template unread
+            raise ValueError("give one of input (a template) or builder (a function), not both")
         lone = re.search(r"[{}]", FIELD.sub("", self.input))
         if lone is not None:
             raise ValueError(
