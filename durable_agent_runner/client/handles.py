@@ -240,8 +240,10 @@ class RunHandle:
         lists them): the agent, the prompt, each model reply with its wire capture (read from
         `captures`, default LLM_CAPTURE_DIR), each decision, approval, resolution and tool result
         (a child run's answer and a result a person gave too), a session's messages, the result."""
+        root = Path(captures if captures is not None else self.settings.capture_dir)
+        if captures is not None and not await asyncio.to_thread(root.is_dir):  # a typo: replies without captures
+            raise checks.BadArgument("captures", f"{root} is not a directory")
         await self.exists()
-        root = Path(captures) if captures is not None else Path(self.settings.capture_dir)
         return await export_run(self.temporal, self.id, CaptureStore(root))
 
     # ------------------------------------------------------------------------------ deciding
