@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
-from durable_agent_runner.client.errors import failure
-from durable_agent_runner.client.status import ENDED, STATUS_NAMES
+from durable_agent_runner.client.errors import STATUS_NAMES, failure
+from durable_agent_runner.client.status import ENDED
 
 __all__ = ["ENDED", "STATUS_NAMES", "UsageError", "check_port", "emit", "failure", "listen", "read_prompt"]
 

@@ -52,10 +52,9 @@ from durable_agent_runner.cli.runs import check_run, cmd_cancel, cmd_list, cmd_r
 from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered, RunFailed
+from durable_agent_runner.client.errors import STATUS_NAMES, AgentRunError, NoWorkerAnswered, RunFailed
 from durable_agent_runner.client.listing import PHASES
 from durable_agent_runner.client.script import exit_now
-from durable_agent_runner.client.status import STATUS_NAMES
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
 from durable_agent_runner.config.env import ClientSettings, SettingsError, TelemetrySettings, login_name
 from durable_agent_runner.config.values import queue_flag

@@ -229,9 +229,10 @@ async def watch(
             elif isinstance(item, Retrying):
                 printer.emit({"type": "retrying", "error": item.error}, None)
                 print(f"(watch: {item.error}; retrying)", file=sys.stderr)
-            elif isinstance(item, RunClosed):
-                printer.emit({"type": "ended", "status": item.status}, f"\n✗ run {item.status}\n")
-                return 1
+            elif isinstance(item, RunClosed):  # completed: its answer came before `since`
+                done = item.status == t.Phase.COMPLETED.value
+                printer.emit({"type": "ended", "status": item.status}, f"\n{'✓' if done else '✗'} run {item.status}\n")
+                return 0 if done else 1
             else:
                 printer.event(item)
                 since, last = item.seq + 1, item.kind

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 from durable_agent_runner.workflows import types as t
@@ -51,6 +51,18 @@ class RunNotFound(AgentRunError):
         super().__init__(f"no {noun(of)} with id '{run_id}'")
         self.run_id = run_id
 
+
+# Temporal's execution statuses, named as `status` shows them: an ended run's is its final phase,
+# unless the server ended it (ServerEnding).
+STATUS_NAMES: dict[WorkflowExecutionStatus, str] = {
+    WorkflowExecutionStatus.RUNNING: "running",
+    WorkflowExecutionStatus.COMPLETED: t.Phase.COMPLETED.value,
+    WorkflowExecutionStatus.FAILED: t.Phase.FAILED.value,
+    WorkflowExecutionStatus.CANCELED: t.Phase.CANCELLED.value,
+    WorkflowExecutionStatus.TERMINATED: t.ServerEnding.TERMINATED.value,
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
+    WorkflowExecutionStatus.TIMED_OUT: t.ServerEnding.TIMED_OUT.value,
+}
 
 # Each of Temporal's workflow types here, as a person calls it, and the verb that shows one.
 KINDS = {

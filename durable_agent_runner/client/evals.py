@@ -35,10 +35,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks, stuck
 from durable_agent_runner.client.checks import BadArgument
-from durable_agent_runner.client.errors import StillRunning, kind_of, run_failed
+from durable_agent_runner.client.errors import STATUS_NAMES, StillRunning, kind_of, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
 from durable_agent_runner.client.listing import MAX_LIST, READ_TIMEOUT, STARTED_ON_1X
-from durable_agent_runner.client.status import STATUS_NAMES, ui_url
+from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.client.updates import cancel, describe, update
 from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.files import load_dataset

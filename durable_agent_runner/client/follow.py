@@ -19,6 +19,7 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
+from durable_agent_runner.client.errors import STATUS_NAMES
 from durable_agent_runner.workflows import types as t
 
 POLL = 0.1  # seconds between polls while a run is live
@@ -126,7 +127,7 @@ async def follow(
                 if status not in (WorkflowExecutionStatus.RUNNING, WorkflowExecutionStatus.CONTINUED_AS_NEW):
                     # It may have closed after its events were read: its last ones are read again.
                     events = (await events_since(client, run_id, since)).events
-                    closed = None if events else status.name.lower() if status else "ended"
+                    closed = None if events else STATUS_NAMES.get(status, "ended") if status else "ended"
             for ev in events:
                 calling = ev.turn if ev.kind == t.EventKind.MODEL_STARTED else None if ev.kind in CALL_ENDS else calling
                 # A lone tool's activity may make the next model call (machine/requests.py): its text too.

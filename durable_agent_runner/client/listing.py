@@ -14,8 +14,9 @@ from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client.checks import BadArgument
+from durable_agent_runner.client.errors import STATUS_NAMES
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
-from durable_agent_runner.client.status import STATUS_NAMES, ui_url
+from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
 

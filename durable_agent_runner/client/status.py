@@ -13,7 +13,6 @@ from pydantic import BaseModel
 from temporalio.client import (
     Client,
     WorkflowExecutionDescription,
-    WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -21,7 +20,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from durable_agent_runner.client.budget import budget_view
-from durable_agent_runner.client.errors import failure
+from durable_agent_runner.client.errors import STATUS_NAMES, failure
 from durable_agent_runner.client.follow import READ
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
 from durable_agent_runner.client.scores import RunScores, scores_of
@@ -29,17 +28,6 @@ from durable_agent_runner.client.stuck import stuck, unserved
 from durable_agent_runner.workflows import types as t
 
 QUERY_TIMEOUT = timedelta(seconds=3)
-# Temporal's execution statuses, named as `status` shows them: an ended run's is its final phase,
-# unless the server ended it (ServerEnding).
-STATUS_NAMES: dict[WorkflowExecutionStatus, str] = {
-    WorkflowExecutionStatus.RUNNING: "running",
-    WorkflowExecutionStatus.COMPLETED: t.Phase.COMPLETED.value,
-    WorkflowExecutionStatus.FAILED: t.Phase.FAILED.value,
-    WorkflowExecutionStatus.CANCELED: t.Phase.CANCELLED.value,
-    WorkflowExecutionStatus.TERMINATED: t.ServerEnding.TERMINATED.value,
-    WorkflowExecutionStatus.CONTINUED_AS_NEW: "running",
-    WorkflowExecutionStatus.TIMED_OUT: t.ServerEnding.TIMED_OUT.value,
-}
 ENDED = t.ENDED_STATUSES
 
 

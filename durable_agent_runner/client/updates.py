@@ -34,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.errors import (
+    STATUS_NAMES,
     AgentRunError,
     DecisionRefused,
     NotThatKind,
@@ -41,7 +42,6 @@ from durable_agent_runner.client.errors import (
     RunNotFound,
     noun,
 )
-from durable_agent_runner.client.status import STATUS_NAMES
 from durable_agent_runner.workflows import types as t
 
 DEFAULT_WAIT = 10.0  # seconds a worker has to take what was sent

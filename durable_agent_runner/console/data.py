@@ -21,8 +21,8 @@ from temporalio.service import RPCError
 from durable_agent_runner.client import listing
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import BadArgument
-from durable_agent_runner.client.errors import AgentRunError, RunNotFound
-from durable_agent_runner.client.status import ENDED, STATUS_NAMES
+from durable_agent_runner.client.errors import STATUS_NAMES, AgentRunError, RunNotFound
+from durable_agent_runner.client.status import ENDED
 from durable_agent_runner.console.eval_pauses import INBOX_EVALS, EvalPause, eval_pause
 from durable_agent_runner.console.links import BadRequest, seal, unseal
 from durable_agent_runner.console.waits import Outside
