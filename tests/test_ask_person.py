@@ -75,7 +75,7 @@ async def test_ask_person_answered_with_a_choice(client, task_queue, worker_fact
         assert asked.choices == ["Monday", "Tuesday", "Friday"] and asked.deadline is not None
         (wait,) = waiting_for(handle.id, live)
         assert wait.kind == "question" and wait.choices == asked.choices
-        assert str(wait).startswith("an answer to: Which day suits the team?: python client.py answer")
+        assert str(wait).startswith("an answer to: Which day suits the team?: durable-agent-runner answer")
 
         run = AgentClient(client).get(handle.id)
         receipt = await run.answer_question(asked.call_id, choice=2, by="alice")

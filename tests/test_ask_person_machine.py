@@ -174,7 +174,7 @@ def test_watch_shows_the_question_and_its_answer():
     printer.event(answered.model_copy(update={"detail": "choice 2: Tuesday (by alice)"}))
     shown = out.getvalue()
     assert "? call_1_0 asks a person: Which day? [1. Monday; 2. Tuesday]" in shown
-    assert "python client.py answer run-1 call_1_0 TEXT | --choice N" in shown
+    assert "durable-agent-runner answer run-1 call_1_0 TEXT | --choice N" in shown
     assert "✔ call_1_0 answered: choice 2: Tuesday (by alice)" in shown
 
 

@@ -14,6 +14,7 @@ import pytest
 
 import client as client_py
 from durable_agent_runner.cli.args import json_object
+from durable_agent_runner.client import errors
 from tests.helpers import calls, closed_address, script, start
 from tests.test_approvals import pending, status
 from tests.test_client import ROOT, Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
@@ -133,6 +134,27 @@ def test_version_says_the_package_s_release_and_needs_no_server(capsys: pytest.C
     assert __version__.startswith("2.")  # pyproject.toml's, as installed
 
 
+@pytest.mark.parametrize(
+    ("started", "hint"),
+    [
+        ("client.py", "python client.py approve r c"),
+        ("durable-agent-runner", "durable-agent-runner approve r c"),
+        ("python -m durable_agent_runner", "python -m durable_agent_runner approve r c"),
+    ],
+)
+def test_hints_name_the_command_as_it_was_started(
+    started: str, hint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, every hint said `python client.py ...`, which the installed command's users do not
+    have: its usage and errors named the command as started, its hints did not."""
+    monkeypatch.setattr(errors, "_prog", [errors.prog()])  # restored after
+    errors.started_as(started)
+    assert errors.cli("approve r c") == hint
+    with pytest.raises(SystemExit):
+        client_py.main(["status", "--help"])
+    assert capsys.readouterr().out.startswith(f"usage: {started} status")
+
+
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     parser = client_py.parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
@@ -142,7 +164,7 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
             client_py.main([name, "--help"])
         assert ended.value.code == 0, name
         out = capsys.readouterr().out
-        assert out.startswith(f"usage: client.py {name}"), name
+        assert out.startswith(f"usage: durable-agent-runner {name}"), name  # in-process: as installed
         verbs = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]  # `schedule VERB`: each verb's
         parsers = list(verbs[0].choices.values()) if verbs else [sub]
         has_json = all(any("--json" in a.option_strings for a in p._actions) for p in parsers)

@@ -151,9 +151,9 @@ def test_a_chat_tells_how_to_answer_a_question_and_settle_a_doubt():
     printer.event(event("call_in_doubt", call_id="call_3_0", tool="charge", detail="ended without a result"))
     shown = out.getvalue()
     assert "? call_2_0 asks a person: Which day? [1. Monday; 2. Tuesday]" in shown
-    assert "python client.py answer run-1 call_2_0 TEXT | --choice N" in shown
+    assert "durable-agent-runner answer run-1 call_2_0 TEXT | --choice N" in shown
     assert "⚠ in doubt: charge call_3_0 ended without a result" in shown
-    assert "python client.py resolve run-1 call_3_0 --rerun" in shown
+    assert "durable-agent-runner resolve run-1 call_3_0 --rerun" in shown
 
 
 NEWER = '{"seq":7,"at":"2026-12-04T12:00:00Z","kind":"tool_retried","turn":2,"detail":"send: attempt 2","call_id":"c"}'

@@ -90,7 +90,7 @@ async def test_completed_with_client_py_after_a_worker_restart(client, task_queu
             and live.last_step == "turn 1: waiting for outside completion of render(doc=report)"
         )
         (wait,) = waiting_for(handle.id, live)
-        assert wait.kind == "outside" and "python client.py complete" in str(wait)
+        assert wait.kind == "outside" and "durable-agent-runner complete" in str(wait)
     starts = [s for s in STARTS if s.startswith(handle.id)]
     # The first worker is gone; a new one (no cache) replays the run's history and takes the completion.
     async with worker_factory(registry=outsider(outside_timeout_seconds=600)):

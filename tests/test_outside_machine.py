@@ -186,7 +186,7 @@ def test_the_consoles_run_page_shows_the_wait_and_how_to_complete_it():
         call_id="call_1_0", tool="render", turn=1, since=NOW, deadline=NOW + timedelta(hours=1), started="<job-1>"
     )
     row = views.call_row(Shown("run-1", "outsider", call), with_run=True)
-    assert "python client.py complete run-1 call_1_0 --result JSON | --fail REASON" in row
+    assert "durable-agent-runner complete run-1 call_1_0 --result JSON | --fail REASON" in row
     assert "&lt;job-1&gt;" in row and "<job-1>" not in row and "the model is told" in row
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client import checks
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.workflows import types as t
 
 KINDS = ("tokens", "usd")
@@ -32,7 +33,7 @@ def render_budget(b: dict[str, Any]) -> list[str]:
                 )
             lines.append(f"budget:  {scope:<4} {text}")
     if b["on_budget"] == "pause":
-        lines.append("         on_budget=pause: raise it with `client.py resume RUN_ID --add-usd X | --add-tokens N`")
+        lines.append(f"         on_budget=pause: raise it with `{cli()} resume RUN_ID --add-usd X | --add-tokens N`")
     for c in b["children"]:
         share = " · ".join(
             x for x in (f"{c['tokens']} tokens" if c["tokens"] is not None else "",

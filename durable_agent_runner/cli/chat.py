@@ -54,6 +54,7 @@ from durable_agent_runner.cli.chat_view import (
     wants_colour,
 )
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.errors import cli, prog
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap
 from durable_agent_runner.client.updates import LIVE
 from durable_agent_runner.config.env import login_name
@@ -64,7 +65,7 @@ HELP = """\
   /status   messages, answering or waiting, the last exchange, tokens
   /end      end the session (what it was sent is answered first) and exit
   /help     this list
-  /quit     leave; the session goes on (as Ctrl-C or Ctrl-D): python client.py chat {run_id}
+  /quit     leave; the session goes on (as Ctrl-C or Ctrl-D): {cli} chat {run_id}
   //text    sends "/text" as a message"""
 
 
@@ -121,7 +122,7 @@ class Chat(ChatIO):
             return 1
         except Exception as err:  # never a traceback: one line, and how to come back
             message = err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}"
-            self.error(f"chat: {message}; the session goes on: python client.py chat {self.run_id}")
+            self.error(f"chat: {message}; the session goes on: {cli()} chat {self.run_id}")
             return 1
         finally:
             try:
@@ -137,9 +138,9 @@ class Chat(ChatIO):
             self.emit_json({"type": "detached", "run_id": self.run_id, "pending_approval": self.waiting_on})
             return 0
         run, call = self.run_id, self.waiting_on
-        note = f"detached; the session goes on. rejoin it: python client.py chat {run}"
+        note = f"detached; the session goes on. rejoin it: {cli()} chat {run}"
         if call is not None:
-            note += f"\n  {call} waits for a decision: python client.py approve {run} {call}"
+            note += f"\n  {call} waits for a decision: {cli()} approve {run} {call}"
         self.say(self.printer.style.dim(note))
         return 0
 
@@ -181,7 +182,7 @@ class Chat(ChatIO):
 
     async def command(self, cmd: Command) -> int | None:
         if cmd.name == "help":
-            self.say(HELP.format(run_id=self.run_id))
+            self.say(HELP.format(cli=cli(), run_id=self.run_id))
         elif cmd.name == "status":
             self.say(render_status(self.run_id, await self.status()))
         elif cmd.name == "end":
@@ -216,7 +217,7 @@ class Chat(ChatIO):
                     if isinstance(item, Gap):
                         if item.errors >= GIVE_UP_AFTER:
                             self.error(f"chat: giving up after {item.errors} failed polls: {item.error}")
-                            self.say(f"the session goes on: python client.py chat {self.run_id}")
+                            self.say(f"the session goes on: {cli()} chat {self.run_id}")
                             return 1
                         print(f"(chat: {item.error}; retrying)", file=sys.stderr, flush=True)
                         continue
@@ -245,7 +246,7 @@ class Chat(ChatIO):
             if not limit.expired():
                 raise
             self.error(f"chat: nobody decided {', '.join(sorted(announced))} within {self.approval_wait:g} s; leaving")
-            self.say(f"the session goes on and the call still waits: python client.py chat {self.run_id}")
+            self.say(f"the session goes on and the call still waits: {cli()} chat {self.run_id}")
             return 1
         return 1  # not reached: the story ends with Closed
 
@@ -332,7 +333,7 @@ async def cmd_chat(client: AgentClient, args: argparse.Namespace) -> int:
         if as_json:
             print(json.dumps({"error": message, "exit_code": 2}), flush=True)
         else:
-            print(f"client.py: error: {message}", file=sys.stderr, flush=True)
+            print(f"{prog()}: error: {message}", file=sys.stderr, flush=True)
         return 2
 
     if args.run_id is not None and (args.agent, args.model, args.id) != (None, None, None):

@@ -22,7 +22,7 @@ from durable_agent_runner.cli.common import on_screen
 from durable_agent_runner.cli.watch import GIVE_UP_AFTER
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import MAX_WAIT
-from durable_agent_runner.client.errors import AgentRunError, DecisionRefused
+from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, cli
 from durable_agent_runner.client.sessions import SessionHandle
 from durable_agent_runner.client.stuck import warn_unserved
 from durable_agent_runner.client.updates import how_ended
@@ -243,8 +243,8 @@ class ChatIO:
         run, call = self.run_id, pending.call_id
         self.say(
             f"⏸ {args} needs approval; decide from another shell:\n"
-            f"    python client.py approve {run} {call}        (--args JSON runs it with edited arguments)\n"
-            f"    python client.py reject {run} {call} --reason TEXT\n"
+            f"    {cli()} approve {run} {call}        (--args JSON runs it with edited arguments)\n"
+            f"    {cli()} reject {run} {call} --reason TEXT\n"
             f"  waiting up to {self.approval_wait:g} s for a decision"
         )
         return True
@@ -256,10 +256,10 @@ async def joinable(client: AgentClient, run_id: str, note: Callable[[str], None]
     desc = await patiently(run.describe, note)  # an unknown id: RunNotFound, a SessionError
     how = how_ended(desc)
     if how is not None:
-        raise session.SessionError(f"run {run_id} has ended ({how}); start a new chat with: python client.py chat")
+        raise session.SessionError(f"run {run_id} has ended ({how}); start a new chat with: {cli()} chat")
     status = await patiently(lambda: run.read_status(QUERY_TIMEOUT.total_seconds()), note)
     if status.session is None:
         raise session.SessionError(
-            f"run {run_id} is not a session (it answers one prompt): follow it with python client.py watch {run_id}"
+            f"run {run_id} is not a session (it answers one prompt): follow it with {cli()} watch {run_id}"
         )
     return status

@@ -22,6 +22,7 @@ from durable_agent_runner.cli.session import add_read_wait, add_wait
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.control import make_edit
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.workflows import types as t
 
 # -------------------------------------------------------------------------------- commands
@@ -91,12 +92,12 @@ def render(view: t.Inspection) -> str:
         lines += ["", "edits:"]
         lines += [f"  {e.at:%Y-%m-%d %H:%M:%S} turn {e.turn}: {e.summary}" for e in view.edits]
     if view.paused is not None:
-        lines += ["", "edit: client.py edit RUN_ID --text I TEXT | --drop I | --insert I ROLE TEXT |"]
-        lines += ["      --args CALL_ID JSON | --drop-call CALL_ID | --agent NAME   then: client.py resume RUN_ID"]
+        lines += ["", f"edit: {cli()} edit RUN_ID --text I TEXT | --drop I | --insert I ROLE TEXT |"]
+        lines += [f"      --args CALL_ID JSON | --drop-call CALL_ID | --agent NAME   then: {cli()} resume RUN_ID"]
     elif view.phase in t.ENDED_STATUSES:
-        lines += ["", "ended: it takes no edits; client.py fork RUN_ID --at-turn N starts a run before model call N"]
+        lines += ["", f"ended: it takes no edits; {cli()} fork RUN_ID --at-turn N starts a run before model call N"]
     else:  # the run refuses an edit until it is paused
-        lines += ["", "to edit: client.py pause RUN_ID (it pauses at its next safe point), then edit, then resume"]
+        lines += ["", f"to edit: {cli()} pause RUN_ID (it pauses at its next safe point), then edit, then resume"]
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ from durable_agent_runner.cli.args import model_string
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.client.evals import EvalHandle, progress_line
 from durable_agent_runner.evals.cases import Dataset
 from durable_agent_runner.evals.files import DatasetError, load_dataset
@@ -223,7 +224,7 @@ async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
     try:
         while True:
             s = await ev.status()
-            said = {r: f"case run {r} waits for a person: client.py status {r}" for r in s.waiting}
+            said = {r: f"case run {r} waits for a person: {cli()} status {r}" for r in s.waiting}
             said |= {f"{w['queue']} {w['waiting']}": w["message"] for w in s.unserved}
             for key, text in said.items():
                 if key not in told:
@@ -242,7 +243,7 @@ async def _follow(ev: EvalHandle, seconds: float) -> te.EvalStatus:
                 raise UsageError(f"eval {ev.eval_id} still running after {seconds:g}s (it goes on; see eval status)")
             await asyncio.sleep(POLL_SECONDS)
     except asyncio.CancelledError:  # Ctrl-C: this stops following, not the eval
-        print(f"\nstopped following; eval {ev.eval_id} goes on: client.py eval watch {ev.eval_id}", file=sys.stderr)
+        print(f"\nstopped following; eval {ev.eval_id} goes on: {cli()} eval watch {ev.eval_id}", file=sys.stderr)
         raise
 
 

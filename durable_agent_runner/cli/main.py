@@ -51,6 +51,7 @@ from durable_agent_runner.cli.messages import cmd_end, cmd_send
 from durable_agent_runner.cli.runs import check_run, cmd_cancel, cmd_list, cmd_result, cmd_run
 from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
+from durable_agent_runner.client import errors
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import STATUS_NAMES, AgentRunError, NoWorkerAnswered, RunFailed
 from durable_agent_runner.client.listing import PHASES
@@ -63,7 +64,6 @@ from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.workflows import types as t
 
 CORE_LOG.setLevel(logging.ERROR)  # the SDK core's own logs (gRPC retries while a server restarts): errors only
-PROG = "client.py"  # how the command was called, in its usage and errors (set by `run`)
 
 
 def positive_int(text: str) -> int:
@@ -90,13 +90,13 @@ def fail(message: str, code: int, as_json: bool) -> NoReturn:
     if as_json:
         print(json.dumps({"error": message, "exit_code": code}))
     else:
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        print(f"{errors.prog()}: error: {message}", file=sys.stderr)
     sys.stdout.flush()
     raise SystemExit(code)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = Parser(prog=PROG, description=__doc__)
+    p = Parser(prog=errors.prog(), description=__doc__)
     p.add_argument("--version", action="version", version=f"durable-agent-runner {__version__}")
     p.add_argument(
         "--task-queue", type=queue_flag, default=task_queue(), help="task queue of the workers (default: %(default)s)"
@@ -390,8 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run(prog: str = "client.py", argv: Sequence[str] | None = None) -> NoReturn:
     """The command as a process runs it (`client.py`, the `durable-agent-runner` script, `python -m
     durable_agent_runner`): main's exit code, and no interpreter teardown."""
-    global PROG
-    PROG = prog
+    errors.started_as(prog)
     try:
         code = main(argv)
     except SystemExit as exit:  # fail() and argparse end this way

@@ -15,7 +15,7 @@ from durable_agent_runner.cli.messages import gap_note, print_exchange
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.errors import RunFailed, StillRunning
+from durable_agent_runner.client.errors import RunFailed, StillRunning, cli
 from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.sessions import ANSWER_WAIT
 from durable_agent_runner.client.status import WaitingFor
@@ -88,7 +88,7 @@ async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
     if not args.wait:
         emit(args.json, {"run_id": run.id, "ui_url": run.ui_url}, run.id)
         if not args.json:
-            print(f"follow it: python client.py status {run.id}  ·  {run.ui_url}", file=sys.stderr)
+            print(f"follow it: {cli()} status {run.id}  ·  {run.ui_url}", file=sys.stderr)
         return 0
     return await print_result(run, args.json, on_waiting=waits_note(run.id, "run --wait"))
 

@@ -10,6 +10,7 @@ from typing import Any
 from durable_agent_runner.cli.budget import render_budget
 from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.client.scores import RunScores, score_line
 from durable_agent_runner.machine.texts import turn_words
 
@@ -51,7 +52,7 @@ def render_status(s: dict[str, Any]) -> str:
     if s.get("scores"):
         lines.append(f"scores:  {score_line(RunScores.model_validate(s['scores']))}")
     if s.get("schedule"):
-        lines.append(f"schedule: started by schedule {s['schedule']} (client.py schedule describe {s['schedule']})")
+        lines.append(f"schedule: started by schedule {s['schedule']} ({cli()} schedule describe {s['schedule']})")
     if s.get("forked_from"):
         f = s["forked_from"]
         live = " (its earlier tool calls and child runs ran again: --live-tools)" if f.get("live_tools") else ""
@@ -72,7 +73,7 @@ def render_status(s: dict[str, Any]) -> str:
     for p in s.get("pending_approvals", []):
         args = json.dumps(p["arguments"], ensure_ascii=False)
         lines.append(f"waiting: {p['call_id']}  {p['tool']}({args})  since {p['since'][:19]}")
-        lines.append(f"         approve: python client.py approve {s['run_id']} {p['call_id']}")
+        lines.append(f"         approve: {cli()} approve {s['run_id']} {p['call_id']}")
     for d in s.get("decisions", []):
         verdict = "approved" if d["approved"] else "rejected"
         extra = f": {d['reason']}" if d["reason"] else ""
@@ -83,7 +84,7 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"question: {q['call_id']}  {q['question'][:300]}  since {q['since'][:19]}")
         lines += [f"         {n}. {c}" for n, c in enumerate(q.get("choices") or [], 1)]
         how = "--choice N" if q.get("choices") else "TEXT"
-        lines.append(f"         answer: python client.py answer {s['run_id']} {q['call_id']} {how}")
+        lines.append(f"         answer: {cli()} answer {s['run_id']} {q['call_id']} {how}")
     for a in s.get("answers", []):
         choice = f"choice {a['choice']}: " if a.get("choice") is not None else ""
         lines.append(f"answered: {a['call_id']}  {choice}{a['answer'][:200]} by {a['by']} at {a['at'][:19]}")
@@ -92,7 +93,7 @@ def render_status(s: dict[str, Any]) -> str:
         until = o["deadline"][:19]
         lines.append(f"outside: {o['call_id']}  {o['tool']} waits for an outside completion until {until}{started}")
         how = "--result JSON | --fail REASON"
-        lines.append(f"         complete: python client.py complete {s['run_id']} {o['call_id']} {how}")
+        lines.append(f"         complete: {cli()} complete {s['run_id']} {o['call_id']} {how}")
     for c in s.get("completions", []):
         what = f"failed: {c['fail'][:200]}" if c.get("fail") is not None else f"result {c['result'][:200]}"
         lines.append(f"completed: {c['call_id']}  {c['tool']} {what} by {c['by']} at {c['at'][:19]}")
@@ -124,7 +125,7 @@ def _doubt_lines(s: dict[str, Any]) -> list[str]:
             lines.append(f"         {d['ended']}")
         else:
             lines.append(f"         its attempt ({began}) ended without a result: {d['ended']} at {d['ended_at'][:19]}")
-        command = f"python client.py resolve {s['run_id']} {d['call_id']}"
+        command = f"{cli()} resolve {s['run_id']} {d['call_id']}"
         lines.append(f"         resolve: {command} --rerun | --result JSON | --fail REASON")
     for r in s.get("resolutions", []):
         what = {"rerun": "run again", "result": f"result given: {r['result']}", "fail": f"failed: {r['reason']}"}

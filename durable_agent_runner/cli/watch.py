@@ -17,7 +17,7 @@ from typing import Any, TextIO, assert_never
 
 from durable_agent_runner.cli.common import UsageError, on_screen
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.errors import EventsUnavailable
+from durable_agent_runner.client.errors import EventsUnavailable, cli
 from durable_agent_runner.client.events import Live, Retrying, RunClosed, TextDelta, TextDiscarded, TextTracker
 from durable_agent_runner.client.follow import (
     GIVE_UP_AFTER,
@@ -121,7 +121,7 @@ class Printer:
                 text = "\n  ↻ the reply was retried; its final text:\n" + text
             elif len(text) > EVENT_TEXT and live.end >= EVENT_TEXT:  # the event keeps less than was shown
                 text = f"\n  (the run's events keep a reply's first {EVENT_TEXT} characters; the live view may"
-                text += f" have missed its end: python client.py result {self.run_id} prints an answer whole)"
+                text += f" have missed its end: {cli()} result {self.run_id} prints an answer whole)"
             else:
                 text = text[live.end :]  # what the live view had not shown yet
         return text + "\n" if (text or live.end) else ""
@@ -153,7 +153,7 @@ class Printer:
                 gap = "\n" if self.headed == ev.turn + 1 else ""
                 return f"{gap}  ← {ev.tool}: {ev.text}\n"
             case t.ApprovalRequestedEvent():
-                hint = f"python client.py approve {self.run_id} {ev.call_id}"
+                hint = f"{cli()} approve {self.run_id} {ev.call_id}"
                 return f"  ⏸ waiting for approval: {ev.detail}  ({hint})\n"
             case t.ApprovalDecidedEvent() | t.CallResolvedEvent():
                 return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
@@ -180,7 +180,7 @@ class Printer:
             case t.EndedEvent():
                 return f"\n■ session ended: {ev.text}\n"
             case t.PausedEvent():
-                return f"  ⏸ paused {ev.detail}  (python client.py inspect {self.run_id})\n"
+                return f"  ⏸ paused {ev.detail}  ({cli()} inspect {self.run_id})\n"
             case t.EditedEvent():
                 return f"  ✎ {ev.detail}\n"
             case t.ResumedEvent():
@@ -188,15 +188,15 @@ class Printer:
             case t.BudgetRaisedEvent():
                 return f"  $ budget raised: {ev.detail}\n"
             case t.CallInDoubtEvent():
-                hint = f"python client.py resolve {self.run_id} {ev.call_id} --rerun | --result JSON | --fail REASON"
+                hint = f"{cli()} resolve {self.run_id} {ev.call_id} --rerun | --result JSON | --fail REASON"
                 return f"  ⚠ in doubt: {ev.tool} {ev.call_id} {ev.detail}  ({hint})\n"
             case t.QuestionAskedEvent():
-                hint = f"python client.py answer {self.run_id} {ev.call_id} TEXT | --choice N"
+                hint = f"{cli()} answer {self.run_id} {ev.call_id} TEXT | --choice N"
                 return f"  ? {ev.call_id} asks a person: {first_line} [{ev.detail}]  ({hint})\n"
             case t.QuestionAnsweredEvent():
                 return f"  ✔ {ev.call_id} answered: {ev.detail}\n"
             case t.OutsideWaitingEvent():
-                hint = f"python client.py complete {self.run_id} {ev.call_id} --result JSON | --fail REASON"
+                hint = f"{cli()} complete {self.run_id} {ev.call_id} --result JSON | --fail REASON"
                 return (
                     f"  ⧗ {ev.tool} {ev.call_id} waits for an outside completion {ev.detail}: {first_line}  ({hint})\n"
                 )

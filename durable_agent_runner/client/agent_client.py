@@ -20,6 +20,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from durable_agent_runner.client import checks, listing
 from durable_agent_runner.client.diff import RunDiff, diff_runs
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.client.evals import Evals
 from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.listing import RunRow, RunsPage
@@ -178,7 +179,7 @@ class AgentClient:
             search_attributes=TypedSearchAttributes(
                 [SearchAttributePair(t.SA_AGENT, name), SearchAttributePair(t.SA_PHASE, t.Phase.STARTING)]
             ),
-            static_summary=f"{name}: a conversation (client.py chat {run_id})",
+            static_summary=f"{name}: a conversation ({cli()} chat {run_id})",
         )
         return SessionHandle(self.temporal, run_id, output_types(agent, output_type), task_queue=self.task_queue)
 

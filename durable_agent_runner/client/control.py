@@ -22,7 +22,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks
-from durable_agent_runner.client.errors import DecisionRefused, RunNotFound
+from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, cli
 from durable_agent_runner.client.updates import READ_TIMEOUT, describe, update
 from durable_agent_runner.workflows import types as t
 
@@ -54,7 +54,7 @@ async def query_run(
 async def _update(
     client: Client, run_id: str, name: str, body: Any, result_type: type[Any], wait: float | None = None
 ) -> Any:
-    after_end = f"fork it to go on: client.py fork {run_id} --at-turn N"
+    after_end = f"fork it to go on: {cli()} fork {run_id} --at-turn N"
     return await update(client.get_workflow_handle(run_id), name, body, result_type, after_end, wait=wait)
 
 

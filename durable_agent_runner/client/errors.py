@@ -52,6 +52,28 @@ class RunNotFound(AgentRunError):
         self.run_id = run_id
 
 
+# How the CLI was started, so that its usage, errors and hints name what a person types: the
+# installed script, unless its run() says otherwise (`client.py` in the repo, `python -m ...`).
+_prog = ["durable-agent-runner"]
+
+
+def started_as(prog: str) -> None:
+    _prog[0] = prog
+
+
+def prog() -> str:
+    """The CLI's name in its usage and errors (`client.py: error: ...`)."""
+    return _prog[0]
+
+
+def cli(command: str = "") -> str:
+    """`command` (a verb and its arguments) as a person types it here: `durable-agent-runner
+    approve R C`, or, run from the repo's shell, `python client.py approve R C`; the CLI alone
+    without one."""
+    typed = "python client.py" if _prog[0] == "client.py" else _prog[0]
+    return f"{typed} {command}" if command else typed
+
+
 # Temporal's execution statuses, named as `status` shows them: an ended run's is its final phase,
 # unless the server ended it (ServerEnding).
 STATUS_NAMES: dict[WorkflowExecutionStatus, str] = {
@@ -85,7 +107,7 @@ class NotThatKind(RunNotFound):
     def __init__(self, run_id: str, found: str, wanted: str) -> None:
         super().__init__(run_id)
         verb = KINDS.get(found, ("", ""))[1]
-        how = f": `client.py {verb} {run_id}` shows it" if verb else ""
+        how = f": `{cli(f'{verb} {run_id}')}` shows it" if verb else ""
         self.args = (f"'{run_id}' is {kind_of(found)}, not {KINDS.get(wanted, (wanted, ''))[0]}{how}",)
         self.found, self.wanted = found, wanted
 

@@ -20,7 +20,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from durable_agent_runner.client.budget import budget_view
-from durable_agent_runner.client.errors import STATUS_NAMES, failure
+from durable_agent_runner.client.errors import STATUS_NAMES, cli, failure
 from durable_agent_runner.client.follow import READ
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
 from durable_agent_runner.client.scores import RunScores, scores_of
@@ -272,7 +272,7 @@ def waiting_for(run_id: str, live: t.RunStatus) -> list[WaitingFor]:
             call_id=p.call_id,
             tool=p.tool,
             since=p.since,
-            command=f"python client.py approve {run_id} {p.call_id} | reject {run_id} {p.call_id} --reason WHY",
+            command=f"{cli()} approve {run_id} {p.call_id} | reject {run_id} {p.call_id} --reason WHY",
         )
         for p in live.pending_approvals
     ]
@@ -282,7 +282,7 @@ def waiting_for(run_id: str, live: t.RunStatus) -> list[WaitingFor]:
             call_id=d.call_id,
             tool=d.tool,
             since=d.ended_at,
-            command=f"python client.py resolve {run_id} {d.call_id} --rerun | --result JSON | --fail REASON",
+            command=f"{cli()} resolve {run_id} {d.call_id} --rerun | --result JSON | --fail REASON",
         )
         for d in live.in_doubt
     ]
@@ -294,19 +294,19 @@ def waiting_for(run_id: str, live: t.RunStatus) -> list[WaitingFor]:
             since=q.since,
             question=q.question,
             choices=q.choices,
-            command=f"python client.py answer {run_id} {q.call_id} " + ("--choice N" if q.choices else "TEXT"),
+            command=f"{cli()} answer {run_id} {q.call_id} " + ("--choice N" if q.choices else "TEXT"),
         )
         for q in live.questions
     ]
     out += [
         WaitingFor(
             kind="outside", call_id=o.call_id, tool=o.tool, since=o.since,
-            command=f"python client.py complete {run_id} {o.call_id} --result JSON | --fail REASON",
+            command=f"{cli()} complete {run_id} {o.call_id} --result JSON | --fail REASON",
         )
         for o in live.outside
     ]  # fmt: skip
     if live.paused is not None:
-        out.append(WaitingFor(kind="resume", since=live.paused.at, command=f"python client.py resume {run_id}"))
+        out.append(WaitingFor(kind="resume", since=live.paused.at, command=f"{cli()} resume {run_id}"))
     if live.session is not None and live.status == "waiting":
-        out.append(WaitingFor(kind="message", command=f"python client.py send {run_id} TEXT | end {run_id}"))
+        out.append(WaitingFor(kind="message", command=f"{cli()} send {run_id} TEXT | end {run_id}"))
     return out

@@ -23,6 +23,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetWorkf
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.service import RPCError
 
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.client.follow import READ
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
@@ -31,7 +32,7 @@ from durable_agent_runner.workflows.types import evals as te
 LAST_EVENTS = 100
 WHAT_TO_DO = (
     "a worker's workflow code fails on this run (a bug, not the run's input): fix it and deploy the worker, "
-    "and the run goes on from where it stopped; `client.py cancel RUN_ID` ends it, "
+    "and the run goes on from where it stopped; `{cancel}` ends it, "
     "`temporal workflow terminate` only if no worker can run it any more"
 )
 
@@ -52,7 +53,7 @@ async def stuck(client: Client, desc: WorkflowExecutionDescription) -> dict[str,
     return {
         "attempts": raw.pending_workflow_task.attempt,
         "error": error.splitlines()[0][:500] if error else "no message",
-        "what_to_do": WHAT_TO_DO,
+        "what_to_do": WHAT_TO_DO.format(cancel=cli("cancel RUN_ID")),
     }
 
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.console.assets import CSS, JS
 from durable_agent_runner.console.data import PHASES, Asking, Doubt, Question, Waiting
 from durable_agent_runner.console.eval_pauses import EvalPause, spent_line
@@ -27,7 +28,12 @@ CUT = 2_000  # characters of one value a page shows; the whole is a link away
 EDIT_MAX = 2_000  # characters of an argument an edit form holds; a longer one is kept as it is
 ROW_BYTES = 24 * 1024  # one waiting call with its controls (else without its edit form)
 INBOX_CALLS = 40  # calls the inbox shows, oldest first: 40 rows fit the page's bound
-TOO_LONG_HINT = "to approve it with other arguments, use <code>client.py approve RUN_ID CALL_ID --args JSON</code>"
+
+
+def too_long_hint() -> str:
+    return f"to approve it with other arguments, use <code>{h(cli())} approve RUN_ID CALL_ID --args JSON</code>"
+
+
 # An edited argument's form field is named `KIND.NAME`: how the console reads it back (see app.py).
 PREFIX = {"integer": "int", "number": "num", "string": "str", "boolean": "bool"}
 
@@ -179,7 +185,7 @@ def _call_row(w: Asking, with_run: bool = False, editable: bool = True) -> str:
     where = f"run {run_link(w.run_id)} · agent {h(w.agent)} · " if with_run else ""
     edit = f'<details class="edit"><summary>Edit arguments</summary>{edit_form(w, action)}</details>'
     if not editable:
-        edit = f'<p class="meta">Too large to edit here: {TOO_LONG_HINT}</p>'
+        edit = f'<p class="meta">Too large to edit here: {too_long_hint()}</p>'
     anchor = h(call_anchor(w.run_id, w.call.call_id))  # where a notification's link lands
     return f"""<section class="call" id="{anchor}" data-call="{h(w.key)}">
 <h3><code>{h(w.call.tool)}</code> <small>{h(w.call.call_id)} · turn {w.call.turn}</small></h3>
@@ -253,7 +259,7 @@ def outside_row(o: Outside, with_run: bool = False) -> str:
     where = f"run {run_link(o.run_id)} · agent {h(o.agent)} · " if with_run else ""
     then = "the model is told" if c.on_timeout == "tell_model" else "a person decides (in doubt)"
     started = f"<p>Its start returned: <code>{h(c.started[:500])}</code></p>" if c.started else ""
-    command = f"python client.py complete {o.run_id} {c.call_id} --result JSON | --fail REASON"
+    command = f"{cli()} complete {o.run_id} {c.call_id} --result JSON | --fail REASON"
     return f"""<section class="call outside" id="{h(call_anchor(o.run_id, c.call_id))}" data-call="{h(o.key)}">
 <h3><code>{h(c.tool)}</code> <small>{h(c.call_id)} · turn {c.turn}</small>
 <span class="phase running_tools">waiting for outside completion</span></h3>
@@ -277,7 +283,7 @@ def eval_pause_row(p: EvalPause) -> str:
 <p class="meta">{about} · started {when(p.since)}</p>
 <p class="spent">{h(spent)}</p>
 <p><a href="{href}">Raise its budget on its page</a>, or
-<code>client.py eval resume {h(p.eval_id)} --add-tokens N | --add-usd X</code></p>
+<code>{cli()} eval resume {h(p.eval_id)} --add-tokens N | --add-usd X</code></p>
 </section>"""
 
 
@@ -332,7 +338,7 @@ def edit_form(w: Waiting, action: str) -> str:
     else:
         text = pretty(w.call.arguments)
         if len(text) > EDIT_MAX:
-            return f'<p class="meta">Too long to edit here ({len(text):,} characters): {TOO_LONG_HINT}</p>'
+            return f'<p class="meta">Too long to edit here ({len(text):,} characters): {too_long_hint()}</p>'
         box = f'<textarea name="arguments" required>{h(text)}</textarea>'
         fields.append(f"<label>arguments (JSON) {box}</label>")
     return (

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.client.scores import RunScores, score_line
 from durable_agent_runner.console.data import Asking, RunView
 from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
@@ -61,7 +62,7 @@ def facts(view: RunView) -> str:
     """The run's facts, within FACTS_BYTES (each free text cut at CUT, lists at LISTED)."""
     shown = _facts(view)
     if size(shown) > FACTS_BYTES:
-        command = f"client.py status {view.status['run_id'][:200]}"
+        command = f"{cli()} status {view.status['run_id'][:200]}"
         shown = f'<p class="meta">Its facts are too large to show here: see <code>{h(command)}</code>.</p>'
     return shown
 
@@ -125,7 +126,7 @@ def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
         rows.append(
             (
                 "on budget",
-                "pauses when spent: raise it with Resume, or client.py resume RUN_ID --add-tokens N | --add-usd X",
+                f"pauses when spent: raise it with Resume, or {cli()} resume RUN_ID --add-tokens N | --add-usd X",
             )
         )
     children = b.get("children") or []
