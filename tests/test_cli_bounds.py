@@ -135,21 +135,26 @@ def test_version_says_the_package_s_release_and_needs_no_server(capsys: pytest.C
 
 
 @pytest.mark.parametrize(
-    ("started", "hint"),
+    ("started", "hint", "worker"),
     [
-        ("client.py", "python client.py approve r c"),
-        ("durable-agent-runner", "durable-agent-runner approve r c"),
-        ("python -m durable_agent_runner", "python -m durable_agent_runner approve r c"),
+        ("client.py", "python client.py approve r c", "python worker.py"),
+        ("durable-agent-runner", "durable-agent-runner approve r c", "durable-agent-runner-worker"),
+        (
+            "python -m durable_agent_runner",
+            "python -m durable_agent_runner approve r c",
+            "python -m durable_agent_runner.worker",
+        ),
     ],
 )
 def test_hints_name_the_command_as_it_was_started(
-    started: str, hint: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    started: str, hint: str, worker: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Before, every hint said `python client.py ...`, which the installed command's users do not
-    have: its usage and errors named the command as started, its hints did not."""
+    """Before, every hint said `python client.py ...` (and `python worker.py`), which the installed
+    command's users do not have: its usage and errors named the command as started, its hints did not."""
     monkeypatch.setattr(errors, "_prog", [errors.prog()])  # restored after
     errors.started_as(started)
     assert errors.cli("approve r c") == hint
+    assert errors.worker("--task-queue q") == f"{worker} --task-queue q"
     with pytest.raises(SystemExit):
         client_py.main(["status", "--help"])
     assert capsys.readouterr().out.startswith(f"usage: {started} status")

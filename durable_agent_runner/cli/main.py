@@ -301,7 +301,7 @@ async def dispatch(args: argparse.Namespace) -> int:
         if err.status in session.DEADLINE:  # no answer in time
             fail(
                 f"no answer in time (Temporal said: {err.message}). Reading a run needs a worker on its task "
-                "queue: is `python worker.py` running? A worker that has just stopped holds its runs' reads "
+                f"queue: is `{errors.worker()}` running? A worker that has just stopped holds its runs' reads "
                 "for about 10 s; ask again.",
                 1,
                 as_json,

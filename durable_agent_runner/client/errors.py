@@ -74,6 +74,14 @@ def cli(command: str = "") -> str:
     return f"{typed} {command}" if command else typed
 
 
+def worker(flags: str = "") -> str:
+    """The worker's command beside this CLI: `python worker.py --task-queue Q` in the repo, else the
+    installed `durable-agent-runner-worker` (or `python -m durable_agent_runner.worker`)."""
+    forms = {"client.py": "python worker.py", "python -m durable_agent_runner": "python -m durable_agent_runner.worker"}
+    typed = forms.get(_prog[0], "durable-agent-runner-worker")
+    return f"{typed} {flags}" if flags else typed
+
+
 # Temporal's execution statuses, named as `status` shows them: an ended run's is its final phase,
 # unless the server ended it (ServerEnding).
 STATUS_NAMES: dict[WorkflowExecutionStatus, str] = {

@@ -23,7 +23,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, GetWorkf
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowHandle
 from temporalio.service import RPCError
 
-from durable_agent_runner.client.errors import cli
+from durable_agent_runner.client.errors import cli, worker
 from durable_agent_runner.client.follow import READ
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
@@ -156,7 +156,7 @@ async def _waits(client: Client, desc: WorkflowExecutionDescription) -> tuple[li
         if now - since < GRACE:
             young += 1
         elif not await polled_since(queue, TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, since):
-            message = f"no worker polls task queue {queue}: start one (python worker.py --task-queue {queue})"
+            message = f"no worker polls task queue {queue}: start one ({worker(f'--task-queue {queue}')})"
             found.append({"queue": queue, "waiting": "the run's next step", "message": message})
     for p in raw.pending_activities:
         if p.state != PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED:
@@ -182,7 +182,7 @@ def _no_worker(queue: str, what: str, waited: timedelta, whose: str) -> str:
     _, *agent = queue.split("@")
     for_ = f"for {what} (waiting {waited.total_seconds():.0f}s)"
     if not agent:
-        return f"no worker polls task queue {queue} {for_}: start one (python worker.py --task-queue {queue})"
+        return f"no worker polls task queue {queue} {for_}: start one ({worker(f'--task-queue {queue}')})"
     version = f" at version {agent[1][:12]}" if len(agent) > 1 else ""
     return (
         f"no worker serves agent '{agent[0]}'{version} {for_}: nothing polls task queue {queue} "
