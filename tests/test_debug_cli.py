@@ -98,14 +98,16 @@ async def test_inspect_shows_how_to_edit_only_where_an_edit_is_taken() -> None:
 
     base = {"run_id": "r", "agent": "demo", "turn": 3}
     waiting = render(t.Inspection(**base, phase="awaiting_approval"))
-    assert "client.py edit" not in waiting and waiting.endswith(
-        "to edit: client.py pause RUN_ID (it pauses at its next safe point), then edit, then resume"
+    assert "durable-agent-runner edit" not in waiting and waiting.endswith(
+        "to edit: durable-agent-runner pause RUN_ID (it pauses at its next safe point), then edit, then resume"
     )
     ended = render(t.Inspection(**base, phase="completed"))
-    assert "client.py edit" not in ended and "client.py fork RUN_ID --at-turn N" in ended
+    assert "durable-agent-runner edit" not in ended and "durable-agent-runner fork RUN_ID --at-turn N" in ended
     pause = t.PauseInfo(where="before_model", turn=3, why="pause by alice", at=datetime(2026, 12, 5, tzinfo=UTC))
     paused = render(t.Inspection(**base, phase="paused", paused=pause))
-    assert "edit: client.py edit RUN_ID --text I TEXT" in paused and paused.endswith("then: client.py resume RUN_ID")
+    assert "edit: durable-agent-runner edit RUN_ID --text I TEXT" in paused and paused.endswith(
+        "then: durable-agent-runner resume RUN_ID"
+    )
 
 
 @pytest.mark.pure

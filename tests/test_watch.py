@@ -96,7 +96,7 @@ def test_text_that_streamed_by_between_polls_is_said_to_be_missing_and_the_rest_
     printer.event(finished(LONG))
     # The event keeps the reply's first EVENT_TEXT characters: what it has was shown, and it says so.
     end = out.getvalue()[len(LONG[:10_000]) :]
-    assert "retried" not in end and f"first {EVENT_TEXT} characters" in end and "client.py result r" in end
+    assert "retried" not in end and f"first {EVENT_TEXT} characters" in end and "durable-agent-runner result r" in end
 
 
 def test_the_events_text_completes_what_the_live_view_showed_or_replaces_a_different_reply():

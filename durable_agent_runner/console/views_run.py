@@ -123,12 +123,8 @@ def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
             )
             rows.append((f"budget{' (tree)' if scope == 'tree' else ''}", f'<span class="budget {kind}">{text}</span>'))
     if rows and b.get("on_budget") == "pause":
-        rows.append(
-            (
-                "on budget",
-                f"pauses when spent: raise it with Resume, or {cli()} resume RUN_ID --add-tokens N | --add-usd X",
-            )
-        )
+        raise_it = h(cli("resume RUN_ID --add-tokens N | --add-usd X"))
+        rows.append(("on budget", f"pauses when spent: raise it with Resume, or {raise_it}"))
     children = b.get("children") or []
     if children:
         shares = ", ".join(
