@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
+import client as client_module
 from durable_agent_runner.activities import chat_wire, responses_wire
 from durable_agent_runner.activities.model import ModelActivities, new_http_client
 from durable_agent_runner.config.llm import LLMSettings
@@ -50,6 +51,17 @@ async def client_py(*args: str, env: dict[str, str] | None = None, timeout: floa
     out, err = await asyncio.wait_for(proc.communicate(), timeout)
     assert proc.returncode is not None
     return Done(proc.returncode, out.decode(), err.decode(), time.monotonic() - began)
+
+
+def cli_here(capsys: pytest.CaptureFixture[str], *args: str) -> Done:
+    """`client.py ...` in this process: its exit code and what it printed."""
+    began = time.monotonic()
+    try:
+        code = client_module.main(list(args))
+    except SystemExit as ended:
+        code = ended.code if isinstance(ended.code, int) else 1
+    out, err = capsys.readouterr()
+    return Done(code, out, err, time.monotonic() - began)
 
 
 # ---------------------------------------------------------------------------- usage errors
@@ -84,13 +96,26 @@ NOWHERE = {"TEMPORAL_ADDRESS": "127.0.0.1:9"}
         (["--model-settings", '{"temperature": 1}', "--temperature", "3"], "--temperature: Input should be"),
     ],
 )
-async def test_bad_model_settings_are_one_line_usage_errors(flags: list[str], message: str):
-    done, as_json = await asyncio.gather(
-        client_py("run", *flags, "hello", env=NOWHERE), client_py("run", "--json", *flags, "hello", env=NOWHERE)
-    )
+def test_bad_model_settings_are_one_line_usage_errors(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In this process: the parse and checks of client.py's own process, without its 0.6 s start
+    (the process itself: the test below)."""
+    monkeypatch.setenv("TEMPORAL_ADDRESS", NOWHERE["TEMPORAL_ADDRESS"])
+    done, as_json = cli_here(capsys, "run", *flags, "hello"), cli_here(capsys, "run", "--json", *flags, "hello")
     assert done.code == 2, str(done)
     assert message in one_clean_line(done.err) and done.out == "", str(done)
     assert as_json.code == 2 and message in as_json.json()["error"] and as_json.json()["exit_code"] == 2, str(as_json)
+
+
+async def test_a_bad_setting_is_one_usage_line_from_client_py_s_own_process():
+    flags = ["--model-settings", '{"temprature": 1}']
+    done, as_json = await asyncio.gather(
+        client_py("run", *flags, "hello", env=NOWHERE), client_py("run", "--json", *flags, "hello", env=NOWHERE)
+    )
+    message = "client.py: error: --model-settings: unknown field temprature (known: temperature"
+    assert done.code == 2 and one_clean_line(done.err).startswith(message) and done.out == "", str(done)
+    assert as_json.code == 2 and "unknown field temprature" in as_json.json()["error"], str(as_json)
 
 
 @pytest.mark.parametrize(

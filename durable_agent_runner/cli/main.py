@@ -82,8 +82,10 @@ def positive_int(text: str) -> int:
 class Parser(argparse.ArgumentParser):
     """Usage errors as one line (a JSON object on stdout with --json), exit code 2."""
 
+    as_json = False  # main() sets it from the arguments it is given (not sys.argv: main(argv) in code)
+
     def error(self, message: str) -> NoReturn:
-        fail(message, 2, "--json" in sys.argv[1:])
+        fail(message, 2, Parser.as_json)
 
 
 def fail(message: str, code: int, as_json: bool) -> NoReturn:
@@ -362,10 +364,11 @@ def check_text(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    Parser.as_json = "--json" in (sys.argv[1:] if argv is None else argv)
     try:
         settings = ClientSettings.load()  # every variable the client reads, checked first and read once
     except SettingsError as err:
-        fail(str(err), 2, "--json" in (sys.argv[1:] if argv is None else argv))
+        fail(str(err), 2, Parser.as_json)
     args = parser().parse_args(argv)
     args.client_settings = settings  # passed down: the client, the console's token, the hooks' secret
     try:
