@@ -250,7 +250,7 @@ async def test_ctrl_c_stops_following_an_eval_not_the_eval(client, temporal_serv
         proc.send_signal(signal.SIGINT)
         _, rest = await asyncio.wait_for(proc.communicate(), 30)
         assert proc.returncode == 130, rest
-        assert f"stopped following; eval {eid} goes on: client.py eval watch {eid}" in rest.decode()
+        assert f"stopped following; eval {eid} goes on: python client.py eval watch {eid}" in rest.decode()
         assert "Traceback" not in rest.decode()
         handle = client.get_workflow_handle(eid)
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING

@@ -115,7 +115,8 @@ async def test_an_evals_id_given_to_a_runs_verb_says_what_it_is_and_back(
         final = await ev.wait(60)
         case_run = agents.get(final.results[0].run_id)
         mistaken = agents.get(ev.eval_id)
-        said = re.escape(f"'{ev.eval_id}' is an eval, not an agent run: `client.py eval status {ev.eval_id}` shows it")
+        shows = f"`durable-agent-runner eval status {ev.eval_id}` shows it"  # in code: the installed command
+        said = re.escape(f"'{ev.eval_id}' is an eval, not an agent run: {shows}")
         for verb in (
             mistaken.status,
             mistaken.result,
@@ -129,7 +130,7 @@ async def test_an_evals_id_given_to_a_runs_verb_says_what_it_is_and_back(
             with pytest.raises(NotThatKind, match=said):
                 await verb()
         for eval_verb in (agents.evals.get(case_run.id).status, lambda: agents.evals.get(case_run.id).wait(5)):
-            with pytest.raises(NotThatKind, match=re.escape("is an agent run, not an eval: `client.py status")):
+            with pytest.raises(NotThatKind, match=re.escape("an agent run, not an eval: `durable-agent-runner status")):
                 await eval_verb()
         with pytest.raises(NotThatKind, match="is an agent run, not an eval"):
             await agents.evals.get(case_run.id).resume(add_usd=1.0, wait=5)
@@ -139,7 +140,8 @@ async def test_an_evals_id_given_to_a_runs_verb_says_what_it_is_and_back(
         with pytest.raises(DecisionRefused, match="has already ended"):  # `cancel` takes an eval too
             await mistaken.cancel()
         code, _, err = await client_py(temporal_server, task_queue, "result", ev.eval_id)
-        assert code == 2 and "is an eval, not an agent run" in err and "Traceback" not in err
+        assert code == 2 and "is an eval, not an agent run: `python client.py eval status" in err, err
+        assert "Traceback" not in err
 
 
 async def test_the_baseline_gate_fails_on_a_planted_regression_and_passes_without(

@@ -67,7 +67,7 @@ async def test_a_run_cancelled_while_waiting_leaves_nothing_waiting(
         human = await cli("status", handle.id)
         assert "waiting:" not in human.out and "approve" not in human.out
         refused = await cli("approve", handle.id, waiting.call_id)
-        assert refused.code == 2 and "finished" in refused.err
+        assert refused.code == 2 and "has ended (cancelled): no call of it is pending" in refused.err
         lines = await export_run(client, handle.id, CaptureStore(tmp_path))
         assert lines[0]["status"] == "cancelled" and lines[-1]["type"] == "result"
         await replay(handle)
