@@ -174,3 +174,22 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         parsers = list(verbs[0].choices.values()) if verbs else [sub]
         has_json = all(any("--json" in a.option_strings for a in p._actions) for p in parsers)
         assert has_json or name in ("export", "codec-server", "console", "serve-hooks"), f"{name} has no --json"
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--budget-usd", "0"], "--budget-usd: must be more than 0 (a cap of 0 stops every run at once)"),
+        (["--budget-tokens", "-3"], "--budget-tokens: must be at least 1"),
+        (["--budget-usd", "nan"], "--budget-usd: Input should be a finite number"),
+        (["--budget-tokens", "1.5"], "argument --budget-tokens: invalid int value: '1.5'"),
+    ],
+)
+def test_a_runs_cap_is_checked_before_connecting(
+    flags: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:9")  # nothing listens: a check that passed would say so
+    with pytest.raises(SystemExit) as ended:
+        client_py.main(["run", *flags, "hello"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and said in err and err.count("\n") == 1, err

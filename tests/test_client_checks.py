@@ -123,6 +123,8 @@ async def test_a_cap_on_runs_of_zero_or_less_is_refused_as_an_agents_own_budget_
         await api.schedules.create("nightly", agent="a", input="go", every="1h", **given)
     with pytest.raises(ValueError, match=re.escape(words)):
         await api.evals.start(Dataset(name="d", cases=[Case(name="c", inputs="q")]), agent="a", **given)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        await api.start("a", "go", **given)  # one run's cap, as `run --budget-usd/--budget-tokens`
     assert checks.budget_cap(0.01, 1) == t.Budget(usd=0.01, tokens=1)
 
 

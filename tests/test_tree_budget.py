@@ -13,7 +13,8 @@ import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
-from durable_agent_runner import Agent, Registry
+from durable_agent_runner import Agent, AgentClient, Registry
+from durable_agent_runner.client.errors import RunFailed
 from durable_agent_runner.client.status import gather
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
@@ -119,6 +120,22 @@ async def test_a_run_without_a_budget_records_no_patch_marker(client, task_queue
         await asyncio.wait_for(handle.result(), 30)
         assert (await status(handle)).budget is None
     assert not patched(await handle.fetch_history())
+
+
+async def test_a_run_started_with_a_cap_stops_at_it_and_its_status_shows_the_cap(
+    client, task_queue, worker_factory, llm
+):
+    """`run --budget-tokens N` / `start(budget_tokens=N)`: one run's cap, for an agent that has no
+    budget of its own (before, only a schedule, an eval or a parent workflow could hand one)."""
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        run = await agents.start("scripted", "go", model="loop:50:400", budget_tokens=1000)
+        with pytest.raises(RunFailed) as failed:
+            await run.result(wait=60)
+        info = await run.status()
+    assert failed.value.error_type == "TokenBudgetExceeded" and "of 1000 tokens" in failed.value.message
+    assert info.budget is not None and info.budget["run"]["tokens"]["limit"] == 1000, info.budget
+    assert 1000 <= info.usage.total_tokens < 3000  # stopped at its cap, within one call of it
 
 
 async def test_the_bound_holds_when_the_worker_is_killed_mid_call(client, temporal_server, llm, task_queue, tmp_path):

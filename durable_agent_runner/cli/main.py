@@ -122,6 +122,8 @@ def parser() -> argparse.ArgumentParser:
         metavar="MODEL",
         help="when a call to the model fails for good, the turn goes to this one (repeatable, in order)",
     )
+    run.add_argument("--budget-usd", type=float, metavar="X", help="it and its sub-agents may spend at most $X")
+    run.add_argument("--budget-tokens", type=int, metavar="N", help="it and its sub-agents: at most N tokens")
     run.add_argument("--id", help="run id to use (default: generated)")
     run.add_argument("--wait", action="store_true", help="wait and print the final answer")
     run.add_argument("--follow", action="store_true", help="print the run's steps and text as they happen")

@@ -64,8 +64,9 @@ def check_run(args: argparse.Namespace) -> None:
             checks.new_run_id(args.id)
         if args.fallback_model is not None:
             checks.models(args.fallback_model, "fallback-model", first=args.model)
+        checks.budget_cap(args.budget_usd, args.budget_tokens)
     except ValueError as err:
-        raise UsageError(f"--{err}") from None
+        raise UsageError(f"--{str(err).replace('budget_', 'budget-', 1)}") from None
 
 
 async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
@@ -80,6 +81,8 @@ async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
         capture=args.capture,
         model_settings=args.settings,
         breakpoints=breakpoints(args),
+        budget_usd=args.budget_usd,
+        budget_tokens=args.budget_tokens,
     )
     if args.follow:
         if not args.json:

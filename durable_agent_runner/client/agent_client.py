@@ -105,13 +105,16 @@ class AgentClient:
         task_queue: str | None = None,
         output_type: Any = None,
         fallback_models: list[str] | None = None,
+        budget_usd: float | None = None,
+        budget_tokens: int | None = None,
     ) -> RunHandle:
         """Start a run of `agent` (its name, or the Agent: a worker on the task queue must serve
         it) answering `input`. The options are `client.py run`'s: `id` (default: readable and
         new), `max_turns`, `model` ("anthropic:…", "gemini:…", "openai:…", or a model of the
         worker's LLM_BASE_URL server), `fallback_models` (tried in order when a call to the model
         fails for good) and `model_settings` over the agent's, `capture` each model call's raw
-        request and response, `breakpoints`. `output_type` types `result()` when the
+        request and response, `breakpoints`, `budget_usd` and `budget_tokens` (a cap on what it and
+        its sub-agents spend, below its agent's own budgets). `output_type` types `result()` when the
         agent is given by name (an Agent brings its own). WorkflowAlreadyStartedError if a run
         holds `id`, running or ended (checks.NEW_ID)."""
         name = agent_name(agent)
@@ -124,6 +127,7 @@ class AgentClient:
         settings = checks.model_settings(model_settings)
         checks.flag(capture, "capture")
         fallbacks = checks.models(fallback_models, first=model) if fallback_models is not None else None
+        budget = checks.budget_cap(budget_usd, budget_tokens)
         run_id = checks.new_run_id(id) if id is not None else new_run_id(name, input)
         queue = self.task_queue if task_queue is None else checks.task_queue(task_queue)
         await self.temporal.start_workflow(
@@ -137,6 +141,7 @@ class AgentClient:
                 capture=capture,
                 model_settings=settings,
                 breakpoints=breakpoints,
+                budget=budget,
             ),
             id=run_id,
             id_reuse_policy=checks.NEW_ID,
