@@ -103,6 +103,9 @@ def test_a_client_reads_its_environment_once_and_passes_it_to_every_handle(monke
     assert run.ui_url == "https://ui.example.com/namespaces/ns/workflows/r%201"
     assert client.task_queue == run.task_queue == client.schedules.task_queue == "made-with"
     assert client.evals.get("e").ui_url("c") == "https://ui.example.com/namespaces/ns/workflows/c"
+    session = client.get_session("chat-1")  # before, a session's handle read the environment again
+    assert session.ui_url == "https://ui.example.com/namespaces/ns/workflows/chat-1"
+    assert session.task_queue == "made-with"
 
 
 @pytest.mark.parametrize(

@@ -186,7 +186,8 @@ class AgentClient:
             ),
             static_summary=f"{name}: a conversation ({cli()} chat {run_id})",
         )
-        return SessionHandle(self.temporal, run_id, output_types(agent, output_type), task_queue=self.task_queue)
+        kinds = output_types(agent, output_type)
+        return SessionHandle(self.temporal, run_id, kinds, task_queue=self.task_queue, settings=self.settings)
 
     def get(self, run_id: str, *, agent: Agent | None = None, output_type: Any = None) -> RunHandle:
         """The handle of a run that exists (RunNotFound at its first call if none does). `agent`
@@ -196,7 +197,8 @@ class AgentClient:
 
     def get_session(self, run_id: str, *, agent: Agent | None = None, output_type: Any = None) -> SessionHandle:
         """The handle of a session that exists; `send` to a run that is not one is DecisionRefused."""
-        return SessionHandle(self.temporal, run_id, output_types(agent or "", output_type), task_queue=self.task_queue)
+        kinds = output_types(agent or "", output_type)
+        return SessionHandle(self.temporal, run_id, kinds, task_queue=self.task_queue, settings=self.settings)
 
     async def list(
         self, limit: int = 20, *, phase: str = "", agent: str = "", waiting: bool = False, started_on_1x: bool = False
