@@ -177,19 +177,28 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("flags", "said"),
+    ("argv", "said"),
     [
-        (["--budget-usd", "0"], "--budget-usd: must be more than 0 (a cap of 0 stops every run at once)"),
-        (["--budget-tokens", "-3"], "--budget-tokens: must be at least 1"),
-        (["--budget-usd", "nan"], "--budget-usd: Input should be a finite number"),
-        (["--budget-tokens", "1.5"], "argument --budget-tokens: invalid int value: '1.5'"),
+        (["run", "--budget-usd", "0", "hi"], "--budget-usd: must be more than 0 (a cap of 0 stops every run at once)"),
+        (["run", "--budget-tokens", "-3", "hi"], "--budget-tokens: must be at least 1"),
+        (["run", "--budget-usd", "nan", "hi"], "--budget-usd: Input should be a finite number"),
+        (["run", "--budget-tokens", "1.5", "hi"], "argument --budget-tokens: invalid int value: '1.5'"),
+        (["chat", "--budget-usd", "0"], "--budget-usd: must be more than 0"),
+        (["chat", "chat-1", "--budget-tokens", "5"], "--agent, --model, --id and --budget-* start a new chat"),
+        (["schedule", "create", "s", "--agent", "a", "--input", "hi", "--every", "1h", "--budget-usd", "-1"],
+         "--budget-usd: must be more than 0"),
+        # and a piped chat's wait for a decision is bounded (NaN and inf passed, and inf never ended)
+        (["chat", "--approval-wait", "nan"], "--approval-wait must be a number of seconds in (0, 86,400]"),
+        (["chat", "--approval-wait", "inf"], "--approval-wait must be a number of seconds in (0, 86,400]"),
     ],
-)
-def test_a_runs_cap_is_checked_before_connecting(
-    flags: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+)  # fmt: skip
+def test_a_cap_is_checked_before_connecting(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`run` and `chat` take a cap for one run or session, as `schedule create` and `eval run` do
+    for theirs; each is named as its flag (a schedule's said `budget_usd:`)."""
     monkeypatch.setenv("TEMPORAL_ADDRESS", "127.0.0.1:9")  # nothing listens: a check that passed would say so
     with pytest.raises(SystemExit) as ended:
-        client_py.main(["run", *flags, "hello"])
+        client_py.main(argv)
     err = capsys.readouterr().err
     assert ended.value.code == 2 and said in err and err.count("\n") == 1, err

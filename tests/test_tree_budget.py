@@ -138,6 +138,19 @@ async def test_a_run_started_with_a_cap_stops_at_it_and_its_status_shows_the_cap
     assert 1000 <= info.usage.total_tokens < 3000  # stopped at its cap, within one call of it
 
 
+async def test_a_session_started_with_a_cap_counts_every_answer_against_it(client, task_queue, worker_factory, llm):
+    """`chat --budget-tokens N` / `start_session(budget_tokens=N)`: a cap on all a session spends."""
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        chat = await agents.start_session("chatter", model=script(llm, {"content": "one"}, {"content": "two"}),
+                                          budget_tokens=50_000)  # fmt: skip
+        assert await chat.ask("first", wait=30) == "one" and await chat.ask("second", wait=30) == "two"
+        info = await chat.status()
+        await chat.end()
+    tokens = info.budget["run"]["tokens"] if info.budget else {}
+    assert tokens.get("limit") == 50_000 and tokens.get("spent") == info.usage.total_tokens > 0, info.budget
+
+
 async def test_the_bound_holds_when_the_worker_is_killed_mid_call(client, temporal_server, llm, task_queue, tmp_path):
     """The worker dies while a child's model call is in flight; a new worker rebuilds every ledger
     from history, the call is retried, and the tree still spends at most the documented bound."""

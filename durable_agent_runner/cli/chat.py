@@ -34,6 +34,7 @@ from durable_agent_runner.cli import session
 from durable_agent_runner.cli.args import model_string
 from durable_agent_runner.cli.chat_io import (
     APPROVAL_WAIT,
+    MAX_APPROVAL_WAIT,
     QUERY_TIMEOUT,
     UPDATE_WAIT,
     ChatIO,
@@ -53,6 +54,7 @@ from durable_agent_runner.cli.chat_view import (
     render_status,
     wants_colour,
 )
+from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import cli, prog
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap
@@ -320,6 +322,15 @@ class Chat(ChatIO):
             since = page.next
 
 
+def check(args: argparse.Namespace) -> None:
+    """The flags that need no server, checked before connecting (UsageError)."""
+    new = (args.agent, args.model, args.id, args.budget_usd, args.budget_tokens)
+    if args.run_id is not None and new != (None,) * len(new):
+        raise UsageError("--agent, --model, --id and --budget-* start a new chat; RUN_ID rejoins one as it is")
+    if not 0 < args.approval_wait <= MAX_APPROVAL_WAIT:  # NaN and inf too: every wait has a bound
+        raise UsageError(f"--approval-wait must be a number of seconds in (0, {MAX_APPROVAL_WAIT:,}]")
+
+
 async def cmd_chat(client: AgentClient, args: argparse.Namespace) -> int:
     as_json = bool(args.json)
     tty = sys.stdin.isatty() and not as_json
@@ -336,15 +347,14 @@ async def cmd_chat(client: AgentClient, args: argparse.Namespace) -> int:
             print(f"{prog()}: error: {message}", file=sys.stderr, flush=True)
         return 2
 
-    if args.run_id is not None and (args.agent, args.model, args.id) != (None, None, None):
-        return usage("--agent, --model and --id start a new chat; RUN_ID rejoins one as it is")
-    if args.approval_wait <= 0:
-        return usage("--approval-wait must be a positive number of seconds")
     status: t.RunStatus | None = None
     try:
         if args.run_id is None:
             agent = args.agent or t.DEFAULT_AGENT
-            started = await client.start_session(agent, id=args.id, model=args.model, task_queue=args.task_queue)
+            started = await client.start_session(
+                agent, id=args.id, model=args.model, task_queue=args.task_queue,
+                budget_usd=args.budget_usd, budget_tokens=args.budget_tokens,
+            )  # fmt: skip
             run_id = started.id
         else:
             run_id = args.run_id
@@ -375,6 +385,8 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     chat.add_argument("--agent", help=f"agent of a new session (default: {t.DEFAULT_AGENT})")
     chat.add_argument("--model", type=model_string, help="override the agent's model, for a new session")
     chat.add_argument("--id", help="run id for a new session (default: generated)")
+    chat.add_argument("--budget-usd", type=float, metavar="X", help="a new session may spend at most $X, all told")
+    chat.add_argument("--budget-tokens", type=int, metavar="N", help="a new session: at most N tokens, all told")
     chat.add_argument("--by", default=who, help="who is talking, recorded with each message (default: %(default)s)")
     chat.add_argument(
         "--approval-wait",

@@ -29,6 +29,7 @@ from durable_agent_runner.client.updates import how_ended
 from durable_agent_runner.workflows import types as t
 
 APPROVAL_WAIT = 600.0  # seconds a piped chat waits for someone to decide a call, by default
+MAX_APPROVAL_WAIT = 86_400  # and at most: a day
 QUERY_TIMEOUT = timedelta(seconds=3)
 UPDATE_WAIT = MAX_WAIT  # seconds a message, an end or a decision waits for a worker to take it
 ASK_AGAIN = {"InvalidArguments", "InvalidDecision"}  # refusals a person can fix by deciding again

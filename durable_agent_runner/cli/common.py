@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from durable_agent_runner.client import checks
 from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import STATUS_NAMES, failure
 from durable_agent_runner.client.status import ENDED
@@ -22,6 +23,15 @@ MAX_PROMPT_BYTES = MAX_PROMPT_CHARS  # larger prompts belong in a tool's input, 
 
 class UsageError(Exception):
     """A mistake in what the user asked for: exit code 2."""
+
+
+def check_budget(args: argparse.Namespace) -> None:
+    """`--budget-usd` and `--budget-tokens` (run, chat, schedule create, eval run), checked before
+    connecting as the client checks a cap, and named as the flags are."""
+    try:
+        checks.budget_cap(getattr(args, "budget_usd", None), getattr(args, "budget_tokens", None))
+    except ValueError as err:
+        raise UsageError(f"--{str(err).replace('budget_', 'budget-', 1)}") from None
 
 
 def check_port(port: int) -> None:

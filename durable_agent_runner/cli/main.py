@@ -44,7 +44,7 @@ from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
 from durable_agent_runner.cli.args import model_string
-from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.cli.common import UsageError, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
 from durable_agent_runner.cli.messages import cmd_end, cmd_send
@@ -375,10 +375,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.client_settings = settings  # passed down: the client, the console's token, the hooks' secret
     try:
         check_text(args)
+        check_budget(args)  # run, chat, schedule create, eval run: a cap, before connecting
         if args.command == "run":  # its flags checked before connecting
             check_run(args)
         if args.command == "codec-server":  # needs only the keys, not Temporal
             return codec_server.cmd_codec_server(args)
+        if args.command == "chat":
+            chat.check(args)
         if args.command == "console":  # refused before connecting when it would be open without a token
             console_cli.check(args)
         if args.command == "eval":  # its gate's flags checked before connecting

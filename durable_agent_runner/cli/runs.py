@@ -64,9 +64,8 @@ def check_run(args: argparse.Namespace) -> None:
             checks.new_run_id(args.id)
         if args.fallback_model is not None:
             checks.models(args.fallback_model, "fallback-model", first=args.model)
-        checks.budget_cap(args.budget_usd, args.budget_tokens)
     except ValueError as err:
-        raise UsageError(f"--{str(err).replace('budget_', 'budget-', 1)}") from None
+        raise UsageError(f"--{err}") from None
 
 
 async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:

@@ -166,17 +166,21 @@ class AgentClient:
         model: str | None = None,
         task_queue: str | None = None,
         output_type: Any = None,
+        budget_usd: float | None = None,
+        budget_tokens: int | None = None,
     ) -> SessionHandle:
         """Start a session of `agent`: a run that answers each message `send` gives it until
-        `end()`, its agent's idle timeout, or `cancel()`."""
+        `end()`, its agent's idle timeout, or `cancel()`. `budget_usd`, `budget_tokens`: a cap on
+        all it spends, every message's answer and sub-agents included, below its agent's own."""
         name = agent_name(agent)
         if model is not None:
             checks.model(model)
+        budget = checks.budget_cap(budget_usd, budget_tokens)
         run_id = checks.new_run_id(id) if id is not None else session_id(name)
         queue = self.task_queue if task_queue is None else checks.task_queue(task_queue)
         await self.temporal.start_workflow(
             t.WORKFLOW_NAME,
-            t.RunInput(prompt="", agent=name, model=model, session=True),
+            t.RunInput(prompt="", agent=name, model=model, session=True, budget=budget),
             id=run_id,
             id_reuse_policy=checks.NEW_ID,
             task_queue=queue,
