@@ -184,6 +184,7 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         (["run", "--budget-usd", "nan", "hi"], "--budget-usd: Input should be a finite number"),
         (["run", "--budget-tokens", "1.5", "hi"], "argument --budget-tokens: invalid int value: '1.5'"),
         (["chat", "--budget-usd", "0"], "--budget-usd: must be more than 0"),
+        (["fork", "r", "--at-turn", "1", "--budget-tokens", "0"], "--budget-tokens: must be at least 1"),
         (["chat", "chat-1", "--budget-tokens", "5"], "--agent, --model, --id and --budget-* start a new chat"),
         (["schedule", "create", "s", "--agent", "a", "--input", "hi", "--every", "1h", "--budget-usd", "-1"],
          "--budget-usd: must be more than 0"),

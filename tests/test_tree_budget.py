@@ -133,6 +133,12 @@ async def test_a_run_started_with_a_cap_stops_at_it_and_its_status_shows_the_cap
         with pytest.raises(RunFailed) as failed:
             await run.result(wait=60)
         info = await run.status()
+        forked = await run.fork(1, budget_tokens=2000)  # a fork takes a cap of its own (`fork --budget-tokens`)
+        with pytest.raises(RunFailed) as fork_failed:
+            await agents.get(forked.run_id).result(wait=60)
+        fork_info = await agents.get(forked.run_id).status()
+    assert "of 2000 tokens" in fork_failed.value.message and fork_info.budget is not None
+    assert fork_info.budget["run"]["tokens"]["limit"] == 2000 and 2000 <= fork_info.usage.total_tokens < 4000
     assert failed.value.error_type == "TokenBudgetExceeded" and "of 1000 tokens" in failed.value.message
     assert info.budget is not None and info.budget["run"]["tokens"]["limit"] == 1000, info.budget
     assert 1000 <= info.usage.total_tokens < 3000  # stopped at its cap, within one call of it

@@ -298,3 +298,20 @@ def test_status_prints_the_runs_and_the_trees_budget():
     assert lines[0] == "budget:  run  700 spent · 300 reserved · 0 left of 1000 tokens"
     assert lines[1] == "budget:  tree 850 spent · 150 reserved · 0 left of 1000 tokens"
     assert "--add-usd" in lines[2] and lines[3] == "child:   r.call_1 (its share: 300 tokens)"
+
+
+def test_a_budget_a_last_call_overshot_shows_nothing_left_and_how_far_over():
+    """Before: `-229 left of 2500 tokens` in status and on the console's run page."""
+    from durable_agent_runner.cli.budget import render_budget
+    from durable_agent_runner.console.views_run import budget_rows
+
+    tokens = {"limit": 2500.0, "spent": 2729.0, "reserved": 0.0, "left": -229.0}
+    usd = {"limit": 0.5, "spent": 0.52, "reserved": 0.0, "left": -0.02}
+    view = {"on_budget": "fail", "run": {"tokens": tokens, "usd": usd}, "tree": {"tokens": tokens, "usd": usd},
+            "children": []}  # fmt: skip
+    lines = render_budget(view)
+    assert lines[0] == "budget:  run  2729 spent · 0 reserved · 0 left (229 over) of 2500 tokens"
+    assert lines[1] == "budget:  run  $0.5200 spent · $0.0000 reserved · $0 left ($0.0200 over) of $0.5000"
+    shown = " ".join(text for _, text in budget_rows(view))
+    assert "<b>0 left (229 over)</b> of 2,500 tokens" in shown and "<b>$0.0000 left ($0.0200 over)</b>" in shown
+    assert "-" not in shown.replace("class=", "")

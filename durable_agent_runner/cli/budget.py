@@ -21,16 +21,14 @@ def render_budget(b: dict[str, Any]) -> list[str]:
             line = b[scope][kind]
             if line is None:
                 continue
+            over = -line["left"] if line["left"] < 0 else 0  # a last call's overshoot (docs: what-runs-once.md)
             if kind == "tokens":
-                text = (
-                    f"{line['spent']:.0f} spent · {line['reserved']:.0f} reserved · "
-                    f"{line['left']:.0f} left of {line['limit']:.0f} tokens"
-                )
+                left = f"0 left ({over:.0f} over)" if over else f"{line['left']:.0f} left"
+                spent = f"{line['spent']:.0f} spent · {line['reserved']:.0f} reserved"
+                text = f"{spent} · {left} of {line['limit']:.0f} tokens"
             else:
-                text = (
-                    f"${line['spent']:.4f} spent · ${line['reserved']:.4f} reserved · "
-                    f"${line['left']:.4f} left of ${line['limit']:.4f}"
-                )
+                left = f"$0 left (${over:.4f} over)" if over else f"${line['left']:.4f} left"
+                text = f"${line['spent']:.4f} spent · ${line['reserved']:.4f} reserved · {left} of ${line['limit']:.4f}"
             lines.append(f"budget:  {scope:<4} {text}")
     if b["on_budget"] == "pause":
         lines.append(f"         on_budget=pause: raise it with `{cli()} resume RUN_ID --add-usd X | --add-tokens N`")

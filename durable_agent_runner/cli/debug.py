@@ -150,8 +150,9 @@ async def cmd_fork(client: AgentClient, args: argparse.Namespace) -> int:
         raise UsageError("--at-turn N: model calls are numbered from 1")
     try:
         forked = await client.get(args.run_id).fork(
-            args.at_turn, args.prompt, id=args.id, live_tools=live, task_queue=args.task_queue
-        )
+            args.at_turn, args.prompt, id=args.id, live_tools=live, task_queue=args.task_queue,
+            budget_usd=args.budget_usd, budget_tokens=args.budget_tokens,
+        )  # fmt: skip
     except checks.BadArgument as err:
         raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
     if args.json:
@@ -200,6 +201,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     fork.add_argument("--at-turn", type=int, required=True, metavar="N", help="fork just before model call N")
     fork.add_argument("--prompt", help="add this user message at the fork point")
     fork.add_argument("--id", help="the new run's id (default: generated)")
+    fork.add_argument("--budget-usd", type=float, metavar="X", help="the new run may spend at most $X")
+    fork.add_argument("--budget-tokens", type=int, metavar="N", help="the new run: at most N tokens")
     fork.add_argument(
         "--live-tools",
         action="store_true",

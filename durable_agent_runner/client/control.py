@@ -142,10 +142,12 @@ async def fork(
     new_id: str | None,
     task_queue: str,
     live_tools: bool = False,
+    budget: t.Budget | None = None,
 ) -> Forked:
     """Start a new run from the state just before model call `at_turn` of `run_id` (with `prompt`
     added as a user message, when given). `live_tools`: the calls before the fork point run again
-    (side effects) instead of being reused."""
+    (side effects) instead of being reused. `budget`: the fork's own cap (its origin's is not
+    carried: a fork spends from nothing, under its frozen agent's budgets and this cap)."""
     if at_turn < 1:
         raise checks.BadArgument("at_turn", "model calls are numbered from 1")
     made = await model_calls_made(client, run_id)
@@ -162,7 +164,7 @@ async def fork(
     new_id = new_id or f"{run_id[:200]}-fork{at_turn}-{uuid.uuid4().hex[:6]}"
     await client.start_workflow(
         t.WORKFLOW_NAME,
-        t.RunInput(prompt="", agent=point.agent.name, carry=carry),
+        t.RunInput(prompt="", agent=point.agent.name, carry=carry, budget=budget),
         id=new_id,
         id_reuse_policy=checks.NEW_ID,
         task_queue=task_queue,

@@ -397,16 +397,18 @@ class RunHandle:
         id: str | None = None,
         live_tools: bool = False,
         task_queue: str | None = None,
+        budget_usd: float | None = None,
+        budget_tokens: int | None = None,
     ) -> control.Forked:
         """Start a new run from the state just before model call `at_turn` of this one (finished
         or not), with `prompt` added as a user message when given. The calls before that point
         are reused from the transcript, unless `live_tools` runs them again (their side effects
-        too). Its id: `id`, or made from this run's. `AgentClient.get(forked.run_id)` follows it."""
+        too). Its id: `id`, or made from this run's. `budget_usd`, `budget_tokens`: its own cap,
+        as `start`'s. `AgentClient.get(forked.run_id)` follows it."""
         checks.whole(at_turn, "at_turn", 1, 10**6)
         if prompt is not None:
             checks.prompt(prompt, "prompt")
         new_id = None if id is None else checks.new_run_id(id)
         queue = checks.task_queue(task_queue) if task_queue is not None else self.task_queue
-        return await control.fork(
-            self.temporal, self.id, at_turn, prompt, new_id, queue, live_tools=checks.flag(live_tools, "live_tools")
-        )
+        live, budget = checks.flag(live_tools, "live_tools"), checks.budget_cap(budget_usd, budget_tokens)
+        return await control.fork(self.temporal, self.id, at_turn, prompt, new_id, queue, live, budget)

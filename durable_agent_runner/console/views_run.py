@@ -116,10 +116,11 @@ def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
             line = (b.get(scope) or {}).get(kind)
             if not line or (scope == "tree" and line == (b.get("run") or {}).get(kind)):
                 continue
-            money = _usd if kind == "usd" else _count
+            money, over = _usd if kind == "usd" else _count, max(-line["left"], 0)  # a last call's overshoot
+            left = f"{money(0)} left ({money(over)} over)" if over else f"{money(line['left'])} left"
             text = (
                 f"{money(line['spent'])} spent · {money(line['reserved'])} reserved · "
-                f"<b>{money(line['left'])} left</b> of {money(line['limit'])}{' tokens' if kind == 'tokens' else ''}"
+                f"<b>{left}</b> of {money(line['limit'])}{' tokens' if kind == 'tokens' else ''}"
             )
             rows.append((f"budget{' (tree)' if scope == 'tree' else ''}", f'<span class="budget {kind}">{text}</span>'))
     if rows and b.get("on_budget") == "pause":
