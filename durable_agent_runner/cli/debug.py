@@ -151,7 +151,7 @@ async def cmd_fork(client: AgentClient, args: argparse.Namespace) -> int:
     try:
         forked = await client.get(args.run_id).fork(
             args.at_turn, args.prompt, id=args.id, live_tools=live, task_queue=args.task_queue,
-            budget_usd=args.budget_usd, budget_tokens=args.budget_tokens,
+            budget_usd=getattr(args, "budget_usd", None), budget_tokens=getattr(args, "budget_tokens", None),
         )  # fmt: skip
     except checks.BadArgument as err:
         raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
