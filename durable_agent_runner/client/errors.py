@@ -21,6 +21,9 @@
 Arguments that are wrong before anything is sent (a bad run id, bad model settings, a wait that
 is not a finite number of seconds) are `ValueError`s (`checks.BadArgument`, naming the argument),
 and arguments of the wrong type `TypeError`s, as Python's own are (durable_agent_runner/client/checks.py).
+
+The words these say are defined here once, for the CLI and the console too: a workflow's kind
+(`noun`, `KINDS`), a status (`STATUS_NAMES`), and a command a person can type (`cli`, `worker`).
 """
 
 from __future__ import annotations
