@@ -167,6 +167,23 @@ async def test_eval_cancel_cancels_an_eval_and_refuses_what_it_cannot_cancel_in_
         assert code == 2 and len(err.strip().splitlines()) == 1 and words in err, (args, out, err)
 
 
+async def test_eval_run_no_wait_prints_the_evals_id_alone_for_a_script(
+    client, temporal_server, task_queue, worker_factory, tmp_path
+):
+    """`E=$(client.py eval run FILE --agent A --no-wait)` then `client.py eval cancel $E`: before,
+    it printed `started eval E`, so `eval cancel $E` was a usage error (as `run` prints a run's id)."""
+    data = tmp_path / "cases.yaml"
+    data.write_text("cases:\n  - name: c\n    inputs: q\n")
+    code, out, err = await client_py(temporal_server, task_queue, "eval", "run", str(data), "--agent", "nobody",
+                                     "--no-wait")  # fmt: skip
+    eval_id = out.strip()
+    assert code == 0 and out == f"{eval_id}\n" and eval_id.startswith("eval-cases-"), (out, err)
+    assert f"follow it: python client.py eval watch {eval_id}" in err, err
+    async with worker_factory():
+        code, out, err = await client_py(temporal_server, task_queue, "eval", "cancel", eval_id)
+    assert code == 0 and out.startswith(f"cancellation requested for eval {eval_id}"), (out, err)
+
+
 async def test_eval_run_says_within_seconds_that_no_worker_serves_its_agent(
     client, temporal_server, task_queue, worker_factory, tmp_path
 ):

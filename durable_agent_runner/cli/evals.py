@@ -162,8 +162,10 @@ async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
         eval_id=args.id,
         inline_scoring=args.inline_scoring,
     )
-    if args.no_wait:
-        emit(args.json, {"eval_id": ev.eval_id}, f"started eval {ev.eval_id}")
+    if args.no_wait:  # its id alone on standard output, as `run` prints a run's: `E=$(... --no-wait)`
+        emit(args.json, {"eval_id": ev.eval_id}, ev.eval_id)
+        if not args.json:
+            print(f"follow it: {cli(f'eval watch {ev.eval_id}')}", file=sys.stderr)
         return 0
     print(f"eval {ev.eval_id}: {len(dataset.cases)} case(s) × {args.repeat} on {args.agent}", file=sys.stderr)
     await _follow(ev, args.timeout)
