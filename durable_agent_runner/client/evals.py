@@ -188,7 +188,7 @@ class EvalHandle:
     async def cancel(self) -> None:
         """Cancel the eval: its cases in flight are cancelled too; finished ones keep their results.
         RunNotFound for an unknown id, NotThatKind for a run's, DecisionRefused if it has ended."""
-        await cancel(self._handle, "eval", te.EVAL_WORKFLOW)
+        await cancel(self._handle, te.EVAL_WORKFLOW)
 
 
 class Evals:

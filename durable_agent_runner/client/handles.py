@@ -326,7 +326,7 @@ class RunHandle:
     async def cancel(self) -> None:
         """Ask the run to stop: it answers the calls in flight as cancelled and ends cancelled
         (`result()` then raises RunCancelled); an eval's id cancels the eval. DecisionRefused if it has ended."""
-        await updates.cancel(self.handle, "run", t.WORKFLOW_NAME, te.EVAL_WORKFLOW)
+        await updates.cancel(self.handle, t.WORKFLOW_NAME, te.EVAL_WORKFLOW)
 
     # ------------------------------------------------------------------------------ debugging
 

@@ -79,13 +79,12 @@ async def describe(
     return desc
 
 
-async def cancel(handle: WorkflowHandle[Any, Any], what: str, of: str, *more: str) -> None:
+async def cancel(handle: WorkflowHandle[Any, Any], of: str, *more: str) -> None:
     """Ask a running workflow of type `of` (or `more`) to stop: RunNotFound, NotThatKind, or
-    DecisionRefused naming `what` ("run", "eval") if it has ended."""
-    status = (await describe(handle, of, *more)).status
-    if status != WorkflowExecutionStatus.RUNNING:
-        how = STATUS_NAMES.get(status, "unknown") if status else "?"
-        raise DecisionRefused(f"{what} {handle.id} has already ended ({how})")
+    DecisionRefused naming it as what it is ("run", "eval") if it has ended."""
+    desc = await describe(handle, of, *more)
+    if (gone := how_ended(desc)) is not None:
+        raise DecisionRefused(f"{noun(desc.workflow_type)} {handle.id} has already ended ({gone})")
     await handle.cancel(rpc_timeout=READ_TIMEOUT)
 
 
