@@ -54,7 +54,7 @@ from durable_agent_runner.cli.chat_view import (
     render_status,
     wants_colour,
 )
-from durable_agent_runner.cli.common import UsageError
+from durable_agent_runner.cli.common import UsageError, add_budget_flags
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import cli, prog
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap
@@ -385,8 +385,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     chat.add_argument("--agent", help=f"agent of a new session (default: {t.DEFAULT_AGENT})")
     chat.add_argument("--model", type=model_string, help="override the agent's model, for a new session")
     chat.add_argument("--id", help="run id for a new session (default: generated)")
-    chat.add_argument("--budget-usd", type=float, metavar="X", help="a new session may spend at most $X, all told")
-    chat.add_argument("--budget-tokens", type=int, metavar="N", help="a new session: at most N tokens, all told")
+    add_budget_flags(chat, "a new session (all told)")
     chat.add_argument("--by", default=who, help="who is talking, recorded with each message (default: %(default)s)")
     chat.add_argument(
         "--approval-wait",

@@ -25,6 +25,13 @@ class UsageError(Exception):
     """A mistake in what the user asked for: exit code 2."""
 
 
+def add_budget_flags(p: argparse.ArgumentParser, whose: str) -> None:
+    """`--budget-usd X` and `--budget-tokens N` of one run, session or fork (`whose` spends them),
+    checked by `check_budget` before connecting."""
+    p.add_argument("--budget-usd", type=float, metavar="X", help=f"{whose} may spend at most $X")
+    p.add_argument("--budget-tokens", type=int, metavar="N", help=f"{whose}: at most N tokens")
+
+
 def check_budget(args: argparse.Namespace) -> None:
     """`--budget-usd` and `--budget-tokens` (run, chat, schedule create, eval run), checked before
     connecting as the client checks a cap, and named as the flags are."""

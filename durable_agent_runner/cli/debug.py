@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from durable_agent_runner.cli.budget import budget_raise
-from durable_agent_runner.cli.common import UsageError, for_terminal
+from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
@@ -201,8 +201,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     fork.add_argument("--at-turn", type=int, required=True, metavar="N", help="fork just before model call N")
     fork.add_argument("--prompt", help="add this user message at the fork point")
     fork.add_argument("--id", help="the new run's id (default: generated)")
-    fork.add_argument("--budget-usd", type=float, metavar="X", help="the new run may spend at most $X")
-    fork.add_argument("--budget-tokens", type=int, metavar="N", help="the new run: at most N tokens")
+    add_budget_flags(fork, "the new run")
     fork.add_argument(
         "--live-tools",
         action="store_true",

@@ -44,7 +44,7 @@ from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
 from durable_agent_runner.cli.args import model_string
-from durable_agent_runner.cli.common import UsageError, check_budget
+from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
 from durable_agent_runner.cli.messages import cmd_end, cmd_send
@@ -122,8 +122,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="MODEL",
         help="when a call to the model fails for good, the turn goes to this one (repeatable, in order)",
     )
-    run.add_argument("--budget-usd", type=float, metavar="X", help="it and its sub-agents may spend at most $X")
-    run.add_argument("--budget-tokens", type=int, metavar="N", help="it and its sub-agents: at most N tokens")
+    add_budget_flags(run, "it and its sub-agents")
     run.add_argument("--id", help="run id to use (default: generated)")
     run.add_argument("--wait", action="store_true", help="wait and print the final answer")
     run.add_argument("--follow", action="store_true", help="print the run's steps and text as they happen")
