@@ -343,3 +343,18 @@ def test_an_item_index_is_written_in_ascii_digits():
     for bad in ("٣", "²", "3.0", "-1", "", "1" * 10):
         with pytest.raises(checks.BadArgument):
             item_index(bad)
+
+
+@given(st.lists(st.sampled_from("abc"), min_size=1, max_size=6), st.booleans())
+def test_a_json_object_a_person_gives_names_each_key_once(keys, nested):
+    """`--model-settings '{"temperature": 0.5, "temperature": 1}'` ran at 1: JSON keeps the last
+    of a repeated key without a word. A person meant one of them, so a repeat is refused, at any
+    depth (`--args`' objects too), naming the key."""
+    body = ", ".join(f'"{k}": {i}' for i, k in enumerate(keys))
+    text = '{"x": {' + body + "}}" if nested else "{" + body + "}"
+    repeated = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+    if repeated is None:
+        assert checks.json_object(text, "--args")
+    else:
+        with pytest.raises(checks.BadArgument, match=f"^--args gives '{repeated}' twice: give each key once$"):
+            checks.json_object(text, "--args")
