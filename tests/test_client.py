@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
+import durable_agent_runner as dar
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.evals import Case, Dataset
 from durable_agent_runner.workflows import types as t
 from tests.helpers import closed_address
 
@@ -362,8 +364,17 @@ async def test_the_id_of_an_ended_run_is_never_taken_again(cli, client, task_que
         )
         forked = await cli("fork", run_id, "--at-turn", "1", "--id", run_id)
         assert forked.code == 2 and "exists already (completed)" in one_clean_line(forked.err), str(forked)
-        with pytest.raises(WorkflowAlreadyStartedError):
-            await AgentClient(client, task_queue=task_queue).start("scripted", "three", id=run_id)
+        api = AgentClient(client, task_queue=task_queue)
+        with pytest.raises(
+            dar.IdTaken, match=f"^a run with id '{re.escape(run_id)}' exists already \\(completed\\)$"
+        ) as taken:
+            await api.start("scripted", "three", id=run_id)
+        assert isinstance(taken.value, WorkflowAlreadyStartedError) and taken.value.how == "completed"  # as before
+        dataset = Dataset(name="d", cases=[Case(name="c", inputs="hi")])
+        with pytest.raises(
+            dar.IdTaken, match=f"^a run with id '{re.escape(run_id)}' exists already"
+        ):  # an eval's start too
+            await api.evals.start(dataset, agent="scripted", eval_id=run_id)
     executions = [wf async for wf in client.list_workflows(f'WorkflowId="{run_id}"')]
     assert len(executions) == 1  # the first run alone holds its id
 

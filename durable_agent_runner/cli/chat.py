@@ -56,7 +56,7 @@ from durable_agent_runner.cli.chat_view import (
 )
 from durable_agent_runner.cli.common import UsageError, add_budget_flags
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.errors import cli, prog
+from durable_agent_runner.client.errors import IdTaken, cli, prog
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap
 from durable_agent_runner.client.updates import LIVE
 from durable_agent_runner.config.env import login_name
@@ -360,6 +360,8 @@ async def cmd_chat(client: AgentClient, args: argparse.Namespace) -> int:
             run_id = args.run_id
             status = await joinable(client, run_id, note)
             agent = status.agent or "agent"
+    except IdTaken as err:
+        return usage(f"{err}: give another --id, or leave it out")
     except (session.SessionError, ValueError) as err:
         return usage(str(err))
     printer = ChatPrinter(run_id, False, sys.stdout, style=style, stream=tty, info=info, agent=agent)

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import NoReturn, get_args
 
 from temporalio.client import Client
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner import __version__
@@ -53,7 +52,7 @@ from durable_agent_runner.cli.status import cmd_status
 from durable_agent_runner.cli.watch import cmd_watch
 from durable_agent_runner.client import errors
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.errors import STATUS_NAMES, AgentRunError, NoWorkerAnswered, RunFailed
+from durable_agent_runner.client.errors import AgentRunError, IdTaken, NoWorkerAnswered, RunFailed
 from durable_agent_runner.client.listing import PHASES
 from durable_agent_runner.client.script import exit_now
 from durable_agent_runner.config.connection import CORE_LOG, address, connect, task_queue
@@ -262,15 +261,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-async def _how(agents: AgentClient, run_id: str) -> str:
-    """How the run holding an id stands, for the refusal of another start under it."""
-    try:
-        status = await agents.get(run_id).exists()
-    except (RPCError, AgentRunError):  # an eval's id, the server away
-        return "running or ended"
-    return STATUS_NAMES.get(status, "ended") if status is not None else "ended"
-
-
 async def dispatch(args: argparse.Namespace) -> int:
     as_json = bool(getattr(args, "json", False))
     try:
@@ -289,13 +279,12 @@ async def dispatch(args: argparse.Namespace) -> int:
         fail(str(err), session.NO_WORKER, as_json)
     except RunFailed as err:  # a run's own failure, where a command did not print it itself
         fail(str(err), 1, as_json)
+    except IdTaken as err:
+        fail(f"{err}: give another --id, or leave it out", 2, as_json)
     except (UsageError, AgentRunError) as err:  # unknown run, refused decision, ...
         fail(str(err), 2, as_json)
     except ValueError as err:  # an argument the client's checks refused (client/checks.py)
         fail(str(err), 2, as_json)
-    except WorkflowAlreadyStartedError as err:
-        fail(f"a run with id '{err.workflow_id}' exists already ({await _how(agents, err.workflow_id)}): "
-             "give another --id, or leave it out", 2, as_json)  # fmt: skip
     except RPCError as err:
         if err.status == RPCStatusCode.ALREADY_EXISTS:
             fail(f"a run with that id already exists ({err.message})", 2, as_json)

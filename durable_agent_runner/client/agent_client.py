@@ -26,6 +26,7 @@ from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.listing import RunRow, RunsPage
 from durable_agent_runner.client.schedules import Schedules
 from durable_agent_runner.client.sessions import SessionHandle
+from durable_agent_runner.client.starts import start_new
 from durable_agent_runner.client.updates import DEFAULT_WAIT
 from durable_agent_runner.config import connection
 from durable_agent_runner.config.env import ClientSettings
@@ -115,8 +116,8 @@ class AgentClient:
         fails for good) and `model_settings` over the agent's, `capture` each model call's raw
         request and response, `breakpoints`, `budget_usd` and `budget_tokens` (a cap on what it and
         its sub-agents spend, below its agent's own budgets). `output_type` types `result()` when the
-        agent is given by name (an Agent brings its own). WorkflowAlreadyStartedError if a run
-        holds `id`, running or ended (checks.NEW_ID)."""
+        agent is given by name (an Agent brings its own). IdTaken if a run holds `id`, running
+        or ended (client/starts.py)."""
         name = agent_name(agent)
         checks.prompt(input)
         turns = checks.max_turns(max_turns)
@@ -130,7 +131,8 @@ class AgentClient:
         budget = checks.budget_cap(budget_usd, budget_tokens)
         run_id = checks.new_run_id(id) if id is not None else new_run_id(name, input)
         queue = self.task_queue if task_queue is None else checks.task_queue(task_queue)
-        await self.temporal.start_workflow(
+        await start_new(
+            self.temporal,
             t.WORKFLOW_NAME,
             t.RunInput(
                 prompt=input,
@@ -144,7 +146,6 @@ class AgentClient:
                 budget=budget,
             ),
             id=run_id,
-            id_reuse_policy=checks.NEW_ID,
             task_queue=queue,
             result_type=t.RunResult,
             search_attributes=TypedSearchAttributes(
@@ -178,11 +179,11 @@ class AgentClient:
         budget = checks.budget_cap(budget_usd, budget_tokens)
         run_id = checks.new_run_id(id) if id is not None else session_id(name)
         queue = self.task_queue if task_queue is None else checks.task_queue(task_queue)
-        await self.temporal.start_workflow(
+        await start_new(
+            self.temporal,
             t.WORKFLOW_NAME,
             t.RunInput(prompt="", agent=name, model=model, session=True, budget=budget),
             id=run_id,
-            id_reuse_policy=checks.NEW_ID,
             task_queue=queue,
             result_type=t.RunResult,
             search_attributes=TypedSearchAttributes(

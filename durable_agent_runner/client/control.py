@@ -23,6 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, cli
+from durable_agent_runner.client.starts import start_new
 from durable_agent_runner.client.updates import READ_TIMEOUT, describe, update
 from durable_agent_runner.workflows import types as t
 
@@ -162,11 +163,11 @@ async def fork(
     link = t.ForkLink(run_id=run_id, turn=at_turn, live_tools=live_tools)
     carry = t.Carry.for_fork(point, link, prompt)
     new_id = new_id or f"{run_id[:200]}-fork{at_turn}-{uuid.uuid4().hex[:6]}"
-    await client.start_workflow(
+    await start_new(
+        client,
         t.WORKFLOW_NAME,
         t.RunInput(prompt="", agent=point.agent.name, carry=carry, budget=budget),
         id=new_id,
-        id_reuse_policy=checks.NEW_ID,
         task_queue=task_queue,
         result_type=t.RunResult,
         search_attributes=TypedSearchAttributes(

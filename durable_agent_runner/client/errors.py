@@ -3,6 +3,8 @@
     AgentRunError              anything the client says went wrong with a run (one readable line)
     ├── RunNotFound            no run has that id (in this namespace)
     │   └── NotThatKind        the id is of another kind: an eval's given for a run's, or back
+    ├── IdTaken                a new run, session, fork or eval's id is held, running or ended
+    │                          (also temporalio's WorkflowAlreadyStartedError)
     ├── DecisionRefused        the run refused what was asked, and recorded nothing: an approval
     │                          for a call that is not waiting (unknown id, already decided),
     │                          edited arguments its tool refuses, a message to a run that is not a
@@ -31,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
@@ -121,6 +123,20 @@ class NotThatKind(RunNotFound):
         how = f": `{cli(f'{verb} {run_id}')}` shows it" if verb else ""
         self.args = (f"'{run_id}' is {kind_of(found)}, not {KINDS.get(wanted, (wanted, ''))[0]}{how}",)
         self.found, self.wanted = found, wanted
+
+
+class IdTaken(AgentRunError, WorkflowAlreadyStartedError):
+    """A run, session, fork or eval was to start under an id a workflow holds, running or ended
+    (checks.NEW_ID): nothing started. `holder`: that workflow's type; `how`: its status, as
+    `status` names it. A WorkflowAlreadyStartedError too, which the client raised before."""
+
+    def __init__(self, taken: WorkflowAlreadyStartedError, holder: str, how: str) -> None:
+        WorkflowAlreadyStartedError.__init__(
+            self, taken.workflow_id, taken.workflow_type, run_id=taken.run_id, first_run_id=taken.first_run_id
+        )
+        what = "an eval" if noun(holder) == "eval" else "a run"
+        self.args = (f"{what} with id '{taken.workflow_id}' exists already ({how})",)
+        self.holder, self.how = holder, how
 
 
 class DecisionRefused(AgentRunError):

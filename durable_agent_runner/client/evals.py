@@ -38,6 +38,7 @@ from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import STATUS_NAMES, StillRunning, kind_of, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
 from durable_agent_runner.client.listing import MAX_LIST, READ_TIMEOUT, STARTED_ON_1X
+from durable_agent_runner.client.starts import start_new
 from durable_agent_runner.client.status import ui_url
 from durable_agent_runner.client.updates import cancel, describe, update
 from durable_agent_runner.evals.cases import Case, Dataset
@@ -241,11 +242,11 @@ class Evals:
         if baseline:
             await self._check_baseline(baseline)
         eid = checks.new_run_id(eval_id, "eval_id") if eval_id is not None else new_eval_id(data.name)
-        handle = await self.temporal.start_workflow(
+        handle = await start_new(
+            self.temporal,
             te.EVAL_WORKFLOW,
             input,
             id=eid,
-            id_reuse_policy=checks.NEW_ID,
             task_queue=self.task_queue,
             result_type=te.EvalResult,
             # its agent from the start, so a list names it before the eval resolves it (or never does)
