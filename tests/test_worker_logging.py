@@ -91,3 +91,21 @@ def test_closing_over_a_stream_that_never_takes_a_line_returns_in_bounded_time()
     began = time.monotonic()
     handler.close()
     assert time.monotonic() - began < 2 * CLOSE_SECONDS + 1
+
+
+def test_a_module_that_hangs_while_loading_is_said_and_ctrl_c_stops_the_worker_in_one_line(
+    tmp_path: Any, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: a --tools module whose import waited (on a database, say) held the worker silent,
+    and Ctrl-C while it loaded or while it connected to Temporal printed a KeyboardInterrupt
+    traceback. The modules now load before the event loop: Ctrl-C stops the load itself."""
+    from durable_agent_runner.worker import main as worker_main
+
+    module = tmp_path / "hangs.py"  # its import is interrupted by Ctrl-C, as a real one would be
+    module.write_text("import time\n\ntime.sleep(1.0)\nraise KeyboardInterrupt\n")
+    monkeypatch.setattr(worker_main, "SLOW_IMPORT", 0.2)
+    assert worker_main.main(["--tools", str(module), "--task-queue", "q"]) == 130
+    err = capfd.readouterr().err
+    assert f"still loading {module} after 0 s: a module's top-level code has not returned" in caplog.text
+    assert err.strip().splitlines()[-1] == f"worker.py: stopped while loading {module}", err
+    assert "Traceback" not in err

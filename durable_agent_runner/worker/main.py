@@ -33,6 +33,7 @@ import asyncio
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
@@ -53,6 +54,7 @@ from durable_agent_runner.worker.plugin import DEFAULT_TOOLS, build_worker
 
 log = logging.getLogger("worker")
 PROG = "worker.py"  # how the command was called, in its usage and errors (set by `run`)
+SLOW_IMPORT = 10.0  # seconds of loading the modules before the worker says it is still at it
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -80,17 +82,29 @@ def startup_error(message: str) -> None:
     print(f"{PROG}: error: {Redactor(*secret_values()).text(message)}", file=sys.stderr)
 
 
-async def serve(args: argparse.Namespace) -> int:
+def load(args: argparse.Namespace) -> None:
+    """The user's modules and what the settings name, before any event loop runs: a module whose
+    import hangs (a database it waits for) is said after SLOW_IMPORT seconds, and Ctrl-C stops it."""
+    modules = args.tools or DEFAULT_TOOLS
+    slow = threading.Timer(SLOW_IMPORT, lambda: log.warning(
+        "still loading %s after %.0f s: a module's top-level code has not returned (Ctrl-C stops the worker)",
+        ", ".join(modules), SLOW_IMPORT,
+    ))  # fmt: skip
+    slow.daemon = True
+    slow.start()
     try:
-        registry = Registry.from_modules(args.tools or DEFAULT_TOOLS)
-        hooks = hooks_in_modules(args.tools or DEFAULT_TOOLS)
-        settings = LLMSettings.of(args.settings)
-        prices = PriceTable.from_path(args.settings.llm_prices)  # the settings, read once in main()
-        threads = args.settings.tool_threads
-        tracing = Telemetry.from_env("agent-worker")  # None without OTEL_EXPORTER_OTLP_ENDPOINT
-    except Exception as err:  # a user's module: any import error is a usage error here
-        startup_error(str(err))
-        return 2
+        args.registry = Registry.from_modules(modules)
+        args.hooks = hooks_in_modules(modules)
+    finally:
+        slow.cancel()
+    args.llm = LLMSettings.of(args.settings)
+    args.prices = PriceTable.from_path(args.settings.llm_prices)  # the settings, read once in main()
+    args.tracing = Telemetry.from_env("agent-worker")  # None without OTEL_EXPORTER_OTLP_ENDPOINT
+
+
+async def serve(args: argparse.Namespace) -> int:
+    registry, hooks, settings, prices, tracing = args.registry, args.hooks, args.llm, args.prices, args.tracing
+    threads = args.settings.tool_threads
     _, log_filter = redaction_for(settings)
     for handler in logging.getLogger().handlers:  # on handlers: a logger's filters miss propagated records
         handler.addFilter(log_filter)
@@ -189,8 +203,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (SettingsError, ValueError) as err:
             startup_error(str(err))
             return 2
+        try:
+            load(args)
+        except KeyboardInterrupt:
+            print(f"{PROG}: stopped while loading {', '.join(args.tools or DEFAULT_TOOLS)}", file=sys.stderr)
+            return 130
+        except Exception as err:  # a user's module: any import error is a usage error here
+            startup_error(str(err))
+            return 2
         with asyncio.Runner(loop_factory=loop) as runner:
-            return runner.run(serve(args))
+            try:
+                return runner.run(serve(args))
+            except KeyboardInterrupt:  # Ctrl-C before the worker's own handler (connecting to Temporal)
+                print(f"{PROG}: stopped while starting (Temporal at {address()})", file=sys.stderr)
+                return 130
 
 
 def run(prog: str = "worker.py", argv: Sequence[str] | None = None) -> NoReturn:
