@@ -154,6 +154,8 @@ def test_same_object_twice_is_fine() -> None:
     [
         ("tests.fixtures.no_such_module", "cannot import module 'tests.fixtures.no_such_module': ModuleNotFoundError"),
         ("missing/tools.py", "cannot load 'missing/tools.py': no such file"),
+        ("tests/fixtures", "^cannot load 'tests/fixtures': a folder: give a .py file, or a module's dotted name$"),
+        ("./my_tools", "^cannot load './my_tools': not a .py file: give a .py file, or a module's dotted name$"),
     ],
 )
 def test_bad_module_error_says_which_and_why(ref: str, message: str) -> None:
