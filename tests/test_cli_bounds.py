@@ -191,6 +191,10 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         # and a piped chat's wait for a decision is bounded (NaN and inf passed, and inf never ended)
         (["chat", "--approval-wait", "nan"], "--approval-wait must be a number of seconds in (0, 86,400]"),
         (["chat", "--approval-wait", "inf"], "--approval-wait must be a number of seconds in (0, 86,400]"),
+        # and who decides or talks is named: `--by ""` was recorded as "approved by " (no one)
+        (["approve", "r", "c", "--by", ""], "argument --by: is empty: name who it is, or leave it out"),
+        (["send", "r", "hi", "--by", " "], "argument --by: is empty: name who it is, or leave it out"),
+        (["resolve", "r", "c", "--rerun", "--by", ""], "argument --by: is empty"),
     ],
 )  # fmt: skip
 def test_a_cap_is_checked_before_connecting(

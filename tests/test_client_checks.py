@@ -177,6 +177,11 @@ async def test_decisions_refuse_empty_reasons_and_bad_fields(api):
         await run.resolve("call_1", "retry")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="by: must be at most 200"):
         await run.approve("call_1", by="x" * 201)
+    for blank in ("", "  "):  # was recorded: "approved by " named no one
+        with pytest.raises(ValueError, match=r"^by: is empty: name who it is, or leave it out \(your login name\)$"):
+            await run.approve("call_1", by=blank)
+        with pytest.raises(ValueError, match=r"^by: is empty"):
+            await run.pause(by=blank)
 
 
 async def test_debugger_verbs_check_their_arguments(api):

@@ -31,7 +31,7 @@ from typing import Any
 from temporalio.service import RPCError
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import model_string
+from durable_agent_runner.cli.args import by_flag, model_string
 from durable_agent_runner.cli.chat_io import (
     APPROVAL_WAIT,
     MAX_APPROVAL_WAIT,
@@ -388,7 +388,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     chat.add_argument("--model", type=model_string, help="override the agent's model, for a new session")
     chat.add_argument("--id", help="run id for a new session (default: generated)")
     add_budget_flags(chat, "a new session (all told)")
-    chat.add_argument("--by", default=who, help="who is talking, recorded with each message (default: %(default)s)")
+    chat.add_argument(
+        "--by", type=by_flag, default=who, help="who is talking, recorded with each message (default: %(default)s)"
+    )
     chat.add_argument(
         "--approval-wait",
         type=float,

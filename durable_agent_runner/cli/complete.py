@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from durable_agent_runner.cli import session
+from durable_agent_runner.cli.args import by_flag
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
@@ -23,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     how = cmd.add_mutually_exclusive_group(required=True)
     how.add_argument("--result", metavar="JSON", help="what the work came to: JSON of the tool's result type")
     how.add_argument("--fail", metavar="REASON", help="the work failed: the model is told this reason")
-    cmd.add_argument("--by", default=who, help="who completes it (default: %(default)s)")
+    cmd.add_argument("--by", type=by_flag, default=who, help="who completes it (default: %(default)s)")
     cmd.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(cmd)
     cmd.set_defaults(fn=cmd_complete)

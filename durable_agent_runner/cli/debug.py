@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+from durable_agent_runner.cli.args import by_flag
 from durable_agent_runner.cli.budget import budget_raise
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
@@ -166,13 +167,13 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     pause = sub.add_parser("pause", help="pause a run at its next safe point (before a model or tool call)")
     pause.add_argument("run_id")
     pause.add_argument("--reason", default="", help="shown in status and inspect")
-    pause.add_argument("--by", default=who, help="who pauses it (default: %(default)s)")
+    pause.add_argument("--by", type=by_flag, default=who, help="who pauses it (default: %(default)s)")
     pause.add_argument("--json", action="store_true", help="print JSON")
     add_wait(pause)
     pause.set_defaults(fn=cmd_pause)
     resume = sub.add_parser("resume", help="resume a paused run, with any edits")
     resume.add_argument("run_id")
-    resume.add_argument("--by", default=who, help="who resumes it (default: %(default)s)")
+    resume.add_argument("--by", type=by_flag, default=who, help="who resumes it (default: %(default)s)")
     resume.add_argument("--add-usd", type=float, metavar="X", help="raise a cost budget by X US dollars, then go on")
     resume.add_argument("--add-tokens", type=int, metavar="N", help="raise a token budget by N tokens, then go on")
     resume.add_argument("--json", action="store_true", help="print JSON")
@@ -193,7 +194,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     edit.add_argument("--args", nargs=2, metavar=("CALL_ID", "JSON"), help="change a pending call's arguments")
     edit.add_argument("--drop-call", metavar="CALL_ID", help="drop a pending call (the model is told)")
     edit.add_argument("--agent", metavar="NAME", help="switch the agent in charge to one the run froze")
-    edit.add_argument("--by", default=who, help="who edits (default: %(default)s)")
+    edit.add_argument("--by", type=by_flag, default=who, help="who edits (default: %(default)s)")
     edit.add_argument("--json", action="store_true", help="print JSON")
     edit.set_defaults(fn=cmd_edit)
     fork = sub.add_parser("fork", help="start a new run from the state just before model call N of a run")

@@ -27,7 +27,7 @@ async def cmd_decide(client: AgentClient, args: argparse.Namespace) -> int:
         else:
             receipt = await run.reject(args.call_id, args.reason, by=args.by, wait=args.worker_wait)
     except checks.BadArgument as err:
-        raise UsageError(f"--{err}" if err.field in ("reason", "by") else str(err)) from None
+        raise UsageError(f"--{err}" if err.field == "reason" else str(err)) from None
     done = "approved" if receipt.approved else "rejected"
     text = f"{args.call_id} {done} by {args.by} at {receipt.recorded_at:%Y-%m-%d %H:%M:%S}"
     # An approved call that no worker takes (none serves its agent's version) is said now, not sat on.

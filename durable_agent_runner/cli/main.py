@@ -42,7 +42,7 @@ from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serv
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
-from durable_agent_runner.cli.args import model_string
+from durable_agent_runner.cli.args import by_flag, model_string
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -180,7 +180,7 @@ def parser() -> argparse.ArgumentParser:
     approve.add_argument("call_id")
     approve.add_argument("--args", metavar="JSON", help="run with these edited arguments (validated first)")
     approve.add_argument("--always", action="store_true", help="also approve later calls of this tool in this run")
-    approve.add_argument("--by", default=who, help="who decides (default: %(default)s)")
+    approve.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")
     approve.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(approve)
     approve.set_defaults(fn=cmd_decide)
@@ -188,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
     reject.add_argument("run_id")
     reject.add_argument("call_id")
     reject.add_argument("--reason", required=True, help="what the model is told")
-    reject.add_argument("--by", default=who, help="who decides (default: %(default)s)")
+    reject.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")
     reject.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(reject)
     reject.set_defaults(fn=cmd_decide)
@@ -199,7 +199,7 @@ def parser() -> argparse.ArgumentParser:
     how.add_argument("--rerun", action="store_true", help="run the tool again (one attempt)")
     how.add_argument("--result", metavar="JSON", help="it did happen, and this is what it returned")
     how.add_argument("--fail", metavar="REASON", help="tell the model it failed, with this reason")
-    resolve.add_argument("--by", default=who, help="who decides (default: %(default)s)")
+    resolve.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")
     resolve.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(resolve)
     resolve.set_defaults(fn=cmd_resolve)
@@ -221,7 +221,7 @@ def parser() -> argparse.ArgumentParser:
     send.add_argument(
         "--wait", action="store_true", help="wait for this message's answer (at most 3600 s) and print it"
     )
-    send.add_argument("--by", default=who, help="who is talking (default: %(default)s)")
+    send.add_argument("--by", type=by_flag, default=who, help="who is talking (default: %(default)s)")
     send.add_argument("--message-id", metavar="ID", help="sending the same id again counts once (default: new)")
     send.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(send, answer_flag=True)
@@ -229,7 +229,7 @@ def parser() -> argparse.ArgumentParser:
     end = sub.add_parser("end", help="end a session once the messages it has taken are answered")
     end.add_argument("run_id")
     end.add_argument("--reason", default="", help="kept in the run's result")
-    end.add_argument("--by", default=who, help="who ends it (default: %(default)s)")
+    end.add_argument("--by", type=by_flag, default=who, help="who ends it (default: %(default)s)")
     end.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(end)
     end.set_defaults(fn=cmd_end)

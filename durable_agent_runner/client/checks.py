@@ -121,8 +121,10 @@ def agent(value: object) -> str:
 
 
 def by(value: object) -> str:
-    """Who decides or talks: a name of at most 200 characters (it may be empty)."""
+    """Who decides or talks: a name of 1-200 characters, not blank (a record says who)."""
     text = string(value, "by")
+    if not text.strip():  # "approved by " named no one: leave it out for the login name
+        raise BadArgument("by", "is empty: name who it is, or leave it out (your login name)")
     if len(text) > MAX_NAME:
         raise BadArgument("by", f"must be at most {MAX_NAME} characters")
     return text
