@@ -91,22 +91,23 @@ async def test_inspect_with_no_worker_to_answer_is_one_clear_line_in_bounded_tim
 @pytest.mark.pure
 async def test_inspect_shows_how_to_edit_only_where_an_edit_is_taken() -> None:
     """Before: every inspection ended with the edit commands, though a run that is not paused
-    refuses each edit ("the run is not paused: pause it first")."""
+    refuses each edit ("the run is not paused: pause it first"). Each command names the run, as a
+    person types it (it said RUN_ID)."""
     from datetime import UTC, datetime
 
     from durable_agent_runner.cli.debug import render
 
-    base = {"run_id": "r", "agent": "demo", "turn": 3}
+    base = {"run_id": "run-7", "agent": "demo", "turn": 3}
     waiting = render(t.Inspection(**base, phase="awaiting_approval"))
     assert "durable-agent-runner edit" not in waiting and waiting.endswith(
-        "to edit: durable-agent-runner pause RUN_ID (it pauses at its next safe point), then edit, then resume"
+        "to edit: durable-agent-runner pause run-7 (it pauses at its next safe point), then edit, then resume"
     )
     ended = render(t.Inspection(**base, phase="completed"))
-    assert "durable-agent-runner edit" not in ended and "durable-agent-runner fork RUN_ID --at-turn N" in ended
+    assert "durable-agent-runner edit" not in ended and "durable-agent-runner fork run-7 --at-turn N" in ended
     pause = t.PauseInfo(where="before_model", turn=3, why="pause by alice", at=datetime(2026, 12, 5, tzinfo=UTC))
     paused = render(t.Inspection(**base, phase="paused", paused=pause))
-    assert "edit: durable-agent-runner edit RUN_ID --text I TEXT" in paused and paused.endswith(
-        "then: durable-agent-runner resume RUN_ID"
+    assert "edit: durable-agent-runner edit run-7 --text I TEXT" in paused and paused.endswith(
+        "then: durable-agent-runner resume run-7"
     )
 
 
@@ -119,3 +120,19 @@ async def test_inspect_names_only_other_agents_as_those_the_run_may_switch_to() 
     assert "agent:   demo\n" in alone and "may switch" not in alone
     team = render(t.Inspection(run_id="r", agent="triage", agents=["billing", "triage"], turn=1, phase="running"))
     assert "agent:   triage (may switch to: billing)\n" in team
+
+
+@pytest.mark.pure
+async def test_a_budget_that_pauses_names_the_run_to_resume_in_status_and_the_console() -> None:
+    """It said `resume RUN_ID --add-usd X | --add-tokens N` beside a run whose id it had."""
+    from durable_agent_runner.cli.budget import render_budget
+    from durable_agent_runner.console.views_run import budget_rows
+
+    line = {"limit": 100.0, "spent": 100.0, "reserved": 0.0, "left": 0.0}
+    scope = {"tokens": line, "usd": None}
+    b = {"run": scope, "tree": scope, "on_budget": "pause", "children": []}
+    assert "raise it with `durable-agent-runner resume run-7 --add-usd X | --add-tokens N`" in "\n".join(
+        render_budget(b, "run-7")
+    )
+    rows = budget_rows(b, "run-7")
+    assert any("durable-agent-runner resume run-7 --add-tokens N | --add-usd X" in v for _, v in rows)

@@ -14,7 +14,7 @@ from durable_agent_runner.workflows import types as t
 KINDS = ("tokens", "usd")
 
 
-def render_budget(b: dict[str, Any]) -> list[str]:
+def render_budget(b: dict[str, Any], run_id: str) -> list[str]:
     lines: list[str] = []
     for scope in ("run", "tree"):
         for kind in KINDS:
@@ -31,7 +31,8 @@ def render_budget(b: dict[str, Any]) -> list[str]:
                 text = f"${line['spent']:.4f} spent · ${line['reserved']:.4f} reserved · {left} of ${line['limit']:.4f}"
             lines.append(f"budget:  {scope:<4} {text}")
     if b["on_budget"] == "pause":
-        lines.append(f"         on_budget=pause: raise it with `{cli()} resume RUN_ID --add-usd X | --add-tokens N`")
+        raise_it = cli(f"resume {run_id} --add-usd X | --add-tokens N")
+        lines.append(f"         on_budget=pause: raise it with `{raise_it}`")
     for c in b["children"]:
         share = " · ".join(
             x for x in (f"{c['tokens']} tokens" if c["tokens"] is not None else "",

@@ -89,16 +89,17 @@ def render(view: t.Inspection) -> str:
             )
             dropped = f"  (dropped by {call.dropped_by})" if call.dropped_by else ""
             lines.append(f"  {call.call_id}  {call.tool}({args}){dropped}")
+    run = view.run_id
     if view.edits:
         lines += ["", "edits:"]
         lines += [f"  {e.at:%Y-%m-%d %H:%M:%S} turn {e.turn}: {e.summary}" for e in view.edits]
     if view.paused is not None:
-        lines += ["", f"edit: {cli()} edit RUN_ID --text I TEXT | --drop I | --insert I ROLE TEXT |"]
-        lines += [f"      --args CALL_ID JSON | --drop-call CALL_ID | --agent NAME   then: {cli()} resume RUN_ID"]
+        lines += ["", f"edit: {cli(f'edit {run}')} --text I TEXT | --drop I | --insert I ROLE TEXT |"]
+        lines += [f"      --args CALL_ID JSON | --drop-call CALL_ID | --agent NAME   then: {cli(f'resume {run}')}"]
     elif view.phase in t.ENDED_STATUSES:
-        lines += ["", f"ended: it takes no edits; {cli()} fork RUN_ID --at-turn N starts a run before model call N"]
+        lines += ["", f"ended: it takes no edits; {cli(f'fork {run}')} --at-turn N starts a run before model call N"]
     else:  # the run refuses an edit until it is paused
-        lines += ["", f"to edit: {cli()} pause RUN_ID (it pauses at its next safe point), then edit, then resume"]
+        lines += ["", f"to edit: {cli(f'pause {run}')} (it pauses at its next safe point), then edit, then resume"]
     return "\n".join(lines)
 
 

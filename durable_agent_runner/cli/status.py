@@ -44,7 +44,7 @@ def render_status(s: dict[str, Any]) -> str:
     for wait in s.get("unserved", []):
         lines.append(f"stalled: {wait['message']}")
     if s.get("budget"):
-        lines += render_budget(s["budget"])
+        lines += render_budget(s["budget"], s["run_id"])
     if s.get("paused"):
         p = s["paused"]
         point = "model call" if p["where"] == "before_model" else "the tool calls of turn"

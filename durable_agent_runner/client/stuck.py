@@ -53,7 +53,7 @@ async def stuck(client: Client, desc: WorkflowExecutionDescription) -> dict[str,
     return {
         "attempts": raw.pending_workflow_task.attempt,
         "error": error.splitlines()[0][:500] if error else "no message",
-        "what_to_do": WHAT_TO_DO.format(cancel=cli("cancel RUN_ID")),
+        "what_to_do": WHAT_TO_DO.format(cancel=cli(f"cancel {desc.id}")),
     }
 
 

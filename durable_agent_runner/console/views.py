@@ -30,8 +30,9 @@ ROW_BYTES = 24 * 1024  # one waiting call with its controls (else without its ed
 INBOX_CALLS = 40  # calls the inbox shows, oldest first: 40 rows fit the page's bound
 
 
-def too_long_hint() -> str:
-    return f"to approve it with other arguments, use <code>{h(cli())} approve RUN_ID CALL_ID --args JSON</code>"
+def too_long_hint(w: Waiting) -> str:
+    command = cli(f"approve {w.run_id} {w.call.call_id} --args JSON")
+    return f"to approve it with other arguments, use <code>{h(command)}</code>"
 
 
 # An edited argument's form field is named `KIND.NAME`: how the console reads it back (see app.py).
@@ -185,7 +186,7 @@ def _call_row(w: Asking, with_run: bool = False, editable: bool = True) -> str:
     where = f"run {run_link(w.run_id)} · agent {h(w.agent)} · " if with_run else ""
     edit = f'<details class="edit"><summary>Edit arguments</summary>{edit_form(w, action)}</details>'
     if not editable:
-        edit = f'<p class="meta">Too large to edit here: {too_long_hint()}</p>'
+        edit = f'<p class="meta">Too large to edit here: {too_long_hint(w)}</p>'
     anchor = h(call_anchor(w.run_id, w.call.call_id))  # where a notification's link lands
     return f"""<section class="call" id="{anchor}" data-call="{h(w.key)}">
 <h3><code>{h(w.call.tool)}</code> <small>{h(w.call.call_id)} · turn {w.call.turn}</small></h3>
@@ -338,7 +339,7 @@ def edit_form(w: Waiting, action: str) -> str:
     else:
         text = pretty(w.call.arguments)
         if len(text) > EDIT_MAX:
-            return f'<p class="meta">Too long to edit here ({len(text):,} characters): {too_long_hint()}</p>'
+            return f'<p class="meta">Too long to edit here ({len(text):,} characters): {too_long_hint(w)}</p>'
         box = f'<textarea name="arguments" required>{h(text)}</textarea>'
         fields.append(f"<label>arguments (JSON) {box}</label>")
     return (

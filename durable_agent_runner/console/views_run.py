@@ -80,7 +80,7 @@ def _facts(view: RunView) -> str:
         ("started", when(s.get("started_at"))),
         ("history", f'<a href="{h(s["ui_url"])}">Temporal Web UI</a>'),
     ]
-    rows += budget_rows(s.get("budget"))
+    rows += budget_rows(s.get("budget"), s["run_id"])
     if s.get("closed_at"):
         rows.append(("ended", when(s["closed_at"])))
     if view.parent:
@@ -105,7 +105,7 @@ def _facts(view: RunView) -> str:
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
+def budget_rows(b: dict[str, Any] | None, run_id: str) -> list[tuple[str, str]]:
     """The run's budget as status has it (client/budget.py): per kind, its limit, what is spent,
     reserved (the call in flight, children's shares) and left; for the tree too when it differs."""
     if not b:
@@ -124,7 +124,7 @@ def budget_rows(b: dict[str, Any] | None) -> list[tuple[str, str]]:
             )
             rows.append((f"budget{' (tree)' if scope == 'tree' else ''}", f'<span class="budget {kind}">{text}</span>'))
     if rows and b.get("on_budget") == "pause":
-        raise_it = h(cli("resume RUN_ID --add-tokens N | --add-usd X"))
+        raise_it = h(cli(f"resume {run_id} --add-tokens N | --add-usd X"))
         rows.append(("on budget", f"pauses when spent: raise it with Resume, or {raise_it}"))
     children = b.get("children") or []
     if children:
