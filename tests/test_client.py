@@ -423,7 +423,11 @@ async def test_run_ids_with_quotes_and_slashes(cli, worker_factory, tmp_path):
         assert exported.code == 0, str(exported)
         # A bad --out is one usage line (before: `error: IsADirectoryError: [Errno 21] …`, exit 1).
         into_folder = await cli("export", odd, "--out", str(tmp_path))
-        assert into_folder.code == 2 and "give a file in a folder that exists" in one_clean_line(into_folder.err)
+        assert into_folder.code == 2 and f"--out {tmp_path} is a folder: give a file's path" in one_clean_line(
+            into_folder.err
+        )
+        nowhere = await cli("export", odd, "--out", str(tmp_path / "gone" / "odd.jsonl"))
+        assert nowhere.code == 2 and f"its folder {tmp_path / 'gone'} does not exist" in one_clean_line(nowhere.err)
         unwritable = await cli("export", odd, "--out", "/proc/odd.jsonl")
         assert unwritable.code == 2 and "cannot write /proc/odd.jsonl" in one_clean_line(unwritable.err)
     bad = await cli("run", "--id", "tab\there", "hi")

@@ -13,8 +13,10 @@ from durable_agent_runner.client.agent_client import AgentClient
 
 
 async def cmd_export(client: AgentClient, args: argparse.Namespace) -> int:
-    if args.out is not None and (args.out.is_dir() or not args.out.parent.is_dir()):  # said before the run is read
-        raise UsageError(f"--out {args.out}: give a file in a folder that exists")
+    if args.out is not None and args.out.is_dir():  # said before the run is read
+        raise UsageError(f"--out {args.out} is a folder: give a file's path (e.g. {args.out / 'run.jsonl'})")
+    if args.out is not None and not args.out.parent.is_dir():
+        raise UsageError(f"--out {args.out}: its folder {args.out.parent} does not exist")
     lines = await client.get(args.run_id).export(captures=args.captures)
     write_jsonl(lines, args.out)
     if args.out:
