@@ -191,6 +191,9 @@ async def test_create_refuses_a_name_taken_a_missing_session_and_a_cron_the_serv
             await agents.schedules.backfill(sched, "2026-01-01", "2026-06-01")
         with pytest.raises(BadArgument, match="FROM must be before TO"):
             await agents.schedules.backfill(sched, "2026-06-01", "2026-01-01")
+        tomorrow = datetime.now(UTC) + timedelta(days=1)  # it started now the runs due tomorrow
+        with pytest.raises(BadArgument, match=r"^from/to: TO is in the future \(now is .* UTC\): a backfill starts"):
+            await agents.schedules.backfill(sched, tomorrow - timedelta(hours=2), tomorrow)
     finally:
         await agents.schedules.delete(sched)
     with pytest.raises(BadArgument, match="session: no run with id 'nobody-here'"):

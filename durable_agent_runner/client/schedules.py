@@ -390,6 +390,11 @@ class Schedules:
         since, until = specs.moment(start, "from"), specs.moment(end, "to")
         if since >= until:
             raise checks.BadArgument("from/to", "FROM must be before TO")
+        if until > (now := datetime.now(UTC)):  # it would start now the runs of times still to come
+            raise checks.BadArgument(
+                "from/to", f"TO is in the future (now is {now:%Y-%m-%dT%H:%M} UTC): a backfill starts the runs of "
+                "times past; the schedule starts the rest when they are due",
+            )  # fmt: skip
         view = await self.describe(name)
         span = until - since
         if view.every_seconds and span.total_seconds() / view.every_seconds > MAX_BACKFILL:
