@@ -108,6 +108,8 @@ async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, clien
         (["eval", "status", "no-such-eval"], "no eval with id 'no-such-eval'"),
         # refused before the eval starts: no case is paid for a comparison that cannot be made
         (["eval", "run", str(data), "--agent", "scripted", "--baseline", "no-such-eval"], "no eval with id"),
+        # the two the wrong way round said "no run with id 'cases.yaml'"
+        (["eval", "add-case", "some-run", str(data)], f"add-case takes DATASET, then RUN_ID: '{data}' looks like"),
     ]:
         code, out, err = await client_py(temporal_server, task_queue, *args, timeout=30)
         assert code == 2, (args, out, err)

@@ -145,6 +145,12 @@ def check(args: argparse.Namespace) -> None:
     """What argparse cannot check alone, refused before connecting."""
     if getattr(args, "fail_on_regression", False) and not args.baseline:
         raise UsageError("--fail-on-regression needs --baseline EVAL_ID")
+    if getattr(args, "fn", None) is cmd_add_case and _a_file(args.run_id) and not _a_file(args.dataset):
+        raise UsageError(f"add-case takes DATASET, then RUN_ID: {args.run_id!r} looks like the dataset file")
+
+
+def _a_file(text: str) -> bool:
+    return text.lower().endswith((".yaml", ".yml", ".json"))
 
 
 async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
