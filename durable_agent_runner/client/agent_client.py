@@ -26,8 +26,7 @@ from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.listing import RunRow, RunsPage
 from durable_agent_runner.client.schedules import Schedules
 from durable_agent_runner.client.sessions import SessionHandle
-from durable_agent_runner.client.starts import start_new
-from durable_agent_runner.client.updates import DEFAULT_WAIT
+from durable_agent_runner.client.updates import DEFAULT_WAIT, start_new
 from durable_agent_runner.config import connection
 from durable_agent_runner.config.env import ClientSettings
 from durable_agent_runner.workflows import types as t
@@ -117,7 +116,7 @@ class AgentClient:
         request and response, `breakpoints`, `budget_usd` and `budget_tokens` (a cap on what it and
         its sub-agents spend, below its agent's own budgets). `output_type` types `result()` when the
         agent is given by name (an Agent brings its own). IdTaken if a run holds `id`, running
-        or ended (client/starts.py)."""
+        or ended (updates.start_new)."""
         name = agent_name(agent)
         checks.prompt(input)
         turns = checks.max_turns(max_turns)

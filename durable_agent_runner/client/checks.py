@@ -88,7 +88,7 @@ def run_id(value: object, field: str = "id", limit: int = MAX_RUN_ID) -> str:
 
 # Every run the client starts takes an id no run has held, running or ended: under an ended run's
 # id it would shadow that run in `status`, `export`, `diff` and the Web UI's link (a fork given its
-# origin's id became "a fork of itself"). WorkflowAlreadyStartedError says so.
+# origin's id became "a fork of itself"). IdTaken (updates.start_new) says so.
 NEW_ID = WorkflowIDReusePolicy.REJECT_DUPLICATE
 
 

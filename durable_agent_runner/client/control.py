@@ -23,8 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, cli
-from durable_agent_runner.client.starts import start_new
-from durable_agent_runner.client.updates import READ_TIMEOUT, describe, update
+from durable_agent_runner.client.updates import READ_TIMEOUT, describe, start_new, update
 from durable_agent_runner.workflows import types as t
 
 

@@ -38,9 +38,8 @@ from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import STATUS_NAMES, StillRunning, kind_of, run_failed
 from durable_agent_runner.client.eval_cases import add_case, case_from_run
 from durable_agent_runner.client.listing import MAX_LIST, READ_TIMEOUT, STARTED_ON_1X
-from durable_agent_runner.client.starts import start_new
 from durable_agent_runner.client.status import ui_url
-from durable_agent_runner.client.updates import cancel, describe, update
+from durable_agent_runner.client.updates import cancel, describe, start_new, update
 from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.files import load_dataset
 from durable_agent_runner.evals.report import Diff, Report, compare, report

@@ -29,7 +29,7 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks
@@ -37,6 +37,7 @@ from durable_agent_runner.client.errors import (
     STATUS_NAMES,
     AgentRunError,
     DecisionRefused,
+    IdTaken,
     NotThatKind,
     NoWorkerAnswered,
     RunNotFound,
@@ -49,6 +50,7 @@ POLL = 0.2  # seconds between reads of an answer in progress
 # A read that no worker answers in time: the run's sticky worker was killed (the server waits out
 # the sticky queue's 10 s before a new worker is asked), a worker is starting, the server restarts.
 READ_TIMEOUT = timedelta(seconds=20)
+LOOK = timedelta(seconds=5)  # the read of what holds a taken id: its words, not worth a long wait
 GAP_PAUSE = 1.0  # seconds before asking again after such a read
 # A deadline that passed: the client's ("Timeout expired") or the server's.
 DEADLINE = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
@@ -61,6 +63,24 @@ NOT_TAKEN = (
     "Nothing is recorded yet; a worker that starts soon may still apply it, once (see `status`); "
     "sending the same again is safe"
 )
+
+
+async def start_new(
+    temporal: Client, workflow: str, input: Any, *, id: str, **options: Any
+) -> WorkflowHandle[Any, Any]:
+    """Start a run, session, fork or eval under an id no workflow has held, running or ended
+    (checks.NEW_ID: under an ended run's id a new one would shadow it in `status`, `export`,
+    `diff` and the Web UI); IdTaken, which says what holds it, if one has."""
+    try:
+        return await temporal.start_workflow(workflow, input, id=id, id_reuse_policy=checks.NEW_ID, **options)
+    except WorkflowAlreadyStartedError as err:
+        try:
+            desc = await temporal.get_workflow_handle(id).describe(rpc_timeout=LOOK)
+        except RPCError:  # the server away, or the holder gone since
+            raise IdTaken(err, "", "running or ended") from None
+        raise IdTaken(
+            err, desc.workflow_type, STATUS_NAMES.get(desc.status, "ended") if desc.status else "ended"
+        ) from None
 
 
 async def describe(
