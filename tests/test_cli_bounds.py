@@ -11,9 +11,11 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import client as client_py
-from durable_agent_runner.cli.args import json_object
+from durable_agent_runner.cli.args import integer, json_object, number
 from durable_agent_runner.client import errors
 from tests.helpers import calls, closed_address, script, start
 from tests.test_approvals import pending, status
@@ -195,6 +197,13 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         (["approve", "r", "c", "--by", ""], "argument --by: is empty: name who it is, or leave it out"),
         (["send", "r", "hi", "--by", " "], "argument --by: is empty: name who it is, or leave it out"),
         (["resolve", "r", "c", "--rerun", "--by", ""], "argument --by: is empty"),
+        # and numbers are written in ASCII digits: int() and float() took '٣' (Arabic-Indic 3) and '1_0'
+        (["run", "--max-turns", "٣", "hi"], "argument --max-turns: not a whole number: '٣'"),
+        (["fork", "r", "--at-turn", "١"], "argument --at-turn: invalid int value: '١'"),
+        (["run", "--temperature", "٠.5", "hi"], "argument --temperature: invalid float value: '٠.5'"),
+        (["run", "--budget-tokens", "1_000", "hi"], "argument --budget-tokens: invalid int value: '1_000'"),
+        (["approve", "r", "c", "--wait", "٣"], "must be a number of seconds in (0, 3600], not '٣'"),
+        (["eval", "list", "--limit", "٣"], "argument --limit: not a whole number: '٣'"),
     ],
 )  # fmt: skip
 def test_a_cap_is_checked_before_connecting(
@@ -207,3 +216,18 @@ def test_a_cap_is_checked_before_connecting(
         client_py.main(argv)
     err = capsys.readouterr().err
     assert ended.value.code == 2 and said in err and err.count("\n") == 1, err
+
+
+@given(st.text(alphabet=st.characters(categories=["Nd"]), min_size=1, max_size=6), st.sampled_from(["", "-", "."]))
+def test_a_number_flag_takes_ascii_digits_only(digits: str, sign: str) -> None:
+    """Whatever a flag's number, it reads as Python reads ASCII digits, and nothing else."""
+    text = sign + digits if sign != "." else digits + "." + digits
+    ascii_only = digits.isascii()
+    for parse, python in ((integer, int), (number, float)):
+        if parse is integer and sign == ".":
+            continue
+        if ascii_only:
+            assert parse(text) == python(text)
+        else:
+            with pytest.raises(argparse.ArgumentTypeError, match=r"^invalid (int|float) value: "):
+                parse(text)

@@ -9,7 +9,7 @@ import argparse
 from typing import Any
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import by_flag
+from durable_agent_runner.cli.args import by_flag, integer
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
@@ -21,7 +21,9 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     answer.add_argument("call_id")
     what = answer.add_mutually_exclusive_group(required=True)
     what.add_argument("text", nargs="?", help="the answer, as text (with choices: one of them)")
-    what.add_argument("--choice", type=int, metavar="N", help="the number of one of the question's choices (from 1)")
+    what.add_argument(
+        "--choice", type=integer, metavar="N", help="the number of one of the question's choices (from 1)"
+    )
     answer.add_argument("--by", type=by_flag, default=who, help="who answers (default: %(default)s)")
     answer.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(answer)

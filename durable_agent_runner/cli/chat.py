@@ -31,7 +31,7 @@ from typing import Any
 from temporalio.service import RPCError
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import by_flag, model_string
+from durable_agent_runner.cli.args import by_flag, model_string, number
 from durable_agent_runner.cli.chat_io import (
     APPROVAL_WAIT,
     MAX_APPROVAL_WAIT,
@@ -393,7 +393,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     )
     chat.add_argument(
         "--approval-wait",
-        type=float,
+        type=number,
         default=APPROVAL_WAIT,
         metavar="SECONDS",
         help="through a pipe: how long to wait for someone to decide a call (default: %(default)g)",

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
 from temporalio.api.common.v1 import Payload, Payloads
 
+from durable_agent_runner.cli.args import integer
 from durable_agent_runner.machine.bounds import parse_json
 from durable_agent_runner.payloads.codec import ENV, CodecConfigError, DecryptError, EncryptionCodec, keyring_from_env
 
@@ -120,7 +121,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
         "Needs no connection to Temporal. Keep it on localhost, or behind authentication: it holds the keys.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
+    p.add_argument("--port", type=integer, default=DEFAULT_PORT, help="port (default: %(default)s)")
     p.add_argument(
         "--origin",
         action="append",

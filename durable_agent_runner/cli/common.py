@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from durable_agent_runner.cli.args import integer, number
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.checks import MAX_PROMPT_CHARS
 from durable_agent_runner.client.errors import STATUS_NAMES, failure
@@ -28,8 +29,8 @@ class UsageError(Exception):
 def add_budget_flags(p: argparse.ArgumentParser, whose: str) -> None:
     """`--budget-usd X` and `--budget-tokens N` of one run, session or fork (`whose` spends them),
     checked by `check_budget` before connecting."""
-    p.add_argument("--budget-usd", type=float, metavar="X", help=f"{whose} may spend at most $X")
-    p.add_argument("--budget-tokens", type=int, metavar="N", help=f"{whose}: at most N tokens")
+    p.add_argument("--budget-usd", type=number, metavar="X", help=f"{whose} may spend at most $X")
+    p.add_argument("--budget-tokens", type=integer, metavar="N", help=f"{whose}: at most N tokens")
 
 
 def check_budget(args: argparse.Namespace) -> None:

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.args import by_flag
+from durable_agent_runner.cli.args import by_flag, integer
 from durable_agent_runner.cli.common import UsageError, check_port, listen
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.config.env import ClientSettings
@@ -19,7 +19,7 @@ DEFAULT_PORT = 8237
 def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     cmd = sub.add_parser("console", help="serve the web console: runs, an inbox of approvals, each run's story")
     cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
+    cmd.add_argument("--port", type=integer, default=DEFAULT_PORT, help="port (default: %(default)s)")
     cmd.add_argument(
         "--by", type=by_flag, default=who, help="who decides, unless the page names someone (default: %(default)s)"
     )

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.args import by_flag
+from durable_agent_runner.cli.args import by_flag, integer, number
 from durable_agent_runner.cli.budget import budget_raise
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
@@ -175,8 +175,8 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     resume = sub.add_parser("resume", help="resume a paused run, with any edits")
     resume.add_argument("run_id")
     resume.add_argument("--by", type=by_flag, default=who, help="who resumes it (default: %(default)s)")
-    resume.add_argument("--add-usd", type=float, metavar="X", help="raise a cost budget by X US dollars, then go on")
-    resume.add_argument("--add-tokens", type=int, metavar="N", help="raise a token budget by N tokens, then go on")
+    resume.add_argument("--add-usd", type=number, metavar="X", help="raise a cost budget by X US dollars, then go on")
+    resume.add_argument("--add-tokens", type=integer, metavar="N", help="raise a token budget by N tokens, then go on")
     resume.add_argument("--json", action="store_true", help="print JSON")
     add_wait(resume)
     resume.set_defaults(fn=cmd_resume)
@@ -190,7 +190,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     edit = sub.add_parser("edit", help="edit a paused run (one edit; validated, recorded with who and when)")
     edit.add_argument("run_id")
     edit.add_argument("--text", nargs=2, metavar=("INDEX", "TEXT"), help="replace an item's text")
-    edit.add_argument("--drop", type=int, metavar="INDEX", help="drop an item (a call's message takes its results)")
+    edit.add_argument("--drop", type=integer, metavar="INDEX", help="drop an item (a call's message takes its results)")
     edit.add_argument("--insert", nargs=3, metavar=("INDEX", "ROLE", "TEXT"), help="insert a user or assistant message")
     edit.add_argument("--args", nargs=2, metavar=("CALL_ID", "JSON"), help="change a pending call's arguments")
     edit.add_argument("--drop-call", metavar="CALL_ID", help="drop a pending call (the model is told)")
@@ -200,7 +200,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     edit.set_defaults(fn=cmd_edit)
     fork = sub.add_parser("fork", help="start a new run from the state just before model call N of a run")
     fork.add_argument("run_id")
-    fork.add_argument("--at-turn", type=int, required=True, metavar="N", help="fork just before model call N")
+    fork.add_argument("--at-turn", type=integer, required=True, metavar="N", help="fork just before model call N")
     fork.add_argument("--prompt", help="add this user message at the fork point")
     fork.add_argument("--id", help="the new run's id (default: generated)")
     add_budget_flags(fork, "the new run")

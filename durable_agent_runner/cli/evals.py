@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.args import model_string
+from durable_agent_runner.cli.args import INTEGER, NUMBER, model_string
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -30,10 +30,9 @@ BAR = 30
 
 def _number(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text!r}") from None
+        if not (INTEGER if kind is int else NUMBER).fullmatch(text.strip()):  # ASCII digits (cli/args.py)
+            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text[:40]!r}")
+        value = kind(text)
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(f"{text} is outside {low:g}..{high:g}")
         return value

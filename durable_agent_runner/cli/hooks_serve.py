@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from durable_agent_runner.cli.args import integer
 from durable_agent_runner.cli.common import UsageError, check_port, listen
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.webhooks.config import MAX_BODY, HookConfigError, load
@@ -23,9 +24,13 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
         "--config", type=Path, metavar="FILE", help="the hooks: a JSON or YAML file (optional with COMPLETION_SECRET)"
     )
     cmd.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s)")
+    cmd.add_argument("--port", type=integer, default=DEFAULT_PORT, help="port (default: %(default)s)")
     cmd.add_argument(
-        "--max-body", type=int, default=MAX_BODY, metavar="BYTES", help="larger bodies get 413 (default: %(default)s)"
+        "--max-body",
+        type=integer,
+        default=MAX_BODY,
+        metavar="BYTES",
+        help="larger bodies get 413 (default: %(default)s)",
     )
     cmd.set_defaults(fn=cmd_serve_hooks)
 

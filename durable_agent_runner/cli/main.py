@@ -42,7 +42,7 @@ from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serv
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
-from durable_agent_runner.cli.args import by_flag, model_string
+from durable_agent_runner.cli.args import INTEGER, by_flag, integer, model_string, number
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -66,10 +66,9 @@ CORE_LOG.setLevel(logging.ERROR)  # the SDK core's own logs (gRPC retries while 
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not INTEGER.fullmatch(text.strip()):  # ASCII digits (cli/args.py)
+        raise argparse.ArgumentTypeError(f"not a whole number: {text[:40]!r}")
+    value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
@@ -133,16 +132,16 @@ def parser() -> argparse.ArgumentParser:
     bp.add_argument("--break-before-tools", action="store_true", help="before any tool call")
     bp.add_argument("--break-tool", action="append", metavar="TOOL", help="before calls of this tool (repeatable)")
     ms = run.add_argument_group("model settings", "the agent's, overridden for this run (a flag over --model-settings)")
-    ms.add_argument("--temperature", type=float, metavar="F", help="sampling temperature, 0-2")
-    ms.add_argument("--top-p", type=float, metavar="F", help="nucleus sampling, 0-1")
-    ms.add_argument("--max-output-tokens", type=int, metavar="N", help="cap on the tokens of each reply")
+    ms.add_argument("--temperature", type=number, metavar="F", help="sampling temperature, 0-2")
+    ms.add_argument("--top-p", type=number, metavar="F", help="nucleus sampling, 0-1")
+    ms.add_argument("--max-output-tokens", type=integer, metavar="N", help="cap on the tokens of each reply")
     ms.add_argument("--tool-choice", metavar="X", help="auto, required, none, or the name of one tool")
     ms.add_argument("--parallel-tool-calls", action=argparse.BooleanOptionalAction, help="several calls per reply")
     efforts = [
         v for arg in get_args(t.ModelSettings.model_fields["reasoning_effort"].annotation) for v in get_args(arg)
     ]
     ms.add_argument("--reasoning-effort", choices=efforts, help="for reasoning models")
-    ms.add_argument("--seed", type=int, metavar="N", help="ask for repeatable sampling (Chat Completions only)")
+    ms.add_argument("--seed", type=integer, metavar="N", help="ask for repeatable sampling (Chat Completions only)")
     ms.add_argument(
         "--stop", action="append", metavar="S", help="stop sequence (repeatable, at most 4; Chat Completions only)"
     )
@@ -236,7 +235,7 @@ def parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("watch", help="follow a run live: text as it streams, tool calls, approvals, answer")
     w.add_argument("run_id")
-    w.add_argument("--since", type=int, default=0, metavar="N", help="start at event N (resume a watch)")
+    w.add_argument("--since", type=integer, default=0, metavar="N", help="start at event N (resume a watch)")
     w.add_argument("--json", action="store_true", help="one JSON object per line, with event numbers")
     w.set_defaults(fn=cmd_watch)
 

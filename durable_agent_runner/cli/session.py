@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from durable_agent_runner.cli.args import number
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import session_id
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered
@@ -88,6 +89,6 @@ def add_read_wait(cmd: argparse.ArgumentParser) -> None:
 def wait_seconds(text: str) -> float:
     """`--wait SECONDS`, bounded as the client bounds every wait (checks.seconds)."""
     try:
-        return checks.seconds(float(text))
-    except ValueError:
+        return checks.seconds(number(text))
+    except (ValueError, argparse.ArgumentTypeError):
         raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600], not {text[:40]!r}") from None
