@@ -32,6 +32,8 @@ def clean_env(**extra: str) -> dict[str, str]:
         ("LLM_MAX_ATTEMPTS", "1" * 23, "a whole number in [1, 100]"),
         ("LLM_MAX_ATTEMPTS", "101", "a whole number in [1, 100]"),
         ("TOOL_THREADS", "1e3", "a whole number in [1, 1024]"),
+        ("LLM_TIMEOUT", "٣٠", "a number of seconds in (0, 3600]"),  # float() reads it as 30
+        ("LLM_RETRY_SECONDS", "1_0", "a number of seconds in (0, 86400]"),  # and this as 10
         ("PAYLOAD_STORE_THRESHOLD", "-1", "a whole number of bytes in [0, 2.09715e+06]"),
         ("LLM_STREAM", "maybe", "1, true, yes or on, or 0, false, no or off"),
         ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "sure", "1, true, yes or on, or 0, false, no or off"),

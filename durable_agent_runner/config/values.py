@@ -54,7 +54,9 @@ def number(
         try:
             if isinstance(raw, str):
                 text = raw.strip()
-                if kind is int and not (text.isascii() and text.lstrip("+-").isdigit() and len(text) <= 20):
+                if not text.isascii() or "_" in text:  # float() reads '٣٠' as 30 and '1_0' as 10: no one means those
+                    raise ValueError
+                if kind is int and not (text.lstrip("+-").isdigit() and len(text) <= 20):
                     raise ValueError
                 value = kind(text)
             elif isinstance(raw, bool) or not isinstance(raw, int | float):
