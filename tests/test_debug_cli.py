@@ -121,18 +121,3 @@ async def test_inspect_names_only_other_agents_as_those_the_run_may_switch_to() 
     team = render(t.Inspection(run_id="r", agent="triage", agents=["billing", "triage"], turn=1, phase="running"))
     assert "agent:   triage (may switch to: billing)\n" in team
 
-
-@pytest.mark.pure
-async def test_a_budget_that_pauses_names_the_run_to_resume_in_status_and_the_console() -> None:
-    """It said `resume RUN_ID --add-usd X | --add-tokens N` beside a run whose id it had."""
-    from durable_agent_runner.cli.budget import render_budget
-    from durable_agent_runner.console.views_run import budget_rows
-
-    line = {"limit": 100.0, "spent": 100.0, "reserved": 0.0, "left": 0.0}
-    scope = {"tokens": line, "usd": None}
-    b = {"run": scope, "tree": scope, "on_budget": "pause", "children": []}
-    assert "raise it with `durable-agent-runner resume run-7 --add-usd X | --add-tokens N`" in "\n".join(
-        render_budget(b, "run-7")
-    )
-    rows = budget_rows(b, "run-7")
-    assert any("durable-agent-runner resume run-7 --add-tokens N | --add-usd X" in v for _, v in rows)

@@ -294,10 +294,14 @@ def test_status_prints_the_runs_and_the_trees_budget():
         "tree": {"tokens": line | {"spent": 850.0, "reserved": 150.0}, "usd": None},
         "children": [{"child_id": "r.call_1", "tokens": 300, "usd": None}],
     }
-    lines = render_budget(view)
+    lines = render_budget(view, "r")
     assert lines[0] == "budget:  run  700 spent · 300 reserved · 0 left of 1000 tokens"
     assert lines[1] == "budget:  tree 850 spent · 150 reserved · 0 left of 1000 tokens"
-    assert "--add-usd" in lines[2] and lines[3] == "child:   r.call_1 (its share: 300 tokens)"
+    assert lines[2].endswith("raise it with `durable-agent-runner resume r --add-usd X | --add-tokens N`")
+    assert lines[3] == "child:   r.call_1 (its share: 300 tokens)"
+    from durable_agent_runner.console.views_run import budget_rows
+
+    assert any("durable-agent-runner resume r --add-tokens N | --add-usd X" in v for _, v in budget_rows(view, "r"))
 
 
 def test_a_budget_a_last_call_overshot_shows_nothing_left_and_how_far_over():
@@ -309,9 +313,9 @@ def test_a_budget_a_last_call_overshot_shows_nothing_left_and_how_far_over():
     usd = {"limit": 0.5, "spent": 0.52, "reserved": 0.0, "left": -0.02}
     view = {"on_budget": "fail", "run": {"tokens": tokens, "usd": usd}, "tree": {"tokens": tokens, "usd": usd},
             "children": []}  # fmt: skip
-    lines = render_budget(view)
+    lines = render_budget(view, "r")
     assert lines[0] == "budget:  run  2729 spent · 0 reserved · 0 left (229 over) of 2500 tokens"
     assert lines[1] == "budget:  run  $0.5200 spent · $0.0000 reserved · $0 left ($0.0200 over) of $0.5000"
-    shown = " ".join(text for _, text in budget_rows(view))
+    shown = " ".join(text for _, text in budget_rows(view, "r"))
     assert "<b>0 left (229 over)</b> of 2,500 tokens" in shown and "<b>$0.0000 left ($0.0200 over)</b>" in shown
     assert "-" not in shown.replace("class=", "")
