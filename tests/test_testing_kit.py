@@ -187,6 +187,11 @@ async def test_start_returns_the_projects_own_handle(agent_env: Any) -> None:
 def test_a_script_for_an_agent_it_does_not_know_is_refused() -> None:
     with pytest.raises(ValueError, match="does not know the agent\\(s\\) 'billing'"):
         ScriptedModel({"billing": [reply("hi")]}).check()
+    # and a script that is not one says so (a list of scripts was an AttributeError on `.items`)
+    with pytest.raises(TypeError, match=r"^ScriptedModel takes a dict of scripts by agent, not list$"):
+        ScriptedModel([reply("hi")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^a script is keyed by an Agent or its name, not ''$"):
+        ScriptedModel({"": [reply("hi")]})
 
 
 async def test_a_function_model_that_knows_no_agent_is_refused_when_served() -> None:

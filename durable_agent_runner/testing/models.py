@@ -114,11 +114,15 @@ class ScriptedModel(OfflineModel):
     in a run (counted from the request, so a retried call gets the same answer)."""
 
     def __init__(self, scripts: Mapping[str | Agent, Sequence[Step]], *, agents: Iterable[Agent] = ()) -> None:
+        if not isinstance(scripts, Mapping):
+            raise TypeError(f"ScriptedModel takes a dict of scripts by agent, not {type(scripts).__name__}")
         keyed = [k for k in scripts if isinstance(k, Agent)]
         super().__init__([*keyed, *agents])
         self.scripts: dict[str, list[Step]] = {}
         for key, steps in scripts.items():
             name = key.name if isinstance(key, Agent) else key
+            if not isinstance(name, str) or not name:
+                raise TypeError(f"a script is keyed by an Agent or its name, not {key!r}")
             if isinstance(steps, str | Reply | Call | HandOff | Output):
                 raise TypeError(f"the script for '{name}' must be a list of steps, one per turn")
             self.scripts[name] = list(steps)
