@@ -20,7 +20,7 @@ INTEGER = re.compile(r"[+-]?[0-9]+")
 # NaN and infinity pass as words, for the bound of the flag to refuse by name
 NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)", re.IGNORECASE)
 
-__all__ = ["MAX_DEPTH", "by_flag", "integer", "json_object", "model_string", "number"]
+__all__ = ["MAX_DEPTH", "by_flag", "in_digits", "integer", "json_object", "model_string", "number"]
 
 
 def model_string(text: str) -> str:
@@ -39,15 +39,20 @@ def by_flag(text: str) -> str:
         raise argparse.ArgumentTypeError(err.reason) from None
 
 
+def in_digits(text: str, kind: type[int] | type[float]) -> bool:
+    """Whether `text` is a `kind` written in ASCII digits (a float's NaN and infinity as words)."""
+    return (INTEGER if kind is int else NUMBER).fullmatch(text.strip()) is not None
+
+
 def integer(text: str) -> int:
     """An int flag's value, in ASCII digits, as argparse's `type=int` says a bad one."""
-    if not INTEGER.fullmatch(text.strip()):
+    if not in_digits(text, int):
         raise argparse.ArgumentTypeError(f"invalid int value: {text[:40]!r}")
     return int(text)
 
 
 def number(text: str) -> float:
     """A float flag's value, in ASCII digits, as argparse's `type=float` says a bad one."""
-    if not NUMBER.fullmatch(text.strip()):
+    if not in_digits(text, float):
         raise argparse.ArgumentTypeError(f"invalid float value: {text[:40]!r}")
     return float(text)

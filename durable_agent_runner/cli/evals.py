@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.args import INTEGER, NUMBER, model_string
+from durable_agent_runner.cli.args import in_digits, model_string
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -30,7 +30,7 @@ BAR = 30
 
 def _number(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
-        if not (INTEGER if kind is int else NUMBER).fullmatch(text.strip()):  # ASCII digits (cli/args.py)
+        if not in_digits(text, kind):
             raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text[:40]!r}")
         value = kind(text)
         if not low <= value <= high:

@@ -42,7 +42,7 @@ from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serv
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
-from durable_agent_runner.cli.args import INTEGER, by_flag, integer, model_string, number
+from durable_agent_runner.cli.args import by_flag, in_digits, integer, model_string, number
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -66,7 +66,7 @@ CORE_LOG.setLevel(logging.ERROR)  # the SDK core's own logs (gRPC retries while 
 
 
 def positive_int(text: str) -> int:
-    if not INTEGER.fullmatch(text.strip()):  # ASCII digits (cli/args.py)
+    if not in_digits(text, int):
         raise argparse.ArgumentTypeError(f"not a whole number: {text[:40]!r}")
     value = int(text)
     if value < 1:

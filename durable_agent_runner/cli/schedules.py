@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from durable_agent_runner.cli.args import INTEGER, NUMBER, model_string
+from durable_agent_runner.cli.args import in_digits, model_string
 from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client import schedule_specs as specs
@@ -33,7 +33,7 @@ def _typed(check: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def _number(kind: type[int] | type[float]) -> Callable[[str], Any]:
     def parse(text: str) -> Any:
-        if not (INTEGER if kind is int else NUMBER).fullmatch(text.strip()):  # ASCII digits (cli/args.py)
+        if not in_digits(text, kind):
             raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text[:40]!r}")
         return kind(text)
 
