@@ -218,6 +218,8 @@ async def test_debugger_verbs_check_their_arguments(api):
         await api.evals.list(started_on_1x=1)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^captures: /no/such/dir is not a directory$"):
         await run.export(captures="/no/such/dir")  # a typo exported every reply without its capture
+    with pytest.raises(TypeError, match=r"^captures must be a directory's path, not int$"):
+        await run.export(3)  # type: ignore[arg-type]
 
 
 async def test_what_a_run_is_sent_past_its_bounds_is_one_line_naming_the_field(api):

@@ -6,6 +6,7 @@ checked before anything is sent (durable_agent_runner/client/checks.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -240,6 +241,8 @@ class RunHandle:
         lists them): the agent, the prompt, each model reply with its wire capture (read from
         `captures`, default LLM_CAPTURE_DIR), each decision, approval, resolution and tool result
         (a child run's answer and a result a person gave too), a session's messages, the result."""
+        if captures is not None and not isinstance(captures, str | os.PathLike):
+            raise TypeError(f"captures must be a directory's path, not {type(captures).__name__}")
         root = Path(captures if captures is not None else self.settings.capture_dir)
         if captures is not None and not await asyncio.to_thread(root.is_dir):  # a typo: replies without captures
             raise checks.BadArgument("captures", f"{root} is not a directory")
