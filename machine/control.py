@@ -56,14 +56,18 @@ def pause(s: RunState, request: t.PauseRequest) -> str:
     return said
 
 
-def check_resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> None:
+def check_resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest, between: bool = False) -> None:
     """A resume needs a pause or a pause request; a run paused on its budget goes on only once
-    raised; a raise needs a budget of its kind, and a child's stays within its parent's grant."""
-    if s.paused is None and s.pause_request is None:
-        raise DecisionRefused("NotPaused", "the run is not paused")
+    raised; a raise needs a budget of its kind, and a child's stays within its parent's grant.
+    `between`: the run takes a raise alone while it is a session waiting for its next message
+    (session-raise-2.0.4), so a session whose budget is spent can go on."""
+    raising = bool(request.add_tokens or request.add_usd)
+    waiting = between and s.session is not None and s.phase is t.Phase.WAITING_FOR_MESSAGE
+    if s.paused is None and s.pause_request is None and not (waiting and raising):
+        also = ": a session waiting for a message takes a budget raise (--add-tokens N or --add-usd X)"
+        raise DecisionRefused("NotPaused", "the run is not paused" + (also if waiting else ""))
     if s.resumed_by is not None:
         raise DecisionRefused("NotPaused", f"already resumed by {s.resumed_by}")
-    raising = bool(request.add_tokens or request.add_usd)
     if s.paused is not None and s.paused.reason == "budget" and not raising:
         message = "the run is paused on its budget: raise it (--add-usd X or --add-tokens N), or cancel it"
         raise DecisionRefused("BudgetNotRaised", message)
@@ -106,6 +110,8 @@ def _resumed(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> Re
         events.append((t.EventKind.BUDGET_RAISED, f"{raised} by {request.by}"))
     if s.paused is not None:
         s.resumed_by = request.by
+        return Resumed(tuple(events))
+    if s.pause_request is None:  # a session's raise between messages: there is nothing to resume
         return Resumed(tuple(events))
     asked, s.pause_request = s.pause_request, None
     events.append((t.EventKind.RESUMED, f"pause request withdrawn by {request.by}"))

@@ -8,7 +8,8 @@ and `--fork-at N` records a fork of the run, started before model call N, as NAM
 `--script JSON` gives fake_llm's steps (a list, one per model call) instead of a named model, and
 `--resolve rerun|result:JSON|fail:REASON` (repeated) resolves each call in doubt as it comes, in order,
 and `--fork-resolve` (the same) those of the fork (a --live-tools fork's `once` calls ask first).
-`--budget-tokens N` hands the run a budget in its RunInput (a caller's cap).
+`--budget-tokens N` hands the run a budget in its RunInput (a caller's cap), and with a session,
+`--raise-tokens N` raises it by N after each message whose answer failed, before the next.
 `--suggest-continue-at N` has the server suggest continue-as-new once a history holds N events
 (Temporal's `limit.historyCount.suggestContinueAsNew`); the file then holds the first execution.
 With --approve, every call that waits for a person is approved as it comes. The run's id is NAME
@@ -93,6 +94,7 @@ async def record(
     budget_tokens: int | None = None,
     suggest_continue_at: int | None = None,
     break_tools: list[str] | None = None,
+    raise_tokens: int | None = None,
 ) -> list[Path]:
     config = (f"limit.historyCount.suggestContinueAsNew={suggest_continue_at}",) if suggest_continue_at else ()
     async with recording((tools,), config) as r:
@@ -124,7 +126,10 @@ async def record(
             await asyncio.wait_for(resolve_each(handle, resolutions), timeout=120)
         for text in session or []:
             receipt = await send_message(client, name, text, by="recorder")
-            await asyncio.wait_for(wait_answer(client, name, receipt.message), 60)
+            exchange = await asyncio.wait_for(wait_answer(client, name, receipt.message), 60)
+            if exchange.error is not None and raise_tokens:
+                raised = t.ResumeRequest(add_tokens=raise_tokens, by="recorder")
+                await handle.execute_update(t.RESUME_UPDATE, raised, result_type=t.RunStatus)
         if session:
             await end_session(client, name, by="recorder")
         await handle.result()
@@ -177,6 +182,7 @@ def main() -> None:
     parser.add_argument("--fork-resolve", action="append", metavar="ACTION", help="as --resolve, in the fork")
     parser.add_argument("--budget-tokens", type=int, metavar="N", help="the run is handed a budget of N tokens")
     parser.add_argument("--suggest-continue-at", type=int, metavar="N", help="the server suggests continue-as-new at N")
+    parser.add_argument("--raise-tokens", type=int, metavar="N", help="a session's budget raised after a failed answer")
     args = parser.parse_args()
     paths = asyncio.run(
         record(
@@ -197,6 +203,7 @@ def main() -> None:
             args.budget_tokens,
             args.suggest_continue_at,
             args.break_tool,
+            args.raise_tokens,
         )
     )
     print("\n".join(map(str, paths)))

@@ -80,6 +80,24 @@ def test_a_run_paused_on_its_budget_goes_on_only_raised_and_within_its_kinds():
     assert ledger is not None and ledger.budget.tokens == 1_500
 
 
+def test_a_session_waiting_for_a_message_takes_a_raise_alone_once_it_asked_the_patch():
+    """session-raise-2.0.4: a session whose budget is spent failed every later message, and its
+    raise was refused (not paused). A session started before the patch keeps the refusal."""
+    s = running()
+    s.session, s.phase = SessionState(), t.Phase.WAITING_FOR_MESSAGE
+    ledger = Ledger(t.Budget(tokens=100), shared=True)
+    raise_ = t.ResumeRequest(by="bob", add_tokens=500)
+    assert refused(control.check_resume, s, ledger, raise_) == "NotPaused"  # recorded before the patch
+    control.check_resume(s, ledger, raise_, True)
+    done = control.resume(s, ledger, raise_, NOW)
+    assert done == control.Resumed(((t.EventKind.BUDGET_RAISED, "+500 tokens by bob"),))  # nothing resumed
+    assert ledger.budget.tokens == 600 and s.resumed_by is None and s.pause_request is None
+    with pytest.raises(DecisionRefused, match=r"^the run is not paused: a session waiting for a message takes a"):
+        control.check_resume(s, ledger, t.ResumeRequest(by="bob"), True)  # a raise, or nothing
+    s.phase = t.Phase.CALLING_MODEL  # answering: a raise waits for the answer's end, or a pause
+    assert refused(control.check_resume, s, ledger, raise_, True) == "NotPaused"
+
+
 def test_a_child_run_is_raised_only_within_its_parents_grant():
     s = running()
     ledger = Ledger(t.Budget(tokens=300, ceiling_tokens=300), shared=True)  # a share its parent granted

@@ -14,7 +14,7 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from durable_agent_runner import Agent, AgentClient, Registry
-from durable_agent_runner.client.errors import RunFailed
+from durable_agent_runner.client.errors import DecisionRefused, RunFailed
 from durable_agent_runner.client.status import gather
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
@@ -155,6 +155,29 @@ async def test_a_session_started_with_a_cap_counts_every_answer_against_it(clien
         await chat.end()
     tokens = info.budget["run"]["tokens"] if info.budget else {}
     assert tokens.get("limit") == 50_000 and tokens.get("spent") == info.usage.total_tokens > 0, info.budget
+
+
+async def test_a_session_whose_cap_is_spent_goes_on_once_raised_between_messages(
+    client, task_queue, worker_factory, llm
+):
+    """Before: once a session's cap was spent every later message failed, and `resume
+    --add-tokens` was refused (`the run is not paused`). A session waiting for its next message
+    takes a raise alone (session-raise-2.0.4), and its next message is answered."""
+    agents = AgentClient(client, task_queue=task_queue)
+    async with worker_factory():
+        chat = await agents.start_session("chatter", model=script(llm, {"content": "one"}, {"content": "two"}),
+                                          budget_tokens=1)  # fmt: skip
+        assert await chat.ask("first", wait=30) == "one"  # its first call spends the cap (a last call's overshoot)
+        with pytest.raises(RunFailed, match="message 2: TokenBudgetExceeded: token budget spent"):
+            await chat.ask("second", wait=30)
+        with pytest.raises(DecisionRefused, match="the run is not paused: a session waiting for a message takes a"):
+            await chat.resume()  # a resume alone has nothing to resume
+        raised = await chat.resume(add_tokens=100_000, by="alice")
+        assert raised.phase == "waiting_for_message"  # it waits on, its budget raised
+        assert await chat.ask("third", wait=30) == "two"
+        info = await chat.status()
+        await chat.end()
+    assert info.budget is not None and info.budget["run"]["tokens"]["limit"] == 100_001, info.budget
 
 
 async def test_the_bound_holds_when_the_worker_is_killed_mid_call(client, temporal_server, llm, task_queue, tmp_path):

@@ -36,6 +36,7 @@ from durable_agent_runner.workflows.patches import (
     BREAK_TOOLS_PATCH,
     GIVEN_BUDGET_PATCH,
     SESSION_PROMPT_PATCH,
+    SESSION_RAISE_PATCH,
     TREE_BUDGET_PATCH,
 )
 from durable_agent_runner.workflows.steps import FallingBack, Steps
@@ -93,6 +94,8 @@ class AgentRun:
             # by a new run with breakpoints before named tools: no other run records its marker.
             named = input.carry is None and input.breakpoints is not None and bool(input.breakpoints.tools)
             check = named and versions.patched_2x(BREAK_TOOLS_PATCH)
+            if self._s.session is not None:  # asked by every session execution at its start, as the one above
+                self._inbox.raise_between = versions.patched_2x(SESSION_RAISE_PATCH)
             await self._start(input)
             run = machine.begin(self._s, self._steps.ledger, workflow.info().run_id)
             happened: machine.Happened = machine.Began(input.prompt if input.carry is None else None, check)

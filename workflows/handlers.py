@@ -32,6 +32,7 @@ class Inbox:
     def __init__(self, steps: Steps) -> None:
         self.steps = steps
         self.s = steps.s
+        self.raise_between = False  # a session takes a budget raise between messages (session-raise-2.0.4)
 
     def child_usage(self, ledger: t.ChildUsage) -> None:
         mine = ledger.child_id.startswith(workflow.info().workflow_id + ".")  # only this run's children
@@ -145,7 +146,7 @@ class Inbox:
         return self.status()
 
     def check_resume(self, request: t.ResumeRequest) -> None:
-        checked(control.check_resume, self.s, self.steps.ledger, request)
+        checked(control.check_resume, self.s, self.steps.ledger, request, self.raise_between)
 
     def resume(self, request: t.ResumeRequest) -> t.RunStatus:
         self.steps.take(lambda s, ledger: control.resume(s, ledger, request, workflow.now()))

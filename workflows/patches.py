@@ -48,6 +48,7 @@ AHEAD_CONTINUE_PATCH = "no-ahead-before-continue-1.4.8"
 RELEASE_2_PATCH = "release-2.0"
 EVAL_LANES_PATCH = "eval-lanes-2.0.1"
 BREAK_TOOLS_PATCH = "break-tools-2.0.2"
+SESSION_RAISE_PATCH = "session-raise-2.0.4"
 
 # What 1.x patches share: each ends with the 1.x runs (see the module's docstring).
 _WITH_1X = (
@@ -261,6 +262,23 @@ PATCHES: tuple[Patch, ...] = (
             "asked only by a run started with breakpoints before named tools; once `client.py list` shows no run "
             "running that started before 2.0.2 with such breakpoints, 2.1 drops the old path and asks deprecate_patch; "
             "2.2 drops the call once no run started before 2.1 is running"
+        ),
+    ),
+    Patch(
+        id=SESSION_RAISE_PATCH,
+        changes=(
+            "a session waiting for its next message takes a budget raise (`resume --add-tokens N`) with no pause: "
+            "before, a session whose budget was spent failed every later message, and a raise was refused "
+            "(the run is not paused)"
+        ),
+        added_in="2.0.4",
+        history="session_raise_2_0_4",
+        deprecate_in="2.1",
+        remove_in="2.2",
+        plan=(
+            "asked by every session at its start (each execution); once `client.py list --phase waiting_for_message` "
+            "shows no session that started before 2.0.4, 2.1 drops the refusal and asks deprecate_patch; 2.2 drops the "
+            "call once no session started before 2.1 is running"
         ),
     ),
     Patch(
