@@ -28,7 +28,7 @@ from durable_agent_runner.client.errors import NoWorkerAnswered
 from durable_agent_runner.client.stuck import stuck
 from durable_agent_runner.config.connection import connect
 from durable_agent_runner.testing.fake_llm import FakeLLMServer
-from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
+from durable_agent_runner.workflows.patches import RELEASE_2_PATCH, SESSION_RAISE_PATCH
 from tests.devserver import DYNAMIC_CONFIG, DevServer
 from tests.helpers import marker_ids
 
@@ -101,7 +101,7 @@ async def check(old_code: Path, tmp: Path) -> None:
                 first = desc.raw_description.workflow_execution_info.first_run_id
                 assert desc.run_id != first, "the session never continued as new"
                 now = marker_ids(await live.fetch_history())
-                assert now == [RELEASE_2_PATCH], now
+                assert now == [RELEASE_2_PATCH, SESSION_RAISE_PATCH], now  # each session execution asks the raise's
                 print("2.0: the session continued as new, and its new execution is 2.0: markers", now)
                 await until(lambda: _none_on_1x(agents), "the list to empty", 30)
                 shown = await client_py(server.target, "list", "--started-on-1x")
