@@ -33,6 +33,7 @@ from tests.budget_runs import (
 from tests.fixtures.budget_agents import LEAD_SCRIPT, SCHOLAR_SCRIPT
 from tests.helpers import activity_attempts, calls, replay, script, start
 from tests.test_agents import child_runs, status
+from tests.test_client import cli  # noqa: F401  (a fixture)
 from tests.test_durability import start_worker_process
 
 
@@ -158,7 +159,7 @@ async def test_a_session_started_with_a_cap_counts_every_answer_against_it(clien
 
 
 async def test_a_session_whose_cap_is_spent_goes_on_once_raised_between_messages(
-    client, task_queue, worker_factory, llm
+    client, task_queue, worker_factory, llm, cli
 ):
     """Before: once a session's cap was spent every later message failed, and `resume
     --add-tokens` was refused (`the run is not paused`). A session waiting for its next message
@@ -175,9 +176,13 @@ async def test_a_session_whose_cap_is_spent_goes_on_once_raised_between_messages
         raised = await chat.resume(add_tokens=100_000, by="alice")
         assert raised.phase == "waiting_for_message"  # it waits on, its budget raised
         assert await chat.ask("third", wait=30) == "two"
+        said = await cli("resume", chat.id, "--add-tokens", "5", "--by", "bob")  # and from the CLI
+        assert said.code == 0 and said.out.strip() == (
+            f"{chat.id}: budget raised +5 tokens by bob; the session waits for its next message"
+        ), str(said)
         info = await chat.status()
         await chat.end()
-    assert info.budget is not None and info.budget["run"]["tokens"]["limit"] == 100_001, info.budget
+    assert info.budget is not None and info.budget["run"]["tokens"]["limit"] == 100_006, info.budget
 
 
 async def test_the_bound_holds_when_the_worker_is_killed_mid_call(client, temporal_server, llm, task_queue, tmp_path):

@@ -53,7 +53,7 @@ async def cmd_resume(client: AgentClient, args: argparse.Namespace) -> int:
         args,
         {"run_id": args.run_id, "resumed_by": args.by, "phase": status.phase, **raised.model_dump(exclude_none=True)},
         f"{args.run_id} resumed by {args.by}" + (f" (budget raised {added})" if added else "")
-        if status.phase != t.Phase.WAITING_FOR_MESSAGE
+        if not added or status.phase != t.Phase.WAITING_FOR_MESSAGE
         else f"{args.run_id}: budget raised {added} by {args.by}; the session waits for its next message",
     )
     return 0
