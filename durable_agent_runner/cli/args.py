@@ -3,22 +3,17 @@
 own check (durable_agent_runner/client/checks.py), bounded by the one parser of outside data
 (machine/bounds.py) and nested at most MAX_DEPTH levels; a bad one is a ValueError whose text
 names the flag. A model string (`--model`, `--fallback-model`) and a name (`--by`): argparse's type,
-so a bad one is argparse's one line before anything connects. Numbers are read in ASCII digits:
-Python's int() and float() also read other scripts' digits ('٣' is 3) and underscores ('1_0'), which
-no person means in a flag (the console refuses them too)."""
+so a bad one is argparse's one line before anything connects. Numbers are read in ASCII digits
+(config/values.in_digits, as the settings read theirs; the console refuses others too)."""
 
 from __future__ import annotations
 
 import argparse
-import re
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.checks import MAX_JSON_DEPTH as MAX_DEPTH
 from durable_agent_runner.client.checks import json_object
-
-INTEGER = re.compile(r"[+-]?[0-9]+")
-# NaN and infinity pass as words, for the bound of the flag to refuse by name
-NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)", re.IGNORECASE)
+from durable_agent_runner.config.values import in_digits
 
 __all__ = ["MAX_DEPTH", "by_flag", "in_digits", "integer", "json_object", "model_string", "number"]
 
@@ -37,11 +32,6 @@ def by_flag(text: str) -> str:
         return checks.by(text)
     except checks.BadArgument as err:
         raise argparse.ArgumentTypeError(err.reason) from None
-
-
-def in_digits(text: str, kind: type[int] | type[float]) -> bool:
-    """Whether `text` is a `kind` written in ASCII digits (a float's NaN and infinity as words)."""
-    return (INTEGER if kind is int else NUMBER).fullmatch(text.strip()) is not None
 
 
 def integer(text: str) -> int:

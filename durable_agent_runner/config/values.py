@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -17,6 +18,16 @@ from durable_agent_runner.config.addresses import email_address, email_list
 SHOWN = 40  # characters of a bad value quoted back
 MAX_TEXT = 4096  # characters of a name, a path or a URL
 MAX_QUEUE = 200  # characters of a task queue's name: `Q@agent@version` is a queue too
+# A number as a person writes one, in ASCII digits: int() and float() also read other scripts' digits
+# ('٣' is 3) and underscores ('1_0'), which no one means. NaN and infinity pass as words, for a
+# bound to refuse by name.
+INTEGER = re.compile(r"[+-]?[0-9]+")
+NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|nan|inf|infinity)", re.IGNORECASE)
+
+
+def in_digits(text: str, kind: type[int] | type[float]) -> bool:
+    """Whether `text` is a `kind` written in ASCII digits: the settings' numbers and the CLI's flags."""
+    return (INTEGER if kind is int else NUMBER).fullmatch(text.strip()) is not None
 
 
 def _switch(raw: object) -> object:
@@ -54,9 +65,7 @@ def number(
         try:
             if isinstance(raw, str):
                 text = raw.strip()
-                if not text.isascii() or "_" in text:  # float() reads '٣٠' as 30 and '1_0' as 10: no one means those
-                    raise ValueError
-                if kind is int and not (text.lstrip("+-").isdigit() and len(text) <= 20):
+                if not in_digits(text, kind) or (kind is int and len(text) > 20):
                     raise ValueError
                 value = kind(text)
             elif isinstance(raw, bool) or not isinstance(raw, int | float):
