@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from durable_agent_runner import Agent, Registry
+from durable_agent_runner import Agent, AgentClient, Registry
+from durable_agent_runner.client.errors import RunFailed
 from durable_agent_runner.console.data import PAGE_SIZE
 from durable_agent_runner.console.security import MAX_FORM_BYTES
 from durable_agent_runner.workflows import types as t
@@ -417,6 +419,53 @@ async def test_a_run_paused_on_its_budget_is_raised_from_the_console(client, tas
         assert raised.json()["message"] == "resumed by carol, its budget raised by 1,000 tokens"
         result = await asyncio.wait_for(handle.result(), 30)
     assert result.output == "Tides follow the moon."
+
+
+async def test_a_session_whose_budget_is_spent_is_raised_from_its_page(client, task_queue, worker_factory, llm):
+    """A session whose cap is spent (its last message failed) says so on its page, with a raise
+    form of its own (2.0.4: a session waiting for its next message takes a raise alone); an empty
+    raise is 400, a raise says the session waits on, and the next message sent there is answered."""
+    agents = AgentClient(client, task_queue=task_queue)
+    async with (
+        worker_factory(),
+        serve_console(client, task_queue) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as web,
+    ):
+        model = script(llm, {"content": "one"}, {"content": "two"})
+        chat = await agents.start_session("chatter", model=model, budget_tokens=1)
+        assert await chat.ask("first", wait=30) == "one"  # its first call spends the cap
+        with pytest.raises(RunFailed, match="TokenBudgetExceeded"):
+            await chat.ask("second", wait=30)
+        page = (await web.get(f"/runs/{chat.id}")).text
+        assert '<p class="refusal">Message 2 failed: TokenBudgetExceeded: token budget spent' in page, page[-4000:]
+        assert "Its budget is spent: raise it for the next message" in page and 'name="between"' in page
+        assert 'action="/runs/' + chat.id + '/resume"' in page and "<button>Pause</button>" in page
+        csrf, json_ = csrf_of(page), {"Accept": "application/json"}
+
+        async def raise_it(**fields: str) -> httpx.Response:
+            form = {"csrf": csrf, "by": "carol", "between": "1", **fields}
+            return await web.post(f"/runs/{chat.id}/resume", data=form, headers=json_)
+
+        empty = await raise_it(add_tokens="")
+        assert empty.status_code == 400 and empty.json()["message"] == "add tokens or USD to raise its budget"
+        no_usd = await raise_it(add_usd="1")
+        assert no_usd.status_code == 409 and no_usd.json()["message"].startswith("the raise is refused: "), no_usd.text
+        raised = await raise_it(add_tokens="100000")
+        assert raised.status_code == 200, raised.text
+        said = "budget raised by 100,000 tokens by carol; the session waits for its next message"
+        assert raised.json()["message"] == said
+        page = (await web.get(f"/runs/{chat.id}")).text
+        assert "Message 2 failed" in page and "Raise its budget: " in page  # not spent now; the failure stays said
+        message = {"csrf": csrf, "by": "carol", "text": "third"}
+        sent = await web.post(f"/runs/{chat.id}/send", data=message, headers=json_)
+        assert sent.status_code == 200 and sent.json()["message"] == "message 3 sent", sent.text
+        async with asyncio.timeout(30):
+            while (status := await chat.status()).session is None or status.session.answered < 3:
+                await asyncio.sleep(0.1)
+        assert status.session.last is not None and status.session.last.output == "two"
+        page = (await web.get(f"/runs/{chat.id}")).text
+        assert "failed:" not in page  # the last message was answered
+        await chat.end()
 
 
 async def test_a_childs_raise_beyond_its_parents_grant_is_refused_plainly(client, task_queue, worker_factory, llm):

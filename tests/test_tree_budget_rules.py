@@ -299,7 +299,7 @@ def test_status_prints_the_runs_and_the_trees_budget():
     assert lines[1] == "budget:  tree 850 spent · 150 reserved · 0 left of 1000 tokens"
     assert lines[2].endswith("raise it with `durable-agent-runner resume r --add-usd X | --add-tokens N`")
     assert lines[3] == "child:   r.call_1 (its share: 300 tokens)"
-    from durable_agent_runner.console.views_run import budget_rows
+    from durable_agent_runner.console.views_budget import budget_rows
 
     assert any("durable-agent-runner resume r --add-tokens N | --add-usd X" in v for _, v in budget_rows(view, "r"))
 
@@ -307,7 +307,7 @@ def test_status_prints_the_runs_and_the_trees_budget():
 def test_a_budget_a_last_call_overshot_shows_nothing_left_and_how_far_over():
     """Before: `-229 left of 2500 tokens` in status and on the console's run page."""
     from durable_agent_runner.cli.budget import render_budget
-    from durable_agent_runner.console.views_run import budget_rows
+    from durable_agent_runner.console.views_budget import budget_rows
 
     tokens = {"limit": 2500.0, "spent": 2729.0, "reserved": 0.0, "left": -229.0}
     usd = {"limit": 0.5, "spent": 0.52, "reserved": 0.0, "left": -0.02}

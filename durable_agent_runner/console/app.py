@@ -23,7 +23,14 @@ from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, N
 from durable_agent_runner.client.schedules import ScheduleNotFound
 from durable_agent_runner.console import data, evals_live, links, sse, views, views_evals, views_run, views_schedules
 from durable_agent_runner.console import whole as whole_value
-from durable_agent_runner.console.forms import budget_raise, checked_edit, edited_arguments, run_edit, whole
+from durable_agent_runner.console.forms import (
+    budget_raise,
+    checked_edit,
+    edited_arguments,
+    resume_refusal,
+    run_edit,
+    whole,
+)
 from durable_agent_runner.console.security import Guard, Refused, new_csrf, read_form
 from durable_agent_runner.console.views_cases import dataset_path
 from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
@@ -241,21 +248,20 @@ class Console:
         return _done(f"pauses at its next safe point (now: {status.phase}, turn {status.turn})")
 
     async def resume(self, request: Request) -> Response:
-        """Resume a paused run; one paused on its budget with it raised (tokens, USD: the client's
-        checks, as `client.py resume --add-tokens N --add-usd X`). The run's refusal (nothing
-        raised, a raise past what a child's parent granted it) is shown as it said it."""
+        """Resume a paused run, one paused on its budget with it raised (`client.py resume
+        --add-tokens N --add-usd X`), or raise alone a session's budget while it waits for its next
+        message (`between`). A refusal is in the console's words (forms.resume_refusal)."""
         form = await read_form(request, self.csrf)
         tokens, usd = budget_raise(form)
         try:
-            await data.resume(self.client, _run_id(request), self._by(form), tokens, usd)
+            status = await data.resume(self.client, _run_id(request), self._by(form), tokens, usd)
         except DecisionRefused as err:
-            if err.kind == "BudgetNotRaised":
-                refused = "the run is paused on its budget: add tokens or USD to resume it, or cancel it"
-                raise Refused(409, refused) from None
-            if err.kind in ("BeyondParentGrant", "NoBudget"):  # the run's own words, without "run X refused it"
-                raise Refused(409, f"the raise is refused: {str(err).partition(' refused it: ')[2] or err}") from None
+            if (said := resume_refusal(err, form)) is not None:
+                raise Refused(409, said) from None
             raise
         raised = " and ".join(x for x in (f"{tokens:,} tokens" if tokens else "", f"${usd:g}" if usd else "") if x)
+        if raised and status.phase == t.Phase.WAITING_FOR_MESSAGE:
+            return _done(f"budget raised by {raised} by {self._by(form)}; the session waits for its next message")
         return _done(f"resumed by {self._by(form)}" + (f", its budget raised by {raised}" if raised else ""))
 
     async def edit(self, request: Request) -> Response:

@@ -1,5 +1,6 @@
 """The console's forms read into values: numbers written with the ASCII digits only, a budget
-raise, a call's edited arguments (checked against its tool's schema) and a paused run's edit.
+raise (and the words for its refusal), a call's edited arguments (checked against its tool's
+schema) and a paused run's edit.
 A value that is not one is a Refused (400) with one line naming the field."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import re
 from typing import Any
 
 from durable_agent_runner.client.control import make_edit
+from durable_agent_runner.client.errors import DecisionRefused
 from durable_agent_runner.console import data
 from durable_agent_runner.console.security import Refused
 from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
@@ -33,13 +35,28 @@ def whole(text: str, name: str) -> int:
 
 def budget_raise(form: dict[str, str]) -> tuple[int | None, float | None]:
     """The resume form's raise: tokens in ASCII digits, USD a decimal (dollars, maybe cents); an
-    empty field raises nothing. Their bounds are the client's (checks.budget_raise)."""
+    empty field raises nothing, unless the form is a session's raise alone (`between`: a session
+    waiting for its next message). Their bounds are the client's (checks.budget_raise)."""
     tokens, usd = form.get("add_tokens", "").strip(), form.get("add_usd", "").strip()
     if tokens and not TOKENS.fullmatch(tokens):
         raise Refused(400, f"add tokens must be a whole number, written with the digits 0-9, not {tokens[:40]!r}")
     if usd and not USD.fullmatch(usd):
         raise Refused(400, f"add USD must be a decimal number of dollars (the digits 0-9, a .), not {usd[:40]!r}")
+    if form.get("between") == "1" and not (tokens or usd):
+        raise Refused(400, "add tokens or USD to raise its budget")
     return (int(tokens) if tokens else None), (float(usd) if usd else None)
+
+
+def resume_refusal(err: DecisionRefused, form: dict[str, str]) -> str | None:
+    """The console's words for a run's refusal of a resume (None: shown as the run said it)."""
+    own = str(err).partition(" refused it: ")[2] or str(err)  # the run's words, without "run X refused it"
+    if form.get("between") == "1" and err.kind == "NotPaused":
+        return f"the raise is refused: {own} (a session takes a raise alone while it waits for its next message)"
+    if err.kind == "BudgetNotRaised":
+        return "the run is paused on its budget: add tokens or USD to resume it, or cancel it"
+    if err.kind in ("BeyondParentGrant", "NoBudget"):
+        return f"the raise is refused: {own}"
+    return None
 
 
 def _json(text: str, name: str) -> Any:

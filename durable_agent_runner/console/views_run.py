@@ -14,6 +14,7 @@ from durable_agent_runner.client.errors import cli
 from durable_agent_runner.client.scores import RunScores, score_line
 from durable_agent_runner.console.data import Asking, RunView
 from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
+from durable_agent_runner.console.views_budget import budget_rows, raise_fields, session_raise
 from durable_agent_runner.console.views_cases import case_form
 from durable_agent_runner.machine.texts import turn_words
 from durable_agent_runner.workflows import types as t
@@ -39,7 +40,10 @@ def run_body(view: RunView) -> str:
     s = view.status
     session = ""
     if s.get("session") is not None and s["status"] not in t.ENDED_STATUSES:
-        session = f"""<h2>Session</h2><form class="act clear" method="post" action="{_base(s)}/send">
+        last = s["session"].get("last") or {}
+        failed = last.get("error") if s["session"]["state"] == "waiting" else None
+        said = f'<p class="refusal">Message {last["message"]} failed: {h(failed[:CUT])}</p>' if failed else ""
+        session = f"""<h2>Session</h2>{said}<form class="act clear" method="post" action="{_base(s)}/send">
 <label>Message <textarea name="text" maxlength="{t.MAX_MESSAGE_CHARS}" required></textarea></label>
 <button>Send</button><span class="msg" role="status"></span></form>"""
     calls = "".join(call_row(w) for w in visible(view.waiting))
@@ -105,66 +109,6 @@ def _facts(view: RunView) -> str:
     return '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
 
-def budget_rows(b: dict[str, Any] | None, run_id: str) -> list[tuple[str, str]]:
-    """The run's budget as status has it (client/budget.py): per kind, its limit, what is spent,
-    reserved (the call in flight, children's shares) and left; for the tree too when it differs."""
-    if not b:
-        return []
-    rows = []
-    for scope in ("run", "tree"):
-        for kind in ("tokens", "usd"):
-            line = (b.get(scope) or {}).get(kind)
-            if not line or (scope == "tree" and line == (b.get("run") or {}).get(kind)):
-                continue
-            money, over = _usd if kind == "usd" else _count, max(-line["left"], 0)  # a last call's overshoot
-            left = f"{money(0)} left ({money(over)} over)" if over else f"{money(line['left'])} left"
-            text = (
-                f"{money(line['spent'])} spent · {money(line['reserved'])} reserved · "
-                f"<b>{left}</b> of {money(line['limit'])}{' tokens' if kind == 'tokens' else ''}"
-            )
-            rows.append((f"budget{' (tree)' if scope == 'tree' else ''}", f'<span class="budget {kind}">{text}</span>'))
-    if rows and b.get("on_budget") == "pause":
-        raise_it = h(cli(f"resume {run_id} --add-tokens N | --add-usd X"))
-        rows.append(("on budget", f"pauses when spent: raise it with Resume, or {raise_it}"))
-    children = b.get("children") or []
-    if children:
-        shares = ", ".join(
-            f"{h(c['child_id'])} ({' · '.join(x for x in (_share_tokens(c), _share_usd(c)) if x) or 'no share'})"
-            for c in children[:20]
-        )
-        rows.append(("children's shares", shares + (f" and {len(children) - 20} more" if len(children) > 20 else "")))
-    return rows
-
-
-def raise_fields(s: dict[str, Any]) -> str:
-    """A paused run with a budget may go on with it raised (`client.py resume --add-tokens N |
-    --add-usd X`), one paused on its budget only so: the raise's fields, for the kinds it has."""
-    run = (s.get("budget") or {}).get("run") or {}
-    tokens = '<label>Add tokens <input name="add_tokens" size="10" inputmode="numeric"></label>'
-    usd = '<label>Add USD <input name="add_usd" size="8" inputmode="decimal"></label>'
-    fields = (tokens if run.get("tokens") else "") + (usd if run.get("usd") else "")
-    if not fields:
-        return ""
-    on_budget = (s.get("paused") or {}).get("reason") == "budget"
-    return ("<b>Paused on its budget: raise it to go on</b> " if on_budget else "Raise its budget: ") + fields
-
-
-def _usd(x: float) -> str:
-    return f"${x:,.4f}"
-
-
-def _count(x: float) -> str:
-    return f"{x:,.0f}"
-
-
-def _share_tokens(c: dict[str, Any]) -> str:
-    return f"{c['tokens']:,} tokens" if c.get("tokens") is not None else ""
-
-
-def _share_usd(c: dict[str, Any]) -> str:
-    return f"${c['usd']:,.4f}" if c.get("usd") is not None else ""
-
-
 def controls(view: RunView) -> str:
     s = view.status
     base = _base(s)
@@ -173,6 +117,8 @@ def controls(view: RunView) -> str:
     if running and not s.get("paused"):
         out.append(f"""<form class="act" method="post" action="{base}/pause"><label>Reason
 <input name="reason" maxlength="1000"></label><button>Pause</button><span class="msg" role="status"></span></form>""")
+    if running and not s.get("paused") and (s.get("session") or {}).get("state") == "waiting":
+        out.append(session_raise(s, f"{base}/resume"))
     if running and s.get("paused"):
         out.append(f"""<form class="act" method="post" action="{base}/resume">{raise_fields(s)}<button>Resume</button>
 <span class="msg" role="status"></span></form>""")
