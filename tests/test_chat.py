@@ -278,6 +278,28 @@ async def test_through_a_pipe_each_line_is_a_message_and_each_answer_a_line(
         assert result.messages == 3 and result.output == "third\nanswer"
 
 
+async def test_a_reader_that_stops_reading_ends_the_chat_quietly(client, temporal_server, task_queue, worker_factory):
+    """`echo "" | client.py chat --json | head -1` (the tour's way to start a session and take its
+    id): `head` closes the pipe, and chat's next line met a broken pipe. It said `chat:
+    BrokenPipeError: [Errno 32] Broken pipe; the session goes on`; now it ends quietly, and the
+    session goes on."""
+    env = env_for(temporal_server, task_queue)
+    line = (
+        f"echo '' | {sys.executable} {CLIENT} chat --agent chatter --json | head -1; echo \"rc=${{PIPESTATUS[1]}}\" >&2"
+    )
+    async with worker_factory():
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", line, cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert err.decode() == "rc=0\n", err.decode()
+        first = json.loads(out.decode())
+        live: t.RunStatus = await client.get_workflow_handle(first["run_id"]).query(
+            t.STATUS_QUERY, result_type=t.RunStatus
+        )
+        assert live.session is not None and live.session.state == "waiting"
+
+
 async def test_through_a_pipe_a_call_that_needs_approval_is_announced_and_waited_for(
     client, temporal_server, task_queue, worker_factory, llm, counter_file
 ) -> None:

@@ -122,6 +122,8 @@ class Chat(ChatIO):
         except session.SessionError as err:
             self.error(f"chat: {err}")
             return 1
+        except BrokenPipeError:  # our reader has gone (`chat --json | head -1`): main ends quietly
+            raise
         except Exception as err:  # never a traceback: one line, and how to come back
             message = err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}"
             self.error(f"chat: {message}; the session goes on: {cli()} chat {self.run_id}")
