@@ -63,7 +63,7 @@ class Outside:
                 raise DecisionRefused(
                     "NotPending",
                     f"call {call_id} timed out waiting for its completion and is in doubt: a person resolves it "
-                    "(client.py resolve RUN_ID CALL_ID --result JSON | --fail REASON)",
+                    f"(client.py resolve RUN_ID {call_id} --result JSON | --fail REASON)",
                 )
             ids = ", ".join(self.pending) or "none"
             raise DecisionRefused(

@@ -88,6 +88,31 @@ async def test_inspect_with_no_worker_to_answer_is_one_clear_line_in_bounded_tim
     assert (await cli("cancel", run_id)).code == 0
 
 
+async def test_a_refusals_hint_names_the_run_as_a_person_types_it(cli: Cli, client, task_queue, worker_factory) -> None:
+    """An edit of a run that is not paused is refused with the run's hint, which said `pause it
+    first (client.py pause RUN_ID)`: the run knows neither how the CLI was started nor, where it
+    refuses, its own id. The client names both."""
+    from durable_agent_runner import AgentClient
+
+    async with worker_factory():
+        chat = await AgentClient(client, task_queue=task_queue).start_session("chatter")
+        refused = await cli("edit", chat.id, "--text", "0", "hi")
+        await chat.end()
+    line = one_clean_line(refused.err)
+    assert refused.code == 2 and line.endswith(
+        f"the run is not paused: pause it first (python client.py pause {chat.id})"
+    )
+
+
+@pytest.mark.pure
+async def test_only_a_runs_own_hints_are_named() -> None:
+    from durable_agent_runner.client.errors import cli, naming
+
+    assert naming("(client.py resolve RUN_ID c1 --rerun)", "r-1") == f"({cli()} resolve r-1 c1 --rerun)"
+    assert naming("`python client.py pause RUN_ID`", r"a\1") == f"`{cli()} pause a\\1`"  # no backreference
+    assert naming("RUN_ID alone, client.py RUN_ID", "r") == "RUN_ID alone, client.py RUN_ID"  # no verb: left
+
+
 @pytest.mark.pure
 async def test_inspect_shows_how_to_edit_only_where_an_edit_is_taken() -> None:
     """Before: every inspection ended with the edit commands, though a run that is not paused
@@ -120,4 +145,3 @@ async def test_inspect_names_only_other_agents_as_those_the_run_may_switch_to() 
     assert "agent:   demo\n" in alone and "may switch" not in alone
     team = render(t.Inspection(run_id="r", agent="triage", agents=["billing", "triage"], turn=1, phase="running"))
     assert "agent:   triage (may switch to: billing)\n" in team
-

@@ -30,6 +30,7 @@ The words these say are defined here once, for the CLI and the console too: a wo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
@@ -77,6 +78,15 @@ def cli(command: str = "") -> str:
     without one."""
     typed = "python client.py" if _prog[0] == "client.py" else _prog[0]
     return f"{typed} {command}" if command else typed
+
+
+_RUNS_HINT = re.compile(r"(?:python )?client\.py ([a-z][a-z-]*) RUN_ID\b")
+
+
+def naming(text: str, run_id: str) -> str:
+    """A run's own hint (`client.py pause RUN_ID`: the run knows neither how this CLI was started
+    nor, where it refuses, its own id) as a person types it here (`python client.py pause R`)."""
+    return _RUNS_HINT.sub(lambda m: cli(f"{m.group(1)} {run_id}"), text)
 
 
 def worker(flags: str = "") -> str:

@@ -41,6 +41,7 @@ from durable_agent_runner.client.errors import (
     NotThatKind,
     NoWorkerAnswered,
     RunNotFound,
+    naming,
     noun,
 )
 from durable_agent_runner.workflows import types as t
@@ -152,7 +153,7 @@ async def update(
         cause = err.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
         kind = (cause.type or "") if isinstance(cause, ApplicationError) else ""
-        raise DecisionRefused(f"{noun(of)} {handle.id} refused it: {reason}", kind) from None
+        raise DecisionRefused(f"{noun(of)} {handle.id} refused it: {naming(reason, handle.id)}", kind) from None
     except RPCError as err:
         gone = await ended(handle, of)
         if gone is not None:
