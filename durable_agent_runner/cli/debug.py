@@ -174,7 +174,9 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     pause.add_argument("--json", action="store_true", help="print JSON")
     add_wait(pause)
     pause.set_defaults(fn=cmd_pause)
-    resume = sub.add_parser("resume", help="resume a paused run, with any edits")
+    resume = sub.add_parser(
+        "resume", help="resume a paused run, with any edits; or raise a session's budget between its messages"
+    )
     resume.add_argument("run_id")
     resume.add_argument("--by", type=by_flag, default=who, help="who resumes it (default: %(default)s)")
     resume.add_argument("--add-usd", type=number, metavar="X", help="raise a cost budget by X US dollars, then go on")
