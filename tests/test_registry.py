@@ -156,6 +156,8 @@ def test_same_object_twice_is_fine() -> None:
         ("missing/tools.py", "cannot load 'missing/tools.py': no such file"),
         ("tests/fixtures", "^cannot load 'tests/fixtures': a folder: give a .py file, or a module's dotted name$"),
         ("./my_tools", "^cannot load './my_tools': not a .py file: give a .py file, or a module's dotted name$"),
+        ("", "^cannot load '': give a .py file, or a module's dotted name$"),  # said: ValueError: Empty module name
+        (" ", "^cannot load ' ': give a .py file, or a module's dotted name$"),
     ],
 )
 def test_bad_module_error_says_which_and_why(ref: str, message: str) -> None:
@@ -595,3 +597,13 @@ async def test_resolve_refuses_model_settings_no_wire_may_send() -> None:
         )
     assert (info.value.type, info.value.non_retryable) == ("InvalidRunInput", True)
     assert "agent 'triage': extra_body may not set messages" in info.value.message
+
+
+def test_the_workers_log_level_is_taken_in_any_case() -> None:
+    """`worker.py --log-level debug` was refused (invalid choice: 'debug'); any case is taken."""
+    from durable_agent_runner.worker.main import parse_args
+
+    assert parse_args(["--log-level", "debug"]).log_level == "DEBUG"
+    assert parse_args([]).log_level == "INFO"
+    with pytest.raises(SystemExit):
+        parse_args(["--log-level", "verbose"])

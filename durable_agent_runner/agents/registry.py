@@ -138,6 +138,8 @@ class Registry:
 
 def _import(ref: str) -> ModuleType:
     """A module by dotted name, or a `.py` file by path. Errors say which module and why."""
+    if not ref.strip():
+        raise RegistryError(f"cannot load {ref!r}: give a .py file, or a module's dotted name")
     if not ref.endswith(".py") and "/" in ref:  # a path, not a dotted name: say what it is
         what = "a folder" if Path(ref).is_dir() else "not a .py file"
         raise RegistryError(f"cannot load '{ref}': {what}: give a .py file, or a module's dotted name")

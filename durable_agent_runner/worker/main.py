@@ -71,7 +71,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help="task queue to poll (default: $AGENT_TASK_QUEUE or agent-runner)",
     )
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    levels = ["DEBUG", "INFO", "WARNING", "ERROR"]  # any case: --log-level debug
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=levels)
     return parser.parse_args(argv)
 
 
