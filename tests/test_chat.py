@@ -7,6 +7,7 @@ worker runs in-process on the test's task queue; fake_llm scripts the agent's re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -26,9 +27,12 @@ from durable_agent_runner.cli.chat_view import (
     parse_arguments,
     parse_choice,
     parse_line,
+    render_exchange,
     render_status,
     wants_colour,
 )
+from durable_agent_runner.cli.messages import print_exchange
+from durable_agent_runner.client.errors import cli
 from durable_agent_runner.config.llm import LLMSettings
 from durable_agent_runner.workflows import types as t
 from tests import helpers
@@ -540,3 +544,31 @@ def test_status_says_how_many_messages_whether_answering_and_the_last_exchange()
     assert "state:    answering" in text and "messages: 2 received, 1 answered" in text
     assert "tokens:   120 in (0 cached) · 30 out · 3 model calls" in text
     assert "last:     message 2 from tess: and tomorrow?\n          → (being answered)" in text
+
+
+def test_a_message_that_failed_on_its_budget_says_how_the_next_one_gets_one():
+    """A session's message that failed on its budget: the chat's line, a rejoin's last exchange
+    and `send --wait` say how to raise it (2.0.4). A rejoin showed such a message as `(being
+    answered: following it)`, or its error under the agent's name."""
+    out = io.StringIO()
+    printer = ChatPrinter("chat-1", False, out, style=Style(False), stream=True, agent="demo")
+    failure = event(
+        "answered", text="token budget spent: 916 of 600", detail="message 2 · failed (TokenBudgetExceeded)"
+    )
+    printer.event(failure)
+    assert out.getvalue() == (
+        "✗ message 2 was not answered: token budget spent: 916 of 600\n"
+        f"  raise its budget for the next message: {cli()} resume chat-1 --add-tokens N\n"
+    )
+    other = event("answered", text="boom", detail="message 3 · failed (ModelBehaviorError)")
+    assert printer.render(other) == "✗ message 3 was not answered: boom\n"  # no budget: no raise
+    now = datetime.now(UTC)
+    spent = t.Exchange(message=2, prompt="and Paris?", by="tess", first_turn=3, started=now, finished=now,
+                       error="CostBudgetExceeded: cost budget spent")  # fmt: skip
+    assert render_exchange(spent, "demo", Style(False)).endswith(
+        "tess> and Paris?\n✗ not answered: CostBudgetExceeded: cost budget spent\n"
+    )
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        assert print_exchange("chat-1", 2, spent, as_json=False) == 1
+    assert said.getvalue().endswith(f"raise its budget for the next message: {cli()} resume chat-1 --add-usd X\n")

@@ -1,5 +1,6 @@
 """What `client.py status` shows of a run's budgets (gathered by durable_agent_runner/client/budget.py),
-and `resume --add-usd / --add-tokens` parsed at the boundary."""
+the way on for a session's message that failed on its budget, and `resume --add-usd / --add-tokens`
+parsed at the boundary."""
 
 from __future__ import annotations
 
@@ -40,6 +41,13 @@ def render_budget(b: dict[str, Any], run_id: str) -> list[str]:
         )  # fmt: skip
         lines.append(f"child:   {c['child_id']} (its share: {share or 'none'})")
     return lines
+
+
+def raise_hint(kind: str, run_id: str) -> str | None:
+    """For a session's message that failed on its budget (`kind`: TokenBudgetExceeded, ...): how
+    its next message gets a budget (a session waiting for one takes a raise alone, 2.0.4)."""
+    flag = {"TokenBudgetExceeded": "--add-tokens N", "CostBudgetExceeded": "--add-usd X"}.get(kind)
+    return f"raise its budget for the next message: {cli(f'resume {run_id} {flag}')}" if flag else None
 
 
 def budget_raise(args: argparse.Namespace) -> t.BudgetRaise:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
 from durable_agent_runner.cli.args import json_object
+from durable_agent_runner.cli.budget import raise_hint
 from durable_agent_runner.cli.watch import Printer, shown
 from durable_agent_runner.config.env import no_color
 from durable_agent_runner.workflows import types as t
@@ -131,9 +132,11 @@ def render_status(run_id: str, status: t.RunStatus) -> str:
 def render_exchange(ex: t.Exchange, agent: str, style: Style) -> str:
     """The last exchange, briefly: who asked what, and the first lines of the answer."""
     head = style.dim(f"── message {ex.message}\n") + style.person(f"{ex.by or 'someone'}> ") + one_line(ex.prompt, 200)
-    if ex.output is None:
+    if ex.output is None and ex.error is None:
         return head + "\n" + style.dim("  (being answered: following it)") + "\n"
-    lines = (ex.error or ex.output).splitlines() or [""]
+    if ex.error is not None:  # the answer failed: not the agent's words
+        return head + "\n" + style.red(f"✗ not answered: {one_line(ex.error, 300)}") + "\n"
+    lines = (ex.output or "").splitlines() or [""]
     more = f"\n  … ({len(lines) - SHOWN_LINES} more lines)" if len(lines) > SHOWN_LINES else ""
     return head + "\n" + style.agent(f"{agent}> ") + "\n".join(lines[:SHOWN_LINES]) + style.dim(more) + "\n"
 
@@ -183,7 +186,11 @@ class ChatPrinter(Printer):
                 return ""
             return s.person(f"{sender(ev.detail)}> ") + ev.text + "\n"
         if ev.kind == t.EventKind.ANSWERED and failed(ev):
-            return s.red(f"✗ message {message_number(ev.detail)} was not answered: {ev.text}\n")
+            kind = re.search(r"failed \((\w+)\)", ev.detail)  # machine/conversation.failed
+            hint = raise_hint(kind.group(1), self.run_id) if kind else None
+            return s.red(f"✗ message {message_number(ev.detail)} was not answered: {ev.text}\n") + (
+                s.dim(f"  {hint}\n") if hint else ""
+            )
         if ev.kind in (
             t.EventKind.MODEL_STARTED,
             t.EventKind.ANSWERED,

@@ -8,6 +8,7 @@ import json
 import sys
 from collections.abc import Callable
 
+from durable_agent_runner.cli.budget import raise_hint
 from durable_agent_runner.cli.common import UsageError, emit, read_prompt
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import StillRunning
@@ -37,7 +38,8 @@ def print_exchange(run_id: str, message: int, ex: t.Exchange, as_json: bool) -> 
         "error": ex.error,
     }
     if ex.error is not None:
-        emit(as_json, obj, f"message {message} failed: {ex.error}", error=True)
+        hint = raise_hint(ex.error.partition(":")[0], run_id)
+        emit(as_json, obj, f"message {message} failed: {ex.error}" + (f"\n{hint}" if hint else ""), error=True)
         return 1
     text = json.dumps(ex.output_object, indent=2, ensure_ascii=False) if ex.output_object is not None else ex.output
     emit(as_json, obj, text or "")
