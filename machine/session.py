@@ -186,6 +186,11 @@ class SessionState:
             line += f"\n\n**message {last.message}** ({last.by}): {excerpt(last.prompt, 200)}"
             if last.output is not None:
                 line += f"\n\n**answer:** {excerpt(last.output, 300)}"
+            elif last.error is not None and last.finished is not None:  # the session goes on
+                line += f"\n\n**not answered:** {excerpt(last.error, 300)}"
+                if last.error.startswith(("TokenBudgetExceeded", "CostBudgetExceeded")) and not self.current:
+                    body = '`{"by": "you", "add_tokens": 50000}` (or `"add_usd"`)'
+                    line += f"\n\nRaise its budget for the next message: Send an Update → `{t.RESUME_UPDATE}`, {body}"
         return line
 
     def status(self, idle_timeout: float, ended: bool, mid_turn: t.MidTurn) -> t.SessionStatus:

@@ -397,3 +397,19 @@ def test_status_says_a_sessions_turn_limit_holds_for_each_message_not_for_the_tu
     assert "turn 9 of 8" in s.details()
     s.session = SessionState()
     assert "turn 9 · at most 8 a message" in s.details()
+
+
+def test_the_web_uis_details_say_a_message_was_not_answered_and_how_to_raise_a_spent_budget():
+    """The run's current details in the Web UI showed a failed message's prompt alone; they say it
+    was not answered, and for a spent budget the update that raises it for the next message."""
+    s = SessionState()
+    send(s, "weather?")
+    s.open(0, NOW, "run-1")
+    s.close(NOW, 2, USAGE, None, None, "TokenBudgetExceeded: token budget spent: 916 of 600", "run-1")
+    shown = s.details()
+    assert "**message 1** (alice): weather?\n\n**not answered:** TokenBudgetExceeded: token budget spent" in shown
+    assert 'Send an Update → `agent.resume`, `{"by": "you", "add_tokens": 50000}`' in shown
+    send(s, "again?")
+    s.open(2, NOW, "run-1")
+    s.close(NOW, 3, USAGE, None, None, "ModelBehaviorError: no reply", "run-1")
+    assert "**not answered:** ModelBehaviorError" in s.details() and "Raise" not in s.details()
