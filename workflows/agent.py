@@ -310,7 +310,8 @@ class AgentRun:
     @workflow.update(
         name=t.RESUME_UPDATE,
         description='Go on from a pause (with any edits): {"by": "alice"}; a run paused on its budget '
-        'goes on once raised: {"by": "alice", "add_usd": 2.5} or {"add_tokens": 50000}.',
+        'goes on once raised: {"by": "alice", "add_usd": 2.5} or {"add_tokens": 50000}. A session waiting '
+        "for its next message takes a raise alone.",
     )
     def resume(self, request: t.ResumeRequest) -> t.RunStatus:
         return self._inbox.resume(request)
