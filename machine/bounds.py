@@ -93,7 +93,8 @@ def parse_json(
     except RecursionError:  # not reachable past the scan; kept so no caller ever meets one
         raise OutsideDataError(f"nested deeper than {max_depth} levels", "MAX_DEPTH") from None
     except json.JSONDecodeError as err:
-        raise OutsideDataError(f"{err.msg} at position {err.pos}") from None
+        at = "" if err.msg.endswith(" at") else " at"  # "Unterminated string starting at": not "at at"
+        raise OutsideDataError(f"{err.msg}{at} position {err.pos}") from None
     return _cleaned(value) if escapes_surrogates(text) else value
 
 

@@ -119,6 +119,8 @@ def test_refused_text_reads_back_as_its_reason() -> None:
     with pytest.raises(OutsideDataError, match="Expecting value at position 0") as not_json:
         parse_json("oops")
     assert not_json.value.bound is None  # not JSON at all: no bound passed
+    with pytest.raises(OutsideDataError, match=r"^Unterminated string starting at position 6$"):
+        parse_json('{"a": "x')  # said "starting at at position 6"
 
 
 def test_check_value_refuses_what_is_not_json_at_any_depth() -> None:
