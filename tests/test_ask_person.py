@@ -182,7 +182,9 @@ async def test_client_py_answer_and_its_exit_codes(client, task_queue, worker_fa
         bad = await cli("answer", handle.id, asked.call_id, "--choice", "9")
         assert bad.code == 2 and "choice 9 is not one of 1..3" in bad.out + bad.err, bad
         assert len((await cli("answer", handle.id, asked.call_id)).err) > 0  # neither text nor --choice: usage
-        unknown = await cli("answer", handle.id, "call_9_9", "Monday")
+        both = await cli("answer", handle.id, asked.call_id, "Monday", "--text", "Friday")
+        assert both.code == 2 and "argument --text: not allowed with argument TEXT" in both.err, both
+        unknown = await cli("answer", handle.id, "call_9_9", "--text", "Monday")  # --text: as people also write it
         assert unknown.code == 2 and "no question waits with call call_9_9" in unknown.out + unknown.err, unknown
         good = await cli("answer", handle.id, asked.call_id, "--choice", "3", "--by", "ops", "--json")
         assert good.code == 0 and json.loads(good.out)["answer"] == "Friday", good

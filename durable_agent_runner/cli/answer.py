@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     answer.add_argument("run_id")
     answer.add_argument("call_id")
     what = answer.add_mutually_exclusive_group(required=True)
-    what.add_argument("text", nargs="?", help="the answer, as text (with choices: one of them)")
+    what.add_argument("text", nargs="?", metavar="TEXT", help="the answer, as text (with choices: one of them)")
+    what.add_argument("--text", dest="text_flag", metavar="TEXT", help=argparse.SUPPRESS)  # as people also write it
     what.add_argument(
         "--choice", type=integer, metavar="N", help="the number of one of the question's choices (from 1)"
     )
@@ -33,7 +34,11 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
 async def cmd_answer(client: AgentClient, args: argparse.Namespace) -> int:
     try:
         receipt = await client.get(args.run_id).answer_question(
-            args.call_id, args.text, choice=args.choice, by=args.by, wait=args.worker_wait
+            args.call_id,
+            args.text if args.text is not None else args.text_flag,
+            choice=args.choice,
+            by=args.by,
+            wait=args.worker_wait,
         )
     except checks.BadArgument as err:
         raise UsageError(str(err)) from None
