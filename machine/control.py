@@ -64,8 +64,12 @@ def check_resume(s: RunState, ledger: Ledger | None, request: t.ResumeRequest, b
     raising = bool(request.add_tokens or request.add_usd)
     waiting = between and s.session is not None and s.phase is t.Phase.WAITING_FOR_MESSAGE
     if s.paused is None and s.pause_request is None and not (waiting and raising):
-        also = ": a session waiting for a message takes a budget raise (--add-tokens N or --add-usd X)"
-        raise DecisionRefused("NotPaused", "the run is not paused" + (also if waiting else ""))
+        also = ""
+        if waiting:
+            also = ": a session waiting for a message takes a budget raise (--add-tokens N or --add-usd X)"
+        elif between and raising and s.session is not None:  # it is answering a message
+            also = ": a session answering a message takes a raise once paused (client.py pause RUN_ID)"
+        raise DecisionRefused("NotPaused", "the run is not paused" + also)
     if s.resumed_by is not None:
         raise DecisionRefused("NotPaused", f"already resumed by {s.resumed_by}")
     if s.paused is not None and s.paused.reason == "budget" and not raising:

@@ -95,7 +95,8 @@ def test_a_session_waiting_for_a_message_takes_a_raise_alone_once_it_asked_the_p
     with pytest.raises(DecisionRefused, match=r"^the run is not paused: a session waiting for a message takes a"):
         control.check_resume(s, ledger, t.ResumeRequest(by="bob"), True)  # a raise, or nothing
     s.phase = t.Phase.CALLING_MODEL  # answering: a raise waits for the answer's end, or a pause
-    assert refused(control.check_resume, s, ledger, raise_, True) == "NotPaused"
+    with pytest.raises(DecisionRefused, match=r"^the run is not paused: a session answering a message takes a raise"):
+        control.check_resume(s, ledger, raise_, True)
 
 
 def test_a_child_run_is_raised_only_within_its_parents_grant():
