@@ -93,6 +93,9 @@ def test_the_name_defaults_to_the_file_stem_and_unnamed_cases_are_numbered(tmp_p
         ("cases: [{name: a, inputs: !!python/object:os.system x}]", "not YAML"),
         ("cases: [{name: a, inputs: 2024-01-01}]", "a date is not a JSON value"),
         ("cases: [{name: a, inputs: !!binary aGk=}]", "a bytes is not a JSON value"),
+        ("name: a\nname: b\ncases: [{inputs: x}]", "not YAML at line 2: 'name' is given twice"),  # kept 'b' silently
+        ("cases:\n- name: a\n  inputs: x\n  inputs: y\n", "not YAML at line 4: 'inputs' is given twice"),
+        ("base: &b {inputs: x}\ncases: [{<<: *b, name: a, inputs: y}]", "field base: Extra inputs"),  # merge, override
     ],
 )
 def test_bad_files_are_refused_in_one_line_naming_the_case_and_field(tmp_path, text, where):
@@ -104,6 +107,8 @@ def test_bad_json_files_are_refused_through_the_bounded_parser(tmp_path):
     deep = '{"cases": [{"name": "a", "inputs": ' + "[" * 100 + "]" * 100 + "}]}"
     assert "nested deeper than 64 levels" in _refused(_write(tmp_path, deep, "deep.json"))
     assert "NaN" in _refused(_write(tmp_path, '{"cases": [{"name": "a", "inputs": NaN}]}', "nan.json"))
+    twice = '{"name": "a", "cases": [{"name": "a", "inputs": "x", "inputs": "y"}]}'
+    assert "not valid: 'inputs' is given twice in one object" in _refused(_write(tmp_path, twice, "twice.json"))
 
 
 def test_size_count_and_alias_bombs_are_bounded(tmp_path):

@@ -301,9 +301,15 @@ def test_generic_headers_sign_timestamp_id_and_body_as_the_docs_say():
 def test_serve_hooks_refuses_a_bad_file_before_connecting(tmp_path: Path, capsys):
     broken = tmp_path / "hooks.yaml"
     broken.write_text("gh: [unclosed\n")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("gh:\n  agent: demo\n  agent: other\n")  # the last was kept without a word
+    twice_json = tmp_path / "twice.json"
+    twice_json.write_text('{"gh": {"agent": "demo"}, "gh": {"agent": "other"}}')
     for argv, says in [
         (["serve-hooks", "--config", str(tmp_path / "missing.yaml")], "cannot read"),
         (["serve-hooks", "--config", str(broken)], "is not valid YAML"),
+        (["serve-hooks", "--config", str(twice)], "is not valid YAML at line 3: 'agent' is given twice"),
+        (["serve-hooks", "--config", str(twice_json)], "is not valid JSON: 'gh' is given twice in one object"),
         (["serve-hooks", "--config", str(broken), "--port", "0"], "--port must be 1-65535"),
         (["serve-hooks", "--config", str(broken), "--max-body", "10"], "--max-body must be 1024-"),
     ]:

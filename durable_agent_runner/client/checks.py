@@ -7,7 +7,6 @@ Each message is one line."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -18,6 +17,7 @@ from temporalio.common import WorkflowIDReusePolicy
 
 from durable_agent_runner.activities import wire
 from durable_agent_runner.config.env import login_name
+from durable_agent_runner.config.files import repeated_key
 from durable_agent_runner.config.values import queue_name
 from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
 from durable_agent_runner.workflows import types as t
@@ -193,25 +193,9 @@ def json_object(text: str, field: str, what: str = "a JSON object") -> dict[str,
         raise BadArgument(field, f"is not valid JSON: {err}" if err.bound is None else f"is {err}", " ") from None
     if not isinstance(value, dict):
         raise BadArgument(field, f"must be {what}", " ")
-    if (key := _repeated_key(text)) is not None:  # JSON keeps the last silently; a person meant one
+    if (key := repeated_key(text)) is not None:  # JSON keeps the last silently; a person meant one
         raise BadArgument(field, f"gives {key!r} twice: give each key once", " ")
     return value
-
-
-def _repeated_key(text: str) -> str | None:
-    """The first key an object of `text` gives twice (`text` parsed already: its depth is bounded)."""
-    repeated: list[str] = []
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: set[str] = set()
-        for key, _ in items:
-            if key in seen:
-                repeated.append(key)
-            seen.add(key)
-        return dict(items)
-
-    json.loads(text, object_pairs_hook=pairs)
-    return repeated[0] if repeated else None
 
 
 def json_text(text: object, field: str = "result") -> str:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
+from durable_agent_runner.config.files import repeated_key, yaml_once
 from durable_agent_runner.machine.bounds import OutsideDataError, check_value, parse_json
 
 from .cases import MAX_CASES, Dataset
@@ -63,8 +64,11 @@ def _read(path: Path, fmt: Format) -> object:
         raise DatasetError(f"{path}: not UTF-8 (at byte {err.start})") from None
     try:
         if fmt == "json":
-            return parse_json(text, max_chars=MAX_FILE_BYTES, max_depth=_MAX_DEPTH, max_items=None)
-        value = yaml.safe_load(text)
+            value = parse_json(text, max_chars=MAX_FILE_BYTES, max_depth=_MAX_DEPTH, max_items=None)
+            if (key := repeated_key(text)) is not None:  # JSON keeps the last without a word
+                raise DatasetError(f"{path}: not valid: {key!r} is given twice in one object")
+            return value
+        value = yaml_once(text)  # a key given twice is refused
         # safe_load builds only plain values, but also dates, bytes and sets, and aliases can
         # multiply a small file into a huge value: the project's bounds check what it built.
         check_value(value, max_chars=MAX_FILE_BYTES, max_depth=_MAX_DEPTH)

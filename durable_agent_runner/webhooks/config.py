@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.schedule_specs import NAME
 from durable_agent_runner.config.env import named_secret
+from durable_agent_runner.config.files import repeated_key, yaml_once
 from durable_agent_runner.webhooks.signatures import DELIVERY_ID
 
 MAX_BODY = 1024 * 1024  # bytes of one delivery (GitHub's own payloads are capped at 25 MB; ours is the run's input)
@@ -166,10 +167,14 @@ def load(path: Path) -> dict[str, Hook]:
         raise HookConfigError(f"cannot read {path}: {err.strerror or err}") from None
     if len(data) > MAX_CONFIG_BYTES:
         raise HookConfigError(f"{path} is larger than 1 MiB")
+    as_json = path.suffix.lower() == ".json"
     try:
-        raw = json.loads(data) if path.suffix.lower() == ".json" else yaml.safe_load(data)
-    except ValueError as err:
-        raise HookConfigError(f"{path} is not valid JSON: {err}"[:300]) from None
+        text = data.decode("utf-8-sig")
+        raw = json.loads(text) if as_json else yaml_once(text)
+        if as_json and (key := repeated_key(text)) is not None:  # JSON keeps the last without a word
+            raise ValueError(f"{key!r} is given twice in one object")
+    except ValueError as err:  # not UTF-8, not JSON, or a key given twice
+        raise HookConfigError(f"{path} is not valid {'JSON' if as_json else 'YAML'}: {err}"[:300]) from None
     except yaml.YAMLError as err:  # its own text spans lines: the line and the problem, in one
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
