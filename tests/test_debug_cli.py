@@ -56,6 +56,12 @@ async def test_break_edit_resume_and_fork_from_the_command_line(
         assert (await cli("resume", run_id)).code == 0
         result = await cli("result", run_id, "--json")
         assert result.json()["output"] == "done"
+        exported = await cli("export", run_id)  # every control people sent, in order (export left them out)
+        controls = [json.loads(line) for line in exported.out.splitlines() if '"type": "control"' in line]
+        assert [(c["update"], c.get("op"), c["by"]) for c in controls] == [
+            ("edit", "args", "carol"), ("resume", None, "cli"), ("edit", "insert", "cli"), ("resume", None, "cli"),
+        ], controls  # fmt: skip
+        assert controls[0]["summary"].startswith(f"carol changed the arguments of {call['call_id']} (record)")
         assert [line.split()[0] for line in counter_file.read_text().splitlines()] == ["edited"]
         assert requests_for(llm, model)[2]["messages"][-1]["content"] == "say it in French"
         # A run that has ended can't be paused or edited; it can be forked.

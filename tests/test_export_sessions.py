@@ -135,7 +135,7 @@ async def test_messages_and_compactions_decoded_from_a_history(tmp_path):
             meta=Meta(update_id="end"), input=Input(name=t.SESSION_END_UPDATE, args=await h.payloads(t.EndSession()))
         ),
         t.EndReceipt(messages=1, unanswered=0),
-    )  # not a message: no line
+    )  # not a message: a control's line
     compact = t.CompactInput(agent="forgetful", model=None, turn=4, upto=6)
     await h.activity(t.COMPACT_ACTIVITY, compact, t.CompactResult(summary="SUMMARY: my name is Ada"))
     await h.send(t.SessionMessage(text="my order?", by="bob"), "it failed")
@@ -147,6 +147,7 @@ async def test_messages_and_compactions_decoded_from_a_history(tmp_path):
     assert [line for line in lines if line["type"] != "start"] == [
         {"type": "message", "message": 1, "text": "my name is Ada", "by": "alice", "at": at},
         {"type": "message", "message": 1, "text": "my name is Ada", "by": "alice", "at": at, "duplicate": True},
+        {"type": "control", "update": "end", "turn": None, "at": at, "by": "someone", "reason": ""},
         {"type": "compaction", "turn": 4, "upto": 6, "summary": "SUMMARY: my name is Ada"},
         {"type": "message", "message": None, "text": "my order?", "by": "bob", "at": at, "error": "it failed"},
         {"type": "message", "message": None, "text": "still open", "by": "someone", "at": at},
@@ -186,3 +187,40 @@ async def test_a_compacted_session_exports_every_message_and_its_summaries(
     compactions = [line for line in lines if line["type"] == "compaction"]
     assert compactions and all(c["upto"] > 0 for c in compactions)
     assert compactions[0]["summary"].startswith("SUMMARY: ") and facts[0] in compactions[0]["summary"]
+
+
+async def test_a_sessions_failed_answer_its_raise_and_its_end_are_exported(
+    client: Client, task_queue: str, worker_factory: Any, llm: Any, tmp_path
+) -> None:
+    """Export left out what watch and status show of a session's budget: the message whose answer
+    failed on it (no history event says so: the run's events do), the raise that let it go on,
+    and the controls people sent (pause, resume, edit, end)."""
+    from durable_agent_runner import AgentClient
+    from durable_agent_runner.client.errors import RunFailed
+    from tests.helpers import script
+
+    async with worker_factory():
+        chat = await AgentClient(client, task_queue=task_queue).start_session(
+            "chatter", model=script(llm, {"content": "one"}, {"content": "two"}), budget_tokens=1
+        )
+        assert await chat.ask("first", wait=30) == "one"
+        try:
+            await chat.ask("second", wait=30)
+        except RunFailed:
+            pass
+        else:
+            raise AssertionError("message 2 was answered past a spent budget")
+        await chat.resume(add_tokens=100_000, by="alice")
+        assert await chat.ask("third", wait=30) == "two"
+        await chat.end(by="alice", reason="done")
+        lines = await export_run(client, chat.id, CaptureStore(tmp_path))
+    (failed,) = [line for line in lines if line["type"] == "answer_failed"]
+    assert failed["message"] == 2 and failed["error_type"] == "TokenBudgetExceeded", failed
+    assert failed["error"].startswith("token budget spent") and failed["via"] == "run"
+    controls = [
+        {k: v for k, v in line.items() if k not in ("at", "turn")} for line in lines if line["type"] == "control"
+    ]
+    assert controls == [
+        {"type": "control", "update": "resume", "add_tokens": 100_000, "by": "alice"},
+        {"type": "control", "update": "end", "by": "alice", "reason": "done"},
+    ], controls

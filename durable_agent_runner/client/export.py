@@ -12,7 +12,9 @@ history: no worker is needed.
     {"type": "tool_result", ...}    what each tool returned: run by a worker, given by a person
                                     (`resolve --result`: `given_by`), or a child run's answer
                                     (`child_run_id`; a child that failed: `is_error`)
-    {"type": "message", ...}        a session: each message sent to it (K, text, sender, time)
+    {"type": "message", ...}        a session: each message sent to it (K, text, sender, time);
+                                    "answer_failed": one whose answer failed (from the run's events)
+    {"type": "control", ...}        a pause, a resume (with its budget raise), an edit, a session's end
     {"type": "compaction", ...}     a session: each summary that replaced messages[:upto]
     {"type": "result", ...}         the final answer, or why the run failed; "scores": its online scores
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from datetime import UTC, timedelta
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.common.v1 import Payloads
@@ -36,6 +38,7 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter
 
 from durable_agent_runner.activities.capture import CaptureStore
+from durable_agent_runner.client import export_people as people
 from durable_agent_runner.client.follow import READ
 from durable_agent_runner.client.scores import scores_of
 from durable_agent_runner.workflows import types as t
@@ -58,6 +61,8 @@ async def export_run(client: Client, run_id: str, captures: CaptureStore) -> lis
         history = await client.get_workflow_handle(run_id, run_id=execution).fetch_history(rpc_timeout=READ)
         lines += [line async for line in _lines(client.data_converter, history.events, captures)]
     lines += await _run_decisions(client, run_id, lines)
+    if any(line["type"] == "message" for line in lines):  # a session: the answers that failed
+        lines += await people.failed_answers(client, run_id, runs_ids, STATUS_TIMEOUT)
     if (scores := await scores_of(client, run_id)) is not None:  # online scoring: its ScoreRun's result
         lines.append({"type": "scores", "turn": None, **scores.model_dump(mode="json")})
     lines.insert(0, {"type": "run", "run_id": run_id, "executions": len(runs_ids), **_header(lines)})
@@ -91,11 +96,6 @@ def _header(lines: list[dict[str, Any]]) -> dict[str, Any]:
     agent = next((line["agent"] for line in lines if line["type"] == "agent"), start.get("agent"))
     result = next((line for line in lines if line["type"] == "result"), {"status": "running"})
     return {"prompt": start.get("prompt"), "agent": agent, "status": result["status"]}
-
-
-async def _decode(converter: DataConverter, payloads: Any, kind: type) -> Any:
-    (value,) = await converter.decode(payloads.payloads, [kind])
-    return value
 
 
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
@@ -163,7 +163,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             for line in taken():
                 yield line
         if kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-            run_input = await _decode(converter, e.workflow_execution_started_event_attributes.input, t.RunInput)
+            run_input = await people.decode(converter, e.workflow_execution_started_event_attributes.input, t.RunInput)
             carried = run_input.carry.agent.model_dump() if run_input.carry else None
             yield {"type": "start", "prompt": run_input.prompt, "agent": carried}
         elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -175,7 +175,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 t.HOOK_ACTIVITY: t.HookInput,
                 t.COMPACT_ACTIVITY: t.CompactInput,
             }.get(name)
-            value: Any = await _decode(converter, a.input, input_type) if input_type else None
+            value: Any = await people.decode(converter, a.input, input_type) if input_type else None
             scheduled[e.event_id] = (name, value)
             if name == t.TOOL_CALL_ACTIVITY:
                 tools.setdefault(value.call_id, value.tool)
@@ -210,10 +210,10 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             done = e.activity_task_completed_event_attributes
             name, value = scheduled[done.scheduled_event_id]
             if name == t.RESOLVE_AGENT_ACTIVITY:
-                spec = await _decode(converter, done.result, t.AgentSpec)
+                spec = await people.decode(converter, done.result, t.AgentSpec)
                 yield {"type": "agent", "agent": spec.model_dump()}
             elif name == t.MODEL_CALL_ACTIVITY:
-                reply = await _decode(converter, done.result, t.ModelReply)
+                reply = await people.decode(converter, done.result, t.ModelReply)
                 capture = captures.get(reply.capture) if reply.capture else None
                 yield {
                     "type": "model_call",
@@ -223,7 +223,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 }
                 with_reply, asked = brought_back(reply)
             elif name == t.TOOL_CALL_ACTIVITY:
-                result = await _decode(converter, done.result, t.ToolResult)
+                result = await people.decode(converter, done.result, t.ToolResult)
                 yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json", exclude={"ahead"})}
                 if result.ahead is not None:  # the next model call, made by this activity (machine/requests.py)
                     made = result.ahead
@@ -237,39 +237,42 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                     yield {"type": "model_call", "turn": turn, "reply": reply_line, "capture": capture}
                     with_reply, asked = brought_back(made.reply)
             elif name == t.COMPACT_ACTIVITY:
-                compacted = await _decode(converter, done.result, t.CompactResult)
+                compacted = await people.decode(converter, done.result, t.CompactResult)
                 yield {"type": "compaction", "turn": value.turn, "upto": value.upto, "summary": compacted.summary}
         elif kind == E.EVENT_TYPE_MARKER_RECORDED and (found := local_result(e)) is not None:
             name, payloads = found  # a local activity: its result is the marker's
             if name == t.RESOLVE_AGENT_ACTIVITY:
-                spec = await _decode(converter, payloads, t.AgentSpec)
+                spec = await people.decode(converter, payloads, t.AgentSpec)
                 yield {"type": "agent", "agent": spec.model_dump()}
             elif name == t.MODEL_CALL_ACTIVITY:  # a local model call: only what it brought back
                 for line in taken():
                     yield line
-                with_reply, asked = brought_back(await _decode(converter, payloads, t.ModelReply))
+                with_reply, asked = brought_back(await people.decode(converter, payloads, t.ModelReply))
             elif name == t.TOOL_CALL_ACTIVITY:
-                local = await _decode(converter, payloads, t.ToolResult)
+                local = await people.decode(converter, payloads, t.ToolResult)
                 with_reply.pop(local.call_id, None)  # run anew: the turn did not take that result
                 if local.call_id not in ran:
                     ran.append(local.call_id)
                 yield {"type": "tool_result", "turn": turn, **local.model_dump(mode="json")}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
             request = e.workflow_execution_update_accepted_event_attributes.accepted_request
-            outcome = outcomes.get(e.event_id)
-            if request.input.name == t.SESSION_SEND_UPDATE:
-                yield await _message(converter, e, request.input.args, outcome)
-            elif request.input.name in (t.APPROVAL_UPDATE, t.RESOLVE_UPDATE):
-                for line in await _decision(converter, e, request.input.name, request.input.args, outcome, tools, turn):
+            outcome, name, args = outcomes.get(e.event_id), request.input.name, request.input.args
+            if name == t.SESSION_SEND_UPDATE:
+                yield await people.message(converter, e, args, outcome)
+            elif name in (t.APPROVAL_UPDATE, t.RESOLVE_UPDATE):
+                for line in await people.decision(converter, e, name, args, outcome, tools, turn):
+                    yield line
+            elif name in people.CONTROLS:  # pause, resume (a budget raise), edit, end
+                for line in await people.control(converter, e, name, args, outcome, turn):
                     yield line
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
             signal = e.workflow_execution_signaled_event_attributes
             if signal.signal_name in (t.APPROVAL_SIGNAL, t.RESOLVE_SIGNAL):
                 name = t.APPROVAL_UPDATE if signal.signal_name == t.APPROVAL_SIGNAL else t.RESOLVE_UPDATE
-                for line in await _decision(converter, e, name, signal.input, None, tools, turn):
+                for line in await people.decision(converter, e, name, signal.input, None, tools, turn):
                     yield line | {"via": "signal"}  # a signal the run may have ignored: status says
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-            result = await _decode(converter, e.workflow_execution_completed_event_attributes.result, t.RunResult)
+            result = await people.decode(converter, e.workflow_execution_completed_event_attributes.result, t.RunResult)
             yield {"type": "decision", "turn": turn, "kind": "final", "output": result.output}
             yield {"type": "result", "status": "completed", **result.model_dump(mode="json")}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
@@ -325,69 +328,12 @@ async def _child_result(
     line: dict[str, Any] = {"type": "tool_result", "turn": turn, "call_id": call_id, "tool": tools.get(call_id, "")}
     line["child_run_id"] = child_id
     if e.event_type == E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
-        result = await _decode(converter, attrs.result, t.RunResult)
+        result = await people.decode(converter, attrs.result, t.RunResult)
         return line | {"output": result.output, "is_error": False, "agent": result.agent}
     failure = getattr(attrs, "failure", None)
     ended = E.Name(e.event_type).removeprefix("EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_").lower()
     why = (failure.message if failure is not None and failure.message else "") or f"the child run {ended}"
     return line | {"output": why, "is_error": True}
-
-
-async def _decision(
-    converter: DataConverter,
-    e: HistoryEvent,
-    name: str,
-    args: Payloads,
-    outcome: Outcome | None,
-    tools: dict[str, str],
-    turn: int | None,
-) -> list[dict[str, Any]]:
-    """A person's decision sent as an update (or a signal): an approval or a call in doubt
-    resolved, with the tool result given when it was `resolve --result`. An update the run refused
-    (its outcome a failure) changed nothing, and gives no line."""
-    if outcome is not None and outcome.HasField("failure"):
-        return []
-    at = e.event_time.ToDatetime(tzinfo=UTC).isoformat()
-    if name == t.APPROVAL_UPDATE:
-        asked = await _decode(converter, args, t.ApprovalDecision)
-        if outcome is not None:
-            receipt = await _decode(converter, outcome.success, t.DecisionReceipt)
-            at = receipt.recorded_at.isoformat()
-        return [
-            {
-                "type": "approval",
-                "turn": turn,
-                "call_id": asked.call_id,
-                "tool": tools.get(asked.call_id, ""),
-                "approved": asked.approve,
-                "by": asked.by,
-                "at": at,
-                "reason": asked.reason,
-                "arguments": asked.arguments,
-                "always": asked.always,
-            }
-        ]
-    resolve = await _decode(converter, args, t.ResolveCall)
-    if outcome is not None:
-        receipt = await _decode(converter, outcome.success, t.ResolveReceipt)
-        at = receipt.recorded_at.isoformat()
-    tool = tools.get(resolve.call_id, "")
-    line = {
-        "type": "resolution",
-        "turn": turn,
-        "call_id": resolve.call_id,
-        "tool": tool,
-        "action": resolve.action,
-        "by": resolve.by,
-        "at": at,
-        "doubt": resolve.doubt,
-        "result": resolve.result,
-        "reason": resolve.reason,
-    }
-    if resolve.action != "result":
-        return [line]
-    given = {"type": "tool_result", "turn": turn, "call_id": resolve.call_id, "tool": tool}
-    return [line, given | {"output": resolve.result, "is_error": False, "given_by": resolve.by}]
 
 
 def local_result(e: HistoryEvent) -> tuple[str, Payloads] | None:
@@ -401,20 +347,3 @@ def local_result(e: HistoryEvent) -> tuple[str, Payloads] | None:
     if not marker.details["result"].payloads:
         return None
     return str(about.get("activity_type", "")), marker.details["result"]
-
-
-async def _message(
-    converter: DataConverter, e: HistoryEvent, args: Payloads, outcome: Outcome | None
-) -> dict[str, Any]:
-    """A message sent to a session, numbered K by its receipt (None while the update has none)."""
-    message = await _decode(converter, args, t.SessionMessage)
-    line: dict[str, Any] = {"type": "message", "message": None, "text": message.text, "by": message.by}
-    line["at"] = e.event_time.ToDatetime(tzinfo=UTC).isoformat()
-    if outcome is not None and outcome.HasField("success"):
-        receipt = await _decode(converter, outcome.success, t.MessageReceipt)
-        line["message"] = receipt.message
-        if receipt.duplicate:  # sent again with the same message_id: recorded once, under K
-            line["duplicate"] = True
-    elif outcome is not None and outcome.HasField("failure"):
-        line["error"] = outcome.failure.message
-    return line
