@@ -437,7 +437,10 @@ async def test_a_session_whose_budget_is_spent_is_raised_from_its_page(client, t
         with pytest.raises(RunFailed, match="TokenBudgetExceeded"):
             await chat.ask("second", wait=30)
         page = (await web.get(f"/runs/{chat.id}")).text
-        assert '<p class="refusal">Message 2 failed: TokenBudgetExceeded: token budget spent' in page, page[-4000:]
+        said = (
+            '<dt>last message</dt><dd><span class="refusal">message 2 failed: TokenBudgetExceeded: token budget spent'
+        )
+        assert said in page, page[:4000]
         assert "Its budget is spent: raise it for the next message" in page and 'name="between"' in page
         assert 'action="/runs/' + chat.id + '/resume"' in page and "<button>Pause</button>" in page
         csrf, json_ = csrf_of(page), {"Accept": "application/json"}
@@ -455,7 +458,7 @@ async def test_a_session_whose_budget_is_spent_is_raised_from_its_page(client, t
         said = "budget raised by 100,000 tokens by carol; the session waits for its next message"
         assert raised.json()["message"] == said
         page = (await web.get(f"/runs/{chat.id}")).text
-        assert "Message 2 failed" in page and "Raise its budget: " in page  # not spent now; the failure stays said
+        assert "message 2 failed" in page and "Raise its budget: " in page  # not spent now; the failure stays said
         message = {"csrf": csrf, "by": "carol", "text": "third"}
         sent = await web.post(f"/runs/{chat.id}/send", data=message, headers=json_)
         assert sent.status_code == 200 and sent.json()["message"] == "message 3 sent", sent.text
@@ -464,7 +467,7 @@ async def test_a_session_whose_budget_is_spent_is_raised_from_its_page(client, t
                 await asyncio.sleep(0.1)
         assert status.session.last is not None and status.session.last.output == "two"
         page = (await web.get(f"/runs/{chat.id}")).text
-        assert "failed:" not in page  # the last message was answered
+        assert "last message" not in page and "failed:" not in page  # the last message was answered
         await chat.end()
 
 

@@ -161,6 +161,35 @@ async def test_send_a_session_message(browser, client, task_queue, worker_factor
         assert "hi, I am dana" in await page.inner_text("#story")
 
 
+async def test_a_spent_sessions_budget_is_raised_and_its_next_message_answered(
+    browser, client, task_queue, worker_factory, llm
+):
+    """A session whose budget is spent (its last message failed) says so among its facts; Raise
+    budget on its page lets it go on (2.0.4); the next message sent there is answered, and the
+    failure line goes without a reload."""
+    from durable_agent_runner import AgentClient
+    from durable_agent_runner.client.errors import RunFailed
+
+    model = script(llm, {"content": "one"}, {"content": "two"})
+    async with worker_factory(), serve_console(client, task_queue) as url:
+        chat = await AgentClient(client, task_queue=task_queue).start_session("chatter", model=model, budget_tokens=1)
+        assert await chat.ask("first", wait=30) == "one"  # its first call spends the cap
+        with pytest.raises(RunFailed):
+            await chat.ask("second", wait=30)
+        page = await open_page(browser, f"{url}/runs/{chat.id}")
+        await page.locator("#facts", has_text="message 2 failed: TokenBudgetExceeded").wait_for()
+        form = page.locator("form", has_text="Its budget is spent: raise it for the next message")
+        await form.get_by_label("Add tokens").fill("100000")
+        await form.get_by_role("button", name="Raise budget").click()
+        said = "the session waits for its next message"
+        await page.get_by_text(said).first.wait_for(timeout=10 * SECOND)
+        await page.get_by_label("Message", exact=True).fill("third")
+        await page.get_by_role("button", name="Send").click()
+        await page.locator("#story", has_text="two").wait_for(timeout=20 * SECOND)
+        await page.locator("#facts", has_text="message 2 failed").wait_for(state="detached", timeout=10 * SECOND)
+        await chat.end()
+
+
 async def test_pause_edit_resume_and_fork(browser, client, task_queue, worker_factory, llm, hold):
     tool_runs = hold("a")
     model = script(

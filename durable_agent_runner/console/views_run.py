@@ -40,10 +40,7 @@ def run_body(view: RunView) -> str:
     s = view.status
     session = ""
     if s.get("session") is not None and s["status"] not in t.ENDED_STATUSES:
-        last = s["session"].get("last") or {}
-        failed = last.get("error") if s["session"]["state"] == "waiting" else None
-        said = f'<p class="refusal">Message {last["message"]} failed: {h(failed[:CUT])}</p>' if failed else ""
-        session = f"""<h2>Session</h2>{said}<form class="act clear" method="post" action="{_base(s)}/send">
+        session = f"""<h2>Session</h2><form class="act clear" method="post" action="{_base(s)}/send">
 <label>Message <textarea name="text" maxlength="{t.MAX_MESSAGE_CHARS}" required></textarea></label>
 <button>Send</button><span class="msg" role="status"></span></form>"""
     calls = "".join(call_row(w) for w in visible(view.waiting))
@@ -85,6 +82,10 @@ def _facts(view: RunView) -> str:
         ("history", f'<a href="{h(s["ui_url"])}">Temporal Web UI</a>'),
     ]
     rows += budget_rows(s.get("budget"), s["run_id"])
+    last = (s.get("session") or {}).get("last") or {}
+    if last.get("error") and s["session"]["state"] == "waiting":  # its answer failed; the session goes on
+        failed = f"message {last['message']} failed: {h(last['error'][:CUT])}"
+        rows.append(("last message", f'<span class="refusal">{failed}</span>'))
     if s.get("closed_at"):
         rows.append(("ended", when(s["closed_at"])))
     if view.parent:
