@@ -22,6 +22,7 @@ from durable_agent_runner.machine import fallback
 from durable_agent_runner.machine.outcomes import Facts
 from durable_agent_runner.machine.rules import Done
 from durable_agent_runner.machine.state import RunState
+from durable_agent_runner.machine.texts import duration
 from durable_agent_runner.machine.turn import should_continue
 from durable_agent_runner.workflows import types as t
 
@@ -77,7 +78,7 @@ def between(s: RunState, first: t.AgentSpec, facts: Facts, woke: Woke, execution
     assert session is not None
     idle = first.idle_timeout_seconds
     if woke.timed_out:  # nothing came while it waited (a message in the same instant waits for the next run)
-        return EndSession(f"idle for {idle:g}s")
+        return EndSession(f"idle for {duration(idle)}")
     if session.current is not None:
         return Answer(guard=None)  # held across continue-as-new, or a steer's
     if session.queue:
@@ -100,7 +101,7 @@ def between(s: RunState, first: t.AgentSpec, facts: Facts, woke: Woke, execution
     return WaitForMessage(
         seconds=max(idle - (facts.now - since).total_seconds(), MIN_WAIT),
         step=f"answered {session.answered} message(s); waiting for the next",
-        detail=f"ends after {idle:g}s without a message",
+        detail=f"ends after {duration(idle)} without a message",
     )
 
 

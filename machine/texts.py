@@ -55,3 +55,12 @@ def turn_words(turn: int, max_turns: int | None, session: bool) -> str:
 def pause_requested(by: str) -> str:
     """What status says of a run asked to pause (by `by`), until it does."""
     return f"pause requested by {by}: the run pauses at its next safe point"
+
+
+def duration(seconds: float) -> str:
+    """A span as a person reads it: `7 days`, `2 h`, `90 min`, `45 s` (whole units when exact)."""
+    for size, unit in ((86_400, "day"), (3_600, "h"), (60, "min")):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if unit == 'day' and n != 1 else ''}"
+    return f"{seconds:g} s"

@@ -88,11 +88,12 @@ def test_idle_time_is_kept_across_waits_and_running_out_ends_it_at_once():
     s = session_run()
     first = c.between(s, AGENT, Facts(now=T0), c.Woke(), "exec-1")
     assert isinstance(first, c.WaitForMessage) and first.seconds == 600
+    assert first.detail == "ends after 10 min without a message"  # said "after 600s"; 7 days: "after 604800s"
     later = c.between(s, AGENT, Facts(now=T0 + timedelta(seconds=599.9995)), c.Woke(), "exec-1")
     assert isinstance(later, c.WaitForMessage) and later.seconds == c.MIN_WAIT  # spent: asks the server once
     send(s, "too late", T0 + timedelta(seconds=600))  # in the same instant the wait ran out
     out = c.between(s, AGENT, Facts(now=T0 + timedelta(seconds=600)), c.Woke(waited=True, timed_out=True), "exec-1")
-    assert out == c.EndSession("idle for 600s")
+    assert out == c.EndSession("idle for 10 min")
     assert c.ended(s) == ("", None)  # nothing answered: an empty result
 
 
@@ -194,3 +195,10 @@ def test_each_message_starts_on_the_agents_first_models_in_2_0(release_2: bool):
         assert (now.model, now.fallback_models) == ("c1", [])
         assert (member.model, member.fallback_models) == ("b2", [])
     assert [(sw.from_model, sw.to_model) for sw in s.switches] == [("p1", "b1"), ("b1", "c1"), ("p2", "b2")]
+
+
+def test_a_span_reads_in_whole_days_hours_or_minutes_when_it_is_one():
+    from durable_agent_runner.machine.texts import duration
+
+    spans = [604_800, 86_400, 7_200, 5_400, 90, 45, 0.5, 3_601]
+    assert [duration(x) for x in spans] == ["7 days", "1 day", "2 h", "90 min", "90 s", "45 s", "0.5 s", "3601 s"]

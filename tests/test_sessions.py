@@ -134,7 +134,7 @@ async def test_idle_timeout_ends_the_session(client: Client, task_queue: str, wo
     async with worker_factory():
         handle = await open_session(client, task_queue, agent="drowsy", model="echo", prompt="hi")
         result = await asyncio.wait_for(handle.result(), 30)
-        assert result.ended_by == "idle for 2s" and result.output == "echo: hi" and result.messages == 1
+        assert result.ended_by == "idle for 2 s" and result.output == "echo: hi" and result.messages == 1
 
 
 async def test_refusals(client: Client, task_queue: str, worker_factory: Any) -> None:

@@ -128,7 +128,7 @@ class RunResult(Contract):
     output_object: Any = None  # typed output: the validated object
     handoffs: list[HandoffRecord] = Field(default_factory=list)
     messages: int = 0  # sessions: messages answered; the output is the last answer
-    ended_by: str = ""  # sessions: "end by alice", "idle for 3600s"
+    ended_by: str = ""  # sessions: "ended by alice", "idle for 1 h"
 
 
 def chain_digest(previous: str, message: UserMessage | AssistantMessage | ToolMessage) -> str:
