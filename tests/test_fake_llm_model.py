@@ -87,12 +87,28 @@ def test_a_server_given_no_responder_serves_only_the_control_apis_scripts() -> N
         ("my_agents:AGENTLESS", "FunctionModel(<lambda>) knows no agent, so request.agent would be ''"),
     ],
 )
-def test_a_model_reference_it_cannot_use_ends_it_with_one_line(project: Path, reference: str, said: str) -> None:
-    proc = fake_llm(project, "--port", "0", "--model", reference)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2, (out, err)
+def test_a_model_reference_it_cannot_use_ends_it_with_one_line(
+    project: Path, reference: str, said: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fake_llm's main in this process (a process a case cost a second; the one below is one)."""
+    from durable_agent_runner.testing.fake_llm.__main__ import main
+
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.delitem(sys.modules, "my_agents", raising=False)  # this case's project, imported afresh
+    try:
+        assert main(["--port", "0", "--model", reference]) == 2
+    finally:
+        sys.modules.pop("my_agents", None)
+    err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("fake_llm: --model ") and said in err, err
     assert "Traceback" not in err
+
+
+def test_a_model_reference_it_cannot_use_ends_the_process_with_one_line(project: Path) -> None:
+    proc = fake_llm(project, "--port", "0", "--model", "my_agents:MODL")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, (out, err)
+    assert err == "fake_llm: --model my_agents:MODL: my_agents has no attribute 'MODL'\n", err
 
 
 @pytest.fixture

@@ -79,16 +79,45 @@ def test_the_process_environment_is_read_by_pydantic_settings(monkeypatch: pytes
         WorkerSettings.load()
 
 
+def worker_start(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], **env: str) -> tuple[int, str]:
+    """worker.py's main in this process, with only `env` of the variables it reads: its exit code
+    and what it wrote on standard error (a process of its own costs a second a case; one test per
+    refusal runs it as one: test_a_worker_refusing_a_setting_is_a_process_with_one_line)."""
+    for key in os.environ:
+        if key.startswith(OURS):
+            monkeypatch.delenv(key)
+    for key, value in (env | {"TEMPORAL_ADDRESS": "127.0.0.1:1"}).items():
+        monkeypatch.setenv(key, value)
+    from durable_agent_runner.worker.main import main
+
+    code = main([])
+    return code, capsys.readouterr().err
+
+
+def test_a_worker_refusing_a_setting_is_a_process_with_one_line() -> None:
+    """The refusals below, as a person meets them: worker.py exits 2 with that one line, no traceback."""
+    for name, value in (("LLM_TIMEOUT", "1e308"), ("LLM_API_KEY", "sk-caf\u00e9-1234567890")):
+        env = clean_env(**{name: value, "TEMPORAL_ADDRESS": "127.0.0.1:1"})
+        done = subprocess.run(
+            [sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"worker.py: error: {name} must be "), line
+        assert value not in line or name != "LLM_API_KEY", line
+
+
 @pytest.mark.parametrize(
     "name, value", [("LLM_TIMEOUT", "1e308"), ("LLM_MAX_ATTEMPTS", "12345678901234567890123"), ("TOOL_THREADS", "0")]
 )
-def test_the_worker_refuses_a_value_out_of_range_at_start(name: str, value: str) -> None:
+def test_the_worker_refuses_a_value_out_of_range_at_start(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Before: accepted at start, then every run failed its first workflow task (OverflowError)."""
-    env = clean_env(**{name: value, "TEMPORAL_ADDRESS": "127.0.0.1:1"})
-    done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
-    (line,) = done.stderr.strip().splitlines()
+    code, err = worker_start(monkeypatch, capsys, **{name: value})
+    assert code == 2, err
+    assert "Traceback" not in err
+    (line,) = err.strip().splitlines()
     assert line.startswith(f"worker.py: error: {name} must be ") and line.endswith(f", not {value!r}"), line
     assert "]" in line, line  # the allowed range
 
@@ -120,14 +149,15 @@ def test_a_worker_whose_namespace_does_not_exist_stops_with_one_line(temporal_se
 
 
 @pytest.mark.parametrize("key", ["sk-caf\u00e9-1234567890", "sk-1234567890\nsecond-line", "sk-12345 67890"])
-def test_the_worker_refuses_an_api_key_no_header_can_carry_at_start(key: str) -> None:
+def test_the_worker_refuses_an_api_key_no_header_can_carry_at_start(
+    key: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Before: a non-ASCII key crashed the worker with a 25-line traceback at its first model call;
     a key with a line break failed every run at its first call."""
-    env = clean_env(LLM_API_KEY=key, TEMPORAL_ADDRESS="127.0.0.1:1")
-    done = subprocess.run([sys.executable, "worker.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2, done.stderr
-    assert "Traceback" not in done.stderr
-    (line,) = done.stderr.strip().splitlines()
+    code, err = worker_start(monkeypatch, capsys, LLM_API_KEY=key)
+    assert code == 2, err
+    assert "Traceback" not in err
+    (line,) = err.strip().splitlines()
     assert line.startswith("worker.py: error: LLM_API_KEY must be printable ASCII"), line
     assert "not shown" in line
     for part in key.split():

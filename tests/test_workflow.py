@@ -25,6 +25,7 @@ from tests.helpers import (
     context_queries,
     events_per_turn,
     replay,
+    replay_history,
     script,
     start,
     starts_turn,
@@ -350,6 +351,9 @@ async def test_checked_in_histories_still_replay():
     done = await strict_replayer().replay_workflows(each(), raise_on_replay_failure=False)
     names = {history.run_id: history.workflow_id for history in histories}
     failed = {names.get(run, run): repr(err) for run, err in done.replay_failures.items()}
+    for history in histories:  # the first that failed, again alone: its error shows the events around it
+        if history.run_id in done.replay_failures:
+            await replay_history(history)
     assert not failed, failed
     for name in (
         "weather_1_0",
