@@ -39,6 +39,7 @@ from temporalio.converter import DataConverter
 
 from durable_agent_runner.activities.capture import CaptureStore
 from durable_agent_runner.client import export_people as people
+from durable_agent_runner.client.export_people import decode
 from durable_agent_runner.client.follow import READ
 from durable_agent_runner.client.scores import scores_of
 from durable_agent_runner.workflows import types as t
@@ -163,7 +164,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             for line in taken():
                 yield line
         if kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
-            run_input = await people.decode(converter, e.workflow_execution_started_event_attributes.input, t.RunInput)
+            run_input = await decode(converter, e.workflow_execution_started_event_attributes.input, t.RunInput)
             carried = run_input.carry.agent.model_dump() if run_input.carry else None
             yield {"type": "start", "prompt": run_input.prompt, "agent": carried}
         elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -175,7 +176,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 t.HOOK_ACTIVITY: t.HookInput,
                 t.COMPACT_ACTIVITY: t.CompactInput,
             }.get(name)
-            value: Any = await people.decode(converter, a.input, input_type) if input_type else None
+            value: Any = await decode(converter, a.input, input_type) if input_type else None
             scheduled[e.event_id] = (name, value)
             if name == t.TOOL_CALL_ACTIVITY:
                 tools.setdefault(value.call_id, value.tool)
@@ -210,10 +211,10 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             done = e.activity_task_completed_event_attributes
             name, value = scheduled[done.scheduled_event_id]
             if name == t.RESOLVE_AGENT_ACTIVITY:
-                spec = await people.decode(converter, done.result, t.AgentSpec)
+                spec = await decode(converter, done.result, t.AgentSpec)
                 yield {"type": "agent", "agent": spec.model_dump()}
             elif name == t.MODEL_CALL_ACTIVITY:
-                reply = await people.decode(converter, done.result, t.ModelReply)
+                reply = await decode(converter, done.result, t.ModelReply)
                 capture = captures.get(reply.capture) if reply.capture else None
                 yield {
                     "type": "model_call",
@@ -223,7 +224,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 }
                 with_reply, asked = brought_back(reply)
             elif name == t.TOOL_CALL_ACTIVITY:
-                result = await people.decode(converter, done.result, t.ToolResult)
+                result = await decode(converter, done.result, t.ToolResult)
                 yield {"type": "tool_result", "turn": value.turn, **result.model_dump(mode="json", exclude={"ahead"})}
                 if result.ahead is not None:  # the next model call, made by this activity (machine/requests.py)
                     made = result.ahead
@@ -237,19 +238,19 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                     yield {"type": "model_call", "turn": turn, "reply": reply_line, "capture": capture}
                     with_reply, asked = brought_back(made.reply)
             elif name == t.COMPACT_ACTIVITY:
-                compacted = await people.decode(converter, done.result, t.CompactResult)
+                compacted = await decode(converter, done.result, t.CompactResult)
                 yield {"type": "compaction", "turn": value.turn, "upto": value.upto, "summary": compacted.summary}
         elif kind == E.EVENT_TYPE_MARKER_RECORDED and (found := local_result(e)) is not None:
             name, payloads = found  # a local activity: its result is the marker's
             if name == t.RESOLVE_AGENT_ACTIVITY:
-                spec = await people.decode(converter, payloads, t.AgentSpec)
+                spec = await decode(converter, payloads, t.AgentSpec)
                 yield {"type": "agent", "agent": spec.model_dump()}
             elif name == t.MODEL_CALL_ACTIVITY:  # a local model call: only what it brought back
                 for line in taken():
                     yield line
-                with_reply, asked = brought_back(await people.decode(converter, payloads, t.ModelReply))
+                with_reply, asked = brought_back(await decode(converter, payloads, t.ModelReply))
             elif name == t.TOOL_CALL_ACTIVITY:
-                local = await people.decode(converter, payloads, t.ToolResult)
+                local = await decode(converter, payloads, t.ToolResult)
                 with_reply.pop(local.call_id, None)  # run anew: the turn did not take that result
                 if local.call_id not in ran:
                     ran.append(local.call_id)
@@ -272,7 +273,7 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
                 for line in await people.decision(converter, e, name, signal.input, None, tools, turn):
                     yield line | {"via": "signal"}  # a signal the run may have ignored: status says
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-            result = await people.decode(converter, e.workflow_execution_completed_event_attributes.result, t.RunResult)
+            result = await decode(converter, e.workflow_execution_completed_event_attributes.result, t.RunResult)
             yield {"type": "decision", "turn": turn, "kind": "final", "output": result.output}
             yield {"type": "result", "status": "completed", **result.model_dump(mode="json")}
         elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
@@ -294,6 +295,8 @@ MODEL_CALL_ENDS = {  # how a model call fails for good: the next one of its turn
     E.EVENT_TYPE_ACTIVITY_TASK_FAILED: lambda e: e.activity_task_failed_event_attributes,
     E.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: lambda e: e.activity_task_timed_out_event_attributes,
 }
+
+
 def _failed_model_call(ended: Any, scheduled: dict[int, tuple[str, Any]]) -> dict[str, Any] | None:
     """A model call that failed for good: what a fallback line says of it (None: not a model call)."""
     name, asked = scheduled[ended.scheduled_event_id]
@@ -328,7 +331,7 @@ async def _child_result(
     line: dict[str, Any] = {"type": "tool_result", "turn": turn, "call_id": call_id, "tool": tools.get(call_id, "")}
     line["child_run_id"] = child_id
     if e.event_type == E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED:
-        result = await people.decode(converter, attrs.result, t.RunResult)
+        result = await decode(converter, attrs.result, t.RunResult)
         return line | {"output": result.output, "is_error": False, "agent": result.agent}
     failure = getattr(attrs, "failure", None)
     ended = E.Name(e.event_type).removeprefix("EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_").lower()
