@@ -413,3 +413,28 @@ def test_the_web_uis_details_say_a_message_was_not_answered_and_how_to_raise_a_s
     s.open(2, NOW, "run-1")
     s.close(NOW, 3, USAGE, None, None, "ModelBehaviorError: no reply", "run-1")
     assert "**not answered:** ModelBehaviorError" in s.details() and "Raise" not in s.details()
+
+
+def test_status_says_a_failed_answer_is_not_the_agents_and_how_to_raise_a_spent_budget():
+    """`client.py status` of a session whose last answer failed printed the error as `agent: …`,
+    as if the agent had said it; it says it was not answered and, for a budget, how to raise it."""
+    from durable_agent_runner.cli.status import render_status
+    from durable_agent_runner.client.errors import cli
+
+    usage, ui = {"total_tokens": 916}, "http://localhost:8233/…"
+    last = {"message": 1, "by": "cli", "prompt": "weather?", "output": None, "error": "TokenBudgetExceeded: spent"}
+    session = {"state": "waiting", "messages": 1, "answered": 1, "queued": 0, "last": last}
+    s = {
+        "run_id": "chat-1",
+        "agent": "a",
+        "status": "waiting",
+        "turn": 2,
+        "usage": usage,
+        "ui_url": ui,
+        "session": session,
+    }
+    shown = render_status(s)
+    assert "  ✗ not answered: TokenBudgetExceeded: spent\n" in shown and "agent: Token" not in shown
+    assert f"raise its budget for the next message: {cli()} resume chat-1 --add-tokens N" in shown
+    answering = {**s, "session": {**session, "state": "answering", "last": {**last, "error": None}}}
+    assert "  agent: (answering…)" in render_status(answering)

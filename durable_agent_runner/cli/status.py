@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-from durable_agent_runner.cli.budget import render_budget
+from durable_agent_runner.cli.budget import raise_hint, render_budget
 from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import cli
@@ -66,8 +66,12 @@ def render_status(s: dict[str, Any]) -> str:
         if c.get("last"):
             last = c["last"]
             lines.append(f"  you:   [{last['message']}] {last['by']}: {last['prompt']}")
-            answer = last["output"] if last["output"] is not None else last["error"] or "(answering…)"
-            lines.append(f"  agent: {answer[:300]}")
+            if last["output"] is None and last.get("error"):  # its answer failed; the session goes on
+                lines.append(f"  ✗ not answered: {last['error'][:300]}")
+                hint = raise_hint(last["error"].partition(":")[0], s["run_id"]) if c["state"] == "waiting" else None
+                lines += [f"         {hint}"] if hint else []
+            else:
+                lines.append(f"  agent: {(last['output'] if last['output'] is not None else '(answering…)')[:300]}")
         if c.get("idle_deadline"):
             lines.append(f"  ends:  {c['idle_deadline'][:19]} unless a message comes")
     for p in s.get("pending_approvals", []):
