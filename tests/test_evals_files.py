@@ -212,3 +212,33 @@ def test_the_docs_example_runs_and_its_error_line_is_what_a_user_sees(tmp_path, 
     path = _write(tmp_path, "cases:\n- name: tokyo\n  inputs: q\n  evaluators: [{Contains: {valu: sunny}}]\n")
     shown = "cases.yaml: case 'tokyo' (#1), field evaluators[0]: Contains: valu: Extra inputs are not permitted"
     assert _refused(path).endswith(shown) and shown in page
+
+
+_KEYS = st.text(alphabet="abcxyz_", min_size=1, max_size=4)
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(_KEYS, _VALUES, max_size=5), st.lists(_KEYS, min_size=1, max_size=5))
+def test_a_mapping_reads_back_as_written_and_a_key_written_twice_is_refused(value, keys):
+    """config/files.yaml_once: what safe_dump writes reads back whole, as safe_load reads it; a
+    mapping written with one key twice (hand-written YAML) is refused naming the key and its line."""
+    import yaml
+
+    from durable_agent_runner.config.files import yaml_once
+
+    text = yaml.safe_dump(value, sort_keys=False)
+    assert yaml_once(text) == yaml.safe_load(text) == value
+    written = "".join(f"{k}: {i}\n" for i, k in enumerate(keys))
+    twice = next(((i, k) for i, k in enumerate(keys) if k in keys[:i]), None)
+    if twice is None:
+        assert yaml_once(written) == {k: i for i, k in enumerate(keys)}
+    else:
+        with pytest.raises(yaml.YAMLError) as caught:
+            yaml_once(written)
+        assert caught.value.problem == f"{twice[1]!r} is given twice"  # type: ignore[attr-defined]
+        assert caught.value.problem_mark.line == twice[0]  # type: ignore[attr-defined]
