@@ -304,6 +304,24 @@ async def test_a_reader_that_stops_reading_ends_the_chat_quietly(client, tempora
         assert live.session is not None and live.session.state == "waiting"
 
 
+async def test_raise_in_a_chat_lets_a_session_whose_budget_is_spent_go_on(
+    client, temporal_server, task_queue, worker_factory, llm
+) -> None:
+    """`/raise N` in chat: a session whose budget a message spent goes on, without leaving the
+    chat for `client.py resume`; a raise written wrongly says how to write it, and the chat goes on."""
+    model = script(llm, {"content": "one"}, {"content": "two"})
+    env = env_for(temporal_server, task_queue)
+    async with worker_factory():
+        lines = "first\nsecond\n/raise lots\n/raise 100000\nthird\n"
+        done = await chat_through_a_pipe(
+            env, "--agent", "chatter", "--model", model, "--budget-tokens", "1", lines=lines
+        )
+    assert done.out == "one\ntwo\n", str(done)  # message 2 failed on the budget; 3 answered after the raise
+    assert "raise its budget for the next message: /raise N (N tokens)" in done.err, str(done)
+    assert "/raise N adds N tokens to the session's budget, /raise $X adds X US dollars" in done.err
+    assert "budget raised +100000 tokens by" in done.err and "Traceback" not in done.err
+
+
 async def test_through_a_pipe_a_call_that_needs_approval_is_announced_and_waited_for(
     client, temporal_server, task_queue, worker_factory, llm, counter_file
 ) -> None:
@@ -547,8 +565,8 @@ def test_status_says_how_many_messages_whether_answering_and_the_last_exchange()
 
 
 def test_a_message_that_failed_on_its_budget_says_how_the_next_one_gets_one():
-    """A session's message that failed on its budget: the chat's line, a rejoin's last exchange
-    and `send --wait` say how to raise it (2.0.4). A rejoin showed such a message as `(being
+    """A session's message that failed on its budget: the chat's line (with `/raise`), a rejoin's
+    last exchange and `send --wait` say how to raise it (2.0.4). A rejoin showed such a message as `(being
     answered: following it)`, or its error under the agent's name."""
     out = io.StringIO()
     printer = ChatPrinter("chat-1", False, out, style=Style(False), stream=True, agent="demo")
@@ -558,7 +576,7 @@ def test_a_message_that_failed_on_its_budget_says_how_the_next_one_gets_one():
     printer.event(failure)
     assert out.getvalue() == (
         "✗ message 2 was not answered: token budget spent: 916 of 600\n"
-        f"  raise its budget for the next message: {cli()} resume chat-1 --add-tokens N\n"
+        "  raise its budget for the next message: /raise N (N tokens)\n"  # chat's own command
     )
     other = event("answered", text="boom", detail="message 3 · failed (ModelBehaviorError)")
     assert printer.render(other) == "✗ message 3 was not answered: boom\n"  # no budget: no raise

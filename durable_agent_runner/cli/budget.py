@@ -1,6 +1,6 @@
 """What `client.py status` shows of a run's budgets (gathered by durable_agent_runner/client/budget.py),
-the way on for a session's message that failed on its budget, and `resume --add-usd / --add-tokens`
-parsed at the boundary."""
+the way on for a session's message that failed on its budget, and a raise (`resume --add-usd /
+--add-tokens`, chat's `/raise`) parsed at the boundary and said back."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.errors import cli
+from durable_agent_runner.config.values import in_digits
 from durable_agent_runner.workflows import types as t
 
 KINDS = ("tokens", "usd")
@@ -43,11 +44,16 @@ def render_budget(b: dict[str, Any], run_id: str) -> list[str]:
     return lines
 
 
-def raise_hint(kind: str, run_id: str) -> str | None:
+def raise_hint(kind: str, run_id: str, chat: bool = False) -> str | None:
     """For a session's message that failed on its budget (`kind`: TokenBudgetExceeded, ...): how
-    its next message gets a budget (a session waiting for one takes a raise alone, 2.0.4)."""
-    flag = {"TokenBudgetExceeded": "--add-tokens N", "CostBudgetExceeded": "--add-usd X"}.get(kind)
-    return f"raise its budget for the next message: {cli(f'resume {run_id} {flag}')}" if flag else None
+    its next message gets a budget (a session waiting for one takes a raise alone, 2.0.4); in
+    `chat`, with its own command."""
+    flag, typed = {
+        "TokenBudgetExceeded": ("--add-tokens N", "/raise N (N tokens)"),
+        "CostBudgetExceeded": ("--add-usd X", "/raise $X (X US dollars)"),
+    }.get(kind, ("", ""))
+    how = typed if chat else cli(f"resume {run_id} {flag}")
+    return f"raise its budget for the next message: {how}" if flag else None
 
 
 def budget_raise(args: argparse.Namespace) -> t.BudgetRaise:
@@ -57,3 +63,23 @@ def budget_raise(args: argparse.Namespace) -> t.BudgetRaise:
         return checks.budget_raise(args.add_tokens, args.add_usd)
     except checks.BadArgument as err:
         raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
+
+
+def chat_raise(arg: str) -> t.BudgetRaise:
+    """chat's `/raise 5000` (tokens) or `/raise $2.50` (US dollars), checked as resume's flags
+    are; a ValueError saying how to write it."""
+    text = arg.strip()
+    usd = text.startswith("$")
+    number = text.removeprefix("$").strip()
+    if not in_digits(number, float if usd else int):
+        raise ValueError("/raise N adds N tokens to the session's budget, /raise $X adds X US dollars")
+    try:
+        return checks.budget_raise(None if usd else int(number), float(number) if usd else None)
+    except checks.BadArgument as err:
+        raise ValueError(f"/raise: {err.reason}") from None
+
+
+def raised_words(raised: t.BudgetRaise) -> str:
+    """`+5000 tokens and +$2.5`: a raise, as resume and chat say it."""
+    tokens = f"+{raised.add_tokens} tokens" if raised.add_tokens else ""
+    return " and ".join(x for x in (tokens, f"+${raised.add_usd:g}" if raised.add_usd else "") if x)

@@ -32,6 +32,7 @@ from temporalio.service import RPCError
 
 from durable_agent_runner.cli import session
 from durable_agent_runner.cli.args import by_flag, model_string, number
+from durable_agent_runner.cli.budget import chat_raise, raised_words
 from durable_agent_runner.cli.chat_io import (
     APPROVAL_WAIT,
     MAX_APPROVAL_WAIT,
@@ -56,7 +57,7 @@ from durable_agent_runner.cli.chat_view import (
 )
 from durable_agent_runner.cli.common import UsageError, add_budget_flags
 from durable_agent_runner.client.agent_client import AgentClient
-from durable_agent_runner.client.errors import IdTaken, cli, prog
+from durable_agent_runner.client.errors import AgentRunError, IdTaken, cli, prog
 from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap
 from durable_agent_runner.client.updates import LIVE
 from durable_agent_runner.config.env import login_name
@@ -66,6 +67,7 @@ from durable_agent_runner.workflows import types as t
 HELP = """\
   /status   messages, answering or waiting, the last exchange, tokens
   /end      end the session (what it was sent is answered first) and exit
+  /raise N  add N tokens to its budget (/raise $X: X US dollars), between messages
   /help     this list
   /quit     leave; the session goes on (as Ctrl-C or Ctrl-D): {cli} chat {run_id}
   //text    sends "/text" as a message"""
@@ -194,6 +196,13 @@ class Chat(ChatIO):
             left = f": {receipt.unanswered} message(s) to answer first" if receipt.unanswered else ""
             self.say(self.printer.style.dim(f"ending the session{left}…"))
             return await self.warned(self.follow_until(lambda ev: False))
+        elif cmd.name == "raise":  # a session takes a raise alone while it waits for a message (2.0.4)
+            try:
+                raised = chat_raise(cmd.arg)
+                await self.session.resume(by=self.by, wait=UPDATE_WAIT, **raised.model_dump(exclude_none=True))
+                self.say(self.printer.style.dim(f"budget raised {raised_words(raised)} by {self.by}"))
+            except (ValueError, AgentRunError) as err:  # how to write it; the run's refusal
+                self.say(str(err))
         elif cmd.name in ("quit", "exit", "detach"):
             raise Detached
         else:

@@ -187,7 +187,7 @@ class ChatPrinter(Printer):
             return s.person(f"{sender(ev.detail)}> ") + ev.text + "\n"
         if ev.kind == t.EventKind.ANSWERED and failed(ev):
             kind = re.search(r"failed \((\w+)\)", ev.detail)  # machine/conversation.failed
-            hint = raise_hint(kind.group(1), self.run_id) if kind else None
+            hint = raise_hint(kind[1], self.run_id, chat=True) if kind else None
             return s.red(f"✗ message {message_number(ev.detail)} was not answered: {ev.text}\n") + (
                 s.dim(f"  {hint}\n") if hint else ""
             )

@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from durable_agent_runner.cli.args import by_flag, integer, number
-from durable_agent_runner.cli.budget import budget_raise
+from durable_agent_runner.cli.budget import budget_raise, raised_words
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
 from durable_agent_runner.client import checks
@@ -45,10 +45,7 @@ async def cmd_resume(client: AgentClient, args: argparse.Namespace) -> int:
     status = await client.get(args.run_id).resume(
         by=args.by, add_tokens=raised.add_tokens, add_usd=raised.add_usd, wait=args.worker_wait
     )
-    added = " and ".join(
-        x for x in (f"+{raised.add_tokens} tokens" if raised.add_tokens else "",
-                    f"+${raised.add_usd:g}" if raised.add_usd else "") if x
-    )  # fmt: skip
+    added = raised_words(raised)
     _emit(
         args,
         {"run_id": args.run_id, "resumed_by": args.by, "phase": status.phase, **raised.model_dump(exclude_none=True)},
