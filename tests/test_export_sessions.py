@@ -214,6 +214,7 @@ async def test_a_sessions_failed_answer_its_raise_and_its_end_are_exported(
         assert await chat.ask("third", wait=30) == "two"
         await chat.end(by="alice", reason="done")
         lines = await export_run(client, chat.id, CaptureStore(tmp_path))
+    assert lines[0]["session"] is True and lines[0]["budget"]["tokens"] == 1 and lines[0]["forked_from"] is None
     (failed,) = [line for line in lines if line["type"] == "answer_failed"]
     assert failed["message"] == 2 and failed["error_type"] == "TokenBudgetExceeded", failed
     assert failed["error"].startswith("token budget spent") and failed["via"] == "run"

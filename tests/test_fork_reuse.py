@@ -137,6 +137,7 @@ async def test_live_tools_runs_the_recorded_calls_again_then_goes_on_live(
     # the tool ran again in turn 1's name; the child run's answer is there too (asked before any model call)
     assert results == [(1, "t1 #2", None), (None, "Tides follow the moon.", children[0])]
     assert [line["turn"] for line in exported if line["type"] == "model_call"] == [3]
+    assert exported[0]["forked_from"] == status.forked_from.model_dump(mode="json")  # as status says it
     await replay(forked)
 
 

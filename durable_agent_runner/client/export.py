@@ -1,7 +1,8 @@
 """A whole run as JSON lines (`RunHandle.export()`, `client.py export RUN_ID`), read from its
 history: no worker is needed.
 
-    {"type": "run", ...}            the agent as frozen at the start, the prompt, the outcome
+    {"type": "run", ...}            the agent as frozen at the start, the prompt, whether a session, its
+                                    budget cap, the run it was forked from, the outcome
     {"type": "model_call", ...}     each model reply as recorded, with its wire capture if kept
     {"type": "model_fallback", ...} a model that failed for good, and the model its turn went to
     {"type": "decision", ...}       what the run did next: the tool calls it ran, or its answer
@@ -96,7 +97,12 @@ def _header(lines: list[dict[str, Any]]) -> dict[str, Any]:
     start = next((line for line in lines if line["type"] == "start"), {})
     agent = next((line["agent"] for line in lines if line["type"] == "agent"), start.get("agent"))
     result = next((line for line in lines if line["type"] == "result"), {"status": "running"})
-    return {"prompt": start.get("prompt"), "agent": agent, "status": result["status"]}
+    facts = {key: start.get(key) for key in ("session", "budget", "forked_from")}
+    return {"prompt": start.get("prompt"), "agent": agent, **facts, "status": result["status"]}
+
+
+def _dumped(value: t.Contract | None) -> dict[str, Any] | None:
+    return value.model_dump(mode="json", exclude_none=True) if value is not None else None
 
 
 LOCAL_ACTIVITY_MARKER = "core_local_activity"
@@ -166,7 +172,10 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
         if kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
             run_input = await decode(converter, e.workflow_execution_started_event_attributes.input, t.RunInput)
             carried = run_input.carry.agent.model_dump() if run_input.carry else None
-            yield {"type": "start", "prompt": run_input.prompt, "agent": carried}
+            start: dict[str, Any] = {"type": "start", "prompt": run_input.prompt, "agent": carried}
+            start["session"], start["budget"] = run_input.session, _dumped(run_input.budget)  # its cap, as given
+            start["forked_from"] = _dumped(run_input.carry.forked_from if run_input.carry else None)
+            yield start
         elif kind == E.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             a = e.activity_task_scheduled_event_attributes
             name = a.activity_type.name
