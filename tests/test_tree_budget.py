@@ -169,8 +169,9 @@ async def test_a_session_whose_cap_is_spent_goes_on_once_raised_between_messages
         chat = await agents.start_session("chatter", model=script(llm, {"content": "one"}, {"content": "two"}),
                                           budget_tokens=1)  # fmt: skip
         assert await chat.ask("first", wait=30) == "one"  # its first call spends the cap (a last call's overshoot)
-        with pytest.raises(RunFailed, match="message 2: TokenBudgetExceeded: token budget spent"):
+        with pytest.raises(RunFailed, match="TokenBudgetExceeded: message 2: token budget spent") as failed:
             await chat.ask("second", wait=30)
+        assert failed.value.error_type == "TokenBudgetExceeded"  # the failure's kind (it said MessageFailed)
         with pytest.raises(DecisionRefused, match="the run is not paused: a session waiting for a message takes a"):
             await chat.resume()  # a resume alone has nothing to resume
         raised = await chat.resume(add_tokens=100_000, by="alice")

@@ -56,11 +56,14 @@ class SessionHandle(RunHandle):
 
     async def answer(self, message: int, *, wait: float = ANSWER_WAIT) -> Any:
         """Message K's answer once it is given (typed as `result()` is), waiting at most `wait`
-        seconds (then NotAnswered, a StillRunning); RunFailed if answering it failed (the session
-        failed with it), AgentRunError if the session ended first."""
+        seconds (then NotAnswered, a StillRunning); RunFailed if answering it failed, its
+        `error_type` the failure's (`TokenBudgetExceeded`: raise it with `resume(add_tokens=N)`;
+        the session goes on), AgentRunError if the session ended first."""
         exchange = await self.exchange(message, wait=wait)
-        if exchange.error is not None:
-            raise RunFailed(self.id, "failed", "MessageFailed", f"message {message}: {exchange.error}")
+        if exchange.error is not None:  # "TokenBudgetExceeded: …": its kind is the error's type
+            kind, _, why = exchange.error.partition(": ")
+            error_type, why = (kind, why) if why and kind.isidentifier() else ("MessageFailed", exchange.error)
+            raise RunFailed(self.id, "failed", error_type, f"message {message}: {why}")
         return self.typed("", exchange.output, exchange.output_object)
 
     async def exchange(
