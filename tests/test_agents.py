@@ -16,6 +16,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from durable_agent_runner import Agent, Registry, ToolContext, handoff, tool
+from durable_agent_runner.activities.capture import CaptureStore
+from durable_agent_runner.client.export import export_run
 from durable_agent_runner.workflows import types as t
 from tests.fixtures import team_agents
 from tests.helpers import calls, replay, script, start, transcript
@@ -47,7 +49,7 @@ async def status(handle: Any) -> t.RunStatus:
 
 
 async def test_a_handoff_chain_runs_each_agent_with_its_own_instructions_and_tools(
-    client, task_queue, worker_factory, llm, team
+    client, task_queue, worker_factory, llm, team, tmp_path
 ):
     model = script(
         llm,
@@ -61,7 +63,10 @@ async def test_a_handoff_chain_runs_each_agent_with_its_own_instructions_and_too
         s = await status(handle)
         described = await handle.describe()
         events = (await handle.query(t.EVENTS_QUERY, t.EventsQuery(), result_type=t.EventsPage)).events
+        exported = await export_run(client, handle.id, CaptureStore(tmp_path))
     assert (result.agent, result.output) == ("refunds", "Refunded, sorry for the trouble.")
+    handoffs = [(h["from_agent"], h["to_agent"], h["turn"]) for h in exported if h["type"] == "handoff"]
+    assert handoffs == [("triage", "billing", 1), ("billing", "refunds", 2)]  # as status says them
     assert [(h.from_agent, h.to_agent, h.turn) for h in result.handoffs] == [
         ("triage", "billing", 1),
         ("billing", "refunds", 2),

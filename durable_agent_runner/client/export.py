@@ -10,6 +10,7 @@ history: no worker is needed.
                                     arguments); the run's own (a timeout, --always) too, from status
     {"type": "resolution", ...}     a person's decision on a call in doubt: rerun, result, fail
     {"type": "answer", ...}         an `ask_person` answer; "completion": an outside completion; from status
+    {"type": "handoff", ...}        each transfer from one agent to another (who, to whom, turn, call); from status
     {"type": "tool_result", ...}    what each tool returned: run by a worker, given by a person
                                     (`resolve --result`: `given_by`), or a child run's answer
                                     (`child_run_id`; a child that failed: `is_error`)
@@ -73,7 +74,8 @@ async def export_run(client: Client, run_id: str, captures: CaptureStore) -> lis
 
 async def _run_decisions(client: Client, run_id: str, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The decisions the run made itself (an approval timeout, an earlier `always`) and those not in
-    its history as a person's update (a signal's): from its status query, adding what lines lack."""
+    its history as a person's update (a signal's), and its handoffs (a run still going has no
+    result to hold them): from its status query, adding what lines lack."""
     try:
         live: t.RunStatus = await client.get_workflow_handle(run_id).query(
             t.STATUS_QUERY, result_type=t.RunStatus, rpc_timeout=STATUS_TIMEOUT
@@ -90,6 +92,7 @@ async def _run_decisions(client: Client, run_id: str, lines: list[dict[str, Any]
             out.append({"type": "resolution", "turn": None, **r.model_dump(mode="json"), "via": "run"})
     out += [{"type": "answer", "turn": None, **a.model_dump(mode="json"), "via": "run"} for a in live.answers]
     out += [{"type": "completion", "turn": None, **c.model_dump(mode="json"), "via": "run"} for c in live.completions]
+    out += [{"type": "handoff", **h.model_dump(mode="json"), "via": "run"} for h in live.handoffs]
     return out
 
 
