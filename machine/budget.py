@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from durable_agent_runner.machine.calls import budget_spent
+from durable_agent_runner.machine.calls import BUDGET_SPENT, budget_spent
 from durable_agent_runner.machine.rules import Stop
 from durable_agent_runner.workflows import types as t
 
@@ -139,7 +139,7 @@ class Ledger:
 
     def pauses(self, stop: Stop) -> bool:
         """Whether `stop` (a spent budget) pauses the run for a person instead (on_budget="pause")."""
-        return self.budget.on_budget == "pause" and stop.error in ("TokenBudgetExceeded", "CostBudgetExceeded")
+        return self.budget.on_budget == "pause" and stop.error in BUDGET_SPENT
 
     def limits(self, first: t.AgentSpec) -> t.AgentSpec:
         """The run's first agent with the budgets held here (raised by a person, a parent's share)."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping, Sequence
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel
 
@@ -85,9 +85,13 @@ class RunTools(BaseModel):
         return next((c for c in self.calls if c.action == "handoff"), None)
 
 
+BudgetSpent = Literal["TokenBudgetExceeded", "CostBudgetExceeded"]  # how a run or an answer stops on its budget
+BUDGET_SPENT: tuple[BudgetSpent, ...] = get_args(BudgetSpent)
+
+
 def budget_spent(
     tokens_budget: int | None, tokens_used: int, cost_budget: float | None, cost_used: float
-) -> Literal["TokenBudgetExceeded", "CostBudgetExceeded"] | None:
+) -> BudgetSpent | None:
     """The budget rule, for the run (its budget, what it used) and for the worker that runs cheap
     calls with a reply (what the run has left, what the reply used): spent once used reaches it."""
     if tokens_budget is not None and tokens_used >= tokens_budget:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
+from durable_agent_runner.machine.calls import BUDGET_SPENT
 from durable_agent_runner.machine.texts import excerpt
 from durable_agent_runner.workflows import types as t
 
@@ -188,7 +189,7 @@ class SessionState:
                 line += f"\n\n**answer:** {excerpt(last.output, 300)}"
             elif last.error is not None and last.finished is not None:  # the session goes on
                 line += f"\n\n**not answered:** {excerpt(last.error, 300)}"
-                if last.error.startswith(("TokenBudgetExceeded", "CostBudgetExceeded")) and not self.current:
+                if last.error.partition(":")[0] in BUDGET_SPENT and not self.current:
                     body = '`{"by": "you", "add_tokens": 50000}` (or `"add_usd"`)'
                     line += f"\n\nRaise its budget for the next message: Send an Update → `{t.RESUME_UPDATE}`, {body}"
         return line

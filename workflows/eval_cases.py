@@ -27,6 +27,7 @@ from temporalio.workflow import ActivityHandle, ParentClosePolicy
 
 from durable_agent_runner.evals.context import EvaluationResult, one_line
 from durable_agent_runner.machine import eval_plan as plan
+from durable_agent_runner.machine.calls import BUDGET_SPENT
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
@@ -36,7 +37,6 @@ SCORE_ATTEMPT = timedelta(seconds=300)  # an LLM judge's model call included
 SCORE_BEAT = timedelta(seconds=10)
 SCORE_BEAT_BEFORE = timedelta(seconds=30)  # of evals started before the patch, and of ScoreRun
 SCORE_RETRY = RetryPolicy(maximum_attempts=5, maximum_interval=timedelta(seconds=30))
-BUDGET_KINDS = ("TokenBudgetExceeded", "CostBudgetExceeded")
 
 # How a case's run ended without a result: its end, what it spent.
 Ended = tuple[te.CaseEnd, t.Usage]
@@ -102,7 +102,7 @@ async def child(
                     usage = usage + part
             except ValueError:
                 pass  # a failure raised elsewhere: what it spent is not known
-        end: te.CaseEnd = "budget" if kind in BUDGET_KINDS else "failed"
+        end: te.CaseEnd = "budget" if kind in BUDGET_SPENT else "failed"
         return (end, usage), one_line(f"{kind}: {why}", 500)
 
 
