@@ -87,10 +87,13 @@ async def test_break_edit_resume_and_fork_from_the_command_line(
 async def test_inspect_with_no_worker_to_answer_is_one_clear_line_in_bounded_time(cli: Cli) -> None:
     # no worker polls this task queue: nobody can answer the run's query
     run_id = await started(cli, "hello")
+    # A client.py process that asks Temporal one thing, as the machine's load is now: on two
+    # shared cores a process's start alone took 9 s once. `inspect --wait 2` takes its wait more.
+    reference = await cli("list", "--limit", "1")
     done = await cli("inspect", run_id, "--wait", "2")
     line = one_clean_line(done.err)
     assert done.code == 1 and "no answer in time" in line and "worker.py" in line, str(done)
-    assert done.seconds < 10, str(done)
+    assert done.seconds < max(reference.seconds, 2) + 2 + 6, (str(done), reference.seconds)
     assert (await cli("cancel", run_id)).code == 0
 
 
