@@ -162,7 +162,7 @@ def test_hints_name_the_command_as_it_was_started(
     assert capsys.readouterr().out.startswith(f"usage: {started} status")
 
 
-def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str]) -> None:
     parser = client_py.parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     assert len(commands.choices) >= 18
@@ -176,6 +176,9 @@ def test_every_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         parsers = list(verbs[0].choices.values()) if verbs else [sub]
         has_json = all(any("--json" in a.option_strings for a in p._actions) for p in parsers)
         assert has_json or name in ("export", "codec-server", "console", "serve-hooks"), f"{name} has no --json"
+        for p in parsers:  # and each id it takes says what it is and where to find it (`approve RUN CALL`)
+            for a in p._actions:
+                assert a.option_strings or a.help, f"{p.prog}: {a.dest} has no help"
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import argparse
 from typing import Any
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import by_flag, integer
+from durable_agent_runner.cli.args import add_ids, by_flag, integer
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
@@ -17,8 +17,7 @@ from durable_agent_runner.client.agent_client import AgentClient
 
 def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     answer = sub.add_parser("answer", help="answer a question the agent asked a person (ask_person)")
-    answer.add_argument("run_id")
-    answer.add_argument("call_id")
+    add_ids(answer, call="the question (an ask_person call)")
     what = answer.add_mutually_exclusive_group(required=True)
     what.add_argument("text", nargs="?", metavar="TEXT", help="the answer, as text (with choices: one of them)")
     what.add_argument("--text", dest="text_flag", metavar="TEXT", help=argparse.SUPPRESS)  # as people also write it

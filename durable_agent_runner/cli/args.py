@@ -46,3 +46,17 @@ def number(text: str) -> float:
     if not in_digits(text, float):
         raise argparse.ArgumentTypeError(f"invalid float value: {text[:40]!r}")
     return float(text)
+
+
+# What a command's positional ids are, as `-h` says them (and a refusal names them: `run_id: …`).
+RUN_ID = "the run's id, as `run` and `list` print it"
+CALL_ID = "the tool call's id, as `status` and `list --waiting` show it (e.g. call_3_0)"
+EVAL_ID = "the eval's id, as `eval run` and `eval list` print it"
+SCHEDULE = "the schedule's name, as `schedule list` shows it"
+
+
+def add_ids(p: argparse.ArgumentParser, *, call: str | None = None) -> None:
+    """A command's `run_id` (and, with `call`, its `call_id`: which call, in the command's words)."""
+    p.add_argument("run_id", help=RUN_ID)
+    if call is not None:
+        p.add_argument("call_id", help=f"{call}: {CALL_ID}")

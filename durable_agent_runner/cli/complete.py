@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import by_flag
+from durable_agent_runner.cli.args import add_ids, by_flag
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
@@ -19,8 +19,7 @@ from durable_agent_runner.machine import bounds
 
 def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     cmd = sub.add_parser("complete", help="complete a call that waits for an outside completion")
-    cmd.add_argument("run_id")
-    cmd.add_argument("call_id")
+    add_ids(cmd, call="the call waiting for an outside system")
     how = cmd.add_mutually_exclusive_group(required=True)
     how.add_argument("--result", metavar="JSON", help="what the work came to: JSON of the tool's result type")
     how.add_argument("--fail", metavar="REASON", help="the work failed: the model is told this reason")

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.args import by_flag, integer, number
+from durable_agent_runner.cli.args import add_ids, by_flag, integer, number
 from durable_agent_runner.cli.budget import budget_raise, raised_words
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
@@ -165,7 +165,7 @@ async def cmd_fork(client: AgentClient, args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     pause = sub.add_parser("pause", help="pause a run at its next safe point (before a model or tool call)")
-    pause.add_argument("run_id")
+    add_ids(pause)
     pause.add_argument("--reason", default="", help="shown in status and inspect")
     pause.add_argument("--by", type=by_flag, default=who, help="who pauses it (default: %(default)s)")
     pause.add_argument("--json", action="store_true", help="print JSON")
@@ -174,7 +174,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     resume = sub.add_parser(
         "resume", help="resume a paused run, with any edits; or raise a session's budget between its messages"
     )
-    resume.add_argument("run_id")
+    add_ids(resume)
     resume.add_argument("--by", type=by_flag, default=who, help="who resumes it (default: %(default)s)")
     resume.add_argument("--add-usd", type=number, metavar="X", help="raise a cost budget by X US dollars, then go on")
     resume.add_argument("--add-tokens", type=integer, metavar="N", help="raise a token budget by N tokens, then go on")
@@ -184,12 +184,12 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     inspect = sub.add_parser(
         "inspect", help="a paused run's state: transcript items with indexes, pending calls, edits"
     )
-    inspect.add_argument("run_id")
+    add_ids(inspect)
     inspect.add_argument("--json", action="store_true", help="print JSON")
     add_read_wait(inspect)
     inspect.set_defaults(fn=cmd_inspect)
     edit = sub.add_parser("edit", help="edit a paused run (one edit; validated, recorded with who and when)")
-    edit.add_argument("run_id")
+    add_ids(edit)
     edit.add_argument("--text", nargs=2, metavar=("INDEX", "TEXT"), help="replace an item's text")
     edit.add_argument("--drop", type=integer, metavar="INDEX", help="drop an item (a call's message takes its results)")
     edit.add_argument("--insert", nargs=3, metavar=("INDEX", "ROLE", "TEXT"), help="insert a user or assistant message")
@@ -200,7 +200,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     edit.add_argument("--json", action="store_true", help="print JSON")
     edit.set_defaults(fn=cmd_edit)
     fork = sub.add_parser("fork", help="start a new run from the state just before model call N of a run")
-    fork.add_argument("run_id")
+    add_ids(fork)
     fork.add_argument("--at-turn", type=integer, required=True, metavar="N", help="fork just before model call N")
     fork.add_argument("--prompt", help="add this user message at the fork point")
     fork.add_argument("--id", help="the new run's id (default: generated)")

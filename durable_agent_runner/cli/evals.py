@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.args import in_digits, model_string
+from durable_agent_runner.cli.args import EVAL_ID, in_digits, model_string
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -91,18 +91,18 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     r.set_defaults(fn=cmd_run)
 
     s = verbs.add_parser("status", help="an eval's progress: done, passed, failed, waiting, tokens, USD")
-    s.add_argument("eval_id")
+    s.add_argument("eval_id", help=EVAL_ID)
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=cmd_status)
 
     w = verbs.add_parser("watch", help="follow an eval with a progress bar until it ends")
-    w.add_argument("eval_id")
+    w.add_argument("eval_id", help=EVAL_ID)
     w.add_argument("--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S")
     w.add_argument("--json", action="store_true", help="print the final progress as JSON")
     w.set_defaults(fn=cmd_watch)
 
     rep = verbs.add_parser("report", help="an eval's report, optionally against a baseline eval")
-    rep.add_argument("eval_id")
+    rep.add_argument("eval_id", help=EVAL_ID)
     _gate_flags(rep)
     rep.set_defaults(fn=cmd_report)
 
@@ -115,12 +115,12 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     ls.set_defaults(fn=cmd_list)
 
     cancel = verbs.add_parser("cancel", help="cancel an eval and its cases in flight; finished ones keep their results")
-    cancel.add_argument("eval_id")
+    cancel.add_argument("eval_id", help=EVAL_ID)
     cancel.add_argument("--json", action="store_true", help="print JSON")
     cancel.set_defaults(fn=cmd_cancel)
 
     res = verbs.add_parser("resume", help="raise the budget of an eval paused on it")
-    res.add_argument("eval_id")
+    res.add_argument("eval_id", help=EVAL_ID)
     res.add_argument("--add-usd", type=_number(float, 1e-9, 1e6), metavar="X")
     res.add_argument("--add-tokens", type=_number(int, 1, 10**9), metavar="N")
     res.add_argument("--json", action="store_true", help="print JSON")

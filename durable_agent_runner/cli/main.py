@@ -42,7 +42,7 @@ from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serv
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
-from durable_agent_runner.cli.args import by_flag, in_digits, integer, model_string, number
+from durable_agent_runner.cli.args import add_ids, by_flag, in_digits, integer, model_string, number
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -158,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
         ("cancel", cmd_cancel, "cancel a run"),
     ]:
         cmd = sub.add_parser(name, help=helptext)
-        cmd.add_argument("run_id")
+        add_ids(cmd)
         cmd.add_argument("--json", action="store_true", help="print JSON")
         if name == "result":
             cmd.add_argument("--no-wait", action="store_true", help="exit 1 at once if the run is still going")
@@ -175,8 +175,7 @@ def parser() -> argparse.ArgumentParser:
 
     who = login_name("cli")
     approve = sub.add_parser("approve", help="approve a pending tool call (runs it)")
-    approve.add_argument("run_id")
-    approve.add_argument("call_id")
+    add_ids(approve, call="the call waiting for approval")
     approve.add_argument("--args", metavar="JSON", help="run with these edited arguments (validated first)")
     approve.add_argument("--always", action="store_true", help="also approve later calls of this tool in this run")
     approve.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")
@@ -184,16 +183,14 @@ def parser() -> argparse.ArgumentParser:
     session.add_wait(approve)
     approve.set_defaults(fn=cmd_decide)
     reject = sub.add_parser("reject", help="reject a pending tool call; the model gets the reason")
-    reject.add_argument("run_id")
-    reject.add_argument("call_id")
+    add_ids(reject, call="the call waiting for approval")
     reject.add_argument("--reason", required=True, help="what the model is told")
     reject.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")
     reject.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(reject)
     reject.set_defaults(fn=cmd_decide)
     resolve = sub.add_parser("resolve", help="decide a call in doubt (a once tool's attempt ended without a result)")
-    resolve.add_argument("run_id")
-    resolve.add_argument("call_id")
+    add_ids(resolve, call="the call in doubt")
     how = resolve.add_mutually_exclusive_group(required=True)
     how.add_argument("--rerun", action="store_true", help="run the tool again (one attempt)")
     how.add_argument("--result", metavar="JSON", help="it did happen, and this is what it returned")
@@ -214,7 +211,7 @@ def parser() -> argparse.ArgumentParser:
     hooks_serve.add_parser(sub)
     eval_cli.add_parser(sub)
     send = sub.add_parser("send", help="send a message to a session (see chat)")
-    send.add_argument("run_id")
+    add_ids(send)
     send.add_argument("prompt", nargs="*", help="the message; '-' reads it from standard input")
     send.add_argument("--prompt-file", type=Path, metavar="F", help="read the message from this file")
     send.add_argument(
@@ -226,7 +223,7 @@ def parser() -> argparse.ArgumentParser:
     session.add_wait(send, answer_flag=True)
     send.set_defaults(fn=cmd_send)
     end = sub.add_parser("end", help="end a session once the messages it has taken are answered")
-    end.add_argument("run_id")
+    add_ids(end)
     end.add_argument("--reason", default="", help="kept in the run's result")
     end.add_argument("--by", type=by_flag, default=who, help="who ends it (default: %(default)s)")
     end.add_argument("--json", action="store_true", help="print JSON")
@@ -234,7 +231,7 @@ def parser() -> argparse.ArgumentParser:
     end.set_defaults(fn=cmd_end)
 
     w = sub.add_parser("watch", help="follow a run live: text as it streams, tool calls, approvals, answer")
-    w.add_argument("run_id")
+    add_ids(w)
     w.add_argument("--since", type=integer, default=0, metavar="N", help="start at event N (resume a watch)")
     w.add_argument("--json", action="store_true", help="one JSON object per line, with event numbers")
     w.set_defaults(fn=cmd_watch)
@@ -242,7 +239,7 @@ def parser() -> argparse.ArgumentParser:
     ex = sub.add_parser(
         "export", help="write a run as JSON lines (always JSON): replies, wire captures, decisions, tool results"
     )
-    ex.add_argument("run_id")
+    add_ids(ex)
     ex.add_argument("--out", type=Path, help="file to write (default: standard output)")
     ex.add_argument("--captures", type=Path, help="capture directory (default: $LLM_CAPTURE_DIR or .state/captures)")
     ex.set_defaults(fn=cmd_export)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from durable_agent_runner.cli.args import in_digits, model_string
+from durable_agent_runner.cli.args import SCHEDULE, in_digits, model_string
 from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client import schedule_specs as specs
@@ -97,14 +97,14 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
         ("delete", cmd_delete, "delete the schedule (its runs go on)"),
     ]:
         v = verbs.add_parser(verb, help=helptext)
-        v.add_argument("name", type=NAME)
+        v.add_argument("name", type=NAME, help=SCHEDULE)
         if verb in ("pause", "unpause"):
             v.add_argument("--note", default="", help="why (shown with the schedule)")
         if verb == "trigger":
             v.add_argument("--overlap", choices=list(specs.OVERLAPS), help="override the schedule's for this run")
         v.set_defaults(fn=fn)
     b = verbs.add_parser("backfill", help="start the runs it would have started between FROM and TO")
-    b.add_argument("name", type=NAME)
+    b.add_argument("name", type=NAME, help=SCHEDULE)
     b.add_argument("start", metavar="FROM", type=_typed(lambda v: specs.moment(v, "FROM")), help="ISO time (UTC)")
     b.add_argument("end", metavar="TO", type=_typed(lambda v: specs.moment(v, "TO")), help="e.g. 2026-12-01T18:00")
     b.set_defaults(fn=cmd_backfill)
