@@ -206,3 +206,7 @@ async def test_web_ui_links_name_the_namespace_the_client_is_connected_to(
     page = f"https://ui.example.com/namespaces/default/workflows/{run.id}"
     assert info.ui_url == page and row.ui_url == page
     assert run.ui_url == page  # 1.4.6: the handle says it too
+    # and `AgentClient.connect`, as temporalio's `Client.connect` teaches, is the same client
+    same = await dar.AgentClient.connect(namespace="default", task_queue=api.task_queue)
+    assert isinstance(same, dar.AgentClient) and same.temporal.namespace == "default"
+    assert (same.task_queue, same.ui) == (client.task_queue, client.ui)

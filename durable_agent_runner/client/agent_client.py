@@ -91,6 +91,13 @@ class AgentClient:
         self.schedules = Schedules(temporal, self.task_queue, ui)  # runs that start themselves (client/schedules.py)
         self.evals = Evals(temporal, self.task_queue, ui)  # durable evals (client/evals.py)
 
+    @classmethod
+    async def connect(
+        cls, *, target: str | None = None, namespace: str | None = None, task_queue: str | None = None
+    ) -> AgentClient:
+        """`connect()` as temporalio's `Client.connect` is reached for: the same client."""
+        return await connect(target=target, namespace=namespace, task_queue=task_queue)
+
     async def start(
         self,
         agent: str | Agent,
