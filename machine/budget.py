@@ -189,12 +189,13 @@ class Ledger:
     # ------------------------------------------------------------------------------ people
 
     def refuse_raise(self, r: t.BudgetRaise) -> str | None:
-        """Why a raise cannot apply (it names a kind of budget this run has not), or None."""
+        """Why a raise cannot apply (it names a kind of budget this run has not), or None: in words
+        every face's raise fits (`resume --add-tokens`, chat's `/raise N`, the console's fields)."""
         b = self.budget
         if r.add_tokens is not None and b.tokens is None:
-            return "this run has no token budget to raise (use --add-usd)"
+            return "this run has no token budget to raise: add USD instead"
         if r.add_usd is not None and b.usd is None:
-            return "this run has no cost budget to raise (use --add-tokens)"
+            return "this run has no cost budget to raise: add tokens instead"
         return None
 
     def beyond_grant(self, r: t.BudgetRaise) -> str | None:

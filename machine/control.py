@@ -109,8 +109,7 @@ def _resumed(s: RunState, ledger: Ledger | None, request: t.ResumeRequest) -> Re
     events: list[tuple[t.EventKind, str]] = []
     if ledger is not None and (request.add_tokens or request.add_usd):
         ledger.raised(request)
-        raised = f"+{request.add_tokens} tokens" if request.add_tokens else ""
-        raised += f"{' ' if raised else ''}+${request.add_usd:g}" if request.add_usd else ""
+        raised = texts.raised(request.add_tokens, request.add_usd)
         events.append((t.EventKind.BUDGET_RAISED, f"{raised} by {request.by}"))
     if s.paused is not None:
         s.resumed_by = request.by

@@ -64,3 +64,9 @@ def duration(seconds: float) -> str:
             n = int(seconds // size)
             return f"{n} {unit}{'s' if unit == 'day' and n != 1 else ''}"
     return f"{seconds:g} s"
+
+
+def raised(add_tokens: int | None, add_usd: float | None) -> str:
+    """`+5000 tokens and +$2.5`: a budget's raise, as its event, `resume` and chat say it."""
+    tokens = f"+{add_tokens} tokens" if add_tokens else ""
+    return " and ".join(x for x in (tokens, f"+${add_usd:g}" if add_usd else "") if x)

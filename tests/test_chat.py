@@ -308,11 +308,12 @@ async def test_raise_in_a_chat_lets_a_session_whose_budget_is_spent_go_on(
     client, temporal_server, task_queue, worker_factory, llm
 ) -> None:
     """`/raise N` in chat: a session whose budget a message spent goes on, without leaving the
-    chat for `client.py resume`; a raise written wrongly says how to write it, and the chat goes on."""
+    chat for `client.py resume`; a raise written wrongly or of a kind the session has not says
+    so, and the chat goes on."""
     model = script(llm, {"content": "one"}, {"content": "two"})
     env = env_for(temporal_server, task_queue)
     async with worker_factory():
-        lines = "first\nsecond\n/raise lots\n/raise 100000\nthird\n"
+        lines = "first\nsecond\n/raise lots\n/raise $1\n/raise 100000\nthird\n"
         done = await chat_through_a_pipe(
             env, "--agent", "chatter", "--model", model, "--budget-tokens", "1", lines=lines
         )
@@ -320,6 +321,10 @@ async def test_raise_in_a_chat_lets_a_session_whose_budget_is_spent_go_on(
     assert "raise its budget for the next message: /raise N (N tokens)" in done.err, str(done)
     assert "/raise N adds N tokens to the session's budget, /raise $X adds X US dollars" in done.err
     assert "budget raised +100000 tokens by" in done.err and "Traceback" not in done.err
+    # said once: the raise's event, when the chat follows the run again, is not a second line
+    assert done.err.count("budget raised") == 1, done.err
+    # a kind of budget the session has not: refused in words the chat's `/raise` fits, not resume's flags
+    assert "this run has no cost budget to raise: add tokens instead" in done.err and "--add" not in done.err
 
 
 async def test_through_a_pipe_a_call_that_needs_approval_is_announced_and_waited_for(

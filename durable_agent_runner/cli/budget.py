@@ -11,6 +11,7 @@ from durable_agent_runner.cli.common import UsageError
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.errors import cli
 from durable_agent_runner.config.values import in_digits
+from durable_agent_runner.machine import texts
 from durable_agent_runner.workflows import types as t
 
 KINDS = ("tokens", "usd")
@@ -80,6 +81,5 @@ def chat_raise(arg: str) -> t.BudgetRaise:
 
 
 def raised_words(raised: t.BudgetRaise) -> str:
-    """`+5000 tokens and +$2.5`: a raise, as resume and chat say it."""
-    tokens = f"+{raised.add_tokens} tokens" if raised.add_tokens else ""
-    return " and ".join(x for x in (tokens, f"+${raised.add_usd:g}" if raised.add_usd else "") if x)
+    """`+5000 tokens and +$2.5`: a raise, as resume and chat say it (and its event: machine/texts)."""
+    return texts.raised(raised.add_tokens, raised.add_usd)

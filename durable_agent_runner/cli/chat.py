@@ -200,7 +200,9 @@ class Chat(ChatIO):
             try:
                 raised = chat_raise(cmd.arg)
                 await self.session.resume(by=self.by, wait=UPDATE_WAIT, **raised.model_dump(exclude_none=True))
-                self.say(self.printer.style.dim(f"budget raised {raised_words(raised)} by {self.by}"))
+                said = f"{raised_words(raised)} by {self.by}"
+                self.printer.raised.append(said)  # its event, when the chat next follows the run, is not said again
+                self.say(self.printer.style.dim(f"budget raised {said}"))
             except (ValueError, AgentRunError) as err:  # how to write it; the run's refusal
                 self.say(str(err))
         elif cmd.name in ("quit", "exit", "detach"):

@@ -152,6 +152,7 @@ class ChatPrinter(Printer):
     info: TextIO = field(default_factory=lambda: sys.stderr)
     agent: str = "agent"
     mine: set[int] = field(default_factory=set)  # messages this chat sent: not echoed back
+    raised: list[str] = field(default_factory=list)  # raises this chat made and said: their events not again
     open: bool = False  # a reply is being written on screen under the agent's name
     headers: bool = False
 
@@ -185,6 +186,9 @@ class ChatPrinter(Printer):
             if message_number(ev.detail) in self.mine:
                 return ""
             return s.person(f"{sender(ev.detail)}> ") + ev.text + "\n"
+        if ev.kind == t.EventKind.BUDGET_RAISED and ev.detail in self.raised:
+            self.raised.remove(ev.detail)
+            return ""
         if ev.kind == t.EventKind.ANSWERED and failed(ev):
             kind = re.search(r"failed \((\w+)\)", ev.detail)  # machine/conversation.failed
             hint = raise_hint(kind[1], self.run_id, chat=True) if kind else None
