@@ -198,8 +198,12 @@ async def test_create_refuses_a_name_taken_a_missing_session_and_a_cron_the_serv
         await agents.schedules.delete(sched)
     with pytest.raises(BadArgument, match="session: no run with id 'nobody-here'"):
         await agents.schedules.create(name(), input="hi", every="1h", session="nobody-here")
+    with pytest.raises(
+        BadArgument, match=r"^jitter: must be at most the interval, 1h \(Temporal caps it there\), not 2h$"
+    ):
+        await agents.schedules.create(name(), agent="demo", input="hi", every="1h", jitter="2h")
     with pytest.raises(BadArgument, match="Temporal refused it"):
-        await agents.schedules.create(name(), agent="demo", input="hi", cron="99 99 * * *")
+        await agents.schedules.create(name(), agent="demo", input="hi", cron="99 0 0 * * * *")  # seconds first
     with pytest.raises(ScheduleNotFound):
         await agents.schedules.trigger("never-made")
 
@@ -208,9 +212,16 @@ async def test_create_refuses_a_name_taken_a_missing_session_and_a_cron_the_serv
     "args, says",
     [
         (["--cron", "every day"], "--cron: 'every day' is not a cron expression"),
+        (["--cron", "99 * * * *"], "--cron: '99 * * * *': the minute is 0-59, not 99"),
+        (["--cron", "0 9 * 1-13 MON"], "--cron: '0 9 * 1-13 MON': the month is 1-12, not 13"),
+        (["--cron", "0 9 0/2 * *"], "--cron: '0 9 0/2 * *': the day is 1-31, not 0"),
         (["--every", "10 parsecs"], "--every: '10 parsecs' is not a duration"),
         (["--every", "0s"], "--every: must be from 1s"),
         (["--every", "10s", "--jitter=-1m"], "--jitter: '-1m' is not a duration"),
+        (
+            ["--every", "1m", "--jitter", "5m"],
+            "--jitter: must be at most the interval, 1m (Temporal caps it there), not 5m",
+        ),
         (["--every", "10s", "--catchup-window", "2s"], "--catchup-window: must be from 10s"),
         (["--every", "10s", "--timezone", "Mars/Olympus"], "--timezone: 'Mars/Olympus' is not a time zone"),
         (["--every", "10s", "--overlap", "sometimes"], "--overlap: invalid choice: 'sometimes'"),
@@ -287,6 +298,27 @@ def test_a_duration_said_is_never_empty_and_reads_back(seconds: int) -> None:
     assert words and words.endswith(("s", "m", "h", "d"))
     if 0 < seconds <= 366 * 86400:
         assert specs.duration(words, "x") == d
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=99), min_size=5, max_size=5),
+    st.sampled_from(["{}", "{}-{}", "*/{}", "{},{}"]),
+)
+def test_a_cron_field_is_taken_within_its_range_and_refused_past_it(numbers: list[int], form: str) -> None:
+    """Each of the five fields is checked before anything is sent, named with its range, in
+    every way a number is written in it (a value, a range, a list); a step is a count, not a value."""
+    fields = [form.format(n, n) if form != "*/{}" else f"*/{max(n, 1)}" for n in numbers]
+    text = " ".join(fields)
+    wrong = [
+        (what, n) for (what, low, high), n in zip(specs.CRON_RANGES, numbers, strict=True)
+        if form != "*/{}" and not low <= n <= high
+    ]  # fmt: skip
+    if not wrong:
+        assert specs.cron(text) == text
+    else:
+        what, n = wrong[0]
+        with pytest.raises(BadArgument, match=rf"^cron: '.*': the {what} is \d+-\d+, not {n}$"):
+            specs.cron(text)
 
 
 async def test_the_cli_creates_describes_lists_pauses_and_deletes_with_json(cli):

@@ -368,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             chat.check(args)
         if args.command == "console":  # refused before connecting when it would be open without a token
             console_cli.check(args)
+        if args.command == "schedule":  # a create's flags taken together, before connecting
+            schedules.check(args)
         if args.command == "eval":  # its gate's flags checked before connecting
             eval_cli.check(args)
         if args.command == "serve-hooks":  # its file and secrets read before connecting

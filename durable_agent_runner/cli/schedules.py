@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durable_agent_runner.cli.args import SCHEDULE, in_digits, model_string
-from durable_agent_runner.cli.common import emit
+from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.agent_client import AgentClient
@@ -42,6 +42,15 @@ def _number(kind: type[int] | type[float]) -> Callable[[str], Any]:
 
 NAME = _typed(specs.name)
 AGENT = _typed(checks.agent)
+
+
+def check(args: argparse.Namespace) -> None:
+    """What argparse cannot check alone, refused before connecting: a jitter past the interval."""
+    if args.verb == "create" and args.every is not None and args.jitter is not None:
+        try:
+            specs.jitter_within(specs.duration(args.jitter, "jitter"), specs.duration(args.every, "every"))
+        except checks.BadArgument as err:
+            raise UsageError(f"--{err.field}: {err.reason}") from None
 
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:

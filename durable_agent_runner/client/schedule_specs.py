@@ -92,7 +92,31 @@ def cron(value: object) -> str:
         raise BadArgument(
             "cron", f"{text[:60]!r} is not a cron expression: five fields (minute hour day month weekday), or @daily"
         )
+    if len(fields) == 5:  # the common form, checked here before anything connects; the others by the server
+        for field, (what, low, high) in zip(fields, CRON_RANGES, strict=True):
+            for number in _numbers(field):
+                if not low <= number <= high:
+                    raise BadArgument("cron", f"{text[:60]!r}: the {what} is {low}-{high}, not {number}")
     return text
+
+
+# The five fields' names and bounds (a weekday: 0 or 7 is Sunday).
+CRON_RANGES = (("minute", 0, 59), ("hour", 0, 23), ("day", 1, 31), ("month", 1, 12), ("weekday", 0, 7))
+
+
+def _numbers(field: str) -> list[int]:
+    """The values a cron field names in digits (`5`, `1-5`, `*/15`'s none: a step is a count)."""
+    bases = [item.split("/", 1)[0] for item in field.split(",")]
+    return [int(n) for base in bases for n in base.split("-") if n.isascii() and n.isdigit()]
+
+
+def jitter_within(jitter: timedelta | None, every: timedelta | None) -> None:
+    """A jitter longer than the interval would be cut by Temporal to the time until the next run:
+    refused, so the schedule is the one asked for."""
+    if jitter is not None and every is not None and jitter > every:
+        raise BadArgument(
+            "jitter", f"must be at most the interval, {said(every)} (Temporal caps it there), not {said(jitter)}"
+        )
 
 
 def timezone(value: object) -> str:

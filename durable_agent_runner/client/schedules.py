@@ -185,6 +185,7 @@ class Schedules:
             jitter=specs.duration(jitter, "jitter") if jitter is not None else None,
             time_zone_name=specs.timezone(timezone) if timezone is not None else None,
         )
+        specs.jitter_within(spec.jitter, spec.intervals[0].every if spec.intervals else None)
         policy = SchedulePolicy(
             overlap=specs.overlap(overlap),
             catchup_window=specs.duration(catchup_window, "catchup_window", low=specs.MIN_CATCHUP)
