@@ -274,6 +274,10 @@ def test_an_agent_lists_its_models_in_order_and_a_bad_one_is_refused():
     assert (careful.model, careful.fallback_models) == ("anthropic:claude-x", ["gemini:g", "openai:o"])
     assert careful.spec().fallback_models == ["gemini:g", "openai:o"]
     assert Agent(name="plain").spec().fallback_models == []  # its version digest is as before
+    # a run's --model that is one of the agent's fallbacks is not tried again after it failed
+    assert careful.spec(model="gemini:g").fallback_models == ["openai:o"]
+    assert careful.spec(model="openai:o").fallback_models == ["gemini:g"]
+    assert careful.spec(model="demo").fallback_models == ["gemini:g", "openai:o"]
     with pytest.raises(ValueError, match="names no model"):
         Agent(name="none", model=[])
     with pytest.raises(ValueError, match="names the provider openai but no model"):

@@ -378,8 +378,8 @@ class Agent(AgentOptions):
         overrides: dict[str, object] = {"version": self.version}
         if max_turns is not None:
             overrides["max_turns"] = max_turns
-        if model:
-            overrides["model"] = model
+        if model:  # the run's model, tried first: not once more as a fallback after it failed
+            overrides |= {"model": model, "fallback_models": [m for m in self.fallback_models if m != model]}
         return self._spec().model_copy(update=overrides)
 
     def _spec(self) -> AgentSpec:
