@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 
+from durable_agent_runner.client import AgentClient
+from durable_agent_runner.client.errors import AgentRunError
 from tests.test_client import Cli, cli, one_clean_line  # noqa: F401  (cli is a fixture)
 from tests.test_sessions import open_session
 
@@ -63,6 +65,12 @@ async def test_send_to_a_run_that_is_not_a_session(cli: Cli, client, task_queue,
         assert done.code == 2 and "not a session" in one_clean_line(done.err), str(done)
         done = await cli("end", run_id, *WORKER, timeout=CLI_BOUND)
         assert done.code == 2 and "not a session" in one_clean_line(done.err), str(done)
+        # a session's answer asked of a run that is not one: its words, not the query's error type
+        done = await cli("result", run_id, "--message", "1", timeout=CLI_BOUND)
+        said = one_clean_line(done.err)
+        assert done.code == 2 and said.endswith(f"run {run_id} is not a session: it has no messages to answer"), said
+        with pytest.raises(AgentRunError, match=r"is not a session: it has no messages to answer$"):
+            await AgentClient(client, task_queue=task_queue).get_session(run_id).answer(1, wait=5)
         done = await cli("send", "no-such-run", "hi")
         assert done.code == 2 and "no run with id" in one_clean_line(done.err), str(done)
 

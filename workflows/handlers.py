@@ -132,7 +132,7 @@ class Inbox:
     def session(self) -> SessionState:
         if self.s.session is None:
             raise ApplicationError(
-                "this run is not a session: start one with `client.py chat`", type="NotASession", non_retryable=True
+                f"{t.NOT_A_SESSION}: start one with `client.py chat`", type="NotASession", non_retryable=True
             )
         return self.s.session
 

@@ -310,9 +310,14 @@ async def get_exchange(
     """Message K's exchange (0: the last), from the execution that holds it whole."""
     query = t.ExchangeQuery(message=message)
     handle = client.get_workflow_handle(run_id)
-    answer: t.ExchangeAnswer = await handle.query(
-        t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer, rpc_timeout=rpc_timeout
-    )
+    try:
+        answer: t.ExchangeAnswer = await handle.query(
+            t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer, rpc_timeout=rpc_timeout
+        )
+    except WorkflowQueryFailedError as err:
+        if err.message.startswith(t.NOT_A_SESSION):
+            raise AgentRunError(f"run {run_id} is not a session: it has no messages to answer") from None
+        raise
     if answer.exchange is None and answer.execution:
         older = client.get_workflow_handle(run_id, run_id=answer.execution)
         answer = await older.query(t.EXCHANGE_QUERY, query, result_type=t.ExchangeAnswer, rpc_timeout=rpc_timeout)

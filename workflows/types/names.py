@@ -45,6 +45,7 @@ COMPLETE_UPDATE = "complete_call"
 SESSION_SEND_UPDATE = "session.send"
 SESSION_END_UPDATE = "session.end"
 EXCHANGE_QUERY = "session.exchange"
+NOT_A_SESSION = "this run is not a session"  # how a run that is not one refuses a session's update or query
 # Summarizes a session's older turns when its transcript nears the agent's memory budget.
 COMPACT_ACTIVITY = "agent.compact"
 # Breakpoints: a paused run holds still until resumed; while paused, its state can be inspected
