@@ -40,6 +40,9 @@ def clean_env(**extra: str) -> dict[str, str]:
         ("WORKER_EVENT_LOOP", "trio", "one of uvloop or asyncio"),
         ("LLM_BASE_URL", "localhost:8000", "an http:// or https:// URL with a host, and no blanks"),
         ("LLM_BASE_URL", "http://gpu box:8000/v1", "an http:// or https:// URL with a host, and no blanks"),
+        # a port no connection can use: said at the start, not at every run's first model call
+        ("LLM_BASE_URL", "http://gpu:99999/v1", "a URL whose port, if it has one, is a number from 1 to 65535"),
+        ("LLM_BASE_URL", "http://gpu:0/v1", "a URL whose port, if it has one, is a number from 1 to 65535"),
         ("AGENT_TASK_QUEUE", "ops\nq", "1-200 printable characters with no space at either end"),
         ("AGENT_TASK_QUEUE", " ", "1-200 printable characters with no space at either end"),
     ],
@@ -49,6 +52,23 @@ def test_a_bad_value_is_one_line_naming_it_and_what_is_allowed(name: str, value:
         WorkerSettings.load({name: value})
     shown = value if len(value) <= 40 else value[:40] + "…"
     assert str(caught.value) == f"{name} must be {allowed}, not {shown!r}"
+
+
+def test_a_url_with_a_user_or_password_is_refused_without_showing_them() -> None:
+    """A shown URL (the worker logs its model server's) holds no credentials, and the refusal
+    itself does not quote them back; a secret URL (Slack's webhook) may hold them."""
+    with pytest.raises(SettingsError) as caught:
+        WorkerSettings.load({"LLM_BASE_URL": "https://ops:hunter2@llm.example.com/v1"})
+    said = str(caught.value)
+    assert said == (
+        "LLM_BASE_URL must be a URL with no user or password in it (it is shown in logs): give the key in "
+        "its own variable, not 'https://***@llm.example.com/v1'"
+    )
+    assert "hunter2" not in said and "ops" not in said
+    slack = "https://u:hunter2@hooks.slack.com/services/T/B/x"
+    loaded = WorkerSettings.load({"NOTIFY_SLACK_WEBHOOK_URL": slack})
+    assert loaded.notify_slack_webhook_url is not None
+    assert loaded.notify_slack_webhook_url.get_secret_value() == slack
 
 
 def test_a_bad_secret_is_never_quoted_back() -> None:

@@ -75,6 +75,7 @@ from durable_agent_runner.config.values import (
     Url,
     choice_word,
     is_present,
+    masked,
     otel_true,
     otlp_protocol,
 )
@@ -297,7 +298,7 @@ def describe(err: ValidationError, env: Mapping[str, str]) -> str:
         if name in SECRETS:
             parts.append(f"{name} must be {allowed}, not the {len(raw)} characters it holds (not shown)")
             continue
-        shown = raw if len(raw) <= SHOWN else raw[:SHOWN] + "…"
+        shown = masked(raw if len(raw) <= SHOWN else raw[:SHOWN] + "…")
         parts.append(f"{name} must be {allowed}, not {shown!r}")
     return "; ".join(parts)
 

@@ -105,8 +105,8 @@ def queue_flag(text: str) -> str:
     return text
 
 
-def _url(raw: object) -> object:
-    """An http(s) URL with a host, without its trailing slash."""
+def _secret_url(raw: object) -> object:
+    """An http(s) URL with a host (and a port of 1-65535, if it names one), without its trailing slash."""
     if not isinstance(raw, str):
         return raw
     url = _text(raw.strip().rstrip("/"))
@@ -117,6 +117,26 @@ def _url(raw: object) -> object:
         host = None
     if not host or parts.scheme not in ("http", "https") or any(c.isspace() for c in str(url)):
         raise ValueError("an http:// or https:// URL with a host, and no blanks")
+    try:
+        port = parts.port  # past 65535 or not a number: ValueError
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError("a URL whose port, if it has one, is a number from 1 to 65535")
+    return url
+
+
+def masked(text: str) -> str:
+    """`text` as a refusal may show it: a URL's user and password (`http://u:p@h`) as `***@`."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@", r"\1***@", text)
+
+
+def _url(raw: object) -> object:
+    """A URL that is shown (the worker's log, links, errors): a secret URL with no user or password
+    in it, which would be shown with it."""
+    url = _secret_url(raw)
+    if isinstance(url, str) and "@" in urlsplit(url).netloc:
+        raise ValueError("a URL with no user or password in it (it is shown in logs): give the key in its own variable")
     return url
 
 
@@ -199,7 +219,7 @@ Threads = Annotated[int, BeforeValidator(number(int, 1, 1024))]
 Port = Annotated[int, BeforeValidator(number(int, 1, 65535))]
 NotifyAttempts = Annotated[int, BeforeValidator(number(int, 1, 20))]
 NotifySeconds = Annotated[float, BeforeValidator(number(float, 0, 120, open_low=True, unit="seconds"))]
-SecretUrl = Annotated[SecretStr, BeforeValidator(_url)]  # a URL that is its own credential (Slack's webhooks)
+SecretUrl = Annotated[SecretStr, BeforeValidator(_secret_url)]  # a URL that is its own credential (Slack's webhooks)
 Secret = Annotated[SecretStr, BeforeValidator(_text)]
 SigningSecret = Annotated[SecretStr, BeforeValidator(_signing_secret)]
 Host = Annotated[str, BeforeValidator(_host)]
