@@ -71,6 +71,25 @@ def test_a_url_with_a_user_or_password_is_refused_without_showing_them() -> None
     assert loaded.notify_slack_webhook_url.get_secret_value() == slack
 
 
+def test_llm_settings_made_in_code_take_the_variables_rules() -> None:
+    """`LLMSettings(...)` (a plugin's, the test kit's) checks its URLs as LLM_BASE_URL is checked,
+    refuses a misspelt setting instead of dropping it, and never quotes a refused key or URL back."""
+    from pydantic import ValidationError
+
+    from durable_agent_runner.config.llm import LLMSettings
+
+    assert LLMSettings(base_url="http://gpu:8000/v1/").base_url == "http://gpu:8000/v1"
+    for bad, said in (
+        ({"base_url": "http://gpu:99999/v1"}, "a URL whose port, if it has one, is a number from 1 to 65535"),
+        ({"anthropic_base_url": "https://ops:hunter2@a.example"}, "a URL with no user or password in it"),
+        ({"api_key": "sk-hunter2 oops"}, "printable ASCII without blanks"),
+        ({"modle": "gpt"}, "Extra inputs are not permitted"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            LLMSettings(**bad)  # type: ignore[arg-type]
+        assert said in str(caught.value) and "hunter2" not in str(caught.value), caught.value
+
+
 def test_a_bad_secret_is_never_quoted_back() -> None:
     with pytest.raises(SettingsError) as caught:
         WorkerSettings.load({"CONSOLE_TOKEN": "hunter2-but-with-a-space in it"})

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from durable_agent_runner.config.completion import CompletionSettings
 from durable_agent_runner.config.env import DEFAULT_CAPTURE_DIR, WorkerSettings
 from durable_agent_runner.config.notify import NotifySettings
-from durable_agent_runner.config.values import ApiKey, Attempts, AttemptSeconds, CallSeconds, HeaderName
+from durable_agent_runner.config.values import ApiKey, Attempts, AttemptSeconds, CallSeconds, HeaderName, Url
 from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_MAX_ATTEMPTS,
     DEFAULT_MODEL_READ_TIMEOUT,
@@ -36,7 +36,10 @@ API_KEY_VARIABLES = ("LLM_API_KEY", "OPENAI_API_KEY")  # the model's key: the fi
 
 
 class LLMSettings(BaseModel):
-    base_url: str = DEFAULT_BASE_URL
+    # A misspelt setting is refused, not dropped; a refused value is not quoted back (keys, URLs).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    base_url: Url = DEFAULT_BASE_URL  # as LLM_BASE_URL takes it (config/values.py), in code too
     model: str = DEFAULT_MODEL
     api_key: ApiKey | None = None  # visible ASCII: it rides in a header (config/env.py)
     # "Authorization" sends "Bearer KEY"; any other name (Azure's "api-key") sends the bare key.
@@ -53,11 +56,11 @@ class LLMSettings(BaseModel):
     capture_dir: Path = Path(DEFAULT_CAPTURE_DIR)
     # The providers a model string names by prefix (activities/providers.py): "openai:…",
     # "anthropic:…", "gemini:…". A model without a prefix goes to base_url above, as it always has.
-    openai_base_url: str = DEFAULT_BASE_URL
+    openai_base_url: Url = DEFAULT_BASE_URL
     openai_api_key: ApiKey | None = None
-    anthropic_base_url: str = "https://api.anthropic.com"
+    anthropic_base_url: Url = "https://api.anthropic.com"
     anthropic_api_key: ApiKey | None = None
-    gemini_base_url: str = "https://generativelanguage.googleapis.com"
+    gemini_base_url: Url = "https://generativelanguage.googleapis.com"
     gemini_api_key: ApiKey | None = None
     # Keys the worker holds but never sends (GOOGLE_API_KEY beside GEMINI_API_KEY): masked all the same.
     held_keys: tuple[ApiKey, ...] = ()
