@@ -93,3 +93,24 @@ def test_every_python_example_in_the_docs_parses_and_imports_what_exists():
                     if a.name.startswith("durable_agent_runner") and importlib.util.find_spec(a.name) is None:
                         missing.append(f"{page}: import {a.name}")
     assert not missing, missing
+
+
+def demo_block(page: Path) -> list[str]:
+    """The first fenced block of `page` that shows the demo's output (its `✓ Temporal` line on)."""
+    blocks = re.findall(r"```\n(✓ Temporal dev server.*?)```", page.read_text(encoding="utf-8"), re.S)
+    assert blocks, f"{page.name} shows no demo output"
+    return blocks[0].splitlines()
+
+
+def test_the_demo_s_output_is_shown_alike_and_as_the_demo_prints_it():
+    """README and Getting started show one demo: the same lines, each a line `scripts/demo.sh`
+    prints (its ✓ lines and the run's links; the answer and ids vary), so a new line of the
+    demo's (the console's, say) is not missing from one of them."""
+    shown = demo_block(README)
+    assert demo_block(DOCS / "getting-started.md") == shown
+    demo = (ROOT / "scripts" / "demo.sh").read_text(encoding="utf-8")
+    said = [line for line in shown if line.startswith(("✓", "run id:", "web UI:", "console:", "status:"))]
+    assert len(said) >= 7, said
+    for line in said:
+        head = re.split(r"[ :]\S*(?:http|\.venv|\.state|demo-)", line, maxsplit=1)[0]
+        assert head.strip() and head.split(" (")[0] in demo, f"scripts/demo.sh prints no line like {line!r}"
