@@ -10,10 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from durable_agent_runner.config.env import ClientSettings, SettingsError, WorkerSettings
 from durable_agent_runner.config.llm import LLMSettings
-from durable_agent_runner.config.values import queue_flag
+from durable_agent_runner.config.values import masked, queue_flag
 
 ROOT = Path(__file__).resolve().parent.parent
 OURS = ("LLM_", "OPENAI_", "TOOL_", "WORKER_", "PAYLOAD_", "AGENT_", "TEMPORAL_", "HOOKS_", "OTEL_")
@@ -65,10 +67,25 @@ def test_a_url_with_a_user_or_password_is_refused_without_showing_them() -> None
         "its own variable, not 'https://***@llm.example.com/v1'"
     )
     assert "hunter2" not in said and "ops" not in said
+    long = "https://operations-team-account:hunter2-and-then-some@llm.example.com/v1"  # cut at 40 characters
+    with pytest.raises(SettingsError) as caught:
+        WorkerSettings.load({"LLM_BASE_URL": long})
+    assert "hunter2" not in str(caught.value) and "https://***@llm.example.com" in str(caught.value)
     slack = "https://u:hunter2@hooks.slack.com/services/T/B/x"
     loaded = WorkerSettings.load({"NOTIFY_SLACK_WEBHOOK_URL": slack})
     assert loaded.notify_slack_webhook_url is not None
     assert loaded.notify_slack_webhook_url.get_secret_value() == slack
+
+
+@given(
+    st.text(alphabet=st.characters(blacklist_characters="/?#@", blacklist_categories=("Cs",)), max_size=30),
+    st.text(alphabet=st.characters(blacklist_characters="/?#@", blacklist_categories=("Cs",)), min_size=1, max_size=30),
+    st.sampled_from(["http", "https", "ftp"]),
+)
+def test_a_shown_url_keeps_no_user_or_password(user: str, password: str, scheme: str) -> None:
+    """Whatever the user and password, a refusal shows neither: only `***@` and the rest."""
+    url = f"{scheme}://{user}:{password}@llm.example.com/v1?q=1"
+    assert masked(url) == f"{scheme}://***@llm.example.com/v1?q=1"
 
 
 def test_llm_settings_made_in_code_take_the_variables_rules() -> None:

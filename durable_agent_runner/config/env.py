@@ -298,7 +298,8 @@ def describe(err: ValidationError, env: Mapping[str, str]) -> str:
         if name in SECRETS:
             parts.append(f"{name} must be {allowed}, not the {len(raw)} characters it holds (not shown)")
             continue
-        shown = masked(raw if len(raw) <= SHOWN else raw[:SHOWN] + "…")
+        raw = masked(raw)  # before it is cut: a cut could leave a password without its "@"
+        shown = raw if len(raw) <= SHOWN else raw[:SHOWN] + "…"
         parts.append(f"{name} must be {allowed}, not {shown!r}")
     return "; ".join(parts)
 
