@@ -252,6 +252,29 @@ async def test_an_agent_no_worker_serves_fails_clearly_within_its_wait(client, t
     assert f"no worker serves agent 'nobody': nothing polled task queue {task_queue}@nobody for 2s" in cause.message
 
 
+async def test_status_names_the_agent_a_run_was_started_for_when_it_failed_before_resolving_it(
+    client, task_queue, worker_factory
+):
+    """A run that never resolved its agent has none in its state: status names the one it was
+    started for (its AgentName, as the client and a schedule set it), where it said `agent: ?`."""
+    from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+    from durable_agent_runner.client import AgentClient
+
+    async with worker_factory():
+        handle = await client.start_workflow(
+            t.WORKFLOW_NAME,
+            t.RunInput(prompt="hi", agent="nobody", agent_wait_seconds=2),
+            id=f"test-{uuid.uuid4().hex[:12]}",
+            task_queue=task_queue,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(t.SA_AGENT, "nobody")]),
+        )
+        with pytest.raises(WorkflowFailureError):
+            await asyncio.wait_for(handle.result(), timeout=30)
+        info = await AgentClient(client, task_queue=task_queue).get(handle.id).status()
+    assert (info.status, info.agent) == ("failed", "nobody")
+
+
 async def test_the_api_key_never_enters_history(client, task_queue, worker_factory, llm):
     secret = f"sk-test-{uuid.uuid4().hex}"
     settings = LLMSettings(base_url=llm.base_url, model="demo", api_key=secret)

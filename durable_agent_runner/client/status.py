@@ -190,13 +190,14 @@ def _live(live: t.RunStatus, status: str) -> dict[str, Any]:
     usage["total_tokens"] = live.usage.total_tokens
     out: dict[str, Any] = {
         "cost_usd": live.usage.cost_usd,
-        "agent": live.agent,
         "phase": live.phase,
         "turn": live.turn,
         "max_turns": live.max_turns,
         "usage": usage,
         "last_step": live.last_step,
     }
+    if live.agent is not None:  # None before its agent is resolved: the one it was started for (AgentName) stays
+        out["agent"] = live.agent
     if live.error:
         out["error"] = {"type": live.error_type or "RunFailed", "message": live.error}
     out["handoffs"] = [h.model_dump(mode="json") for h in live.handoffs]
