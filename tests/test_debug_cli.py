@@ -154,3 +154,26 @@ async def test_inspect_names_only_other_agents_as_those_the_run_may_switch_to() 
     assert "agent:   demo\n" in alone and "may switch" not in alone
     team = render(t.Inspection(run_id="r", agent="triage", agents=["billing", "triage"], turn=1, phase="running"))
     assert "agent:   triage (may switch to: billing)\n" in team
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ({"text": ["-1", "x"]}, "--text INDEX: an item index is a whole number from 0, not '-1'"),
+        ({"insert": ["x", "user", "hi"]}, "--insert INDEX: an item index is a whole number from 0, not 'x'"),
+        ({"drop": -3}, "--drop INDEX: must be between 0 and 1,000,000,000"),
+        ({"insert": ["1", "system", "hi"]}, "--insert ROLE must be user or assistant, not 'system'"),
+    ],
+)
+async def test_an_edit_s_bad_index_names_the_flag_it_came_with(flags: dict, said: str) -> None:
+    """A bad item index is said with its flag (`--text INDEX: …`), before anything is sent,
+    where it said `index: …`, a name no flag has."""
+    import argparse
+
+    from durable_agent_runner.cli.common import UsageError
+    from durable_agent_runner.cli.debug import edit_of
+
+    given = {"text": None, "drop": None, "insert": None, "args": None, "drop_call": None, "agent": None}
+    with pytest.raises(UsageError) as refused:
+        edit_of(argparse.Namespace(**(given | flags), by="cli"))
+    assert str(refused.value) == said

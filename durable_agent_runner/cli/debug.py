@@ -132,6 +132,9 @@ def edit_of(args: argparse.Namespace) -> t.Edit:
         if not err.field:
             flags = "--text, --drop, --insert, --args, --drop-call or --agent"
             raise UsageError(f"give exactly one edit: {flags}") from None
+        if err.field == "index":  # the item of --text, --drop or --insert
+            given = next(flag for flag in ("text", "drop", "insert") if getattr(args, flag) is not None)
+            raise UsageError(f"--{given} INDEX: {err.reason}") from None
         raise UsageError(f"--{err.field} {err.reason}" if err.field == "insert" else str(err)) from None
 
 
