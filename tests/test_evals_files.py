@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import string
+from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from durable_agent_runner.evals import (
@@ -24,6 +25,7 @@ from durable_agent_runner.evals import (
     save_dataset,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 GOOD = """\
 name: weather
 evaluators: [EqualsExpected]
@@ -242,3 +244,74 @@ def test_a_mapping_reads_back_as_written_and_a_key_written_twice_is_refused(valu
             yaml_once(written)
         assert caught.value.problem == f"{twice[1]!r} is given twice"  # type: ignore[attr-defined]
         assert caught.value.problem_mark.line == twice[0]  # type: ignore[attr-defined]
+
+
+def test_add_case_keeps_a_hand_written_file_s_comments_and_layout(tmp_path):
+    """`eval add-case` into a person's YAML file appends the case and leaves every line they
+    wrote as it was (the shipped example's comments, its order, its quoting), where the whole
+    file was written again without its comments."""
+    from durable_agent_runner.client.eval_cases import add_case
+
+    path = tmp_path / "weather.yaml"
+    written = (ROOT / "examples" / "weather_eval.yaml").read_text(encoding="utf-8")
+    path.write_text(written, encoding="utf-8")
+    grown = add_case(path, Case(name="incident 7", inputs="Weather in Oslo?", expected_output="cold"))
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith(written) and "# The demo agent's eval" in text
+    assert [c.name for c in grown.cases][-1] == "incident 7" and load_dataset(path) == grown
+    # a new file's `cases: []` opens the block, its comments kept
+    fresh = tmp_path / "fresh.yaml"
+    fresh.write_text(
+        "# incidents of the week\nname: incidents\ncases: []  # from production\nevaluators: [EqualsExpected]\n"
+    )
+    started = add_case(fresh, Case(name="one", inputs="hi", expected_output="ho"))
+    assert fresh.read_text().startswith(
+        "# incidents of the week\nname: incidents\ncases:  # from production\n- name: one\n"
+    )
+    assert load_dataset(fresh) == started and "evaluators: [EqualsExpected]" in fresh.read_text()
+    # an inline list of cases has no block to extend: written whole, as before (and still read back)
+    inline = tmp_path / "inline.yaml"
+    inline.write_text("name: x  # mine\ncases: [{name: a, inputs: hi}]\n", encoding="utf-8")
+    assert load_dataset(inline).cases[0].name == "a"
+    again = add_case(inline, Case(name="b", inputs="ho"))
+    assert load_dataset(inline) == again and [c.name for c in again.cases] == ["a", "b"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dataset=_datasets().filter(lambda d: bool(d.cases)),
+    case=_datasets().filter(lambda d: bool(d.cases)).map(lambda d: d.cases[0]),
+    indent=st.sampled_from([0, 2, 4]),
+    comments=st.lists(st.sampled_from(["# a note", "  # an indented note", ""]), max_size=3),
+)
+def test_a_case_appended_to_a_yaml_file_reads_back_and_keeps_each_line(dataset, case, indent, comments):
+    """Whatever the cases and however the file indents them, with comments and blank lines after
+    them: the text one case longer reads back as the dataset with that case last, and holds every
+    line it held; or it is not extended (None) and the file is written whole."""
+    from durable_agent_runner.evals.files import dataset_to_value, with_case_appended
+
+    assume(case.name not in {c.name for c in dataset.cases})  # a name given twice is refused before
+    value = dataset_to_value(dataset)
+    head = yaml.safe_dump({"name": value["name"]}, sort_keys=False)  # escaped: U+0085 would not read back
+    body = yaml.safe_dump(value["cases"], sort_keys=False)
+    cases = "".join(" " * indent + line + "\n" for line in body.splitlines())
+    rest = (
+        yaml.safe_dump({k: v for k, v in value.items() if k == "evaluators"}, sort_keys=False)
+        if "evaluators" in value
+        else ""
+    )
+    text = head + "cases:  # the cases\n" + cases + "".join(c + "\n" for c in comments) + rest
+    assert yaml.safe_load(text) == value  # the layout itself is valid YAML
+    grown = with_case_appended(text, case)
+    if grown is None:
+        return
+    expected = Dataset(name=dataset.name, cases=[*dataset.cases, case], evaluators=dataset.evaluators)
+    assert dataset_from_text(grown) == expected
+    kept = grown.splitlines()
+    assert all(line in kept for line in text.splitlines())
+
+
+def dataset_from_text(text: str) -> Dataset:
+    from durable_agent_runner.evals.files import dataset_from_value
+
+    return dataset_from_value(yaml.safe_load(text), "test", "test")

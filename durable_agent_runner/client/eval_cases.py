@@ -14,7 +14,7 @@ from durable_agent_runner.client import checks
 from durable_agent_runner.client.control import model_calls_made, query_run
 from durable_agent_runner.client.errors import DecisionRefused
 from durable_agent_runner.evals import Case, Dataset
-from durable_agent_runner.evals.files import load_dataset, save_dataset
+from durable_agent_runner.evals.files import load_dataset, save_dataset, with_case_appended, write_text, yaml_file
 from durable_agent_runner.evals.from_run import first_prompt, point_of
 from durable_agent_runner.workflows import types as t
 
@@ -46,12 +46,17 @@ async def case_from_run(
 
 
 def add_case(path: str | Path, case: Case) -> Dataset:
-    """`case` appended to the dataset file at `path` (made if missing, named after the file).
-    A case of that name already there is refused: a case's name is its key in reports."""
+    """`case` appended to the dataset file at `path` (made if missing, named after the file); a
+    YAML file keeps its comments and layout. A case of that name already there is refused: a
+    case's name is its key in reports."""
     path = Path(path)
     dataset = load_dataset(path) if path.exists() else Dataset(name=path.stem or "dataset", cases=[])
     if any(c.name == case.name for c in dataset.cases):
         raise checks.BadArgument("name", f"{path} already has a case named {case.name!r}")
     grown = Dataset(name=dataset.name, cases=[*dataset.cases, case], evaluators=dataset.evaluators)
-    save_dataset(grown, path)
+    kept = with_case_appended(path.read_text(encoding="utf-8"), case) if path.exists() and yaml_file(path) else None
+    if kept is not None:  # the person's file as they wrote it (comments and all), one case longer
+        write_text(path, kept)
+    else:
+        save_dataset(grown, path)
     return grown

@@ -17,6 +17,7 @@ naming the file, the case and the field."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from pydantic import ValidationError
 from durable_agent_runner.config.files import repeated_key, yaml_once
 from durable_agent_runner.machine.bounds import OutsideDataError, check_value, parse_json
 
-from .cases import MAX_CASES, Dataset
+from .cases import MAX_CASES, Case, Dataset
 from .context import one_line
 from .registry import EvaluatorSpec, EvaluatorSpecError, build, first_error
 
@@ -148,22 +149,24 @@ def load_dataset(path: str | Path, fmt: Format | None = None) -> Dataset:
     return dataset_from_value(_read(path, kind), str(path), path.stem)
 
 
+def case_to_value(case: Case) -> dict[str, Any]:
+    """One case in the file layout: empty fields left out, evaluators in their short forms."""
+    c: dict[str, Any] = {"name": case.name, "inputs": case.inputs}
+    if case.expected_output is not None:
+        c["expected_output"] = case.expected_output
+    if case.metadata:
+        c["metadata"] = case.metadata
+    if case.evaluators:
+        c["evaluators"] = [s.model_dump(mode="json") for s in case.evaluators]
+    if case.from_run is not None:
+        c["from_run"] = case.from_run.model_dump(mode="json")
+    return c
+
+
 def dataset_to_value(dataset: Dataset) -> dict[str, Any]:
     """The dataset in the file layout: empty fields left out, evaluators in their short forms."""
     out: dict[str, Any] = {"name": dataset.name}
-    cases = []
-    for case in dataset.cases:
-        c: dict[str, Any] = {"name": case.name, "inputs": case.inputs}
-        if case.expected_output is not None:
-            c["expected_output"] = case.expected_output
-        if case.metadata:
-            c["metadata"] = case.metadata
-        if case.evaluators:
-            c["evaluators"] = [s.model_dump(mode="json") for s in case.evaluators]
-        if case.from_run is not None:
-            c["from_run"] = case.from_run.model_dump(mode="json")
-        cases.append(c)
-    out["cases"] = cases
+    out["cases"] = [case_to_value(case) for case in dataset.cases]
     if dataset.evaluators:
         out["evaluators"] = [s.model_dump(mode="json") for s in dataset.evaluators]
     return out
@@ -181,7 +184,62 @@ def save_dataset(dataset: Dataset, path: str | Path, fmt: Format | None = None) 
             text = yaml.safe_dump(value, sort_keys=False, allow_unicode=False)
     else:
         text = json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+    write_text(path, text)
+
+
+def write_text(path: Path, text: str) -> None:
     try:
         path.write_text(text, encoding="utf-8")
     except OSError as err:
         raise DatasetError(f"{path}: cannot write: {err.strerror or err}") from None
+
+
+def yaml_file(path: Path) -> bool:
+    return _format(path, None) == "yaml"
+
+
+CASES_KEY = re.compile(r"^cases:[ \t]*(?:#.*)?$", re.M)  # `cases:` opening a block, at the top level
+CASES_EMPTY = re.compile(r"^cases:[ \t]*\[\][ \t]*(#.*)?$", re.M)
+
+
+def with_case_appended(text: str, case: Case) -> str | None:
+    """A YAML dataset's `text` with `case` after its last case, every other line as written
+    (comments, order, quoting; `cases: []` opens a block); None when its layout is not one this
+    extends (cases listed inline, say), or when the result would not read back as exactly that:
+    then the whole file is written again instead (`save_dataset`)."""
+    try:
+        expected = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if not isinstance(expected, dict) or not isinstance(expected.get("cases"), list):
+        return None
+    expected["cases"].append(case_to_value(case))
+    empty = CASES_EMPTY.search(text)  # `cases: []`, as a new file begins: the block it opens
+    if empty is not None:
+        text = text[: empty.start()] + "cases:" + (f"  {empty[1]}" if empty[1] else "") + text[empty.end() :]
+    opened = CASES_KEY.search(text)
+    if opened is None:
+        return None
+    lines = text[opened.end() :].split("\n")[1:]
+    block = 0  # lines of the block, up to its last case's last line
+    indent: str | None = None
+    for i, line in enumerate(lines):
+        if line.strip() and not line.startswith((" ", "\t", "-", "#")):
+            break  # the next top-level key
+        if line.strip() and not line.lstrip().startswith("#"):
+            block = i + 1
+            if indent is None and line.lstrip().startswith("- "):
+                indent = line[: len(line) - len(line.lstrip())]
+    if indent is None and empty is None:
+        return None
+    indent = indent or ""
+    head = text[: opened.end()] + "\n" + "".join(line + "\n" for line in lines[:block])
+    for readable in (True, False):  # as save_dataset: escaped when the readable form does not read back
+        item = yaml.safe_dump([case_to_value(case)], sort_keys=False, allow_unicode=readable)
+        grown = head + "".join(indent + line + "\n" for line in item.splitlines()) + "\n".join(lines[block:])
+        try:
+            if yaml.safe_load(grown) == expected:
+                return grown
+        except yaml.YAMLError:
+            pass
+    return None
