@@ -101,7 +101,10 @@ async def test_eval_run_gates_on_a_baseline(temporal_server, client, task_queue,
 async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, client, task_queue, tmp_path):
     data = tmp_path / "cases.yaml"
     data.write_text(DATASET)
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("name: empty\ncases: []\n")
     for args, words in [
+        (["eval", "run", str(empty), "--agent", "scripted"], f"{empty}: dataset 'empty' has no cases to run"),
         (["eval", "run", str(data), "--agent", "scripted", "--concurrency", "0"], "outside 1..50"),
         (["eval", "run", str(tmp_path / "none.yaml"), "--agent", "scripted"], "cannot read"),
         (["eval", "run", str(data), "--agent", "scripted", "--fail-on-regression"], "needs --baseline"),

@@ -43,9 +43,12 @@ def _number(kind: type[int] | type[float], low: float, high: float) -> Callable[
 def _dataset(text: str) -> Dataset:
     """The dataset file, read as the arguments are parsed: a bad one is a usage error, before connecting."""
     try:
-        return load_dataset(Path(text))
+        dataset = load_dataset(Path(text))
     except DatasetError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+    if not dataset.cases:  # the client refuses it too, once connected: here it is said first, with its file
+        raise argparse.ArgumentTypeError(f"{text}: dataset {dataset.name!r} has no cases to run")
+    return dataset
 
 
 def _json(text: str) -> Any:
