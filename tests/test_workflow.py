@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -250,6 +251,37 @@ async def test_an_agent_no_worker_serves_fails_clearly_within_its_wait(client, t
     cause = caught.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "UnknownAgent"
     assert f"no worker serves agent 'nobody': nothing polled task queue {task_queue}@nobody for 2s" in cause.message
+
+
+async def test_a_run_cancelled_while_its_agent_is_resolved_ends_cancelled(client, task_queue, worker_factory):
+    """A cancel that reaches a run while its agent's resolve waits on the agent's queue (routed:
+    no worker here serves it) ends the run cancelled (2.0.5, `cancel-in-resolve-2.0.5`), where it
+    failed with `ResolveAgentFailed: Cancelled`; its history records the patch's marker, replays,
+    and is the patch's checked-in history."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.exceptions import CancelledError
+
+    from durable_agent_runner.client import AgentClient
+    from durable_agent_runner.workflows.patches import CANCEL_RESOLVE_PATCH
+    from tests.helpers import marker_ids
+
+    async with worker_factory():
+        handle = await start(client, task_queue, "hi", agent="nobody", agent_wait_seconds=60)
+        async with asyncio.timeout(30):  # the routed resolve is scheduled on the agent's queue, and waits
+            while not (await handle.describe()).raw_description.pending_activities:
+                await asyncio.sleep(0.1)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as caught:
+            await asyncio.wait_for(handle.result(), timeout=30)
+        info = await AgentClient(client, task_queue=task_queue).get(handle.id).status()
+        history = await handle.fetch_history()
+        await replay(handle)
+    assert isinstance(caught.value.cause, CancelledError)
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert info.status == "cancelled" and info.error is not None and info.error.type == "CancelledError", info
+    assert CANCEL_RESOLVE_PATCH in marker_ids(history)
+    if os.environ.get("RECORD_HISTORIES"):  # re-record only on purpose (tests/test_patches.py reads it)
+        (Path(__file__).parent / "histories" / "cancel_resolve_2_0_5.json").write_text(history.to_json())
 
 
 async def test_status_names_the_agent_a_run_was_started_for_when_it_failed_before_resolving_it(

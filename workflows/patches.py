@@ -49,6 +49,7 @@ RELEASE_2_PATCH = "release-2.0"
 EVAL_LANES_PATCH = "eval-lanes-2.0.1"
 BREAK_TOOLS_PATCH = "break-tools-2.0.2"
 SESSION_RAISE_PATCH = "session-raise-2.0.4"
+CANCEL_RESOLVE_PATCH = "cancel-in-resolve-2.0.5"
 
 # What 1.x patches share: each ends with the 1.x runs (see the module's docstring).
 _WITH_1X = (
@@ -279,6 +280,22 @@ PATCHES: tuple[Patch, ...] = (
             "asked by every session at its start (each execution); once `client.py list --phase waiting_for_message` "
             "shows no session that started before 2.0.4, 2.1 drops the refusal and asks deprecate_patch; 2.2 drops the "
             "call once no session started before 2.1 is running"
+        ),
+    ),
+    Patch(
+        id=CANCEL_RESOLVE_PATCH,
+        changes=(
+            "a run cancelled while a worker that serves its agent resolves it (routed) ends cancelled: before, it "
+            "failed with `ResolveAgentFailed: Cancelled`"
+        ),
+        added_in="2.0.5",
+        history="cancel_resolve_2_0_5",
+        deprecate_in="2.1",
+        remove_in="2.2",
+        plan=(
+            "asked only where such a cancel is taken, so no other run records its marker; 2.1 drops the failure and "
+            "asks deprecate_patch (a run cancelled mid-resolve has ended: no run is left to need the old path); 2.2 "
+            "drops the call"
         ),
     ),
     Patch(

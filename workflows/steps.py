@@ -33,7 +33,7 @@ from durable_agent_runner.machine.state import RunState
 from durable_agent_runner.machine.texts import no_worker_serves
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows import versions
-from durable_agent_runner.workflows.patches import MODEL_FALLBACK_PATCH
+from durable_agent_runner.workflows.patches import CANCEL_RESOLVE_PATCH, MODEL_FALLBACK_PATCH
 
 W = TypeVar("W")
 
@@ -185,6 +185,8 @@ class Steps:
             )
             return spec
         except ActivityError as err:
+            if isinstance(err.cause, CancelledError) and versions.patched_2x(CANCEL_RESOLVE_PATCH):
+                raise asyncio.CancelledError from err  # the run is being cancelled: it ends cancelled, not failed
             if isinstance(err.cause, ActivityTimeout) and err.cause.type == TimeoutType.SCHEDULE_TO_START:
                 message = no_worker_serves(input.agent, queue, input.agent_wait_seconds)
                 raise self.failure(message, "UnknownAgent") from err

@@ -29,7 +29,9 @@ def started_on_2_0() -> bool:
 def patched_2x(patch_id: str) -> bool:
     """Whether the run takes 2.x patch `patch_id`'s path: a run started before it (on 1.x, or on
     2.x code that did not ask it) replays without its marker and keeps the old path. Asked in the
-    run's first workflow task, as `started_on_2_0` is, before any await."""
+    run's first workflow task, as `started_on_2_0` is, before any await; or, for a path only a rare
+    event takes (a cancel during a routed activity), where the workflow takes that event: the same
+    activation on every replay, and no local activity's marker beside it (workflows/patches.py)."""
     return workflow.patched(patch_id)
 
 
