@@ -277,7 +277,7 @@ def test_add_case_keeps_a_hand_written_file_s_comments_and_layout(tmp_path):
     assert load_dataset(inline) == again and [c.name for c in again.cases] == ["a", "b"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     dataset=_datasets().filter(lambda d: bool(d.cases)),
     case=_datasets().filter(lambda d: bool(d.cases)).map(lambda d: d.cases[0]),

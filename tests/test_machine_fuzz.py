@@ -284,7 +284,7 @@ def _all(run: PureRun) -> Iterator[PureRun]:
         yield from _all(child)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     turns=st.lists(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3), min_size=1, max_size=8),
     lost=st.sets(st.integers(0, 15), max_size=4),
@@ -370,7 +370,7 @@ def test_any_drawn_run_and_its_forks_end_as_runs_should_with_every_call_answered
 CHATTY = OPS.model_copy(update={"max_turns": 4, "idle_timeout_seconds": 600.0})
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     plans=st.lists(st.lists(st.sampled_from(NAMES[:6]), max_size=2), min_size=1, max_size=6),
     messages=st.integers(1, 6),
