@@ -17,8 +17,9 @@ from durable_agent_runner.cli.args import EVAL_ID, in_digits, model_string
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import cli
-from durable_agent_runner.client.evals import EvalHandle, progress_line
+from durable_agent_runner.client.evals import EvalHandle, check_dataset, progress_line
 from durable_agent_runner.evals.cases import Dataset
 from durable_agent_runner.evals.files import DatasetError, load_dataset
 from durable_agent_runner.evals.report import Diff, Report, gate, markdown
@@ -46,8 +47,10 @@ def _dataset(text: str) -> Dataset:
         dataset = load_dataset(Path(text))
     except DatasetError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
-    if not dataset.cases:  # the client refuses it too, once connected: here it is said first, with its file
-        raise argparse.ArgumentTypeError(f"{text}: dataset {dataset.name!r} has no cases to run")
+    try:  # the client's own rule for an eval's dataset (`--repeat` is weighed once connected), said with its file
+        check_dataset(dataset, repeat=1)
+    except BadArgument as err:
+        raise argparse.ArgumentTypeError(f"{text}: dataset {err.reason}") from None
     return dataset
 
 

@@ -71,7 +71,7 @@ def new_eval_id(dataset: str) -> str:
 def check_dataset(dataset: Dataset, repeat: int) -> None:
     """An eval's dataset within its bounds, else BadArgument (one line)."""
     if not dataset.cases:
-        raise BadArgument("dataset", f"{dataset.name!r} has no cases")
+        raise BadArgument("dataset", f"{dataset.name!r} has no cases to run")
     # A case asks something, as a run's prompt must (checks.prompt). Here, not in Case: an eval in
     # flight carries its cases in its input, which must still decode.
     for i, case in enumerate(dataset.cases, 1):
