@@ -91,6 +91,15 @@ def test_contains_text_items_and_subsets():
     assert verdict(Contains(value=21, as_strings=True), obj) is True
 
 
+def test_contains_says_when_the_value_cannot_be_in_a_text_output():
+    (r,) = run_evaluator(EvaluatorSpec.model_validate({"Contains": {"value": [1, 2]}}), ctx("1, 2 and more"))
+    assert r.value is False
+    assert r.reason == "cannot look for the list [1, 2] in the output, a str: give it as text, or set as_strings: true"
+    (r,) = run_evaluator(EvaluatorSpec.model_validate({"Contains": {"value": 3}}), ctx("3", 3))
+    assert r.reason == "cannot look for the int 3 in the output, a int: give it as text, or set as_strings: true"
+    assert verdict(Contains(value=[1, 2], as_strings=True), ctx("[1, 2] and more")) is True
+
+
 def test_is_instance_names_the_json_type_or_the_output_type():
     assert verdict(IsInstance(type_name="str"), ctx()) is True
     assert verdict(IsInstance(type_name="dict"), ctx("{}", {})) is True

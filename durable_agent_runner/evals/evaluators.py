@@ -97,8 +97,15 @@ class Contains(Evaluator):
             ok = True
         elif isinstance(output, list):
             ok = any(_equal(self.value, item) for item in output)
-        else:
-            ok = isinstance(self.value, str) and self.value in ctx.output
+        elif isinstance(self.value, str):
+            ok = self.value in ctx.output
+        else:  # a number, a list or an object in a text (or a number's) output: said, not a bare "does not contain"
+            kind = _JSON_TYPES.get(type(self.value), "value")
+            return EvaluationReason(
+                value=False,
+                reason=f"cannot look for the {kind} {_short(self.value)} in the output, a "
+                f"{_JSON_TYPES.get(type(output), 'str')}: give it as text, or set as_strings: true",
+            )
         return EvaluationReason(value=ok, reason=None if ok else f"output does not contain {_short(self.value)}")
 
 
