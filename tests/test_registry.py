@@ -78,6 +78,18 @@ def test_two_agents_of_one_name_is_an_error() -> None:
         Registry.from_modules(["tests.fixtures.sample_tools", str(FIXTURE_FILE)])
 
 
+def test_two_agents_of_one_name_in_one_module_name_it_once(tmp_path: Path) -> None:
+    module = tmp_path / "twins.py"
+    module.write_text(
+        "from durable_agent_runner import Agent\n"
+        "a = Agent(name='twin', instructions='one')\n"
+        "b = Agent(name='twin', instructions='two')\n"
+    )
+    with pytest.raises(RegistryError) as err:
+        Registry.from_modules([str(module)])
+    assert str(err.value) == f"two different agents are named 'twin' (both in {str(module)!r}); rename one"
+
+
 def write_agent_module(folder: Path, agent: str, answer: str) -> Path:
     """A user's tools file with a `lookup` tool of its own, importing a helper module beside it:
     once at import time, once lazily when the tool runs."""

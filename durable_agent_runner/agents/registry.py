@@ -90,8 +90,10 @@ class Registry:
         for member in members:
             existing = self._agents.get(member.name)
             if existing is not None and existing[0] is not member:
-                where = " and ".join(repr(o) for o in (existing[1], origin) if o) or "the registry"
-                raise RegistryError(f"two different agents are named '{member.name}' (in {where}); rename one")
+                places = list(dict.fromkeys(o for o in (existing[1], origin) if o))  # one module, said once
+                where = f"both in {places[0]!r}" if len(places) == 1 else f"in {' and '.join(map(repr, places))}"
+                where = where if places else "in the registry"
+                raise RegistryError(f"two different agents are named '{member.name}' ({where}); rename one")
         for member in members:
             self._agents.setdefault(member.name, (member, origin))
             for t in member.function_tools():
