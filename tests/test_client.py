@@ -96,7 +96,7 @@ RETRY_NOTE = re.compile(r"\((chat|watch): .+; retrying\)")
 
 def one_clean_line(stderr: str) -> str:
     """A user error is one readable line on stderr, never a traceback. A note that a command
-    retried a server call (`(chat: Timeout expired; retrying)`, on a loaded machine) may come before it."""
+    retried a server call (`(chat: no answer in time (...); retrying)`, on a loaded machine) may come before it."""
     assert "Traceback" not in stderr, stderr
     lines = [line for line in stderr.strip().splitlines() if not RETRY_NOTE.fullmatch(line)]
     assert len(lines) == 1, stderr

@@ -281,6 +281,48 @@ async def test_a_run_that_closes_between_its_events_and_its_status_still_shows_i
     assert isinstance(story[-1], Closed) and story[-1].status == "completed"
 
 
+async def test_a_read_that_times_out_is_said_in_a_persons_words_and_retried() -> None:
+    """A worker that does not answer the events' query in time (restarting, starved): the
+    follower's gap says so, not the transport's "Timeout expired", and it reads again."""
+    from types import SimpleNamespace
+
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from durable_agent_runner.client.follow import Gap
+    from durable_agent_runner.client.follow import follow as follow_story
+
+    final = event("final", seq=0, text="done")
+    reads = {"n": 0}
+
+    class Handle:
+        async def query(self, name: str, query: t.EventsQuery, **_: object) -> t.EventsPage:
+            reads["n"] += 1
+            if reads["n"] == 1:
+                raise RPCError("Timeout expired", RPCStatusCode.CANCELLED, b"")
+            if reads["n"] == 2:
+                raise RPCError("connection refused", RPCStatusCode.UNAVAILABLE, b"")
+            return t.EventsPage(events=[final], next=1, first=0)
+
+        async def describe(self, **_: object) -> SimpleNamespace:
+            return SimpleNamespace(status=WorkflowExecutionStatus.COMPLETED)
+
+    class FakeClient:
+        def get_workflow_handle(self, workflow_id: str, run_id: str | None = None) -> Handle:
+            return Handle()
+
+    story = []
+    async for item in follow_story(FakeClient(), "r"):  # type: ignore[arg-type]
+        story.append(item)
+        if item == final or len(story) > 5:
+            break
+    assert story == [
+        Gap("no answer in time (the run's worker busy or restarting, or the server)", 1),
+        Gap("Temporal did not answer (connection refused)", 2),
+        final,
+    ]
+
+
 # A tool's result or a model's reply that would drive the terminal: clear the screen, rewrite the
 # line, set the window title, write the clipboard (OSC 52).
 HOSTILE = "ok\x1b[2J\r\x1b]0;pwned\x07\x1b]52;c;ZWNobyBwd25lZA==\x07\x9b31m done"

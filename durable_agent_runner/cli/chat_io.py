@@ -23,6 +23,7 @@ from durable_agent_runner.cli.watch import GIVE_UP_AFTER
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.checks import MAX_WAIT
 from durable_agent_runner.client.errors import AgentRunError, DecisionRefused, cli
+from durable_agent_runner.client.follow import gap_words
 from durable_agent_runner.client.sessions import SessionHandle
 from durable_agent_runner.client.stuck import warn_unserved
 from durable_agent_runner.client.updates import how_ended
@@ -86,7 +87,7 @@ async def patiently(fn: Callable[[], Awaitable[T]], note: Callable[[str], None])
         except RPCError as err:
             if err.status in (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT) or attempt == GIVE_UP_AFTER:
                 raise
-            note(f"(chat: {err.message}; retrying)")
+            note(f"(chat: {gap_words(err)}; retrying)")
             await asyncio.sleep(1.0)
     raise AssertionError("not reached")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client.errors import STATUS_NAMES
 from durable_agent_runner.workflows import types as t
@@ -85,6 +85,15 @@ async def is_session(client: Client, run_id: str) -> bool:
     return status.session is not None
 
 
+def gap_words(err: Exception) -> str:
+    """What a failed poll means to the person following, not the transport's words ("Timeout expired")."""
+    if isinstance(err, RPCError) and err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+        return "no answer in time (the run's worker busy or restarting, or the server)"
+    if isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE:
+        return f"Temporal did not answer ({err.message})"
+    return err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}"
+
+
 @dataclass
 class Gap:
     """A poll that failed (a server restart, a worker gap): the follower keeps its place and retries."""
@@ -136,7 +145,7 @@ async def follow(
                 progress = await live_progress(client, run_id, calling)
         except Exception as err:  # a server restart or a worker gap: keep our place and retry, a while
             errors += 1
-            yield Gap(err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}", errors)
+            yield Gap(gap_words(err), errors)
             await asyncio.sleep(1.0)
             continue
         errors = 0
