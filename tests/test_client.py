@@ -430,6 +430,10 @@ async def test_run_ids_with_quotes_and_slashes(cli, worker_factory, tmp_path):
         assert nowhere.code == 2 and f"its folder {tmp_path / 'gone'} does not exist" in one_clean_line(nowhere.err)
         unwritable = await cli("export", odd, "--out", "/proc/odd.jsonl")
         assert unwritable.code == 2 and "cannot write /proc/odd.jsonl" in one_clean_line(unwritable.err)
+        no_captures = await cli("export", odd, "--captures", str(tmp_path / "gone"))
+        assert no_captures.code == 2 and f"--captures {tmp_path / 'gone'} is not a folder" in one_clean_line(
+            no_captures.err
+        )
     bad = await cli("run", "--id", "tab\there", "hi")
     assert bad.code == 2 and "printable" in one_clean_line(bad.err)
     spaced = await cli("run", "--id", "nightly ", "hi")

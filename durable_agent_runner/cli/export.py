@@ -17,6 +17,8 @@ async def cmd_export(client: AgentClient, args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out} is a folder: give a file's path (e.g. {args.out / 'run.jsonl'})")
     if args.out is not None and not args.out.parent.is_dir():
         raise UsageError(f"--out {args.out}: its folder {args.out.parent} does not exist")
+    if args.captures is not None and not args.captures.is_dir():
+        raise UsageError(f"--captures {args.captures} is not a folder: give the capture directory (LLM_CAPTURE_DIR)")
     lines = await client.get(args.run_id).export(captures=args.captures)
     write_jsonl(lines, args.out)
     if args.out:
