@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -51,6 +52,8 @@ async def test_break_edit_resume_and_fork_from_the_command_line(
         assert (await cli("resume", run_id)).code == 0
         view = await until_paused(cli, run_id)  # then at model call 3
         assert view["paused"]["turn"] == 3 and view["paused"]["where"] == "before_model"
+        past = await cli("fork", run_id, "--at-turn", "9")  # paused: the call it waits before is a fork point too
+        assert past.code == 2 and one_clean_line(past.err).endswith("(1-2), or 3 while it waits before it"), str(past)
         ok = await cli("edit", run_id, "--insert", str(len(view["items"])), "user", "say it in French")
         assert ok.code == 0, str(ok)
         assert (await cli("resume", run_id)).code == 0
@@ -80,6 +83,8 @@ async def test_break_edit_resume_and_fork_from_the_command_line(
         assert source["forks"][0]["run_id"] == fork_id and source["forks"][0]["turn"] == 2
         bad = await cli("fork", run_id, "--at-turn", "9")
         assert bad.code == 2 and "cannot fork before model call 9" in one_clean_line(bad.err), str(bad)
+        # An ended run waits before no call: the range it names is the calls it made, and no more.
+        assert re.search(r"fork before one of them \(1-\d\)$", one_clean_line(bad.err)), str(bad)
         first_fork_request = json.dumps(requests_for(llm, model)[-1]["messages"])
         assert "and now subtract" in first_fork_request
 

@@ -23,7 +23,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.errors import DecisionRefused, RunNotFound, cli
-from durable_agent_runner.client.updates import READ_TIMEOUT, describe, start_new, update
+from durable_agent_runner.client.updates import LIVE, READ_TIMEOUT, describe, start_new, update
 from durable_agent_runner.workflows import types as t
 
 
@@ -152,7 +152,8 @@ async def fork(
         raise checks.BadArgument("at_turn", "model calls are numbered from 1")
     made = await model_calls_made(client, run_id)
     if at_turn > made + 1:  # made + 1: the call a paused run is about to make (the run checks the rest)
-        where = f"fork before one of them (1-{made}), or {made + 1} while it waits before that call"
+        live = (await describe(client.get_workflow_handle(run_id))).status in LIVE
+        where = f"fork before one of them (1-{made})" + (f", or {made + 1} while it waits before it" if live else "")
         raise DecisionRefused(
             f"cannot fork before model call {at_turn}: run {run_id} has made {made} model call(s); {where}"
         )
