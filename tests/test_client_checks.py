@@ -216,6 +216,10 @@ async def test_debugger_verbs_check_their_arguments(api):
         await api.list(started_on_1x="yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="started_on_1x must be"):
         await api.evals.list(started_on_1x=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="schedule must be a str"):
+        await api.list(schedule=7)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^schedule: 'a b' is not a schedule name"):
+        await api.runs_page(schedule="a b")
     with pytest.raises(ValueError, match=r"^captures: /no/such/dir is not a directory$"):
         await run.export(captures="/no/such/dir")  # a typo exported every reply without its capture
     with pytest.raises(TypeError, match=r"^captures must be a directory's path, not int$"):

@@ -29,6 +29,10 @@ async def _listed(agents: AgentClient, name: str) -> bool:
     return any(r.name == name for r in await agents.schedules.list())
 
 
+async def _started(agents: AgentClient, name: str) -> bool:
+    return bool(await agents.list(schedule=name))
+
+
 async def cleanup(client: Any, agents: AgentClient, name: str) -> None:
     view = await agents.schedules.describe(name)
     for run in {r.run_id for r in view.recent} | set(view.running):
@@ -61,6 +65,15 @@ async def test_the_schedules_page_and_its_actions_over_http(client, task_queue):
             assert view.paused and view.note == "paused by carol in the console" and view.runs_started == 1
             row = re.search(rf'<tr data-schedule="{name}">.*?</tr>', (await web.get("/schedules")).text, re.S)
             assert row and "paused" in row[0] and f"sched-{name}-" in row[0] and "Unpause" in row[0]
+            # Its "runs" link: the runs page filtered to what it started (Python's list(schedule=) too).
+            assert f'href="/?schedule={name}"' in row[0]
+            await until(lambda: _started(agents, name))
+            (started,) = await agents.list(schedule=name)
+            runs_page = (await web.get("/", params={"schedule": name})).text
+            assert f'data-run="{started.run_id}"' in runs_page and f'name="schedule" value="{name}"' in runs_page
+            assert runs_page.count("<tr data-run=") == 1  # the filter holds: no other schedule's run, no other run
+            bad_filter = await web.get("/", params={"schedule": "a b"})
+            assert bad_filter.status_code == 400 and "is not a schedule name" in bad_filter.text
             await web.post(f"/schedules/{name}/unpause", data={"csrf": csrf}, headers=json_)
             assert not (await agents.schedules.describe(name)).paused
             unknown = await web.post("/schedules/never-made/trigger", data={"csrf": csrf}, headers=json_)

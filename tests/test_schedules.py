@@ -381,6 +381,10 @@ async def test_a_schedule_sends_its_input_to_a_session_and_its_runs_name_it_in_t
             assert f"schedule: started by schedule {sched}-runs" in status.out, status.out
             listed = await until(lambda: _cli_list_names(cli, started.run_id))
             assert f"· schedule {sched}-runs" in listed
+            only = await cli("list", "--schedule", f"{sched}-runs")  # the runs it started, and no other
+            assert [line.split()[0] for line in only.out.splitlines()] == [started.run_id], only.out
+            none = await cli("list", "--schedule", f"{sched}-never")
+            assert none.out.strip() == f"no run started by schedule '{sched}-never'", none.out
         finally:
             for made_name in (sched, f"{sched}-runs"):
                 with contextlib.suppress(ScheduleNotFound):

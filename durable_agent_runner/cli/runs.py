@@ -190,7 +190,12 @@ async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 1000:
         raise UsageError("--limit must be between 1 and 1000")
     found = await client.list(
-        args.limit, phase=args.phase or "", agent=args.agent, waiting=args.waiting, started_on_1x=args.started_on_1x
+        args.limit,
+        phase=args.phase or "",
+        agent=args.agent,
+        waiting=args.waiting,
+        started_on_1x=args.started_on_1x,
+        schedule=args.schedule or "",
     )
     rows = [r.model_dump(mode="json") for r in found]
     if args.json:
@@ -215,6 +220,7 @@ def _no_runs(args: argparse.Namespace) -> str:
         f"of agent {args.agent!r}" if args.agent else "",
         f"in phase {args.phase}" if args.phase else "",
         "waiting for a person" if args.waiting else "",
+        f"started by schedule {args.schedule!r}" if args.schedule else "",
     ]
     if not any(said):
         return "no runs yet"

@@ -212,13 +212,20 @@ class AgentClient:
         return SessionHandle(self.temporal, run_id, kinds, task_queue=self.task_queue, settings=self.settings)
 
     async def list(
-        self, limit: int = 20, *, phase: str = "", agent: str = "", waiting: bool = False, started_on_1x: bool = False
+        self,
+        limit: int = 20,
+        *,
+        phase: str = "",
+        agent: str = "",
+        waiting: bool = False,
+        started_on_1x: bool = False,
+        schedule: str = "",
     ) -> list[RunRow]:
         """Recent runs (the visibility store's order), at most `limit` (1-1000): only those in
-        `phase`, of `agent`, `waiting` for a person, or running since they started on 1.x code
-        (`started_on_1x`: docs/patches.md), when given. No worker is needed."""
+        `phase`, of `agent`, `waiting` for a person, running since they started on 1.x code
+        (`started_on_1x`: docs/patches.md), or started by `schedule`, when given. No worker is needed."""
         checks.whole(limit, "limit", 1, listing.MAX_LIST)
-        query = _query(phase, agent, waiting, started_on_1x)
+        query = _query(phase, agent, waiting, started_on_1x, schedule)
         return await listing.list_runs(self.temporal, query, limit, self.ui)
 
     async def runs_page(
@@ -229,13 +236,16 @@ class AgentClient:
         agent: str = "",
         waiting: bool = False,
         started_on_1x: bool = False,
+        schedule: str = "",
         query: str | None = None,
         page_size: int = 50,
     ) -> RunsPage:
         """One page of runs, newest first within it, and the token of the next (`page` of a later
         call), filtered as `list` filters. A token this client did not make is a ValueError."""
         checks.whole(page_size, "page_size", 1, listing.MAX_LIST)
-        query = _query(phase, agent, waiting, started_on_1x) if query is None else checks.string(query, "query")
+        if query is None:
+            query = _query(phase, agent, waiting, started_on_1x, schedule)
+        query = checks.string(query, "query")
         return await listing.runs_page(self.temporal, query, self.ui, checks.string(page, "page"), page_size)
 
     async def diff(self, run_a: str, run_b: str, *, wait: float = DEFAULT_WAIT) -> RunDiff:
@@ -246,9 +256,11 @@ class AgentClient:
         return found
 
 
-def _query(phase: object, agent: object, waiting: object, started_on_1x: object) -> str:
+def _query(phase: object, agent: object, waiting: object, started_on_1x: object, schedule: object) -> str:
     checked = checks.string(phase, "phase"), checks.string(agent, "agent"), checks.flag(waiting, "waiting")
-    return listing.runs_query(*checked, checks.flag(started_on_1x, "started_on_1x"))
+    return listing.runs_query(
+        *checked, checks.flag(started_on_1x, "started_on_1x"), checks.string(schedule, "schedule")
+    )
 
 
 async def connect(

@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecution
 from temporalio.service import RPCError, RPCStatusCode
 
+from durable_agent_runner.client import schedule_specs
 from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import STATUS_NAMES
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
@@ -73,9 +74,11 @@ def run_row(wf: WorkflowExecution, ui: str) -> RunRow:
 STARTED_ON_1X = f'ExecutionStatus="Running" AND TemporalChangeVersion != "{RELEASE_2_PATCH}"'
 
 
-def runs_query(phase: str = "", agent: str = "", waiting: bool = False, started_on_1x: bool = False) -> str:
-    """The visibility query for runs in `phase`, of `agent`, waiting for a person, or running
-    since 1.x (each value checked, then quoted)."""
+def runs_query(
+    phase: str = "", agent: str = "", waiting: bool = False, started_on_1x: bool = False, schedule: str = ""
+) -> str:
+    """The visibility query for runs in `phase`, of `agent`, waiting for a person, running since
+    1.x, or started by `schedule` (each value checked, then quoted)."""
     parts = [f'WorkflowType="{t.WORKFLOW_NAME}"']
     if started_on_1x:
         parts.append(STARTED_ON_1X)
@@ -87,6 +90,8 @@ def runs_query(phase: str = "", agent: str = "", waiting: bool = False, started_
         if len(agent) > 200 or not agent.isprintable():
             raise BadArgument("agent", "must be a name of at most 200 printable characters")
         parts.append(f"{t.SA_AGENT.name}={json.dumps(agent)}")
+    if schedule:  # Temporal's own attribute on the runs a schedule starts
+        parts.append(f"{SCHEDULED_BY.name}={json.dumps(schedule_specs.name(schedule, 'schedule'))}")
     if waiting:
         parts.append(f'ExecutionStatus="Running" AND ({t.SA_PENDING.name} > 0 OR {t.SA_IN_DOUBT.name} = true)')
     return " AND ".join(parts)

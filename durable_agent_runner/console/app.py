@@ -65,8 +65,8 @@ class Console:
 
     async def runs(self, request: Request) -> Response:
         q = request.query_params
-        filters = {"phase": q.get("phase", ""), "agent": q.get("agent", ""), "waiting": q.get("waiting", "")}
-        query = data.runs_query(filters["phase"], filters["agent"], bool(filters["waiting"]))
+        filters = {name: q.get(name, "") for name in data.RUN_FILTERS}
+        query = data.runs_query(**filters)
         rows, next_token = await data.runs_page(self.client, query, q.get("page", ""), key=self.page_key)
         return self.page("Runs", views.runs_body(rows, filters, next_token))
 

@@ -110,11 +110,14 @@ Asking = Waiting | Doubt | Question | Outside | EvalPause
 # ------------------------------------------------------------------------------------ runs
 
 
-def runs_query(phase: str = "", agent: str = "", waiting: bool = False) -> str:
+RUN_FILTERS = ("phase", "agent", "waiting", "schedule")  # the runs page's query parameters
+
+
+def runs_query(phase: str = "", agent: str = "", waiting: str = "", schedule: str = "") -> str:
     """The visibility query for the runs page's filters (the client's: each value checked, then
-    quoted); a bad one is a BadRequest (400)."""
+    quoted; `waiting` on when given); a bad one is a BadRequest (400)."""
     try:
-        return listing.runs_query(phase, agent, waiting)
+        return listing.runs_query(phase, agent, bool(waiting), schedule=schedule)
     except BadArgument as err:  # a filter's field, as the form names it: "phase must be one of …"
         raise BadRequest(f"{err.field} {err.reason}" if err.field else err.reason) from None
 

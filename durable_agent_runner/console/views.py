@@ -113,6 +113,7 @@ def runs_body(rows: list[dict[str, Any]], filters: dict[str, str], next_token: s
     form = f"""<form class="filters" method="get" action="/">
 <label>Phase <select name="phase">{options}</select></label>
 <label>Agent <input name="agent" value="{h(filters.get("agent", ""))}" maxlength="200"></label>
+<label>Schedule <input name="schedule" value="{h(filters.get("schedule", ""))}" maxlength="100"></label>
 <label><input type="checkbox" name="waiting" value="1"{waiting}> Waiting for me</label>
 <button>Filter</button></form>"""
     if not rows:

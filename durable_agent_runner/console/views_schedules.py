@@ -38,7 +38,8 @@ def _row(r: ScheduleRow) -> str:
     nxt = when(r.next_runs[0]) if r.next_runs and not r.paused else "—"
     toggle = "unpause" if r.paused else "pause"
     return (
-        f'<tr data-schedule="{h(r.name)}"><td>{h(r.name)} <a class="wf" href="{h(r.ui_url)}" '
+        f'<tr data-schedule="{h(r.name)}"><td>{h(r.name)} <a class="runs-of" href="/?schedule={quote(r.name)}" '
+        f'title="the runs it started">runs</a> <a class="wf" href="{h(r.ui_url)}" '
         'title="this schedule in the Temporal Web UI">Web UI</a></td>'
         f"<td>{target}</td><td>{h(r.when)}</td><td>{state}</td><td>{last}</td><td>{nxt}</td>"
         f'<td><form class="act" method="post" action="{action}/{toggle}">'
