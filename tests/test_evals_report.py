@@ -179,6 +179,13 @@ def test_repeats_show_spread():
     assert "| a | 2/3 | Contains ±1, Judge ±0.4 |" in markdown(rep)
 
 
+def test_a_report_with_no_scores_says_so_instead_of_an_empty_table():
+    rep = report(status("e", [result("a", True, 0.5).model_copy(update={"scores": []})]))
+    text = markdown(rep)
+    assert "| evaluator |" not in text and "No scores (a case with no evaluators passes when its run answers)." in text
+    assert "| a | 1 | pass |" in text
+
+
 def test_a_baseline_diff_names_regressions_improvements_and_the_change_in_cost_and_latency():
     then = report(status("base", [result("a", True, 0.8), result("b", True, 0.5), result("gone", True, 1.0)]))
     now = report(

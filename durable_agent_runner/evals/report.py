@@ -316,9 +316,11 @@ def markdown(now: Report, diff: Diff | None = None) -> str:
         f"{now.phase} · {now.done}/{now.total} done · {now.passed} passed ({now.pass_rate:.1%}) · "
         f"{now.tokens:,} tokens · ${now.usd:.4f} · p50 {now.p50_seconds:.2f}s · p95 {now.p95_seconds:.2f}s",
         "",
-        "| evaluator | mean | pass rate | errors |",
-        "| --- | --- | --- | --- |",
     ]
+    if not now.evaluators:  # none scored yet, or the dataset has none: an empty table reads as a broken one
+        lines.append("No scores (a case with no evaluators passes when its run answers).")
+    else:
+        lines += ["| evaluator | mean | pass rate | errors |", "| --- | --- | --- | --- |"]
     for e in now.evaluators:
         mean = "-" if e.mean is None else f"{e.mean:.3f}"
         rate = "-" if e.pass_rate is None else f"{e.pass_rate:.1%}"
