@@ -114,8 +114,7 @@ RUN_FILTERS = ("phase", "agent", "waiting", "schedule")  # the runs page's query
 
 
 def runs_query(phase: str = "", agent: str = "", waiting: str = "", schedule: str = "") -> str:
-    """The visibility query for the runs page's filters (the client's: each value checked, then
-    quoted; `waiting` on when given); a bad one is a BadRequest (400)."""
+    """The runs page's filters as the client's query (`waiting` on when given); a bad one is a BadRequest (400)."""
     try:
         return listing.runs_query(phase, agent, bool(waiting), schedule=schedule)
     except BadArgument as err:  # a filter's field, as the form names it: "phase must be one of …"
