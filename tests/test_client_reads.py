@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowQueryFailedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner.client import updates
 from durable_agent_runner.workflows import types as t
@@ -48,7 +49,16 @@ async def test_a_query_a_starved_worker_gave_up_on_is_asked_again(reads: list[An
     reads.extend([slow, None, ANSWER])
     gaps: list[str] = []
     exchange = await updates.wait_answer(_Client(), "run-1", 3, on_gap=lambda said, n: gaps.append(said))  # type: ignore[arg-type]
-    assert exchange.output == "hello" and gaps == [slow.message]
+    assert exchange.output == "hello" and gaps == ["its worker was too busy to answer in time"]
+
+
+async def test_a_read_that_timed_out_is_said_in_a_persons_words(reads: list[Any]):
+    """Not the transport's "Timeout expired": what it means, as `send --wait` prints it."""
+    reads.extend([RPCError("Timeout expired", RPCStatusCode.CANCELLED, b""), ANSWER])
+    gaps: list[str] = []
+    exchange = await updates.wait_answer(_Client(), "run-1", 3, on_gap=lambda said, n: gaps.append(said))  # type: ignore[arg-type]
+    assert exchange.output == "hello"
+    assert gaps == ["no answer in time (the run's worker busy or restarting, or the server)"]
 
 
 async def test_a_query_the_run_itself_refused_is_not_asked_again(reads: list[Any]):

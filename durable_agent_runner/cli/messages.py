@@ -20,7 +20,7 @@ def gap_note(run_id: str) -> Callable[[str, int], None]:
 
     def note(said: str, in_a_row: int) -> None:
         if in_a_row == 1:
-            print(f"run {run_id}: a read went unanswered ({said}); waiting on (is a worker running?)", file=sys.stderr)
+            print(f"run {run_id}: {said}; waiting on (is a worker running?)", file=sys.stderr)
 
     return note
 

@@ -44,6 +44,7 @@ from durable_agent_runner.client.errors import (
     naming,
     noun,
 )
+from durable_agent_runner.client.follow import gap_words
 from durable_agent_runner.workflows import types as t
 
 DEFAULT_WAIT = 10.0  # seconds a worker has to take what was sent
@@ -331,7 +332,7 @@ async def wait_answer(
 ) -> t.Exchange:
     """Message K's exchange once it is answered (or failed); AgentRunError if the run ends first.
     A read that times out, finds no server (a worker or the server restarting) or that a starved
-    worker gave up on (SLOW_WORKER) is asked again, after `on_gap(what Temporal said, how many in
+    worker gave up on (SLOW_WORKER) is asked again, after `on_gap(what that means, how many in
     a row)`. Callers bound the wait with `asyncio.timeout` where they need to."""
     handle = client.get_workflow_handle(run_id)
     gaps = 0
@@ -344,11 +345,12 @@ async def wait_answer(
                 raise
             if isinstance(err, WorkflowQueryFailedError) and SLOW_WORKER not in err.message:
                 raise
+            said = gap_words(err) if isinstance(err, RPCError) else "its worker was too busy to answer in time"
             if await _ended_quietly(handle):  # a closed run's reads need a worker, and none answered
-                raise AgentRunError(f"run {run_id} has ended and no worker answered ({err.message})") from None
+                raise AgentRunError(f"run {run_id} has ended and no worker answered ({said})") from None
             gaps += 1
             if on_gap is not None:
-                on_gap(err.message, gaps)
+                on_gap(said, gaps)
             await asyncio.sleep(GAP_PAUSE)
             continue
         gaps = 0
