@@ -58,7 +58,7 @@ from durable_agent_runner.cli.chat_view import (
 from durable_agent_runner.cli.common import UsageError, add_budget_flags
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import AgentRunError, IdTaken, cli, prog
-from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap
+from durable_agent_runner.client.follow import GIVE_UP_AFTER, Closed, Gap, gap_words
 from durable_agent_runner.client.updates import LIVE
 from durable_agent_runner.config.env import login_name
 from durable_agent_runner.machine.texts import EVENT_TEXT
@@ -127,8 +127,7 @@ class Chat(ChatIO):
         except BrokenPipeError:  # our reader has gone (`chat --json | head -1`): main ends quietly
             raise
         except Exception as err:  # never a traceback: one line, and how to come back
-            message = err.message if isinstance(err, RPCError) else f"{type(err).__name__}: {err}"
-            self.error(f"chat: {message}; the session goes on: {cli()} chat {self.run_id}")
+            self.error(f"chat: {gap_words(err)}; the session goes on: {cli()} chat {self.run_id}")
             return 1
         finally:
             try:

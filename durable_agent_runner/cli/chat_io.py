@@ -230,7 +230,7 @@ class ChatIO:
             self.say(self.printer.style.red(f"  refused: {message}"))
             return False if err.kind in ASK_AGAIN else None
         except (AgentRunError, RPCError) as err:
-            said = err.message if isinstance(err, RPCError) else str(err)
+            said = gap_words(err) if isinstance(err, RPCError) else str(err)
             self.say(self.printer.style.red(f"  the decision did not get through ({said}); decide again"))
             return False
         return True
