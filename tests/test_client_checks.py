@@ -243,6 +243,22 @@ async def test_what_a_run_is_sent_past_its_bounds_is_one_line_naming_the_field(a
         assert caught.value.field == field and words in str(caught.value) and "\n" not in str(caught.value)
 
 
+async def test_arguments_a_person_edits_are_refused_naming_args_in_plain_words(api):
+    """Was `arguments: Value error, arguments refused: NaN and infinities are not JSON`: the
+    contract's field name and pydantic's prefix, where the caller wrote `args=`."""
+    run = api.get("some-run")
+    for send in (
+        lambda: run.approve("call_1", args={"to": float("nan")}),
+        lambda: run.edit(args=("call_1", {"n": [float("inf")]})),
+    ):
+        with pytest.raises(checks.BadArgument) as caught:
+            await send()
+        assert str(caught.value) == "args: NaN and infinities are not JSON"
+    with pytest.raises(checks.BadArgument) as caught:  # a contract's own validator: its words alone
+        checks.body(t.ApprovalDecision, call_id="c", approve=True, arguments={"x": float("nan")})
+    assert str(caught.value) == "arguments: arguments refused: NaN and infinities are not JSON"
+
+
 async def test_a_session_message_is_text_that_is_not_empty(api):
     session = api.get_session("some-chat")
     with pytest.raises(ValueError, match="text: is empty"):

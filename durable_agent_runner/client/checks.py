@@ -19,7 +19,7 @@ from durable_agent_runner.activities import wire
 from durable_agent_runner.config.env import login_name
 from durable_agent_runner.config.files import repeated_key
 from durable_agent_runner.config.values import queue_name
-from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
+from durable_agent_runner.machine.bounds import OutsideDataError, check_value, parse_json
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES
 
@@ -209,16 +209,22 @@ def json_text(text: object, field: str = "result") -> str:
 
 
 def arguments(value: object, field: str = "args") -> dict[str, Any] | None:
-    """Edited tool arguments: a dict (or None: the model's own)."""
+    """Edited tool arguments: a dict (or None: the model's own), within the bounds a model's are."""
     if value is not None and not isinstance(value, dict):
         raise TypeError(f"{field} must be a dict of the tool's arguments, not {type(value).__name__}")
+    if value is not None:
+        try:
+            check_value(value)
+        except OutsideDataError as err:  # named as the caller gave it, not as the contract calls it
+            raise BadArgument(field, str(err)) from None
     return value
 
 
 def first_error(err: ValidationError) -> tuple[str, str]:
     """A pydantic error as (the field it is about, its message), for one line."""
     first = err.errors(include_url=False)[0]
-    return ".".join(str(x) for x in first["loc"]), str(first["msg"])
+    said = str(first["msg"]).removeprefix("Value error, ")  # pydantic's words for a validator's ValueError
+    return ".".join(str(x) for x in first["loc"]), said
 
 
 def body(model: type[M], **values: object) -> M:
