@@ -176,9 +176,9 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         parsers = list(verbs[0].choices.values()) if verbs else [sub]
         has_json = all(any("--json" in a.option_strings for a in p._actions) for p in parsers)
         assert has_json or name in ("export", "codec-server", "console", "serve-hooks"), f"{name} has no --json"
-        for p in parsers:  # and each id it takes says what it is and where to find it (`approve RUN CALL`)
+        for p in parsers:  # and each id and flag it takes says what it is (`approve RUN CALL`, `--concurrency N`)
             for a in p._actions:
-                assert a.option_strings or a.help, f"{p.prog}: {a.dest} has no help"
+                assert a.help, f"{p.prog}: {a.option_strings or a.dest} has no help"
 
 
 @pytest.mark.parametrize(

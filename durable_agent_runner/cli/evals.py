@@ -77,7 +77,13 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     r = verbs.add_parser("run", help="run every case of DATASET (YAML or JSON) as a run of --agent")
     r.add_argument("dataset", type=_dataset, help="a dataset file (pydantic-evals' layout)")
     r.add_argument("--agent", required=True, help="the agent every case runs")
-    r.add_argument("--concurrency", type=_number(int, 1, te.MAX_CONCURRENCY), default=4, metavar="N")
+    r.add_argument(
+        "--concurrency",
+        type=_number(int, 1, te.MAX_CONCURRENCY),
+        default=4,
+        metavar="N",
+        help=f"cases run at once (1-{te.MAX_CONCURRENCY}, default 4)",
+    )
     r.add_argument("--repeat", type=_number(int, 1, te.MAX_REPEAT), default=1, metavar="K", help="each case K times")
     r.add_argument("--budget-usd", type=_number(float, 1e-9, 1e9), metavar="X", help="all cases may spend at most $X")
     r.add_argument("--budget-tokens", type=_number(int, 1, 10**12), metavar="N", help="all cases: at most N tokens")
@@ -103,7 +109,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
     w = verbs.add_parser("watch", help="follow an eval with a progress bar until it ends")
     w.add_argument("eval_id", help=EVAL_ID)
-    w.add_argument("--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S")
+    w.add_argument(
+        "--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S", help="follow it at most S s"
+    )
     w.add_argument("--json", action="store_true", help="print the final progress as JSON")
     w.set_defaults(fn=cmd_watch)
 
@@ -113,7 +121,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     rep.set_defaults(fn=cmd_report)
 
     ls = verbs.add_parser("list", help="the latest evals")
-    ls.add_argument("--limit", type=_number(int, 1, 1000), default=20)
+    ls.add_argument("--limit", type=_number(int, 1, 1000), default=20, help="at most this many (1-1000, default 20)")
     ls.add_argument(
         "--started-on-1x", action="store_true", help="only evals still running that started on 1.x (docs/patches.md)"
     )
@@ -127,8 +135,8 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
     res = verbs.add_parser("resume", help="raise the budget of an eval paused on it")
     res.add_argument("eval_id", help=EVAL_ID)
-    res.add_argument("--add-usd", type=_number(float, 1e-9, 1e6), metavar="X")
-    res.add_argument("--add-tokens", type=_number(int, 1, 10**9), metavar="N")
+    res.add_argument("--add-usd", type=_number(float, 1e-9, 1e6), metavar="X", help="add $X to its budget")
+    res.add_argument("--add-tokens", type=_number(int, 1, 10**9), metavar="N", help="add N tokens to its budget")
     res.add_argument("--json", action="store_true", help="print JSON")
     add_wait(res)
     res.set_defaults(fn=cmd_resume)

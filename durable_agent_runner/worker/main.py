@@ -72,7 +72,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="task queue to poll (default: $AGENT_TASK_QUEUE or agent-runner)",
     )
     levels = ["DEBUG", "INFO", "WARNING", "ERROR"]  # any case: --log-level debug
-    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=levels)
+    parser.add_argument(
+        "--log-level", default="INFO", type=str.upper, choices=levels, help="what the log shows (default: INFO)"
+    )
     return parser.parse_args(argv)
 
 
