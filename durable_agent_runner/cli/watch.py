@@ -219,7 +219,7 @@ async def watch(
     wait no worker takes (no worker serves the agent, a tool's version) is said on standard error
     within seconds, as `run --wait` says it."""
     printer = Printer(run_id, as_json, out or sys.stdout)
-    last = ""
+    last, asked = "", since
     run = client.get(run_id)
     say = asyncio.create_task(warn_unserved(run.temporal, run.handle, lambda text: print(text, file=sys.stderr)))
     try:
@@ -231,7 +231,10 @@ async def watch(
                 print(f"(watch: {item.error}; retrying)", file=sys.stderr)
             elif isinstance(item, RunClosed):  # completed: its answer came before `since`
                 done = item.status == t.Phase.COMPLETED.value
-                printer.emit({"type": "ended", "status": item.status}, f"\n{'✓' if done else '✗'} run {item.status}\n")
+                said = f"\n{'✓' if done else '✗'} run {item.status}\n"
+                if since == asked > 0:  # nothing shown: `--since` was past its last event
+                    said = f"{said.strip()} (no event from {asked} on)\n"
+                printer.emit({"type": "ended", "status": item.status}, said)
                 return 0 if done else 1
             else:
                 printer.event(item)
