@@ -332,6 +332,10 @@ async def test_an_eval_id_and_an_eval_listing_are_checked_before_anything_is_sen
             await api.evals.start(dataset, agent="demo", eval_id=bad_id)
     with pytest.raises(TypeError, match="eval_id must be a str, not int"):
         await api.evals.start(dataset, agent="demo", eval_id=123)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^dataset must be a Dataset or a YAML or JSON file's path, not int$"):
+        await api.evals.start(42, agent="demo")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^concurrency: Input should be greater than or equal to 1$"):
+        await api.evals.start(dataset, agent="demo", concurrency=0)
     for limit in (0, -1, 1001):
         with pytest.raises(ValueError, match="limit: must be between 1 and 1,000"):
             await api.evals.list(limit)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import uuid
 from pathlib import Path
@@ -220,6 +221,8 @@ class Evals:
         if not isinstance(inline_scoring, bool):
             raise BadArgument("inline_scoring", "must be True or False")
         checks.budget_cap(budget_usd, budget_tokens)  # a cap of 0 would fail every case at once
+        if not isinstance(dataset, Dataset | str | os.PathLike):
+            raise TypeError(f"dataset must be a Dataset or a YAML or JSON file's path, not {type(dataset).__name__}")
         data = dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
         check_dataset(data, repeat)
         try:
@@ -236,8 +239,8 @@ class Evals:
                 inline_scoring=inline_scoring,
             )
         except ValidationError as err:
-            first = err.errors(include_url=False)[0]
-            raise BadArgument(".".join(map(str, first["loc"])) or "eval", str(first["msg"])) from None
+            field, said = checks.first_error(err)
+            raise BadArgument(field or "eval", said) from None
         if baseline:
             await self._check_baseline(baseline)
         eid = checks.new_run_id(eval_id, "eval_id") if eval_id is not None else new_eval_id(data.name)
