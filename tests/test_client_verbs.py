@@ -97,6 +97,8 @@ async def test_a_run_says_what_it_waits_for_and_result_does_not_wait_silently(
         assert no_wait.code == 1 and f"approval of send (call {wait.call_id})" in no_wait.err, no_wait
         bounded = await cli("result", run.id, "--wait", "1")
         assert bounded.code == 1 and f"approval of send (call {wait.call_id})" in bounded.err, bounded
+        assert "waits on until it ends" not in bounded.err  # it waits a second: its note says so
+        assert all(line.endswith(("(result waits at most 1 s)", "--reason WHY")) for line in bounded.err.splitlines())
         as_json = (await cli("result", run.id, "--no-wait", "--json")).json()
         assert as_json["status"] == "waiting_for_person" and as_json["waiting_for"][0]["tool"] == "send"
 

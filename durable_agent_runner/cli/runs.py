@@ -159,7 +159,7 @@ async def cmd_result(client: AgentClient, args: argparse.Namespace) -> int:
             return still_running(err, args.json)
         except RunFailed:
             pass  # printed below, as without --no-wait
-    note = None if args.no_wait else waits_note(args.run_id)
+    note = None if args.no_wait else waits_note(args.run_id, bound=args.result_wait)
     return await print_result(run, args.json, on_waiting=note, wait=None if args.no_wait else args.result_wait)
 
 
@@ -174,14 +174,15 @@ def still_running(err: StillRunning, as_json: bool) -> int:
     return 1
 
 
-def waits_note(run_id: str, who: str = "result") -> Any:
+def waits_note(run_id: str, who: str = "result", bound: float | None = None) -> Any:
     """While `result` (or `run --wait`) waits: one line on stderr each time the run starts waiting
-    for a person."""
+    for a person, and how long it is waited for (`--wait S`, or until it ends)."""
+    how_long = f"at most {bound:g} s" if bound is not None else "on until it ends"
 
     def note(waits: list[WaitingFor]) -> None:
         if waits:
             said = "; ".join(str(w) for w in waits)
-            print(f"run {run_id} waits for a person: {said} ({who} waits on until it ends)", file=sys.stderr)
+            print(f"run {run_id} waits for a person: {said} ({who} waits {how_long})", file=sys.stderr)
 
     return note
 
