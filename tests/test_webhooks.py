@@ -277,6 +277,8 @@ def test_the_hooks_file_is_read_as_yaml_or_json_and_refused_with_one_line(tmp_pa
         ),
         ({"h": {"agent": "demo", "secret": SECRET, "input": "x", "delivery_header": "X Id"}}, "a header's name"),
         ([], "must hold an object"),
+        ({"hooks": [{"name": "x", "agent": "demo"}]}, "hook hooks: its settings must be an object (agent: or session:"),
+        ({"h": "demo"}, "not text: the file maps each hook's name to its settings"),
         ({"h": {"agent": "demo", "secret": SECRET, "input": "Weather in {city"}}, "hook h: input: a lone '{'"),
         ({"h": {"agent": "demo", "secret": SECRET, "input": 'Data: {"a": 1}'}}, "{{ or }} for a brace"),
     ]

@@ -147,10 +147,13 @@ def hooks_from(raw: object) -> dict[str, Hook]:
                 hook = Hook.model_validate({**spec, "name": name})
             except ValidationError as err:
                 field, message = checks.first_error(err)
-                message = message.removeprefix("Value error, ")
                 raise HookConfigError(f"hook {name}: {field + ': ' if field else ''}{message}") from None
         else:
-            raise HookConfigError(f"hook {name}: its settings must be an object")
+            given = {list: "a list", str: "text", type(None): "empty"}.get(type(spec), type(spec).__name__)
+            raise HookConfigError(
+                f"hook {name}: its settings must be an object (agent: or session:, input:, secret_env:, ...), "
+                f"not {given}: the file maps each hook's name to its settings"
+            )
         hook.key()
         hook.build = _builder(hook)
         out[hook.name] = hook
