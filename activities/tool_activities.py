@@ -178,8 +178,10 @@ class ToolActivities:
         """The signed URL that completes this call, for a tool that completes outside (with
         COMPLETION_SECRET and COMPLETION_BASE_URL set): good past the call's longest wait."""
         spec = tool.spec() if isinstance(tool, Tool) else None
+        if spec is None or spec.outside is None:  # an ordinary tool: no key is read for it
+            return None
         key, base = self.completion.key(), self.completion.base_url
-        if spec is None or spec.outside is None or key is None or base is None:
+        if key is None or base is None:
             return None
         expires = time.time() + spec.timeout_seconds + spec.outside.timeout_seconds + completion.MARGIN_SECONDS
         return completion.url(base, key, run, call_id, expires)
