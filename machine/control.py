@@ -11,6 +11,7 @@ these same rules through machine/drafts.take; neither writes words of its own.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -238,3 +239,18 @@ def gave_up(s: RunState, holding: Holding) -> str:
     """No resume within PAUSE_LIMIT: the run fails, with this message (its state stays forkable)."""
     s.paused = None
     return f"paused {holding.point} for {PAUSE_LIMIT.days} days without a resume (fork it to go on)"
+
+
+def waits_as(s: RunState, call_id: str, besides: object = None) -> str:
+    """What call `call_id` waits for in a book other than `besides`, and the verb that acts on it,
+    for a refusal that named the wrong verb ("no question waits with call_3_0": it waits for
+    approval); "" if it waits for nothing else."""
+    books: list[tuple[object, Mapping[str, object], str]] = [
+        (s.approvals, s.approvals.pending, "waits for approval: approve or reject it"),
+        (s.doubts, s.doubts.pending, "is in doubt: resolve it"),
+        (s.questions, s.questions.pending, "waits for a person's answer: answer it"),
+        (s.outside, s.outside.pending, "waits for an outside completion: complete it"),
+    ]
+    return next(
+        (f"call {call_id} {verb}" for book, pending, verb in books if book is not besides and call_id in pending), ""
+    )

@@ -101,6 +101,11 @@ async def test_a_run_says_what_it_waits_for_and_result_does_not_wait_silently(
         assert all(line.endswith(("(result waits at most 1 s)", "--reason WHY")) for line in bounded.err.splitlines())
         as_json = (await cli("result", run.id, "--no-wait", "--json")).json()
         assert as_json["status"] == "waiting_for_person" and as_json["waiting_for"][0]["tool"] == "send"
+        # The wrong verb for the call that waits: the run's refusal names the one that acts on it.
+        hint = f"call {wait.call_id} waits for approval: approve or reject it"
+        for verb in (["answer", run.id, wait.call_id, "yes"], ["resolve", run.id, wait.call_id, "--rerun"]):
+            wrong = await cli(*verb)
+            assert wrong.code == 2 and wrong.err.rstrip().endswith(hint), wrong
 
         env = {**os.environ, "TEMPORAL_ADDRESS": temporal_server.target}
         env |= {"TEMPORAL_NAMESPACE": "default", "AGENT_TASK_QUEUE": api.task_queue}

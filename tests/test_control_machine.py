@@ -204,3 +204,12 @@ def test_a_pause_request_stays_said_until_it_is_taken_or_withdrawn_though_a_call
     assert fresh.step_words() == fresh.last_step == control.pause_requested(t.PauseRequest(by="alice"))  # said once
     control.resume(fresh, None, t.ResumeRequest(by="bob"), NOW)
     assert fresh.step_words() == "turn 2: calling the model"  # withdrawn
+
+
+def test_a_call_waiting_in_one_book_is_named_with_its_verb_for_a_refusal_in_another():
+    s = running()
+    s.approvals.request("call_3_0", "send", {"to": "a@b.c"}, 3, NOW)
+    assert control.waits_as(s, "call_3_0") == "call call_3_0 waits for approval: approve or reject it"
+    assert control.waits_as(s, "call_3_0", besides=s.questions) == control.waits_as(s, "call_3_0")
+    assert control.waits_as(s, "call_3_0", besides=s.approvals) == ""  # its own book's refusal says it already
+    assert control.waits_as(s, "call_9_9") == ""

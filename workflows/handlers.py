@@ -9,7 +9,8 @@ Determinism rules as for all of workflows/: no I/O, no clocks, no randomness, no
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from temporalio import workflow
@@ -61,7 +62,8 @@ class Inbox:
         self.steps.take(lambda s, _: s.approvals.ignore(reason))
 
     def check_approval(self, decision: t.ApprovalDecision) -> None:
-        checked(self.s.approvals.check, decision, self.steps.agent_or_none())
+        with hinted(self.s, decision.call_id, self.s.approvals):
+            checked(self.s.approvals.check, decision, self.steps.agent_or_none())
 
     def decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
         record = self.steps.take(lambda s, _: control.decision(s, decision, workflow.now()))
@@ -82,7 +84,8 @@ class Inbox:
         self.resolve(decision)
 
     def check_resolve(self, decision: t.ResolveCall) -> None:
-        checked(self.s.doubts.check, decision)
+        with hinted(self.s, decision.call_id, self.s.doubts):
+            checked(self.s.doubts.check, decision)
 
     def resolve(self, decision: t.ResolveCall) -> t.ResolveReceipt:
         record = self.steps.take(lambda s, _: control.resolution(s, decision, workflow.now()))
@@ -91,7 +94,8 @@ class Inbox:
     # ------------------------------------------------------------- questions, outside completions
 
     def check_answer(self, answer: t.AnswerQuestion) -> None:
-        checked(self.s.questions.check, answer)
+        with hinted(self.s, answer.call_id, self.s.questions):
+            checked(self.s.questions.check, answer)
 
     def answer(self, answer: t.AnswerQuestion) -> t.AnswerReceipt:
         record = self.steps.take(lambda s, _: s.questions.apply(answer, workflow.now()))
@@ -100,7 +104,8 @@ class Inbox:
         )
 
     def check_complete(self, completion: t.CompleteCall) -> None:
-        checked(self.s.outside.check, completion)
+        with hinted(self.s, completion.call_id, self.s.outside):
+            checked(self.s.outside.check, completion)
 
     def complete(self, completion: t.CompleteCall) -> t.CompleteReceipt:
         record = self.steps.take(lambda s, _: s.outside.apply(completion, workflow.now()))
@@ -186,6 +191,19 @@ def checked(check: Callable[..., None], *args: Any) -> None:
         check(*args)
     except (DecisionRefused, Refused) as refused:
         raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
+
+
+@contextmanager
+def hinted(s: RunState, call_id: str, book: object) -> Iterator[None]:
+    """A refusal for a call that waits for another verb (an answer to a call that waits for
+    approval) says which verb acts on it."""
+    try:
+        yield
+    except ApplicationError as err:
+        hint = control.waits_as(s, call_id, besides=book)
+        if err.type not in ("UnknownCall", "NotInDoubt") or not hint:
+            raise
+        raise ApplicationError(f"{err.message}; {hint}", type=err.type, non_retryable=True) from None
 
 
 def _session(s: RunState) -> SessionState:
