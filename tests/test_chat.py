@@ -186,7 +186,10 @@ async def test_a_conversation_at_a_terminal(
             term.type("tell me more\r")
             await term.expect(re.escape(MORE[:30]))
             term.type("\x03")  # Ctrl-C: leave, the session goes on
-            await term.expect(rf"detached; the session goes on\. rejoin it: python client\.py chat {run_id}")
+            await term.expect(
+                rf"detached; the session goes on\. rejoin it: python client\.py chat {run_id} · "
+                rf"end it: python client\.py end {run_id}"
+            )
             assert await term.exit_code() == 0
             assert MORE[-30:] not in term.screen
         finally:

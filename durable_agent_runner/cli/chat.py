@@ -143,7 +143,7 @@ class Chat(ChatIO):
             self.emit_json({"type": "detached", "run_id": self.run_id, "pending_approval": self.waiting_on})
             return 0
         run, call = self.run_id, self.waiting_on
-        note = f"detached; the session goes on. rejoin it: {cli()} chat {run}"
+        note = f"detached; the session goes on. rejoin it: {cli()} chat {run} · end it: {cli()} end {run}"
         if call is not None:
             note += f"\n  {call} waits for a decision: {cli()} approve {run} {call}"
         self.say(self.printer.style.dim(note))
