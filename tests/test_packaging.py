@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import durable_agent_runner
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -74,3 +76,6 @@ def test_the_worker_command_and_module_run_the_repos_worker(tmp_path: Path) -> N
         done = subprocess.run([*command, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout.startswith(f"usage: {prog} "), (prog, done.stderr)
         assert "--tools MODULE" in done.stdout
+        # Which release a worker runs: what to check before a marker's run needs a newer one (docs/patches.md)
+        version = subprocess.run([*command, "--version"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert version.stdout == f"durable-agent-runner {durable_agent_runner.__version__}\n", (prog, version)

@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
-from durable_agent_runner import Registry
+from durable_agent_runner import Registry, __version__
 from durable_agent_runner.activities.model import new_http_client
 from durable_agent_runner.activities.prices import PriceTable
 from durable_agent_runner.agents.lifecycle import hooks_in_modules
@@ -75,6 +75,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--log-level", default="INFO", type=str.upper, choices=levels, help="what the log shows (default: INFO)"
     )
+    parser.add_argument("--version", action="version", version=f"durable-agent-runner {__version__}")
     return parser.parse_args(argv)
 
 
@@ -140,9 +141,9 @@ async def serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     log.info(
         "worker polling %s (and %d per-agent queues) on %s/%s; agents: %s; model server: %s; tool threads: %d; "
-        "event loop: %s",
+        "event loop: %s; durable-agent-runner %s",
         queue, len(worker.workers) - 1, address(), namespace(), ", ".join(registry.agent_names()) or "none",
-        settings.base_url, threads, type(loop).__module__.split(".")[0],
+        settings.base_url, threads, type(loop).__module__.split(".")[0], __version__,
     )  # fmt: skip
     if not registry.agent_names():  # a worker of the runs' own steps alone may be meant; a module without agents not
         log.warning(
