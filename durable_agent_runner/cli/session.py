@@ -15,8 +15,8 @@ from durable_agent_runner.cli.args import number
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import session_id
 from durable_agent_runner.client.errors import AgentRunError, NoWorkerAnswered
+from durable_agent_runner.client.follow import DEADLINE
 from durable_agent_runner.client.updates import (
-    DEADLINE,
     DEFAULT_WAIT,
     GAP_PAUSE,
     LIVE,

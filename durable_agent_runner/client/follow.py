@@ -37,6 +37,8 @@ CALL_ENDS = frozenset(
 )
 STREAM_POLL = 0.05  # seconds between reads of the streamed text while a model call is in flight
 GIVE_UP_AFTER = 60  # consecutive failed polls (about a minute) before a watcher gives up
+# A deadline that passed: the client's ("Timeout expired") or the server's.
+DEADLINE = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
 # Each read's bound: a query or describe the server or the worker does not answer in time fails
 # (a Gap) and is asked again, never awaited for good.
 READ = timedelta(seconds=10)
@@ -87,7 +89,7 @@ async def is_session(client: Client, run_id: str) -> bool:
 
 def gap_words(err: Exception) -> str:
     """What a failed poll means to the person following, not the transport's words ("Timeout expired")."""
-    if isinstance(err, RPCError) and err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED):
+    if isinstance(err, RPCError) and err.status in DEADLINE:
         return "no answer in time (the run's worker busy or restarting, or the server)"
     if isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE:
         return f"Temporal did not answer ({err.message})"

@@ -37,8 +37,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from durable_agent_runner.client import checks, deliveries, stuck
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.errors import AgentRunError
+from durable_agent_runner.client.follow import DEADLINE
 from durable_agent_runner.client.status import web_ui
-from durable_agent_runner.client.updates import DEADLINE
 from durable_agent_runner.workflows import types as t
 
 RPC_TIMEOUT = timedelta(seconds=10)

@@ -44,7 +44,7 @@ from durable_agent_runner.client.errors import (
     naming,
     noun,
 )
-from durable_agent_runner.client.follow import gap_words
+from durable_agent_runner.client.follow import DEADLINE, gap_words
 from durable_agent_runner.workflows import types as t
 
 DEFAULT_WAIT = 10.0  # seconds a worker has to take what was sent
@@ -54,8 +54,6 @@ POLL = 0.2  # seconds between reads of an answer in progress
 READ_TIMEOUT = timedelta(seconds=20)
 LOOK = timedelta(seconds=5)  # the read of what holds a taken id: its words, not worth a long wait
 GAP_PAUSE = 1.0  # seconds before asking again after such a read
-# A deadline that passed: the client's ("Timeout expired") or the server's.
-DEADLINE = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
 PASSING = (*DEADLINE, RPCStatusCode.UNAVAILABLE, RPCStatusCode.RESOURCE_EXHAUSTED)
 # A query the worker gave up on because the run's thread did not get to answer within the SDK's
 # deadlock bound (2 s): a starved machine, not a broken run; its next read usually answers.
