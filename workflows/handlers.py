@@ -9,8 +9,7 @@ Determinism rules as for all of workflows/: no I/O, no clocks, no randomness, no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
@@ -62,8 +61,8 @@ class Inbox:
         self.steps.take(lambda s, _: s.approvals.ignore(reason))
 
     def check_approval(self, decision: t.ApprovalDecision) -> None:
-        with hinted(self.s, decision.call_id, self.s.approvals):
-            checked(self.s.approvals.check, decision, self.steps.agent_or_none())
+        hint = control.waits_as(self.s, decision.call_id, besides=self.s.approvals)
+        checked(self.s.approvals.check, decision, self.steps.agent_or_none(), hint=hint)
 
     def decide(self, decision: t.ApprovalDecision) -> t.DecisionReceipt:
         record = self.steps.take(lambda s, _: control.decision(s, decision, workflow.now()))
@@ -84,8 +83,7 @@ class Inbox:
         self.resolve(decision)
 
     def check_resolve(self, decision: t.ResolveCall) -> None:
-        with hinted(self.s, decision.call_id, self.s.doubts):
-            checked(self.s.doubts.check, decision)
+        checked(self.s.doubts.check, decision, hint=control.waits_as(self.s, decision.call_id, besides=self.s.doubts))
 
     def resolve(self, decision: t.ResolveCall) -> t.ResolveReceipt:
         record = self.steps.take(lambda s, _: control.resolution(s, decision, workflow.now()))
@@ -94,8 +92,7 @@ class Inbox:
     # ------------------------------------------------------------- questions, outside completions
 
     def check_answer(self, answer: t.AnswerQuestion) -> None:
-        with hinted(self.s, answer.call_id, self.s.questions):
-            checked(self.s.questions.check, answer)
+        checked(self.s.questions.check, answer, hint=control.waits_as(self.s, answer.call_id, besides=self.s.questions))
 
     def answer(self, answer: t.AnswerQuestion) -> t.AnswerReceipt:
         record = self.steps.take(lambda s, _: s.questions.apply(answer, workflow.now()))
@@ -104,8 +101,8 @@ class Inbox:
         )
 
     def check_complete(self, completion: t.CompleteCall) -> None:
-        with hinted(self.s, completion.call_id, self.s.outside):
-            checked(self.s.outside.check, completion)
+        hint = control.waits_as(self.s, completion.call_id, besides=self.s.outside)
+        checked(self.s.outside.check, completion, hint=hint)
 
     def complete(self, completion: t.CompleteCall) -> t.CompleteReceipt:
         record = self.steps.take(lambda s, _: s.outside.apply(completion, workflow.now()))
@@ -185,25 +182,14 @@ class Inbox:
             raise ApplicationError(str(err)) from None
 
 
-def checked(check: Callable[..., None], *args: Any) -> None:
-    """A validator: the machine's check, its refusal raised as the update's error (nothing recorded)."""
+def checked(check: Callable[..., None], *args: Any, hint: str = "") -> None:
+    """A validator: the machine's check, its refusal raised as the update's error (nothing recorded).
+    `hint`: what the call waits for instead (control.waits_as), added when the call is not this verb's."""
     try:
         check(*args)
     except (DecisionRefused, Refused) as refused:
-        raise ApplicationError(str(refused), type=refused.kind, non_retryable=True) from None
-
-
-@contextmanager
-def hinted(s: RunState, call_id: str, book: object) -> Iterator[None]:
-    """A refusal for a call that waits for another verb (an answer to a call that waits for
-    approval) says which verb acts on it."""
-    try:
-        yield
-    except ApplicationError as err:
-        hint = control.waits_as(s, call_id, besides=book)
-        if err.type not in ("UnknownCall", "NotInDoubt") or not hint:
-            raise
-        raise ApplicationError(f"{err.message}; {hint}", type=err.type, non_retryable=True) from None
+        said = f"{refused}; {hint}" if hint and refused.kind in ("UnknownCall", "NotInDoubt") else str(refused)
+        raise ApplicationError(said, type=refused.kind, non_retryable=True) from None
 
 
 def _session(s: RunState) -> SessionState:
