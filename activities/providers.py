@@ -116,3 +116,15 @@ def settings_problems(model: str, api: WireName, settings: ModelSettings) -> lis
     provider, _ = split_model(model)
     wire, _ = wire_for(provider, api)
     return [f"model {model}: {problem}" for problem in wire.check_settings(settings)]
+
+
+def sure_problems(model: str, settings: ModelSettings) -> list[str]:
+    """What `settings` ask that `model` lacks whatever API it is spoken over: what a client that
+    knows the model but not the agent's `api` (nor the worker's LLM_API) can refuse before a run
+    starts. Anthropic and Gemini have one API each; an OpenAI-compatible model, what both of its
+    wires lack (settings_problems is the worker's whole check, with the agent's own settings)."""
+    if split_model(model)[0] in ("anthropic", "gemini"):
+        return settings_problems(model, "chat", settings)
+    on_responses = {line.split(": ", 1)[0] for line in responses_wire.check_settings(settings)}
+    on_both = [line for line in chat_wire.check_settings(settings) if line.split(": ", 1)[0] in on_responses]
+    return [f"model {model}: {line}" for line in on_both]

@@ -58,6 +58,16 @@ def api() -> dar.AgentClient:
         ({"fallback_models": ["m", "n", "m"]}, ValueError, "fallback_models: fallback model 'm' is listed twice"),
         ({"model": "m", "fallback_models": ["m"]}, ValueError, "fallback model 'm' is the model itself"),
         ({"fallback_models": ["gemini:"]}, ValueError, "names the provider gemini but no model"),
+        (
+            {"model": "anthropic:c", "model_settings": {"seed": 1}},
+            ValueError,
+            "model_settings: model anthropic:c: seed: Anthropic's Messages API has no seed",
+        ),
+        (
+            {"fallback_models": ["m", "gemini:g"], "model_settings": {"parallel_tool_calls": False}},
+            ValueError,
+            "model gemini:g: parallel_tool_calls",
+        ),
     ],
 )
 async def test_start_refuses_bad_options_before_anything_is_sent(api, kwargs, error, words):
@@ -389,3 +399,24 @@ def test_a_json_object_a_person_gives_names_each_key_once(keys, nested):
     else:
         with pytest.raises(checks.BadArgument, match=f"^--args gives '{repeated}' twice: give each key once$"):
             checks.json_object(text, "--args")
+
+
+@pytest.mark.parametrize(
+    "model, settings, refused",
+    [
+        ("anthropic:c", {"temperature": 1}, False),
+        ("anthropic:c", {"temperature": 1.5}, True),
+        ("gemini:g", {"seed": 3, "stop": ["END"]}, False),
+        ("m", {"seed": 3}, False),  # the Responses API lacks it, Chat Completions has it: the worker knows which
+        ("openai:gpt-4.1", {"stop": ["END"]}, False),
+        ("m", {"thinking_tokens": 2048}, True),  # neither OpenAI wire has a thinking budget
+    ],
+)
+def test_the_client_refuses_a_setting_only_where_the_named_model_lacks_it_on_every_api(model, settings, refused):
+    """What the client cannot know (the agent's own `api`, its own settings) is left to the worker."""
+    fit = t.ModelSettings.model_validate(settings)
+    if refused:
+        with pytest.raises(checks.BadArgument, match=re.escape(f"model {model}: ")):
+            checks.settings_fit([model], fit)
+    else:
+        checks.settings_fit([model], fit)

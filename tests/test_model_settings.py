@@ -92,6 +92,11 @@ NOWHERE = {"TEMPORAL_ADDRESS": "127.0.0.1:9"}
         (["--fallback-model", "m", "--fallback-model", "m"], "--fallback-model: fallback model 'm' is listed twice"),
         (["--model", "m", "--fallback-model", "m"], "--fallback-model: fallback model 'm' is the model itself"),
         (["--model", "anthropic:"], "--model: model 'anthropic:' names the provider anthropic but no model"),
+        # a setting a named model's provider lacks, whatever the agent's api: refused before the run
+        (["--model", "gemini:g", "--no-parallel-tool-calls"], "model gemini:g: parallel_tool_calls: Gemini's API"),
+        (["--model", "anthropic:c", "--seed", "3"], "model anthropic:c: seed: Anthropic's Messages API has no seed"),
+        (["--fallback-model", "anthropic:c", "--temperature", "1.5"], "model anthropic:c: temperature: Anthropic"),
+        (["--model", "m", "--model-settings", '{"thinking_tokens": 2048}'], "model m: thinking_tokens: Chat"),
         # a flag overrides the JSON, so the flag's own value is the one judged
         (["--model-settings", '{"temperature": 1}', "--temperature", "3"], "--temperature: Input should be"),
     ],

@@ -141,9 +141,9 @@ def parser() -> argparse.ArgumentParser:
         v for arg in get_args(t.ModelSettings.model_fields["reasoning_effort"].annotation) for v in get_args(arg)
     ]
     ms.add_argument("--reasoning-effort", choices=efforts, help="for reasoning models")
-    ms.add_argument("--seed", type=integer, metavar="N", help="ask for repeatable sampling (Chat Completions only)")
+    ms.add_argument("--seed", type=integer, metavar="N", help="repeatable sampling (Chat Completions and Gemini)")
     ms.add_argument(
-        "--stop", action="append", metavar="S", help="stop sequence (repeatable, at most 4; Chat Completions only)"
+        "--stop", action="append", metavar="S", help="stop sequence (repeatable, at most 4; not the Responses API)"
     )
     ms.add_argument(
         "--model-settings",

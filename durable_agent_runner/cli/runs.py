@@ -57,7 +57,8 @@ def model_settings(args: argparse.Namespace) -> t.ModelSettings | None:
 
 def check_run(args: argparse.Namespace) -> None:
     """`run`'s flags checked before anything connects, each a usage error that names its flag:
-    the model settings (kept as `args.settings`), the id, the fallback models."""
+    the model settings (kept as `args.settings`), the id, the fallback models; then the settings
+    against the models named (the line names the model and the setting)."""
     args.settings = model_settings(args)
     try:
         if args.id is not None:
@@ -66,6 +67,10 @@ def check_run(args: argparse.Namespace) -> None:
             checks.models(args.fallback_model, "fallback-model", first=args.model)
     except ValueError as err:
         raise UsageError(f"--{err}") from None
+    try:
+        checks.settings_fit([m for m in [args.model, *(args.fallback_model or [])] if m], args.settings)
+    except checks.BadArgument as err:
+        raise UsageError(err.reason) from None
 
 
 async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:

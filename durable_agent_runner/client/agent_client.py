@@ -134,6 +134,7 @@ class AgentClient:
         settings = checks.model_settings(model_settings)
         checks.flag(capture, "capture")
         fallbacks = checks.models(fallback_models, first=model) if fallback_models is not None else None
+        checks.settings_fit([m for m in [model, *(fallbacks or [])] if m], settings)
         budget = checks.budget_cap(budget_usd, budget_tokens)
         run_id = checks.new_run_id(id) if id is not None else new_run_id(name, input)
         queue = self.task_queue if task_queue is None else checks.task_queue(task_queue)

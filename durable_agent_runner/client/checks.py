@@ -81,6 +81,19 @@ def models(value: object, field: str = "fallback_models", first: str | None = No
     return listed
 
 
+def settings_fit(models: list[str], settings: t.ModelSettings | None) -> None:
+    """The run's model settings against each model it names (its model, its fallbacks): a setting
+    the model's provider lacks on every API it speaks is refused here, before the run starts,
+    where the worker would fail the run at its start (activities/providers.py holds the rule)."""
+    if settings is None or not models:
+        return
+    from durable_agent_runner.activities.providers import sure_problems  # its wires: only for this check
+
+    problems = [line for m in models for line in sure_problems(m, settings)]
+    if problems:
+        raise BadArgument("model_settings", "; ".join(problems))
+
+
 def run_id(value: object, field: str = "id", limit: int = MAX_RUN_ID) -> str:
     """A run id: 1-255 printable characters (one that exists: up to 1000, as Temporal allows)."""
     return name(value, field, limit)
