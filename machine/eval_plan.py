@@ -25,6 +25,7 @@ from durable_agent_runner.evals.context import EvaluationResult, EvaluatorContex
 from durable_agent_runner.evals.evaluators import INLINE
 from durable_agent_runner.evals.scoring import evaluate_case
 from durable_agent_runner.machine import bounds
+from durable_agent_runner.machine.texts import cost_words
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
@@ -222,7 +223,8 @@ class Results:
 
 def summary_line(t: Tally, total: int) -> str:
     """The eval's summary for the Web UI: `12/50 done · 10 passed · 2 failed`."""
-    return f"{t.done}/{total} done · {t.passed} passed · {t.failed} failed · ${t.usage.cost_usd:.4f}"
+    spent = cost_words(t.usage.cost_usd, t.usage.unpriced)
+    return f"{t.done}/{total} done · {t.passed} passed · {t.failed} failed · {spent}"
 
 
 def should_drain(started_here: int, suggested: bool, most: int | None = None) -> bool:

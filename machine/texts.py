@@ -10,6 +10,14 @@ EVENT_TEXT = 32_000
 EVENTS_PAGE_BYTES = 1_000_000
 
 
+def cost_words(usd: float, unpriced: int = 0) -> str:
+    """What a run or an eval spent, and how many of its model calls are not in it (a model the
+    price table lacks: activities/prices.py): `$0.0123`, `$0.0000 (+ 3 call(s) to models without
+    a price)`. One wording for status, the console and an eval's status and report."""
+    unknown = f" (+ {unpriced} call(s) to models without a price)" if unpriced else ""
+    return f"${usd:.4f}{unknown}"
+
+
 def excerpt(text: str, limit: int = EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -164,3 +164,13 @@ async def test_a_form_whose_length_is_not_ascii_digits_is_refused() -> None:
         with pytest.raises(Refused) as refused:
             await read_form(Request(scope), "csrf")
         assert refused.value.status == status, (length, refused.value.message)
+
+
+def test_the_run_page_s_cost_says_the_calls_to_models_without_a_price_as_status_does() -> None:
+    view = worst_view()
+    view.status["usage"] = {"total_tokens": 9, "requests": 3, "unpriced": 2}
+    view.status["cost_usd"] = 0.5
+    words = "$0.5000 (+ 2 call(s) to models without a price)"
+    assert f"<dt>cost</dt><dd>{words}</dd>" in facts(view).replace("\n", "")
+    view.status["usage"]["unpriced"] = 0
+    assert "<dt>cost</dt><dd>$0.5000</dd>" in facts(view).replace("\n", "")

@@ -250,3 +250,21 @@ def test_every_row_of_the_markdown_report_has_its_headers_cells(runs):
     rep = report(status("e", results).model_copy(update={"phase": "running", "total": len(results) + 1}))
     for table in tables(markdown(rep)):
         assert len(set(table)) == 1, (table, markdown(rep))
+
+
+def test_calls_to_a_model_without_a_price_are_said_beside_the_cost_on_every_face_of_an_eval():
+    """A local model the price table lacks costs `$0.0000`: the report, `eval status` and the
+    console's eval page say how many calls that sum leaves out, as `status` does for a run."""
+    from durable_agent_runner.client.evals import progress_line
+    from durable_agent_runner.console.views_evals import eval_section
+
+    unpriced = result("a", True, 0.5, usd=0.0).model_copy(update={"usage": Usage(requests=3, unpriced=3)})
+    done = status("e", [unpriced, result("b", True, 0.5)])
+    done = done.model_copy(update={"usage": unpriced.usage + done.results[1].usage})
+    words = "$0.0100 (+ 3 call(s) to models without a price)"
+    rep = report(done)
+    assert (rep.unpriced, rep.rows[0].unpriced) == (3, 3) and words in markdown(rep)
+    assert words in progress_line(done) and words in plan.summary_line(plan.tally(done.results), 2)
+    assert words in eval_section(done, rep, None)
+    priced = report(status("e", [result("b", True, 0.5)]))
+    assert "without a price" not in markdown(priced) and "$0.0100 ·" in markdown(priced)

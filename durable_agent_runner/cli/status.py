@@ -12,7 +12,7 @@ from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import cli
 from durable_agent_runner.client.scores import RunScores, score_line
-from durable_agent_runner.machine.texts import turn_words
+from durable_agent_runner.machine.texts import cost_words, turn_words
 
 
 def render_status(s: dict[str, Any]) -> str:
@@ -24,10 +24,8 @@ def render_status(s: dict[str, Any]) -> str:
             f"{usage['output_tokens']} out · {usage['requests']} model calls"
         )
     turn = turn_words(s["turn"], s.get("max_turns"), bool(s.get("session")))
-    if usage.get("unpriced"):
-        tokens += f" · ${s.get('cost_usd', 0):.4f} (+ {usage['unpriced']} call(s) to models without a price)"
-    elif s.get("cost_usd"):
-        tokens += f" · ${s['cost_usd']:.4f}"
+    if usage.get("unpriced") or s.get("cost_usd"):
+        tokens += f" · {cost_words(s.get('cost_usd') or 0, usage.get('unpriced') or 0)}"
     lines = [
         f"run:     {s['run_id']}",
         f"agent:   {s['agent'] or '?'}" + (f" · model {s['model']}" if s.get("model") else ""),

@@ -44,6 +44,7 @@ from durable_agent_runner.client.updates import cancel, describe, start_new, upd
 from durable_agent_runner.evals.cases import Case, Dataset
 from durable_agent_runner.evals.files import load_dataset
 from durable_agent_runner.evals.report import Diff, Report, compare, report
+from durable_agent_runner.machine.texts import cost_words
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types import evals as te
 
@@ -331,7 +332,7 @@ def progress_line(s: te.EvalStatus) -> str:
     parts += [f"{s.failed} failed", f"{len(s.waiting)} waiting", f"{len(s.running)} running"]
     if s.scoring:
         parts.append(f"{len(s.scoring)} scoring")
-    parts += [f"{s.usage.total_tokens:,} tokens", f"${s.usage.cost_usd:.4f}"]
+    parts += [f"{s.usage.total_tokens:,} tokens", cost_words(s.usage.cost_usd, s.usage.unpriced)]
     if s.in_flight_tokens or s.in_flight_usd:
         parts.append(f"+{s.in_flight_tokens:,} tokens ${s.in_flight_usd:.4f} in flight")
     return " · ".join(parts)

@@ -9,6 +9,7 @@ from durable_agent_runner.console.eval_pauses import spent_line
 from durable_agent_runner.console.links import eval_href
 from durable_agent_runner.console.views import h, run_link
 from durable_agent_runner.evals.report import Diff, Report
+from durable_agent_runner.machine.texts import cost_words
 from durable_agent_runner.workflows.types import evals as te
 
 MAX_ROWS = 100  # evals the list shows
@@ -68,7 +69,7 @@ def eval_section(status: te.EvalStatus, report: Report, diff: Diff | None) -> st
         f'<progress max="100" value="{done}"></progress> <span id="progress">{h(progress_line(status))}</span>',
         *(f'<p class="refusal stalled">stalled: {h(wait["message"])}</p>' for wait in status.unserved),
         f'<p class="meta">pass rate {report.pass_rate:.1%} · p50 {report.p50_seconds:.2f}s · '
-        f"p95 {report.p95_seconds:.2f}s · ${report.usd:.4f}</p>",
+        f"p95 {report.p95_seconds:.2f}s · {h(cost_words(report.usd, report.unpriced))}</p>",
     ]
     if report.evaluators:
         rows = "".join(

@@ -16,7 +16,7 @@ from durable_agent_runner.console.data import Asking, RunView
 from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
 from durable_agent_runner.console.views_budget import budget_rows, raise_fields, session_raise
 from durable_agent_runner.console.views_cases import case_form
-from durable_agent_runner.machine.texts import turn_words
+from durable_agent_runner.machine.texts import cost_words, turn_words
 from durable_agent_runner.workflows import types as t
 
 # Each part's share of views.MAX_PAGE_BYTES (1 MiB): with the layout (~12 KB) and the controls
@@ -77,7 +77,7 @@ def _facts(view: RunView) -> str:
         ("agent", h(s.get("agent") or "?")),
         ("turn", h(turn_words(s["turn"], s.get("max_turns"), bool(s.get("session"))))),
         ("tokens", f"{usage['total_tokens']}" + (f" ({usage['requests']} model calls)" if "requests" in usage else "")),
-        ("cost", f"${s.get('cost_usd') or 0:.4f}"),
+        ("cost", h(cost_words(s.get("cost_usd") or 0, usage.get("unpriced") or 0))),
         ("started", when(s.get("started_at"))),
         ("history", f'<a href="{h(s["ui_url"])}">Temporal Web UI</a>'),
     ]

@@ -18,6 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from durable_agent_runner.machine.texts import cost_words
 from durable_agent_runner.workflows.types import evals as te
 
 EPSILON = 1e-9  # a change smaller than this is no change (floats summed in another order)
@@ -42,6 +43,7 @@ class Row(_Model):
     turns: int = 0
     tokens: int = 0
     usd: float = 0.0
+    unpriced: int = 0  # its model calls whose cost `usd` lacks
     seconds: float = 0.0
 
 
@@ -78,6 +80,7 @@ class Report(_Model):
     pass_rate: float
     tokens: int
     usd: float
+    unpriced: int = 0  # model calls of its case runs whose cost `usd` lacks (no price for the model)
     p50_seconds: float
     p95_seconds: float
     repeat: int = 1
@@ -122,6 +125,7 @@ def _row(r: te.CaseResult, link: Callable[[str], str] | None) -> Row:
         turns=r.turns,
         tokens=r.usage.total_tokens,
         usd=round(r.usage.cost_usd, 8),
+        unpriced=r.usage.unpriced,
         seconds=r.seconds,
     )
 
@@ -185,6 +189,7 @@ def report(status: te.EvalStatus, link: Callable[[str], str] | None = None) -> R
         pass_rate=round(good / len(rows), 6) if rows else 0.0,
         tokens=sum(r.tokens for r in rows),
         usd=round(sum(r.usd for r in rows), 8),
+        unpriced=sum(r.unpriced for r in rows),
         p50_seconds=percentile(seconds, 50),
         p95_seconds=percentile(seconds, 95),
         repeat=status.repeat,
@@ -314,7 +319,8 @@ def markdown(now: Report, diff: Diff | None = None) -> str:
         + (f" ({now.agent_version})" if now.agent_version else ""),
         "",
         f"{now.phase} · {now.done}/{now.total} done · {now.passed} passed ({now.pass_rate:.1%}) · "
-        f"{now.tokens:,} tokens · ${now.usd:.4f} · p50 {now.p50_seconds:.2f}s · p95 {now.p95_seconds:.2f}s",
+        f"{now.tokens:,} tokens · {cost_words(now.usd, now.unpriced)} · "
+        f"p50 {now.p50_seconds:.2f}s · p95 {now.p95_seconds:.2f}s",
         "",
     ]
     if not now.evaluators:  # none scored yet, or the dataset has none: an empty table reads as a broken one
