@@ -28,6 +28,7 @@ from durable_agent_runner.client.schedules import (
     DESCRIBE_TRIES,
     ScheduleExists,
     ScheduleNotFound,
+    ScheduleRow,
     Schedules,
     ScheduleView,
 )
@@ -224,6 +225,9 @@ async def test_create_refuses_a_name_taken_a_missing_session_and_a_cron_the_serv
         ),
         (["--every", "10s", "--catchup-window", "2s"], "--catchup-window: must be from 10s"),
         (["--every", "10s", "--timezone", "Mars/Olympus"], "--timezone: 'Mars/Olympus' is not a time zone"),
+        (["--every", "10s", "--timezone", "Europe/Paris"], "--timezone: is for a cron: an interval (every) is counted"),
+        (["--every", "10s", "--note", "two\nlines"], "--note: must be one line of at most 1,000 printable"),
+        (["--every", "10s", "--session", "s-1"], "argument --session: not allowed with argument --agent"),
         (["--every", "10s", "--overlap", "sometimes"], "--overlap: invalid choice: 'sometimes'"),
         (["--every", "10s", "--cron", "@daily"], "not allowed with argument"),
         ([], "one of the arguments --cron --every is required"),
@@ -244,6 +248,12 @@ def test_bad_schedule_arguments_are_one_line_before_anything_is_sent(capsys, arg
         (["schedule", "create", "a b", "--agent", "demo", "--input", "x", "--every", "1m"], "is not a schedule name"),
         (["schedule", "create", "ok", "--agent", "", "--input", "x", "--every", "1m"], "--agent: must be 1-200"),
         (["schedule", "pause", "../etc"], "is not a schedule name"),
+        (["schedule", "pause", "ok", "--note", "x" * 1001], "--note: must be one line of at most 1,000"),
+        (["schedule", "create", "ok", "--input", "x", "--every", "1m"], "one of the arguments --agent --session is"),
+        (
+            ["schedule", "create", "ok", "--session", "s-1", "--model", "m", "--input", "x", "--every", "1m"],
+            "--session: a session has its own model and budget: give no --model or --budget-*",
+        ),
         (["schedule", "backfill", "ok", "yesterday", "2026-12-01"], "FROM: 'yesterday' is not a time"),
     ],
 )
@@ -430,3 +440,23 @@ async def test_a_time_missed_while_the_server_was_down_is_caught_up_when_it_is_b
 
 async def _started_at_least(agents: AgentClient, sched: str, n: int) -> bool:
     return (await agents.schedules.describe(sched)).runs_started >= n
+
+
+async def test_a_time_zone_for_an_interval_and_a_note_of_two_lines_are_refused_before_anything_is_sent():
+    agents = AgentClient(cast(Any, None), task_queue="nowhere")  # a client that would fail if it were called
+    with pytest.raises(BadArgument, match=r"^timezone: is for a cron: an interval \(every\) is counted from 1970"):
+        await agents.schedules.create("s", agent="demo", input="hi", every="1h", timezone="Europe/Paris")
+    with pytest.raises(BadArgument, match=r"^note: must be one line"):
+        await agents.schedules.create("s", agent="demo", input="hi", every="1h", note="two\nlines")
+    with pytest.raises(BadArgument, match=r"^note: must be one line of at most 1,000"):
+        await agents.schedules.pause("s", note="x" * 1001)
+
+
+def test_a_schedule_s_note_is_shown_beside_its_state_active_or_paused():
+    from durable_agent_runner.cli.schedules import _head
+    from durable_agent_runner.console.views_schedules import _row
+
+    active = ScheduleRow(name="nightly", agent="demo", when="cron @daily", note="the ops report")
+    assert _head(active) == "nightly  cron @daily  agent demo  active (the ops report)"
+    assert "the ops report" in _row(active)
+    assert _head(active.model_copy(update={"paused": True, "note": ""})).endswith("  paused")

@@ -42,15 +42,22 @@ def _number(kind: type[int] | type[float]) -> Callable[[str], Any]:
 
 NAME = _typed(specs.name)
 AGENT = _typed(checks.agent)
+NOTE = _typed(specs.note)
 
 
 def check(args: argparse.Namespace) -> None:
-    """What argparse cannot check alone, refused before connecting: a jitter past the interval."""
-    if args.verb == "create" and args.every is not None and args.jitter is not None:
-        try:
+    """What argparse cannot check alone, refused before connecting: a jitter past the interval, a
+    time zone for an interval, a budget or model for a session (it has its own)."""
+    if args.verb != "create":
+        return
+    try:
+        if args.every is not None and args.jitter is not None:
             specs.jitter_within(specs.duration(args.jitter, "jitter"), specs.duration(args.every, "every"))
-        except checks.BadArgument as err:
-            raise UsageError(f"--{err.field}: {err.reason}") from None
+        specs.zone_for(args.timezone, args.cron)
+    except checks.BadArgument as err:
+        raise UsageError(f"--{err.field}: {err.reason}") from None
+    if args.session is not None and (args.model or args.budget_usd is not None or args.budget_tokens is not None):
+        raise UsageError("--session: a session has its own model and budget: give no --model or --budget-*")
 
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
@@ -59,7 +66,8 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
     c = verbs.add_parser("create", help="a schedule that starts a run of an agent (or messages a session)")
     c.add_argument("name", type=NAME, help="its name: letters, digits, . _ - (its runs' ids begin sched-NAME-)")
-    c.add_argument("--agent", type=AGENT, help="the agent each run runs (or --session)")
+    what = c.add_mutually_exclusive_group(required=True)
+    what.add_argument("--agent", type=AGENT, help="the agent each run runs (or --session)")
     c.add_argument("--input", required=True, help="what each run is asked (or the message sent to --session)")
     when = c.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", type=_typed(specs.cron), metavar="EXPR", help="e.g. '0 9 * * 1-5' or @daily")
@@ -91,9 +99,9 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     c.add_argument("--budget-usd", type=_number(float), metavar="X", help="each run may spend at most $X")
     c.add_argument("--budget-tokens", type=_number(int), metavar="N", help="each run may use at most N tokens")
     c.add_argument("--model", type=model_string, help="override the agent's model for each run")
-    c.add_argument("--session", metavar="RUN_ID", help="send --input to this session instead of starting runs")
+    what.add_argument("--session", metavar="RUN_ID", help="send --input to this session instead of starting runs")
     c.add_argument("--paused", action="store_true", help="create it paused (unpause to start it)")
-    c.add_argument("--note", default="", help="a note shown with it")
+    c.add_argument("--note", type=NOTE, default="", help="a note shown with it")
     c.set_defaults(fn=cmd_create)
 
     ls = verbs.add_parser("list", help="the schedules, with their last and next runs")
@@ -108,7 +116,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
         v = verbs.add_parser(verb, help=helptext)
         v.add_argument("name", type=NAME, help=SCHEDULE)
         if verb in ("pause", "unpause"):
-            v.add_argument("--note", default="", help="why (shown with the schedule)")
+            v.add_argument("--note", type=NOTE, default="", help="why (shown with the schedule)")
         if verb == "trigger":
             v.add_argument("--overlap", choices=list(specs.OVERLAPS), help="override the schedule's for this run")
         v.set_defaults(fn=fn)
@@ -126,7 +134,7 @@ def _t(at: datetime | None) -> str:
 
 
 def _head(r: ScheduleRow) -> str:
-    state = f"paused ({r.note})" if r.paused and r.note else "paused" if r.paused else "active"
+    state = ("paused" if r.paused else "active") + (f" ({r.note})" if r.note else "")
     target = f"session {r.session}" if r.session else f"agent {r.agent}"
     return f"{r.name}  {r.when}  {target}  {state}"
 

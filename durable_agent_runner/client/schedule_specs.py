@@ -39,6 +39,7 @@ MIN_CATCHUP = timedelta(seconds=10)  # Temporal's own floor on a catch-up window
 CRON_MACROS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
 CRON_FIELD = re.compile(r"[0-9A-Za-z*/,?#-]+")
 MAX_CRON = 200
+MAX_NOTE = 1000
 
 
 def name(value: object, field: str = "name") -> str:
@@ -131,6 +132,24 @@ def timezone(value: object) -> str:
         raise BadArgument(
             "timezone", f"{text[:60]!r} is not a time zone: give an IANA name such as Europe/Paris"
         ) from None
+    return text
+
+
+def zone_for(zone: object, cron: object) -> str | None:
+    """The time zone a schedule's cron is read in (None: UTC); an interval has none to take."""
+    if zone is None:
+        return None
+    if cron is None:
+        why = "is for a cron: an interval (every) is counted from 1970 in seconds, in no time zone"
+        raise BadArgument("timezone", why)
+    return timezone(zone)
+
+
+def note(value: object) -> str:
+    """A schedule's note, shown beside its state: one line of at most 1,000 printable characters."""
+    text = string(value, "note")
+    if len(text) > MAX_NOTE or not text.isprintable():
+        raise BadArgument("note", f"must be one line of at most {MAX_NOTE:,} printable characters")
     return text
 
 

@@ -183,7 +183,7 @@ class Schedules:
             if every is not None
             else [],
             jitter=specs.duration(jitter, "jitter") if jitter is not None else None,
-            time_zone_name=specs.timezone(timezone) if timezone is not None else None,
+            time_zone_name=specs.zone_for(timezone, cron),
         )
         specs.jitter_within(spec.jitter, spec.intervals[0].every if spec.intervals else None)
         policy = SchedulePolicy(
@@ -196,7 +196,7 @@ class Schedules:
         if model is not None:
             checks.model(model)
         checks.flag(paused, "paused")
-        checks.string(note, "note")
+        specs.note(note)
         by = f"schedule {name}"
         if session is not None:
             session = checks.run_id(session, "session", checks.MAX_ANY_ID)
@@ -349,12 +349,12 @@ class Schedules:
         return sorted(rows, key=lambda r: r.name)
 
     async def pause(self, name: str, note: str = "") -> ScheduleView:
-        note = checks.string(note, "note")[:1000] or "paused from durable-agent-runner"
+        note = specs.note(note) or "paused from durable-agent-runner"
         await self._call(name, self._handle(name).pause(note=note, rpc_timeout=RPC_TIMEOUT))
         return await self.describe(name)
 
     async def unpause(self, name: str, note: str = "") -> ScheduleView:
-        note = checks.string(note, "note")[:1000] or "unpaused from durable-agent-runner"
+        note = specs.note(note) or "unpaused from durable-agent-runner"
         await self._call(name, self._handle(name).unpause(note=note, rpc_timeout=RPC_TIMEOUT))
         return await self.describe(name)
 

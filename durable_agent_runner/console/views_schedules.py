@@ -32,7 +32,7 @@ def _row(r: ScheduleRow) -> str:
     action = f"/schedules/{quote(r.name, safe='')}"
     target = f"session {run_link(r.session)}" if r.session else f"agent {h(r.agent)}"
     state = '<span class="phase paused">paused</span>' if r.paused else '<span class="phase completed">active</span>'
-    if r.paused and r.note:
+    if r.note:
         state += f' <small class="meta">{h(r.note[:200])}</small>'
     last = f"{run_link(r.last_run.run_id)} <small>{when(r.last_run.started_at)}</small>" if r.last_run else "—"
     nxt = when(r.next_runs[0]) if r.next_runs and not r.paused else "—"
