@@ -78,9 +78,9 @@ class Outside:
         except bounds.OutsideDataError as err:
             raise DecisionRefused("InvalidResult", f"the result for call {call_id} is not JSON: {err}") from None
         wanted = self._schemas.get(call_id)
-        problems = schema.check(value, wanted) if wanted is not None else []
+        problems = schema.check(value, wanted, root="result") if wanted is not None else []
         if problems:
-            shown = "; ".join(p.replace("arguments:", "result:", 1) for p in problems)
+            shown = "; ".join(problems)
             raise DecisionRefused(
                 "InvalidResult", f"the result for call {call_id} does not match the tool's result type: {shown}"
             )

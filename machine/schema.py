@@ -87,8 +87,9 @@ Validator = validators.extend(  # type: ignore[no-untyped-call]  # jsonschema's 
 )
 
 
-def check(instance: object, schema: dict[str, Any]) -> list[str]:
-    """Problems with `instance` against `schema`, as `path: problem` lines; empty when valid."""
+def check(instance: object, schema: dict[str, Any], root: str = "") -> list[str]:
+    """Problems with `instance` against `schema`, as `path: problem` lines (a problem of the whole
+    value: `root: problem`, or the bare problem); empty when valid."""
     try:
         Draft202012Validator.check_schema(schema)
         validator = Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
@@ -97,7 +98,10 @@ def check(instance: object, schema: dict[str, Any]) -> list[str]:
         return [f"the tool's schema is invalid: {_cut(err.message)}"]
     except Exception as err:  # e.g. a $ref that resolves nowhere: the same
         return [f"the tool's schema cannot be checked: {_cut(str(err))}"]
-    problems = [f"{'.'.join(map(str, e.absolute_path)) or 'arguments'}: {_cut(e.message)}" for e in errors]
+    problems = []
+    for e in errors:
+        path = ".".join(map(str, e.absolute_path)) or root
+        problems.append(f"{path}: {_cut(e.message)}" if path else _cut(e.message))
     if len(problems) > MAX_PROBLEMS:
         problems = [*problems[:MAX_PROBLEMS], f"… and {len(problems) - MAX_PROBLEMS} more"]
     return problems
