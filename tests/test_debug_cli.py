@@ -182,3 +182,15 @@ async def test_an_edit_s_bad_index_names_the_flag_it_came_with(flags: dict, said
     with pytest.raises(UsageError) as refused:
         edit_of(argparse.Namespace(**(given | flags), by="cli"))
     assert str(refused.value) == said
+
+
+@pytest.mark.pure
+async def test_inspect_says_error_once_for_a_tool_message_that_says_it_itself() -> None:
+    """Before: a dropped call read `get_weather (call_1_1) error: error: cli dropped this call`."""
+    from durable_agent_runner.cli.debug import item_line
+
+    dropped = t.ToolMessage(call_id="c1", name="get_weather", content="error: cli dropped it", is_error=True)
+    assert item_line(dropped) == "tool      get_weather (c1): error: cli dropped it"
+    plain = t.ToolMessage(call_id="c2", name="send", content="the mail server said no", is_error=True)
+    assert item_line(plain) == "tool      send (c2) error: the mail server said no"
+    assert item_line(plain.model_copy(update={"is_error": False})) == "tool      send (c2): the mail server said no"

@@ -107,8 +107,9 @@ def item_line(m: t.Message) -> str:
         text = (text or "").replace("\n", " ")
         return text if len(text) <= limit else text[: limit - 1] + "…"
 
-    if isinstance(m, t.ToolMessage):
-        return f"tool      {m.name} ({m.call_id}){' error' if m.is_error else ''}: {cut(m.content)}"
+    if isinstance(m, t.ToolMessage):  # an error the run wrote says so itself ("error: tool 'x' failed …")
+        flag = " error" if m.is_error and not m.content.startswith("error:") else ""
+        return f"tool      {m.name} ({m.call_id}){flag}: {cut(m.content)}"
     if isinstance(m, t.AssistantMessage):
         calls = ", ".join(f"{c.name}({cut(c.arguments, 80)}) [{c.call_id}]" for c in m.tool_calls)
         return f"assistant {cut(m.content)}" + (f"  → {calls}" if calls else "")
