@@ -344,3 +344,18 @@ async def test_the_checked_in_live_fork_of_a_once_call_replays() -> None:
         if e.activity_task_scheduled_event_attributes.activity_type.name == t.TOOL_CALL_ACTIVITY
     )
     assert resolved < tool  # asked first, run after
+
+
+@pytest.mark.pure
+def test_a_diff_that_differs_from_the_first_turn_says_nothing_is_the_same() -> None:
+    """Before: `same through turn 0 (0 messages)`."""
+    from durable_agent_runner.cli.diff import render
+    from durable_agent_runner.client.diff import DiffSide, RunDiff
+
+    reply = {"turn": 1, "messages": [{"role": "assistant", "content": "hi"}]}
+    side = DiffSide(run_id="a", messages=1, model_calls=1, from_difference=[reply])
+    lines = render(RunDiff(a=side, b=side.model_copy(update={"run_id": "b"}), same_turns=0, same_messages=0,
+                           first_difference=1)).splitlines()  # fmt: skip
+    assert lines[2:4] == ["nothing the same: they differ from their first turn", "first difference: turn 1"]
+    same_start = RunDiff(a=side, b=side, same_turns=1, same_messages=2, first_difference=2)
+    assert "same through turn 1 (2 messages)" in render(same_start).splitlines()

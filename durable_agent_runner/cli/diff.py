@@ -32,7 +32,10 @@ def render(diff: RunDiff) -> str:
         lines.append(f"{name}  {side.run_id}  ({size}{link})")
     if first is None:
         return "\n".join([*lines, f"same: {diff.same_turns} turn(s), {diff.same_messages} messages"])
-    lines.append(f"same through turn {diff.same_turns} ({diff.same_messages} messages)")
+    if diff.same_turns or diff.same_messages:
+        lines.append(f"same through turn {diff.same_turns} ({diff.same_messages} messages)")
+    else:
+        lines.append("nothing the same: they differ from their first turn")
     lines.append(f"first difference: turn {first}")
     for name, side in (("A", diff.a), ("B", diff.b)):
         lines += ["", f"{name} from turn {first}:"]
