@@ -249,7 +249,12 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument("--phase", choices=PHASES, metavar="PHASE", help=f"only runs in this phase: {', '.join(PHASES)}")
     ls.add_argument("--agent", default="", help="only runs of this agent (after a handoff: the one it went to)")
     ls.add_argument("--schedule", type=schedules.NAME, metavar="NAME", help="only runs this schedule started")
-    ls.add_argument("--waiting", action="store_true", help="only running runs that wait for a person")
+    ls.add_argument(
+        "--waiting",
+        action="store_true",
+        help="only running runs with a call that waits for a person: to approve, answer or resolve "
+        "(a paused run: --phase paused)",
+    )
     ls.add_argument(
         "--started-on-1x", action="store_true", help="only runs still running that started on 1.x (docs/patches.md)"
     )

@@ -223,7 +223,8 @@ class AgentClient:
         schedule: str = "",
     ) -> list[RunRow]:
         """Recent runs (the visibility store's order), at most `limit` (1-1000): only those in
-        `phase`, of `agent`, `waiting` for a person, running since they started on 1.x code
+        `phase`, of `agent`, `waiting` (a call waits for a person to approve, answer or resolve it;
+        a paused run is `phase="paused"`), running since they started on 1.x code
         (`started_on_1x`: docs/patches.md), or started by `schedule`, when given. No worker is needed."""
         checks.whole(limit, "limit", 1, listing.MAX_LIST)
         query = _query(phase, agent, waiting, started_on_1x, schedule)
