@@ -57,3 +57,35 @@ def test_models_that_repeat_and_an_empty_stop_sequence_are_refused_as_written(op
 def test_models_in_order_without_repeats_pass() -> None:
     agent = Agent(name="a", model=["gpt", "anthropic:claude"], fallback_models=["gemini:flash"])
     assert (agent.model, agent.fallback_models) == ("gpt", ["anthropic:claude", "gemini:flash"])
+
+
+def lookup(city: str) -> str:
+    """Look a city up."""
+    return city
+
+
+def test_a_plain_function_among_the_tools_is_refused_with_its_fix() -> None:
+    """Before: pydantic's ten lines, 'Input should be an instance of Tool' and of AgentTool."""
+    with pytest.raises(TypeError) as caught:
+        Agent(name="a", tools=[tool(lookup, name="first"), lookup])  # type: ignore[list-item]
+    assert str(caught.value) == "agent 'a': tools[1] is the plain function lookup: decorate it with @tool"
+
+
+def test_an_agent_s_name_among_the_handoffs_is_refused_with_its_fix() -> None:
+    with pytest.raises(TypeError) as caught:
+        Agent(name="triage", handoffs=["billing"])  # type: ignore[list-item]
+    assert str(caught.value) == "agent 'triage': handoffs[0] is the name 'billing': give the Agent itself"
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_generator_is_not_a_tool(kind: str) -> None:
+    """Before: accepted, and the model was sent '<async_generator object …>'."""
+
+    def cities(n: int):  # type: ignore[no-untyped-def]
+        yield from ["Paris"] * n
+
+    async def cities_async(n: int):  # type: ignore[no-untyped-def]
+        yield "Paris"
+
+    with pytest.raises(TypeError, match=r"^tool 'cities' is a generator: a tool returns one value"):
+        tool(cities if kind == "sync" else cities_async, name="cities")

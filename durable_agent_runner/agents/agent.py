@@ -45,6 +45,7 @@ from durable_agent_runner.agents.tools import (
     TOOL_NAME,
     Tool,
     parameters_schema,
+    refuse_slips,
     refuse_unknown,
     tool_name_for,
     validate_arguments,
@@ -206,10 +207,9 @@ class Agent(AgentOptions):
         # AgentOptions ignores unknown fields (older code reads newer specs); an author's typo
         # (`max_turn=5`, `modle=`) would then be dropped silently and the default used.
         if isinstance(data, dict):
-            known = {name for name, f in cls.model_fields.items()} | {
-                f.alias for f in cls.model_fields.values() if f.alias
-            }
+            known = {*cls.model_fields} | {f.alias for f in cls.model_fields.values() if f.alias}
             refuse_unknown("agent option", (k for k in data if isinstance(k, str)), known)
+            refuse_slips(data.get("name"), data)
             models = data.get("model")
             if isinstance(models, list | tuple):  # model=["anthropic:…", "openai:…"]: the rest are fallbacks
                 if not models:

@@ -130,6 +130,19 @@ def refuse_unknown(what: str, given: Iterable[str], known: Iterable[str]) -> Non
         raise TypeError(f"unknown {what}(s): {', '.join(parts)}{known_list}")
 
 
+def refuse_slips(agent: object, data: dict[str, Any]) -> None:
+    """The commonest slips of an Agent's lists, named with their fix, where pydantic said each
+    item was an instance of neither of two classes: a plain function in `tools=[...]`, and an
+    agent's name in `handoffs=[...]`."""
+    for i, item in enumerate(data.get("tools") or []):
+        if inspect.isfunction(item) or inspect.ismethod(item) or isinstance(item, functools.partial):
+            what = getattr(item, "__name__", "")
+            raise TypeError(f"agent {agent!r}: tools[{i}] is the plain function {what}: decorate it with @tool")
+    for i, item in enumerate(data.get("handoffs") or []):
+        if isinstance(item, str):
+            raise TypeError(f"agent {agent!r}: handoffs[{i}] is the name {item!r}: give the Agent itself")
+
+
 class Tool(Generic[P, R]):
     """A function the model may call. Calling the `Tool` calls the function unchanged."""
 
@@ -142,6 +155,8 @@ class Tool(Generic[P, R]):
         self.name: str = options.get("name") or str(getattr(fn, "__name__", ""))
         if not TOOL_NAME.match(self.name):
             raise ValueError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):  # it would hand back the generator
+            raise TypeError(f"tool '{self.name}' is a generator: a tool returns one value (collect what it yields)")
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.args_model, self._params, self._context_param = _args_model(fn, self.name, param_docs)
         self._is_async = inspect.iscoroutinefunction(fn)
