@@ -212,11 +212,7 @@ class Holding:
 
 def holding(step: Pause) -> Holding:
     """Where the run holds still at `step`, in words."""
-    point = (
-        f"before model call {step.turn}"
-        if step.where == "before_model"
-        else f"before the tool calls of turn {step.turn}"
-    )
+    point = texts.pause_point(step.where, step.turn)
     return Holding(point, f"paused {point}: {step.why}")
 
 

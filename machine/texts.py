@@ -10,6 +10,12 @@ EVENT_TEXT = 32_000
 EVENTS_PAGE_BYTES = 1_000_000
 
 
+def pause_point(where: str, turn: int) -> str:
+    """Where a pause holds, in words (status, inspect, the console, the run's own phase):
+    `before model call 3`, `before the tool calls of turn 3`."""
+    return f"before model call {turn}" if where == "before_model" else f"before the tool calls of turn {turn}"
+
+
 def cost_words(usd: float, unpriced: int = 0) -> str:
     """What a run or an eval spent, and how many of its model calls are not in it (a model the
     price table lacks: activities/prices.py): `$0.0123`, `$0.0000 (+ 3 call(s) to models without

@@ -166,11 +166,32 @@ async def test_a_form_whose_length_is_not_ascii_digits_is_refused() -> None:
         assert refused.value.status == status, (length, refused.value.message)
 
 
+def small_view(**status: object) -> RunView:
+    """A run of one turn, as its page reads it (`worst_view` is the largest)."""
+    base = {"run_id": "r-1", "status": "running", "phase": "calling_model", "agent": "demo", "turn": 1,
+            "max_turns": 8, "usage": {"total_tokens": 9, "requests": 3}, "cost_usd": 0.0,
+            "started_at": T0.isoformat(), "ui_url": "http://ui/r-1", "forks": [], "handoffs": []}  # fmt: skip
+    return RunView(status=base | status, messages=[], hidden=0, events=[], next_event=0, children=[], parent=None,
+                   waiting=[], live=True)  # fmt: skip
+
+
 def test_the_run_page_s_cost_says_the_calls_to_models_without_a_price_as_status_does() -> None:
-    view = worst_view()
-    view.status["usage"] = {"total_tokens": 9, "requests": 3, "unpriced": 2}
-    view.status["cost_usd"] = 0.5
+    view = small_view(usage={"total_tokens": 9, "requests": 3, "unpriced": 2}, cost_usd=0.5)
     words = "$0.5000 (+ 2 call(s) to models without a price)"
     assert f"<dt>cost</dt><dd>{words}</dd>" in facts(view).replace("\n", "")
     view.status["usage"]["unpriced"] = 0
     assert "<dt>cost</dt><dd>$0.5000</dd>" in facts(view).replace("\n", "")
+
+
+def test_a_paused_run_s_page_says_where_it_holds_as_status_does() -> None:
+    """Before: `status paused (paused)` and `paused before before tools 2: …`."""
+    from durable_agent_runner.cli.status import render_status
+
+    pause = {"where": "before_tools", "turn": 2, "why": "a breakpoint before tool calls", "at": T0.isoformat()}
+    view = small_view(status="paused", phase="paused", paused=pause)
+    shown = facts(view).replace("\n", "")
+    assert '<dt>status</dt><dd><span class="phase paused" id="status">paused</span></dd>' in shown
+    assert "<dt>paused</dt><dd>before the tool calls of turn 2: a breakpoint before tool calls</dd>" in shown
+    said = render_status(view.status)
+    assert "paused:  before the tool calls of turn 2: a breakpoint before tool calls (inspect" in said
+    assert "status:  paused\n" in said

@@ -12,7 +12,7 @@ from durable_agent_runner.cli.common import emit
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import cli
 from durable_agent_runner.client.scores import RunScores, score_line
-from durable_agent_runner.machine.texts import cost_words, turn_words
+from durable_agent_runner.machine.texts import cost_words, pause_point, turn_words
 
 
 def render_status(s: dict[str, Any]) -> str:
@@ -45,8 +45,7 @@ def render_status(s: dict[str, Any]) -> str:
         lines += render_budget(s["budget"], s["run_id"])
     if s.get("paused"):
         p = s["paused"]
-        point = "model call" if p["where"] == "before_model" else "the tool calls of turn"
-        lines.append(f"paused:  before {point} {p['turn']}: {p['why']} (inspect, edit, then resume)")
+        lines.append(f"paused:  {pause_point(p['where'], p['turn'])}: {p['why']} (inspect, edit, then resume)")
     if s.get("scores"):
         lines.append(f"scores:  {score_line(RunScores.model_validate(s['scores']))}")
     if s.get("schedule"):

@@ -16,7 +16,7 @@ from durable_agent_runner.console.data import Asking, RunView
 from durable_agent_runner.console.views import CUT, call_row, folded, h, run_link, size, when
 from durable_agent_runner.console.views_budget import budget_rows, raise_fields, session_raise
 from durable_agent_runner.console.views_cases import case_form
-from durable_agent_runner.machine.texts import cost_words, turn_words
+from durable_agent_runner.machine.texts import cost_words, pause_point, turn_words
 from durable_agent_runner.workflows import types as t
 
 # Each part's share of views.MAX_PAGE_BYTES (1 MiB): with the layout (~12 KB) and the controls
@@ -71,7 +71,9 @@ def facts(view: RunView) -> str:
 def _facts(view: RunView) -> str:
     s = view.status
     usage = s["usage"]
-    status = f'<span class="phase {h(s["status"])}" id="status">{h(s["status"])}</span> ({h(s.get("phase") or "")})'
+    status = f'<span class="phase {h(s["status"])}" id="status">{h(s["status"])}</span>'
+    if s.get("phase") and s["phase"] != s["status"]:  # as status says it: "paused", not "paused (paused)"
+        status += f" ({h(s['phase'])})"
     rows = [
         ("status", status),
         ("agent", h(s.get("agent") or "?")),
@@ -99,7 +101,7 @@ def _facts(view: RunView) -> str:
         rows.append(("forked", f"and {len(forks) - LISTED} more"))
     if s.get("paused"):
         p = s["paused"]
-        rows.append(("paused", h(f"before {p['where'].replace('_', ' ')} {p['turn']}: {p['why']}"[:CUT])))
+        rows.append(("paused", h(f"{pause_point(p['where'], p['turn'])}: {p['why']}"[:CUT])))
     if e := s.get("error"):
         rows.append(("error", f'<span class="refusal">{h(e["type"][:200])}: {h(e["message"][:CUT])}</span>'))
     rows += [("stalled", h(w["message"][:CUT])) for w in s.get("unserved") or []]  # client/stuck.py
