@@ -92,6 +92,28 @@ def test_each_key_alone_is_read_and_masked(name: str, field: str):
 
 
 @pytest.mark.pure
+@pytest.mark.parametrize(
+    "env, models, warned",
+    [
+        ({}, [None], True),  # LLM_MODEL, to OpenAI itself, with no key: refused every time
+        ({}, ["gpt-4.1", "anthropic:claude-sonnet-4-5"], True),
+        ({}, ["anthropic:claude-sonnet-4-5", "openai:gpt-4.1"], False),  # each names its provider
+        ({"OPENAI_API_KEY": "k-openai-7c1e"}, [None], False),
+        ({"LLM_BASE_URL": "http://127.0.0.1:11434/v1"}, [None], False),  # a local server needs none
+        ({}, [], False),  # a worker of the runs' own steps calls no model
+    ],
+)
+def test_a_worker_that_would_call_openai_without_a_key_warns_at_start(env, models, warned):
+    said = LLMSettings.from_env(env).keyless(models)
+    assert (said is not None) == warned
+    if warned:
+        assert said == (
+            "no LLM_API_KEY or OPENAI_API_KEY: https://api.openai.com/v1 refuses every model call without one "
+            "(set a key, or LLM_BASE_URL for a server that needs none)"
+        )
+
+
+@pytest.mark.pure
 def test_the_gemini_key_is_masked_under_either_name_and_gemini_s_own_name_wins():
     both = LLMSettings.from_env({"GEMINI_API_KEY": GEMINI_KEY, "GOOGLE_API_KEY": "k-google-0b7d3e9a1c5f"})
     assert both.gemini_api_key is not None and both.gemini_api_key.get_secret_value() == GEMINI_KEY

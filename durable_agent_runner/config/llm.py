@@ -10,7 +10,7 @@ is allowed (worker.py exits 2), never discovered mid-run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +25,7 @@ from durable_agent_runner.workflows.types import (
     DEFAULT_MODEL_RETRY_SECONDS,
     DEFAULT_MODEL_TIMEOUT,
     WireName,
+    split_model,
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -104,6 +105,19 @@ class LLMSettings(BaseModel):
         found = (self.api_key, self.openai_api_key, self.anthropic_api_key, self.gemini_api_key, *self.held_keys)
         completion = [self.completion.secret.get_secret_value()] if self.completion.secret else []
         return [k.get_secret_value() for k in found if k is not None] + self.notify.keys() + completion
+
+    def keyless(self, models: Iterable[str | None]) -> str | None:
+        """A warning for the worker's start when one of `models` (None: LLM_MODEL) would go to
+        OpenAI itself (LLM_BASE_URL's default) with no key, which it refuses every time; None
+        when none would (a key is set, another server is, or each model names its provider)."""
+        if self.api_key is not None or self.base_url.rstrip("/") != DEFAULT_BASE_URL:
+            return None
+        if not any(split_model(m or self.model)[0] == "llm" for m in models):
+            return None
+        return (
+            f"no LLM_API_KEY or OPENAI_API_KEY: {DEFAULT_BASE_URL} refuses every model call without one "
+            "(set a key, or LLM_BASE_URL for a server that needs none)"
+        )
 
     def auth_headers(self) -> dict[str, str]:
         if self.api_key is None:

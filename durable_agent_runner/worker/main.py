@@ -151,6 +151,9 @@ async def serve(args: argparse.Namespace) -> int:
             "model calls, tools or approval checks",
             ", ".join(args.tools or DEFAULT_TOOLS),
         )
+    keyless = settings.keyless(m for a in registry.agents() for m in [a.model, *a.fallback_models])
+    if keyless:
+        log.warning(keyless)
     said = settings.notify.said({a.name: a.notify for a in registry.agents()})
     log.info(said[0])
     for line in said[1:]:
