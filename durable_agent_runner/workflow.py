@@ -59,6 +59,7 @@ from temporalio.exceptions import (
 )
 from temporalio.workflow import ParentClosePolicy
 
+from durable_agent_runner.machine.texts import said
 from durable_agent_runner.workflows import types as t
 
 T = TypeVar("T")
@@ -174,7 +175,7 @@ def _why(err: ValueError) -> str:
     """A bad option as one line: `field: what is wrong; ...`."""
     if not isinstance(err, ValidationError):
         return str(err)
-    parts = [f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in err.errors(include_url=False)[:5]]
+    parts = [f"{'.'.join(map(str, e['loc'])) or 'options'}: {said(e)}" for e in err.errors(include_url=False)[:5]]
     return "; ".join(parts)
 
 

@@ -3,11 +3,19 @@ a run and an eval say in the same words."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 EXCERPT = 300
 # Event texts (a reply, the answer) are kept whole up to this size; queries stay far below
 # gRPC's 4 MB message limit, and `client.py result` prints an answer of any size.
 EVENT_TEXT = 32_000
 EVENTS_PAGE_BYTES = 1_000_000
+
+
+def said(error: Mapping[str, object]) -> str:
+    """One pydantic error's message as a person reads it: a validator's own words without the
+    `Value error, ` pydantic puts before them (every face that says a refused value says it so)."""
+    return str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
 
 
 def pause_point(where: str, turn: int) -> str:

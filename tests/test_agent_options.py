@@ -4,8 +4,10 @@ and the option it most likely meant, never dropped for the default."""
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 import pytest
+from pydantic import AfterValidator
 
 from durable_agent_runner import Agent, tool
 
@@ -89,3 +91,21 @@ def test_a_generator_is_not_a_tool(kind: str) -> None:
 
     with pytest.raises(TypeError, match=r"^tool 'cities' is a generator: a tool returns one value"):
         tool(cities if kind == "sync" else cities_async, name="cities")
+
+
+def served(city: str) -> str:
+    if city != "Paris":
+        raise ValueError("not a city we serve")
+    return city
+
+
+@tool
+def weather(city: Annotated[str, AfterValidator(served)]) -> str:
+    """The weather."""
+    return city
+
+
+def test_a_tool_s_own_validator_is_said_to_the_model_in_its_own_words() -> None:
+    """Before: `city: Value error, not a city we serve` (pydantic's prefix reached the model)."""
+    said = "invalid arguments for tool 'weather': city: not a city we serve (parameters: city)"
+    assert weather.validate('{"city": "Rome"}') == said

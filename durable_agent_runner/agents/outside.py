@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from durable_agent_runner.machine.texts import said
 from durable_agent_runner.workflows.types import OutsideSpec
 
 OPTIONS = ("outside_timeout_seconds", "on_outside_timeout", "outside_result")
@@ -39,4 +40,4 @@ def outside_spec(name: str, options: Mapping[str, Any]) -> OutsideSpec | None:
             | ({"on_timeout": outside["on_outside_timeout"]} if "on_outside_timeout" in outside else {})
         )
     except ValidationError as exc:
-        raise ValueError(f"tool '{name}': {'; '.join(str(e['msg']) for e in exc.errors(include_url=False))}") from None
+        raise ValueError(f"tool '{name}': {'; '.join(said(e) for e in exc.errors(include_url=False))}") from None

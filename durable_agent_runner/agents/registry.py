@@ -41,6 +41,7 @@ from pydantic import ValidationError
 from durable_agent_runner.agents.agent import Agent, AgentTool
 from durable_agent_runner.agents.tools import Tool
 from durable_agent_runner.machine.calls import unknown_tool
+from durable_agent_runner.machine.texts import said
 
 __all__ = ["Agent", "Registry", "RegistryError"]
 
@@ -184,5 +185,5 @@ def _why(exc: BaseException) -> str:
         errors = exc.errors(include_url=False)
         where = ".".join(str(x) for x in errors[0]["loc"])
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return f"{exc.title}: {where + ': ' if where else ''}{errors[0]['msg']}{more}"
+        return f"{exc.title}: {where + ': ' if where else ''}{said(errors[0])}{more}"
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

@@ -47,6 +47,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from durable_agent_runner.agents import executor
 from durable_agent_runner.agents.outside import outside_spec
 from durable_agent_runner.machine import bounds
+from durable_agent_runner.machine.texts import said
 from durable_agent_runner.workflows.types import ToolResult, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -386,7 +387,7 @@ def describe_errors(exc: ValidationError, limit: int = 10, whole: str = "argumen
     """Validation errors in one line a model can act on: `where: what; ...` (`whole`: the name
     of an error that is about the value as a whole)."""
     errors = exc.errors(include_url=False)
-    parts = [f"{'.'.join(map(str, e['loc'])) or whole}: {e['msg']}" for e in errors[:limit]]
+    parts = [f"{'.'.join(map(str, e['loc'])) or whole}: {said(e)}" for e in errors[:limit]]
     if len(errors) > limit:
         parts.append(f"... and {len(errors) - limit} more")
     return "; ".join(parts)

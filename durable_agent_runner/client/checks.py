@@ -19,6 +19,7 @@ from durable_agent_runner.activities import wire
 from durable_agent_runner.config.env import login_name
 from durable_agent_runner.config.files import repeated_key
 from durable_agent_runner.config.values import queue_name
+from durable_agent_runner.machine import texts
 from durable_agent_runner.machine.bounds import OutsideDataError, check_value, parse_json
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.types.questions import MAX_CHOICES
@@ -236,8 +237,7 @@ def arguments(value: object, field: str = "args") -> dict[str, Any] | None:
 def first_error(err: ValidationError) -> tuple[str, str]:
     """A pydantic error as (the field it is about, its message), for one line."""
     first = err.errors(include_url=False)[0]
-    said = str(first["msg"]).removeprefix("Value error, ")  # pydantic's words for a validator's ValueError
-    return ".".join(str(x) for x in first["loc"]), said
+    return ".".join(str(x) for x in first["loc"]), texts.said(first)
 
 
 def body(model: type[M], **values: object) -> M:

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from durable_agent_runner.config.files import repeated_key, yaml_once
 from durable_agent_runner.machine.bounds import OutsideDataError, check_value, parse_json
+from durable_agent_runner.machine.texts import said
 
 from .cases import MAX_CASES, Case, Dataset
 from .context import one_line
@@ -119,7 +120,7 @@ def dataset_from_value(data: object, source: str, default_name: str) -> Dataset:
     except ValidationError as err:
         first = first_error(err)
         more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
-        msg = one_line(f"{source}: {_where(data, first['loc'])}: {first['msg']}{more}", 500)
+        msg = one_line(f"{source}: {_where(data, first['loc'])}: {said(first)}{more}", 500)
         raise DatasetError(msg) from None
     _check_specs(dataset, source)
     return dataset

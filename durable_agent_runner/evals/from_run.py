@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError, field_validator
 
+from durable_agent_runner.machine.texts import said
 from durable_agent_runner.workflows import types as t
 
 MAX_POINT_MESSAGES = 10_000
@@ -34,7 +35,7 @@ class RunPoint(BaseModel):
         except ValidationError as err:
             first = err.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"message {where}: {first['msg']}") from None
+            raise ValueError(f"message {where}: {said(first)}") from None
         return messages
 
     def transcript(self) -> list[t.Message]:

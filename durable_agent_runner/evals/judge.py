@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from durable_agent_runner.machine.bounds import OutsideDataError, parse_json
+from durable_agent_runner.machine.texts import said
 
 from .context import EvaluationResult, EvaluatorContext, one_line
 from .registry import Evaluator, EvaluatorOutput, register
@@ -130,7 +131,7 @@ def parse_verdict(judge: LLMJudge, name: str, reply: str) -> list[EvaluationResu
         verdict = _verdict(reply)
     except ValidationError as err:
         first = err.errors()[0]
-        why = f"{first['loc'][0] if first['loc'] else 'verdict'}: {first['msg']}"
+        why = f"{first['loc'][0] if first['loc'] else 'verdict'}: {said(first)}"
         return [EvaluationResult(name=name, error=one_line(f"judge verdict refused: {why}", 300))]
     except ValueError as err:
         why = str(err)

@@ -20,6 +20,8 @@ from typing import Any, ClassVar, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_serializer, model_validator
 from pydantic_core import ErrorDetails
 
+from durable_agent_runner.machine.texts import said
+
 from .context import EvaluationReason, EvaluatorContext, one_line
 
 EvaluatorOutput = bool | int | float | str | EvaluationReason
@@ -150,7 +152,7 @@ def build(spec: EvaluatorSpec) -> Evaluator:
         except ValidationError as err:
             first = first_error(err)
             where = ".".join(str(p) for p in first["loc"]) or "arguments"
-            raise EvaluatorSpecError(one_line(f"{spec.name}: {where}: {first['msg']}", 300)) from None
+            raise EvaluatorSpecError(one_line(f"{spec.name}: {where}: {said(first)}", 300)) from None
     if isinstance(target, type):
         raise EvaluatorSpecError(f"{spec.name} is a class that is not an Evaluator")
     args: tuple[JsonValue, ...] = spec.args or ()
