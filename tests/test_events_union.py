@@ -201,3 +201,18 @@ def test_watch_and_chat_show_a_newer_kind_by_its_kind_and_words():
     out = io.StringIO()
     ChatPrinter("run-1", as_json=False, out=out, stream=True, info=out).event(newer)
     assert "· tool_retried: send: attempt 2" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("kind", "detail", "mark"),
+    [
+        ("approval_decided", "approved by ann", "✔"),
+        ("approval_decided", "rejected: not today by ann", "✗"),  # was ✔, as if it had been approved
+        ("call_resolved", "run again by ann", "✔"),
+        ("call_resolved", "failed: it did not happen by ann", "✗"),
+    ],
+)
+def test_watch_marks_a_rejection_and_a_failed_resolution_as_not_done(kind, detail, mark):
+    out = io.StringIO()
+    Printer("run-1", as_json=False, out=out).event(event(kind, call_id="c1", tool="send", detail=detail))
+    assert out.getvalue() == f"  {mark} send c1: {detail}\n"

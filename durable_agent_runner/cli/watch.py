@@ -155,8 +155,9 @@ class Printer:
             case t.ApprovalRequestedEvent():
                 hint = f"{cli()} approve {self.run_id} {ev.call_id}"
                 return f"  ⏸ waiting for approval: {ev.detail}  ({hint})\n"
-            case t.ApprovalDecidedEvent() | t.CallResolvedEvent():
-                return f"  ✔ {ev.tool} {ev.call_id}: {ev.detail}\n"
+            case t.ApprovalDecidedEvent() | t.CallResolvedEvent():  # "rejected: …", "failed: …" said so
+                mark = "✗" if ev.detail.startswith(("rejected", "failed")) else "✔"
+                return f"  {mark} {ev.tool} {ev.call_id}: {ev.detail}\n"
             case t.FinalEvent():  # the answer is the reply just shown; repeat it only if it was not
                 return f"✓ final answer (turn {ev.turn})\n" if self.answered == ev.turn else f"\n{ev.text}\n"
             case t.HandoffEvent():
