@@ -88,11 +88,17 @@ def _text(raw: object) -> object:
     return raw
 
 
+RESERVED_QUEUES = "/_sys/"  # Temporal's prefix for its internal task queues
+
+
 def queue_name(raw: object) -> object:
     """A task queue's name (AGENT_TASK_QUEUE, `--task-queue`, `task_queue=`): printable, with no
-    blank at either end, short enough that an agent's name and version still fit after it."""
+    blank at either end, short enough that an agent's name and version still fit after it, and
+    not in Temporal's own `/_sys/` (a worker would poll a queue no run can be started on)."""
     if isinstance(raw, str) and not (0 < len(raw) <= MAX_QUEUE and raw.isprintable() and raw == raw.strip()):
         raise ValueError(f"1-{MAX_QUEUE} printable characters with no space at either end")
+    if isinstance(raw, str) and raw.startswith(RESERVED_QUEUES):
+        raise ValueError(f"a name outside {RESERVED_QUEUES}, which Temporal keeps for its own queues")
     return raw
 
 
