@@ -270,3 +270,30 @@ def test_settings_of_a_given_mapping_read_that_mapping_alone(monkeypatch: pytest
     monkeypatch.setenv("PAYLOAD_STORE_DIR", "/from/the/process")
     assert ClientSettings.load({}).payload_store_dir is None
     assert ClientSettings.load().payload_store_dir == "/from/the/process"
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        (
+            {"TEMPORAL_ADDRESS": "http://localhost:7233"},  # the SDK warned, and will refuse it
+            "TEMPORAL_ADDRESS must be the server's host:port, not a URL (no http:// or https://), "
+            "not 'http://localhost:7233'",
+        ),
+        (  # every link the CLI and the console print would have begun ftp://
+            {"TEMPORAL_UI_URL": "ftp://x"},
+            "TEMPORAL_UI_URL must be an http:// or https:// URL with a host, and no blanks, not 'ftp://x'",
+        ),
+    ],
+)
+def test_temporal_s_address_and_the_web_ui_s_are_checked_where_the_client_reads_them(env, said) -> None:
+    with pytest.raises(SettingsError) as caught:
+        ClientSettings.load(env)
+    assert str(caught.value) == said
+
+
+def test_a_web_ui_url_loses_its_trailing_slash_so_links_have_one() -> None:
+    ui = ClientSettings.load({"TEMPORAL_UI_URL": "http://ui.example.com:8080/"}).ui_url
+    assert ui == "http://ui.example.com:8080"
+    address = ClientSettings.load({"TEMPORAL_ADDRESS": "temporal.internal:7233"}).temporal_address
+    assert address == "temporal.internal:7233"

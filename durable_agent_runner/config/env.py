@@ -51,6 +51,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from durable_agent_runner.config.values import (
     SHOWN,
+    Address,
     ApiKey,
     Attempts,
     AttemptSeconds,
@@ -173,8 +174,9 @@ class ClientSettings(ShellSettings):
     """What `client.py` (and so also a worker) reads from the environment."""
 
     task_queue: QueueName = Field("agent-runner", validation_alias=_env("AGENT_TASK_QUEUE"))
-    ui_url: Text = Field("http://localhost:8233", validation_alias=_env("TEMPORAL_UI_URL"))
+    ui_url: Url = Field("http://localhost:8233", validation_alias=_env("TEMPORAL_UI_URL"))
     # Read by temporalio's envconfig (config/connection.py), checked here before it is.
+    temporal_address: Address | None = Field(None, validation_alias=_env("TEMPORAL_ADDRESS"))
     temporal_tls: TlsSwitch | None = Field(None, validation_alias=_env("TEMPORAL_TLS"))
     capture_dir: Text = Field(DEFAULT_CAPTURE_DIR, validation_alias=_env("LLM_CAPTURE_DIR"))
     codec_keys: SecretStr | None = Field(None, validation_alias=_env("PAYLOAD_CODEC_KEYS"))  # payloads/codec.py

@@ -42,6 +42,14 @@ def _switch(raw: object) -> object:
     return raw
 
 
+def _address(raw: object) -> object:
+    """TEMPORAL_ADDRESS as temporalio connects to it: host:port, not a URL (the SDK warns of a
+    scheme, and will refuse it)."""
+    if isinstance(raw, str) and "://" in raw:
+        raise ValueError("the server's host:port, not a URL (no http:// or https://)")
+    return raw
+
+
 def _tls_switch(raw: object) -> object:
     """TEMPORAL_TLS as temporalio's envconfig reads it: true/false/1/0 in any case. It takes any
     other word (`off`, `no`) as TLS on, against a plaintext server too, so those are refused."""
@@ -213,6 +221,7 @@ def choice_word(raw: object) -> object:
 
 Switch = Annotated[bool, BeforeValidator(_switch)]
 TlsSwitch = Annotated[bool, BeforeValidator(_tls_switch)]
+Address = Annotated[str, BeforeValidator(_address)]
 Url = Annotated[str, BeforeValidator(_url)]
 Text = Annotated[str, BeforeValidator(_text)]
 QueueName = Annotated[str, BeforeValidator(queue_name)]
