@@ -305,14 +305,15 @@ def after_tools(step: RunTools, results: dict[str, ToolMessage]) -> list[ToolMes
 
 
 def describe_call(call: ToolCall, limit: int = 100) -> str:
-    """A one-line, human-readable rendering of a call for the UI: `get_weather(city=Tokyo)`."""
+    """A one-line, human-readable rendering of a call for the UI: `get_weather(city=Tokyo)`, its
+    arguments cut to fit `limit` inside their parentheses (`research(input=Look up order 1…)`)."""
     args = call.args
-    if args is not None:
-        parts = [f"{k}={_short(v)}" for k, v in args.items()]
-        text = f"{call.name}({', '.join(parts)})"
-    else:
-        text = f"{call.name}({call.arguments[:limit]})"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    inner = ", ".join(f"{k}={_short(v)}" for k, v in args.items()) if args is not None else call.arguments
+    room = max(limit - len(call.name) - 2, 1)
+    if len(inner) > room:
+        inner = inner[: room - 1] + "…"
+    text = f"{call.name}({inner})"
+    return text if len(text) <= limit else text[: limit - 1] + "…"  # a name longer than the line
 
 
 def _short(value: object) -> str:

@@ -171,7 +171,8 @@ def test_describe_call_is_short_and_readable():
     assert describe_call(call("c", "add", "not json")) == "add(not json)"
     assert describe_call(call("c", "f", '{"text": "' + "x" * 500 + '"}')) == "f(text=" + "x" * 39 + "…)"
     many = describe_call(call("c", "f", '{"a": "' + "y" * 30 + '", "b": "' + "z" * 30 + '"}'), limit=60)
-    assert len(many) == 60 and many.endswith("…")
+    assert len(many) == 60 and many.endswith("…)")  # cut inside its parentheses: was `…` with no `)`
+    assert describe_call(call("c", "n" * 70, "{}"), limit=60) == "n" * 59 + "…"  # a name longer than the line
 
 
 # ------------------------------------------------------------------ calls run with the reply
