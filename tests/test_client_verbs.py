@@ -17,6 +17,7 @@ import pytest
 
 import durable_agent_runner as dar
 from durable_agent_runner import Agent, Registry
+from durable_agent_runner.cli.status import render_status
 from durable_agent_runner.client import RunEvent, RunRow, StillRunning, WaitingFor
 from durable_agent_runner.client.follow import Closed
 from durable_agent_runner.client.sessions import NotAnswered
@@ -211,9 +212,18 @@ async def test_export_holds_a_child_runs_answer(api, worker_factory, llm):
         assert await run.result() == "at six"
         children = await until(run.children)
         lines = await run.export()
+        info, child = await run.status(), await api.get(children[0]["run_id"]).status()
     (answer,) = [line for line in lines if line["type"] == "tool_result"]
     assert answer["tool"] == "ask" and answer["output"] == "the tide turns at six" and not answer["is_error"]
     assert answer["child_run_id"] == children[0]["run_id"] and answer["agent"] == "helper"
+    # status names the runs a run started and, on a child, its parent: each points to the other
+    (named,) = info.children
+    tokens = child.usage.total_tokens
+    assert named == {"run_id": child.run_id, "agent": "helper", "status": "completed", "total_tokens": tokens}, named
+    assert child.parent == run.id and child.children == []
+    said = render_status(info.as_dict()), render_status(child.as_dict())
+    assert f"child:   {child.run_id}  helper · completed · {tokens} tokens" in said[0].splitlines()
+    assert f"parent:  {run.id} (it started this run: an agent used as a tool)" in said[1].splitlines()
 
 
 async def test_a_sessions_exchange_can_be_read_without_waiting(api, worker_factory, llm, agents):

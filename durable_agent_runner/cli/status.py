@@ -56,6 +56,10 @@ def render_status(s: dict[str, Any]) -> str:
         lines.append(f"fork of: {f['run_id']} before model call {f['turn']}{live}")
     for f in s.get("forks", []):
         lines.append(f"forked:  {f['run_id']} from model call {f['turn']} at {f['started_at'][:19]}")
+    if s.get("parent"):
+        lines.append(f"parent:  {s['parent']} (it started this run: an agent used as a tool)")
+    for c in s.get("children", []):
+        lines.append(f"child:   {c['run_id']}  {c['agent'] or '?'} · {c['status']} · {c['total_tokens'] or 0} tokens")
     if s.get("session"):
         c = s["session"]
         queued = f", {c['queued']} queued" if c["queued"] else ""

@@ -17,7 +17,7 @@ from durable_agent_runner.client import schedule_specs
 from durable_agent_runner.client.checks import BadArgument
 from durable_agent_runner.client.errors import STATUS_NAMES
 from durable_agent_runner.client.schedule_specs import SCHEDULED_BY
-from durable_agent_runner.client.status import ui_url
+from durable_agent_runner.client.status import children_query, ui_url
 from durable_agent_runner.workflows import types as t
 from durable_agent_runner.workflows.patches import RELEASE_2_PATCH
 
@@ -132,7 +132,7 @@ async def runs_page(client: Client, query: str, ui: str, token: str = "", page_s
 async def children(client: Client, run_id: str, ui: str, depth: int = 2, limit: int = 50) -> list[dict[str, Any]]:
     """The runs this one started (agents as tools), each a row with its own `children`, `depth`
     levels down; [] when the store cannot say."""
-    query = f'ParentWorkflowId={json.dumps(run_id)} AND WorkflowType="{t.WORKFLOW_NAME}"'
+    query = children_query(run_id)
     out = []
     try:
         async for wf in client.list_workflows(query, limit=limit, rpc_timeout=READ_TIMEOUT):

@@ -91,6 +91,7 @@ class RunInfo(BaseModel):
     retrying: list[dict[str, Any]] = []
     budget: dict[str, Any] | None = None  # runs with a budget: spent, reserved, left for the run and its tree
     parent: str | None = None  # a child run (an agent used as a tool): the run that started it
+    children: list[dict[str, Any]] = []  # the runs it started (its agents used as tools): run_id, agent, status, tokens
     schedule: str | None = None  # a run a schedule started: the schedule's name
     scores: RunScores | None = None  # a completed run its agent's evaluators scored (online scoring)
     note: str | None = None
@@ -120,6 +121,22 @@ async def forks_of(client: Client, run_id: str, limit: int = 20) -> list[dict[st
         memo = await wf.memo()
         turn = (memo.get("forked_from") or {}).get("turn")
         out.append({"run_id": wf.id, "turn": turn, "started_at": wf.start_time.isoformat()})
+    return out
+
+
+def children_query(run_id: str) -> str:
+    """The visibility query for the runs `run_id` started: its agents used as tools."""
+    return f'ParentWorkflowId={json.dumps(run_id)} AND WorkflowType="{t.WORKFLOW_NAME}"'
+
+
+async def children_of(client: Client, run_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    """The runs `run_id` started, as status names them: id, agent, status, tokens."""
+    out = []
+    async for wf in client.list_workflows(children_query(run_id), limit=limit, rpc_timeout=READ):
+        sa, status = wf.typed_search_attributes, STATUS_NAMES.get(wf.status, "unknown") if wf.status else "unknown"
+        out.append(
+            {"run_id": wf.id, "agent": sa.get(t.SA_AGENT), "status": status, "total_tokens": sa.get(t.SA_TOKENS)}
+        )
     return out
 
 
@@ -165,6 +182,8 @@ async def gather(
     forks = await forks_of(client, handle.id)
     if forks:
         out["forks"] = forks
+    if children := await children_of(client, handle.id):
+        out["children"] = children
     if out["status"] == "completed" and (scores := await scores_of(client, handle.id)) is not None:
         out["scores"] = scores
     retrying = [
