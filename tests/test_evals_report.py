@@ -268,3 +268,19 @@ def test_calls_to_a_model_without_a_price_are_said_beside_the_cost_on_every_face
     assert words in eval_section(done, rep, None)
     priced = report(status("e", [result("b", True, 0.5)]))
     assert "without a price" not in markdown(priced) and "$0.0100 ·" in markdown(priced)
+
+
+def test_a_baseline_of_another_dataset_with_no_case_in_common_is_said_so():
+    """Before: every case 'new' or 'gone', '0 regressed', and a --fail-on-regression gate passed
+    without a word that nothing had been compared."""
+    from durable_agent_runner.console.views import h
+    from durable_agent_runner.console.views_evals import diff_section
+
+    then = report(status("base", [result("x", True, 0.8)]).model_copy(update={"dataset": "weather"}))
+    now = report(status("now", [result("a", True, 0.8), result("b", False, 0.1)]))
+    diff = compare(now, then)
+    said = "the baseline ran dataset 'weather', this eval 'd'; no case in common: each is new or gone, and none can"
+    said += " regress"
+    assert diff.note == said and diff.regressed == []
+    assert f"Note: {said}." in markdown(now, diff).splitlines() and f"Note: {h(said)}." in diff_section(diff)
+    assert compare(now, now).note == ""

@@ -111,6 +111,7 @@ def diff_section(diff: Diff) -> str:
         f'<h2>Against <a href="{h(eval_href(diff.baseline))}">{h(diff.baseline)}</a></h2>',
         f'<p class="meta">pass rate {diff.pass_rate:+.1%} · cost {diff.usd:+.4f} USD · p50 {diff.p50_seconds:+.2f}s · '
         f"p95 {diff.p95_seconds:+.2f}s · {len(diff.regressed)} regressed · {len(diff.improved)} improved</p>",
+        *([f'<p class="refusal">Note: {h(diff.note)}.</p>'] if diff.note else []),
     ]
     moved = [c for c in diff.cases if c.change != "same"]
     if moved:

@@ -224,6 +224,7 @@ class Diff(_Model):
     usd: float  # total, now minus then
     p50_seconds: float
     p95_seconds: float
+    note: str = ""  # what makes the two hard to compare: another dataset, no case in common
 
 
 def _case_diff(now: CaseSummary | None, then: CaseSummary | None, name: str) -> CaseDiff:
@@ -258,6 +259,11 @@ def compare(now: Report, then: Report) -> Diff:
     b = {c.case: c for c in then.cases}
     names = [*a, *(n for n in b if n not in a)]
     cases = [_case_diff(a.get(n), b.get(n), n) for n in names]
+    notes = []
+    if then.dataset != now.dataset:
+        notes.append(f"the baseline ran dataset {then.dataset!r}, this eval {now.dataset!r}")
+    if a and b and not a.keys() & b.keys():
+        notes.append("no case in common: each is new or gone, and none can regress")
     return Diff(
         eval_id=now.eval_id,
         baseline=then.eval_id,
@@ -268,6 +274,7 @@ def compare(now: Report, then: Report) -> Diff:
         usd=round(now.usd - then.usd, 8),
         p50_seconds=round(now.p50_seconds - then.p50_seconds, 3),
         p95_seconds=round(now.p95_seconds - then.p95_seconds, 3),
+        note="; ".join(notes),
     )
 
 
@@ -363,6 +370,8 @@ def diff_markdown(diff: Diff) -> str:
         f"pass rate {diff.pass_rate:+.1%} · cost {diff.usd:+.4f} USD · p50 {diff.p50_seconds:+.2f}s · "
         f"p95 {diff.p95_seconds:+.2f}s · {len(diff.regressed)} regressed · {len(diff.improved)} improved",
     ]
+    if diff.note:
+        lines += ["", f"Note: {diff.note}."]
     moved = [c for c in diff.cases if c.change != "same"]
     if moved:
         lines += ["", "| case | change | pass rate | scores | USD | s |", "| --- | --- | --- | --- | --- | --- |"]
