@@ -298,7 +298,7 @@ def test_status_prints_the_runs_and_the_trees_budget():
     assert lines[0] == "budget:  run  700 spent · 300 reserved · 0 left of 1000 tokens"
     assert lines[1] == "budget:  tree 850 spent · 150 reserved · 0 left of 1000 tokens"
     assert lines[2].endswith("raise it with `durable-agent-runner resume r --add-usd X | --add-tokens N`")
-    assert lines[3] == "child:   r.call_1 (its share: 300 tokens)"
+    assert lines[3] == "share:   r.call_1 holds 300 tokens of it (a child run)"  # status's `child:` lines list the runs
     from durable_agent_runner.console.views_budget import budget_rows
 
     assert any("durable-agent-runner resume r --add-tokens N | --add-usd X" in v for _, v in budget_rows(view, "r"))
@@ -316,6 +316,7 @@ def test_a_budget_a_last_call_overshot_shows_nothing_left_and_how_far_over():
     lines = render_budget(view, "r")
     assert lines[0] == "budget:  run  2729 spent · 0 reserved · 0 left (229 over) of 2500 tokens"
     assert lines[1] == "budget:  run  $0.5200 spent · $0.0000 reserved · $0 left ($0.0200 over) of $0.5000"
+    assert len(lines) == 2  # no child run: the tree's lines would say the run's again
     shown = " ".join(text for _, text in budget_rows(view, "r"))
     assert "<b>0 left (229 over)</b> of 2,500 tokens" in shown and "<b>$0.0000 left ($0.0200 over)</b>" in shown
     assert "-" not in shown.replace("class=", "")

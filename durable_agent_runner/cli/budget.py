@@ -22,7 +22,7 @@ def render_budget(b: dict[str, Any], run_id: str) -> list[str]:
     for scope in ("run", "tree"):
         for kind in KINDS:
             line = b[scope][kind]
-            if line is None:
+            if line is None or (scope == "tree" and line == b["run"][kind]):  # no child: the tree is the run
                 continue
             over = -line["left"] if line["left"] < 0 else 0  # a last call's overshoot (docs: what-runs-once.md)
             if kind == "tokens":
@@ -41,7 +41,7 @@ def render_budget(b: dict[str, Any], run_id: str) -> list[str]:
             x for x in (f"{c['tokens']} tokens" if c["tokens"] is not None else "",
                         f"${c['usd']:.4f}" if c["usd"] is not None else "") if x
         )  # fmt: skip
-        lines.append(f"child:   {c['child_id']} (its share: {share or 'none'})")
+        lines.append(f"share:   {c['child_id']} holds {share or 'no share'} of it (a child run)")
     return lines
 
 
