@@ -105,7 +105,10 @@ async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, clien
     empty.write_text("name: empty\ncases: []\n")
     for args, words in [
         (["eval", "run", str(empty), "--agent", "scripted"], f"{empty}: dataset 'empty' has no cases to run"),
-        (["eval", "run", str(data), "--agent", "scripted", "--concurrency", "0"], "outside 1..50"),
+        (["eval", "run", str(data), "--agent", "scripted", "--concurrency", "0"], "must be from 1 to 50, not 0"),
+        # was `0 is outside 1e-09..1e+09`
+        (["eval", "run", str(data), "--agent", "sc", "--budget-usd", "0"], "more than 0 and at most 1,000,000,000"),
+        (["eval", "add-case", str(data), "some-run", "--at-turn", "0"], "must be from 1 to 1,000,000, not 0"),
         (["eval", "run", str(tmp_path / "none.yaml"), "--agent", "scripted"], "cannot read"),
         (["eval", "run", str(data), "--agent", "scripted", "--fail-on-regression"], "needs --baseline"),
         (["eval", "status", "no-such-eval"], "no eval with id 'no-such-eval'"),

@@ -35,10 +35,16 @@ def _number(kind: type[int] | type[float], low: float, high: float) -> Callable[
             raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text[:40]!r}")
         value = kind(text)
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{text} is outside {low:g}..{high:g}")
+            span = f"more than 0 and at most {_said(high)}" if 0 < low < 1e-6 else f"from {_said(low)} to {_said(high)}"
+            raise argparse.ArgumentTypeError(f"must be {span}, not {text[:40]}")
         return value
 
     return parse
+
+
+def _said(bound: float) -> str:
+    """A bound as a person reads it: 1,000,000, not 1e+06."""
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
 def _dataset(text: str) -> Dataset:
