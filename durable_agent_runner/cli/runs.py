@@ -61,10 +61,13 @@ def check_run(args: argparse.Namespace) -> None:
     against the models named (the line names the model and the setting)."""
     args.settings = model_settings(args)
     try:
+        checks.max_turns(args.max_turns)
         if args.id is not None:
             checks.new_run_id(args.id)
         if args.fallback_model is not None:
             checks.models(args.fallback_model, "fallback-model", first=args.model)
+    except checks.BadArgument as err:
+        raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
     except ValueError as err:
         raise UsageError(f"--{err}") from None
     try:
