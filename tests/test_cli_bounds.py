@@ -203,7 +203,7 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         # and numbers are written in ASCII digits: int() and float() took '٣' (Arabic-Indic 3) and '1_0'
         (["run", "--max-turns", "٣", "hi"], "argument --max-turns: not a whole number: '٣'"),
         # the client's bound, named by its flag before connecting: was `max_turns: must be between …`
-        (["run", "--max-turns", "99999", "hi"], "client.py: error: --max-turns: must be between 1 and 10,000"),
+        (["run", "--max-turns", "99999", "hi"], "error: --max-turns: must be between 1 and 10,000"),
         (["fork", "r", "--at-turn", "١"], "argument --at-turn: invalid int value: '١'"),
         (["run", "--temperature", "٠.5", "hi"], "argument --temperature: invalid float value: '٠.5'"),
         (["run", "--budget-tokens", "1_000", "hi"], "argument --budget-tokens: invalid int value: '1_000'"),
