@@ -3,6 +3,7 @@ a run and an eval say in the same words."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 EXCERPT = 300
@@ -14,8 +15,13 @@ EVENTS_PAGE_BYTES = 1_000_000
 
 def said(error: Mapping[str, object]) -> str:
     """One pydantic error's message as a person reads it: a validator's own words without the
-    `Value error, ` pydantic puts before them (every face that says a refused value says it so)."""
-    return str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    `Value error, ` pydantic puts before them, and a bound's digits grouped (`less than or equal
+    to 1,000,000,000`): every face that says a refused value says it so."""
+    text = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return _BOUND.sub(lambda m: f"{m[1]}{int(m[2]):,}", text)
+
+
+_BOUND = re.compile(r"(should be (?:greater|less) than (?:or equal to )?)(\d{5,})\b")
 
 
 def pause_point(where: str, turn: int) -> str:

@@ -421,3 +421,9 @@ def test_the_client_refuses_a_setting_only_where_the_named_model_lacks_it_on_eve
             checks.settings_fit([model], fit)
     else:
         checks.settings_fit([model], fit)
+
+
+async def test_a_bound_past_ten_thousand_is_said_with_its_digits_grouped(api):
+    """Before: `budget_tokens: Input should be less than or equal to 1000000000000`."""
+    with pytest.raises(ValueError, match=r"less than or equal to 1,000,000,000,000$"):
+        await api.start("demo", "hi", budget_tokens=10**14)
