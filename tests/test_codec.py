@@ -321,6 +321,57 @@ def test_the_codec_server_refuses_a_bad_length_and_drops_a_body_that_never_comes
     assert http(codec_server, "POST", "/encode", as_json(payload("still serving")))[0] == 200
 
 
+TOKEN = "codec-token-5e8a1f0c7b2d"
+
+
+def test_with_codec_token_every_post_must_carry_it():
+    """It holds the keys: without the token it decrypts for no one (401), and still answers the
+    browser's preflight, which carries no credentials."""
+    server = CodecServer(("127.0.0.1", 0), codec(), [UI_ORIGIN], token=TOKEN)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        body = json.dumps(as_json(payload("secret"))).encode()
+        for given in (None, "Bearer nope", f"Token {TOKEN}", f"Bearer {TOKEN}x"):
+            headers = {"Content-Type": "application/json"} | ({"Authorization": given} if given else {})
+            request = urllib.request.Request(server.url + "/encode", data=body, method="POST", headers=headers)
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(request, timeout=10)
+            assert refused.value.code == 401, given
+            assert json.loads(refused.value.read()) == {"error": "Authorization: Bearer CODEC_TOKEN is required"}
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"}
+        request = urllib.request.Request(server.url + "/encode", data=body, method="POST", headers=headers)
+        with urllib.request.urlopen(request, timeout=10) as answered:
+            assert answered.status == 200
+        assert http(server, "OPTIONS", "/decode")[0] == 204
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.parametrize(("host", "code"), [("0.0.0.0", 2), ("127.0.0.1", 0)])
+def test_the_codec_server_refuses_to_listen_beyond_this_machine_without_a_token(
+    host: str, code: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: `--host 0.0.0.0` served every payload's plaintext to whoever reached it."""
+    import argparse
+
+    from durable_agent_runner.cli import codec_server as cs
+
+    monkeypatch.setenv("PAYLOAD_CODEC_KEYS", KEYS)
+    monkeypatch.delenv("CODEC_TOKEN", raising=False)
+    monkeypatch.setattr(cs.CodecServer, "serve_forever", lambda self: None)  # started, then stopped at once
+    args = argparse.Namespace(host=host, port=0, origin=None)
+    assert cs.cmd_codec_server(args) == code
+    err = capsys.readouterr().err
+    if code:
+        assert err.startswith(f"client.py: error: refusing to listen on {host} without CODEC_TOKEN: anyone who")
+    monkeypatch.setenv("CODEC_TOKEN", TOKEN)
+    assert cs.cmd_codec_server(args) == 0
+    assert "every POST needs Authorization: Bearer CODEC_TOKEN" in capsys.readouterr().out
+
+
 # --------------------------------------------------------------------------- startup errors
 
 

@@ -297,3 +297,14 @@ def test_a_web_ui_url_loses_its_trailing_slash_so_links_have_one() -> None:
     assert ui == "http://ui.example.com:8080"
     address = ClientSettings.load({"TEMPORAL_ADDRESS": "temporal.internal:7233"}).temporal_address
     assert address == "temporal.internal:7233"
+
+
+def test_every_secret_setting_is_one_a_refusal_never_quotes() -> None:
+    """A bad CODEC_TOKEN was quoted back whole (`not 'short'`) until it joined SECRETS."""
+    from durable_agent_runner.config.env import SECRETS
+
+    secret = [f.validation_alias for f in WorkerSettings.model_fields.values() if "SecretStr" in repr(f.annotation)]
+    assert secret and all(isinstance(name, str) and name in SECRETS for name in secret), secret
+    with pytest.raises(SettingsError) as caught:
+        ClientSettings.load({"CODEC_TOKEN": "short"})
+    assert "short" not in str(caught.value) and "(not shown)" in str(caught.value)

@@ -6,13 +6,16 @@ Payload in protobuf JSON: base64 metadata values and data), and answers in kind.
 matched: UI 2.54 posts to `/decode?preserveStorageRefs=true`. A payload this codec did not
 encrypt, an external-storage reference among them, comes back as it went. CORS is answered for
 the UI's origins (`--origin`, repeatable), with credentials, so the UI's "include cookies"
-setting works too. It holds the keys: bind it to localhost, or put authentication in front.
+setting works too. It holds the keys, so it is a decryption service to whoever reaches it: on
+a host other than loopback it refuses to start without CODEC_TOKEN, and with that token every
+POST must carry `Authorization: Bearer TOKEN` (`temporal --codec-auth`, or your proxy), else 401.
 The standard library's threaded HTTP server is enough for one UI's requests.
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import logging
 import sys
@@ -39,9 +42,12 @@ log = logging.getLogger("codec-server")
 class CodecServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], codec: EncryptionCodec, origins: Sequence[str]) -> None:
+    def __init__(
+        self, address: tuple[str, int], codec: EncryptionCodec, origins: Sequence[str], token: str | None = None
+    ) -> None:
         self.codec = codec
         self.origins = {o.rstrip("/") for o in origins}
+        self.token = token  # CODEC_TOKEN: every POST must carry it
         super().__init__(address, _Handler)
 
     @property
@@ -63,6 +69,12 @@ class _Handler(BaseHTTPRequestHandler):
             "/encode": self.server.codec.encode_sync,
             "/decode": self.server.codec.decode_sync,
         }
+        token = self.server.token
+        if token and not hmac.compare_digest(
+            self.headers.get("Authorization", "").encode(), f"Bearer {token}".encode()
+        ):
+            self.close_connection = True  # its body stays unread
+            return self._error(HTTPStatus.UNAUTHORIZED, "Authorization: Bearer CODEC_TOKEN is required")
         step = steps.get(urlsplit(self.path).path.rstrip("/"))
         if step is None:
             return self._error(HTTPStatus.NOT_FOUND, "POST /encode or /decode")
@@ -134,22 +146,33 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
 def cmd_codec_server(args: argparse.Namespace) -> int:
     """Runs until interrupted. Needs no Temporal connection, only the keys: client.py calls it
     directly, not through the command dispatch that connects first."""
+    from durable_agent_runner.config.env import ClientSettings, SettingsError
+    from durable_agent_runner.console.security import is_loopback
+
     try:
         keyring = keyring_from_env()
-    except CodecConfigError as err:
+        secret = ClientSettings.load().codec_token
+    except (CodecConfigError, SettingsError) as err:
         print(f"client.py: error: {err}", file=sys.stderr)
+        return 2
+    token = secret.get_secret_value() if secret is not None else None
+    if not is_loopback(args.host) and not token:
+        print(f"client.py: error: refusing to listen on {args.host} without CODEC_TOKEN: anyone who reaches it "
+              "could decrypt every payload. Set CODEC_TOKEN (16-256 letters, digits, -_.~; callers send "
+              "Authorization: Bearer TOKEN), or keep the default --host 127.0.0.1", file=sys.stderr)  # fmt: skip
         return 2
     if keyring is None:
         print(f"client.py: error: {ENV} is not set: there is nothing to decode", file=sys.stderr)
         return 2
     try:
-        server = CodecServer((args.host, args.port), EncryptionCodec(keyring), args.origin or [DEFAULT_ORIGIN])
+        server = CodecServer((args.host, args.port), EncryptionCodec(keyring), args.origin or [DEFAULT_ORIGIN], token)
     except OSError as err:
         print(f"client.py: error: cannot listen on {args.host}:{args.port}: {err.strerror or err} "
               "(choose another --port or --host)", file=sys.stderr)  # fmt: skip
         return 2
     origins = ", ".join(sorted(server.origins))
-    print(f"codec server on {server.url} (keys: {', '.join(keyring.ids)}; UI origins: {origins})", flush=True)
+    guard = "; every POST needs Authorization: Bearer CODEC_TOKEN" if token else ""
+    print(f"codec server on {server.url} (keys: {', '.join(keyring.ids)}; UI origins: {origins}{guard})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -93,7 +93,7 @@ DEFAULT_CAPTURE_DIR = ".state/captures"  # LLM_CAPTURE_DIR's default (activities
 SECRETS = frozenset({
     "CONSOLE_TOKEN", "LLM_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
     "TEMPORAL_API_KEY", "PAYLOAD_CODEC_KEYS", "NOTIFY_WEBHOOK_SECRET", "NOTIFY_SLACK_WEBHOOK_URL", "SMTP_PASSWORD",
-    "COMPLETION_SECRET",
+    "COMPLETION_SECRET", "CODEC_TOKEN",
 })  # fmt: skip
 MAX_NAME = 200  # characters of a login name kept as who decided (the CLI's --by takes as many)
 
@@ -186,6 +186,8 @@ class ClientSettings(ShellSettings):
     capture_content: Switch = Field(False, validation_alias=_env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"))
     # `client.py console`: every request must carry it (durable_agent_runner/console/security.py).
     console_token: ConsoleToken | None = Field(None, validation_alias=_env("CONSOLE_TOKEN"))
+    # `client.py codec-server`: every POST must carry it (durable_agent_runner/cli/codec_server.py).
+    codec_token: ConsoleToken | None = Field(None, validation_alias=_env("CODEC_TOKEN"))
     completion_secret: ConsoleToken | None = Field(None, validation_alias=_env("COMPLETION_SECRET"))
     completion_base_url: Url | None = Field(None, validation_alias=_env("COMPLETION_BASE_URL"))
 
