@@ -530,3 +530,17 @@ async def test_approvals_and_a_failed_runs_message_are_encrypted_too(
     shown = workflow_show(temporal_server.target, failing.id, "-o", "json")
     assert "max_turns" not in shown and "get_weather" not in shown
     assert ENCODED_FAILURE in shown and "Traceback" not in shown
+
+
+def test_an_origin_is_what_a_browser_sends_or_refused() -> None:
+    """Before: `--origin ftp://x` was taken, and `--origin https://ui.example.com/temporal` (the
+    UI's address behind a proxy) never matched the browser's Origin header: CORS failed unsaid."""
+    import argparse
+
+    from durable_agent_runner.cli.codec_server import origin
+
+    assert origin("https://ui.example.com/temporal") == "https://ui.example.com"
+    assert origin("http://localhost:8233/") == "http://localhost:8233"
+    for bad in ("ftp://x", "localhost:8233", "http://a b"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"is not an origin: http\(s\)://HOST\[:PORT\]"):
+            origin(bad)

@@ -124,6 +124,15 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug(format, *args)
 
 
+def origin(text: str) -> str:
+    """A Web UI's origin as a browser sends it: http(s)://host[:port] (a path given, as in the
+    UI's address behind a proxy, is no part of it)."""
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc or any(c.isspace() for c in text.strip()):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not an origin: http(s)://HOST[:PORT], as the UI's address")
+    return f"{parts.scheme}://{parts.netloc}"
+
+
 def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser(
         "codec-server",
@@ -137,6 +146,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
     p.add_argument(
         "--origin",
         action="append",
+        type=origin,
         metavar="URL",
         help=f"a Web UI origin allowed to call it (repeatable; default: {DEFAULT_ORIGIN})",
     )
