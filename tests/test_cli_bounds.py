@@ -204,6 +204,8 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         (["run", "--max-turns", "٣", "hi"], "argument --max-turns: not a whole number: '٣'"),
         # the client's bound, named by its flag before connecting: was `max_turns: must be between …`
         (["run", "--max-turns", "99999", "hi"], "error: --max-turns: must be between 1 and 10,000"),
+        # an empty --agent (an unset "$AGENT") listed every run as if no filter had been given
+        (["list", "--agent", ""], "argument --agent: must be 1-200 printable characters"),
         (["fork", "r", "--at-turn", "١"], "argument --at-turn: invalid int value: '١'"),
         (["run", "--temperature", "٠.5", "hi"], "argument --temperature: invalid float value: '٠.5'"),
         (["run", "--budget-tokens", "1_000", "hi"], "argument --budget-tokens: invalid int value: '1_000'"),

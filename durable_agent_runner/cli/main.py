@@ -247,7 +247,9 @@ def parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list recent runs")
     ls.add_argument("--limit", type=positive_int, default=20, help="at most this many (1-1000, default 20)")
     ls.add_argument("--phase", choices=PHASES, metavar="PHASE", help=f"only runs in this phase: {', '.join(PHASES)}")
-    ls.add_argument("--agent", default="", help="only runs of this agent (after a handoff: the one it went to)")
+    ls.add_argument(
+        "--agent", type=schedules.AGENT, help="only runs of this agent (after a handoff: the one it went to)"
+    )
     ls.add_argument("--schedule", type=schedules.NAME, metavar="NAME", help="only runs this schedule started")
     ls.add_argument(
         "--waiting",

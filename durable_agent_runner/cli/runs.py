@@ -201,7 +201,7 @@ async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
     found = await client.list(
         args.limit,
         phase=args.phase or "",
-        agent=args.agent,
+        agent=args.agent or "",
         waiting=args.waiting,
         started_on_1x=args.started_on_1x,
         schedule=args.schedule or "",
