@@ -255,6 +255,8 @@ def test_bad_schedule_arguments_are_one_line_before_anything_is_sent(capsys, arg
             "--session: a session has its own model and budget: give no --model or --budget-*",
         ),
         (["schedule", "backfill", "ok", "yesterday", "2026-12-01"], "FROM: 'yesterday' is not a time"),
+        # was `input: is empty`, the client's field, after connecting
+        (["schedule", "create", "ok", "--agent", "demo", "--input", " ", "--every", "1m"], "--input: is empty: give"),
     ],
 )
 def test_bad_names_and_times_are_usage_errors(capsys, argv, says):
@@ -460,3 +462,21 @@ def test_a_schedule_s_note_is_shown_beside_its_state_active_or_paused():
     assert _head(active) == "nightly  cron @daily  agent demo  active (the ops report)"
     assert "the ops report" in _row(active)
     assert _head(active.model_copy(update={"paused": True, "note": ""})).endswith("  paused")
+
+
+async def test_a_refusal_after_connecting_names_create_s_flag():
+    """Before: `session: no run with id 'x'`, the client's field, where the person typed --session."""
+    import argparse
+
+    from durable_agent_runner.cli.common import UsageError
+    from durable_agent_runner.cli.schedules import cmd_create
+
+    async def refuse(*_: Any, **__: Any) -> Any:
+        raise BadArgument("session", "no run with id 'x'")
+
+    client = SimpleNamespace(schedules=SimpleNamespace(create=refuse))
+    fields = ("agent", "input", "cron", "every", "overlap", "catchup_window", "jitter", "timezone", "budget_usd",
+              "budget_tokens", "session", "model", "paused", "note")  # fmt: skip
+    args = argparse.Namespace(name="s", json=False, **dict.fromkeys(fields))
+    with pytest.raises(UsageError, match=r"^--session: no run with id 'x'$"):
+        await cmd_create(cast(Any, client), args)

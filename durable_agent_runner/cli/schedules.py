@@ -46,11 +46,12 @@ NOTE = _typed(specs.note)
 
 
 def check(args: argparse.Namespace) -> None:
-    """What argparse cannot check alone, refused before connecting: a jitter past the interval, a
-    time zone for an interval, a budget or model for a session (it has its own)."""
+    """What argparse cannot check alone, refused before connecting: an empty input, a jitter past
+    the interval, a time zone for an interval, a budget or model for a session (it has its own)."""
     if args.verb != "create":
         return
     try:
+        checks.prompt(args.input, "input")
         if args.every is not None and args.jitter is not None:
             specs.jitter_within(specs.duration(args.jitter, "jitter"), specs.duration(args.every, "every"))
         specs.zone_for(args.timezone, args.cron)
@@ -182,7 +183,20 @@ def _view(args: argparse.Namespace, view: ScheduleView, head: str) -> int:
     return 0
 
 
+# The client's fields that are `create`'s flags: a refusal of one names the flag (`--input: …`).
+CREATE_FLAGS = frozenset({"input", "session", "model", "note", "timezone", "budget_usd", "budget_tokens"})
+
+
 async def cmd_create(client: AgentClient, args: argparse.Namespace) -> int:
+    try:
+        return await _create(client, args)
+    except checks.BadArgument as err:
+        if err.field not in CREATE_FLAGS:
+            raise
+        raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
+
+
+async def _create(client: AgentClient, args: argparse.Namespace) -> int:
     view = await client.schedules.create(
         args.name,
         agent=args.agent,
