@@ -206,6 +206,11 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         (["run", "--max-turns", "99999", "hi"], "error: --max-turns: must be between 1 and 10,000"),
         # an empty --agent (an unset "$AGENT") listed every run as if no filter had been given
         (["list", "--agent", ""], "argument --agent: must be 1-200 printable characters"),
+        # a new id, by the client's rule, at every verb that starts something: chat said `id: …` and
+        # eval run `eval_id: …`, after connecting
+        (["chat", "--id", " x"], "argument --id: must not begin or end with a space"),
+        (["eval", "run", "examples/weather_eval.yaml", "--agent", "demo", "--id", " x"], "argument --id: must not"),
+        (["fork", "r", "--at-turn", "1", "--id", ""], "argument --id: must be 1-255 printable characters"),
         (["fork", "r", "--at-turn", "١"], "argument --at-turn: invalid int value: '١'"),
         (["run", "--temperature", "٠.5", "hi"], "argument --temperature: invalid float value: '٠.5'"),
         (["run", "--budget-tokens", "1_000", "hi"], "argument --budget-tokens: invalid int value: '1_000'"),

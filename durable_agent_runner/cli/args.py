@@ -15,13 +15,22 @@ from durable_agent_runner.client.checks import MAX_JSON_DEPTH as MAX_DEPTH
 from durable_agent_runner.client.checks import json_object
 from durable_agent_runner.config.values import in_digits
 
-__all__ = ["MAX_DEPTH", "by_flag", "in_digits", "integer", "json_object", "model_string", "number"]
+__all__ = ["MAX_DEPTH", "by_flag", "in_digits", "integer", "json_object", "model_string", "new_id", "number"]
 
 
 def model_string(text: str) -> str:
     """A model string ("anthropic:NAME", …) as argparse's type: the client's check, in one line."""
     try:
         return checks.model(text)
+    except checks.BadArgument as err:
+        raise argparse.ArgumentTypeError(err.reason) from None
+
+
+def new_id(text: str) -> str:
+    """`--id ID` of a run, session, fork or eval about to start, as argparse's type: the client's
+    rule for a new id (not `id: …` after connecting)."""
+    try:
+        return checks.new_run_id(text)
     except checks.BadArgument as err:
         raise argparse.ArgumentTypeError(err.reason) from None
 

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.args import add_ids, by_flag, integer, number
+from durable_agent_runner.cli.args import add_ids, by_flag, integer, new_id, number
 from durable_agent_runner.cli.budget import budget_raise, raised_words
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
@@ -207,7 +207,7 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     add_ids(fork)
     fork.add_argument("--at-turn", type=integer, required=True, metavar="N", help="fork just before model call N")
     fork.add_argument("--prompt", help="add this user message at the fork point")
-    fork.add_argument("--id", help="the new run's id (default: generated)")
+    fork.add_argument("--id", type=new_id, help="the new run's id (default: generated)")
     add_budget_flags(fork, "the new run")
     fork.add_argument(
         "--live-tools",

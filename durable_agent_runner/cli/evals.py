@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.args import EVAL_ID, in_digits, model_string
+from durable_agent_runner.cli.args import EVAL_ID, in_digits, model_string, new_id
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -97,7 +97,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     r.add_argument(
         "--model", type=model_string, help="override the agent's model for every case (and the judge's default)"
     )
-    r.add_argument("--id", metavar="EVAL_ID", help="the eval's id (default: eval-DATASET-xxxxxxxx)")
+    r.add_argument("--id", type=new_id, metavar="EVAL_ID", help="the eval's id (default: eval-DATASET-xxxxxxxx)")
     r.add_argument(
         "--inline-scoring",
         action="store_true",

@@ -42,7 +42,7 @@ from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serv
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
-from durable_agent_runner.cli.args import add_ids, by_flag, in_digits, integer, model_string, number
+from durable_agent_runner.cli.args import add_ids, by_flag, in_digits, integer, model_string, new_id, number
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -121,7 +121,7 @@ def parser() -> argparse.ArgumentParser:
         help="when a call to the model fails for good, the turn goes to this one (repeatable, in order)",
     )
     add_budget_flags(run, "it and its sub-agents")
-    run.add_argument("--id", help="run id to use (default: generated)")
+    run.add_argument("--id", type=new_id, help="run id to use (default: generated)")
     run.add_argument("--wait", action="store_true", help="wait and print the final answer")
     run.add_argument("--follow", action="store_true", help="print the run's steps and text as they happen")
     run.add_argument("--capture", action="store_true", help="keep each model call's raw request and response")

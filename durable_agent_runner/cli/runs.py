@@ -57,13 +57,11 @@ def model_settings(args: argparse.Namespace) -> t.ModelSettings | None:
 
 def check_run(args: argparse.Namespace) -> None:
     """`run`'s flags checked before anything connects, each a usage error that names its flag:
-    the model settings (kept as `args.settings`), the id, the fallback models; then the settings
+    the model settings (kept as `args.settings`), the turns, the fallback models; then the settings
     against the models named (the line names the model and the setting)."""
     args.settings = model_settings(args)
     try:
         checks.max_turns(args.max_turns)
-        if args.id is not None:
-            checks.new_run_id(args.id)
         if args.fallback_model is not None:
             checks.models(args.fallback_model, "fallback-model", first=args.model)
     except checks.BadArgument as err:
