@@ -7,7 +7,7 @@ import re
 from typing import Annotated
 
 import pytest
-from pydantic import AfterValidator
+from pydantic import AfterValidator, ValidationError
 
 from durable_agent_runner import Agent, tool
 
@@ -109,3 +109,10 @@ def test_a_tool_s_own_validator_is_said_to_the_model_in_its_own_words() -> None:
     """Before: `city: Value error, not a city we serve` (pydantic's prefix reached the model)."""
     said = "invalid arguments for tool 'weather': city: not a city we serve (parameters: city)"
     assert weather.validate('{"city": "Rome"}') == said
+
+
+@pytest.mark.parametrize("given", [{"tools": 5}, {"handoffs": "billing"}])
+def test_lists_that_are_not_lists_are_pydantic_s_to_say(given: dict) -> None:
+    """The slips' check reads lists only: `handoffs="billing"` was read letter by letter."""
+    with pytest.raises(ValidationError, match=r"validation error for Agent"):
+        Agent(name="a", **given)

@@ -135,11 +135,12 @@ def refuse_slips(agent: object, data: dict[str, Any]) -> None:
     """The commonest slips of an Agent's lists, named with their fix, where pydantic said each
     item was an instance of neither of two classes: a plain function in `tools=[...]`, and an
     agent's name in `handoffs=[...]`."""
-    for i, item in enumerate(data.get("tools") or []):
+    tools, handoffs = (v if isinstance(v := data.get(k), list | tuple) else [] for k in ("tools", "handoffs"))
+    for i, item in enumerate(tools):  # anything else but a list is pydantic's to say
         if inspect.isfunction(item) or inspect.ismethod(item) or isinstance(item, functools.partial):
             what = getattr(item, "__name__", "")
             raise TypeError(f"agent {agent!r}: tools[{i}] is the plain function {what}: decorate it with @tool")
-    for i, item in enumerate(data.get("handoffs") or []):
+    for i, item in enumerate(handoffs):
         if isinstance(item, str):
             raise TypeError(f"agent {agent!r}: handoffs[{i}] is the name {item!r}: give the Agent itself")
 
