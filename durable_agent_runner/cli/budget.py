@@ -63,7 +63,7 @@ def budget_raise(args: argparse.Namespace) -> t.BudgetRaise:
     try:
         return checks.budget_raise(args.add_tokens, args.add_usd)
     except checks.BadArgument as err:
-        raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
+        raise UsageError.of_flag(err) from None
 
 
 def chat_raise(arg: str) -> t.BudgetRaise:

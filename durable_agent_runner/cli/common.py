@@ -25,6 +25,11 @@ MAX_PROMPT_BYTES = MAX_PROMPT_CHARS  # larger prompts belong in a tool's input, 
 class UsageError(Exception):
     """A mistake in what the user asked for: exit code 2."""
 
+    @classmethod
+    def of_flag(cls, err: checks.BadArgument) -> UsageError:
+        """The client's refusal of a field, said with the flag it came from (`--max-turns: …`)."""
+        return cls(f"--{err.field.replace('_', '-')}: {err.reason}")
+
 
 def add_budget_flags(p: argparse.ArgumentParser, whose: str) -> None:
     """`--budget-usd X` and `--budget-tokens N` of one run, session or fork (`whose` spends them),

@@ -159,7 +159,7 @@ async def cmd_fork(client: AgentClient, args: argparse.Namespace) -> int:
             budget_usd=getattr(args, "budget_usd", None), budget_tokens=getattr(args, "budget_tokens", None),
         )  # fmt: skip
     except checks.BadArgument as err:
-        raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
+        raise UsageError.of_flag(err) from None
     if args.json:
         print(json.dumps(forked.model_dump()))
     else:

@@ -65,7 +65,7 @@ def check_run(args: argparse.Namespace) -> None:
         if args.fallback_model is not None:
             checks.models(args.fallback_model, "fallback-model", first=args.model)
     except checks.BadArgument as err:
-        raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
+        raise UsageError.of_flag(err) from None
     except ValueError as err:
         raise UsageError(f"--{err}") from None
     try:

@@ -56,7 +56,7 @@ def check(args: argparse.Namespace) -> None:
             specs.jitter_within(specs.duration(args.jitter, "jitter"), specs.duration(args.every, "every"))
         specs.zone_for(args.timezone, args.cron)
     except checks.BadArgument as err:
-        raise UsageError(f"--{err.field}: {err.reason}") from None
+        raise UsageError.of_flag(err) from None
     if args.session is not None and (args.model or args.budget_usd is not None or args.budget_tokens is not None):
         raise UsageError("--session: a session has its own model and budget: give no --model or --budget-*")
 
@@ -193,7 +193,7 @@ async def cmd_create(client: AgentClient, args: argparse.Namespace) -> int:
     except checks.BadArgument as err:
         if err.field not in CREATE_FLAGS:
             raise
-        raise UsageError(f"--{err.field.replace('_', '-')}: {err.reason}") from None
+        raise UsageError.of_flag(err) from None
 
 
 async def _create(client: AgentClient, args: argparse.Namespace) -> int:
