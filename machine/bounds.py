@@ -20,17 +20,20 @@ types), into bounded values: workflow code never meets data it could not walk, d
 `parse_json` reads JSON text; `ParsedArguments.args` is a call's arguments as an object, parsed
 once per text (a tool call, the machine's record of it and the steps that carry it all read it
 there, never parse it again); `check_value` checks a value decoded elsewhere (pydantic's JSON
-in a signal or update); `clean_text` mends text. Each refusal is one `OutsideDataError` with a
+in a signal or update); `clean_text` mends text; `result_text` makes a tool's return value the
+text the model reads. Each refusal is one `OutsideDataError` with a
 one-line message naming the bound. Pure: no I/O, no Temporal, safe inside the workflow sandbox.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from typing import TYPE_CHECKING
 
+import pydantic_core
 from pydantic import BaseModel, PrivateAttr
 
 MAX_DEPTH = 64
@@ -216,4 +219,42 @@ def _cleaned(value: object) -> object:
         return [_cleaned(v) for v in value]
     if isinstance(value, dict):
         return {clean_text(k): _cleaned(v) for k, v in value.items()}
+    return value
+
+
+def result_text(value: object) -> str:
+    """A tool's return value as the text the model reads: a string as it is, anything else as JSON.
+
+    NaN and the infinities are not JSON (no provider parses them), so they become `null`
+    wherever they sit; a model whose own config asks for them as constants is re-encoded. Bytes
+    that are not UTF-8 and lone surrogates become U+FFFD rather than an error: the tool has run."""
+    if isinstance(value, str):
+        return clean_text(value)
+    # pydantic's encoder also handles models inside lists and dicts, dataclasses, enums and dates.
+    try:
+        text = pydantic_core.to_json(value, fallback=str, inf_nan_mode="null").decode()  # None -> "null"
+    except pydantic_core.PydanticSerializationError:  # bytes that are not UTF-8, a lone surrogate
+        text = pydantic_core.to_json(_mended(value, MAX_DEPTH), fallback=str, inf_nan_mode="null").decode()
+    if "NaN" in text or "Infinity" in text:  # rare: a model's `ser_json_inf_nan` won over ours, or plain text
+        parsed = json.loads(text, parse_constant=lambda _: None)
+        text = json.dumps(parsed, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return text
+
+
+def _mended(value: object, depth: int) -> object:
+    """`value` with its bytes decoded as UTF-8 and its strings made text, U+FFFD for what is not."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth <= 0:
+        return "..."
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    if isinstance(value, dict):
+        return {_mended(k, 0) if isinstance(k, str | bytes) else k: _mended(v, depth - 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_mended(v, depth - 1) for v in value]
     return value

@@ -87,3 +87,19 @@ def test_any_nesting_of_floats_is_valid_json(value: Any) -> None:
     if isinstance(value, str):
         return  # a string is the result's text as it is
     assert strict_json(result_of(value)) == nulled(value)
+
+
+def test_bytes_that_are_not_utf8_and_lone_surrogates_are_text_not_an_error() -> None:
+    """The tool has run: a result it cannot spell is mended (U+FFFD), never told to the model
+    as the tool's failure, which would have it call a tool that already acted again."""
+    assert strict_json(result_of(b"caf\xc3\xa9")) == "café"
+    assert strict_json(result_of(b"\xff\xfeok")) == "\ufffd\ufffdok"
+    out = strict_json(result_of({"raw": b"\x80", "name": "x\udc80", "n": float("nan"), "p": Point(x=1.0)}))
+    assert out == {"raw": "\ufffd", "name": "x\ufffd", "n": None, "p": {"x": 1.0}}
+    assert result_of("lone \ud800") == "lone \ufffd"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.binary(max_size=6) | st.floats(), lambda inner: st.lists(inner, max_size=4), max_leaves=12))
+def test_any_bytes_anywhere_make_valid_json(value: Any) -> None:
+    strict_json(result_of(value))

@@ -30,7 +30,6 @@ import asyncio
 import difflib
 import functools
 import inspect
-import json
 import logging
 import re
 import types
@@ -39,7 +38,6 @@ from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Generic, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 import httpx
-import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
@@ -212,7 +210,7 @@ class Tool(Generic[P, R]):
                 result = await (threads or executor.shared()).run(fn, **kwargs)
                 if inspect.isawaitable(result):
                     result = await result
-            return ToolResult(call_id=ctx.call_id, tool=self.name, output=_to_text(result))
+            return ToolResult(call_id=ctx.call_id, tool=self.name, output=bounds.result_text(result))
         except RETRYABLE:
             raise
         except Exception as exc:
@@ -400,18 +398,3 @@ def describe_exception(exc: BaseException) -> str:
 
 def _excerpt(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-def _to_text(value: object) -> str:
-    """A tool's result as the text the model reads: a string as it is, anything else as JSON.
-
-    NaN and the infinities are not JSON (no provider parses them), so they become `null`
-    wherever they sit; a model whose own config asks for them as constants is re-encoded."""
-    if isinstance(value, str):
-        return value
-    # pydantic's encoder also handles models inside lists and dicts, dataclasses, enums and dates.
-    text = pydantic_core.to_json(value, fallback=str, inf_nan_mode="null").decode()  # None -> "null"
-    if "NaN" in text or "Infinity" in text:  # rare: a model's `ser_json_inf_nan` won over ours, or plain text
-        parsed = json.loads(text, parse_constant=lambda _: None)
-        text = json.dumps(parsed, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    return text
