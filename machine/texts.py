@@ -16,8 +16,12 @@ EVENTS_PAGE_BYTES = 1_000_000
 def said(error: Mapping[str, object]) -> str:
     """One pydantic error's message as a person reads it: a validator's own words without the
     `Value error, ` pydantic puts before them, and a bound's digits grouped (`less than or equal
-    to 1,000,000,000`): every face that says a refused value says it so."""
+    to 1,000,000,000`), a number or a boolean where text belongs named so (a YAML file's unquoted
+    `secret: 12345678`): every face that says a refused value says it so."""
     text = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    given = error.get("input")
+    if error.get("type") == "string_type" and isinstance(given, bool | int | float):  # never the value: a secret?
+        text += f", not {'true or false' if isinstance(given, bool) else 'a number'}: quote it"
     return _BOUND.sub(lambda m: f"{m[1]}{int(m[2]):,}", text)
 
 

@@ -136,7 +136,7 @@ async def test_approval_of_an_agent_used_as_a_tool_validates_its_input() -> None
     assert secret.needs_approval
     for bad, why in (
         ('{"query": "x"}', "input: Field required"),
-        ('{"input": 1}', "input: Input should be a valid string"),
+        ('{"input": 1}', "input: Input should be a valid string, not a number: quote it"),
     ):
         result = await run(hooks, hook("approval", "research", arguments=bad))
         assert result.invalid is not None and why in result.invalid

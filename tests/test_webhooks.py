@@ -262,6 +262,14 @@ def test_the_hooks_file_is_read_as_yaml_or_json_and_refused_with_one_line(tmp_pa
         ({"h": {"agent": "demo", "secret": SECRET, "builder": "no_such_module:fn"}}, "cannot import"),
         ({"h": {"agent": "demo", "secret": SECRET, "input": "x", "builder": "m:fn"}}, "one of input (a template) or"),
         ({"h": {"agent": "demo", "session": "s-1", "secret": SECRET, "input": "x"}}, "hook h: agent/session: give one"),
+        ({"h": {"secret": SECRET, "input": "x"}}, "hook h: agent/session: give one of agent"),
+        ({"h": {"agent": "", "secret": SECRET, "input": "x"}}, "hook h: agent/session: give one of agent"),
+        # YAML's unquoted `secret: 12345678`: said so, and the value (a secret) never echoed
+        ({"h": {"agent": "demo", "secret": 12345678, "input": "x"}}, "secret: Input should be a valid string, not a"),
+        (
+            {"h": {"agent": True, "secret": SECRET, "input": "x"}},
+            "agent: Input should be a valid string, not true or false: quote it",
+        ),
         ({"a b": {"agent": "demo", "secret": SECRET, "input": "x"}}, "a hook's name"),
         (
             {
@@ -286,6 +294,7 @@ def test_the_hooks_file_is_read_as_yaml_or_json_and_refused_with_one_line(tmp_pa
         with pytest.raises(HookConfigError, match=None) as err:
             hooks_from(raw)
         assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+        assert "12345678" not in str(err.value)
 
 
 @pytest.mark.pure

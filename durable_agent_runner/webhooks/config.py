@@ -70,6 +70,8 @@ class Hook(BaseModel):
 
     @model_validator(mode="after")
     def _whole(self) -> Hook:
+        if self.session is None and not self.agent:
+            raise ValueError("agent/session: give one of agent (start its runs) or session (message it)")
         if self.session is None:
             checks.agent(self.agent)
         elif self.agent:  # one would be dropped unsaid: as `schedule create` says
