@@ -300,3 +300,22 @@ async def test_a_sessions_answer_waits_within_its_bound_and_says_what_the_run_wa
         await chat.approve(wait.call_id, by="ann")
         assert await chat.answer(1, wait=30) == "sent the memo"
         await chat.end(by="ann")
+
+
+async def test_a_wait_that_ran_out_on_an_agent_no_worker_serves_says_so(api, worker_factory, agents):
+    """Before: `chat.ask(…, answer_wait=S)` and `result(wait=S)` on an agent no worker serves
+    said only `(the run is starting)`, though `status` knew: no worker serves agent 'ghost'."""
+    async with worker_factory(registry=agents):  # serves the queue, not the agent 'ghost'
+        chat = await api.start_session("ghost")
+        with pytest.raises(
+            NotAnswered, match=r"has no answer after 5s \(the run is starting\); no worker serves"
+        ) as late:
+            await chat.ask("hello", answer_wait=5)
+        assert "agent 'ghost' for the run's start (waiting" in str(late.value)
+        assert len(late.value.unserved) == 1 and late.value.unserved[0] in str(late.value)
+        run = await api.start("ghost", "hi")
+        with pytest.raises(StillRunning, match=r"is still running \(starting\); no worker serves agent 'ghost'") as ran:
+            await run.result(wait=5)
+        assert f"nothing polls task queue {api.task_queue}@ghost" in str(ran.value)
+        await chat.cancel()
+        await run.cancel()

@@ -165,15 +165,18 @@ class NoWorkerAnswered(AgentRunError):
 class StillRunning(AgentRunError):
     """The run had not ended within the time given. `waiting_for`: what it waits for a person on
     (`WaitingFor`s: a call's approval, a call in doubt, a resume, a session's next message); empty
-    when it is working, or when no worker answered to say."""
+    when it is working, or when no worker answered to say. `unserved`: what it waits for that no
+    worker takes (`no worker serves agent 'triage' …`), said after the rest."""
 
-    def __init__(self, run_id: str, waiting_for: Sequence[object], phase: str | None = None) -> None:
+    def __init__(
+        self, run_id: str, waiting_for: Sequence[object], phase: str | None = None, unserved: Sequence[str] = ()
+    ) -> None:
         if waiting_for:
             text = f"run {run_id} waits for a person: " + "; ".join(str(w) for w in waiting_for)
         else:
             text = f"run {run_id} is still running" + (f" ({phase})" if phase else "")
-        super().__init__(text)
-        self.run_id, self.waiting_for, self.phase = run_id, list(waiting_for), phase
+        super().__init__(text + "".join(f"; {u}" for u in unserved))
+        self.run_id, self.waiting_for, self.phase, self.unserved = run_id, list(waiting_for), phase, list(unserved)
 
 
 class RunFailed(AgentRunError):

@@ -131,8 +131,8 @@ class RunHandle:
             raise
 
     async def _still_running(self) -> StillRunning:
-        live = await self.live()
-        return StillRunning(self.id, waiting_for(self.id, live) if live else [], live.phase if live else None)
+        live, unserved = await asyncio.gather(self.live(), stuck.unserved_words(self.temporal, self.handle))
+        return StillRunning(self.id, waiting_for(self.id, live) if live else [], live.phase if live else None, unserved)
 
     async def _watch_waits(self, on_waiting: Callable[[list[WaitingFor]], None]) -> None:
         told: list[WaitingFor] | None = None

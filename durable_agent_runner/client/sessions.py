@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from durable_agent_runner.client import checks, updates
+from durable_agent_runner.client import checks, stuck, updates
 from durable_agent_runner.client.errors import RunFailed, StillRunning
 from durable_agent_runner.client.handles import RunHandle
 from durable_agent_runner.client.status import WaitingFor, waiting_for
@@ -21,9 +21,15 @@ class NotAnswered(StillRunning):
     `waiting_for`: what the run waits for a person on (a call's approval, a resume), if anything."""
 
     def __init__(
-        self, run_id: str, message: int, waited: float, waits: Sequence[WaitingFor], phase: str | None
+        self,
+        run_id: str,
+        message: int,
+        waited: float,
+        waits: Sequence[WaitingFor],
+        phase: str | None,
+        unserved: Sequence[str] = (),
     ) -> None:
-        super().__init__(run_id, waits, phase)
+        super().__init__(run_id, waits, phase, unserved)
         why = (
             "; it waits for a person: " + "; ".join(str(w) for w in waits)
             if waits
@@ -31,6 +37,7 @@ class NotAnswered(StillRunning):
             if phase
             else ""
         )
+        why += "".join(f"; {u}" for u in unserved)
         self.args = (f"message {message} of session {run_id} has no answer after {waited:g}s{why}",)
         self.message = message
 
@@ -79,9 +86,9 @@ class SessionHandle(RunHandle):
             async with asyncio.timeout(bound):
                 return await updates.wait_answer(self.temporal, self.id, message, on_gap)
         except TimeoutError:
-            live = await self.live()
+            live, unserved = await asyncio.gather(self.live(), stuck.unserved_words(self.temporal, self.handle))
             waits = [w for w in waiting_for(self.id, live) if w.kind != "message"] if live else []
-            raise NotAnswered(self.id, message, bound, waits, live.phase if live else None) from None
+            raise NotAnswered(self.id, message, bound, waits, live.phase if live else None, unserved) from None
 
     async def exchange_now(self, message: int) -> t.Exchange | None:
         """Message K's exchange as it stands now (None: not taken yet); AgentRunError if the

@@ -96,6 +96,16 @@ async def unserved_soon(client: Client, handle: WorkflowHandle[Any, Any]) -> lis
         await asyncio.sleep(0.25)
 
 
+async def unserved_words(client: Client, handle: WorkflowHandle[Any, Any]) -> list[str]:
+    """`unserved`'s messages now, for an error that says why a wait ran out (`StillRunning`):
+    [] when the look fails or takes past LOOK_BOUND, for it only informs."""
+    try:
+        async with asyncio.timeout(LOOK_BOUND.total_seconds()):
+            return [w["message"] for w in await unserved(client, await handle.describe(rpc_timeout=READ))]
+    except (RPCError, TimeoutError):
+        return []
+
+
 async def warn_unserved(
     client: Client, handle: WorkflowHandle[Any, Any], say: Callable[[str], None], every: float = 1.0
 ) -> None:
