@@ -194,6 +194,24 @@ def test_a_script_for_an_agent_it_does_not_know_is_refused() -> None:
         ScriptedModel({"": [reply("hi")]})
 
 
+@pytest.mark.parametrize(
+    ("step", "says"),
+    [
+        (lambda: reply(5), r"^reply takes the answer's text, not int"),
+        (lambda: call(""), r"^call takes the tool's name first, not ''$"),
+        (lambda: call("book", ["Paris"]), r"^call 'book': its arguments are a mapping, not list$"),
+        (lambda: call("book", when=object()), r"^call 'book': its arguments are not JSON: Object of type object"),
+        (lambda: call("book", price=float("nan")), r"^call 'book': its arguments are not JSON: Out of range float"),
+        (lambda: output(object()), r"^output takes a value pydantic dumps as JSON: PydanticSerializationError"),
+    ],
+)
+def test_a_step_a_script_cannot_send_is_refused_where_it_is_written(step: Any, says: str) -> None:
+    """Before: each was taken, and went wrong only when the model was asked, inside a run (or sent
+    the runner `NaN` in a call's arguments, which is not JSON)."""
+    with pytest.raises(TypeError, match=says):
+        step()
+
+
 async def test_a_function_model_that_knows_no_agent_is_refused_when_served() -> None:
     """Before: served, every request's agent was '' and each run completed with the function's
     fallback answer (the 'no script' text), a wrong answer nobody was told about."""

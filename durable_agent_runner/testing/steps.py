@@ -25,6 +25,10 @@ class Reply:
 
     text: str
 
+    def __post_init__(self) -> None:  # a script's slip is said where it is written, not as a run's failure
+        if not isinstance(self.text, str):
+            raise TypeError(f"reply takes the answer's text, not {type(self.text).__name__}: reply(str(...))")
+
 
 @dataclass(frozen=True)
 class Call:
@@ -33,8 +37,18 @@ class Call:
     name: str
     arguments: Mapping[str, Any] = field(default_factory=lambda: {})
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise TypeError(f"call takes the tool's name first, not {self.name!r}")
+        if not isinstance(self.arguments, Mapping):
+            raise TypeError(f"call {self.name!r}: its arguments are a mapping, not {type(self.arguments).__name__}")
+        try:
+            self.arguments_json()
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"call {self.name!r}: its arguments are not JSON: {err}") from None
+
     def arguments_json(self) -> str:
-        return json.dumps(dict(self.arguments), ensure_ascii=False)
+        return json.dumps(dict(self.arguments), ensure_ascii=False, allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,12 @@ class Output:
     """A typed final answer: `value` (a pydantic model, or anything pydantic can dump) as JSON."""
 
     value: Any
+
+    def __post_init__(self) -> None:
+        try:
+            self.json_text()
+        except Exception as err:  # pydantic's own error for a value it cannot dump: said at once
+            raise TypeError(f"output takes a value pydantic dumps as JSON: {type(err).__name__}: {err}") from None
 
     def json_text(self) -> str:
         if isinstance(self.value, BaseModel):
@@ -68,6 +88,8 @@ def reply(text: str) -> Reply:
 
 def call(name: str, arguments: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Call:
     """A call to the tool `name`: `call("refund", order="42")` or `call("refund", {"order": "42"})`."""
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise TypeError(f"call {name!r}: its arguments are a mapping, not {type(arguments).__name__}")
     return Call(name, {**(arguments or {}), **kwargs})
 
 
