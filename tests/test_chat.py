@@ -19,8 +19,8 @@ from pathlib import Path
 
 from temporalio.client import WorkflowExecutionStatus
 
-from durable_agent_runner.cli.chat import Awaited
 from durable_agent_runner.cli.chat_view import (
+    Awaited,
     ChatPrinter,
     Command,
     Style,
@@ -377,6 +377,26 @@ async def test_through_a_pipe_nobody_deciding_is_bounded(client, temporal_server
             t.STATUS_QUERY, result_type=t.RunStatus
         )
         assert [p.call_id for p in live.pending_approvals] == ["call_1_0"]  # still waiting for someone
+
+
+async def test_through_a_pipe_an_answer_is_waited_for_a_bounded_time(
+    client, temporal_server, task_queue, worker_factory
+):
+    """Before: a piped chat whose answer never came (here: no worker serves the agent) waited
+    forever after its warning, a script's step that never ended. Now --answer-wait bounds it."""
+    env = env_for(temporal_server, task_queue)
+    async with worker_factory():  # serves the queue, not the agent 'ghost'
+        done = await chat_through_a_pipe(env, "--agent", "ghost", "--answer-wait", "2", lines="hello\n", timeout=40)
+    assert done.code == 1, str(done)
+    assert "chat: no answer within 2 s; leaving (--answer-wait)" in done.err, str(done)
+    assert "Traceback" not in done.err and done.out == ""
+    run_id = re.search(r"the session goes on: python client\.py chat (\S+)", done.err)
+    assert run_id is not None, str(done)
+    described = await client.get_workflow_handle(run_id.group(1)).describe()
+    assert described.status == WorkflowExecutionStatus.RUNNING  # left, not ended
+    await client.get_workflow_handle(run_id.group(1)).cancel()
+    bad = await chat_through_a_pipe(env, "--answer-wait", "inf", lines="")
+    assert bad.code == 2 and "--answer-wait must be a number of seconds in (0, 86,400]" in bad.err, str(bad)
 
 
 async def test_through_a_pipe_a_calls_hostile_arguments_are_announced_without_terminal_controls(

@@ -5,7 +5,8 @@ streams as it is written, tool calls show as they start and end, and a call that
 asked inline. Through a pipe (standard input not a terminal) there is no prompt and no colour: each
 line is one message and its answer goes to standard output, everything else to standard error; a
 call that needs approval is announced with the commands that decide it and waited for, a bounded
-time. Ctrl-C and the end of input detach: the session goes on, and `chat RUN_ID` picks it up again.
+time, as an answer is (--answer-wait). Ctrl-C and the end of input detach: the session goes on,
+and `chat RUN_ID` picks it up again.
 
 The story comes from durable_agent_runner/client/follow.py's `follow` (the run's events, the live
 text of the model call in flight, server gaps); messages and the end go through
@@ -25,7 +26,6 @@ import sys
 import uuid
 from collections.abc import Callable
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any
 
 from temporalio.service import RPCError
@@ -34,6 +34,7 @@ from durable_agent_runner.cli import session
 from durable_agent_runner.cli.args import by_flag, model_string, new_id, number
 from durable_agent_runner.cli.budget import chat_raise, raised_words
 from durable_agent_runner.cli.chat_io import (
+    ANSWER_WAIT,
     APPROVAL_WAIT,
     MAX_APPROVAL_WAIT,
     QUERY_TIMEOUT,
@@ -45,6 +46,7 @@ from durable_agent_runner.cli.chat_io import (
     patiently,
 )
 from durable_agent_runner.cli.chat_view import (
+    Awaited,
     ChatPrinter,
     Command,
     Style,
@@ -71,25 +73,6 @@ HELP = """\
   /help     this list
   /quit     leave; the session goes on (as Ctrl-C or Ctrl-D): {cli} chat {run_id}
   //text    sends "/text" as a message"""
-
-
-@dataclass
-class Awaited:
-    """The answer a chat waits for after sending message K: K's own, or, when K steered the
-    answer in progress, that one. `seen` once K's own event has gone by."""
-
-    message: int
-    steer: bool = False
-    seen: bool = False
-
-    def answers(self, ev: t.AnyRunEvent) -> bool:
-        n = message_number(ev.detail) if ev.kind == t.EventKind.ANSWERED else None
-        return n is not None and (n >= self.message or (self.steer and self.seen))
-
-    def done(self, ev: t.AnyRunEvent) -> bool:
-        if ev.kind == t.EventKind.MESSAGE and message_number(ev.detail) == self.message:
-            self.seen = True
-        return self.answers(ev) or (self.seen and ev.kind == t.EventKind.WAITING)
 
 
 class Chat(ChatIO):
@@ -221,8 +204,12 @@ class Chat(ChatIO):
         on standard output when piped."""
         loop = asyncio.get_running_loop()
         announced: set[str] = set()
+        unheld = None if self.tty else self.answer_wait  # piped: an answer no decision holds up is bounded too
         try:
-            async with asyncio.timeout(None) as limit, aclosing(self.session.follow(self.since)) as story:
+            async with (
+                asyncio.timeout(unheld) as limit,
+                aclosing(self.session.follow(self.since)) as story,
+            ):
                 async for item in story:
                     if isinstance(item, t.ModelProgress):
                         if self.tty:
@@ -247,7 +234,7 @@ class Chat(ChatIO):
                     if ev.kind == t.EventKind.APPROVAL_DECIDED and ev.call_id in announced:
                         announced.discard(ev.call_id)
                         self.waiting_on = None
-                        limit.reschedule(None if not announced else limit.when())
+                        limit.reschedule(limit.when() if announced else unheld and loop.time() + unheld)
                     if ev.kind == t.EventKind.ANSWERED and not self.tty:
                         await self.print_answer(ev, mine(ev))
                     else:
@@ -259,6 +246,10 @@ class Chat(ChatIO):
         except TimeoutError:
             if not limit.expired():
                 raise
+            if not announced:
+                self.error(f"chat: no answer within {self.answer_wait:g} s; leaving (--answer-wait)")
+                self.say(f"the session goes on: {cli()} chat {self.run_id}")
+                return 1
             self.error(f"chat: nobody decided {', '.join(sorted(announced))} within {self.approval_wait:g} s; leaving")
             self.say(f"the session goes on and the call still waits: {cli()} chat {self.run_id}")
             return 1
@@ -339,8 +330,9 @@ def check(args: argparse.Namespace) -> None:
     new = (args.agent, args.model, args.id, args.budget_usd, args.budget_tokens)
     if args.run_id is not None and new != (None,) * len(new):
         raise UsageError("--agent, --model, --id and --budget-* start a new chat; RUN_ID rejoins one as it is")
-    if not 0 < args.approval_wait <= MAX_APPROVAL_WAIT:  # NaN and inf too: every wait has a bound
-        raise UsageError(f"--approval-wait must be a number of seconds in (0, {MAX_APPROVAL_WAIT:,}]")
+    for flag, value in (("--approval-wait", args.approval_wait), ("--answer-wait", args.answer_wait)):
+        if not 0 < value <= MAX_APPROVAL_WAIT:  # NaN and inf too: every wait has a bound
+            raise UsageError(f"{flag} must be a number of seconds in (0, {MAX_APPROVAL_WAIT:,}]")
 
 
 async def cmd_chat(client: AgentClient, args: argparse.Namespace) -> int:
@@ -377,7 +369,9 @@ async def cmd_chat(client: AgentClient, args: argparse.Namespace) -> int:
     except (session.SessionError, ValueError) as err:
         return usage(str(err))
     printer = ChatPrinter(run_id, False, sys.stdout, style=style, stream=tty, info=info, agent=agent)
-    chat = Chat(client, run_id, args.by, tty, as_json, printer, approval_wait=args.approval_wait)
+    chat = Chat(
+        client, run_id, args.by, tty, as_json, printer, approval_wait=args.approval_wait, answer_wait=args.answer_wait
+    )
     if status is None:
         if as_json:
             chat.emit_json({"type": "session", "run_id": run_id, "agent": agent})
@@ -410,6 +404,10 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="through a pipe: how long to wait for someone to decide a call (default: %(default)g)",
     )
+    chat.add_argument(
+        "--answer-wait", type=number, default=ANSWER_WAIT, metavar="SECONDS",
+        help="through a pipe: how long to wait for an answer, a decision aside (default: %(default)g)",
+    )  # fmt: skip
     chat.add_argument("--json", action="store_true", help="one JSON object per answer; implies no prompt")
     chat.set_defaults(fn=cmd_chat)
     return chat

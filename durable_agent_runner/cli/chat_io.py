@@ -30,7 +30,8 @@ from durable_agent_runner.client.updates import how_ended
 from durable_agent_runner.workflows import types as t
 
 APPROVAL_WAIT = 600.0  # seconds a piped chat waits for someone to decide a call, by default
-MAX_APPROVAL_WAIT = 86_400  # and at most: a day
+MAX_APPROVAL_WAIT = 86_400  # and at most: a day (an answer's wait too)
+ANSWER_WAIT = 3600.0  # seconds a piped chat waits for an answer no call's decision holds up, by default
 QUERY_TIMEOUT = timedelta(seconds=3)
 UPDATE_WAIT = MAX_WAIT  # seconds a message, an end or a decision waits for a worker to take it
 ASK_AGAIN = {"InvalidArguments", "InvalidDecision"}  # refusals a person can fix by deciding again
@@ -103,6 +104,7 @@ class ChatIO:
     as_json: bool
     printer: ChatPrinter
     approval_wait: float = APPROVAL_WAIT
+    answer_wait: float = ANSWER_WAIT
     since: int = 0  # the next event to show
     waiting_on: str | None = None  # a call that waits for a decision, for the note on leaving
     failures: int = 0  # piped messages whose answer failed: the exit code is 1

@@ -209,3 +209,22 @@ class ChatPrinter(Printer):
         if ev.kind in t.STOP_KINDS:
             return s.red(self._render(ev))
         return s.dim(self._render(ev))  # every other step as `watch` shows it: a line of its own a kind
+
+
+@dataclass
+class Awaited:
+    """The answer a chat waits for after sending message K: K's own, or, when K steered the
+    answer in progress, that one. `seen` once K's own event has gone by."""
+
+    message: int
+    steer: bool = False
+    seen: bool = False
+
+    def answers(self, ev: t.AnyRunEvent) -> bool:
+        n = message_number(ev.detail) if ev.kind == t.EventKind.ANSWERED else None
+        return n is not None and (n >= self.message or (self.steer and self.seen))
+
+    def done(self, ev: t.AnyRunEvent) -> bool:
+        if ev.kind == t.EventKind.MESSAGE and message_number(ev.detail) == self.message:
+            self.seen = True
+        return self.answers(ev) or (self.seen and ev.kind == t.EventKind.WAITING)
