@@ -9,7 +9,7 @@ from typing import Annotated
 import pytest
 from pydantic import AfterValidator, ValidationError
 
-from durable_agent_runner import Agent, tool
+from durable_agent_runner import Agent, McpServer, tool
 
 
 def test_a_mistyped_agent_option_is_refused_with_the_close_match() -> None:
@@ -77,6 +77,26 @@ def test_an_agent_s_name_among_the_handoffs_is_refused_with_its_fix() -> None:
     with pytest.raises(TypeError) as caught:
         Agent(name="triage", handoffs=["billing"])  # type: ignore[list-item]
     assert str(caught.value) == "agent 'triage': handoffs[0] is the name 'billing': give the Agent itself"
+
+
+def test_one_item_where_a_list_belongs_is_refused_with_its_fix() -> None:
+    """Before: `mcp_servers=McpServer(...)` was ten of pydantic's errors (a model iterates as its
+    fields), `tools=tool` and `handoffs=agent` pydantic's own several lines."""
+    server = McpServer(name="files", command=["mcp-files"])
+    for key, one, cls in (("mcp_servers", server, "McpServer"), ("tools", tool(lookup), "Tool")):
+        with pytest.raises(TypeError) as caught:
+            Agent(name="a", **{key: one})
+        assert str(caught.value) == f"agent 'a': {key} is a list: {key}=[{cls}(...)], not the one item"
+    with pytest.raises(TypeError, match=r"^agent 'a': handoffs is a list: handoffs=\[Agent\(...\)\]"):
+        Agent(name="a", handoffs=Agent(name="b"))  # type: ignore[arg-type]
+    assert Agent(name="a", tools=(tool(lookup),)).tools[0].name == "lookup"  # a tuple is a list, as before
+
+
+def test_an_mcp_servers_command_line_in_one_string_is_refused_without_echoing_it() -> None:
+    """Before: `command: Input should be a valid list`; a command line may hold a token."""
+    with pytest.raises(ValueError, match=r"command is a list, the program and its arguments \(shlex.split") as caught:
+        McpServer(name="files", command="mcp-files --token s3cr3t-value")  # type: ignore[arg-type]
+    assert "s3cr3t" not in str(caught.value)
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])

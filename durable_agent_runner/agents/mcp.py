@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from durable_agent_runner.agents.tools import TOOL_NAME, tool_name_for
 from durable_agent_runner.redact import Redactor
@@ -46,6 +46,13 @@ class McpServer(BaseModel):
     connect_timeout_seconds: float = Field(default=10.0, gt=0, le=MAX_CONNECT_SECONDS)
     timeout_seconds: float = Field(default=60.0, gt=0)  # to answer one call, once connected
     max_attempts: int = Field(default=3, ge=1)  # per call, as a function tool's
+
+    @field_validator("command", mode="before")
+    @classmethod
+    def _a_list(cls, value: object) -> object:
+        if isinstance(value, str):  # never echoed: a command line may hold a token
+            raise ValueError("command is a list, the program and its arguments (shlex.split(line)), not one string")
+        return value
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServer:

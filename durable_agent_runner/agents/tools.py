@@ -129,10 +129,18 @@ def refuse_unknown(what: str, given: Iterable[str], known: Iterable[str]) -> Non
         raise TypeError(f"unknown {what}(s): {', '.join(parts)}{known_list}")
 
 
+LISTS = ("tools", "handoffs", "mcp_servers", "input_guardrails", "output_guardrails")  # an Agent's
+
+
 def refuse_slips(agent: object, data: dict[str, Any]) -> None:
     """The commonest slips of an Agent's lists, named with their fix, where pydantic said each
-    item was an instance of neither of two classes: a plain function in `tools=[...]`, and an
-    agent's name in `handoffs=[...]`."""
+    item was an instance of neither of two classes: one item where a list belongs (a model is
+    iterable: `mcp_servers=McpServer(...)` was ten errors), a plain function in `tools=[...]`,
+    and an agent's name in `handoffs=[...]`."""
+    for key in LISTS:
+        one = data.get(key)
+        if isinstance(one, BaseModel | Tool) or callable(one):
+            raise TypeError(f"agent {agent!r}: {key} is a list: {key}=[{type(one).__name__}(...)], not the one item")
     tools, handoffs = (v if isinstance(v := data.get(k), list | tuple) else [] for k in ("tools", "handoffs"))
     for i, item in enumerate(tools):  # anything else but a list is pydantic's to say
         if inspect.isfunction(item) or inspect.ismethod(item) or isinstance(item, functools.partial):
