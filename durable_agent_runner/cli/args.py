@@ -9,19 +9,33 @@ so a bad one is argparse's one line before anything connects. Numbers are read i
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.checks import MAX_JSON_DEPTH as MAX_DEPTH
 from durable_agent_runner.client.checks import json_object
 from durable_agent_runner.config.values import in_digits
 
-__all__ = ["MAX_DEPTH", "by_flag", "in_digits", "integer", "json_object", "model_string", "new_id", "number"]
+__all__ = [
+    "MAX_DEPTH", "bounded", "by_flag", "call_id", "in_digits", "integer", "json_object", "model_string", "new_id",
+    "number", "run_id",
+]  # fmt: skip
+
+
+def _utf8(text: str) -> str:
+    """The shell passes raw bytes: ones that are not UTF-8 arrive as lone surrogates, said so."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError("is not valid UTF-8 text") from None
+    return text
 
 
 def model_string(text: str) -> str:
     """A model string ("anthropic:NAME", …) as argparse's type: the client's check, in one line."""
     try:
-        return checks.model(text)
+        return checks.model(_utf8(text))
     except checks.BadArgument as err:
         raise argparse.ArgumentTypeError(err.reason) from None
 
@@ -30,7 +44,7 @@ def new_id(text: str) -> str:
     """`--id ID` of a run, session, fork or eval about to start, as argparse's type: the client's
     rule for a new id (not `id: …` after connecting)."""
     try:
-        return checks.new_run_id(text)
+        return checks.new_run_id(_utf8(text))
     except checks.BadArgument as err:
         raise argparse.ArgumentTypeError(err.reason) from None
 
@@ -38,7 +52,7 @@ def new_id(text: str) -> str:
 def by_flag(text: str) -> str:
     """`--by NAME` as argparse's type: who decides or talks, not blank (the client's check)."""
     try:
-        return checks.by(text)
+        return checks.by(_utf8(text))
     except checks.BadArgument as err:
         raise argparse.ArgumentTypeError(err.reason) from None
 
@@ -57,6 +71,44 @@ def number(text: str) -> float:
     return float(text)
 
 
+def bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], Any]:
+    """A number flag's argparse type, in ASCII digits and within [low, high] (a `low` just above 0:
+    more than 0), so a value the client would refuse is refused before anything connects."""
+
+    def parse(text: str) -> Any:
+        if not in_digits(text, kind):
+            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text[:40]!r}")
+        value = kind(text)
+        if not low <= value <= high:
+            span = f"more than 0 and at most {_said(high)}" if 0 < low < 1e-6 else f"from {_said(low)} to {_said(high)}"
+            raise argparse.ArgumentTypeError(f"must be {span}, not {text[:40]}")
+        return value
+
+    return parse
+
+
+def _said(bound: float) -> str:
+    """A bound as a person reads it: 1,000,000, not 1e+06."""
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
+def run_id(text: str) -> str:
+    """A positional RUN_ID (or EVAL_ID) as argparse's type: 1-1000 printable characters, the
+    client's check, before connecting (an empty one was a connection error with no server)."""
+    try:
+        return checks.run_id(_utf8(text), "run_id", checks.MAX_ANY_ID)
+    except checks.BadArgument as err:
+        raise argparse.ArgumentTypeError(err.reason) from None
+
+
+def call_id(text: str) -> str:
+    """A positional CALL_ID as argparse's type (the client's check)."""
+    try:
+        return checks.call_id(_utf8(text))
+    except checks.BadArgument as err:
+        raise argparse.ArgumentTypeError(err.reason) from None
+
+
 # What a command's positional ids are, as `-h` says them (and a refusal names them: `run_id: …`).
 RUN_ID = "the run's id, as `run` and `list` print it"
 CALL_ID = "the tool call's id, as `status` and `list --waiting` show it (e.g. call_3_0)"
@@ -66,6 +118,6 @@ SCHEDULE = "the schedule's name, as `schedule list` shows it"
 
 def add_ids(p: argparse.ArgumentParser, *, call: str | None = None) -> None:
     """A command's `run_id` (and, with `call`, its `call_id`: which call, in the command's words)."""
-    p.add_argument("run_id", help=RUN_ID)
+    p.add_argument("run_id", type=run_id, help=RUN_ID)
     if call is not None:
-        p.add_argument("call_id", help=f"{call}: {CALL_ID}")
+        p.add_argument("call_id", type=call_id, help=f"{call}: {CALL_ID}")

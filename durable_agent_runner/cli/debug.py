@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.args import add_ids, by_flag, integer, new_id, number
+from durable_agent_runner.cli.args import add_ids, bounded, by_flag, integer, new_id
 from durable_agent_runner.cli.budget import budget_raise, raised_words
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
@@ -25,6 +25,7 @@ from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.control import make_edit
 from durable_agent_runner.client.errors import cli
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types.budget import MAX_RAISE_TOKENS, MAX_RAISE_USD
 
 # -------------------------------------------------------------------------------- commands
 
@@ -180,8 +181,9 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     )
     add_ids(resume)
     resume.add_argument("--by", type=by_flag, default=who, help="who resumes it (default: %(default)s)")
-    resume.add_argument("--add-usd", type=number, metavar="X", help="raise a cost budget by X US dollars, then go on")
-    resume.add_argument("--add-tokens", type=integer, metavar="N", help="raise a token budget by N tokens, then go on")
+    usd, tokens = bounded(float, 1e-9, MAX_RAISE_USD), bounded(int, 1, MAX_RAISE_TOKENS)  # the run's own bounds
+    resume.add_argument("--add-usd", type=usd, metavar="X", help="raise a cost budget by X US dollars, then go on")
+    resume.add_argument("--add-tokens", type=tokens, metavar="N", help="raise a token budget by N tokens, then go on")
     resume.add_argument("--json", action="store_true", help="print JSON")
     add_wait(resume)
     resume.set_defaults(fn=cmd_resume)
@@ -205,7 +207,9 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     edit.set_defaults(fn=cmd_edit)
     fork = sub.add_parser("fork", help="start a new run from the state just before model call N of a run")
     add_ids(fork)
-    fork.add_argument("--at-turn", type=integer, required=True, metavar="N", help="fork just before model call N")
+    fork.add_argument(
+        "--at-turn", type=bounded(int, 1, 10**6), required=True, metavar="N", help="fork just before model call N"
+    )
     fork.add_argument("--prompt", help="add this user message at the fork point")
     fork.add_argument("--id", type=new_id, help="the new run's id (default: generated)")
     add_budget_flags(fork, "the new run")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from durable_agent_runner.cli.args import RUN_ID
+from durable_agent_runner.cli.args import RUN_ID, run_id
 from durable_agent_runner.cli.common import for_terminal
 from durable_agent_runner.cli.debug import item_line
 from durable_agent_runner.cli.session import add_read_wait
@@ -72,8 +72,8 @@ async def cmd_diff(client: AgentClient, args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     diff = sub.add_parser("diff", help="where two runs diverge (a fork and its origin): the first differing turn on")
-    diff.add_argument("run_a", help=f"one run: {RUN_ID} (a fork's origin, say)")
-    diff.add_argument("run_b", help="the other run (the fork, say)")
+    diff.add_argument("run_a", type=run_id, help=f"one run: {RUN_ID} (a fork's origin, say)")
+    diff.add_argument("run_b", type=run_id, help="the other run (the fork, say)")
     diff.add_argument("--json", action="store_true", help="print JSON: both sides' messages from the difference")
     add_read_wait(diff)
     diff.set_defaults(fn=cmd_diff)

@@ -9,11 +9,10 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.args import EVAL_ID, in_digits, model_string, new_id
+from durable_agent_runner.cli.args import EVAL_ID, bounded, model_string, new_id, run_id
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -27,24 +26,6 @@ from durable_agent_runner.workflows.types import evals as te
 
 POLL_SECONDS = 1.0
 BAR = 30
-
-
-def _number(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        if not in_digits(text, kind):
-            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text[:40]!r}")
-        value = kind(text)
-        if not low <= value <= high:
-            span = f"more than 0 and at most {_said(high)}" if 0 < low < 1e-6 else f"from {_said(low)} to {_said(high)}"
-            raise argparse.ArgumentTypeError(f"must be {span}, not {text[:40]}")
-        return value
-
-    return parse
-
-
-def _said(bound: float) -> str:
-    """A bound as a person reads it: 1,000,000, not 1e+06."""
-    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
 
 def _dataset(text: str) -> Dataset:
@@ -70,7 +51,7 @@ def _json(text: str) -> Any:
 def _gate_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", metavar="EVAL_ID", help="compare case by case with this eval")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a case regressed (--baseline)")
-    p.add_argument("--min-pass-rate", type=_number(float, 0, 1), metavar="X", help="exit 1 below this pass rate")
+    p.add_argument("--min-pass-rate", type=bounded(float, 0, 1), metavar="X", help="exit 1 below this pass rate")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument("--markdown", action="store_true", help="print the report as Markdown (the default text)")
@@ -85,14 +66,14 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     r.add_argument("--agent", required=True, help="the agent every case runs")
     r.add_argument(
         "--concurrency",
-        type=_number(int, 1, te.MAX_CONCURRENCY),
+        type=bounded(int, 1, te.MAX_CONCURRENCY),
         default=4,
         metavar="N",
         help=f"cases run at once (1-{te.MAX_CONCURRENCY}, default 4)",
     )
-    r.add_argument("--repeat", type=_number(int, 1, te.MAX_REPEAT), default=1, metavar="K", help="each case K times")
-    r.add_argument("--budget-usd", type=_number(float, 1e-9, 1e9), metavar="X", help="all cases may spend at most $X")
-    r.add_argument("--budget-tokens", type=_number(int, 1, 10**12), metavar="N", help="all cases: at most N tokens")
+    r.add_argument("--repeat", type=bounded(int, 1, te.MAX_REPEAT), default=1, metavar="K", help="each case K times")
+    r.add_argument("--budget-usd", type=bounded(float, 1e-9, 1e9), metavar="X", help="all cases may spend at most $X")
+    r.add_argument("--budget-tokens", type=bounded(int, 1, 10**12), metavar="N", help="all cases: at most N tokens")
     r.add_argument("--on-budget", choices=["pause", "fail"], help="when spent (default: the agent's on_budget)")
     r.add_argument(
         "--model", type=model_string, help="override the agent's model for every case (and the judge's default)"
@@ -104,30 +85,30 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
         help="score a case whose evaluators are all cheap built-ins (Contains, ...) with no activity",
     )
     r.add_argument("--no-wait", action="store_true", help="print the eval's id and return")
-    r.add_argument("--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S", help="wait at most S s")
+    r.add_argument("--timeout", type=bounded(float, 1, 7 * 86400), default=86400, metavar="S", help="wait at most S s")
     _gate_flags(r)
     r.set_defaults(fn=cmd_run)
 
     s = verbs.add_parser("status", help="an eval's progress: done, passed, failed, waiting, tokens, USD")
-    s.add_argument("eval_id", help=EVAL_ID)
+    s.add_argument("eval_id", type=run_id, help=EVAL_ID)
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(fn=cmd_status)
 
     w = verbs.add_parser("watch", help="follow an eval with a progress bar until it ends")
-    w.add_argument("eval_id", help=EVAL_ID)
+    w.add_argument("eval_id", type=run_id, help=EVAL_ID)
     w.add_argument(
-        "--timeout", type=_number(float, 1, 7 * 86400), default=86400, metavar="S", help="follow it at most S s"
+        "--timeout", type=bounded(float, 1, 7 * 86400), default=86400, metavar="S", help="follow it at most S s"
     )
     w.add_argument("--json", action="store_true", help="print the final progress as JSON")
     w.set_defaults(fn=cmd_watch)
 
     rep = verbs.add_parser("report", help="an eval's report, optionally against a baseline eval")
-    rep.add_argument("eval_id", help=EVAL_ID)
+    rep.add_argument("eval_id", type=run_id, help=EVAL_ID)
     _gate_flags(rep)
     rep.set_defaults(fn=cmd_report)
 
     ls = verbs.add_parser("list", help="the latest evals")
-    ls.add_argument("--limit", type=_number(int, 1, 1000), default=20, help="at most this many (1-1000, default 20)")
+    ls.add_argument("--limit", type=bounded(int, 1, 1000), default=20, help="at most this many (1-1000, default 20)")
     ls.add_argument(
         "--started-on-1x", action="store_true", help="only evals still running that started on 1.x (docs/patches.md)"
     )
@@ -135,22 +116,22 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     ls.set_defaults(fn=cmd_list)
 
     cancel = verbs.add_parser("cancel", help="cancel an eval and its cases in flight; finished ones keep their results")
-    cancel.add_argument("eval_id", help=EVAL_ID)
+    cancel.add_argument("eval_id", type=run_id, help=EVAL_ID)
     cancel.add_argument("--json", action="store_true", help="print JSON")
     cancel.set_defaults(fn=cmd_cancel)
 
     res = verbs.add_parser("resume", help="raise the budget of an eval paused on it")
-    res.add_argument("eval_id", help=EVAL_ID)
-    res.add_argument("--add-usd", type=_number(float, 1e-9, 1e6), metavar="X", help="add $X to its budget")
-    res.add_argument("--add-tokens", type=_number(int, 1, 10**9), metavar="N", help="add N tokens to its budget")
+    res.add_argument("eval_id", type=run_id, help=EVAL_ID)
+    res.add_argument("--add-usd", type=bounded(float, 1e-9, 1e6), metavar="X", help="add $X to its budget")
+    res.add_argument("--add-tokens", type=bounded(int, 1, 10**9), metavar="N", help="add N tokens to its budget")
     res.add_argument("--json", action="store_true", help="print JSON")
     add_wait(res)
     res.set_defaults(fn=cmd_resume)
 
     add = verbs.add_parser("add-case", help="make a recorded run a case of DATASET: only the model is asked again")
     add.add_argument("dataset", help="the dataset file to add to (YAML or JSON; made if missing)")
-    add.add_argument("run_id", help="the recorded run (a production incident, say)")
-    add.add_argument("--at-turn", type=_number(int, 1, 10**6), metavar="N", help="start before model call N "
+    add.add_argument("run_id", type=run_id, help="the recorded run (a production incident, say)")
+    add.add_argument("--at-turn", type=bounded(int, 1, 10**6), metavar="N", help="start before model call N "
                      "(default: the run's last model call)")  # fmt: skip
     exp = add.add_mutually_exclusive_group()
     exp.add_argument("--expected", metavar="TEXT", help="the expected output, as text")

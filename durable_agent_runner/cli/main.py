@@ -42,7 +42,7 @@ from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serv
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
-from durable_agent_runner.cli.args import add_ids, by_flag, in_digits, integer, model_string, new_id, number
+from durable_agent_runner.cli.args import add_ids, bounded, by_flag, in_digits, integer, model_string, new_id, number
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -232,7 +232,9 @@ def parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("watch", help="follow a run live: text as it streams, tool calls, approvals, answer")
     add_ids(w)
-    w.add_argument("--since", type=integer, default=0, metavar="N", help="start at event N (resume a watch)")
+    w.add_argument(
+        "--since", type=bounded(int, 0, 10**12), default=0, metavar="N", help="start at event N (resume a watch)"
+    )
     w.add_argument("--json", action="store_true", help="one JSON object per line, with event numbers")
     w.set_defaults(fn=cmd_watch)
 
