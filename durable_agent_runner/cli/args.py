@@ -12,6 +12,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import BaseModel
+
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.checks import MAX_JSON_DEPTH as MAX_DEPTH
 from durable_agent_runner.client.checks import json_object
@@ -19,7 +21,7 @@ from durable_agent_runner.config.values import in_digits
 
 __all__ = [
     "MAX_DEPTH", "bounded", "by_flag", "call_id", "in_digits", "integer", "json_object", "model_string", "new_id",
-    "number", "run_id",
+    "number", "positive_int", "reason_of", "run_id",
 ]  # fmt: skip
 
 
@@ -71,6 +73,16 @@ def number(text: str) -> float:
     return float(text)
 
 
+def positive_int(text: str) -> int:
+    """A count or a number of turns: a whole number of at least 1."""
+    if not in_digits(text, int):
+        raise argparse.ArgumentTypeError(f"not a whole number: {text[:40]!r}")
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], Any]:
     """A number flag's argparse type, in ASCII digits and within [low, high] (a `low` just above 0:
     more than 0), so a value the client would refuse is refused before anything connects."""
@@ -83,6 +95,22 @@ def bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[
             span = f"more than 0 and at most {_said(high)}" if 0 < low < 1e-6 else f"from {_said(low)} to {_said(high)}"
             raise argparse.ArgumentTypeError(f"must be {span}, not {text[:40]}")
         return value
+
+    return parse
+
+
+def reason_of(contract: type[BaseModel], *, told: bool = False) -> Callable[[str], str]:
+    """A `--reason` (or `--fail REASON`) as argparse's type, within the bound of the `reason` of
+    the contract it is sent in (one source: PauseRequest's 1,000, ApprovalDecision's 4,000);
+    `told`: the model is told it, so it is not blank (the client's check)."""
+    limit = next(m.max_length for m in contract.model_fields["reason"].metadata if hasattr(m, "max_length"))
+
+    def parse(text: str) -> str:
+        if told and not _utf8(text).strip():
+            raise argparse.ArgumentTypeError("is empty: the model is told it, so say why")
+        if len(_utf8(text)) > limit:
+            raise argparse.ArgumentTypeError(f"is longer than {limit:,} characters ({len(text):,})")
+        return text
 
     return parse
 

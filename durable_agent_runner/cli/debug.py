@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.args import add_ids, bounded, by_flag, integer, new_id
+from durable_agent_runner.cli.args import add_ids, bounded, by_flag, integer, new_id, reason_of
 from durable_agent_runner.cli.budget import budget_raise, raised_words
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
@@ -171,7 +171,7 @@ async def cmd_fork(client: AgentClient, args: argparse.Namespace) -> int:
 def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     pause = sub.add_parser("pause", help="pause a run at its next safe point (before a model or tool call)")
     add_ids(pause)
-    pause.add_argument("--reason", default="", help="shown in status and inspect")
+    pause.add_argument("--reason", type=reason_of(t.PauseRequest), default="", help="shown in status and inspect")
     pause.add_argument("--by", type=by_flag, default=who, help="who pauses it (default: %(default)s)")
     pause.add_argument("--json", action="store_true", help="print JSON")
     add_wait(pause)

@@ -38,11 +38,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from durable_agent_runner import __version__
 from durable_agent_runner.cli import answer as answer_cli
+from durable_agent_runner.cli import args as flags
 from durable_agent_runner.cli import chat, codec_server, debug, diff, hooks_serve, schedules, session
 from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
-from durable_agent_runner.cli.args import add_ids, bounded, by_flag, in_digits, integer, model_string, new_id, number
+from durable_agent_runner.cli.args import add_ids, by_flag, integer, model_string, new_id, number
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
@@ -63,15 +64,6 @@ from durable_agent_runner.payloads.store import PayloadStoreError
 from durable_agent_runner.workflows import types as t
 
 CORE_LOG.setLevel(logging.ERROR)  # the SDK core's own logs (gRPC retries while a server restarts): errors only
-
-
-def positive_int(text: str) -> int:
-    if not in_digits(text, int):
-        raise argparse.ArgumentTypeError(f"not a whole number: {text[:40]!r}")
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 # ------------------------------------------------------------------------------------- parsing
@@ -107,7 +99,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("prompt", nargs="*", help="what to ask the agent; '-' reads it from standard input")
     run.add_argument("--prompt-file", type=Path, metavar="F", help="read the prompt from this file")
     run.add_argument("--agent", default=t.DEFAULT_AGENT, help="agent name (default: %(default)s)")
-    run.add_argument("--max-turns", type=positive_int, help="override the agent's max_turns")
+    run.add_argument("--max-turns", type=flags.positive_int, help="override the agent's max_turns")
     run.add_argument(
         "--model",
         type=model_string,
@@ -127,7 +119,7 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--capture", action="store_true", help="keep each model call's raw request and response")
     run.add_argument("--json", action="store_true", help="print JSON")
     bp = run.add_argument_group("breakpoints", "pause the run (then: inspect, edit, resume)")
-    bp.add_argument("--break-at", type=positive_int, action="append", metavar="N", help="before model call N")
+    bp.add_argument("--break-at", type=flags.positive_int, action="append", metavar="N", help="before model call N")
     bp.add_argument("--break-every-turn", action="store_true", help="before every model call")
     bp.add_argument("--break-before-tools", action="store_true", help="before any tool call")
     bp.add_argument("--break-tool", action="append", metavar="TOOL", help="before calls of this tool (repeatable)")
@@ -170,7 +162,7 @@ def parser() -> argparse.ArgumentParser:
                 help="give up after this long: exit 1, saying what the run waits for (default: until it ends; "
                 "with --message, at most 3600)",
             )
-            cmd.add_argument("--message", type=positive_int, metavar="K", help="a session's answer to message K")
+            cmd.add_argument("--message", type=flags.positive_int, metavar="K", help="a session's answer to message K")
         cmd.set_defaults(fn=fn)
 
     who = login_name("cli")
@@ -184,7 +176,8 @@ def parser() -> argparse.ArgumentParser:
     approve.set_defaults(fn=cmd_decide)
     reject = sub.add_parser("reject", help="reject a pending tool call; the model gets the reason")
     add_ids(reject, call="the call waiting for approval")
-    reject.add_argument("--reason", required=True, help="what the model is told")
+    told = flags.reason_of(t.ApprovalDecision, told=True)
+    reject.add_argument("--reason", type=told, required=True, help="what the model is told")
     reject.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")
     reject.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(reject)
@@ -194,7 +187,8 @@ def parser() -> argparse.ArgumentParser:
     how = resolve.add_mutually_exclusive_group(required=True)
     how.add_argument("--rerun", action="store_true", help="run the tool again (one attempt)")
     how.add_argument("--result", metavar="JSON", help="it did happen, and this is what it returned")
-    how.add_argument("--fail", metavar="REASON", help="tell the model it failed, with this reason")
+    told = flags.reason_of(t.ResolveCall, told=True)
+    how.add_argument("--fail", type=told, metavar="REASON", help="tell the model it failed, with this reason")
     resolve.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")
     resolve.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(resolve)
@@ -224,7 +218,7 @@ def parser() -> argparse.ArgumentParser:
     send.set_defaults(fn=cmd_send)
     end = sub.add_parser("end", help="end a session once the messages it has taken are answered")
     add_ids(end)
-    end.add_argument("--reason", default="", help="kept in the run's result")
+    end.add_argument("--reason", type=flags.reason_of(t.EndSession), default="", help="kept in the run's result")
     end.add_argument("--by", type=by_flag, default=who, help="who ends it (default: %(default)s)")
     end.add_argument("--json", action="store_true", help="print JSON")
     session.add_wait(end)
@@ -233,7 +227,7 @@ def parser() -> argparse.ArgumentParser:
     w = sub.add_parser("watch", help="follow a run live: text as it streams, tool calls, approvals, answer")
     add_ids(w)
     w.add_argument(
-        "--since", type=bounded(int, 0, 10**12), default=0, metavar="N", help="start at event N (resume a watch)"
+        "--since", type=flags.bounded(int, 0, 10**12), default=0, metavar="N", help="start at event N (resume a watch)"
     )
     w.add_argument("--json", action="store_true", help="one JSON object per line, with event numbers")
     w.set_defaults(fn=cmd_watch)
@@ -247,7 +241,7 @@ def parser() -> argparse.ArgumentParser:
     ex.set_defaults(fn=cmd_export)
 
     ls = sub.add_parser("list", help="list recent runs")
-    ls.add_argument("--limit", type=positive_int, default=20, help="at most this many (1-1000, default 20)")
+    ls.add_argument("--limit", type=flags.positive_int, default=20, help="at most this many (1-1000, default 20)")
     ls.add_argument("--phase", choices=PHASES, metavar="PHASE", help=f"only runs in this phase: {', '.join(PHASES)}")
     ls.add_argument(
         "--agent", type=schedules.AGENT, help="only runs of this agent (after a handoff: the one it went to)"
