@@ -14,13 +14,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf.timestamp_pb2 import Timestamp
-from temporalio.api.common.v1 import ActivityType, Payload, Payloads
+from temporalio.api.common.v1 import ActivityType, Payload, Payloads, WorkflowType
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.failure.v1 import Failure
 from temporalio.api.history.v1 import (
     ActivityTaskCompletedEventAttributes,
     ActivityTaskScheduledEventAttributes,
+    ChildWorkflowExecutionCompletedEventAttributes,
     HistoryEvent,
+    StartChildWorkflowExecutionInitiatedEventAttributes,
     WorkflowExecutionStartedEventAttributes,
     WorkflowExecutionUpdateAcceptedEventAttributes,
     WorkflowExecutionUpdateCompletedEventAttributes,
@@ -35,6 +37,7 @@ from durable_agent_runner.cli.session import end_session, send_message, wait_ans
 from durable_agent_runner.client.export import _lines, export_run
 from durable_agent_runner.config.connection import data_converter
 from durable_agent_runner.workflows import types as t
+from durable_agent_runner.workflows.types import live_scores as tl
 from tests.helpers import transcript
 
 E = EventType
@@ -225,3 +228,42 @@ async def test_a_sessions_failed_answer_its_raise_and_its_end_are_exported(
         {"type": "control", "update": "resume", "add_tokens": 100_000, "by": "alice"},
         {"type": "control", "update": "end", "by": "alice", "reason": "done"},
     ], controls
+
+
+async def test_a_runs_scoring_child_is_not_read_as_an_agent_used_as_a_tool(tmp_path):
+    """Before: a run whose ScoreRun (online scoring) ended before the run did had that child's
+    end in its history, and `export` read it as an agent's answer: pydantic's `3 validation
+    errors for RunResult`, and no export at all (seen as a flake of tests/test_live_scores.py)."""
+    converter = data_converter()
+    h = History(converter)
+    h.add(
+        E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED,
+        workflow_execution_started_event_attributes=WorkflowExecutionStartedEventAttributes(
+            input=await h.payloads(t.RunInput(prompt="Weather in Paris?", agent="scored"))
+        ),
+    )
+    for kind, child, result in (
+        (tl.SCORE_WORKFLOW, "run-1.score", {"run_id": "run-1", "scores": []}),
+        (
+            t.WORKFLOW_NAME,
+            "run-1.call_1_0",
+            t.RunResult(run_id="run-1.call_1_0", agent="helper", output="42", turns=1, usage=t.Usage()),
+        ),
+    ):
+        initiated = h.add(
+            E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED,
+            start_child_workflow_execution_initiated_event_attributes=StartChildWorkflowExecutionInitiatedEventAttributes(
+                workflow_type=WorkflowType(name=kind), workflow_id=child
+            ),
+        )
+        h.add(
+            E.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_COMPLETED,
+            child_workflow_execution_completed_event_attributes=ChildWorkflowExecutionCompletedEventAttributes(
+                initiated_event_id=initiated, result=await h.payloads(result)
+            ),
+        )
+
+    lines = [line async for line in _lines(converter, h.events, CaptureStore(tmp_path))]
+
+    answered = [line for line in lines if line["type"] == "tool_result"]
+    assert [(a["child_run_id"], a["output"], a["agent"]) for a in answered] == [("run-1.call_1_0", "42", "helper")]

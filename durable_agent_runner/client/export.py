@@ -208,7 +208,10 @@ async def _lines(converter: DataConverter, events: Sequence[HistoryEvent], captu
             elif name == t.HOOK_ACTIVITY and value.kind == "approval" and value.call_id not in ran:
                 ran.append(value.call_id)  # checked first; it ran, was rejected, or was told it was invalid
         elif kind == E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-            child = e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+            initiated = e.start_child_workflow_execution_initiated_event_attributes
+            if initiated.workflow_type.name != t.WORKFLOW_NAME:  # its scoring (a ScoreRun): its own line
+                continue
+            child = initiated.workflow_id
             call_id = child.rsplit(".", 1)[-1]
             children[e.event_id] = (call_id, child, turn)
             if call_id not in ran:
