@@ -223,6 +223,8 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         (["watch", "r", "--since", "-1"], "argument --since: must be from 0 to 1,000,000,000,000, not -1"),
         (["resume", "r", "--add-tokens", "0"], "argument --add-tokens: must be from 1 to 1,000,000,000, not 0"),
         (["resume", "r", "--add-usd", "nan"], "argument --add-usd: must be more than 0 and at most 1,000,000, not nan"),
+        (["run", "--agent", "demo", " "], "error: the prompt is empty"),
+        (["send", "r", ""], "error: the message is empty"),
         (["reject", "r", "c", "--reason", " "], "argument --reason: is empty: the model is told it, so say why"),
         (["resolve", "r", "c", "--fail", ""], "argument --fail: is empty: the model is told it, so say why"),
         (["pause", "r", "--reason", "x" * 1001], "argument --reason: is longer than 1,000 characters (1,001)"),

@@ -44,7 +44,7 @@ from durable_agent_runner.cli import complete as complete_cli
 from durable_agent_runner.cli import console as console_cli
 from durable_agent_runner.cli import evals as eval_cli
 from durable_agent_runner.cli.args import add_ids, by_flag, integer, model_string, new_id, number
-from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget
+from durable_agent_runner.cli.common import UsageError, add_budget_flags, check_budget, read_prompt
 from durable_agent_runner.cli.decisions import cmd_decide, cmd_resolve
 from durable_agent_runner.cli.export import cmd_export
 from durable_agent_runner.cli.messages import cmd_end, cmd_send
@@ -366,6 +366,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_budget(args)  # run, chat, schedule create, eval run: a cap, before connecting
         if args.command == "run":  # its flags checked before connecting
             check_run(args)
+        if args.command in ("run", "send"):  # read before connecting: an empty one needs no server to say so
+            args.text = read_prompt(args, "prompt" if args.command == "run" else "message")
         if args.command == "codec-server":  # needs only the keys, not Temporal
             return codec_server.cmd_codec_server(args)
         if args.command == "chat":

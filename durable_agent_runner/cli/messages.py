@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 
 from durable_agent_runner.cli.budget import raise_hint
-from durable_agent_runner.cli.common import UsageError, emit, read_prompt
+from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import StillRunning
 from durable_agent_runner.workflows import types as t
@@ -47,7 +47,7 @@ def print_exchange(run_id: str, message: int, ex: t.Exchange, as_json: bool) -> 
 
 
 async def cmd_send(client: AgentClient, args: argparse.Namespace) -> int:
-    text = read_prompt(args, "message")
+    text = args.text  # read before connecting (main)
     run = client.get_session(args.run_id)
     try:
         receipt = await run.send(text, by=args.by, message_id=args.message_id, wait=args.worker_wait)

@@ -10,7 +10,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.common import UsageError, emit, for_terminal, read_prompt
+from durable_agent_runner.cli.common import UsageError, emit, for_terminal
 from durable_agent_runner.cli.messages import gap_note, print_exchange
 from durable_agent_runner.cli.watch import watch
 from durable_agent_runner.client import checks
@@ -75,7 +75,7 @@ def check_run(args: argparse.Namespace) -> None:
 
 
 async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
-    prompt = read_prompt(args)
+    prompt = args.text  # read before connecting (main)
     run = await client.start(
         args.agent,
         prompt,
