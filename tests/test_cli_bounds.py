@@ -223,6 +223,11 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         (["watch", "r", "--since", "-1"], "argument --since: must be from 0 to 1,000,000,000,000, not -1"),
         (["resume", "r", "--add-tokens", "0"], "argument --add-tokens: must be from 1 to 1,000,000,000, not 0"),
         (["resume", "r", "--add-usd", "nan"], "argument --add-usd: must be more than 0 and at most 1,000,000, not nan"),
+        # JSON given on the command line, read before connecting too
+        (["approve", "r", "c", "--args", "[1]"], "argument --args: must be a JSON object of the tool's arguments"),
+        (["approve", "r", "c", "--args", '{"a": 1, "a": 2}'], "argument --args: gives 'a' twice: give each key once"),
+        (["resolve", "r", "c", "--result", "{bad"], "argument --result: is not valid JSON: Expecting property name"),
+        (["complete", "r", "c", "--result", "NaN"], "argument --result: is not valid JSON: NaN is not JSON"),
         (["run", "--agent", "demo", " "], "error: the prompt is empty"),
         (["send", "r", ""], "error: the message is empty"),
         (["reject", "r", "c", "--reason", " "], "argument --reason: is empty: the model is told it, so say why"),

@@ -97,7 +97,7 @@ async def test_completed_with_client_py_after_a_worker_restart(client, task_queu
         shown = await cli("status", handle.id)
         assert f"outside: {pending.call_id}  render waits for an outside completion" in shown.out, shown
         bad = await cli("complete", handle.id, pending.call_id, "--result", "not json")
-        assert bad.code == 2 and "--result is not JSON" in bad.out + bad.err, bad
+        assert bad.code == 2 and "argument --result: is not valid JSON" in bad.out + bad.err, bad
         good = await cli("complete", handle.id, pending.call_id, "--result", '{"pages": 12, "url": "s3://r"}', "--json")
         assert good.code == 0 and json.loads(good.out)["outcome"] == "result", good
         result = await asyncio.wait_for(handle.result(), 30)

@@ -20,8 +20,8 @@ from durable_agent_runner.client.checks import json_object
 from durable_agent_runner.config.values import in_digits
 
 __all__ = [
-    "MAX_DEPTH", "bounded", "by_flag", "call_id", "in_digits", "integer", "json_object", "model_string", "new_id",
-    "number", "positive_int", "reason_of", "run_id",
+    "MAX_DEPTH", "bounded", "by_flag", "call_arguments", "call_id", "in_digits", "integer", "json_object",
+    "json_result", "model_string", "new_id", "number", "positive_int", "reason_of", "run_id",
 ]  # fmt: skip
 
 
@@ -97,6 +97,23 @@ def bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[
         return value
 
     return parse
+
+
+def call_arguments(text: str) -> dict[str, Any]:
+    """`approve --args JSON` as argparse's type: a JSON object within the bounds (the client's check)."""
+    try:
+        return checks.json_object(_utf8(text), "args", "a JSON object of the tool's arguments")
+    except checks.BadArgument as err:
+        raise argparse.ArgumentTypeError(err.reason) from None
+
+
+def json_result(text: str) -> str:
+    """`resolve --result JSON`, `complete --result JSON` as argparse's type: valid JSON within the
+    bounds (the client's check), kept as the text given."""
+    try:
+        return checks.json_text(_utf8(text), "result")
+    except checks.BadArgument as err:
+        raise argparse.ArgumentTypeError(err.reason) from None
 
 
 def reason_of(contract: type[BaseModel], *, told: bool = False) -> Callable[[str], str]:

@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import add_ids, by_flag
+from durable_agent_runner.cli.args import add_ids, by_flag, json_result
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
@@ -21,7 +21,9 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     cmd = sub.add_parser("complete", help="complete a call that waits for an outside completion")
     add_ids(cmd, call="the call waiting for an outside system")
     how = cmd.add_mutually_exclusive_group(required=True)
-    how.add_argument("--result", metavar="JSON", help="what the work came to: JSON of the tool's result type")
+    how.add_argument(
+        "--result", type=json_result, metavar="JSON", help="what the work came to: JSON of the tool's result type"
+    )
     how.add_argument("--fail", metavar="REASON", help="the work failed: the model is told this reason")
     cmd.add_argument("--by", type=by_flag, default=who, help="who completes it (default: %(default)s)")
     cmd.add_argument("--json", action="store_true", help="print JSON")
@@ -32,10 +34,7 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
 async def cmd_complete(client: AgentClient, args: argparse.Namespace) -> int:
     result = None
     if args.result is not None:
-        try:
-            result = bounds.parse_json(args.result)
-        except bounds.OutsideDataError as err:
-            raise UsageError(f"--result is not JSON: {err}") from None
+        result = bounds.parse_json(args.result)  # checked before connecting (cli/args.json_result)
         if result is None:
             raise UsageError("--result is null: give a value, or --fail REASON")
     try:

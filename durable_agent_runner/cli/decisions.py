@@ -20,9 +20,7 @@ async def cmd_decide(client: AgentClient, args: argparse.Namespace) -> int:
     run = client.get(args.run_id)
     try:
         if approve:
-            edited = None
-            if args.args is not None:
-                edited = checks.json_object(args.args, "--args", "a JSON object of the tool's arguments")
+            edited = args.args  # a JSON object, read before connecting (cli/args.call_arguments)
             receipt = await run.approve(args.call_id, edited, by=args.by, always=args.always, wait=args.worker_wait)
         else:
             receipt = await run.reject(args.call_id, args.reason, by=args.by, wait=args.worker_wait)
@@ -55,8 +53,6 @@ async def cmd_resolve(client: AgentClient, args: argparse.Namespace) -> int:
         "rerun" if args.rerun else "result" if args.result is not None else "fail"
     )
     try:
-        if args.result is not None:
-            checks.json_text(args.result, "--result")
         receipt = await client.get(args.run_id).resolve(
             args.call_id, action, args.result, args.fail or "", by=args.by, wait=args.worker_wait
         )

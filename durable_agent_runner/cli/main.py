@@ -168,7 +168,9 @@ def parser() -> argparse.ArgumentParser:
     who = login_name("cli")
     approve = sub.add_parser("approve", help="approve a pending tool call (runs it)")
     add_ids(approve, call="the call waiting for approval")
-    approve.add_argument("--args", metavar="JSON", help="run with these edited arguments (validated first)")
+    approve.add_argument(
+        "--args", type=flags.call_arguments, metavar="JSON", help="run with these edited arguments (validated first)"
+    )
     approve.add_argument("--always", action="store_true", help="also approve later calls of this tool in this run")
     approve.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")
     approve.add_argument("--json", action="store_true", help="print JSON")
@@ -186,7 +188,7 @@ def parser() -> argparse.ArgumentParser:
     add_ids(resolve, call="the call in doubt")
     how = resolve.add_mutually_exclusive_group(required=True)
     how.add_argument("--rerun", action="store_true", help="run the tool again (one attempt)")
-    how.add_argument("--result", metavar="JSON", help="it did happen, and this is what it returned")
+    how.add_argument("--result", type=flags.json_result, metavar="JSON", help="it did happen, and it returned this")
     told = flags.reason_of(t.ResolveCall, told=True)
     how.add_argument("--fail", type=told, metavar="REASON", help="tell the model it failed, with this reason")
     resolve.add_argument("--by", type=by_flag, default=who, help="who decides (default: %(default)s)")

@@ -204,12 +204,19 @@ def json_object(text: str, field: str, what: str = "a JSON object") -> dict[str,
     try:
         value = parse_json(string(text, field), max_depth=MAX_JSON_DEPTH)
     except OutsideDataError as err:
-        raise BadArgument(field, f"is not valid JSON: {err}" if err.bound is None else f"is {err}", " ") from None
+        raise BadArgument(field, _refused_json(err), " ") from None
     if not isinstance(value, dict):
         raise BadArgument(field, f"must be {what}", " ")
     if (key := repeated_key(text)) is not None:  # JSON keeps the last silently; a person meant one
         raise BadArgument(field, f"gives {key!r} twice: give each key once", " ")
     return value
+
+
+def _refused_json(err: OutsideDataError) -> str:
+    """Why JSON text is refused, after its field's name: `is longer than …` for a size bound,
+    `is not valid JSON: NaN is not JSON` for the rest (which read as sentences of their own)."""
+    sized = err.bound in ("MAX_CHARS", "MAX_DEPTH", "MAX_ITEMS") or str(err).startswith("a number longer")
+    return f"is {err}" if sized else f"is not valid JSON: {err}"
 
 
 def json_text(text: object, field: str = "result") -> str:
@@ -218,7 +225,7 @@ def json_text(text: object, field: str = "result") -> str:
     try:
         parse_json(raw)
     except OutsideDataError as err:
-        raise BadArgument(field, f"is not valid JSON: {err}" if err.bound is None else f"is {err}", " ") from None
+        raise BadArgument(field, _refused_json(err), " ") from None
     return raw
 
 
