@@ -137,11 +137,14 @@ def edit_of(args: argparse.Namespace) -> t.Edit:
         if err.field == "index":  # the item of --text, --drop or --insert
             given = next(flag for flag in ("text", "drop", "insert") if getattr(args, flag) is not None)
             raise UsageError(f"--{given} INDEX: {err.reason}") from None
+        flag = {"agent": "--agent", "call_id": "--args CALL_ID" if args.args else "--drop-call"}.get(err.field)
+        if flag is not None:  # the client's field, said as the flag it came from
+            raise UsageError(f"{flag}: {err.reason}") from None
         raise UsageError(f"--{err.field} {err.reason}" if err.field == "insert" else str(err)) from None
 
 
 async def cmd_edit(client: AgentClient, args: argparse.Namespace) -> int:
-    receipt = await client.get(args.run_id).edit(edit_of(args))
+    receipt = await client.get(args.run_id).edit(args.edit)  # made before connecting (main: edit_of)
     _emit(
         args,
         {"run_id": args.run_id, **receipt.model_dump(mode="json")},
@@ -152,8 +155,6 @@ async def cmd_edit(client: AgentClient, args: argparse.Namespace) -> int:
 
 async def cmd_fork(client: AgentClient, args: argparse.Namespace) -> int:
     live = bool(getattr(args, "live_tools", False))
-    if args.at_turn < 1:
-        raise UsageError("--at-turn N: model calls are numbered from 1")
     try:
         forked = await client.get(args.run_id).fork(
             args.at_turn, args.prompt, id=args.id, live_tools=live, task_queue=args.task_queue,

@@ -370,6 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_run(args)
         if args.command in ("run", "send"):  # read before connecting: an empty one needs no server to say so
             args.text = read_prompt(args, "prompt" if args.command == "run" else "message")
+        if args.command == "edit":  # which one edit, and its values, need no server
+            args.edit = debug.edit_of(args)
         if args.command == "codec-server":  # needs only the keys, not Temporal
             return codec_server.cmd_codec_server(args)
         if args.command == "chat":
