@@ -223,6 +223,7 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         (["watch", "r", "--since", "-1"], "argument --since: must be from 0 to 1,000,000,000,000, not -1"),
         (["resume", "r", "--add-tokens", "0"], "argument --add-tokens: must be from 1 to 1,000,000,000, not 0"),
         (["resume", "r", "--add-usd", "nan"], "argument --add-usd: must be more than 0 and at most 1,000,000, not nan"),
+        (["answer", "r", "c", "--choice", "0"], "argument --choice: must be from 1 to 20, not 0"),
         # an edit is made before connecting: which one, its index, its role, its JSON
         (["edit", "r", "--drop", "-1"], "error: --drop INDEX: must be between 0 and 1,000,000,000"),
         (["edit", "r", "--insert", "0", "system", "hi"], "error: --insert ROLE must be user or assistant"),

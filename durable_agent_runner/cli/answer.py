@@ -9,10 +9,11 @@ import argparse
 from typing import Any
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import add_ids, by_flag, integer
+from durable_agent_runner.cli.args import add_ids, bounded, by_flag
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client.agent_client import AgentClient
+from durable_agent_runner.workflows.types.questions import MAX_CHOICES
 
 
 def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
@@ -22,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction[Any], who: str) -> None:
     what.add_argument("text", nargs="?", metavar="TEXT", help="the answer, as text (with choices: one of them)")
     what.add_argument("--text", dest="text_flag", metavar="TEXT", help=argparse.SUPPRESS)  # as people also write it
     what.add_argument(
-        "--choice", type=integer, metavar="N", help="the number of one of the question's choices (from 1)"
+        "--choice", type=bounded(int, 1, MAX_CHOICES), metavar="N", help="the number of one of the question's choices"
     )
     answer.add_argument("--by", type=by_flag, default=who, help="who answers (default: %(default)s)")
     answer.add_argument("--json", action="store_true", help="print JSON")
