@@ -224,11 +224,15 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         (["resume", "r", "--add-tokens", "0"], "argument --add-tokens: must be from 1 to 1,000,000,000, not 0"),
         (["resume", "r", "--add-usd", "nan"], "argument --add-usd: must be more than 0 and at most 1,000,000, not nan"),
         (["answer", "r", "c", "--choice", "0"], "argument --choice: must be from 1 to 20, not 0"),
+        # an empty --agent (an unset "$AGENT") anywhere a run's agent is named
+        (["run", "--agent", "", "hi"], "argument --agent: must be 1-200 printable characters"),
+        (["chat", "--agent", ""], "argument --agent: must be 1-200 printable characters"),
+        (["eval", "run", "examples/weather_eval.yaml", "--agent", ""], "argument --agent: must be 1-200 printable"),
         # an edit is made before connecting: which one, its index, its role, its JSON
         (["edit", "r", "--drop", "-1"], "error: --drop INDEX: must be between 0 and 1,000,000,000"),
         (["edit", "r", "--insert", "0", "system", "hi"], "error: --insert ROLE must be user or assistant"),
         (["edit", "r", "--args", "c", "[1]"], "error: --args must be a JSON object of the call's arguments"),
-        (["edit", "r", "--agent", ""], "error: --agent: must be 1-200 printable characters"),
+        (["edit", "r", "--agent", ""], "argument --agent: must be 1-200 printable characters"),
         (["edit", "r", "--drop-call", ""], "error: --drop-call: must be 1-200 printable characters"),
         # JSON given on the command line, read before connecting too
         (["approve", "r", "c", "--args", "[1]"], "argument --args: must be a JSON object of the tool's arguments"),

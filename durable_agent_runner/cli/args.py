@@ -20,8 +20,8 @@ from durable_agent_runner.client.checks import json_object
 from durable_agent_runner.config.values import in_digits
 
 __all__ = [
-    "MAX_DEPTH", "bounded", "by_flag", "call_arguments", "call_id", "in_digits", "integer", "json_object",
-    "json_result", "model_string", "new_id", "number", "positive_int", "reason_of", "run_id",
+    "MAX_DEPTH", "agent_name", "bounded", "by_flag", "call_arguments", "call_id", "checked", "in_digits", "integer",
+    "json_object", "json_result", "model_string", "new_id", "number", "positive_int", "reason_of", "run_id",
 ]  # fmt: skip
 
 
@@ -71,6 +71,23 @@ def number(text: str) -> float:
     if not in_digits(text, float):
         raise argparse.ArgumentTypeError(f"invalid float value: {text[:40]!r}")
     return float(text)
+
+
+def checked(check: Callable[[str], Any]) -> Callable[[str], str]:
+    """An argparse type from one of the client's checks: its refusal becomes argparse's one line
+    (`argument --agent: must be 1-200 printable characters`), before anything connects."""
+
+    def parse(text: str) -> str:
+        try:
+            check(_utf8(text))
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(getattr(err, "reason", err))) from None
+        return text
+
+    return parse
+
+
+agent_name = checked(checks.agent)  # --agent: a name, as the worker's agents have
 
 
 def positive_int(text: str) -> int:

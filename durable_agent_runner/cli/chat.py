@@ -31,7 +31,7 @@ from typing import Any
 from temporalio.service import RPCError
 
 from durable_agent_runner.cli import session
-from durable_agent_runner.cli.args import by_flag, model_string, new_id, number, run_id
+from durable_agent_runner.cli.args import agent_name, by_flag, model_string, new_id, number, run_id
 from durable_agent_runner.cli.budget import chat_raise, raised_words
 from durable_agent_runner.cli.chat_io import (
     ANSWER_WAIT,
@@ -390,7 +390,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> argparse.ArgumentParser:
         "one message per line, each answer on standard output. Ctrl-C or end of input leaves the session running.",
     )
     chat.add_argument("run_id", nargs="?", type=run_id, help="rejoin this session")
-    chat.add_argument("--agent", help=f"agent of a new session (default: {t.DEFAULT_AGENT})")
+    chat.add_argument("--agent", type=agent_name, help=f"agent of a new session (default: {t.DEFAULT_AGENT})")
     chat.add_argument("--model", type=model_string, help="override the agent's model, for a new session")
     chat.add_argument("--id", type=new_id, help="run id for a new session (default: generated)")
     add_budget_flags(chat, "a new session (all told)")

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from durable_agent_runner.cli.args import add_ids, bounded, by_flag, integer, new_id, reason_of
+from durable_agent_runner.cli.args import add_ids, agent_name, bounded, by_flag, integer, new_id, reason_of
 from durable_agent_runner.cli.budget import budget_raise, raised_words
 from durable_agent_runner.cli.common import UsageError, add_budget_flags, for_terminal
 from durable_agent_runner.cli.session import add_read_wait, add_wait
@@ -202,7 +202,9 @@ def add_parsers(sub: argparse._SubParsersAction[Any], who: str) -> None:
     edit.add_argument("--insert", nargs=3, metavar=("INDEX", "ROLE", "TEXT"), help="insert a user or assistant message")
     edit.add_argument("--args", nargs=2, metavar=("CALL_ID", "JSON"), help="change a pending call's arguments")
     edit.add_argument("--drop-call", metavar="CALL_ID", help="drop a pending call (the model is told)")
-    edit.add_argument("--agent", metavar="NAME", help="switch the agent in charge to one the run froze")
+    edit.add_argument(
+        "--agent", type=agent_name, metavar="NAME", help="switch the agent in charge to one the run froze"
+    )
     edit.add_argument("--by", type=by_flag, default=who, help="who edits (default: %(default)s)")
     edit.add_argument("--json", action="store_true", help="print JSON")
     edit.set_defaults(fn=cmd_edit)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from durable_agent_runner.cli.args import EVAL_ID, bounded, model_string, new_id, run_id
+from durable_agent_runner.cli.args import EVAL_ID, agent_name, bounded, model_string, new_id, run_id
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.cli.session import add_wait
 from durable_agent_runner.client.agent_client import AgentClient
@@ -63,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
 
     r = verbs.add_parser("run", help="run every case of DATASET (YAML or JSON) as a run of --agent")
     r.add_argument("dataset", type=_dataset, help="a dataset file (pydantic-evals' layout)")
-    r.add_argument("--agent", required=True, help="the agent every case runs")
+    r.add_argument("--agent", type=agent_name, required=True, help="the agent every case runs")
     r.add_argument(
         "--concurrency",
         type=bounded(int, 1, te.MAX_CONCURRENCY),

@@ -98,7 +98,9 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="start a run and print its id")
     run.add_argument("prompt", nargs="*", help="what to ask the agent; '-' reads it from standard input")
     run.add_argument("--prompt-file", type=Path, metavar="F", help="read the prompt from this file")
-    run.add_argument("--agent", default=t.DEFAULT_AGENT, help="agent name (default: %(default)s)")
+    run.add_argument(
+        "--agent", type=flags.agent_name, default=t.DEFAULT_AGENT, help="agent name (default: %(default)s)"
+    )
     run.add_argument("--max-turns", type=flags.positive_int, help="override the agent's max_turns")
     run.add_argument(
         "--model",
@@ -246,7 +248,7 @@ def parser() -> argparse.ArgumentParser:
     ls.add_argument("--limit", type=flags.positive_int, default=20, help="at most this many (1-1000, default 20)")
     ls.add_argument("--phase", choices=PHASES, metavar="PHASE", help=f"only runs in this phase: {', '.join(PHASES)}")
     ls.add_argument(
-        "--agent", type=schedules.AGENT, help="only runs of this agent (after a handoff: the one it went to)"
+        "--agent", type=flags.agent_name, help="only runs of this agent (after a handoff: the one it went to)"
     )
     ls.add_argument("--schedule", type=schedules.NAME, metavar="NAME", help="only runs this schedule started")
     ls.add_argument(

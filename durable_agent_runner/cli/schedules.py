@@ -6,43 +6,19 @@ is a one-line usage error before anything is sent."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from durable_agent_runner.cli.args import SCHEDULE, in_digits, model_string
+from durable_agent_runner.cli.args import SCHEDULE, agent_name, checked, integer, model_string, number
 from durable_agent_runner.cli.common import UsageError, emit
 from durable_agent_runner.client import checks
 from durable_agent_runner.client import schedule_specs as specs
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.schedules import ScheduleRow, ScheduleView
 
-
-def _typed(check: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type from a check: its BadArgument becomes argparse's one-line error."""
-
-    def parse(text: str) -> Any:
-        try:
-            check(text)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(getattr(err, "reason", err))) from None
-        return text
-
-    return parse
-
-
-def _number(kind: type[int] | type[float]) -> Callable[[str], Any]:
-    def parse(text: str) -> Any:
-        if not in_digits(text, kind):
-            raise argparse.ArgumentTypeError(f"not a {'whole ' if kind is int else ''}number: {text[:40]!r}")
-        return kind(text)
-
-    return parse
-
-
-NAME = _typed(specs.name)
-AGENT = _typed(checks.agent)
-NOTE = _typed(specs.note)
+NAME = checked(specs.name)
+AGENT = agent_name
+NOTE = checked(specs.note)
 
 
 def check(args: argparse.Namespace) -> None:
@@ -71,10 +47,10 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     what.add_argument("--agent", type=AGENT, help="the agent each run runs (or --session)")
     c.add_argument("--input", required=True, help="what each run is asked (or the message sent to --session)")
     when = c.add_mutually_exclusive_group(required=True)
-    when.add_argument("--cron", type=_typed(specs.cron), metavar="EXPR", help="e.g. '0 9 * * 1-5' or @daily")
+    when.add_argument("--cron", type=checked(specs.cron), metavar="EXPR", help="e.g. '0 9 * * 1-5' or @daily")
     when.add_argument(
         "--every",
-        type=_typed(lambda v: specs.duration(v, "every", low=specs.MIN_EVERY)),
+        type=checked(lambda v: specs.duration(v, "every", low=specs.MIN_EVERY)),
         metavar="DURATION",
         help="e.g. 10s, 15m, 1h30m, 1d",
     )
@@ -86,19 +62,19 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
     )
     c.add_argument(
         "--catchup-window",
-        type=_typed(lambda v: specs.duration(v, "catchup", low=specs.MIN_CATCHUP)),
+        type=checked(lambda v: specs.duration(v, "catchup", low=specs.MIN_CATCHUP)),
         metavar="DUR",
         help="after downtime, times missed by at most this still start (default: 1 year)",
     )
     c.add_argument(
         "--jitter",
-        type=_typed(lambda v: specs.duration(v, "jitter")),
+        type=checked(lambda v: specs.duration(v, "jitter")),
         metavar="DUR",
         help="start each run up to this much later, at random",
     )
-    c.add_argument("--timezone", type=_typed(specs.timezone), metavar="TZ", help="for --cron: e.g. Europe/Paris")
-    c.add_argument("--budget-usd", type=_number(float), metavar="X", help="each run may spend at most $X")
-    c.add_argument("--budget-tokens", type=_number(int), metavar="N", help="each run may use at most N tokens")
+    c.add_argument("--timezone", type=checked(specs.timezone), metavar="TZ", help="for --cron: e.g. Europe/Paris")
+    c.add_argument("--budget-usd", type=number, metavar="X", help="each run may spend at most $X")
+    c.add_argument("--budget-tokens", type=integer, metavar="N", help="each run may use at most N tokens")
     c.add_argument("--model", type=model_string, help="override the agent's model for each run")
     what.add_argument("--session", metavar="RUN_ID", help="send --input to this session instead of starting runs")
     c.add_argument("--paused", action="store_true", help="create it paused (unpause to start it)")
@@ -123,8 +99,8 @@ def add_parser(sub: argparse._SubParsersAction[Any]) -> None:
         v.set_defaults(fn=fn)
     b = verbs.add_parser("backfill", help="start the runs it would have started between FROM and TO")
     b.add_argument("name", type=NAME, help=SCHEDULE)
-    b.add_argument("start", metavar="FROM", type=_typed(lambda v: specs.moment(v, "FROM")), help="ISO time (UTC)")
-    b.add_argument("end", metavar="TO", type=_typed(lambda v: specs.moment(v, "TO")), help="e.g. 2026-12-01T18:00")
+    b.add_argument("start", metavar="FROM", type=checked(lambda v: specs.moment(v, "FROM")), help="ISO time (UTC)")
+    b.add_argument("end", metavar="TO", type=checked(lambda v: specs.moment(v, "TO")), help="e.g. 2026-12-01T18:00")
     b.set_defaults(fn=cmd_backfill)
     for v in verbs.choices.values():
         v.add_argument("--json", action="store_true", help="print JSON")
