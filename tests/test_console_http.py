@@ -189,6 +189,16 @@ async def test_numbers_are_ascii_digits_and_bad_links_or_filters_get_400(client,
             refused = await web.post(path, data={**form, "csrf": csrf}, headers=json_)
             assert refused.status_code == 400, (form, refused.text)
             assert "digits 0-9" in refused.json()["message"], refused.text
+        # a text longer than its input's maxlength (a request the page did not make) was cut unsaid
+        for path, form, said in (
+            (f"{run}/pause", {"reason": "r" * 1001}, "reason: at most 1,000 characters, not 1,001"),
+            (f"{run}/fork", {"at_turn": "1", "prompt": "p" * 4001}, "prompt: at most 4,000 characters, not 4,001"),
+            (f"{run}/case", {"dataset": "d", "expected": "e" * 4001}, "expected: at most 4,000 characters"),
+            (f"{run}/pause", {"by": "b" * 201}, "by: at most 200 characters, not 201"),
+            (f"{run}/fork", {"at_turn": "0"}, "fork at turn N: N must be a whole number from 1"),
+        ):
+            refused = await web.post(path, data={**form, "csrf": csrf}, headers=json_)
+            assert refused.status_code == 400 and said in refused.json()["message"], (form, refused.text)
         for since in ("٣", "²", "-1", "1e3"):
             bad = await web.get(f"{run}/events", params={"since": since})
             assert bad.status_code == 400 and "digits 0-9" in bad.text, (since, bad.text)

@@ -24,6 +24,7 @@ from durable_agent_runner.client.schedules import ScheduleNotFound
 from durable_agent_runner.console import data, evals_live, links, sse, views, views_evals, views_run, views_schedules
 from durable_agent_runner.console import whole as whole_value
 from durable_agent_runner.console.forms import (
+    bounded_text,
     budget_raise,
     checked_edit,
     edited_arguments,
@@ -244,7 +245,7 @@ class Console:
 
     async def pause(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
-        status = await data.pause(self.client, _run_id(request), self._by(form), form.get("reason", "")[:1000])
+        status = await data.pause(self.client, _run_id(request), self._by(form), bounded_text(form, "reason", 1000))
         return _done(f"pauses at its next safe point (now: {status.phase}, turn {status.turn})")
 
     async def resume(self, request: Request) -> Response:
@@ -271,18 +272,16 @@ class Console:
 
     async def fork(self, request: Request) -> Response:
         form = await read_form(request, self.csrf)
-        at = whole(form.get("at_turn", "").strip(), "fork at turn N: N")
-        if at < 1:
-            raise Refused(400, "fork at turn N: a whole number from 1")
-        new_id = await data.fork(self.client, _run_id(request), at, form.get("prompt", "")[:4000], self.task_queue)
+        at = whole(form.get("at_turn", "").strip(), "fork at turn N: N", low=1)
+        new_id = await data.fork(self.client, _run_id(request), at, bounded_text(form, "prompt", 4000), self.task_queue)
         return _done(f"forked as {new_id}", redirect=f"/runs/{quote(new_id, safe='')}")
 
     async def make_case(self, request: Request) -> Response:
         """The run, before model call N, as a case of a dataset file in the datasets folder."""
         form = await read_form(request, self.csrf)
         path = dataset_path(self.datasets, form.get("dataset", ""))
-        at = whole(form.get("at_turn", "").strip(), "before model call N: N") if form.get("at_turn") else None
-        expected = form.get("expected", "")[:4000] or None
+        at = whole(form.get("at_turn", "").strip(), "before model call N: N", low=1) if form.get("at_turn") else None
+        expected = bounded_text(form, "expected", 4000) or None
         self.datasets.mkdir(parents=True, exist_ok=True)
         case = await self.client.evals.add_case(path, _run_id(request), at_turn=at, expected=expected)
         return _done(f"added case {case.name!r} to {path}")
@@ -314,7 +313,7 @@ class Console:
         return _done(f"{name} {verb}d by {self._by(form)}", redirect="/schedules")
 
     def _by(self, form: dict[str, str]) -> str:
-        return (form.get("by") or "").strip()[:200] or self.by
+        return bounded_text(form, "by", 200).strip() or self.by
 
 
 def _run_id(request: Request, key: str = "run_id") -> str:
