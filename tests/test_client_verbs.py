@@ -319,3 +319,16 @@ async def test_a_wait_that_ran_out_on_an_agent_no_worker_serves_says_so(api, wor
         assert f"nothing polls task queue {api.task_queue}@ghost" in str(ran.value)
         await chat.cancel()
         await run.cancel()
+
+
+async def test_watch_follows_at_most_its_timeout_and_says_where_to_pick_it_up(api, worker_factory, agents, cli):
+    """Before: `watch` of a run that waits (here: on an agent no worker serves) followed it
+    forever, the one wait of the CLI with no bound; `eval watch` had --timeout."""
+    async with worker_factory(registry=agents):
+        run = await api.start("ghost", "hi")
+        began = time.monotonic()
+        done = await cli("watch", run.id, "--timeout", "2", "--json")
+        assert done.code == 1 and time.monotonic() - began < 30, done
+        assert done.out.strip().splitlines()[-1] == '{"type": "timeout", "next": 0}', done
+        assert f"watch: stopped after 2 s; the run goes on: python client.py watch {run.id} --since 0" in done.err
+        await run.cancel()

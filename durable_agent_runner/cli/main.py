@@ -233,6 +233,9 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--since", type=flags.bounded(int, 0, 10**12), default=0, metavar="N", help="start at event N (resume a watch)"
     )
+    w.add_argument(
+        "--timeout", type=flags.bounded(float, 1, 7 * 86400), default=86400, metavar="S", help="follow it at most S s"
+    )
     w.add_argument("--json", action="store_true", help="one JSON object per line, with event numbers")
     w.set_defaults(fn=cmd_watch)
 

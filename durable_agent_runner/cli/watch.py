@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO, assert_never
 
-from durable_agent_runner.cli.common import UsageError, on_screen
+from durable_agent_runner.cli.common import on_screen
 from durable_agent_runner.client.agent_client import AgentClient
 from durable_agent_runner.client.errors import EventsUnavailable, cli
 from durable_agent_runner.client.events import Live, Retrying, RunClosed, TextDelta, TextDiscarded, TextTracker
@@ -214,35 +214,45 @@ class Printer:
 
 
 async def watch(
-    client: AgentClient, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None
-) -> int:
+    client: AgentClient, run_id: str, since: int = 0, as_json: bool = False, out: TextIO | None = None,
+    seconds: float | None = None,
+) -> int:  # fmt: skip
     """Print the run's story from event `since` on until it ends; 0 if it answered, else 1. A
     wait no worker takes (no worker serves the agent, a tool's version) is said on standard error
-    within seconds, as `run --wait` says it."""
+    within seconds, as `run --wait` says it. `seconds`: follow at most that long (then 1, saying
+    where to pick it up)."""
     printer = Printer(run_id, as_json, out or sys.stdout)
     last, asked = "", since
     run = client.get(run_id)
     say = asyncio.create_task(warn_unserved(run.temporal, run.handle, lambda text: print(text, file=sys.stderr)))
     try:
-        async for item in run.events(since, check=False):
-            if isinstance(item, TextDelta | TextDiscarded):
-                printer.show(item)
-            elif isinstance(item, Retrying):
-                printer.emit({"type": "retrying", "error": item.error}, None)
-                print(f"(watch: {item.error}; retrying)", file=sys.stderr)
-            elif isinstance(item, RunClosed):  # completed: its answer came before `since`
-                done = item.status == t.Phase.COMPLETED.value
-                said = f"\n{'✓' if done else '✗'} run {item.status}\n"
-                if since == asked > 0:  # nothing shown: `--since` was past its last event
-                    said = f"{said.strip()} (no event from {asked} on)\n"
-                printer.emit({"type": "ended", "status": item.status}, said)
-                return 0 if done else 1
-            else:
-                printer.event(item)
-                since, last = item.seq + 1, item.kind
+        async with asyncio.timeout(seconds):
+            async for item in run.events(since, check=False):
+                if isinstance(item, TextDelta | TextDiscarded):
+                    printer.show(item)
+                elif isinstance(item, Retrying):
+                    printer.emit({"type": "retrying", "error": item.error}, None)
+                    print(f"(watch: {item.error}; retrying)", file=sys.stderr)
+                elif isinstance(item, RunClosed):  # completed: its answer came before `since`
+                    done = item.status == t.Phase.COMPLETED.value
+                    said = f"\n{'✓' if done else '✗'} run {item.status}\n"
+                    if since == asked > 0:  # nothing shown: `--since` was past its last event
+                        said = f"{said.strip()} (no event from {asked} on)\n"
+                    printer.emit({"type": "ended", "status": item.status}, said)
+                    return 0 if done else 1
+                else:
+                    printer.event(item)
+                    since, last = item.seq + 1, item.kind
     except EventsUnavailable as err:
         printer.emit({"type": "gave_up", "error": err.error, "next": err.next}, None)
         print(f"watch: {err}", file=sys.stderr)
+        return 1
+    except TimeoutError:
+        printer.emit({"type": "timeout", "next": since}, None)
+        print(
+            f"watch: stopped after {seconds:g} s; the run goes on: {cli()} watch {run_id} --since {since}",
+            file=sys.stderr,
+        )
         return 1
     finally:
         say.cancel()
@@ -252,7 +262,5 @@ async def watch(
 
 
 async def cmd_watch(client: AgentClient, args: argparse.Namespace) -> int:
-    if args.since < 0:
-        raise UsageError("--since must be 0 or more")
     await client.get(args.run_id).exists()
-    return await watch(client, args.run_id, args.since, args.json)
+    return await watch(client, args.run_id, args.since, args.json, seconds=args.timeout)
