@@ -75,7 +75,9 @@ async def test_an_eval_of_a_case_made_at_turn_3_asks_only_the_model_and_runs_no_
         rows = (await ev.report())[0].rows
         story = await transcript(client.get_workflow_handle(rows[0].run_id))
         refused = await cli("eval", "add-case", str(path), origin.id, "--at-turn", "3")
-    assert refused.code == 2 and "already has a case named" in refused.err and "Traceback" not in refused.err
+    assert refused.code == 2 and "Traceback" not in refused.err
+    # said as the flag that names a case, where it read `name: …`, the client's field
+    assert f"error: --name: {path} already has a case named" in refused.err and "give it another name" in refused.err
     assert len(rows) == 1 and rows[0].passed and rows[0].scores == {"EqualsExpected": True}
     assert len(requests_for(llm, model)) == asked_before + 1  # model call 3 only
     assert len(counter_file.read_text().splitlines()) == 1  # the recorded tally did not run again

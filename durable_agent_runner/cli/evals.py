@@ -293,6 +293,8 @@ async def cmd_add_case(client: AgentClient, args: argparse.Namespace) -> int:
         )
     except DatasetError as err:
         raise UsageError(str(err)) from None
+    except BadArgument as err:  # a case of that name already: said as the flag that names it
+        raise (UsageError.of_flag(err) if err.field == "name" else err) from None
     point = case.from_run
     assert point is not None
     body = {"dataset": args.dataset, "case": case.name, "run_id": point.run_id, "at_turn": point.at_turn}

@@ -52,7 +52,7 @@ def add_case(path: str | Path, case: Case) -> Dataset:
     path = Path(path)
     dataset = load_dataset(path) if path.exists() else Dataset(name=path.stem or "dataset", cases=[])
     if any(c.name == case.name for c in dataset.cases):
-        raise checks.BadArgument("name", f"{path} already has a case named {case.name!r}")
+        raise checks.BadArgument("name", f"{path} already has a case named {case.name!r}: give it another name")
     grown = Dataset(name=dataset.name, cases=[*dataset.cases, case], evaluators=dataset.evaluators)
     kept = with_case_appended(path.read_text(encoding="utf-8"), case) if path.exists() and yaml_file(path) else None
     if kept is not None:  # the person's file as they wrote it (comments and all), one case longer
