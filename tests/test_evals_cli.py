@@ -113,7 +113,10 @@ async def test_bad_eval_arguments_are_one_line_and_exit_2(temporal_server, clien
         (["eval", "run", str(data), "--agent", "scripted", "--fail-on-regression"], "needs --baseline"),
         (["eval", "status", "no-such-eval"], "no eval with id 'no-such-eval'"),
         # refused before the eval starts: no case is paid for a comparison that cannot be made
-        (["eval", "run", str(data), "--agent", "scripted", "--baseline", "no-such-eval"], "no eval with id"),
+        (
+            ["eval", "run", str(data), "--agent", "scripted", "--baseline", "no-such-eval"],
+            "error: --baseline: no eval with id 'no-such-eval'",
+        ),
         # the two the wrong way round said "no run with id 'cases.yaml'"
         (["eval", "add-case", "some-run", str(data)], f"add-case takes DATASET, then RUN_ID: '{data}' looks like"),
     ]:

@@ -155,19 +155,14 @@ def _a_file(text: str) -> bool:
 
 async def cmd_run(client: AgentClient, args: argparse.Namespace) -> int:
     dataset = args.dataset
-    ev = await client.evals.start(
-        dataset,
-        agent=args.agent,
-        concurrency=args.concurrency,
-        repeat=args.repeat,
-        budget_usd=args.budget_usd,
-        budget_tokens=args.budget_tokens,
-        on_budget=args.on_budget,
-        model=args.model,
-        baseline=args.baseline,
-        eval_id=args.id,
-        inline_scoring=args.inline_scoring,
-    )
+    try:
+        ev = await client.evals.start(
+            dataset, agent=args.agent, concurrency=args.concurrency, repeat=args.repeat,
+            budget_usd=args.budget_usd, budget_tokens=args.budget_tokens, on_budget=args.on_budget,
+            model=args.model, baseline=args.baseline, eval_id=args.id, inline_scoring=args.inline_scoring,
+        )  # fmt: skip
+    except BadArgument as err:  # no such baseline: said as its flag, where it read `baseline: …`
+        raise (UsageError.of_flag(err) if err.field == "baseline" else err) from None
     if args.no_wait:  # its id alone on standard output, as `run` prints a run's: `E=$(... --no-wait)`
         emit(args.json, {"eval_id": ev.eval_id}, ev.eval_id)
         if not args.json:
