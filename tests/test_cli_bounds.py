@@ -224,6 +224,7 @@ def test_every_command_and_its_ids_have_help(capsys: pytest.CaptureFixture[str])
         (["resume", "r", "--add-tokens", "0"], "argument --add-tokens: must be from 1 to 1,000,000,000, not 0"),
         (["resume", "r", "--add-usd", "nan"], "argument --add-usd: must be more than 0 and at most 1,000,000, not nan"),
         (["answer", "r", "c", "--choice", "0"], "argument --choice: must be from 1 to 20, not 0"),
+        (["list", "--limit", "5000"], "argument --limit: must be from 1 to 1,000, not 5000"),
         # an empty --agent (an unset "$AGENT") anywhere a run's agent is named
         (["run", "--agent", "", "hi"], "argument --agent: must be 1-200 printable characters"),
         (["chat", "--agent", ""], "argument --agent: must be 1-200 printable characters"),

@@ -248,7 +248,7 @@ def parser() -> argparse.ArgumentParser:
     ex.set_defaults(fn=cmd_export)
 
     ls = sub.add_parser("list", help="list recent runs")
-    ls.add_argument("--limit", type=flags.positive_int, default=20, help="at most this many (1-1000, default 20)")
+    ls.add_argument("--limit", type=flags.bounded(int, 1, 1000), default=20, help="at most this many: 1-1000 (20)")
     ls.add_argument("--phase", choices=PHASES, metavar="PHASE", help=f"only runs in this phase: {', '.join(PHASES)}")
     ls.add_argument(
         "--agent", type=flags.agent_name, help="only runs of this agent (after a handoff: the one it went to)"

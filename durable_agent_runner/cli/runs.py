@@ -194,8 +194,6 @@ def waits_note(run_id: str, who: str = "result", bound: float | None = None) -> 
 
 
 async def cmd_list(client: AgentClient, args: argparse.Namespace) -> int:
-    if not 1 <= args.limit <= 1000:
-        raise UsageError("--limit must be between 1 and 1000")
     found = await client.list(
         args.limit,
         phase=args.phase or "",
