@@ -34,31 +34,6 @@ def _utf8(text: str) -> str:
     return text
 
 
-def model_string(text: str) -> str:
-    """A model string ("anthropic:NAME", …) as argparse's type: the client's check, in one line."""
-    try:
-        return checks.model(_utf8(text))
-    except checks.BadArgument as err:
-        raise argparse.ArgumentTypeError(err.reason) from None
-
-
-def new_id(text: str) -> str:
-    """`--id ID` of a run, session, fork or eval about to start, as argparse's type: the client's
-    rule for a new id (not `id: …` after connecting)."""
-    try:
-        return checks.new_run_id(_utf8(text))
-    except checks.BadArgument as err:
-        raise argparse.ArgumentTypeError(err.reason) from None
-
-
-def by_flag(text: str) -> str:
-    """`--by NAME` as argparse's type: who decides or talks, not blank (the client's check)."""
-    try:
-        return checks.by(_utf8(text))
-    except checks.BadArgument as err:
-        raise argparse.ArgumentTypeError(err.reason) from None
-
-
 def integer(text: str) -> int:
     """An int flag's value, in ASCII digits, as argparse's `type=int` says a bad one."""
     if not in_digits(text, int):
@@ -73,21 +48,33 @@ def number(text: str) -> float:
     return float(text)
 
 
-def checked(check: Callable[[str], Any]) -> Callable[[str], str]:
+def checked(check: Callable[[str], Any], *, value: bool = False) -> Callable[[str], Any]:
     """An argparse type from one of the client's checks: its refusal becomes argparse's one line
-    (`argument --agent: must be 1-200 printable characters`), before anything connects."""
+    (`argument --agent: must be 1-200 printable characters`), before anything connects. The flag's
+    value is the text given, or with `value` what the check made of it (a JSON object)."""
 
-    def parse(text: str) -> str:
+    def parse(text: str) -> Any:
         try:
-            check(_utf8(text))
+            made = check(_utf8(text))
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(getattr(err, "reason", err))) from None
-        return text
+        return made if value else text
 
     return parse
 
 
-agent_name = checked(checks.agent)  # --agent: a name, as the worker's agents have
+# Each the client's own rule, said before connecting (a model string "anthropic:NAME", a new id, a
+# name not blank, a positional id, approve's edited arguments, a result given as JSON).
+agent_name = checked(checks.agent)
+model_string = checked(checks.model, value=True)
+new_id = checked(checks.new_run_id, value=True)  # --id of a run, session, fork or eval about to start
+by_flag = checked(checks.by, value=True)  # --by: who decides or talks
+run_id = checked(lambda text: checks.run_id(text, "run_id", checks.MAX_ANY_ID), value=True)  # RUN_ID, EVAL_ID
+call_id = checked(checks.call_id, value=True)
+call_arguments = checked(
+    lambda text: checks.json_object(text, "args", "a JSON object of the tool's arguments"), value=True
+)
+json_result = checked(lambda text: checks.json_text(text, "result"), value=True)  # resolve/complete --result
 
 
 def positive_int(text: str) -> int:
@@ -116,23 +103,6 @@ def bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[
     return parse
 
 
-def call_arguments(text: str) -> dict[str, Any]:
-    """`approve --args JSON` as argparse's type: a JSON object within the bounds (the client's check)."""
-    try:
-        return checks.json_object(_utf8(text), "args", "a JSON object of the tool's arguments")
-    except checks.BadArgument as err:
-        raise argparse.ArgumentTypeError(err.reason) from None
-
-
-def json_result(text: str) -> str:
-    """`resolve --result JSON`, `complete --result JSON` as argparse's type: valid JSON within the
-    bounds (the client's check), kept as the text given."""
-    try:
-        return checks.json_text(_utf8(text), "result")
-    except checks.BadArgument as err:
-        raise argparse.ArgumentTypeError(err.reason) from None
-
-
 def reason_of(contract: type[BaseModel], *, told: bool = False) -> Callable[[str], str]:
     """A `--reason` (or `--fail REASON`) as argparse's type, within the bound of the `reason` of
     the contract it is sent in (one source: PauseRequest's 1,000, ApprovalDecision's 4,000);
@@ -152,23 +122,6 @@ def reason_of(contract: type[BaseModel], *, told: bool = False) -> Callable[[str
 def _said(bound: float) -> str:
     """A bound as a person reads it: 1,000,000, not 1e+06."""
     return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
-
-
-def run_id(text: str) -> str:
-    """A positional RUN_ID (or EVAL_ID) as argparse's type: 1-1000 printable characters, the
-    client's check, before connecting (an empty one was a connection error with no server)."""
-    try:
-        return checks.run_id(_utf8(text), "run_id", checks.MAX_ANY_ID)
-    except checks.BadArgument as err:
-        raise argparse.ArgumentTypeError(err.reason) from None
-
-
-def call_id(text: str) -> str:
-    """A positional CALL_ID as argparse's type (the client's check)."""
-    try:
-        return checks.call_id(_utf8(text))
-    except checks.BadArgument as err:
-        raise argparse.ArgumentTypeError(err.reason) from None
 
 
 # What a command's positional ids are, as `-h` says them (and a refusal names them: `run_id: …`).

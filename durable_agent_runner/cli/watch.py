@@ -225,8 +225,9 @@ async def watch(
     last, asked = "", since
     run = client.get(run_id)
     say = asyncio.create_task(warn_unserved(run.temporal, run.handle, lambda text: print(text, file=sys.stderr)))
+    limit = asyncio.timeout(seconds)
     try:
-        async with asyncio.timeout(seconds):
+        async with limit:
             async for item in run.events(since, check=False):
                 if isinstance(item, TextDelta | TextDiscarded):
                     printer.show(item)
@@ -248,6 +249,8 @@ async def watch(
         print(f"watch: {err}", file=sys.stderr)
         return 1
     except TimeoutError:
+        if not limit.expired():  # not ours to say
+            raise
         printer.emit({"type": "timeout", "next": since}, None)
         print(
             f"watch: stopped after {seconds:g} s; the run goes on: {cli()} watch {run_id} --since {since}",
