@@ -1,9 +1,9 @@
-"""Arguments the client checks, as the CLI takes them. A JSON object from a command-line argument
-(`run --model-settings`, `approve --args`, `edit --args`, chat's edited arguments): the client's
-own check (durable_agent_runner/client/checks.py), bounded by the one parser of outside data
-(machine/bounds.py) and nested at most MAX_DEPTH levels; a bad one is a ValueError whose text
-names the flag. A model string (`--model`, `--fallback-model`) and a name (`--by`): argparse's type,
-so a bad one is argparse's one line before anything connects. Numbers are read in ASCII digits
+"""The CLI's arguments, checked as argparse takes them, so what needs no server is refused before
+anything connects, in argparse's one line naming the flag (`argument --at-turn: must be from 1 to
+1,000,000, not 0`). Each rule is the client's own (durable_agent_runner/client/checks.py), made an
+argparse type by `checked`: ids, names, model strings, JSON flags (bounded by the one parser of
+outside data, machine/bounds.py, at most MAX_DEPTH levels). `bounded` takes a number within its
+bounds, `reason_of` a reason within its record's; numbers are read in ASCII digits
 (config/values.in_digits, as the settings read theirs; the console refuses others too)."""
 
 from __future__ import annotations
