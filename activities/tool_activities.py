@@ -157,9 +157,7 @@ class ToolActivities:
         try:
             if self.hooks.wants("on_tool_call"):
                 await self.hooks.call("on_tool_call", at, _arguments(input))
-            result = await tool.invoke(input.arguments_json(), ctx, self.threads)
-            # Where a result enters: a lone surrogate in it would fail the next model request.
-            result.output = bounds.clean_text(result.output)
+            result = await tool.invoke(input.arguments_json(), ctx, self.threads)  # its output is text (bounds)
             if self.hooks.wants("on_tool_result"):
                 await self.hooks.call("on_tool_result", at, result.output, result.is_error)
         except ToolRetryableError as exc:

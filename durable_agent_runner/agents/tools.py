@@ -201,8 +201,8 @@ class Tool(Generic[P, R]):
         """Run the tool on the model's raw JSON arguments; see the module docstring for errors.
         A sync tool runs in `threads` (default: a pool shared by tools invoked outside a worker)."""
 
-        def error(message: str) -> ToolResult:
-            return ToolResult(call_id=ctx.call_id, tool=self.name, output=message, is_error=True)
+        def error(message: str) -> ToolResult:  # an exception's text may hold a lone surrogate too
+            return ToolResult(call_id=ctx.call_id, tool=self.name, output=bounds.clean_text(message), is_error=True)
 
         args = self.validate(arguments_json)
         if isinstance(args, str):

@@ -112,7 +112,7 @@ def reason_of(contract: type[BaseModel], *, told: bool = False) -> Callable[[str
     def parse(text: str) -> str:
         if told and not _utf8(text).strip():
             raise argparse.ArgumentTypeError("is empty: the model is told it, so say why")
-        if len(_utf8(text)) > limit:
+        if len(text) > limit:
             raise argparse.ArgumentTypeError(f"is longer than {limit:,} characters ({len(text):,})")
         return text
 
